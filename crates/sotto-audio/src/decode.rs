@@ -1,0 +1,286 @@
+//! Decoding any supported file to mono f32 at its own sample rate (symphonia).
+
+use std::io::{Cursor, Read};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
+
+use symphonia::core::audio::{SampleBuffer, SignalSpec};
+use symphonia::core::codecs::{DecoderOptions, CODEC_TYPE_NULL};
+use symphonia::core::errors::Error as SymError;
+use symphonia::core::formats::FormatOptions;
+use symphonia::core::io::{MediaSource, MediaSourceStream};
+use symphonia::core::meta::MetadataOptions;
+use symphonia::core::probe::Hint;
+
+use crate::{resample, AudioError, Result};
+
+/// Most mono samples one input may decode to (2^30, 4 GiB of f32: over 18 h at 16 kHz).
+/// Stops decompression bombs (FLAC can code silence in a few bytes per 65535 frames).
+const MAX_SAMPLES: usize = 1 << 30;
+/// Most bytes read into memory from a reader (stdin).
+const MAX_INPUT_BYTES: u64 = 4 << 30;
+
+/// Decoded audio, downmixed to mono at the input's own sample rate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Audio {
+    /// Mono samples (mean of the input channels), nominally in [-1, 1].
+    pub samples: Vec<f32>,
+    /// Sample rate of `samples`, in Hz (the input's rate).
+    pub sample_rate: u32,
+    /// Channel count of the input before downmixing.
+    pub channels_in: u16,
+    /// `samples.len() / sample_rate`, in seconds.
+    pub duration_s: f64,
+}
+
+/// Decodes a WAV, FLAC, MP3 or Ogg Vorbis file to mono. Errors name the path.
+pub fn decode_file(path: &Path) -> Result<Audio> {
+    let name = path.display().to_string();
+    let file = std::fs::File::open(path).map_err(|source| AudioError::Io {
+        input: name.clone(),
+        source,
+    })?;
+    let len = file.metadata().map(|m| m.len()).unwrap_or(1);
+    if len == 0 {
+        return Err(AudioError::Empty { input: name });
+    }
+    let hint = path.extension().and_then(|e| e.to_str());
+    decode_source(Box::new(file), &name, hint)
+}
+
+/// Reads all of `r` into memory, then decodes it (for stdin, which cannot seek). Errors name
+/// the input `stdin`. `hint` is an optional file extension (`"mp3"`) that helps probing.
+pub fn decode_reader(r: impl Read, hint: Option<&str>) -> Result<Audio> {
+    let name = "stdin";
+    let mut bytes = Vec::new();
+    r.take(MAX_INPUT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|source| AudioError::Io {
+            input: name.to_string(),
+            source,
+        })?;
+    if bytes.len() as u64 > MAX_INPUT_BYTES {
+        return Err(AudioError::TooLarge {
+            input: name.to_string(),
+            detail: format!("more than {MAX_INPUT_BYTES} bytes"),
+        });
+    }
+    decode_bytes(name, bytes, hint)
+}
+
+/// Decodes an in-memory file; `name` is what errors call it, `hint` an optional extension.
+pub fn decode_bytes(name: &str, bytes: Vec<u8>, hint: Option<&str>) -> Result<Audio> {
+    if bytes.is_empty() {
+        return Err(AudioError::Empty {
+            input: name.to_string(),
+        });
+    }
+    decode_source(Box::new(Cursor::new(bytes)), name, hint)
+}
+
+/// Decodes `path_or_dash` (`-` reads stdin) and resamples it to 16 kHz mono.
+pub fn load_16k_mono(path_or_dash: &str) -> Result<Vec<f32>> {
+    let audio = if path_or_dash == "-" {
+        decode_reader(std::io::stdin().lock(), None)?
+    } else {
+        decode_file(Path::new(path_or_dash))?
+    };
+    resample::resample_to_16k(&audio.samples, audio.sample_rate)
+        .map_err(|e| e.with_input(path_or_dash))
+}
+
+/// Symphonia parsers are not proven panic-free on hostile bytes; a panic there becomes an error.
+fn decode_source(src: Box<dyn MediaSource>, name: &str, hint: Option<&str>) -> Result<Audio> {
+    match catch_unwind(AssertUnwindSafe(|| decode_inner(src, name, hint))) {
+        Ok(result) => result,
+        Err(_) => Err(corrupt(name, "the decoder failed on malformed data")),
+    }
+}
+
+fn corrupt(name: &str, detail: impl Into<String>) -> AudioError {
+    AudioError::Corrupt {
+        input: name.to_string(),
+        detail: detail.into(),
+    }
+}
+
+fn decode_inner(src: Box<dyn MediaSource>, name: &str, ext: Option<&str>) -> Result<Audio> {
+    let mss = MediaSourceStream::new(src, Default::default());
+    let mut hint = Hint::new();
+    if let Some(ext) = ext {
+        hint.with_extension(ext);
+    }
+    // Gapless: trim encoder delay and padding (MP3 LAME tag, Ogg granules) so the length is
+    // the source's.
+    let format_options = FormatOptions {
+        enable_gapless: true,
+        ..Default::default()
+    };
+    let probed = symphonia::default::get_probe()
+        .format(&hint, mss, &format_options, &MetadataOptions::default())
+        .map_err(|e| probe_error(name, e))?;
+    let mut format = probed.format;
+    let track = format
+        .tracks()
+        .iter()
+        .find(|t| t.codec_params.codec != CODEC_TYPE_NULL)
+        .ok_or_else(|| AudioError::Unsupported {
+            input: name.to_string(),
+        })?;
+    let track_id = track.id;
+    let mut decoder = symphonia::default::get_codecs()
+        .make(&track.codec_params, &DecoderOptions::default())
+        .map_err(|_| AudioError::Unsupported {
+            input: name.to_string(),
+        })?;
+
+    let mut mono = Mono::default();
+    // Reused while packets keep the same layout and fit.
+    let mut buf: Option<(SampleBuffer<f32>, SignalSpec, usize)> = None;
+    let mut first_error: Option<String> = None;
+    loop {
+        let packet = match format.next_packet() {
+            Ok(p) => p,
+            // End of stream, or a truncated tail: keep what decoded so far.
+            Err(SymError::IoError(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+            Err(SymError::ResetRequired) => break,
+            Err(SymError::IoError(source)) => {
+                return Err(AudioError::Io {
+                    input: name.to_string(),
+                    source,
+                })
+            }
+            Err(e) => {
+                first_error.get_or_insert_with(|| e.to_string());
+                break;
+            }
+        };
+        if packet.track_id() != track_id {
+            continue;
+        }
+        let decoded = match decoder.decode(&packet) {
+            Ok(d) => d,
+            // A bad packet is skipped, as players do; the rest of the stream may be fine.
+            Err(SymError::DecodeError(e)) => {
+                first_error.get_or_insert_with(|| e.to_string());
+                continue;
+            }
+            Err(SymError::IoError(e)) => {
+                first_error.get_or_insert_with(|| e.to_string());
+                continue;
+            }
+            Err(e) => {
+                first_error.get_or_insert_with(|| e.to_string());
+                break;
+            }
+        };
+        if decoded.frames() == 0 {
+            continue;
+        }
+        let spec = *decoded.spec();
+        if spec.channels.count() == 0 {
+            // SampleBuffer divides by the channel count.
+            return Err(corrupt(name, "stream declares zero channels"));
+        }
+        let frames_cap = decoded.capacity();
+        let fits = buf
+            .as_ref()
+            .is_some_and(|(_, s, cap)| *cap >= frames_cap && *s == spec);
+        if !fits {
+            buf = Some((SampleBuffer::new(frames_cap as u64, spec), spec, frames_cap));
+        }
+        let (b, _, _) = buf.as_mut().expect("buffer was just set");
+        b.copy_interleaved_ref(decoded);
+        mono.push(b.samples(), spec, name)?;
+    }
+
+    let Some(rate) = mono.rate else {
+        return Err(match first_error {
+            Some(e) => corrupt(name, format!("no packet could be decoded ({e})")),
+            None => AudioError::Empty {
+                input: name.to_string(),
+            },
+        });
+    };
+    let duration_s = mono.samples.len() as f64 / f64::from(rate);
+    Ok(Audio {
+        samples: mono.samples,
+        sample_rate: rate,
+        channels_in: mono.channels,
+        duration_s,
+    })
+}
+
+fn probe_error(name: &str, e: SymError) -> AudioError {
+    match e {
+        SymError::Unsupported(_) => AudioError::Unsupported {
+            input: name.to_string(),
+        },
+        SymError::IoError(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            corrupt(name, "truncated before the audio data")
+        }
+        SymError::IoError(source) => AudioError::Io {
+            input: name.to_string(),
+            source,
+        },
+        other => corrupt(name, other.to_string()),
+    }
+}
+
+/// The mono signal being built, with the stream's rate and channel count (from the first packet).
+#[derive(Default)]
+struct Mono {
+    samples: Vec<f32>,
+    rate: Option<u32>,
+    channels: u16,
+}
+
+impl Mono {
+    fn push(&mut self, interleaved: &[f32], spec: SignalSpec, name: &str) -> Result<()> {
+        let channels = spec.channels.count();
+        if channels == 0 || spec.rate == 0 {
+            return Err(corrupt(
+                name,
+                "stream declares zero channels or a 0 Hz rate",
+            ));
+        }
+        match self.rate {
+            None => {
+                self.rate = Some(spec.rate);
+                self.channels = u16::try_from(channels).unwrap_or(u16::MAX);
+            }
+            Some(r) if r != spec.rate => {
+                return Err(corrupt(
+                    name,
+                    format!("sample rate changes mid-stream ({r} -> {} Hz)", spec.rate),
+                ))
+            }
+            Some(_) => {}
+        }
+        let frames = interleaved.len() / channels;
+        if self.samples.len() + frames > MAX_SAMPLES {
+            return Err(AudioError::TooLarge {
+                input: name.to_string(),
+                detail: format!("decodes to more than {MAX_SAMPLES} samples"),
+            });
+        }
+        let start = self.samples.len();
+        if channels == 1 {
+            self.samples.extend_from_slice(interleaved);
+        } else {
+            let n = channels as f32;
+            self.samples.extend(
+                interleaved
+                    .chunks_exact(channels)
+                    .map(|f| f.iter().sum::<f32>() / n),
+            );
+        }
+        // Float WAVs can carry NaN or infinity; downstream maths wants finite samples.
+        for v in &mut self.samples[start..] {
+            if !v.is_finite() {
+                *v = 0.0;
+            }
+        }
+        Ok(())
+    }
+}

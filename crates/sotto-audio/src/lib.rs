@@ -1,0 +1,32 @@
+//! Audio front end of sotto: decode audio files, bring them to 16 kHz mono, and compute
+//! Whisper's log-mel spectrogram exactly as faster-whisper's `FeatureExtractor` does.
+//!
+//! ```no_run
+//! let samples = sotto_audio::load_16k_mono("speech.flac")?;
+//! let mel = sotto_audio::log_mel_spectrogram(&samples, 80, sotto_audio::HOP_LENGTH);
+//! assert_eq!(mel.data.len(), mel.n_mels * mel.n_frames);
+//! # Ok::<(), sotto_audio::AudioError>(())
+//! ```
+
+mod decode;
+mod error;
+mod mel;
+mod resample;
+
+pub use decode::{decode_bytes, decode_file, decode_reader, load_16k_mono, Audio};
+pub use error::{AudioError, Result};
+pub use mel::{log_mel_spectrogram, mel_filters, Mel};
+pub use resample::resample_to_16k;
+
+/// Sample rate the Whisper models expect, in Hz.
+pub const SAMPLE_RATE: u32 = 16000;
+/// STFT window length in samples (25 ms).
+pub const N_FFT: usize = 400;
+/// STFT hop in samples (10 ms): one mel frame per hop.
+pub const HOP_LENGTH: usize = 160;
+/// Length of one model window, in seconds.
+pub const CHUNK_LENGTH: usize = 30;
+/// Samples in one 30 s window at 16 kHz.
+pub const N_SAMPLES: usize = CHUNK_LENGTH * SAMPLE_RATE as usize;
+/// Mel frames in one 30 s window.
+pub const N_FRAMES: usize = N_SAMPLES / HOP_LENGTH;

@@ -1,0 +1,287 @@
+//! Decoding, downmixing, resampling and error reporting on generated WAVs and the fixtures
+//! made by scripts/make-audio-fixtures.sh.
+
+use std::f64::consts::PI;
+use std::path::{Path, PathBuf};
+
+use sotto_audio::{decode_bytes, decode_file, decode_reader, load_16k_mono, resample_to_16k};
+
+/// A fresh scratch folder for one test.
+fn scratch(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("sotto-audio-{}-{test}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+/// Phase in f64: an f32 phase would itself be off by ~1e-3 rad after a second.
+fn sine(freq: f64, rate: u32, n: usize, amp: f64) -> Vec<f32> {
+    (0..n)
+        .map(|i| (amp * (2.0 * PI * freq * i as f64 / f64::from(rate)).sin()) as f32)
+        .collect()
+}
+
+/// Writes 16-bit interleaved PCM with hound.
+fn write_wav(path: &Path, rate: u32, channels: &[Vec<f32>]) {
+    let spec = hound::WavSpec {
+        channels: channels.len() as u16,
+        sample_rate: rate,
+        bits_per_sample: 16,
+        sample_format: hound::SampleFormat::Int,
+    };
+    let mut w = hound::WavWriter::create(path, spec).unwrap();
+    for i in 0..channels.first().map_or(0, Vec::len) {
+        for ch in channels {
+            w.write_sample((ch[i] * 32767.0).round() as i16).unwrap();
+        }
+    }
+    w.finalize().unwrap();
+}
+
+/// Largest deviation from `amp * sin(2 pi f n / 16000)`, away from the filter's edge effects.
+fn max_error_vs_sine(y: &[f32], freq: f64, amp: f64) -> f32 {
+    let ideal = sine(freq, 16000, y.len(), amp);
+    let edge = 400;
+    y[edge..y.len() - edge]
+        .iter()
+        .zip(&ideal[edge..])
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f32::max)
+}
+
+#[test]
+fn stereo_44k_wav_downmixes_and_resamples_to_16k() {
+    let dir = scratch("stereo");
+    let path = dir.join("stereo.wav");
+    let n = 44100 * 2;
+    let left = sine(1000.0, 44100, n, 0.8);
+    let right = vec![0.0; n];
+    write_wav(&path, 44100, &[left.clone(), right]);
+
+    let audio = decode_file(&path).unwrap();
+    assert_eq!(audio.sample_rate, 44100);
+    assert_eq!(audio.channels_in, 2);
+    assert_eq!(audio.samples.len(), n);
+    assert!((audio.duration_s - 2.0).abs() < 1e-9);
+    // Mean of the channels: half the left channel, to 16-bit precision.
+    for (got, l) in audio.samples.iter().zip(&left) {
+        assert!(
+            (got - l / 2.0).abs() < 1.0 / 32768.0,
+            "{got} vs {}",
+            l / 2.0
+        );
+    }
+
+    let y = resample_to_16k(&audio.samples, 44100).unwrap();
+    assert_eq!(y.len(), 32000);
+    let err = max_error_vs_sine(&y, 1000.0, 0.4);
+    eprintln!("44100 Hz -> 16 kHz: 1 kHz sine max error {err:e}");
+    assert!(
+        err < 2e-4,
+        "1 kHz sine after 44.1 -> 16 kHz: max error {err}"
+    );
+
+    let via_path = load_16k_mono(path.to_str().unwrap()).unwrap();
+    assert_eq!(via_path, y);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn common_rates_resample_with_low_error() {
+    for rate in [8000u32, 11025, 22050, 24000, 32000, 48000, 96000] {
+        let n = rate as usize + 123;
+        let x = sine(1000.0, rate, n, 0.5);
+        let y = resample_to_16k(&x, rate).unwrap();
+        let want = ((n as u64 * 16000 + rate as u64 / 2) / rate as u64) as usize;
+        assert_eq!(y.len(), want, "rate {rate}");
+        let err = max_error_vs_sine(&y, 1000.0, 0.5);
+        eprintln!("{rate} Hz -> 16 kHz: 1 kHz sine max error {err:e}");
+        assert!(err < 5e-4, "rate {rate}: max error {err}");
+    }
+    let x = sine(1000.0, 16000, 1000, 0.5);
+    assert_eq!(resample_to_16k(&x, 16000).unwrap(), x);
+}
+
+#[test]
+fn resampling_removes_content_above_8k() {
+    // A 10 kHz tone at 48 kHz is above the 16 kHz Nyquist: it must not alias into the output.
+    let x = sine(10_000.0, 48000, 48000, 0.5);
+    let y = resample_to_16k(&x, 48000).unwrap();
+    let peak = y[400..y.len() - 400]
+        .iter()
+        .fold(0f32, |m, v| m.max(v.abs()));
+    eprintln!("10 kHz at 48 kHz -> 16 kHz: alias peak {peak:e}");
+    assert!(peak < 1e-3, "alias peak {peak}");
+}
+
+/// Best alignment of `decoded` (which may start late by an encoder delay) against `source`,
+/// and the signal-to-noise ratio there in dB.
+fn aligned_snr_db(source: &[f32], decoded: &[f32], max_lag: usize) -> (usize, f64) {
+    let score = |lag: usize| -> f64 {
+        source
+            .iter()
+            .zip(decoded.iter().skip(lag))
+            .map(|(a, b)| f64::from(a * b))
+            .sum()
+    };
+    let lag = (0..=max_lag.min(decoded.len()))
+        .max_by(|&a, &b| score(a).total_cmp(&score(b)))
+        .unwrap();
+    let (mut sig, mut noise) = (0f64, 0f64);
+    for (a, b) in source.iter().zip(decoded.iter().skip(lag)) {
+        sig += f64::from(a * a);
+        noise += f64::from((a - b) * (a - b));
+    }
+    (lag, 10.0 * (sig / noise.max(1e-30)).log10())
+}
+
+#[test]
+fn flac_mp3_ogg_fixtures_decode_like_the_wav_source() {
+    let wav = decode_file(&fixture("tones.wav")).unwrap();
+    assert_eq!((wav.sample_rate, wav.channels_in), (22050, 2));
+    assert_eq!(wav.samples.len(), 11025);
+
+    let flac = decode_file(&fixture("tones.flac")).unwrap();
+    assert_eq!(flac, wav, "FLAC is lossless");
+
+    for (name, min_snr) in [("tones.mp3", 15.0), ("tones.ogg", 15.0)] {
+        let lossy = decode_file(&fixture(name)).unwrap();
+        assert_eq!((lossy.sample_rate, lossy.channels_in), (22050, 2), "{name}");
+        let extra = lossy.samples.len() as i64 - wav.samples.len() as i64;
+        assert!(
+            (0..=2400).contains(&extra),
+            "{name}: {extra} samples more than the source"
+        );
+        let (lag, snr) = aligned_snr_db(&wav.samples, &lossy.samples, 2400);
+        eprintln!(
+            "{name}: {} samples, lag {lag}, SNR {snr:.1} dB",
+            lossy.samples.len()
+        );
+        assert!(snr > min_snr, "{name}: SNR {snr:.1} dB at lag {lag}");
+    }
+}
+
+#[test]
+fn reader_and_bytes_decode_like_the_file() {
+    let file = decode_file(&fixture("tones.ogg")).unwrap();
+    let bytes = std::fs::read(fixture("tones.ogg")).unwrap();
+    let from_reader = decode_reader(&bytes[..], None).unwrap();
+    assert_eq!(from_reader, file);
+    let from_bytes = decode_bytes("x.ogg", bytes, Some("ogg")).unwrap();
+    assert_eq!(from_bytes, file);
+}
+
+fn assert_one_line(msg: &str, want: &str) {
+    assert_eq!(msg, want);
+    assert!(!msg.contains('\n'));
+}
+
+#[test]
+fn bad_inputs_give_one_line_errors_naming_the_input() {
+    let dir = scratch("errors");
+    let notes = dir.join("notes.txt");
+    std::fs::write(&notes, "Meeting notes: nothing to hear here.\n".repeat(50)).unwrap();
+    let e = decode_file(&notes).unwrap_err().to_string();
+    assert_one_line(
+        &e,
+        &format!(
+            "{}: not a supported audio file (wav, flac, mp3, ogg)",
+            notes.display()
+        ),
+    );
+
+    let empty = dir.join("empty.wav");
+    write_wav(&empty, 16000, &[vec![]]);
+    let e = decode_file(&empty).unwrap_err().to_string();
+    assert_one_line(
+        &e,
+        &format!("{}: contains no audio samples", empty.display()),
+    );
+
+    let zero = dir.join("zero.mp3");
+    std::fs::write(&zero, b"").unwrap();
+    let e = decode_file(&zero).unwrap_err().to_string();
+    assert_one_line(
+        &e,
+        &format!("{}: contains no audio samples", zero.display()),
+    );
+
+    let missing = dir.join("missing.flac");
+    let e = decode_file(&missing).unwrap_err().to_string();
+    assert!(
+        e.starts_with(&format!("{}: cannot read: ", missing.display())),
+        "{e}"
+    );
+
+    let e = decode_reader(&b"plain text, not audio at all"[..], None).unwrap_err();
+    assert_one_line(
+        &e.to_string(),
+        "stdin: not a supported audio file (wav, flac, mp3, ogg)",
+    );
+
+    // A WAV cut inside its header.
+    let wav = std::fs::read(fixture("tones.wav")).unwrap();
+    let e = decode_bytes("cut.wav", wav[..30].to_vec(), None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("cut.wav: ") && !e.contains('\n'), "{e}");
+
+    let e = load_16k_mono(missing.to_str().unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with(&format!("{}: cannot read", missing.display())),
+        "{e}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn truncated_wav_keeps_the_decoded_part() {
+    let wav = std::fs::read(fixture("tones.wav")).unwrap();
+    let cut = wav[..wav.len() / 2].to_vec();
+    let audio = decode_bytes("half.wav", cut, None).unwrap();
+    assert!(
+        (5400..=5600).contains(&audio.samples.len()),
+        "{}",
+        audio.samples.len()
+    );
+}
+
+#[test]
+fn headers_claiming_absurd_lengths_do_not_allocate_them() {
+    // WAV: RIFF and data sizes of u32::MAX (what streaming encoders write), 100 real frames.
+    let mut wav = Vec::new();
+    wav.extend_from_slice(b"RIFF");
+    wav.extend_from_slice(&u32::MAX.to_le_bytes());
+    wav.extend_from_slice(b"WAVEfmt ");
+    wav.extend_from_slice(&16u32.to_le_bytes());
+    wav.extend_from_slice(&1u16.to_le_bytes()); // PCM
+    wav.extend_from_slice(&1u16.to_le_bytes()); // mono
+    wav.extend_from_slice(&16000u32.to_le_bytes());
+    wav.extend_from_slice(&32000u32.to_le_bytes());
+    wav.extend_from_slice(&2u16.to_le_bytes());
+    wav.extend_from_slice(&16u16.to_le_bytes());
+    wav.extend_from_slice(b"data");
+    wav.extend_from_slice(&u32::MAX.to_le_bytes());
+    for i in 0..100i16 {
+        wav.extend_from_slice(&(i * 100).to_le_bytes());
+    }
+    let audio = decode_bytes("streamed.wav", wav, None).unwrap();
+    assert_eq!(audio.samples.len(), 100);
+    assert_eq!(audio.samples[1], 100.0 / 32768.0);
+
+    // FLAC: STREAMINFO's 36-bit total-samples field set to its maximum (~6.9e10 frames).
+    let mut flac = std::fs::read(fixture("tones.flac")).unwrap();
+    // "fLaC", block header (4), then STREAMINFO; total samples are the low 36 bits of bytes 21..26.
+    assert_eq!(&flac[..4], b"fLaC");
+    flac[21] |= 0x0f;
+    flac[22..26].copy_from_slice(&[0xff; 4]);
+    let audio = decode_bytes("huge.flac", flac, None).unwrap();
+    assert_eq!(audio.samples.len(), 11025);
+}

@@ -1,0 +1,71 @@
+//! Any bytes give Ok or an error, never a panic: random data, and the fixtures truncated and
+//! bit-flipped.
+
+use std::path::Path;
+
+use proptest::prelude::*;
+use sotto_audio::decode_bytes;
+
+const FIXTURES: [&str; 4] = ["tones.wav", "tones.flac", "tones.mp3", "tones.ogg"];
+const HINTS: [Option<&str>; 5] = [None, Some("wav"), Some("flac"), Some("mp3"), Some("ogg")];
+
+fn fixture(i: usize) -> Vec<u8> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    std::fs::read(dir.join(FIXTURES[i])).unwrap()
+}
+
+/// Decodes and checks the contract: finite samples, or a one-line error naming the input.
+fn check(bytes: Vec<u8>, hint: Option<&str>) {
+    match decode_bytes("fuzz.bin", bytes, hint) {
+        Ok(audio) => {
+            assert!(audio.sample_rate > 0 && audio.channels_in > 0);
+            assert!(!audio.samples.is_empty());
+            assert!(audio.samples.iter().all(|v| v.is_finite()));
+        }
+        Err(e) => {
+            let msg = e.to_string();
+            assert!(
+                msg.starts_with("fuzz.bin: ") && !msg.contains('\n'),
+                "{msg}"
+            );
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn random_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..4096), hint in 0..5usize) {
+        check(bytes, HINTS[hint]);
+    }
+
+    #[test]
+    fn random_bytes_behind_a_wav_header(tail in proptest::collection::vec(any::<u8>(), 0..2048)) {
+        let mut bytes = fixture(0)[..44].to_vec();
+        bytes.extend(tail);
+        check(bytes, None);
+    }
+
+    #[test]
+    fn truncated_fixtures(which in 0..4usize, cut in 0.0..1.0f64) {
+        let bytes = fixture(which);
+        let len = (bytes.len() as f64 * cut) as usize;
+        check(bytes[..len].to_vec(), None);
+    }
+
+    #[test]
+    fn bit_flipped_fixtures(
+        which in 0..4usize,
+        flips in proptest::collection::vec((0.0..1.0f64, 0..8u8, any::<bool>()), 1..16),
+    ) {
+        let mut bytes = fixture(which);
+        for (at, bit, in_header) in flips {
+            // Half the flips land in the first 256 bytes, where the headers are.
+            let span = if in_header { 256.min(bytes.len()) } else { bytes.len() };
+            let i = (span as f64 * at) as usize;
+            bytes[i] ^= 1 << bit;
+        }
+        check(bytes, None);
+    }
+}

@@ -1,0 +1,233 @@
+//! The `sotto` binary end to end: a real model, real audio, and bad inputs.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+
+fn sotto() -> Command {
+    let mut cmd = Command::cargo_bin("sotto").expect("binary");
+    // Models come from the test cache; nothing is fetched here.
+    cmd.env("SOTTO_CACHE_DIR", sotto_testdata::cache_dir());
+    cmd
+}
+
+fn jfk() -> PathBuf {
+    sotto_testdata::workspace_root().join("samples/jfk.wav")
+}
+
+/// Letters and spaces only, lower case.
+fn normalise(s: &str) -> String {
+    s.chars()
+        .filter(|c| c.is_alphanumeric() || c.is_whitespace())
+        .collect::<String>()
+        .to_lowercase()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+const JFK: &str = "and so my fellow americans ask not what your country can do for you ask what you can do for your country";
+
+#[test]
+fn transcribes_jfk_with_tiny_en_by_name() {
+    sotto_testdata::model_dir("tiny.en");
+    let out = sotto()
+        .args(["transcribe", "-m", "tiny.en", "-t", "2", "--no-timestamps"])
+        .arg(jfk())
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    assert_eq!(normalise(&String::from_utf8(out).unwrap()), JFK);
+}
+
+#[test]
+fn default_output_has_timestamped_lines() {
+    let model = sotto_testdata::model_dir("tiny.en");
+    sotto()
+        .args(["transcribe", "-t", "2", "-m"])
+        .arg(&model)
+        .arg(jfk())
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::is_match(r"^\[00:00:00\.000 --> 00:00:\d\d\.\d{3}\]  And so").unwrap(),
+        );
+}
+
+#[test]
+fn writes_json_and_srt_into_a_folder() {
+    let model = sotto_testdata::model_dir("tiny.en");
+    let dir = tempfile::tempdir().unwrap();
+    sotto()
+        .args(["transcribe", "-t", "2", "-f", "json", "-f", "srt", "-m"])
+        .arg(&model)
+        .arg(jfk())
+        .arg("-o")
+        .arg(dir.path())
+        .assert()
+        .success();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("jfk.json")).unwrap())
+            .unwrap();
+    let segments = json["segments"].as_array().expect("segments");
+    assert!(!segments.is_empty());
+    let mut last_end = 0.0;
+    for s in segments {
+        let (start, end) = (s["start"].as_f64().unwrap(), s["end"].as_f64().unwrap());
+        assert!(
+            start >= last_end - 1e-6 && end >= start && end <= 11.01,
+            "{s}"
+        );
+        last_end = end;
+        assert!(!s["tokens"].as_array().unwrap().is_empty());
+        assert!(s["avg_logprob"].as_f64().unwrap() <= 0.0);
+        let p = s["no_speech_prob"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&p));
+    }
+    assert_eq!(normalise(json["text"].as_str().unwrap()), JFK);
+    let srt = std::fs::read_to_string(dir.path().join("jfk.srt")).unwrap();
+    assert!(srt.starts_with("1\n00:00:00,000 --> "), "{srt}");
+}
+
+#[test]
+fn reads_stdin() {
+    let model = sotto_testdata::model_dir("tiny.en");
+    let out = sotto()
+        .args(["transcribe", "-t", "2", "-f", "txt", "-m"])
+        .arg(&model)
+        .arg("-")
+        .write_stdin(std::fs::read(jfk()).unwrap())
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    assert_eq!(normalise(&String::from_utf8(out).unwrap()), JFK);
+}
+
+/// A failure: non-zero exit, exactly one line on stderr naming `needle`, no panic.
+fn assert_one_line_error(cmd: &mut Command, needle: &str) {
+    let out = cmd.assert().failure().get_output().clone();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "expected one line, got: {err}");
+    assert!(lines[0].starts_with("error: "), "{err}");
+    assert!(lines[0].contains(needle), "{err} does not name {needle}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+fn copy_model_with(dir: &Path, model_bin: &[u8]) -> PathBuf {
+    let src = sotto_testdata::model_dir("tiny.en");
+    let dst = dir.join("broken-model");
+    std::fs::create_dir_all(&dst).unwrap();
+    for f in ["config.json", "vocabulary.txt"] {
+        std::fs::copy(src.join(f), dst.join(f)).unwrap();
+    }
+    std::fs::write(dst.join("model.bin"), model_bin).unwrap();
+    dst
+}
+
+#[test]
+fn truncated_model_is_a_one_line_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let full = std::fs::read(sotto_testdata::model_dir("tiny.en").join("model.bin")).unwrap();
+    for cut in [10, 1000, full.len() / 2, full.len() - 3] {
+        let model = copy_model_with(dir.path(), &full[..cut]);
+        assert_one_line_error(
+            sotto().args(["transcribe", "-m"]).arg(&model).arg(jfk()),
+            "model.bin",
+        );
+    }
+}
+
+#[test]
+fn wrong_magic_is_a_one_line_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("not-a-model.bin");
+    std::fs::write(&path, b"GGUF\x03\x00\x00\x00 this is not a whisper model").unwrap();
+    assert_one_line_error(
+        sotto().args(["transcribe", "-m"]).arg(&path).arg(jfk()),
+        "not-a-model.bin",
+    );
+}
+
+#[test]
+fn non_audio_and_empty_audio_are_one_line_errors() {
+    let model = sotto_testdata::model_dir("tiny.en");
+    let dir = tempfile::tempdir().unwrap();
+    let text = dir.path().join("notes.txt");
+    std::fs::write(&text, "hello, this is not audio\n").unwrap();
+    assert_one_line_error(
+        sotto().args(["transcribe", "-m"]).arg(&model).arg(&text),
+        "notes.txt",
+    );
+
+    // A valid WAV header with no samples.
+    let empty = dir.path().join("empty.wav");
+    let mut wav = Vec::new();
+    wav.extend_from_slice(b"RIFF");
+    wav.extend_from_slice(&36u32.to_le_bytes());
+    wav.extend_from_slice(b"WAVEfmt ");
+    wav.extend_from_slice(&16u32.to_le_bytes());
+    wav.extend_from_slice(&1u16.to_le_bytes()); // PCM
+    wav.extend_from_slice(&1u16.to_le_bytes()); // mono
+    wav.extend_from_slice(&16000u32.to_le_bytes());
+    wav.extend_from_slice(&32000u32.to_le_bytes());
+    wav.extend_from_slice(&2u16.to_le_bytes());
+    wav.extend_from_slice(&16u16.to_le_bytes());
+    wav.extend_from_slice(b"data");
+    wav.extend_from_slice(&0u32.to_le_bytes());
+    std::fs::write(&empty, wav).unwrap();
+    assert_one_line_error(
+        sotto().args(["transcribe", "-m"]).arg(&model).arg(&empty),
+        "empty.wav",
+    );
+
+    let missing = dir.path().join("missing.wav");
+    assert_one_line_error(
+        sotto().args(["transcribe", "-m"]).arg(&model).arg(&missing),
+        "missing.wav",
+    );
+}
+
+#[test]
+fn unknown_model_name_is_a_one_line_error() {
+    let dir = tempfile::tempdir().unwrap();
+    assert_one_line_error(
+        sotto()
+            .env("SOTTO_CACHE_DIR", dir.path())
+            .args(["transcribe", "-m", "no-such-model"])
+            .arg(jfk()),
+        "no-such-model",
+    );
+}
+
+#[test]
+fn convert_writes_a_loadable_ggml_file() {
+    let model = sotto_testdata::model_dir("tiny.en");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ggml-tiny.en.bin");
+    sotto()
+        .arg("convert")
+        .arg(&model)
+        .arg(&out)
+        .assert()
+        .success();
+    assert_eq!(
+        &std::fs::read(&out).unwrap()[..4],
+        &0x67676d6cu32.to_le_bytes()
+    );
+    let text = sotto()
+        .args(["transcribe", "-t", "2", "--no-timestamps", "-m"])
+        .arg(&out)
+        .arg(jfk())
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    assert_eq!(normalise(&String::from_utf8(text).unwrap()), JFK);
+}

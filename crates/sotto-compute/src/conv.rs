@@ -1,0 +1,128 @@
+//! 1-D convolution (kernel 3, padding 1) as im2col followed by a linear layer.
+
+use rayon::prelude::*;
+
+use crate::{shape_err, CpuBackend, Linear, Result};
+
+const KERNEL: usize = 3;
+
+impl CpuBackend {
+    /// Conv1d with kernel 3, padding 1 and the given stride, on time-major data.
+    ///
+    /// `x` Shape: [t_in, c_in]; `w.weight` Shape: [c_out, c_in, 3] (PyTorch order, seen as a
+    /// linear layer with n_in = c_in·3); `out` Shape: [t_out, c_out] with
+    /// t_out = (t_in − 1) / stride + 1. Returns t_out.
+    pub fn conv1d(
+        &self,
+        x: &[f32],
+        c_in: usize,
+        w: &Linear,
+        stride: usize,
+        out: &mut [f32],
+    ) -> Result<usize> {
+        if c_in == 0 || stride == 0 || x.len() % c_in != 0 || w.n_in != c_in * KERNEL {
+            return Err(shape_err(
+                "conv1d",
+                format!(
+                    "x has {} elements, c_in {c_in}, stride {stride}, weight n_in {}",
+                    x.len(),
+                    w.n_in
+                ),
+            ));
+        }
+        let t_in = x.len() / c_in;
+        if t_in == 0 {
+            return Err(shape_err("conv1d", "empty input"));
+        }
+        let t_out = (t_in - 1) / stride + 1;
+        if out.len() != t_out * w.n_out {
+            return Err(shape_err(
+                "conv1d",
+                format!(
+                    "out has {} elements, expected {t_out}×{}",
+                    out.len(),
+                    w.n_out
+                ),
+            ));
+        }
+        let kc = c_in * KERNEL;
+        let mut cols = vec![0.0f32; t_out * kc];
+        self.install(|| {
+            cols.par_chunks_mut(kc).enumerate().for_each(|(t, col)| {
+                for kk in 0..KERNEL {
+                    // Input time t·stride + kk − 1; outside [0, t_in) is the zero padding.
+                    let Some(ti) = (t * stride + kk).checked_sub(1).filter(|&ti| ti < t_in) else {
+                        continue;
+                    };
+                    for (c, &v) in x[ti * c_in..(ti + 1) * c_in].iter().enumerate() {
+                        col[c * KERNEL + kk] = v;
+                    }
+                }
+            })
+        });
+        self.linear(&cols, t_out, w, out)?;
+        Ok(t_out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{max_abs_diff, rand_vec};
+    use crate::Weight;
+
+    fn naive(
+        x: &[f32],
+        c_in: usize,
+        w: &[f32],
+        b: &[f32],
+        c_out: usize,
+        stride: usize,
+    ) -> Vec<f32> {
+        let t_in = x.len() / c_in;
+        let t_out = (t_in - 1) / stride + 1;
+        let mut out = vec![0.0f32; t_out * c_out];
+        for t in 0..t_out {
+            for o in 0..c_out {
+                let mut s = b[o] as f64;
+                for c in 0..c_in {
+                    for kk in 0..3 {
+                        let ti = (t * stride + kk) as isize - 1;
+                        if ti >= 0 && (ti as usize) < t_in {
+                            s += x[ti as usize * c_in + c] as f64
+                                * w[(o * c_in + c) * 3 + kk] as f64;
+                        }
+                    }
+                }
+                out[t * c_out + o] = s as f32;
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn conv1d_matches_naive() {
+        let be = CpuBackend::new(2).unwrap();
+        for &(t_in, c_in, c_out, stride) in &[
+            (1, 1, 1, 1),
+            (7, 3, 5, 1),
+            (7, 3, 5, 2),
+            (30, 8, 11, 2),
+            (31, 5, 4, 2),
+        ] {
+            let x = rand_vec(t_in * c_in, 1);
+            let w = rand_vec(c_out * c_in * 3, 2);
+            let b = rand_vec(c_out, 3);
+            let lin =
+                Linear::new(Weight::F32(w.clone()), Some(b.clone()), c_out, c_in * 3).unwrap();
+            let t_out = (t_in - 1) / stride + 1;
+            let mut out = vec![f32::NAN; t_out * c_out];
+            assert_eq!(be.conv1d(&x, c_in, &lin, stride, &mut out).unwrap(), t_out);
+            assert!(max_abs_diff(&out, &naive(&x, c_in, &w, &b, c_out, stride)) < 1e-5);
+        }
+        let lin = Linear::new(Weight::F32(vec![0.0; 6]), None, 1, 6).unwrap();
+        assert!(be.conv1d(&[0.0; 4], 2, &lin, 2, &mut [0.0; 2]).is_err());
+        assert!(be.conv1d(&[0.0; 5], 2, &lin, 2, &mut [0.0; 1]).is_err());
+        assert!(be.conv1d(&[0.0; 4], 2, &lin, 0, &mut [0.0; 1]).is_err());
+    }
+}

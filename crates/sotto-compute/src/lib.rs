@@ -1,0 +1,184 @@
+//! CPU compute for the Whisper forward pass.
+//!
+//! Activations are f32 slices in row-major order; weights are [`Weight`]s stored as f32 or
+//! f16 (converted to f32 on the fly). [`CpuBackend`] owns a rayon thread pool and exposes
+//! coarse ops (`linear`, `layer_norm`, `attention`, ...) so that another backend can be put
+//! behind the same boundary later.
+
+mod attention;
+mod conv;
+mod linear;
+mod ops;
+
+pub use attention::Mask;
+pub use half::f16;
+
+/// Errors from the compute ops: a shape or length that does not fit, or a pool that could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ComputeError {
+    #[error("{op}: {msg}")]
+    Shape { op: &'static str, msg: String },
+    #[error("thread pool with {threads} threads: {msg}")]
+    ThreadPool { threads: usize, msg: String },
+}
+
+pub type Result<T, E = ComputeError> = std::result::Result<T, E>;
+
+pub(crate) fn shape_err(op: &'static str, msg: impl Into<String>) -> ComputeError {
+    ComputeError::Shape {
+        op,
+        msg: msg.into(),
+    }
+}
+
+/// Weight storage. Quantized variants can be added here later.
+#[derive(Clone, Debug)]
+pub enum Weight {
+    F32(Vec<f32>),
+    F16(Vec<f16>),
+}
+
+impl Weight {
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        match self {
+            Weight::F32(w) => w.len(),
+            Weight::F16(w) => w.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Copies elements `start..start + out.len()` into `out` as f32.
+    pub fn read_f32(&self, start: usize, out: &mut [f32]) {
+        let end = start + out.len();
+        match self {
+            Weight::F32(w) => out.copy_from_slice(&w[start..end]),
+            Weight::F16(w) => {
+                use half::slice::HalfFloatSliceExt;
+                w[start..end].convert_to_f32_slice(out);
+            }
+        }
+    }
+}
+
+/// A linear layer `y = x · Wᵀ + b`.
+#[derive(Clone, Debug)]
+pub struct Linear {
+    /// Shape: [n_out, n_in] (PyTorch order).
+    pub weight: Weight,
+    /// Shape: [n_out]
+    pub bias: Option<Vec<f32>>,
+    pub n_out: usize,
+    pub n_in: usize,
+}
+
+impl Linear {
+    /// Checks that the weight and bias lengths match `n_out × n_in`.
+    pub fn new(weight: Weight, bias: Option<Vec<f32>>, n_out: usize, n_in: usize) -> Result<Self> {
+        if weight.len() != n_out * n_in {
+            return Err(shape_err(
+                "linear",
+                format!(
+                    "weight has {} elements, expected {n_out}×{n_in}",
+                    weight.len()
+                ),
+            ));
+        }
+        if let Some(b) = &bias {
+            if b.len() != n_out {
+                return Err(shape_err(
+                    "linear",
+                    format!("bias has {} elements, expected {n_out}", b.len()),
+                ));
+            }
+        }
+        Ok(Self {
+            weight,
+            bias,
+            n_out,
+            n_in,
+        })
+    }
+}
+
+/// Layer norm parameters.
+#[derive(Clone, Debug)]
+pub struct Norm {
+    /// Shape: [d]
+    pub gamma: Vec<f32>,
+    /// Shape: [d]
+    pub beta: Vec<f32>,
+    pub eps: f32,
+}
+
+/// The CPU backend: a rayon pool with a fixed number of threads that every op runs on.
+pub struct CpuBackend {
+    pool: rayon::ThreadPool,
+    threads: usize,
+}
+
+impl std::fmt::Debug for CpuBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CpuBackend")
+            .field("threads", &self.threads)
+            .finish()
+    }
+}
+
+impl CpuBackend {
+    /// A backend with `threads` worker threads (0 means one per available core).
+    pub fn new(threads: usize) -> Result<Self> {
+        let threads = if threads == 0 {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else {
+            threads
+        };
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("sotto-cpu-{i}"))
+            .build()
+            .map_err(|e| ComputeError::ThreadPool {
+                threads,
+                msg: e.to_string(),
+            })?;
+        Ok(Self { pool, threads })
+    }
+
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// Runs `f` inside this backend's pool (so nested rayon work uses its threads).
+    pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        self.pool.install(f)
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testutil {
+    /// Deterministic pseudo-random values in [-1, 1).
+    pub fn rand_vec(n: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (0..n)
+            .map(|_| {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+        assert_eq!(a.len(), b.len());
+        a.iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0, f32::max)
+    }
+}

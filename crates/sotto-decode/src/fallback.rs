@@ -1,0 +1,268 @@
+//! faster-whisper's `generate_with_fallback`: decode at rising temperatures until the result
+//! is neither too repetitive nor too unlikely (transcribe.py, `generate_with_fallback`).
+
+use std::io::Write;
+
+use flate2::write::ZlibEncoder;
+use flate2::Compression;
+
+use crate::greedy::{DecodeTask, DecodingResult, Rng, Sampling, Search};
+use crate::inference::Inference;
+use crate::tokenizer::Tokenizer;
+use crate::Result;
+
+/// The thresholds of the fallback, with faster-whisper's defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FallbackOptions {
+    /// Tried in order; 0 decodes greedily, above samples `best_of` candidates.
+    pub temperatures: Vec<f64>,
+    /// Candidates per sampled temperature.
+    pub best_of: usize,
+    /// Retry when the text's zlib compression ratio is above this.
+    pub compression_ratio_threshold: Option<f64>,
+    /// Retry when the average log-probability is below this.
+    pub log_prob_threshold: Option<f64>,
+    /// With `log_prob_threshold`: a likely-silent window (no-speech probability above this and
+    /// average log-probability below that) is accepted as is.
+    pub no_speech_threshold: Option<f64>,
+}
+
+impl Default for FallbackOptions {
+    fn default() -> Self {
+        FallbackOptions {
+            temperatures: vec![0.0, 0.2, 0.4, 0.6, 0.8, 1.0],
+            best_of: 5,
+            compression_ratio_threshold: Some(2.4),
+            log_prob_threshold: Some(-1.0),
+            no_speech_threshold: Some(0.6),
+        }
+    }
+}
+
+/// The kept decoding, and what the window loop needs of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fallback {
+    /// The chosen result.
+    pub result: DecodingResult,
+    /// Temperature of the last attempt (faster-whisper passes it on for the prompt reset
+    /// rule, even when an earlier attempt was kept).
+    pub temperature: f64,
+    /// Compression ratio of the chosen result's text.
+    pub compression_ratio: f64,
+}
+
+/// `len(text) / len(zlib.compress(text))` over UTF-8 bytes, zlib level 6 as Python's default.
+pub fn compression_ratio(text: &str) -> f64 {
+    let mut z = ZlibEncoder::new(Vec::new(), Compression::new(6));
+    // Writing to a Vec cannot fail.
+    let compressed = z
+        .write_all(text.as_bytes())
+        .and_then(|_| z.finish())
+        .unwrap_or_default();
+    text.len() as f64 / compressed.len().max(1) as f64
+}
+
+/// Decodes `task` at each temperature in turn until one passes the thresholds; if none does,
+/// keeps the best average log-probability among those under the compression threshold (or
+/// among all). `zero` decodes at temperature 0 (greedy now; beam search later).
+pub fn generate_with_fallback(
+    inf: &mut dyn Inference,
+    tok: &Tokenizer,
+    task: &DecodeTask,
+    opts: &FallbackOptions,
+    zero: &mut dyn Search,
+    rng: &mut Rng,
+) -> Result<Fallback> {
+    let mut all: Vec<Fallback> = Vec::new();
+    let mut below_cr: Vec<usize> = Vec::new();
+    let mut temperature = 0.0;
+    for &t in &opts.temperatures {
+        temperature = t;
+        let result = if t > 0.0 {
+            Sampling {
+                temperature: t,
+                best_of: opts.best_of,
+                rng: &mut *rng,
+            }
+            .search(inf, task)?
+        } else {
+            zero.search(inf, task)?
+        };
+        let compression_ratio = compression_ratio(tok.decode(&result.tokens).trim());
+        let mut needs_fallback = false;
+        if let Some(cr) = opts.compression_ratio_threshold {
+            if compression_ratio > cr {
+                needs_fallback = true; // too repetitive
+            } else {
+                below_cr.push(all.len());
+            }
+        }
+        let low_logprob = opts
+            .log_prob_threshold
+            .is_some_and(|lp| result.avg_logprob < lp);
+        if low_logprob {
+            needs_fallback = true;
+        }
+        if low_logprob
+            && opts
+                .no_speech_threshold
+                .is_some_and(|ns| result.no_speech_prob > ns)
+        {
+            needs_fallback = false; // silence
+        }
+        let done = Fallback {
+            result,
+            temperature: t,
+            compression_ratio,
+        };
+        if !needs_fallback {
+            return Ok(done);
+        }
+        all.push(done);
+    }
+    // Every temperature failed: the best average log-probability, first on ties (Python's max).
+    let pool: Vec<usize> = if below_cr.is_empty() {
+        (0..all.len()).collect()
+    } else {
+        below_cr
+    };
+    let mut best = *pool.first().ok_or(crate::DecodeError::InvalidOption {
+        name: "temperatures",
+        reason: "the list is empty".into(),
+    })?;
+    for &i in &pool {
+        if all[i].result.avg_logprob > all[best].result.avg_logprob {
+            best = i;
+        }
+    }
+    let mut kept = all.swap_remove(best);
+    kept.temperature = temperature;
+    Ok(kept)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::greedy::Greedy;
+    use crate::mock::{one_hot, MockInference};
+    use crate::tokenizer::tests::toy;
+
+    #[test]
+    fn compression_ratio_matches_python_zlib() {
+        // Values from Python 3.11's zlib (faster-whisper's get_compression_ratio).
+        let golden = [
+            (
+                "the the the the the the the the the the the the the the the the the the the",
+                5.0,
+            ),
+            ("x", 1.0 / 9.0),
+            ("", 0.0),
+        ];
+        for (text, ratio) in golden {
+            assert!((compression_ratio(text) - ratio).abs() < 1e-12, "{text:?}");
+        }
+    }
+
+    fn tok_and_task() -> (crate::Tokenizer, Vec<u32>) {
+        let tok = toy(&[], 99);
+        let prompt = vec![tok.sot()];
+        (tok, prompt)
+    }
+
+    #[test]
+    fn repetitive_text_falls_back_to_sampling() {
+        let (tok, prompt) = tok_and_task();
+        let n = tok.n_vocab();
+        let eot = tok.eot();
+        // Greedy: 'a' forever (ratio high). Any temperature > 0: "hi" then eot, as the
+        // mock sees whether it is being sampled by its logits alone; so script by attempt.
+        let calls = std::rc::Rc::new(std::cell::Cell::new(0usize));
+        let c = calls.clone();
+        let mut inf = MockInference::new(n, move |ctx| {
+            if ctx.generated.is_empty() && ctx.position + 1 == ctx.sequence.len() {
+                c.set(c.get() + 1);
+            }
+            let next = if c.get() <= 1 {
+                b'a' as u32
+            } else {
+                b"hi"
+                    .get(ctx.generated.len())
+                    .map_or(eot, |b| u32::from(*b))
+            };
+            one_hot(n, next, 40.0)
+        });
+        inf.encode(&[]).unwrap();
+        let task = DecodeTask {
+            prompt: &prompt,
+            sot_index: 0,
+            eot,
+            no_speech: tok.no_speech(),
+            max_steps: 60,
+            filters: &[],
+        };
+        let mut rng = Rng::new(0);
+        let opts = FallbackOptions {
+            best_of: 1,
+            ..Default::default()
+        };
+        let f =
+            generate_with_fallback(&mut inf, &tok, &task, &opts, &mut Greedy, &mut rng).unwrap();
+        assert_eq!(tok.decode(&f.result.tokens), "hi");
+        assert_eq!(f.temperature, 0.2);
+        assert_eq!(calls.get(), 2);
+    }
+
+    #[test]
+    fn all_failing_keeps_best_logprob_and_reports_last_temperature() {
+        let (tok, prompt) = tok_and_task();
+        let n = tok.n_vocab();
+        let eot = tok.eot();
+        // Flat logits: every attempt is unlikely (avg logprob ~ -ln n), nothing is silent.
+        let mut inf = MockInference::new(n, move |ctx| {
+            if ctx.generated.len() >= 3 {
+                one_hot(n, eot, 100.0)
+            } else {
+                vec![0.0; n]
+            }
+        });
+        inf.encode(&[]).unwrap();
+        let task = DecodeTask {
+            prompt: &prompt,
+            sot_index: 0,
+            eot,
+            no_speech: tok.no_speech(),
+            max_steps: 60,
+            filters: &[],
+        };
+        let mut rng = Rng::new(5);
+        let opts = FallbackOptions {
+            best_of: 1,
+            ..Default::default()
+        };
+        let f =
+            generate_with_fallback(&mut inf, &tok, &task, &opts, &mut Greedy, &mut rng).unwrap();
+        assert_eq!(f.temperature, 1.0);
+        assert!(f.result.avg_logprob < -1.0);
+        // Silence: high no-speech probability with a low logprob stops at the first attempt.
+        let ns = tok.no_speech();
+        let mut inf = MockInference::new(n, move |ctx| {
+            if ctx.position == 0 {
+                one_hot(n, ns, 100.0)
+            } else {
+                vec![0.0; n]
+            }
+        });
+        inf.encode(&[]).unwrap();
+        let f =
+            generate_with_fallback(&mut inf, &tok, &task, &opts, &mut Greedy, &mut rng).unwrap();
+        assert_eq!(f.temperature, 0.0);
+        assert!(f.result.no_speech_prob > 0.99);
+        let none = FallbackOptions {
+            temperatures: vec![],
+            ..Default::default()
+        };
+        assert!(
+            generate_with_fallback(&mut inf, &tok, &task, &none, &mut Greedy, &mut rng).is_err()
+        );
+    }
+}

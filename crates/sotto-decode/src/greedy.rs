@@ -1,0 +1,363 @@
+//! One decoding pass over one window: greedy at temperature 0, best-of-N sampling above.
+//!
+//! A [`Search`] turns a prompt into one [`DecodingResult`]; beam search can be added beside
+//! [`Greedy`] and [`Sampling`] as another implementation.
+
+use crate::filters::{logsumexp, LogitFilter};
+use crate::inference::Inference;
+use crate::{DecodeError, Result};
+
+/// What to decode: the prompt and the rules of one window.
+pub struct DecodeTask<'a> {
+    /// `[<|startofprev|>, previous text..., <|startoftranscript|>, language, task, (<|notimestamps|>)]`.
+    pub prompt: &'a [u32],
+    /// Index of `<|startoftranscript|>` in `prompt`: its logits give the no-speech probability.
+    pub sot_index: usize,
+    /// `<|endoftext|>`.
+    pub eot: u32,
+    /// `<|nospeech|>`.
+    pub no_speech: u32,
+    /// Most tokens generated (the end token included, as CTranslate2's `max_length` counts).
+    pub max_steps: usize,
+    /// Applied in order before each token is chosen.
+    pub filters: &'a [&'a dyn LogitFilter],
+}
+
+/// One decoded sequence.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecodingResult {
+    /// Generated tokens, without the prompt and without `<|endoftext|>`.
+    pub tokens: Vec<u32>,
+    /// Sum of the chosen tokens' log-probabilities (after filtering), `<|endoftext|>`'s included.
+    pub sum_logprob: f64,
+    /// `sum_logprob / (tokens.len() + 1)`, as faster-whisper recovers it.
+    pub avg_logprob: f64,
+    /// Probability of `<|nospeech|>` at the `<|startoftranscript|>` row, before filtering.
+    pub no_speech_prob: f64,
+}
+
+/// A decoding strategy for one window.
+pub trait Search {
+    /// Decodes `task` against the audio `inf` has encoded.
+    fn search(&mut self, inf: &mut dyn Inference, task: &DecodeTask) -> Result<DecodingResult>;
+}
+
+/// Takes the most likely token at each step (temperature 0).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Greedy;
+
+impl Search for Greedy {
+    fn search(&mut self, inf: &mut dyn Inference, task: &DecodeTask) -> Result<DecodingResult> {
+        run(inf, task, argmax)
+    }
+}
+
+/// Samples `best_of` sequences at `temperature` and keeps the one with the best
+/// length-normalised log-probability (CTranslate2's `num_hypotheses` with `sampling_topk=0`).
+pub struct Sampling<'r> {
+    /// Softmax temperature, > 0.
+    pub temperature: f64,
+    /// Candidates drawn; at least 1.
+    pub best_of: usize,
+    /// The random source.
+    pub rng: &'r mut Rng,
+}
+
+impl Search for Sampling<'_> {
+    fn search(&mut self, inf: &mut dyn Inference, task: &DecodeTask) -> Result<DecodingResult> {
+        let mut best: Option<(f64, DecodingResult)> = None;
+        for _ in 0..self.best_of.max(1) {
+            let (t, rng) = (self.temperature, &mut *self.rng);
+            let r = run(inf, task, |logprobs| sample(logprobs, t, rng))?;
+            let score = r.sum_logprob / r.tokens.len().max(1) as f64;
+            if best.as_ref().is_none_or(|(s, _)| score > *s) {
+                best = Some((score, r));
+            }
+        }
+        Ok(best.expect("best_of >= 1").1)
+    }
+}
+
+/// Runs the decoder from `task.prompt`, choosing each token with `pick` over log-probabilities.
+fn run(
+    inf: &mut dyn Inference,
+    task: &DecodeTask,
+    mut pick: impl FnMut(&[f32]) -> u32,
+) -> Result<DecodingResult> {
+    let n = inf.n_vocab();
+    let last = task
+        .prompt
+        .len()
+        .checked_sub(1)
+        .filter(|&l| task.sot_index <= l)
+        .ok_or_else(|| DecodeError::InvalidOption {
+            name: "prompt",
+            reason: format!(
+                "sot index {} outside a prompt of {}",
+                task.sot_index,
+                task.prompt.len()
+            ),
+        })?;
+    let rows: Vec<usize> = if task.sot_index == last {
+        vec![last]
+    } else {
+        vec![task.sot_index, last]
+    };
+    let mut logits = vec![0f32; rows.len() * n];
+    inf.reset();
+    inf.decode(task.prompt, &rows, &mut logits)
+        .map_err(DecodeError::Inference)?;
+    let no_speech_prob = softmax_at(&logits[..n], task.no_speech as usize);
+    let mut logits = logits.split_off((rows.len() - 1) * n);
+
+    let mut tokens = Vec::new();
+    let mut sum_logprob = 0f64;
+    for step in 0..task.max_steps {
+        for f in task.filters {
+            f.apply(&mut logits, &tokens);
+        }
+        log_softmax(&mut logits);
+        let token = pick(&logits);
+        sum_logprob += f64::from(
+            logits
+                .get(token as usize)
+                .copied()
+                .unwrap_or(f32::NEG_INFINITY),
+        );
+        if token == task.eot {
+            break;
+        }
+        tokens.push(token);
+        if step + 1 < task.max_steps {
+            inf.decode(&[token], &[0], &mut logits)
+                .map_err(DecodeError::Inference)?;
+        }
+    }
+    let avg_logprob = sum_logprob / (tokens.len() + 1) as f64;
+    Ok(DecodingResult {
+        tokens,
+        sum_logprob,
+        avg_logprob,
+        no_speech_prob,
+    })
+}
+
+fn softmax_at(logits: &[f32], i: usize) -> f64 {
+    let lse = logsumexp(logits);
+    logits.get(i).map_or(0.0, |l| f64::from((l - lse).exp()))
+}
+
+fn log_softmax(x: &mut [f32]) {
+    let lse = logsumexp(x);
+    if lse.is_finite() {
+        x.iter_mut().for_each(|v| *v -= lse);
+    }
+}
+
+/// First index of the maximum (CTranslate2's and torch's argmax tie rule).
+fn argmax(x: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, &v) in x.iter().enumerate() {
+        if v > x[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+/// Draws from softmax(logprobs / temperature).
+fn sample(logprobs: &[f32], temperature: f64, rng: &mut Rng) -> u32 {
+    let max = logprobs.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    if !max.is_finite() {
+        return argmax(logprobs);
+    }
+    let weight = |l: f32| (f64::from(l - max) / temperature).exp();
+    let total: f64 = logprobs.iter().map(|&l| weight(l)).sum();
+    let mut r = rng.next_f64() * total;
+    let mut chosen = argmax(logprobs);
+    for (i, &l) in logprobs.iter().enumerate() {
+        let w = weight(l);
+        if w > 0.0 {
+            chosen = i as u32;
+            if r < w {
+                break;
+            }
+            r -= w;
+        }
+    }
+    chosen
+}
+
+/// A small seeded PRNG (SplitMix64): reproducible sampling without a dependency.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator whose sequence depends only on `seed`.
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1).
+    pub fn next_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::filters::SuppressTokens;
+    use crate::mock::MockInference;
+
+    const N: usize = 16;
+    const EOT: u32 = 10;
+
+    fn task<'a>(prompt: &'a [u32], filters: &'a [&'a dyn LogitFilter]) -> DecodeTask<'a> {
+        DecodeTask {
+            prompt,
+            sot_index: 1,
+            eot: EOT,
+            no_speech: 12,
+            max_steps: 8,
+            filters,
+        }
+    }
+
+    #[test]
+    fn greedy_follows_the_script_and_scores_it() {
+        // Prompt [11, 13]: sot at index 1 (the last row).
+        let mut inf = MockInference::scripted(N, EOT, vec![vec![3, 4, 5]]);
+        inf.encode(&[]).unwrap();
+        let r = Greedy.search(&mut inf, &task(&[11, 13], &[])).unwrap();
+        assert_eq!(r.tokens, vec![3, 4, 5]);
+        // Each chosen logit is 10 over 15 zeros: logprob = -ln(1 + 15 e^-10).
+        let lp = -(1.0 + 15.0 * (-10f64).exp()).ln();
+        assert!((r.sum_logprob - 4.0 * lp).abs() < 1e-5, "{}", r.sum_logprob);
+        assert!((r.avg_logprob - lp).abs() < 1e-5);
+        // The scripted row at sot prefers token 3: no-speech prob is a zero logit's share.
+        let p = 1.0 / (15.0 + 10f64.exp());
+        assert!((r.no_speech_prob - p).abs() < 1e-6, "{}", r.no_speech_prob);
+    }
+
+    #[test]
+    fn greedy_respects_filters_and_max_steps() {
+        let mut inf = MockInference::scripted(N, EOT, vec![vec![3, 4, 5]]);
+        inf.encode(&[]).unwrap();
+        let ban = SuppressTokens::new(vec![4]);
+        let filters: [&dyn LogitFilter; 1] = [&ban];
+        let r = Greedy.search(&mut inf, &task(&[11, 13], &filters)).unwrap();
+        // With 4 banned the runner-up (token 0, first of the zeros) is taken; the script goes on.
+        assert_eq!(r.tokens, vec![3, 0, 5]);
+        let mut t = task(&[11, 13], &[]);
+        t.max_steps = 2;
+        assert_eq!(Greedy.search(&mut inf, &t).unwrap().tokens, vec![3, 4]);
+    }
+
+    #[test]
+    fn no_speech_prob_comes_from_the_sot_row_before_the_end_of_the_prompt() {
+        // Prompt [14, 15, 11, 13]: sot at 2, last row 3.
+        let mut inf = MockInference::new(N, |ctx| {
+            let mut l = vec![0.0; N];
+            if ctx.position == 2 {
+                l[12] = 5.0;
+            } else {
+                l[EOT as usize] = 5.0;
+            }
+            l
+        });
+        inf.encode(&[]).unwrap();
+        let mut t = task(&[14, 15, 11, 13], &[]);
+        t.sot_index = 2;
+        let r = Greedy.search(&mut inf, &t).unwrap();
+        assert!(r.tokens.is_empty());
+        let p = 5f64.exp() / (15.0 + 5f64.exp());
+        assert!((r.no_speech_prob - p).abs() < 1e-6);
+        assert!(Greedy
+            .search(&mut inf, &DecodeTask { sot_index: 4, ..t })
+            .is_err());
+    }
+
+    #[test]
+    fn sampling_is_seeded_and_follows_the_temperature() {
+        let flat = |_: &crate::mock::Ctx| {
+            let mut l = vec![0.0f32; N];
+            l[EOT as usize] = -1.0;
+            l
+        };
+        let mut inf = MockInference::new(N, flat);
+        inf.encode(&[]).unwrap();
+        let draw = |inf: &mut MockInference, seed| {
+            let mut rng = Rng::new(seed);
+            let mut s = Sampling {
+                temperature: 1.0,
+                best_of: 1,
+                rng: &mut rng,
+            };
+            s.search(inf, &task(&[11, 13], &[])).unwrap()
+        };
+        let a = draw(&mut inf, 7);
+        assert_eq!(a, draw(&mut inf, 7));
+        assert_ne!(a.tokens, draw(&mut inf, 8).tokens);
+        // Frequencies at T=1 match softmax: token 0 has p = 1 / (15 + e^-1).
+        let mut rng = Rng::new(1);
+        let probs: Vec<f32> = {
+            let mut l = flat(&crate::mock::Ctx::default());
+            log_softmax(&mut l);
+            l
+        };
+        let hits = (0..20000)
+            .filter(|_| sample(&probs, 1.0, &mut rng) == 0)
+            .count();
+        let expect = 20000.0 / (15.0 + (-1f64).exp());
+        assert!(
+            (hits as f64 - expect).abs() < 4.0 * expect.sqrt(),
+            "{hits} vs {expect}"
+        );
+        // Near-zero temperature is greedy.
+        let mut peaked = probs.clone();
+        peaked[3] = 0.5;
+        assert_eq!(sample(&peaked, 1e-6, &mut rng), 3);
+    }
+
+    #[test]
+    fn best_of_keeps_the_best_normalised_candidate() {
+        let mut inf = MockInference::new(N, |ctx| {
+            let mut l = vec![0.0f32; N];
+            l[EOT as usize] = 1.0;
+            l[3] = if ctx.generated.is_empty() { 0.5 } else { -5.0 };
+            l
+        });
+        inf.encode(&[]).unwrap();
+        let mut rng = Rng::new(3);
+        let one: Vec<DecodingResult> = (0..6)
+            .map(|_| {
+                let mut s = Sampling {
+                    temperature: 1.0,
+                    best_of: 1,
+                    rng: &mut rng,
+                };
+                s.search(&mut inf, &task(&[11, 13], &[])).unwrap()
+            })
+            .collect();
+        let mut rng = Rng::new(3);
+        let mut s = Sampling {
+            temperature: 1.0,
+            best_of: 6,
+            rng: &mut rng,
+        };
+        let best = s.search(&mut inf, &task(&[11, 13], &[])).unwrap();
+        let norm = |r: &DecodingResult| r.sum_logprob / r.tokens.len().max(1) as f64;
+        let top = one.iter().map(norm).fold(f64::NEG_INFINITY, f64::max);
+        assert_eq!(norm(&best), top);
+    }
+}

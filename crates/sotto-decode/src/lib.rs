@@ -1,0 +1,58 @@
+//! Whisper's tokenizer and decoding, with faster-whisper 1.2.1 as the behavioural reference.
+//!
+//! The model is only seen through [`Inference`]; everything here (tokenizer, logit filters,
+//! greedy/sampled decoding with temperature fallback, long-form segmentation) is plain Rust
+//! and is tested against a scripted mock.
+//!
+//! Layout, after openai-whisper's `decoding.py`:
+//! - [`tokenizer`]: byte-level BPE (tiktoken-exact) and Whisper's special tokens.
+//! - [`filters`]: logit filters (suppress blank / tokens, timestamp rules).
+//! - [`greedy`]: one decoding pass (greedy at T = 0, sampling at T > 0).
+//! - [`fallback`]: faster-whisper's `generate_with_fallback`.
+//! - [`transcribe`]: the 30 s window loop and timestamp-driven seeking.
+
+pub mod fallback;
+pub mod filters;
+pub mod greedy;
+pub mod inference;
+pub mod tokenizer;
+pub mod transcribe;
+
+#[cfg(test)]
+mod mock;
+
+pub use fallback::{compression_ratio, generate_with_fallback, Fallback, FallbackOptions};
+pub use filters::{ApplyTimestampRules, LogitFilter, SuppressBlank, SuppressTokens};
+pub use greedy::{DecodeTask, DecodingResult, Greedy, Rng, Sampling, Search};
+pub use inference::{BoxError, Inference};
+pub use tokenizer::{Task, Tokenizer, LANGUAGES};
+pub use transcribe::{
+    detect_language, suppressed_tokens, transcribe, LanguageDetection, MelView, Segment,
+    TranscribeOptions, Transcript,
+};
+
+/// Errors of tokenizing and decoding. Messages name the input and the problem.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    /// The vocabulary handed to [`Tokenizer::new`] cannot be Whisper's.
+    #[error("vocabulary: {0}")]
+    Vocab(String),
+    /// A language code the model does not know.
+    #[error("unknown language code {code:?}: the model knows {known} codes (\"en\", \"zh\", ...)")]
+    UnknownLanguage { code: String, known: usize },
+    /// An option out of its range.
+    #[error("option {name}: {reason}")]
+    InvalidOption { name: &'static str, reason: String },
+    /// The log-mel input does not match its stated shape.
+    #[error("log-mel input: {0}")]
+    Mel(String),
+    /// The model and the tokenizer disagree on the vocabulary size.
+    #[error("model has {model} vocabulary entries but the tokenizer has {tokenizer}")]
+    VocabMismatch { model: usize, tokenizer: usize },
+    /// The model failed.
+    #[error("inference: {0}")]
+    Inference(#[source] BoxError),
+}
+
+/// This crate's result.
+pub type Result<T, E = DecodeError> = std::result::Result<T, E>;

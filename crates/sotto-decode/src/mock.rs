@@ -1,0 +1,123 @@
+//! A scripted stand-in for the model: logits come from a closure of the sequence so far.
+
+use crate::inference::{BoxError, Inference};
+
+/// What the mock knows when asked for one row's logits.
+#[derive(Default)]
+pub struct Ctx<'a> {
+    /// Windows encoded so far, minus one: 0 for the first window.
+    pub window: usize,
+    /// The window last encoded. Shape: [n_mels, 3000].
+    pub mel: &'a [f32],
+    /// The whole sequence up to and including the row.
+    pub sequence: &'a [u32],
+    /// Index of the row in the sequence.
+    pub position: usize,
+    /// Tokens after the prompt (the first decode call after a reset) up to the row.
+    pub generated: &'a [u32],
+}
+
+type LogitFn = dyn FnMut(&Ctx) -> Vec<f32>;
+
+pub struct MockInference {
+    n_vocab: usize,
+    f: Box<LogitFn>,
+    seq: Vec<u32>,
+    prompt_len: usize,
+    mel: Vec<f32>,
+    encodes: usize,
+    /// Every window encoded.
+    pub windows: Vec<Vec<f32>>,
+    /// The prompt of every sequence decoded.
+    pub prompts: Vec<Vec<u32>>,
+    /// Fail the encode with this index (0-based).
+    pub fail_encode: Option<usize>,
+}
+
+impl MockInference {
+    pub fn new(n_vocab: usize, f: impl FnMut(&Ctx) -> Vec<f32> + 'static) -> Self {
+        MockInference {
+            n_vocab,
+            f: Box::new(f),
+            seq: Vec::new(),
+            prompt_len: 0,
+            mel: Vec::new(),
+            encodes: 0,
+            windows: Vec::new(),
+            prompts: Vec::new(),
+            fail_encode: None,
+        }
+    }
+
+    /// Window `w` emits `scripts[w]` (the last script for later windows) then `eot`:
+    /// the wanted token gets logit 10, every other 0.
+    pub fn scripted(n_vocab: usize, eot: u32, scripts: Vec<Vec<u32>>) -> Self {
+        Self::new(n_vocab, move |ctx| {
+            let script = scripts.get(ctx.window).or(scripts.last());
+            let next = script
+                .and_then(|s| s.get(ctx.generated.len()))
+                .copied()
+                .unwrap_or(eot);
+            one_hot(n_vocab, next, 10.0)
+        })
+    }
+}
+
+/// Logit `value` at `token`, 0 elsewhere.
+pub fn one_hot(n_vocab: usize, token: u32, value: f32) -> Vec<f32> {
+    let mut l = vec![0.0; n_vocab];
+    if let Some(x) = l.get_mut(token as usize) {
+        *x = value;
+    }
+    l
+}
+
+impl Inference for MockInference {
+    fn n_vocab(&self) -> usize {
+        self.n_vocab
+    }
+
+    fn encode(&mut self, mel: &[f32]) -> Result<(), BoxError> {
+        if self.fail_encode == Some(self.encodes) {
+            return Err("mock encoder failure".into());
+        }
+        self.encodes += 1;
+        self.mel = mel.to_vec();
+        self.windows.push(mel.to_vec());
+        Ok(())
+    }
+
+    fn reset(&mut self) {
+        self.seq.clear();
+    }
+
+    fn decode(
+        &mut self,
+        tokens: &[u32],
+        rows: &[usize],
+        logits: &mut [f32],
+    ) -> Result<(), BoxError> {
+        if self.seq.is_empty() {
+            self.prompt_len = tokens.len();
+            self.prompts.push(tokens.to_vec());
+        }
+        let start = self.seq.len();
+        self.seq.extend_from_slice(tokens);
+        if logits.len() != rows.len() * self.n_vocab {
+            return Err("logits buffer has the wrong size".into());
+        }
+        for (i, &r) in rows.iter().enumerate() {
+            let position = start + r;
+            let ctx = Ctx {
+                window: self.encodes.saturating_sub(1),
+                mel: &self.mel,
+                sequence: &self.seq[..=position],
+                position,
+                generated: &self.seq[self.prompt_len.min(position + 1)..=position],
+            };
+            let row = (self.f)(&ctx);
+            logits[i * self.n_vocab..(i + 1) * self.n_vocab].copy_from_slice(&row);
+        }
+        Ok(())
+    }
+}

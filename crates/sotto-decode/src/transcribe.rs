@@ -1,0 +1,529 @@
+//! Long-form transcription: 30 s windows moved by the timestamps the model emits, as
+//! faster-whisper 1.2.1's `WhisperModel.generate_segments` (transcribe.py) does, without VAD,
+//! clip timestamps, word timestamps, prefix or hotwords.
+
+use crate::fallback::{generate_with_fallback, Fallback, FallbackOptions};
+use crate::filters::{ApplyTimestampRules, LogitFilter, SuppressBlank, SuppressTokens};
+use crate::greedy::{DecodeTask, Greedy, Rng};
+use crate::inference::Inference;
+use crate::tokenizer::{Task, Tokenizer};
+use crate::{DecodeError, Result};
+
+/// Frames in one window (`FeatureExtractor.nb_max_frames`: 30 s at hop 160).
+pub const N_FRAMES: usize = 3000;
+/// The decoder's context (faster-whisper's `max_length`, every Whisper model's n_text_ctx).
+pub const MAX_LENGTH: usize = 448;
+/// Seconds per mel frame (`hop_length / sampling_rate` = 160 / 16000).
+const TIME_PER_FRAME: f64 = 160.0 / 16000.0;
+/// Seconds per timestamp step.
+const TIME_PRECISION: f64 = 0.02;
+/// Mel frames per timestamp step (the encoder's second convolution has stride 2).
+const INPUT_STRIDE: usize = 2;
+
+/// The whole log-mel of the audio, as faster-whisper's `FeatureExtractor(audio, padding=160)`
+/// computes it: the last frame covers the padding, so the content is `n_frames - 1` frames.
+#[derive(Debug, Clone, Copy)]
+pub struct MelView<'a> {
+    /// Shape: [n_mels, n_frames], row-major.
+    pub data: &'a [f32],
+    /// Mel bins (80 or 128).
+    pub n_mels: usize,
+    /// Frames, padding frame included.
+    pub n_frames: usize,
+}
+
+impl MelView<'_> {
+    fn check(&self) -> Result<()> {
+        if self.n_mels == 0 || self.data.len() != self.n_mels * self.n_frames {
+            return Err(DecodeError::Mel(format!(
+                "{} values do not make [{} mels, {} frames]",
+                self.data.len(),
+                self.n_mels,
+                self.n_frames
+            )));
+        }
+        Ok(())
+    }
+
+    /// Frames holding audio: `n_frames - 1` (faster-whisper's `content_frames`).
+    pub fn content_frames(&self) -> usize {
+        self.n_frames.saturating_sub(1)
+    }
+
+    /// Frames `start..start + len` (clamped to the mel), padded with zeros to a window
+    /// (faster-whisper's `pad_or_trim`). Shape: [n_mels, 3000].
+    pub fn window(&self, start: usize, len: usize) -> Vec<f32> {
+        let end = (start + len.min(N_FRAMES)).min(self.n_frames);
+        let mut out = vec![0f32; self.n_mels * N_FRAMES];
+        if start < end {
+            for (m, row) in out.chunks_exact_mut(N_FRAMES).enumerate() {
+                let src = &self.data[m * self.n_frames..][start..end];
+                row[..src.len()].copy_from_slice(src);
+            }
+        }
+        out
+    }
+}
+
+/// Options of [`transcribe`]. `Default` is faster-whisper 1.2.1's `WhisperModel.transcribe`
+/// defaults (transcribe.py, its signature), except that decoding at temperature 0 is greedy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TranscribeOptions {
+    /// Spoken language code; None detects it on multilingual models and means "en" for
+    /// English-only ones (which also ignore any other code). Default None (`language=None`).
+    pub language: Option<String>,
+    /// Transcribe or translate to English. Default transcribe (`task="transcribe"`).
+    pub task: Task,
+    /// Temperatures tried in turn by the fallback. Default 0.0, 0.2, .., 1.0 (`temperature`).
+    pub temperatures: Vec<f64>,
+    /// Sampled candidates per temperature above 0. Default 5 (`best_of=5`).
+    pub best_of: usize,
+    /// Retry above this gzip compression ratio. Default 2.4 (`compression_ratio_threshold`).
+    pub compression_ratio_threshold: Option<f64>,
+    /// Retry below this average log-probability. Default -1.0 (`log_prob_threshold`).
+    pub log_prob_threshold: Option<f64>,
+    /// Skip a window whose no-speech probability is above this while its average
+    /// log-probability is below `log_prob_threshold`. Default 0.6 (`no_speech_threshold`).
+    pub no_speech_threshold: Option<f64>,
+    /// Prompt each window with the text so far. Default true (`condition_on_previous_text`).
+    pub condition_on_previous_text: bool,
+    /// Drop the prompt after a window decoded above this temperature. Default 0.5
+    /// (`prompt_reset_on_temperature`).
+    pub prompt_reset_on_temperature: f64,
+    /// Text prompted before the first window (encoded as `" " + text.trim()`). Default None
+    /// (`initial_prompt`).
+    pub initial_prompt: Option<String>,
+    /// Forbid a blank first token. Default true (`suppress_blank`).
+    pub suppress_blank: bool,
+    /// Token ids never sampled; -1 adds the non-speech symbols; an empty list suppresses
+    /// nothing (see [`suppressed_tokens`]). Default [-1] (`suppress_tokens=[-1]`).
+    pub suppress_tokens: Vec<i64>,
+    /// Decode text only (`<|notimestamps|>`); each window is then one segment. Default false
+    /// (`without_timestamps`).
+    pub without_timestamps: bool,
+    /// Latest first timestamp, seconds. Default 1.0 (`max_initial_timestamp`).
+    pub max_initial_timestamp: f64,
+    /// Most tokens per window; None: up to half the context. Default None (`max_new_tokens`).
+    pub max_new_tokens: Option<usize>,
+    /// Seed of the sampler (faster-whisper has none; ours is reproducible). Default 0.
+    pub seed: u64,
+}
+
+impl Default for TranscribeOptions {
+    fn default() -> Self {
+        let fb = FallbackOptions::default();
+        TranscribeOptions {
+            language: None,
+            task: Task::Transcribe,
+            temperatures: fb.temperatures,
+            best_of: fb.best_of,
+            compression_ratio_threshold: fb.compression_ratio_threshold,
+            log_prob_threshold: fb.log_prob_threshold,
+            no_speech_threshold: fb.no_speech_threshold,
+            condition_on_previous_text: true,
+            prompt_reset_on_temperature: 0.5,
+            initial_prompt: None,
+            suppress_blank: true,
+            suppress_tokens: vec![-1],
+            without_timestamps: false,
+            max_initial_timestamp: 1.0,
+            max_new_tokens: None,
+            seed: 0,
+        }
+    }
+}
+
+impl TranscribeOptions {
+    fn fallback(&self) -> FallbackOptions {
+        FallbackOptions {
+            temperatures: self.temperatures.clone(),
+            best_of: self.best_of,
+            compression_ratio_threshold: self.compression_ratio_threshold,
+            log_prob_threshold: self.log_prob_threshold,
+            no_speech_threshold: self.no_speech_threshold,
+        }
+    }
+}
+
+/// One transcribed stretch (faster-whisper's `Segment`, without words).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Segment {
+    /// 1-based, in order.
+    pub id: usize,
+    /// Frame at which its window started.
+    pub seek: usize,
+    /// Seconds from the start of the audio.
+    pub start: f64,
+    /// Seconds from the start of the audio.
+    pub end: f64,
+    /// `tokenizer.decode(tokens)`.
+    pub text: String,
+    /// Its tokens, timestamps included.
+    pub tokens: Vec<u32>,
+    /// Of the window's decoding.
+    pub avg_logprob: f64,
+    /// Of the window's text.
+    pub compression_ratio: f64,
+    /// Of the window.
+    pub no_speech_prob: f64,
+    /// Of the window's last decoding attempt.
+    pub temperature: f64,
+}
+
+/// The result of [`transcribe`] (faster-whisper's `TranscriptionInfo` plus the segments).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transcript {
+    /// Language code used.
+    pub language: String,
+    /// Its detected probability; 1 when given or English-only.
+    pub language_probability: f64,
+    /// Seconds of content: `(n_frames - 1) * 0.01`, the audio length to 10 ms.
+    pub duration: f64,
+    /// The segments emitted (up to the one that aborted, if any).
+    pub segments: Vec<Segment>,
+}
+
+impl Transcript {
+    /// The whole text: the segments' texts joined, trimmed at both ends.
+    pub fn text(&self) -> String {
+        let joined: String = self.segments.iter().map(|s| s.text.as_str()).collect();
+        joined.trim().to_string()
+    }
+}
+
+/// The suppressed set as faster-whisper's `get_suppressed_tokens`: the ids given (-1 standing
+/// for [`Tokenizer::non_speech_tokens`]) plus the task and start tokens and `<|nospeech|>`;
+/// empty when `ids` is empty. Sorted, unique.
+pub fn suppressed_tokens(tok: &Tokenizer, ids: &[i64]) -> Vec<u32> {
+    if ids.is_empty() {
+        return Vec::new();
+    }
+    let n = tok.n_vocab() as i64;
+    let mut out: Vec<u32> = ids
+        .iter()
+        .filter(|&&i| (0..n).contains(&i))
+        .map(|&i| i as u32)
+        .collect();
+    if ids.contains(&-1) {
+        out.extend(tok.non_speech_tokens());
+    }
+    out.extend([
+        tok.transcribe(),
+        tok.translate(),
+        tok.sot(),
+        tok.sot_prev(),
+        tok.sot_lm(),
+        tok.no_speech(),
+    ]);
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// A detected language.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LanguageDetection {
+    /// The most likely code.
+    pub language: &'static str,
+    /// Its probability among the languages.
+    pub probability: f64,
+    /// Every language with its probability, most likely first.
+    pub all: Vec<(&'static str, f64)>,
+}
+
+/// Detects the language of the first 30 s as CTranslate2's `detect_language` (which
+/// faster-whisper calls with `features[..., :3000]`): softmax over the language tokens'
+/// logits after `<|startoftranscript|>`.
+pub fn detect_language(
+    inf: &mut dyn Inference,
+    tok: &Tokenizer,
+    mel: &MelView,
+) -> Result<LanguageDetection> {
+    mel.check()?;
+    if !tok.is_multilingual() {
+        return Err(DecodeError::InvalidOption {
+            name: "language",
+            reason: "detection needs a multilingual model".into(),
+        });
+    }
+    check_vocab(inf, tok)?;
+    inf.encode(&mel.window(0, N_FRAMES))
+        .map_err(DecodeError::Inference)?;
+    inf.reset();
+    let mut logits = vec![0f32; tok.n_vocab()];
+    inf.decode(&[tok.sot()], &[0], &mut logits)
+        .map_err(DecodeError::Inference)?;
+    let first = tok.sot() as usize + 1;
+    let langs = &logits[first..first + tok.n_languages()];
+    let lse = crate::filters::logsumexp(langs);
+    let mut all: Vec<(&'static str, f64)> = tok
+        .languages()
+        .iter()
+        .zip(langs)
+        .map(|(code, l)| (*code, f64::from((l - lse).exp())))
+        .collect();
+    all.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let (language, probability) = all[0];
+    Ok(LanguageDetection {
+        language,
+        probability,
+        all,
+    })
+}
+
+fn check_vocab(inf: &dyn Inference, tok: &Tokenizer) -> Result<()> {
+    if inf.n_vocab() != tok.n_vocab() {
+        return Err(DecodeError::VocabMismatch {
+            model: inf.n_vocab(),
+            tokenizer: tok.n_vocab(),
+        });
+    }
+    Ok(())
+}
+
+/// The language to decode with and its probability (faster-whisper's `transcribe`).
+fn resolve_language(
+    inf: &mut dyn Inference,
+    tok: &Tokenizer,
+    mel: &MelView,
+    language: Option<&str>,
+) -> Result<(String, f64)> {
+    match language {
+        _ if !tok.is_multilingual() => Ok(("en".into(), 1.0)),
+        None => detect_language(inf, tok, mel).map(|d| (d.language.into(), d.probability)),
+        Some(code) => match tok.language_token(code) {
+            Some(_) => Ok((code.into(), 1.0)),
+            None => Err(DecodeError::UnknownLanguage {
+                code: code.into(),
+                known: tok.n_languages(),
+            }),
+        },
+    }
+}
+
+/// faster-whisper's `get_prompt` (no prefix, no hotwords).
+fn prompt(tok: &Tokenizer, previous: &[u32], sot_sequence: &[u32], without_ts: bool) -> Vec<u32> {
+    let mut p = Vec::new();
+    if !previous.is_empty() {
+        p.push(tok.sot_prev());
+        p.extend_from_slice(&previous[previous.len().saturating_sub(MAX_LENGTH / 2 - 1)..]);
+    }
+    p.extend_from_slice(sot_sequence);
+    if without_ts {
+        p.push(tok.no_timestamps());
+    }
+    p
+}
+
+/// A segment cut from a window's tokens, before its text is checked.
+#[derive(Debug, Clone, PartialEq)]
+struct Cut {
+    start: f64,
+    end: f64,
+    tokens: Vec<u32>,
+}
+
+/// faster-whisper's `_split_segments_by_timestamps`: cuts `tokens` at consecutive timestamps
+/// and returns the segments and the next seek.
+fn split_by_timestamps(
+    tok: &Tokenizer,
+    tokens: &[u32],
+    time_offset: f64,
+    segment_size: usize,
+    segment_duration: f64,
+    seek: usize,
+) -> (Vec<Cut>, usize) {
+    let tb = tok.timestamp_begin();
+    let is_ts = |t: u32| t >= tb;
+    let pos = |t: u32| t.saturating_sub(tb) as usize;
+    let n = tokens.len();
+    let single_ending = n >= 2 && !is_ts(tokens[n - 2]) && is_ts(tokens[n - 1]);
+    let mut slices: Vec<usize> = (1..n)
+        .filter(|&i| is_ts(tokens[i]) && is_ts(tokens[i - 1]))
+        .collect();
+    if slices.is_empty() {
+        let duration = match tokens.iter().rev().find(|&&t| is_ts(t)) {
+            Some(&last) if last != tb => pos(last) as f64 * TIME_PRECISION,
+            _ => segment_duration,
+        };
+        let cut = Cut {
+            start: time_offset,
+            end: time_offset + duration,
+            tokens: tokens.to_vec(),
+        };
+        return (vec![cut], seek + segment_size);
+    }
+    if single_ending {
+        slices.push(n);
+    }
+    let mut cuts = Vec::with_capacity(slices.len());
+    let mut last = 0;
+    for &s in &slices {
+        let t = &tokens[last..s];
+        let start = time_offset + pos(t[0]) as f64 * TIME_PRECISION;
+        let end = time_offset + pos(t[t.len() - 1]) as f64 * TIME_PRECISION;
+        cuts.push(Cut {
+            start,
+            end,
+            tokens: t.to_vec(),
+        });
+        last = s;
+    }
+    let seek = if single_ending {
+        // No speech after the last timestamp.
+        seek + segment_size
+    } else {
+        // Drop the unfinished segment; resume at the last timestamp.
+        seek + pos(tokens[last - 1]) * INPUT_STRIDE
+    };
+    (cuts, seek)
+}
+
+/// The filters of every window, in CTranslate2's order.
+fn filters(tok: &Tokenizer, opts: &TranscribeOptions) -> Result<Vec<Box<dyn LogitFilter>>> {
+    let mut f: Vec<Box<dyn LogitFilter>> = Vec::new();
+    let suppress = suppressed_tokens(tok, &opts.suppress_tokens);
+    if !suppress.is_empty() {
+        f.push(Box::new(SuppressTokens::new(suppress)));
+    }
+    if opts.suppress_blank {
+        f.push(Box::new(SuppressBlank::new(tok)));
+    }
+    if !opts.without_timestamps {
+        let index = (opts.max_initial_timestamp / TIME_PRECISION).round_ties_even();
+        if !(0.0..=1e6).contains(&index) {
+            return Err(DecodeError::InvalidOption {
+                name: "max_initial_timestamp",
+                reason: format!("{} s is not a time in a window", opts.max_initial_timestamp),
+            });
+        }
+        f.push(Box::new(ApplyTimestampRules::new(tok, Some(index as u32))));
+    }
+    Ok(f)
+}
+
+/// Generated tokens allowed after `prompt` (faster-whisper's `max_length` check, then
+/// CTranslate2's `min(max_length / 2, max_length - start_step)`).
+fn max_steps(prompt_len: usize, max_new_tokens: Option<usize>) -> Result<usize> {
+    let total = max_new_tokens.map_or(MAX_LENGTH, |n| prompt_len.saturating_add(n));
+    if total > MAX_LENGTH {
+        return Err(DecodeError::InvalidOption {
+            name: "max_new_tokens",
+            reason: format!(
+                "a prompt of {prompt_len} tokens plus {} new ones exceeds the model's {MAX_LENGTH}",
+                total - prompt_len
+            ),
+        });
+    }
+    Ok((total / 2).min((total + 1).saturating_sub(prompt_len)))
+}
+
+/// Whether faster-whisper skips the window as silence.
+fn is_silence(fb: &Fallback, opts: &TranscribeOptions) -> bool {
+    let Some(ns) = opts.no_speech_threshold else {
+        return false;
+    };
+    let confident = opts
+        .log_prob_threshold
+        .is_some_and(|lp| fb.result.avg_logprob > lp);
+    fb.result.no_speech_prob > ns && !confident
+}
+
+/// Transcribes the whole of `mel`, calling `on_segment` for each segment as it is decoded;
+/// `on_segment` returning false stops cleanly after that segment.
+pub fn transcribe(
+    inf: &mut dyn Inference,
+    tok: &Tokenizer,
+    mel: &MelView,
+    opts: &TranscribeOptions,
+    on_segment: &mut dyn FnMut(&Segment) -> bool,
+) -> Result<Transcript, DecodeError> {
+    mel.check()?;
+    check_vocab(inf, tok)?;
+    let content_frames = mel.content_frames();
+    let (language, language_probability) =
+        resolve_language(inf, tok, mel, opts.language.as_deref())?;
+    let mut out = Transcript {
+        language,
+        language_probability,
+        duration: content_frames as f64 * TIME_PER_FRAME,
+        segments: Vec::new(),
+    };
+    let sot_sequence = tok.sot_sequence(&out.language, opts.task)?;
+    let filters = filters(tok, opts)?;
+    let filter_refs: Vec<&dyn LogitFilter> = filters.iter().map(|f| f.as_ref()).collect();
+    let fallback = opts.fallback();
+    let mut rng = Rng::new(opts.seed);
+    let mut all_tokens: Vec<u32> = match &opts.initial_prompt {
+        Some(p) => tok.encode(&format!(" {}", p.trim())),
+        None => Vec::new(),
+    };
+    let (mut seek, mut prompt_reset_since) = (0usize, 0usize);
+
+    while seek < content_frames {
+        let time_offset = seek as f64 * TIME_PER_FRAME;
+        let segment_size = N_FRAMES.min(content_frames - seek);
+        inf.encode(&mel.window(seek, segment_size))
+            .map_err(DecodeError::Inference)?;
+        let p = prompt(
+            tok,
+            &all_tokens[prompt_reset_since..],
+            &sot_sequence,
+            opts.without_timestamps,
+        );
+        let task = DecodeTask {
+            prompt: &p,
+            sot_index: p.iter().position(|&t| t == tok.sot()).unwrap_or(0),
+            eot: tok.eot(),
+            no_speech: tok.no_speech(),
+            max_steps: max_steps(p.len(), opts.max_new_tokens)?,
+            filters: &filter_refs,
+        };
+        let fb = generate_with_fallback(inf, tok, &task, &fallback, &mut Greedy, &mut rng)?;
+        if is_silence(&fb, opts) {
+            seek += segment_size;
+            continue;
+        }
+        let previous_seek = seek;
+        let segment_duration = segment_size as f64 * TIME_PER_FRAME;
+        let (cuts, next_seek) = split_by_timestamps(
+            tok,
+            &fb.result.tokens,
+            time_offset,
+            segment_size,
+            segment_duration,
+            seek,
+        );
+        seek = next_seek;
+        for cut in cuts {
+            let text = tok.decode(&cut.tokens);
+            if cut.start == cut.end || text.trim().is_empty() {
+                continue;
+            }
+            all_tokens.extend_from_slice(&cut.tokens);
+            out.segments.push(Segment {
+                id: out.segments.len() + 1,
+                seek: previous_seek,
+                start: cut.start,
+                end: cut.end,
+                text,
+                tokens: cut.tokens,
+                avg_logprob: fb.result.avg_logprob,
+                compression_ratio: fb.compression_ratio,
+                no_speech_prob: fb.result.no_speech_prob,
+                temperature: fb.temperature,
+            });
+            if !on_segment(out.segments.last().expect("just pushed")) {
+                return Ok(out);
+            }
+        }
+        if !opts.condition_on_previous_text || fb.temperature > opts.prompt_reset_on_temperature {
+            prompt_reset_since = all_tokens.len();
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+#[path = "transcribe_tests.rs"]
+mod tests;

@@ -1,0 +1,450 @@
+use proptest::prelude::*;
+
+use super::*;
+use crate::mock::{one_hot, Ctx, MockInference};
+use crate::tokenizer::tests::toy;
+
+const N_MELS: usize = 2;
+
+/// A log-mel whose value is 1 + frame index, so padding (zeros) is visible.
+fn mel_data(n_frames: usize) -> Vec<f32> {
+    (0..N_MELS)
+        .flat_map(|_| (0..n_frames).map(|f| 1.0 + f as f32))
+        .collect()
+}
+
+fn view(data: &[f32]) -> MelView<'_> {
+    MelView {
+        data,
+        n_mels: N_MELS,
+        n_frames: data.len() / N_MELS,
+    }
+}
+
+fn text(s: &str) -> Vec<u32> {
+    s.bytes().map(u32::from).collect()
+}
+
+fn run(
+    inf: &mut MockInference,
+    tok: &Tokenizer,
+    frames: usize,
+    opts: &TranscribeOptions,
+) -> Transcript {
+    let data = mel_data(frames);
+    transcribe(inf, tok, &view(&data), opts, &mut |_| true).unwrap()
+}
+
+fn spans(t: &Transcript) -> Vec<(f64, f64, &str)> {
+    t.segments
+        .iter()
+        .map(|s| (s.start, s.end, s.text.as_str()))
+        .collect()
+}
+
+#[test]
+fn split_single_timestamp_ending() {
+    let tok = toy(&[], 99);
+    let tb = tok.timestamp_begin();
+    let tokens = [
+        vec![tb],
+        text("hi"),
+        vec![tb + 100, tb + 100],
+        text("yo"),
+        vec![tb + 200],
+    ]
+    .concat();
+    let (cuts, seek) = split_by_timestamps(&tok, &tokens, 1.0, 3000, 30.0, 100);
+    assert_eq!(seek, 3100);
+    assert_eq!(cuts.len(), 2);
+    assert_eq!((cuts[0].start, cuts[0].end), (1.0, 3.0));
+    assert_eq!((cuts[1].start, cuts[1].end), (3.0, 5.0));
+    assert_eq!(
+        cuts[1].tokens,
+        [vec![tb + 100], text("yo"), vec![tb + 200]].concat()
+    );
+}
+
+#[test]
+fn split_consecutive_resumes_at_last_timestamp() {
+    let tok = toy(&[], 99);
+    let tb = tok.timestamp_begin();
+    let tokens = [
+        vec![tb],
+        text("hi"),
+        vec![tb + 100, tb + 100],
+        text("unfinished"),
+    ]
+    .concat();
+    let (cuts, seek) = split_by_timestamps(&tok, &tokens, 0.0, 3000, 30.0, 0);
+    assert_eq!(cuts.len(), 1);
+    assert_eq!(seek, 200);
+    assert_eq!(
+        cuts[0].tokens,
+        [vec![tb], text("hi"), vec![tb + 100]].concat()
+    );
+}
+
+#[test]
+fn split_without_consecutive_timestamps() {
+    let tok = toy(&[], 99);
+    let tb = tok.timestamp_begin();
+    // One closing timestamp: the segment ends there, the whole window is consumed.
+    let tokens = [vec![tb], text("hi"), vec![tb + 150]].concat();
+    let (cuts, seek) = split_by_timestamps(&tok, &tokens, 2.0, 2000, 20.0, 200);
+    assert_eq!((cuts[0].start, cuts[0].end, seek), (2.0, 5.0, 2200));
+    // No closing timestamp (or only <|0.00|>): the segment spans the window.
+    let tokens = [vec![tb], text("hi")].concat();
+    let (cuts, seek) = split_by_timestamps(&tok, &tokens, 2.0, 2000, 20.0, 200);
+    assert_eq!((cuts[0].start, cuts[0].end, seek), (2.0, 22.0, 2200));
+    let (cuts, _) = split_by_timestamps(&tok, &text("hi"), 0.0, 500, 5.0, 0);
+    assert_eq!((cuts[0].start, cuts[0].end), (0.0, 5.0));
+}
+
+#[test]
+fn windows_follow_timestamps_and_prompt_with_previous_text() {
+    let tok = toy(&[], 99);
+    let tb = tok.timestamp_begin();
+    let w0 = [vec![tb], text("hi"), vec![tb + 100, tb + 100], text("yo")].concat();
+    let w1 = [vec![tb], text("ok"), vec![tb + 150]].concat();
+    let mut inf = MockInference::scripted(tok.n_vocab(), tok.eot(), vec![w0, w1]);
+    // 5 s of content plus the padding frame.
+    let t = run(&mut inf, &tok, 501, &TranscribeOptions::default());
+    assert_eq!(spans(&t), vec![(0.0, 2.0, "hi"), (2.0, 5.0, "ok")]);
+    assert_eq!(
+        (t.language.as_str(), t.language_probability, t.duration),
+        ("en", 1.0, 5.0)
+    );
+    assert_eq!(t.segments[1].seek, 200);
+    assert_eq!(t.segments[1].id, 2);
+    assert_eq!(inf.prompts[0], vec![tok.sot()]);
+    let previous = [vec![tb], text("hi"), vec![tb + 100]].concat();
+    assert_eq!(
+        inf.prompts[1],
+        [vec![tok.sot_prev()], previous, vec![tok.sot()]].concat()
+    );
+    // Windows are the content frames from seek, zero padded; the padding frame is left out.
+    assert_eq!(inf.windows[0][499], 500.0);
+    assert_eq!(inf.windows[0][500], 0.0);
+    assert_eq!(inf.windows[1][0], 201.0);
+    assert_eq!(inf.windows[1][N_FRAMES + 299], 500.0);
+    assert_eq!(inf.windows[1][N_FRAMES + 300], 0.0);
+    let s = &t.segments[0];
+    assert_eq!(s.temperature, 0.0);
+    assert!(s.avg_logprob > -0.2 && s.no_speech_prob < 0.01 && s.compression_ratio > 0.0);
+}
+
+#[test]
+fn segment_at_window_end_and_long_audio() {
+    let tok = toy(&[], 99);
+    let tb = tok.timestamp_begin();
+    let w0 = [vec![tb], text("one"), vec![tb + 1500]].concat();
+    let w1 = [vec![tb + 10], text("two"), vec![tb + 750]].concat();
+    let mut inf = MockInference::scripted(tok.n_vocab(), tok.eot(), vec![w0, w1]);
+    let t = run(&mut inf, &tok, 4501, &TranscribeOptions::default());
+    assert_eq!(spans(&t), vec![(0.0, 30.0, "one"), (30.0, 45.0, "two")]);
+    assert_eq!(inf.windows.len(), 2);
+}
+
+#[test]
+fn without_timestamps_makes_one_segment_per_window() {
+    let tok = toy(&[], 99);
+    let mut inf = MockInference::scripted(tok.n_vocab(), tok.eot(), vec![text("plain")]);
+    let opts = TranscribeOptions {
+        without_timestamps: true,
+        ..Default::default()
+    };
+    let t = run(&mut inf, &tok, 3501, &opts);
+    assert_eq!(spans(&t), vec![(0.0, 30.0, "plain"), (30.0, 35.0, "plain")]);
+    assert_eq!(inf.prompts[0], vec![tok.sot(), tok.no_timestamps()]);
+    assert_eq!(*inf.prompts[1].last().unwrap(), tok.no_timestamps());
+    assert_eq!(inf.prompts[1][0], tok.sot_prev());
+}
+
+#[test]
+fn abort_stops_after_the_segment() {
+    let tok = toy(&[], 99);
+    let tb = tok.timestamp_begin();
+    let w = [
+        vec![tb],
+        text("a"),
+        vec![tb + 100, tb + 100],
+        text("b"),
+        vec![tb + 200],
+    ]
+    .concat();
+    let mut inf = MockInference::scripted(tok.n_vocab(), tok.eot(), vec![w]);
+    let data = mel_data(9001);
+    let mut seen = 0;
+    let t = transcribe(
+        &mut inf,
+        &tok,
+        &view(&data),
+        &Default::default(),
+        &mut |_| {
+            seen += 1;
+            false
+        },
+    )
+    .unwrap();
+    assert_eq!((seen, t.segments.len(), inf.windows.len()), (1, 1, 1));
+}
+
+#[test]
+fn silent_windows_are_skipped() {
+    let tok = toy(&[], 99);
+    let (n, tb, ns, eot) = (
+        tok.n_vocab(),
+        tok.timestamp_begin(),
+        tok.no_speech(),
+        tok.eot(),
+    );
+    // Window 0: no-speech at the sot row and flat (unlikely) text; window 1: speech.
+    let mut inf = MockInference::new(n, move |ctx: &Ctx| {
+        if ctx.window == 0 {
+            return if ctx.generated.is_empty() {
+                one_hot(n, ns, 20.0)
+            } else {
+                vec![0.0; n]
+            };
+        }
+        let script = [vec![tb], text("ok"), vec![tb + 100]].concat();
+        one_hot(
+            n,
+            script.get(ctx.generated.len()).copied().unwrap_or(eot),
+            10.0,
+        )
+    });
+    let t = run(&mut inf, &tok, 3201, &TranscribeOptions::default());
+    assert_eq!(spans(&t), vec![(30.0, 32.0, "ok")]);
+    // The silent window was decoded once (no fallback) and left no prompt behind.
+    assert_eq!(inf.prompts.len(), 2);
+    assert_eq!(inf.prompts[1], vec![tok.sot()]);
+}
+
+#[test]
+fn initial_prompt_and_prompt_reset() {
+    let tok = toy(&[], 99);
+    let tb = tok.timestamp_begin();
+    let w = [vec![tb], text("a"), vec![tb + 100, tb + 100], text("b")].concat();
+    let mut inf = MockInference::scripted(tok.n_vocab(), tok.eot(), vec![w]);
+    let opts = TranscribeOptions {
+        initial_prompt: Some("  Hello ".into()),
+        condition_on_previous_text: false,
+        ..Default::default()
+    };
+    run(&mut inf, &tok, 301, &opts);
+    let hello = tok.encode(" Hello");
+    assert_eq!(
+        inf.prompts[0],
+        [vec![tok.sot_prev()], hello, vec![tok.sot()]].concat()
+    );
+    // Not conditioning: the next window's prompt starts afresh.
+    assert_eq!(inf.prompts[1], vec![tok.sot()]);
+}
+
+#[test]
+fn options_and_inputs_are_checked() {
+    let tok = toy(&[], 99);
+    let mut inf = MockInference::scripted(tok.n_vocab(), tok.eot(), vec![vec![]]);
+    let data = mel_data(10);
+    let bad = MelView {
+        data: &data,
+        n_mels: 3,
+        n_frames: 10,
+    };
+    assert!(matches!(
+        transcribe(&mut inf, &tok, &bad, &Default::default(), &mut |_| true),
+        Err(DecodeError::Mel(_))
+    ));
+    let opts = TranscribeOptions {
+        max_new_tokens: Some(500),
+        ..Default::default()
+    };
+    assert!(transcribe(&mut inf, &tok, &view(&data), &opts, &mut |_| true).is_err());
+    let mut other = MockInference::scripted(100, 0, vec![vec![]]);
+    assert!(matches!(
+        transcribe(
+            &mut other,
+            &tok,
+            &view(&data),
+            &Default::default(),
+            &mut |_| true
+        ),
+        Err(DecodeError::VocabMismatch { .. })
+    ));
+    let mut inf = MockInference::scripted(tok.n_vocab(), tok.eot(), vec![vec![]]);
+    inf.fail_encode = Some(0);
+    assert!(matches!(
+        transcribe(
+            &mut inf,
+            &tok,
+            &view(&data),
+            &Default::default(),
+            &mut |_| true
+        ),
+        Err(DecodeError::Inference(_))
+    ));
+    // Empty audio: nothing to decode.
+    let t = run(
+        &mut MockInference::scripted(tok.n_vocab(), 0, vec![]),
+        &tok,
+        1,
+        &Default::default(),
+    );
+    assert!(t.segments.is_empty() && t.duration == 0.0);
+    assert_eq!(max_steps(4, None).unwrap(), 224);
+    assert_eq!(max_steps(228, None).unwrap(), 221);
+    assert_eq!(max_steps(4, Some(10)).unwrap(), 7);
+}
+
+#[test]
+fn suppressed_tokens_follow_faster_whisper() {
+    let tok = toy(&[], 99);
+    assert!(suppressed_tokens(&tok, &[]).is_empty());
+    let s = suppressed_tokens(&tok, &[5, -2, 5]);
+    assert_eq!(s[0], 5);
+    assert!(s.contains(&tok.sot()) && s.contains(&tok.no_speech()) && !s.contains(&tok.eot()));
+    assert_eq!(s.len(), 7);
+    let all = suppressed_tokens(&tok, &[-1]);
+    assert!(tok.non_speech_tokens().iter().all(|t| all.contains(t)));
+}
+
+/// A toy multilingual vocabulary (51865 entries): 50257 ordinary tokens, 99 languages.
+fn multilingual() -> Tokenizer {
+    let mut vocab: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    vocab.extend((256..50257).map(|i| format!("<t{i}>").into_bytes()));
+    Tokenizer::new(vocab, 51865).unwrap()
+}
+
+#[test]
+fn language_is_detected_on_multilingual_models() {
+    let tok = multilingual();
+    let (n, sot, tb, eot) = (tok.n_vocab(), tok.sot(), tok.timestamp_begin(), tok.eot());
+    let de = tok.language_token("de").unwrap();
+    let mut inf = MockInference::new(n, move |ctx: &Ctx| {
+        if ctx.sequence == [sot] {
+            let mut l = one_hot(n, de, 3.0);
+            l[de as usize + 1] = 2.0;
+            return l;
+        }
+        let script = [vec![tb], text("ja"), vec![tb + 50]].concat();
+        one_hot(
+            n,
+            script.get(ctx.generated.len()).copied().unwrap_or(eot),
+            10.0,
+        )
+    });
+    let data = mel_data(201);
+    let t = transcribe(
+        &mut inf,
+        &tok,
+        &view(&data),
+        &Default::default(),
+        &mut |_| true,
+    )
+    .unwrap();
+    assert_eq!(t.language, "de");
+    // softmax over 99 language logits: e^3 / (e^3 + e^2 + 97).
+    let p = 3f64.exp() / (3f64.exp() + 2f64.exp() + 97.0);
+    assert!((t.language_probability - p).abs() < 1e-6);
+    // Detection sees the padding frame (features[..., :3000]); decoding windows do not.
+    assert_eq!(inf.windows[0][200], 201.0);
+    assert_eq!(inf.windows[1][200], 0.0);
+    assert_eq!(inf.prompts[1], vec![sot, de, tok.transcribe()]);
+    assert_eq!(spans(&t), vec![(0.0, 1.0, "ja")]);
+    // A given language is used as is; an unknown one is an error.
+    let opts = TranscribeOptions {
+        language: Some("fr".into()),
+        task: Task::Translate,
+        ..Default::default()
+    };
+    let t = transcribe(&mut inf, &tok, &view(&data), &opts, &mut |_| true).unwrap();
+    assert_eq!((t.language.as_str(), t.language_probability), ("fr", 1.0));
+    let fr = tok.language_token("fr").unwrap();
+    assert_eq!(*inf.prompts.last().unwrap(), vec![sot, fr, tok.translate()]);
+    let opts = TranscribeOptions {
+        language: Some("xx".into()),
+        ..Default::default()
+    };
+    assert!(matches!(
+        transcribe(&mut inf, &tok, &view(&data), &opts, &mut |_| true),
+        Err(DecodeError::UnknownLanguage { .. })
+    ));
+    // English-only models take "en" whatever they are told.
+    let en = toy(&[], 99);
+    let mut inf = MockInference::scripted(en.n_vocab(), en.eot(), vec![vec![]]);
+    let opts = TranscribeOptions {
+        language: Some("fr".into()),
+        ..Default::default()
+    };
+    assert_eq!(run(&mut inf, &en, 101, &opts).language, "en");
+    assert!(detect_language(&mut inf, &en, &view(&data)).is_err());
+}
+
+/// Pseudo-random logits from a seed and the sequence: a model that babbles, constrained only
+/// by the filters, with timestamps kept inside the window's content.
+fn babbler(tok: &Tokenizer, seed: u64) -> MockInference {
+    let (n, tb, eot) = (
+        tok.n_vocab(),
+        tok.timestamp_begin() as usize,
+        tok.eot() as usize,
+    );
+    MockInference::new(n, move |ctx: &Ctx| {
+        let mut h = seed ^ (ctx.window as u64).wrapping_mul(0x9E37_79B9);
+        for &t in ctx.sequence {
+            h = (h ^ u64::from(t)).wrapping_mul(0x0100_0000_01B3);
+        }
+        let mut rng = crate::greedy::Rng::new(h);
+        let content = ctx
+            .mel
+            .chunks(N_FRAMES)
+            .next()
+            .map_or(0, |r| r.iter().filter(|v| **v != 0.0).count());
+        let mut l: Vec<f32> = (0..n).map(|_| (rng.next_f64() * 8.0) as f32).collect();
+        for (i, v) in l.iter_mut().enumerate().skip(tb) {
+            if (i - tb) * 2 > content {
+                *v = f32::NEG_INFINITY;
+            }
+        }
+        if ctx.generated.len() > 12 {
+            l[eot] = 50.0;
+        }
+        l
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn segments_are_ordered_inside_the_audio(seed in any::<u64>(), frames in 2usize..9000) {
+        let tok = toy(&[], 99);
+        let mut inf = babbler(&tok, seed);
+        let t = run(&mut inf, &tok, frames, &TranscribeOptions { best_of: 2, ..Default::default() });
+        let mut last_end = 0.0f64;
+        for s in &t.segments {
+            prop_assert!(s.start <= s.end, "{s:?}");
+            prop_assert!(s.start >= last_end - 1e-9, "{s:?} after {last_end}");
+            prop_assert!(s.end <= t.duration + 1e-9, "{s:?} beyond {}", t.duration);
+            prop_assert_eq!(&tok.decode(&s.tokens), &s.text);
+            last_end = s.end;
+        }
+    }
+}
+
+#[test]
+fn babbler_produces_segments_for_the_property() {
+    let tok = toy(&[], 99);
+    let total: usize = (0..4u64)
+        .map(|seed| {
+            let mut inf = babbler(&tok, seed);
+            let opts = TranscribeOptions {
+                best_of: 2,
+                ..Default::default()
+            };
+            run(&mut inf, &tok, 6001, &opts).segments.len()
+        })
+        .sum();
+    assert!(total >= 4, "{total} segments");
+}

@@ -1,0 +1,416 @@
+//! whisper.cpp's legacy ggml `.bin` (magic `0x67676d6c`, not GGUF), read and written.
+//!
+//! Layout (little endian): `i32 magic; 11 × i32 hparams (… n_mels, ftype); i32 n_mel,
+//! i32 n_fft, f32 filters[n_mel·n_fft]; i32 n_tokens, n_tokens × {u32 len, bytes};`
+//! then tensors until EOF: `i32 n_dims, i32 name_len, i32 ttype, i32 ne[n_dims], name, data`
+//! with `ne` the reversed shape (`ne[0]` fastest).
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use half::f16;
+
+use crate::names::{self, Role};
+use crate::storage::Reader;
+use crate::{DType, FormatError, Hparams, ModelConfig, Result, SourceFormat, Storage};
+use crate::{TensorData, WhisperFile};
+
+/// `"ggml"` as a little-endian u32.
+pub const MAGIC: u32 = 0x6767_6d6c;
+/// Quantized files add `QNT_VERSION_FACTOR × qnt_version` to `ftype`.
+pub const QNT_VERSION_FACTOR: i32 = 1000;
+
+/// Longest tensor name we accept (real names are under 40 bytes).
+const MAX_NAME: usize = 1024;
+
+/// ggml tensor type id → dtype (the types whisper.cpp's quantizer writes).
+pub fn dtype_from_ggml(id: i32) -> Option<DType> {
+    Some(match id {
+        0 => DType::F32,
+        1 => DType::F16,
+        2 => DType::Q4_0,
+        3 => DType::Q4_1,
+        6 => DType::Q5_0,
+        7 => DType::Q5_1,
+        8 => DType::Q8_0,
+        _ => return None,
+    })
+}
+
+/// dtype → ggml tensor type id.
+pub fn ggml_type_id(dtype: DType) -> Option<i32> {
+    Some(match dtype {
+        DType::F32 => 0,
+        DType::F16 => 1,
+        DType::Q4_0 => 2,
+        DType::Q4_1 => 3,
+        DType::Q5_0 => 6,
+        DType::Q5_1 => 7,
+        DType::Q8_0 => 8,
+        _ => return None,
+    })
+}
+
+/// Whole-file type (`ftype % 1000`): which `GGML_FTYPE` values we can read.
+fn known_ftype(ftype: i32) -> bool {
+    matches!(ftype, 0 | 1 | 2 | 3 | 7 | 8 | 9)
+}
+
+/// Opens a ggml `.bin` (memory-mapped; tensors are views of the map).
+pub fn load(path: &Path) -> Result<WhisperFile> {
+    from_storage(&Storage::map_file(path)?, path)
+}
+
+/// Parses a ggml file held in `data`; `path` names it in errors.
+pub fn from_storage(data: &Storage, path: &Path) -> Result<WhisperFile> {
+    let mut r = Reader::new(data.as_bytes(), path);
+    let magic = r.u32("magic")?;
+    if magic != MAGIC {
+        return Err(r.invalid(format!(
+            "unknown magic 0x{magic:08x}, expected ggml 0x{MAGIC:08x}"
+        )));
+    }
+    let mut hp = [0usize; 10];
+    let labels = [
+        "n_vocab",
+        "n_audio_ctx",
+        "n_audio_state",
+        "n_audio_head",
+        "n_audio_layer",
+        "n_text_ctx",
+        "n_text_state",
+        "n_text_head",
+        "n_text_layer",
+        "n_mels",
+    ];
+    for (slot, label) in hp.iter_mut().zip(labels) {
+        *slot = positive(&mut r, label)?;
+    }
+    let hparams = Hparams {
+        n_vocab: hp[0],
+        n_audio_ctx: hp[1],
+        n_audio_state: hp[2],
+        n_audio_head: hp[3],
+        n_audio_layer: hp[4],
+        n_text_ctx: hp[5],
+        n_text_state: hp[6],
+        n_text_head: hp[7],
+        n_text_layer: hp[8],
+        n_mels: hp[9],
+    };
+    let ftype = r.i32("ftype")?;
+    if ftype < 0 || !known_ftype(ftype % QNT_VERSION_FACTOR) {
+        let msg = format!("ggml ftype {ftype} (known: 0 f32, 1 f16, 2/3 q4, 7 q8_0, 8/9 q5, plus 1000×qnt_version)");
+        return Err(FormatError::Unsupported {
+            path: path.to_path_buf(),
+            msg,
+        });
+    }
+    names::check_hparams(path, &hparams)?;
+    let mel_filters = read_mel(&mut r, hparams.n_mels)?;
+    let vocab = read_vocab(&mut r, hparams.n_vocab)?;
+    let tensors = read_tensors(&mut r, data)?;
+    names::check(path, &hparams, &tensors)?;
+    Ok(WhisperFile {
+        path: path.to_path_buf(),
+        format: SourceFormat::Ggml,
+        hparams,
+        tensors,
+        vocab,
+        mel_filters: Some(mel_filters),
+        config: ModelConfig::default(),
+    })
+}
+
+fn positive(r: &mut Reader, what: &str) -> Result<usize> {
+    let v = r.i32(what)?;
+    usize::try_from(v)
+        .ok()
+        .filter(|&v| v > 0)
+        .ok_or_else(|| r.invalid(format!("{what} = {v}, expected > 0")))
+}
+
+/// `[n_mels, n_fft]` f32 filters.
+fn read_mel(r: &mut Reader, n_mels: usize) -> Result<Vec<f32>> {
+    let n_mel = positive(r, "mel filter count")?;
+    let n_fft = positive(r, "mel filter length")?;
+    if n_mel != n_mels {
+        return Err(r.invalid(format!("{n_mel} mel filters for n_mels = {n_mels}")));
+    }
+    let n = n_mel.checked_mul(n_fft).and_then(|n| n.checked_mul(4));
+    let n = n.ok_or_else(|| r.invalid(format!("mel filter size {n_mel} × {n_fft} overflows")))?;
+    let bytes = r.bytes(n, "mel filters")?;
+    Ok(bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
+}
+
+fn read_vocab(r: &mut Reader, n_vocab: usize) -> Result<Vec<Vec<u8>>> {
+    let n = r.i32("token count")?;
+    let n = usize::try_from(n).ok().filter(|&n| n <= n_vocab);
+    let n = n.ok_or_else(|| r.invalid(format!("token count out of range 0..={n_vocab}")))?;
+    // Each token takes at least 4 bytes, so this bound keeps a lying count from allocating.
+    let mut vocab = Vec::with_capacity(n.min(r.remaining() / 4));
+    for i in 0..n {
+        let len = r.u32("token length")? as usize;
+        vocab.push(r.bytes(len, &format!("token {i}"))?.to_vec());
+    }
+    Ok(vocab)
+}
+
+fn read_tensors(r: &mut Reader, data: &Storage) -> Result<BTreeMap<String, TensorData>> {
+    let mut tensors = BTreeMap::new();
+    while r.remaining() > 0 {
+        let at = r.pos();
+        let n_dims = r.i32("tensor rank")?;
+        let name_len = r.i32("tensor name length")?;
+        let ttype = r.i32("tensor type")?;
+        if !(1..=4).contains(&n_dims) {
+            return Err(r.invalid(format!(
+                "tensor at offset {at} has rank {n_dims} (expected 1..=4)"
+            )));
+        }
+        let name_len = usize::try_from(name_len)
+            .ok()
+            .filter(|&n| (1..=MAX_NAME).contains(&n));
+        let name_len = name_len
+            .ok_or_else(|| r.invalid(format!("tensor at offset {at} has a bad name length")))?;
+        let mut ne = Vec::with_capacity(4);
+        for _ in 0..n_dims {
+            ne.push(positive(r, "tensor dimension")?);
+        }
+        let name = std::str::from_utf8(r.bytes(name_len, "tensor name")?)
+            .map_err(|_| r.invalid(format!("tensor name at offset {at} is not UTF-8")))?
+            .to_string();
+        let dtype = dtype_from_ggml(ttype).ok_or_else(|| FormatError::Unsupported {
+            path: r.path().to_path_buf(),
+            msg: format!("tensor {name} has ggml type {ttype}"),
+        })?;
+        // Quantized blocks run along ne[0], the row.
+        if ne[0] % dtype.block().0 != 0 {
+            return Err(r.invalid(format!(
+                "tensor {name}: row length {} is not a whole number of {dtype:?} blocks",
+                ne[0]
+            )));
+        }
+        let numel = ne.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+        let nbytes = numel.and_then(|n| dtype.nbytes(n));
+        let nbytes =
+            nbytes.ok_or_else(|| r.invalid(format!("tensor {name}: size {ne:?} overflows")))?;
+        let range = r.take(nbytes, &format!("data of tensor {name}"))?;
+        let bytes = data
+            .slice(range)
+            .ok_or_else(|| r.invalid("tensor data out of bounds"))?;
+        let mut shape: Vec<usize> = ne.into_iter().rev().collect();
+        if matches!(name.as_str(), "encoder.conv1.bias" | "encoder.conv2.bias")
+            && shape.len() == 2
+            && shape[1] == 1
+        {
+            shape.pop();
+        }
+        if tensors
+            .insert(
+                name.clone(),
+                TensorData {
+                    dtype,
+                    shape,
+                    data: bytes,
+                },
+            )
+            .is_some()
+        {
+            return Err(r.invalid(format!("tensor {name} appears twice")));
+        }
+    }
+    Ok(tensors)
+}
+
+/// Writes `file` as an f16 ggml file exactly as whisper.cpp's converters do: conv and
+/// 2-D weights f16; conv biases as `[d, 1]` f32; positional embeddings and every 1-D
+/// tensor f32; tensors in [`names::expected`] order. `mel_filters` is `[n_mels, n_fft]`.
+///
+/// Atomic: writes a temporary file in the same folder, then renames it over `out`.
+pub fn write(file: &WhisperFile, mel_filters: &[f32], out: &Path) -> Result<()> {
+    let invalid = |msg: String| FormatError::Invalid {
+        path: out.to_path_buf(),
+        msg,
+    };
+    names::check(&file.path, &file.hparams, &file.tensors)?;
+    let n_mels = file.hparams.n_mels;
+    if mel_filters.is_empty() || mel_filters.len() % n_mels != 0 {
+        return Err(invalid(format!(
+            "{} mel filter values do not split into {n_mels} filters",
+            mel_filters.len()
+        )));
+    }
+    if let Some((name, t)) = file
+        .tensors
+        .iter()
+        .find(|(_, t)| !matches!(t.dtype, DType::F32 | DType::F16 | DType::BF16))
+    {
+        return Err(FormatError::Unsupported {
+            path: file.path.clone(),
+            msg: format!(
+                "tensor {name} is {:?}; only float models can be written as f16",
+                t.dtype
+            ),
+        });
+    }
+    let file_name = out
+        .file_name()
+        .ok_or_else(|| invalid("output path has no file name".into()))?;
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(file_name);
+    tmp_name.push(format!(".tmp{}", std::process::id()));
+    let tmp = out.with_file_name(tmp_name);
+    let result = write_tmp(file, mel_filters, &tmp).and_then(|()| std::fs::rename(&tmp, out));
+    result.map_err(|source| {
+        let _ = std::fs::remove_file(&tmp);
+        FormatError::Io {
+            path: out.to_path_buf(),
+            source,
+        }
+    })
+}
+
+fn write_tmp(file: &WhisperFile, mel_filters: &[f32], tmp: &Path) -> std::io::Result<()> {
+    let f = File::create(tmp)?;
+    let mut w = BufWriter::with_capacity(1 << 20, f);
+    write_to(file, mel_filters, &mut w)?;
+    let f = w.into_inner().map_err(|e| e.into_error())?;
+    f.sync_all()
+}
+
+fn i32_of(v: usize) -> std::io::Result<i32> {
+    i32::try_from(v).map_err(|_| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{v} exceeds i32"))
+    })
+}
+
+/// The byte stream of [`write`] (inputs already checked).
+fn write_to(file: &WhisperFile, mel_filters: &[f32], w: &mut impl Write) -> std::io::Result<()> {
+    let hp = &file.hparams;
+    w.write_all(&MAGIC.to_le_bytes())?;
+    let fields = [
+        hp.n_vocab,
+        hp.n_audio_ctx,
+        hp.n_audio_state,
+        hp.n_audio_head,
+        hp.n_audio_layer,
+        hp.n_text_ctx,
+        hp.n_text_state,
+        hp.n_text_head,
+        hp.n_text_layer,
+        hp.n_mels,
+        1, // ftype: mostly f16
+    ];
+    for v in fields {
+        w.write_all(&i32_of(v)?.to_le_bytes())?;
+    }
+    w.write_all(&i32_of(hp.n_mels)?.to_le_bytes())?;
+    w.write_all(&i32_of(mel_filters.len() / hp.n_mels)?.to_le_bytes())?;
+    for v in mel_filters {
+        w.write_all(&v.to_le_bytes())?;
+    }
+    w.write_all(&i32_of(file.vocab.len())?.to_le_bytes())?;
+    for token in &file.vocab {
+        w.write_all(&i32_of(token.len())?.to_le_bytes())?;
+        w.write_all(token)?;
+    }
+    for spec in names::expected(hp) {
+        let t = &file.tensors[&spec.name];
+        let (target, ne): (DType, Vec<usize>) = match spec.role {
+            Role::ConvWeight | Role::Matrix => {
+                (DType::F16, t.shape.iter().rev().copied().collect())
+            }
+            Role::ConvBias => (DType::F32, vec![1, t.shape[0]]),
+            Role::PositionalEmbedding | Role::Vector => {
+                (DType::F32, t.shape.iter().rev().copied().collect())
+            }
+        };
+        let ttype = ggml_type_id(target).unwrap_or(0);
+        for v in [i32_of(ne.len())?, i32_of(spec.name.len())?, ttype] {
+            w.write_all(&v.to_le_bytes())?;
+        }
+        for d in ne {
+            w.write_all(&i32_of(d)?.to_le_bytes())?;
+        }
+        w.write_all(spec.name.as_bytes())?;
+        write_data(t, target, w)?;
+    }
+    Ok(())
+}
+
+/// Writes a float tensor's data as `target` (f32 or f16), copying when the types match
+/// so f16 sources stay bit-exact; f32 → f16 rounds to nearest even, as numpy does.
+fn write_data(t: &TensorData, target: DType, w: &mut impl Write) -> std::io::Result<()> {
+    if t.dtype == target {
+        return w.write_all(t.data.as_bytes());
+    }
+    let values = t
+        .to_f32()
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+    let mut buf = Vec::with_capacity(1 << 16);
+    for chunk in values.chunks(1 << 14) {
+        buf.clear();
+        match target {
+            DType::F16 => chunk
+                .iter()
+                .for_each(|&v| buf.extend_from_slice(&f16::from_f32(v).to_le_bytes())),
+            _ => chunk
+                .iter()
+                .for_each(|&v| buf.extend_from_slice(&v.to_le_bytes())),
+        }
+        w.write_all(&buf)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(ttype: i32, ne: &[i32], data_len: usize) -> Vec<u8> {
+        let mut b = Vec::new();
+        for v in [ne.len() as i32, 1, ttype].iter().chain(ne) {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        b.push(b'x');
+        b.extend(std::iter::repeat_n(0u8, data_len));
+        b
+    }
+
+    fn parse(bytes: Vec<u8>) -> Result<BTreeMap<String, TensorData>> {
+        let data = Storage::from_vec(bytes);
+        let path = Path::new("t.bin");
+        read_tensors(&mut Reader::new(data.as_bytes(), path), &data)
+    }
+
+    #[test]
+    fn quantized_tensors_keep_type_and_exact_size() {
+        for (ttype, dtype, block_bytes) in [
+            (2, DType::Q4_0, 18),
+            (3, DType::Q4_1, 20),
+            (6, DType::Q5_0, 22),
+            (7, DType::Q5_1, 24),
+            (8, DType::Q8_0, 34),
+        ] {
+            let t = &parse(record(ttype, &[64, 3], 2 * 3 * block_bytes)).unwrap()["x"];
+            assert_eq!(
+                (t.dtype, t.shape.as_slice(), t.data.len()),
+                (dtype, &[3, 64][..], 6 * block_bytes)
+            );
+            assert!(t.to_f32().is_err());
+            // One byte short, or a row that is not whole blocks, fails.
+            assert!(parse(record(ttype, &[64, 3], 6 * block_bytes - 1)).is_err());
+            assert!(parse(record(ttype, &[48, 3], 6 * block_bytes)).is_err());
+        }
+        assert!(matches!(
+            parse(record(12, &[256], 144)),
+            Err(FormatError::Unsupported { .. })
+        ));
+    }
+}

@@ -1,0 +1,169 @@
+//! Loads the real CTranslate2 models (tiny.en, base).
+
+mod common;
+
+use sotto_formats::{ct2, load, names, DType, SourceFormat};
+
+fn check_tokens(vocab: &[Vec<u8>]) {
+    assert_eq!(vocab[0], b"!");
+    // GPT-2's byte tokens: 'Ā' (U+0100) is byte 0x00.
+    assert_eq!(vocab[188], [0u8]);
+    assert_eq!(vocab[220], b" ");
+}
+
+#[test]
+fn tiny_en_ct2_folder() {
+    let dir = sotto_testdata::model_dir("tiny.en");
+    let f = load(&dir).unwrap();
+    assert_eq!(f.format, SourceFormat::Ct2);
+    let hp = f.hparams;
+    assert_eq!(
+        (hp.n_vocab, hp.n_audio_layer, hp.n_text_layer),
+        (51864, 4, 4)
+    );
+    assert_eq!(
+        (
+            hp.n_audio_state,
+            hp.n_text_state,
+            hp.n_audio_head,
+            hp.n_text_head
+        ),
+        (384, 384, 6, 6)
+    );
+    assert_eq!((hp.n_audio_ctx, hp.n_text_ctx, hp.n_mels), (1500, 448, 80));
+    assert_eq!(f.vocab.len(), 50256);
+    check_tokens(&f.vocab);
+    assert_eq!(f.vocab[262], b" the");
+    assert_eq!(f.vocab[50255], b" gazed");
+    assert_eq!(f.tensors.len(), names::expected_count(&hp));
+    let heads = f.config.alignment_heads.as_ref().unwrap();
+    assert_eq!(heads[..3], [(1, 0), (2, 0), (2, 5)]);
+    assert_eq!(f.config.suppress_ids.as_ref().unwrap()[..3], [1, 2, 7]);
+    assert!(f.mel_filters.is_none());
+
+    // Tensors are views of the mapped file, the fused qkv split into consecutive ranges.
+    let q = &f.tensors["encoder.blocks.0.attn.query.weight"];
+    let k = &f.tensors["encoder.blocks.0.attn.key.weight"];
+    assert!(q.data.is_mapped());
+    assert_eq!((q.dtype, q.shape.as_slice()), (DType::F16, &[384, 384][..]));
+    assert_eq!(
+        q.data.as_bytes().as_ptr_range().end,
+        k.data.as_bytes().as_ptr()
+    );
+    assert!(!f.tensors.contains_key("encoder.blocks.0.attn.key.bias"));
+    assert_eq!(f.tensors["encoder.conv1.bias"].shape, [384]);
+    assert_eq!(f.tensors["encoder.conv1.weight"].shape, [384, 80, 3]);
+
+    // The same folder opens through its model.bin.
+    let g = load(&dir.join("model.bin")).unwrap();
+    assert_eq!(g.hparams, hp);
+}
+
+#[test]
+fn tiny_en_split_matches_fused_values() {
+    let dir = sotto_testdata::model_dir("tiny.en");
+    let raw = ct2::read_model_bin(
+        &sotto_formats::Storage::map_file(&dir.join("model.bin")).unwrap(),
+        &dir,
+    )
+    .unwrap();
+    let f = load(&dir).unwrap();
+    let fused = raw
+        .get("decoder/layer_1/attention/linear_1/weight")
+        .unwrap()
+        .to_f32()
+        .unwrap();
+    let k = f.tensors["decoder.blocks.1.cross_attn.key.weight"]
+        .to_f32()
+        .unwrap();
+    let v = f.tensors["decoder.blocks.1.cross_attn.value.weight"]
+        .to_f32()
+        .unwrap();
+    assert_eq!(fused[..k.len()], k[..]);
+    assert_eq!(fused[k.len()..], v[..]);
+    let bias = raw
+        .get("decoder/layer_1/self_attention/linear_0/bias")
+        .unwrap()
+        .to_f32()
+        .unwrap();
+    assert!(
+        bias[384..768].iter().all(|&b| b == 0.0),
+        "CTranslate2 stores a zero key bias"
+    );
+    assert_eq!(
+        f.tensors["decoder.blocks.1.attn.value.bias"]
+            .to_f32()
+            .unwrap(),
+        bias[768..]
+    );
+    // The output projection is an alias of the embedding.
+    assert_eq!(
+        raw.aliases["decoder/projection/weight"],
+        "decoder/embeddings/weight"
+    );
+}
+
+#[test]
+fn base_ct2_folder() {
+    let f = load(&sotto_testdata::model_dir("base")).unwrap();
+    let hp = f.hparams;
+    assert_eq!(
+        (hp.n_vocab, hp.n_audio_layer, hp.n_text_layer),
+        (51865, 6, 6)
+    );
+    assert_eq!(
+        (hp.n_audio_state, hp.n_audio_head, hp.n_text_head),
+        (512, 8, 8)
+    );
+    assert_eq!(f.vocab.len(), 50257);
+    check_tokens(&f.vocab);
+    assert_eq!(
+        f.vocab[50256], b"",
+        "the multilingual vocabulary's last ordinary token is empty"
+    );
+    assert_eq!(f.config.lang_ids.as_ref().unwrap()[0], 50259);
+    assert_eq!(
+        f.config.suppress_ids_begin.as_deref(),
+        Some(&[220, 50257][..])
+    );
+}
+
+#[test]
+fn synthetic_ct2_round_trip_through_folder() {
+    let dir = common::scratch("synthetic-ct2");
+    std::fs::write(dir.join("model.bin"), common::ct2_model().bytes()).unwrap();
+    std::fs::write(dir.join("vocabulary.txt"), common::VOCAB_TXT).unwrap();
+    std::fs::write(
+        dir.join("config.json"),
+        r#"{"alignment_heads": [[0, 1]], "lang_ids": [5]}"#,
+    )
+    .unwrap();
+    let f = load(&dir.join("model.bin")).unwrap();
+    assert_eq!(f.hparams, common::HP);
+    assert_eq!(
+        f.vocab,
+        [b"!".to_vec(), b" a".to_vec(), vec![0], vec![0x80, 0xAD]]
+    );
+    assert_eq!(f.config.alignment_heads, Some(vec![(0, 1)]));
+    assert_eq!(f.config.suppress_ids, None);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn split_model_bin_parts_are_joined() {
+    let dir = common::scratch("synthetic-parts");
+    let bytes = common::ct2_model().bytes();
+    let (a, b) = bytes.split_at(bytes.len() / 3);
+    std::fs::write(dir.join("model.bin.part1"), a).unwrap();
+    std::fs::write(dir.join("model.bin.part2"), b).unwrap();
+    std::fs::write(dir.join("vocabulary.txt"), common::VOCAB_TXT).unwrap();
+    let f = load(&dir).unwrap();
+    assert_eq!(f.hparams, common::HP);
+    assert!(!f.tensors["encoder.conv1.weight"].data.is_mapped());
+    std::fs::remove_file(dir.join("model.bin.part2")).unwrap();
+    assert!(
+        load(&dir).is_err(),
+        "a missing part leaves a truncated model"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,0 +1,117 @@
+//! The Whisper forward pass on the CPU.
+//!
+//! [`Whisper`] holds the immutable weights (shared between streams through an `Arc`);
+//! a [`Session`] holds one stream's state: its thread pool, the encoder output of the
+//! current 30 s window, the cross-attention K/V computed from it once, and the
+//! self-attention KV cache of the text decoded so far.
+
+mod session;
+mod weights;
+
+pub use session::Session;
+pub use sotto_compute::ComputeError;
+pub use sotto_formats::Hparams;
+
+use std::path::PathBuf;
+
+use sotto_compute::{Linear, Norm};
+
+/// Errors from building a model or running it.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    /// A tensor is missing or has the wrong shape or type.
+    #[error("{path}: tensor {name}: {msg}")]
+    Tensor {
+        path: PathBuf,
+        name: String,
+        msg: String,
+    },
+    /// The hyper-parameters cannot describe a Whisper model.
+    #[error("{path}: hyper-parameters: {msg}")]
+    Hparams { path: PathBuf, msg: String },
+    /// A call with arguments that do not fit the model or the session's state.
+    #[error("{op}: {msg}")]
+    Input { op: &'static str, msg: String },
+    #[error(transparent)]
+    Compute(#[from] ComputeError),
+}
+
+/// Self- or cross-attention projections.
+#[derive(Debug)]
+pub(crate) struct Attention {
+    pub query: Linear,
+    /// No bias, as in Whisper.
+    pub key: Linear,
+    pub value: Linear,
+    pub out: Linear,
+}
+
+/// A pre-LN transformer block; `cross` is present in decoder blocks only.
+#[derive(Debug)]
+pub(crate) struct Block {
+    pub attn_ln: Norm,
+    pub attn: Attention,
+    pub cross: Option<(Norm, Attention)>,
+    pub mlp_ln: Norm,
+    /// Shape: [4·d, d]
+    pub mlp_0: Linear,
+    /// Shape: [d, 4·d]
+    pub mlp_2: Linear,
+}
+
+#[derive(Debug)]
+pub(crate) struct Encoder {
+    /// Shape: [d, n_mels, 3] as a linear layer [d, n_mels·3].
+    pub conv1: Linear,
+    /// Shape: [d, d, 3] as a linear layer [d, d·3].
+    pub conv2: Linear,
+    /// Shape: [n_audio_ctx, d]
+    pub pos: Vec<f32>,
+    pub blocks: Vec<Block>,
+    pub ln_post: Norm,
+}
+
+#[derive(Debug)]
+pub(crate) struct Decoder {
+    /// Shape: [n_vocab, d]; also the (tied) output projection.
+    pub token_embedding: Linear,
+    /// Shape: [n_text_ctx, d]
+    pub pos: Vec<f32>,
+    pub blocks: Vec<Block>,
+    pub ln: Norm,
+}
+
+/// Immutable Whisper weights. 2-D weights stay in the file's precision (f16 or f32).
+#[derive(Debug)]
+pub struct Whisper {
+    hparams: Hparams,
+    pub(crate) encoder: Encoder,
+    pub(crate) decoder: Decoder,
+}
+
+impl Whisper {
+    /// Builds the model from a loaded file, checking every tensor's shape and type.
+    pub fn from_file(f: &sotto_formats::WhisperFile) -> Result<Self, ModelError> {
+        weights::build(f)
+    }
+
+    pub fn hparams(&self) -> &Hparams {
+        &self.hparams
+    }
+
+    /// Mel frames in one window (2 · n_audio_ctx, 3000 for Whisper).
+    pub fn n_frames(&self) -> usize {
+        2 * self.hparams.n_audio_ctx
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testmodel;
+
+// Weights are shared between streams; sessions move between threads.
+const _: () = {
+    const fn shareable<T: Send + Sync>() {}
+    const fn movable<T: Send>() {}
+    shareable::<Whisper>();
+    movable::<Session>();
+};

@@ -1,0 +1,198 @@
+//! Building [`Whisper`] from a [`WhisperFile`]'s canonical (whisper.cpp-named) tensors.
+
+use half::f16;
+use sotto_compute::{Linear, Norm, Weight};
+use sotto_formats::{DType, Hparams, TensorData, WhisperFile};
+
+use crate::{Attention, Block, Decoder, Encoder, ModelError, Whisper};
+
+const LN_EPS: f32 = 1e-5;
+
+struct Loader<'a> {
+    f: &'a WhisperFile,
+}
+
+impl<'a> Loader<'a> {
+    fn err(&self, name: &str, msg: impl Into<String>) -> ModelError {
+        ModelError::Tensor {
+            path: self.f.path.clone(),
+            name: name.to_string(),
+            msg: msg.into(),
+        }
+    }
+
+    fn get(&self, name: &str, shape: &[usize]) -> Result<&'a TensorData, ModelError> {
+        let t = self
+            .f
+            .tensors
+            .get(name)
+            .ok_or_else(|| self.err(name, "missing"))?;
+        if t.shape != shape {
+            return Err(self.err(name, format!("shape {:?}, expected {shape:?}", t.shape)));
+        }
+        Ok(t)
+    }
+
+    /// A 1-D parameter as f32. Only the element count is checked: ggml files store conv
+    /// biases as [d, 1].
+    fn vector(&self, name: &str, n: usize) -> Result<Vec<f32>, ModelError> {
+        let t = self
+            .f
+            .tensors
+            .get(name)
+            .ok_or_else(|| self.err(name, "missing"))?;
+        if t.numel() != n {
+            return Err(self.err(name, format!("shape {:?}, expected {n} elements", t.shape)));
+        }
+        t.to_f32().map_err(|e| self.err(name, e))
+    }
+
+    /// A 2-D (or conv) weight, kept f16 when stored f16; bf16 is widened to f32.
+    fn weight(&self, name: &str, shape: &[usize]) -> Result<Weight, ModelError> {
+        let t = self.get(name, shape)?;
+        let bytes = t.data.as_bytes();
+        let size = match t.dtype {
+            DType::F32 => 4,
+            DType::F16 => 2,
+            DType::BF16 => return Ok(Weight::F32(t.to_f32().map_err(|e| self.err(name, e))?)),
+            other => return Err(self.err(name, format!("unsupported type {other:?}"))),
+        };
+        if bytes.len() != t.numel() * size {
+            return Err(self.err(
+                name,
+                format!("{} bytes for {} elements", bytes.len(), t.numel()),
+            ));
+        }
+        Ok(match t.dtype {
+            DType::F16 => Weight::F16(
+                bytes
+                    .chunks_exact(2)
+                    .map(|c| f16::from_le_bytes([c[0], c[1]]))
+                    .collect(),
+            ),
+            _ => Weight::F32(
+                bytes
+                    .chunks_exact(4)
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect(),
+            ),
+        })
+    }
+
+    fn linear(
+        &self,
+        prefix: &str,
+        n_out: usize,
+        n_in: usize,
+        bias: bool,
+    ) -> Result<Linear, ModelError> {
+        let wname = format!("{prefix}.weight");
+        let weight = self.weight(&wname, &[n_out, n_in])?;
+        let bias = if bias {
+            Some(self.vector(&format!("{prefix}.bias"), n_out)?)
+        } else {
+            None
+        };
+        Linear::new(weight, bias, n_out, n_in).map_err(|e| self.err(&wname, e.to_string()))
+    }
+
+    fn norm(&self, prefix: &str, d: usize) -> Result<Norm, ModelError> {
+        Ok(Norm {
+            gamma: self.vector(&format!("{prefix}.weight"), d)?,
+            beta: self.vector(&format!("{prefix}.bias"), d)?,
+            eps: LN_EPS,
+        })
+    }
+
+    /// `prefix` is e.g. `encoder.blocks.0.attn`; keys and values read `d_kv`-wide inputs.
+    fn attention(&self, prefix: &str, d: usize, d_kv: usize) -> Result<Attention, ModelError> {
+        Ok(Attention {
+            query: self.linear(&format!("{prefix}.query"), d, d, true)?,
+            key: self.linear(&format!("{prefix}.key"), d, d_kv, false)?,
+            value: self.linear(&format!("{prefix}.value"), d, d_kv, true)?,
+            out: self.linear(&format!("{prefix}.out"), d, d, true)?,
+        })
+    }
+
+    fn block(&self, prefix: &str, d: usize, d_cross: Option<usize>) -> Result<Block, ModelError> {
+        let cross = match d_cross {
+            Some(d_kv) => Some((
+                self.norm(&format!("{prefix}.cross_attn_ln"), d)?,
+                self.attention(&format!("{prefix}.cross_attn"), d, d_kv)?,
+            )),
+            None => None,
+        };
+        Ok(Block {
+            attn_ln: self.norm(&format!("{prefix}.attn_ln"), d)?,
+            attn: self.attention(&format!("{prefix}.attn"), d, d)?,
+            cross,
+            mlp_ln: self.norm(&format!("{prefix}.mlp_ln"), d)?,
+            mlp_0: self.linear(&format!("{prefix}.mlp.0"), 4 * d, d, true)?,
+            mlp_2: self.linear(&format!("{prefix}.mlp.2"), d, 4 * d, true)?,
+        })
+    }
+
+    fn conv(&self, prefix: &str, d: usize, c_in: usize) -> Result<Linear, ModelError> {
+        let wname = format!("{prefix}.weight");
+        let weight = self.weight(&wname, &[d, c_in, 3])?;
+        let bias = self.vector(&format!("{prefix}.bias"), d)?;
+        Linear::new(weight, Some(bias), d, c_in * 3).map_err(|e| self.err(&wname, e.to_string()))
+    }
+}
+
+fn check_hparams(f: &WhisperFile) -> Result<(), ModelError> {
+    let h = &f.hparams;
+    let msg = if [
+        h.n_vocab,
+        h.n_audio_ctx,
+        h.n_audio_state,
+        h.n_audio_head,
+        h.n_text_ctx,
+    ]
+    .iter()
+    .chain(&[h.n_text_state, h.n_text_head, h.n_mels])
+    .any(|&v| v == 0)
+    {
+        Some(format!("a dimension is zero: {h:?}"))
+    } else if h.n_audio_state % h.n_audio_head != 0 || h.n_text_state % h.n_text_head != 0 {
+        Some(format!("state is not a multiple of the head count: {h:?}"))
+    } else {
+        None
+    };
+    match msg {
+        Some(msg) => Err(ModelError::Hparams {
+            path: f.path.clone(),
+            msg,
+        }),
+        None => Ok(()),
+    }
+}
+
+pub(crate) fn build(f: &WhisperFile) -> Result<Whisper, ModelError> {
+    check_hparams(f)?;
+    let h: Hparams = f.hparams;
+    let l = Loader { f };
+    let (da, dt) = (h.n_audio_state, h.n_text_state);
+    let encoder = Encoder {
+        conv1: l.conv("encoder.conv1", da, h.n_mels)?,
+        conv2: l.conv("encoder.conv2", da, da)?,
+        pos: l.vector("encoder.positional_embedding", h.n_audio_ctx * da)?,
+        blocks: (0..h.n_audio_layer)
+            .map(|i| l.block(&format!("encoder.blocks.{i}"), da, None))
+            .collect::<Result<_, _>>()?,
+        ln_post: l.norm("encoder.ln_post", da)?,
+    };
+    let decoder = Decoder {
+        token_embedding: l.linear("decoder.token_embedding", h.n_vocab, dt, false)?,
+        pos: l.vector("decoder.positional_embedding", h.n_text_ctx * dt)?,
+        blocks: (0..h.n_text_layer)
+            .map(|i| l.block(&format!("decoder.blocks.{i}"), dt, Some(da)))
+            .collect::<Result<_, _>>()?,
+        ln: l.norm("decoder.ln", dt)?,
+    };
+    Ok(Whisper {
+        hparams: h,
+        encoder,
+        decoder,
+    })
+}

@@ -1,0 +1,160 @@
+//! The forward pass against CTranslate2 (float32 compute on the same f16 weights), from the
+//! goldens written by `scripts/goldens/model.py` for jfk.wav.
+//!
+//! Tolerances: both engines upcast the same f16 weights to f32 and compute in f32, so the
+//! only differences are summation order and kernels (gemm blocking, FMA or not, exp/erf).
+//! Measured max |diff|: encoder 5e-5 (tiny.en) and 3.3e-4 (base) on values up to ~±20,
+//! logits 4e-5 and 1.1e-4 on values up to ~±30. The bounds leave ~6x headroom for other
+//! CPUs' SIMD paths while still catching any real error (a wrong eps, scale or GELU moves
+//! them by 1e-2 or more). Also required: the same argmax and top-5 set, and a greedy decode
+//! that matches token for token.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use sotto_model::{Session, Whisper};
+
+const ENC_TOL: f32 = 2e-3;
+const LOGIT_TOL: f32 = 1e-3;
+
+struct Golden {
+    meta: serde_json::Value,
+    mel: Vec<f32>,
+}
+
+fn golden() -> Golden {
+    let path = sotto_testdata::golden("model_goldens.json");
+    let meta: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let raw = sotto_testdata::read_f32(&sotto_testdata::golden("model_jfk_mel.f32"));
+    let (n_mels, n) = (
+        meta["mel"]["shape"][0].as_u64().unwrap() as usize,
+        meta["mel"]["shape"][1].as_u64().unwrap() as usize,
+    );
+    assert_eq!(raw.len(), n_mels * n);
+    // Zero-pad each mel row to the 3000-frame window, as faster-whisper does.
+    let mut mel = vec![0.0f32; n_mels * 3000];
+    for m in 0..n_mels {
+        mel[m * 3000..m * 3000 + n].copy_from_slice(&raw[m * n..(m + 1) * n]);
+    }
+    Golden { meta, mel }
+}
+
+fn session(name: &str, threads: usize) -> Session {
+    let file = sotto_formats::load(&sotto_testdata::model_dir(name)).unwrap();
+    let model = Arc::new(Whisper::from_file(&file).unwrap());
+    Session::new(model, threads).unwrap()
+}
+
+fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+fn top_k(v: &[f32], k: usize) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..v.len()).collect();
+    idx.sort_by(|&a, &b| v[b].total_cmp(&v[a]));
+    idx.truncate(k);
+    idx
+}
+
+fn prompt(g: &Golden, name: &str) -> Vec<u32> {
+    g.meta[name]["prompt"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_u64().unwrap() as u32)
+        .collect()
+}
+
+/// Encoder rows 0, 10, 20, ... and first-step logits (values, argmax, top-5) against CTranslate2.
+fn check_model(name: &str) {
+    let g = golden();
+    let mut s = session(name, 2);
+    let t = Instant::now();
+    s.encode(&g.mel).unwrap();
+    let t_enc = t.elapsed();
+    let d = s.model().hparams().n_audio_state;
+    let want = sotto_testdata::read_f32(&sotto_testdata::golden(&format!(
+        "model_{name}_enc_every10.f32"
+    )));
+    let got: Vec<f32> = s
+        .encoder_output()
+        .chunks_exact(d)
+        .step_by(10)
+        .flatten()
+        .copied()
+        .collect();
+    let enc_diff = max_abs_diff(&got, &want);
+
+    let prompt = prompt(&g, name);
+    let n_vocab = s.model().hparams().n_vocab;
+    let mut logits = vec![0.0; n_vocab];
+    s.decode(&prompt, &[prompt.len() - 1], &mut logits).unwrap();
+    let want = sotto_testdata::read_f32(&sotto_testdata::golden(&format!(
+        "model_{name}_logits0.f32"
+    )));
+    let logit_diff = max_abs_diff(&logits, &want);
+    let first = logits.clone();
+    // One more single-token step, for the timing report.
+    let t = Instant::now();
+    s.decode(&[top_k(&logits, 1)[0] as u32], &[0], &mut logits)
+        .unwrap();
+    let t_dec = t.elapsed();
+    eprintln!(
+        "{name}: encoder max|diff| {enc_diff:.2e}, logits max|diff| {logit_diff:.2e}; \
+         2 threads: encode {t_enc:.2?}, decode step {t_dec:.2?}"
+    );
+    assert!(enc_diff < ENC_TOL, "{name}: encoder max |diff| {enc_diff}");
+    assert!(
+        logit_diff < LOGIT_TOL,
+        "{name}: logits max |diff| {logit_diff}"
+    );
+    let (mut a, mut b) = (top_k(&first, 5), top_k(&want, 5));
+    assert_eq!(a[0], b[0], "{name}: argmax");
+    a.sort_unstable();
+    b.sort_unstable();
+    assert_eq!(a, b, "{name}: top-5 set");
+}
+
+#[test]
+fn tiny_en_matches_ctranslate2() {
+    check_model("tiny.en");
+}
+
+#[test]
+fn base_matches_ctranslate2() {
+    check_model("base");
+}
+
+/// Plain argmax greedy decoding without timestamps, token for token as CTranslate2's
+/// `generate(beam_size=1)` with suppression off.
+#[test]
+fn tiny_en_greedy_matches_ctranslate2() {
+    let g = golden();
+    let mut s = session("tiny.en", 2);
+    s.encode(&g.mel).unwrap();
+    let eot = 50256u32;
+    let want: Vec<u32> = g.meta["tiny.en"]["greedy_tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_u64().unwrap() as u32)
+        .collect();
+    let n_vocab = s.model().hparams().n_vocab;
+    let mut logits = vec![0.0; n_vocab];
+    let mut input = prompt(&g, "tiny.en");
+    let mut got = Vec::new();
+    while s.text_len() + input.len() <= s.model().hparams().n_text_ctx {
+        s.decode(&input, &[input.len() - 1], &mut logits).unwrap();
+        let next = top_k(&logits, 1)[0] as u32;
+        if next == eot {
+            break;
+        }
+        got.push(next);
+        input = vec![next];
+    }
+    assert_eq!(got, want);
+}

