@@ -98,16 +98,9 @@ fn plan_output(args: &Args) -> anyhow::Result<Sink> {
     }
     let format = match args.formats.first() {
         Some(f) => *f,
-        None => format_from_extension(out).unwrap_or(Format::Txt),
+        None => Format::from_extension(out).unwrap_or(Format::Txt),
     };
     Ok(Sink::File(out.clone(), format))
-}
-
-fn format_from_extension(path: &Path) -> Option<Format> {
-    let ext = path.extension()?.to_str()?.to_ascii_lowercase();
-    [Format::Txt, Format::Srt, Format::Vtt, Format::Json]
-        .into_iter()
-        .find(|f| f.extension() == ext)
 }
 
 pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
@@ -173,16 +166,16 @@ fn transcribe_one(
     let (transcript, timings) = {
         let mut on_segment = |s: &sotto::Segment| {
             if let Some(bar) = &bar {
-                bar.set_position((s.end as f64 * 100.0) as u64);
+                bar.set_position((s.end * 100.0) as u64);
             }
             if matches!(sink, Sink::Console) {
                 let line = if args.no_timestamps {
-                    format!("{}", s.text.trim())
+                    s.text.trim().to_string()
                 } else {
                     format!(
                         "[{} --> {}]  {}",
-                        clock(s.start as f64),
-                        clock(s.end as f64),
+                        clock(s.start),
+                        clock(s.end),
                         s.text.trim()
                     )
                 };

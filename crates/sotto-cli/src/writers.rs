@@ -16,6 +16,12 @@ pub enum Format {
     Vtt,
     /// JSON: language and per-segment times, text, tokens and scores.
     Json,
+    /// CSV as whisper.cpp writes it: start,end in milliseconds, quoted text.
+    Csv,
+    /// TSV as openai-whisper writes it: start, end (ms), text.
+    Tsv,
+    /// LRC lyrics: `[mm:ss.xx]` lines.
+    Lrc,
 }
 
 impl Format {
@@ -25,7 +31,19 @@ impl Format {
             Format::Srt => "srt",
             Format::Vtt => "vtt",
             Format::Json => "json",
+            Format::Csv => "csv",
+            Format::Tsv => "tsv",
+            Format::Lrc => "lrc",
         }
+    }
+
+    /// The format a file name's extension names, if any.
+    pub fn from_extension(path: &std::path::Path) -> Option<Format> {
+        let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+        Format::value_variants()
+            .iter()
+            .copied()
+            .find(|f| f.extension() == ext)
     }
 
     pub fn write(self, t: &Transcript, out: &mut dyn Write) -> io::Result<()> {
@@ -34,6 +52,9 @@ impl Format {
             Format::Srt => write_srt(t, out),
             Format::Vtt => write_vtt(t, out),
             Format::Json => write_json(t, out),
+            Format::Csv => write_csv(t, out),
+            Format::Tsv => write_tsv(t, out),
+            Format::Lrc => write_lrc(t, out),
         }
     }
 }
@@ -60,8 +81,8 @@ fn write_srt(t: &Transcript, out: &mut dyn Write) -> io::Result<()> {
             out,
             "{}\n{} --> {}\n{}\n",
             i + 1,
-            timestamp(s.start as f64, ','),
-            timestamp(s.end as f64, ','),
+            timestamp(s.start, ','),
+            timestamp(s.end, ','),
             s.text.trim()
         )?;
     }
@@ -74,8 +95,47 @@ fn write_vtt(t: &Transcript, out: &mut dyn Write) -> io::Result<()> {
         writeln!(
             out,
             "{} --> {}\n{}\n",
-            timestamp(s.start as f64, '.'),
-            timestamp(s.end as f64, '.'),
+            timestamp(s.start, '.'),
+            timestamp(s.end, '.'),
+            s.text.trim()
+        )?;
+    }
+    Ok(())
+}
+
+fn millis(seconds: f64) -> u64 {
+    (seconds.max(0.0) * 1000.0).round() as u64
+}
+
+fn write_csv(t: &Transcript, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(out, "start,end,text")?;
+    for s in &t.segments {
+        let text = s.text.trim().replace('"', "\"\"");
+        writeln!(out, "{},{},\"{text}\"", millis(s.start), millis(s.end))?;
+    }
+    Ok(())
+}
+
+fn write_tsv(t: &Transcript, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(out, "start\tend\ttext")?;
+    for s in &t.segments {
+        // Tabs and newlines inside the text would break the columns.
+        let text = s.text.trim().replace(['\t', '\n'], " ");
+        writeln!(out, "{}\t{}\t{text}", millis(s.start), millis(s.end))?;
+    }
+    Ok(())
+}
+
+fn write_lrc(t: &Transcript, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(out, "[by:sotto]")?;
+    for s in &t.segments {
+        let cs = (s.start * 100.0).round().max(0.0) as u64;
+        writeln!(
+            out,
+            "[{:02}:{:02}.{:02}]{}",
+            cs / 6000,
+            cs / 100 % 60,
+            cs % 100,
             s.text.trim()
         )?;
     }
@@ -109,22 +169,22 @@ fn json_segment(id: usize, s: &Segment) -> JsonSegment<'_> {
     let round = |x: f64| (x * 1000.0).round() / 1000.0;
     JsonSegment {
         id,
-        start: round(s.start as f64),
-        end: round(s.end as f64),
+        start: round(s.start),
+        end: round(s.end),
         text: &s.text,
         tokens: &s.tokens,
-        temperature: s.temperature as f64,
-        avg_logprob: s.avg_logprob as f64,
-        compression_ratio: s.compression_ratio as f64,
-        no_speech_prob: s.no_speech_prob as f64,
+        temperature: s.temperature,
+        avg_logprob: s.avg_logprob,
+        compression_ratio: s.compression_ratio,
+        no_speech_prob: s.no_speech_prob,
     }
 }
 
 fn write_json(t: &Transcript, out: &mut dyn Write) -> io::Result<()> {
     let doc = JsonTranscript {
         language: &t.language,
-        language_probability: t.language_probability as f64,
-        duration: t.duration as f64,
+        language_probability: t.language_probability,
+        duration: t.duration,
         text: t.text(),
         segments: t
             .segments
@@ -140,6 +200,60 @@ fn write_json(t: &Transcript, out: &mut dyn Write) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn sample() -> Transcript {
+        let seg = |start: f64, end: f64, text: &str| sotto::Segment {
+            id: 1,
+            seek: 0,
+            start,
+            end,
+            text: text.to_string(),
+            tokens: vec![],
+            avg_logprob: -0.1,
+            compression_ratio: 1.0,
+            no_speech_prob: 0.0,
+            temperature: 0.0,
+        };
+        Transcript {
+            language: "en".into(),
+            language_probability: 1.0,
+            duration: 70.0,
+            segments: vec![
+                seg(0.0, 1.5, " Hello, \"world\"."),
+                seg(61.25, 69.999, " Tab\there."),
+            ],
+        }
+    }
+
+    fn render(f: Format) -> String {
+        let mut out = Vec::new();
+        f.write(&sample(), &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn table_and_lyrics_formats() {
+        assert_eq!(
+            render(Format::Csv),
+            "start,end,text\n0,1500,\"Hello, \"\"world\"\".\"\n61250,69999,\"Tab\there.\"\n"
+        );
+        assert_eq!(
+            render(Format::Tsv),
+            "start\tend\ttext\n0\t1500\tHello, \"world\".\n61250\t69999\tTab here.\n"
+        );
+        assert_eq!(
+            render(Format::Lrc),
+            "[by:sotto]\n[00:00.00]Hello, \"world\".\n[01:01.25]Tab\there.\n"
+        );
+        assert!(render(Format::Srt).contains("2\n00:01:01,250 --> 00:01:09,999\n"));
+        assert!(render(Format::Vtt).starts_with("WEBVTT\n\n00:00:00.000 --> 00:00:01.500\n"));
+        let json: serde_json::Value = serde_json::from_str(&render(Format::Json)).unwrap();
+        assert_eq!(json["segments"][1]["start"], 61.25);
+        assert_eq!(
+            Format::from_extension(std::path::Path::new("a/b.SRT")),
+            Some(Format::Srt)
+        );
+    }
 
     #[test]
     fn timestamps_round_and_carry() {

@@ -231,3 +231,40 @@ fn convert_writes_a_loadable_ggml_file() {
         .clone();
     assert_eq!(normalise(&String::from_utf8(text).unwrap()), JFK);
 }
+
+/// whisper.cpp itself loads a file written by `sotto convert` and transcribes it as
+/// sotto does. Needs `SOTTO_WHISPERCPP_PYTHON`: a Python with the `pywhispercpp` wheel
+/// (which bundles whisper.cpp); `.ci/run` sets one up.
+#[test]
+fn whisper_cpp_loads_converted_file() {
+    let Some(python) = std::env::var_os("SOTTO_WHISPERCPP_PYTHON") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must set SOTTO_WHISPERCPP_PYTHON"
+        );
+        eprintln!("skipped: SOTTO_WHISPERCPP_PYTHON is not set");
+        return;
+    };
+    let model = sotto_testdata::model_dir("tiny.en");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ggml-tiny.en.bin");
+    sotto()
+        .arg("convert")
+        .arg(&model)
+        .arg(&out)
+        .assert()
+        .success();
+    let script = sotto_testdata::workspace_root().join("scripts/whispercpp-transcribe.py");
+    let result = std::process::Command::new(python)
+        .arg(script)
+        .arg(&out)
+        .arg(jfk())
+        .output()
+        .expect("run whisper.cpp");
+    assert!(
+        result.status.success(),
+        "{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    assert_eq!(normalise(&String::from_utf8_lossy(&result.stdout)), JFK);
+}

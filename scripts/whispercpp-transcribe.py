@@ -1,0 +1,24 @@
+#!/usr/bin/env python3
+"""Transcribe with whisper.cpp itself (the pywhispercpp wheel bundles it).
+
+Usage: whispercpp-transcribe.py MODEL.bin AUDIO.wav [THREADS]
+Prints the transcript text on one line. Used by the tests to check that files written
+by `sotto convert` / `sotto quantize` load in whisper.cpp and give the same text.
+Install: python3 -m venv .venv-whispercpp && .venv-whispercpp/bin/pip install pywhispercpp
+"""
+import sys
+
+from pywhispercpp.model import Model
+
+
+def main() -> None:
+    model_path, audio = sys.argv[1], sys.argv[2]
+    threads = int(sys.argv[3]) if len(sys.argv) > 3 else 2
+    model = Model(model_path, n_threads=threads, print_realtime=False, print_progress=False,
+                  redirect_whispercpp_logs_to=None)
+    segments = model.transcribe(audio, language="en", beam_search={"beam_size": -1, "patience": -1.0})
+    print(" ".join(s.text.strip() for s in segments))
+
+
+if __name__ == "__main__":
+    main()
