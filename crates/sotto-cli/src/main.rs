@@ -3,6 +3,7 @@
 //! This crate only parses flags, draws progress and writes files; everything else is
 //! the `sotto` library.
 
+mod bench;
 mod progress;
 mod transcribe;
 mod writers;
@@ -28,6 +29,24 @@ struct Cli {
 enum Command {
     /// Transcribe audio files (wav, flac, mp3, ogg; `-` reads stdin).
     Transcribe(transcribe::Args),
+    /// Detect the spoken language of audio files (their first 30 s), with probabilities.
+    DetectLanguage {
+        /// Audio files (wav, flac, mp3, ogg); `-` reads stdin.
+        #[arg(required = true, value_name = "FILES")]
+        files: Vec<String>,
+        /// A multilingual model name or path.
+        #[arg(short, long, default_value = "base", value_name = "NAME|PATH")]
+        model: String,
+        /// Languages to print per file, most likely first.
+        #[arg(short = 'n', long, default_value_t = 5)]
+        top: usize,
+        /// Print every language.
+        #[arg(long)]
+        all: bool,
+        /// Worker threads [default: all cores].
+        #[arg(short, long)]
+        threads: Option<usize>,
+    },
     /// List, fetch and locate models.
     #[command(subcommand)]
     Models(ModelsCommand),
@@ -37,6 +56,18 @@ enum Command {
         input: String,
         /// Output .bin file.
         output: PathBuf,
+    },
+    /// Measure mel, encoder and decoder speed, end-to-end real-time factor and peak RSS.
+    Bench(bench::Args),
+    /// Quantize a model to a whisper.cpp ggml .bin, as whisper.cpp's `whisper-quantize` does.
+    Quantize {
+        /// Model name or path (CTranslate2 folder, or ggml .bin in f16 or f32).
+        input: String,
+        /// Output .bin file.
+        output: PathBuf,
+        /// Block type of the 2-D weights.
+        #[arg(value_parser = ["q4_0", "q4_1", "q5_0", "q5_1", "q8_0"])]
+        r#type: String,
     },
 }
 
@@ -93,6 +124,20 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let hub = hub(&cli.cache_dir);
     match cli.command {
         Command::Transcribe(args) => transcribe::run(&hub, args),
+        Command::Bench(args) => bench::run(&hub, args),
+        Command::DetectLanguage {
+            files,
+            model,
+            top,
+            all,
+            threads,
+        } => detect_language(
+            &hub,
+            &files,
+            &model,
+            if all { usize::MAX } else { top },
+            threads,
+        ),
         Command::Models(ModelsCommand::Fetch { names }) => {
             for name in names {
                 let path = hub.fetch(&name, &mut progress::Download::new())?;
@@ -122,5 +167,81 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             eprintln!("wrote {}", output.display());
             Ok(ExitCode::SUCCESS)
         }
+        Command::Quantize {
+            input,
+            output,
+            r#type,
+        } => quantize(&hub, &input, &output, &r#type),
     }
+}
+
+/// `sotto detect-language`: per file, its top `top` languages as `file<TAB>code<TAB>p`.
+fn detect_language(
+    hub: &sotto::hub::Hub,
+    files: &[String],
+    model: &str,
+    top: usize,
+    threads: Option<usize>,
+) -> anyhow::Result<ExitCode> {
+    let threads = threads.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
+    let model = sotto::Model::load_named(model, hub, &mut progress::Download::new())?;
+    let mut session = model.session(threads.max(1))?;
+    let mut failed = false;
+    for file in files {
+        let detected = sotto::audio::load_16k_mono(file)
+            .map_err(anyhow::Error::from)
+            .and_then(|samples| Ok(session.detect_language(&samples)?));
+        match detected {
+            Ok(d) => {
+                for (code, p) in d.all.iter().take(top) {
+                    println!("{file}\t{code}\t{p:.4}");
+                }
+            }
+            Err(e) => {
+                let msg: Vec<String> = e.chain().map(|c| c.to_string()).collect();
+                eprintln!("error: {file}: {}", dedup_chain(&msg));
+                failed = true;
+            }
+        }
+    }
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// `sotto quantize`: load any model, write its 2-D weights as `kind` blocks. A ggml
+/// input keeps its own mel filters (as whisper-quantize copies them).
+fn quantize(
+    hub: &sotto::hub::Hub,
+    input: &str,
+    output: &std::path::Path,
+    kind: &str,
+) -> anyhow::Result<ExitCode> {
+    use sotto::formats::DType;
+    use sotto_quant::QuantType;
+    let t = QuantType::parse(kind).ok_or_else(|| anyhow::anyhow!("unknown type {kind}"))?;
+    let dtype = match t {
+        QuantType::Q4_0 => DType::Q4_0,
+        QuantType::Q4_1 => DType::Q4_1,
+        QuantType::Q5_0 => DType::Q5_0,
+        QuantType::Q5_1 => DType::Q5_1,
+        QuantType::Q8_0 => DType::Q8_0,
+        QuantType::Q8_1 => anyhow::bail!("q8_1 is an activation type, not a weight type"),
+    };
+    let path = hub.resolve(input, &mut progress::Download::new())?;
+    let file = sotto::formats::load(&path)?;
+    let filters = match &file.mel_filters {
+        Some(f) => f.clone(),
+        None => sotto::audio::mel_filters(file.hparams.n_mels),
+    };
+    let quantize_row = |x: &[f32], out: &mut [u8]| sotto_quant::quantize_row(t, x, out);
+    sotto::formats::ggml::write_quantized(&file, &filters, output, dtype, &quantize_row)?;
+    eprintln!("wrote {} ({t})", output.display());
+    Ok(ExitCode::SUCCESS)
 }

@@ -44,6 +44,24 @@ pub struct Args {
     #[arg(long)]
     no_timestamps: bool,
 
+    /// Time each word (from the alignment heads' cross-attention, as faster-whisper);
+    /// JSON output gains `words` per segment.
+    #[arg(long)]
+    word_timestamps: bool,
+
+    /// With word timestamps: punctuation merged into the following word.
+    #[arg(long, value_name = "CHARS", default_value = sotto::PREPEND_PUNCTUATIONS)]
+    prepend_punctuations: String,
+
+    /// With word timestamps: punctuation merged into the previous word.
+    #[arg(long, value_name = "CHARS", default_value = sotto::APPEND_PUNCTUATIONS)]
+    append_punctuations: String,
+
+    /// Show each word's confidence on the console: coloured on a terminal, otherwise
+    /// low-confidence words (p < 0.5) in brackets. Implies --word-timestamps.
+    #[arg(long)]
+    print_confidence: bool,
+
     /// Output format; repeat for several. Without it, timestamped lines go to stdout.
     #[arg(short = 'f', long = "format", value_enum, value_name = "FORMAT")]
     formats: Vec<Format>,
@@ -59,6 +77,140 @@ pub struct Args {
     /// Do not draw progress bars.
     #[arg(long)]
     no_progress: bool,
+
+    #[command(flatten)]
+    decoding: Box<Decoding>,
+}
+
+/// Decoding options; each defaults to faster-whisper 1.2.1's `transcribe()` default.
+#[derive(clap::Args)]
+#[command(next_help_heading = "Decoding")]
+struct Decoding {
+    /// Beams at temperature 0; 1 decodes greedily [default: 5]
+    #[arg(long, value_name = "N")]
+    beam_size: Option<usize>,
+
+    /// Candidates sampled at each temperature above 0 [default: 5]
+    #[arg(long, value_name = "N")]
+    best_of: Option<usize>,
+
+    /// Beam search stops after beam-size × patience finished hypotheses [default: 1]
+    #[arg(long, value_name = "X")]
+    patience: Option<f64>,
+
+    /// Rank hypotheses by sum log-prob / length^X [default: 1]
+    #[arg(long, value_name = "X")]
+    length_penalty: Option<f64>,
+
+    /// Temperatures tried in turn when a decoding fails the thresholds
+    /// [default: 0,0.2,0.4,0.6,0.8,1]
+    #[arg(long, value_name = "T,..", value_delimiter = ',', num_args = 1..)]
+    temperature: Option<Vec<f64>>,
+
+    /// Retry above this compression ratio; `none` disables [default: 2.4]
+    #[arg(long, value_name = "X|none", value_parser = parse_threshold)]
+    compression_ratio_threshold: Option<Threshold>,
+
+    /// Retry below this average log-probability; `none` disables [default: -1]
+    #[arg(long, value_name = "X|none", value_parser = parse_threshold, allow_hyphen_values = true)]
+    logprob_threshold: Option<Threshold>,
+
+    /// Skip windows whose no-speech probability is above this (with a low log-probability);
+    /// `none` disables [default: 0.6]
+    #[arg(long, value_name = "X|none", value_parser = parse_threshold)]
+    no_speech_threshold: Option<Threshold>,
+
+    /// Prompt each window with the text decoded so far [default: true]
+    #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set)]
+    condition_on_previous_text: Option<bool>,
+
+    /// Drop the prompt after a window decoded above this temperature [default: 0.5]
+    #[arg(long, value_name = "T")]
+    prompt_reset_on_temperature: Option<f64>,
+
+    /// Token ids never produced, comma-separated; -1 adds the non-speech symbols, an empty
+    /// value suppresses nothing [default: -1]
+    #[arg(long, value_name = "ID,..", value_delimiter = ',', allow_hyphen_values = true, num_args = 0..)]
+    suppress_tokens: Option<Vec<String>>,
+
+    /// Forbid a blank first token [default: true]
+    #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set)]
+    suppress_blank: Option<bool>,
+
+    /// Latest first timestamp of a window, seconds [default: 1]
+    #[arg(long, value_name = "SECONDS")]
+    max_initial_timestamp: Option<f64>,
+
+    /// Most tokens decoded per window [default: half the context]
+    #[arg(long, value_name = "N")]
+    max_new_tokens: Option<usize>,
+
+    /// Seed of the sampler at temperatures above 0 [default: 0]
+    #[arg(long, value_name = "N")]
+    seed: Option<u64>,
+}
+
+/// A threshold value, or disabled.
+#[derive(Clone, Copy, Debug)]
+struct Threshold(Option<f64>);
+
+fn parse_threshold(s: &str) -> Result<Threshold, String> {
+    if s.eq_ignore_ascii_case("none") {
+        return Ok(Threshold(None));
+    }
+    s.parse::<f64>()
+        .ok()
+        .filter(|x| x.is_finite())
+        .map(|x| Threshold(Some(x)))
+        .ok_or_else(|| format!("{s:?} is neither a number nor `none`"))
+}
+
+impl Decoding {
+    /// Sets every given option on `opts`.
+    fn apply(&self, opts: &mut TranscribeOptions) -> anyhow::Result<()> {
+        let set = |dst: &mut Option<f64>, src: Option<Threshold>| {
+            if let Some(Threshold(t)) = src {
+                *dst = t;
+            }
+        };
+        opts.beam_size = self.beam_size.unwrap_or(opts.beam_size);
+        opts.best_of = self.best_of.unwrap_or(opts.best_of);
+        opts.patience = self.patience.unwrap_or(opts.patience);
+        opts.length_penalty = self.length_penalty.unwrap_or(opts.length_penalty);
+        if let Some(t) = &self.temperature {
+            opts.temperatures = t.clone();
+        }
+        set(
+            &mut opts.compression_ratio_threshold,
+            self.compression_ratio_threshold,
+        );
+        set(&mut opts.log_prob_threshold, self.logprob_threshold);
+        set(&mut opts.no_speech_threshold, self.no_speech_threshold);
+        opts.condition_on_previous_text = self
+            .condition_on_previous_text
+            .unwrap_or(opts.condition_on_previous_text);
+        opts.prompt_reset_on_temperature = self
+            .prompt_reset_on_temperature
+            .unwrap_or(opts.prompt_reset_on_temperature);
+        if let Some(ids) = &self.suppress_tokens {
+            opts.suppress_tokens = ids
+                .iter()
+                .filter(|s| !s.trim().is_empty())
+                .map(|s| {
+                    s.trim()
+                        .parse::<i64>()
+                        .with_context(|| format!("--suppress-tokens: {s:?} is not a token id"))
+                })
+                .collect::<anyhow::Result<_>>()?;
+        }
+        opts.suppress_blank = self.suppress_blank.unwrap_or(opts.suppress_blank);
+        opts.max_initial_timestamp = self
+            .max_initial_timestamp
+            .unwrap_or(opts.max_initial_timestamp);
+        opts.max_new_tokens = self.max_new_tokens.or(opts.max_new_tokens);
+        opts.seed = self.seed.unwrap_or(opts.seed);
+        Ok(())
+    }
 }
 
 /// Where one file's transcript goes.
@@ -118,7 +270,7 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
     let load_time = t_load.elapsed();
     let mut session = model.session(threads)?;
 
-    let opts = TranscribeOptions {
+    let mut opts = TranscribeOptions {
         language: args.language.clone(),
         task: if args.translate {
             Task::Translate
@@ -127,8 +279,12 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
         },
         initial_prompt: args.prompt.clone(),
         without_timestamps: args.no_timestamps,
+        word_timestamps: args.word_timestamps || args.print_confidence,
+        prepend_punctuations: args.prepend_punctuations.clone(),
+        append_punctuations: args.append_punctuations.clone(),
         ..TranscribeOptions::default()
     };
+    args.decoding.apply(&mut opts)?;
 
     let mut failed = 0;
     for input in &args.files {
@@ -162,6 +318,7 @@ fn transcribe_one(
 
     let bar = (!args.no_progress && duration > 30.0).then(|| progress::audio_bar(duration, input));
     let stdout = io::stdout();
+    let colour = io::IsTerminal::is_terminal(&stdout);
     let mut console_err: Option<io::Error> = None;
     let (transcript, timings) = {
         let mut on_segment = |s: &sotto::Segment| {
@@ -169,15 +326,15 @@ fn transcribe_one(
                 bar.set_position((s.end * 100.0) as u64);
             }
             if matches!(sink, Sink::Console) {
-                let line = if args.no_timestamps {
-                    s.text.trim().to_string()
+                let text = if args.print_confidence && !s.words.is_empty() {
+                    confidence_text(&s.words, colour)
                 } else {
-                    format!(
-                        "[{} --> {}]  {}",
-                        clock(s.start),
-                        clock(s.end),
-                        s.text.trim()
-                    )
+                    s.text.trim().to_string()
+                };
+                let line = if args.no_timestamps {
+                    text
+                } else {
+                    format!("[{} --> {}]  {}", clock(s.start), clock(s.end), text)
                 };
                 let r = match &bar {
                     Some(bar) => bar.suspend(|| writeln!(stdout.lock(), "{line}")),
@@ -220,6 +377,36 @@ fn transcribe_one(
         );
     }
     Ok(())
+}
+
+/// Below this probability a word counts as unsure.
+const LOW_CONFIDENCE: f64 = 0.5;
+
+/// A segment's words marked by probability: on a terminal red below 0.5, yellow below
+/// 0.8, green above (whisper.cpp's `--print-colors` in three steps); elsewhere, unsure
+/// words in brackets.
+fn confidence_text(words: &[sotto::Word], colour: bool) -> String {
+    let mut out = String::new();
+    for w in words {
+        let (space, word) = match w.word.strip_prefix(' ') {
+            Some(rest) => (" ", rest),
+            None => ("", w.word.as_str()),
+        };
+        out.push_str(space);
+        if colour {
+            let code = match w.probability {
+                p if p < LOW_CONFIDENCE => 31,
+                p if p < 0.8 => 33,
+                _ => 32,
+            };
+            out.push_str(&format!("\x1b[{code}m{word}\x1b[0m"));
+        } else if w.probability < LOW_CONFIDENCE {
+            out.push_str(&format!("[{word}]"));
+        } else {
+            out.push_str(word);
+        }
+    }
+    out.trim_start().to_string()
 }
 
 /// `HH:MM:SS.mmm`, as whisper.cpp prints segment times.
@@ -276,4 +463,77 @@ fn write_file(path: &Path, format: Format, t: &Transcript) -> anyhow::Result<()>
         .write(t, &mut w)
         .and_then(|_| w.flush())
         .with_context(|| path.display().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Flags {
+        #[command(flatten)]
+        decoding: Decoding,
+    }
+
+    fn opts(args: &[&str]) -> anyhow::Result<TranscribeOptions> {
+        let flags = Flags::try_parse_from(std::iter::once("sotto").chain(args.iter().copied()))?;
+        let mut o = TranscribeOptions::default();
+        flags.decoding.apply(&mut o)?;
+        Ok(o)
+    }
+
+    #[test]
+    fn confidence_marks_unsure_words() {
+        let w = |word: &str, probability| sotto::Word {
+            start: 0.0,
+            end: 0.1,
+            word: word.into(),
+            probability,
+        };
+        let words = [w(" Hello", 0.9), w(" wrld", 0.2), w(".", 0.6)];
+        assert_eq!(confidence_text(&words, false), "Hello [wrld].");
+        let coloured = confidence_text(&words, true);
+        assert!(coloured.starts_with("\x1b[32mHello\x1b[0m \x1b[31mwrld"));
+    }
+
+    #[test]
+    fn decoding_flags_set_options_and_default_to_faster_whisper() {
+        assert_eq!(opts(&[]).unwrap(), TranscribeOptions::default());
+        let o = opts(&[
+            "--beam-size=1",
+            "--best-of=2",
+            "--patience=2",
+            "--length-penalty=0",
+            "--temperature=0,0.5",
+            "--compression-ratio-threshold=none",
+            "--logprob-threshold=-0.5",
+            "--no-speech-threshold=0.3",
+            "--condition-on-previous-text=false",
+            "--prompt-reset-on-temperature=0.9",
+            "--suppress-tokens=-1,7",
+            "--suppress-blank=false",
+            "--max-initial-timestamp=2",
+            "--max-new-tokens=40",
+            "--seed=9",
+        ])
+        .unwrap();
+        assert_eq!((o.beam_size, o.best_of), (1, 2));
+        assert_eq!((o.patience, o.length_penalty), (2.0, 0.0));
+        assert_eq!(o.temperatures, vec![0.0, 0.5]);
+        assert_eq!(o.compression_ratio_threshold, None);
+        assert_eq!(o.log_prob_threshold, Some(-0.5));
+        assert_eq!(o.no_speech_threshold, Some(0.3));
+        assert!(!o.condition_on_previous_text && !o.suppress_blank);
+        assert_eq!(o.prompt_reset_on_temperature, 0.9);
+        assert_eq!(o.suppress_tokens, vec![-1, 7]);
+        assert_eq!(o.max_initial_timestamp, 2.0);
+        assert_eq!((o.max_new_tokens, o.seed), (Some(40), 9));
+        assert!(opts(&["--suppress-tokens="])
+            .unwrap()
+            .suppress_tokens
+            .is_empty());
+        assert!(opts(&["--suppress-tokens=x"]).is_err());
+        assert!(opts(&["--no-speech-threshold=high"]).is_err());
+    }
 }

@@ -162,6 +162,17 @@ struct JsonSegment<'a> {
     avg_logprob: f64,
     compression_ratio: f64,
     no_speech_prob: f64,
+    /// Present with word timestamps only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    words: Option<Vec<JsonWord<'a>>>,
+}
+
+#[derive(Serialize)]
+struct JsonWord<'a> {
+    start: f64,
+    end: f64,
+    word: &'a str,
+    probability: f64,
 }
 
 fn json_segment(id: usize, s: &Segment) -> JsonSegment<'_> {
@@ -177,6 +188,17 @@ fn json_segment(id: usize, s: &Segment) -> JsonSegment<'_> {
         avg_logprob: s.avg_logprob,
         compression_ratio: s.compression_ratio,
         no_speech_prob: s.no_speech_prob,
+        words: (!s.words.is_empty()).then(|| {
+            s.words
+                .iter()
+                .map(|w| JsonWord {
+                    start: round(w.start),
+                    end: round(w.end),
+                    word: &w.word,
+                    probability: w.probability,
+                })
+                .collect()
+        }),
     }
 }
 
@@ -213,6 +235,16 @@ mod tests {
             compression_ratio: 1.0,
             no_speech_prob: 0.0,
             temperature: 0.0,
+            words: if start == 0.0 {
+                vec![sotto::Word {
+                    start: 0.1,
+                    end: 0.6,
+                    word: " Hello,".into(),
+                    probability: 0.9,
+                }]
+            } else {
+                vec![]
+            },
         };
         Transcript {
             language: "en".into(),
@@ -249,6 +281,9 @@ mod tests {
         assert!(render(Format::Vtt).starts_with("WEBVTT\n\n00:00:00.000 --> 00:00:01.500\n"));
         let json: serde_json::Value = serde_json::from_str(&render(Format::Json)).unwrap();
         assert_eq!(json["segments"][1]["start"], 61.25);
+        assert_eq!(json["segments"][0]["words"][0]["word"], " Hello,");
+        assert_eq!(json["segments"][0]["words"][0]["end"], 0.6);
+        assert!(json["segments"][1].get("words").is_none());
         assert_eq!(
             Format::from_extension(std::path::Path::new("a/b.SRT")),
             Some(Format::Srt)

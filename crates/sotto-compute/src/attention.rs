@@ -1,11 +1,17 @@
-//! Multi-head scaled dot-product attention, parallel over heads × query blocks.
+//! Multi-head scaled dot-product attention, parallel over heads × query blocks, with keys
+//! tiled and an online softmax (flash attention) so no score matrix is materialized.
 
 use rayon::prelude::*;
 
-use crate::{ops::softmax_row, shape_err, CpuBackend, Result};
+use crate::{kernels, shape_err, CpuBackend, Isa, Result};
 
 /// Query rows per parallel task.
 const Q_BLOCK: usize = 64;
+/// Up to this many query rows (decoding), a head is done with dot products and axpys:
+/// gemm would pack every K and V tile for a single row.
+const SMALL_Q: usize = 8;
+/// Keys per tile of the online softmax: a [Q_BLOCK, K_TILE] score tile stays in L2.
+const K_TILE: usize = 256;
 
 /// Which keys each query may see.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,7 +39,7 @@ impl CpuBackend {
         out: &mut [f32],
     ) -> Result<()> {
         let d = q.len().checked_div(tq).unwrap_or(0);
-        if tq == 0 || n_head == 0 || d == 0 || d % n_head != 0 || q.len() != tq * d {
+        if tq == 0 || n_head == 0 || d == 0 || !d.is_multiple_of(n_head) || q.len() != tq * d {
             return Err(shape_err(
                 "attention",
                 format!(
@@ -64,21 +70,19 @@ impl CpuBackend {
         let dh = d / n_head;
         let scale = 1.0 / (dh as f32).sqrt();
         let n_blocks = tq.div_ceil(Q_BLOCK);
-        let blocks: Vec<(usize, usize, Vec<f32>)> = self.install(|| {
-            (0..n_head * n_blocks)
-                .into_par_iter()
-                .map(|task| {
-                    let (h, b) = (task / n_blocks, task % n_blocks);
-                    let i0 = b * Q_BLOCK;
-                    let i1 = (i0 + Q_BLOCK).min(tq);
-                    (
-                        h,
-                        i0,
-                        head_block(q, k, v, d, h * dh, dh, i0, i1, tk, mask, scale),
-                    )
-                })
-                .collect()
-        });
+        let isa = self.isa();
+        let task = |t: usize| {
+            let (h, b) = (t / n_blocks, t % n_blocks);
+            let i0 = b * Q_BLOCK;
+            let i1 = (i0 + Q_BLOCK).min(tq);
+            let o = head_block(isa, q, k, v, d, h * dh, dh, i0, i1, tk, mask, scale);
+            (h, i0, o)
+        };
+        let blocks: Vec<(usize, usize, Vec<f32>)> = if n_head * n_blocks == 1 {
+            vec![task(0)]
+        } else {
+            self.install(|| (0..n_head * n_blocks).into_par_iter().map(task).collect())
+        };
         for (h, i0, o) in blocks {
             for (r, row) in o.chunks_exact(dh).enumerate() {
                 let at = (i0 + r) * d + h * dh;
@@ -89,9 +93,12 @@ impl CpuBackend {
     }
 }
 
-/// One head (columns `c0..c0 + dh`) for query rows `i0..i1`. Returns Shape: [i1 − i0, dh].
+/// One head (columns `c0..c0 + dh`) for query rows `i0..i1`, flash style: keys in tiles of
+/// [`K_TILE`] with an online softmax, so no [tq, tk] score matrix is ever held.
+/// Returns Shape: [i1 − i0, dh].
 #[allow(clippy::too_many_arguments)]
 fn head_block(
+    isa: Isa,
     q: &[f32],
     k: &[f32],
     v: &[f32],
@@ -110,63 +117,124 @@ fn head_block(
         Mask::None => tk,
         Mask::Causal { q_pos0 } => (q_pos0 + i1).min(tk),
     };
-    let mut scores = vec![0.0f32; bq * tk];
-    // SAFETY: dst is [bq, tk] row-major in `scores`; lhs reads q[(i0 + r)·d + c0 + p] and rhs
-    // k[j·d + c0 + p] for r < bq, p < dh, j < tk, all in bounds as checked by the caller.
-    unsafe {
-        gemm::gemm(
-            bq,
-            tk,
-            dh,
-            scores.as_mut_ptr(),
-            1,
-            tk as isize,
-            false,
-            q.as_ptr().add(i0 * d + c0),
-            1,
-            d as isize,
-            k.as_ptr().add(c0),
-            d as isize,
-            1,
-            0.0,
-            scale,
-            false,
-            false,
-            false,
-            gemm::Parallelism::None,
-        );
-    }
-    for (r, row) in scores.chunks_exact_mut(tk).enumerate() {
-        if let Mask::Causal { q_pos0 } = mask {
-            row[(q_pos0 + i0 + r + 1).min(tk)..].fill(f32::NEG_INFINITY);
-        }
-        softmax_row(row);
+    if bq <= SMALL_Q {
+        return few_queries(isa, q, k, v, d, c0, dh, i0, i1, tk, mask, scale);
     }
     let mut out = vec![0.0f32; bq * dh];
-    // SAFETY: dst is [bq, dh] in `out`; lhs is `scores` [bq, tk]; rhs reads v[j·d + c0 + c]
-    // for j < tk, c < dh, in bounds as checked by the caller.
-    unsafe {
-        gemm::gemm(
-            bq,
-            dh,
-            tk,
-            out.as_mut_ptr(),
-            1,
-            dh as isize,
-            false,
-            scores.as_ptr(),
-            1,
-            tk as isize,
-            v.as_ptr().add(c0),
-            1,
-            d as isize,
-            0.0,
-            1.0,
-            false,
-            false,
-            false,
-            gemm::Parallelism::None,
-        );
+    let mut scores = vec![0.0f32; bq * K_TILE.min(tk)];
+    // Running row max and softmax denominator.
+    let mut row_max = vec![f32::NEG_INFINITY; bq];
+    let mut row_sum = vec![0.0f32; bq];
+    for j0 in (0..tk).step_by(K_TILE) {
+        let nk = K_TILE.min(tk - j0);
+        let s = &mut scores[..bq * nk];
+        // SAFETY: dst is [bq, nk] row-major in `s`; lhs reads q[(i0 + r)·d + c0 + p] and rhs
+        // k[(j0 + j)·d + c0 + p] for r < bq, p < dh, j < nk, in bounds as the caller checked.
+        unsafe {
+            gemm::gemm(
+                bq,
+                nk,
+                dh,
+                s.as_mut_ptr(),
+                1,
+                nk as isize,
+                false,
+                q.as_ptr().add(i0 * d + c0),
+                1,
+                d as isize,
+                k.as_ptr().add(j0 * d + c0),
+                d as isize,
+                1,
+                0.0,
+                scale,
+                false,
+                false,
+                false,
+                gemm::Parallelism::None,
+            );
+        }
+        for (r, row) in s.chunks_exact_mut(nk).enumerate() {
+            if let Mask::Causal { q_pos0 } = mask {
+                let lim = (q_pos0 + i0 + r + 1).saturating_sub(j0).min(nk);
+                row[lim..].fill(f32::NEG_INFINITY);
+            }
+            let m_new = kernels::max(isa, row).max(row_max[r]);
+            if m_new == f32::NEG_INFINITY {
+                row.fill(0.0);
+                continue;
+            }
+            let corr = (row_max[r] - m_new).exp();
+            row_sum[r] = row_sum[r] * corr + kernels::exp_sub_sum(isa, row, m_new);
+            row_max[r] = m_new;
+            if corr != 1.0 {
+                kernels::scale(isa, &mut out[r * dh..(r + 1) * dh], corr);
+            }
+        }
+        // SAFETY: dst is [bq, dh] in `out`; lhs is `s` [bq, nk]; rhs reads
+        // v[(j0 + j)·d + c0 + c] for j < nk, c < dh, in bounds as the caller checked.
+        unsafe {
+            gemm::gemm(
+                bq,
+                dh,
+                nk,
+                out.as_mut_ptr(),
+                1,
+                dh as isize,
+                true,
+                s.as_ptr(),
+                1,
+                nk as isize,
+                v.as_ptr().add(j0 * d + c0),
+                1,
+                d as isize,
+                1.0,
+                1.0,
+                false,
+                false,
+                false,
+                gemm::Parallelism::None,
+            );
+        }
+    }
+    for (o, &l) in out.chunks_exact_mut(dh).zip(&row_sum) {
+        // A fully masked row has l = 0 and stays all zeros.
+        if l > 0.0 {
+            kernels::scale(isa, o, 1.0 / l);
+        }
+    }
+    out
+}
+
+/// [`head_block`] for a few query rows: one [tk] score row at a time (at most 1500 floats
+/// for Whisper), then `out = Σ_j p_j · v_j`. `tk` is already cut to the causal limit.
+#[allow(clippy::too_many_arguments)]
+fn few_queries(
+    isa: Isa,
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    d: usize,
+    c0: usize,
+    dh: usize,
+    i0: usize,
+    i1: usize,
+    tk: usize,
+    mask: Mask,
+    scale: f32,
+) -> Vec<f32> {
+    let mut out = vec![0.0f32; (i1 - i0) * dh];
+    let mut scores = vec![0.0f32; tk];
+    for (r, o) in out.chunks_exact_mut(dh).enumerate() {
+        let i = i0 + r;
+        let lim = match mask {
+            Mask::None => tk,
+            Mask::Causal { q_pos0 } => (q_pos0 + i + 1).min(tk),
+        };
+        let qi = &q[i * d + c0..i * d + c0 + dh];
+        let s = &mut scores[..lim];
+        kernels::dot_rows(isa, qi, &k[c0..], d, scale, s);
+        kernels::softmax(isa, s);
+        kernels::axpy_rows(isa, s, &v[c0..], d, o);
     }
     out
 }
@@ -216,7 +284,12 @@ mod tests {
 
     #[test]
     fn attention_matches_naive() {
-        let be = CpuBackend::new(3).unwrap();
+        for isa in sotto_isa::available() {
+            attention_cases(&CpuBackend::with_isa(3, isa).unwrap());
+        }
+    }
+
+    fn attention_cases(be: &CpuBackend) {
         // (tq, tk, n_head, d_head, causal q_pos0)
         let cases = [
             (1, 1, 1, 1, None),
@@ -225,6 +298,9 @@ mod tests {
             (5, 9, 2, 4, Some(4)),
             (1, 7, 3, 5, Some(6)),
             (67, 67, 2, 6, Some(0)),
+            (3, 600, 2, 5, None),
+            (2, 520, 1, 4, Some(518)),
+            (70, 300, 1, 3, Some(230)),
         ];
         for (tq, tk, nh, dh, pos0) in cases {
             let d = nh * dh;
@@ -241,7 +317,8 @@ mod tests {
             let want = naive(&q, tq, &k, &v, tk, nh, pos0);
             assert!(
                 max_abs_diff(&out, &want) < 1e-5,
-                "{tq} {tk} {nh} {dh} {pos0:?}"
+                "{:?} {tq} {tk} {nh} {dh} {pos0:?}",
+                be.isa()
             );
         }
     }

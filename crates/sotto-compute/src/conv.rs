@@ -20,7 +20,7 @@ impl CpuBackend {
         stride: usize,
         out: &mut [f32],
     ) -> Result<usize> {
-        if c_in == 0 || stride == 0 || x.len() % c_in != 0 || w.n_in != c_in * KERNEL {
+        if c_in == 0 || stride == 0 || !x.len().is_multiple_of(c_in) || w.n_in != c_in * KERNEL {
             return Err(shape_err(
                 "conv1d",
                 format!(

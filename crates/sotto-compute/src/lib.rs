@@ -1,17 +1,23 @@
 //! CPU compute for the Whisper forward pass.
 //!
-//! Activations are f32 slices in row-major order; weights are [`Weight`]s stored as f32 or
-//! f16 (converted to f32 on the fly). [`CpuBackend`] owns a rayon thread pool and exposes
-//! coarse ops (`linear`, `layer_norm`, `attention`, ...) so that another backend can be put
-//! behind the same boundary later.
+//! Activations are f32 slices in row-major order; weights are [`Weight`]s stored as f32, f16
+//! (widened in registers) or ggml block-quantized rows. [`CpuBackend`] owns a rayon thread
+//! pool and the kernel path ([`Isa`], detected at run time or forced with
+//! `SOTTO_FORCE_ISA`), and exposes coarse ops (`linear`, `layer_norm`, `attention`, ...) so
+//! that another backend can be put behind the same boundary later. The SIMD kernels
+//! themselves are in [`kernels`]. Large products use the `gemm` crate, which does its own
+//! CPU detection.
 
 mod attention;
 mod conv;
+pub mod kernels;
 mod linear;
 mod ops;
 
 pub use attention::Mask;
 pub use half::f16;
+pub use sotto_isa::Isa;
+pub use sotto_quant::QuantType;
 
 /// Errors from the compute ops: a shape or length that does not fit, or a pool that could not start.
 #[derive(Debug, thiserror::Error)]
@@ -31,11 +37,18 @@ pub(crate) fn shape_err(op: &'static str, msg: impl Into<String>) -> ComputeErro
     }
 }
 
-/// Weight storage. Quantized variants can be added here later.
+/// Weight storage: f32, f16 (widened in registers), or ggml block-quantized rows.
 #[derive(Clone, Debug)]
 pub enum Weight {
     F32(Vec<f32>),
     F16(Vec<f16>),
+    /// `n_out` rows of `n_in` values, each `t.row_bytes(n_in)` bytes (n_in a multiple of 32).
+    Quant {
+        t: QuantType,
+        data: Vec<u8>,
+        n_out: usize,
+        n_in: usize,
+    },
 }
 
 impl Weight {
@@ -44,6 +57,7 @@ impl Weight {
         match self {
             Weight::F32(w) => w.len(),
             Weight::F16(w) => w.len(),
+            Weight::Quant { n_out, n_in, .. } => n_out * n_in,
         }
     }
 
@@ -51,14 +65,24 @@ impl Weight {
         self.len() == 0
     }
 
-    /// Copies elements `start..start + out.len()` into `out` as f32.
+    /// Copies elements `start..start + out.len()` into `out` as f32. Panics when the range
+    /// passes the end.
     pub fn read_f32(&self, start: usize, out: &mut [f32]) {
         let end = start + out.len();
         match self {
             Weight::F32(w) => out.copy_from_slice(&w[start..end]),
-            Weight::F16(w) => {
-                use half::slice::HalfFloatSliceExt;
-                w[start..end].convert_to_f32_slice(out);
+            Weight::F16(w) => kernels::f16_to_f32(sotto_isa::isa(), &w[start..end], out),
+            Weight::Quant { t, data, n_in, .. } => {
+                assert!(end <= self.len(), "read_f32: {start}..{end} past the end");
+                let (rb, mut row) = (t.row_bytes(*n_in), vec![0.0f32; *n_in]);
+                let mut at = start;
+                while at < end {
+                    let (r, c0) = (at / n_in, at % n_in);
+                    let c1 = (*n_in).min(c0 + end - at);
+                    sotto_quant::dequantize_row(*t, &data[r * rb..(r + 1) * rb], &mut row);
+                    out[at - start..at - start + c1 - c0].copy_from_slice(&row[c0..c1]);
+                    at += c1 - c0;
+                }
             }
         }
     }
@@ -78,6 +102,27 @@ pub struct Linear {
 impl Linear {
     /// Checks that the weight and bias lengths match `n_out × n_in`.
     pub fn new(weight: Weight, bias: Option<Vec<f32>>, n_out: usize, n_in: usize) -> Result<Self> {
+        if let Weight::Quant {
+            t,
+            data,
+            n_out: qo,
+            n_in: qi,
+        } = &weight
+        {
+            let ok = (*qo, *qi) == (n_out, n_in)
+                && n_in.is_multiple_of(QuantType::BLOCK)
+                && data.len() == n_out * t.row_bytes(n_in);
+            if !ok {
+                return Err(shape_err(
+                    "linear",
+                    format!(
+                        "{t} weight [{qo}, {qi}] with {} bytes for a {n_out}×{n_in} layer \
+                         (rows must be whole blocks of 32)",
+                        data.len()
+                    ),
+                ));
+            }
+        }
         if weight.len() != n_out * n_in {
             return Err(shape_err(
                 "linear",
@@ -118,19 +163,28 @@ pub struct Norm {
 pub struct CpuBackend {
     pool: rayon::ThreadPool,
     threads: usize,
+    isa: Isa,
 }
 
 impl std::fmt::Debug for CpuBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CpuBackend")
             .field("threads", &self.threads)
+            .field("isa", &self.isa)
             .finish()
     }
 }
 
 impl CpuBackend {
-    /// A backend with `threads` worker threads (0 means one per available core).
+    /// A backend with `threads` worker threads (0 means one per available core) on the
+    /// detected (or `SOTTO_FORCE_ISA`-forced) kernel path.
     pub fn new(threads: usize) -> Result<Self> {
+        Self::with_isa(threads, sotto_isa::isa())
+    }
+
+    /// As [`CpuBackend::new`] on kernel path `isa` (one this CPU lacks falls back to the best
+    /// below it).
+    pub fn with_isa(threads: usize, isa: Isa) -> Result<Self> {
         let threads = if threads == 0 {
             std::thread::available_parallelism().map_or(1, |n| n.get())
         } else {
@@ -144,11 +198,20 @@ impl CpuBackend {
                 threads,
                 msg: e.to_string(),
             })?;
-        Ok(Self { pool, threads })
+        Ok(Self {
+            pool,
+            threads,
+            isa: kernels::checked(isa),
+        })
     }
 
     pub fn threads(&self) -> usize {
         self.threads
+    }
+
+    /// The kernel path every op runs.
+    pub fn isa(&self) -> Isa {
+        self.isa
     }
 
     /// Runs `f` inside this backend's pool (so nested rayon work uses its threads).

@@ -2,11 +2,12 @@
 
 use rayon::prelude::*;
 
-use crate::{shape_err, CpuBackend, Norm, Result};
+use crate::{kernels, shape_err, CpuBackend, Norm, Result};
 
 /// Rows per parallel task for row-wise ops (small enough to balance, big enough to amortize).
 const ROW_CHUNK: usize = 16;
-/// Elements per parallel task for element-wise ops.
+/// Elements per parallel task for element-wise ops; smaller inputs run on the calling
+/// thread (a fork/join costs more than the work).
 const ELEM_CHUNK: usize = 1 << 14;
 
 impl CpuBackend {
@@ -15,7 +16,7 @@ impl CpuBackend {
     /// `x`, `out` Shape: [rows, d] with d = `norm.gamma.len()`.
     pub fn layer_norm(&self, x: &[f32], norm: &Norm, out: &mut [f32]) -> Result<()> {
         let d = norm.gamma.len();
-        if d == 0 || norm.beta.len() != d || x.len() % d != 0 || out.len() != x.len() {
+        if d == 0 || norm.beta.len() != d || !x.len().is_multiple_of(d) || out.len() != x.len() {
             return Err(shape_err(
                 "layer_norm",
                 format!(
@@ -26,38 +27,55 @@ impl CpuBackend {
                 ),
             ));
         }
-        self.install(|| {
-            out.par_chunks_mut(d * ROW_CHUNK)
-                .zip(x.par_chunks(d * ROW_CHUNK))
-                .for_each(|(o, xi)| {
-                    for (orow, xrow) in o.chunks_exact_mut(d).zip(xi.chunks_exact(d)) {
-                        layer_norm_row(xrow, norm, orow);
-                    }
-                })
-        });
+        let isa = self.isa();
+        let rows = |o: &mut [f32], xi: &[f32]| {
+            for (orow, xrow) in o.chunks_exact_mut(d).zip(xi.chunks_exact(d)) {
+                kernels::layer_norm(isa, xrow, &norm.gamma, &norm.beta, norm.eps, orow);
+            }
+        };
+        if x.len() <= ELEM_CHUNK {
+            rows(out, x);
+        } else {
+            self.install(|| {
+                out.par_chunks_mut(d * ROW_CHUNK)
+                    .zip(x.par_chunks(d * ROW_CHUNK))
+                    .for_each(|(o, xi)| rows(o, xi))
+            });
+        }
         Ok(())
     }
 
     /// Exact (erf) GELU in place, as PyTorch's `nn.GELU()`.
     pub fn gelu(&self, x: &mut [f32]) {
-        self.install(|| {
-            x.par_chunks_mut(ELEM_CHUNK)
-                .for_each(|c| c.iter_mut().for_each(|v| *v = gelu(*v)))
-        });
+        let isa = self.isa();
+        if x.len() <= ELEM_CHUNK {
+            kernels::gelu(isa, x);
+        } else {
+            self.install(|| {
+                x.par_chunks_mut(ELEM_CHUNK)
+                    .for_each(|c| kernels::gelu(isa, c))
+            });
+        }
     }
 
     /// Softmax of each row in place. `x` Shape: [rows, n_cols].
     pub fn softmax_rows(&self, x: &mut [f32], n_cols: usize) -> Result<()> {
-        if n_cols == 0 || x.len() % n_cols != 0 {
+        if n_cols == 0 || !x.len().is_multiple_of(n_cols) {
             return Err(shape_err(
                 "softmax_rows",
                 format!("{} elements in rows of {n_cols}", x.len()),
             ));
         }
-        self.install(|| {
-            x.par_chunks_mut(n_cols * ROW_CHUNK)
-                .for_each(|c| c.chunks_exact_mut(n_cols).for_each(softmax_row))
-        });
+        let isa = self.isa();
+        let rows = |c: &mut [f32]| {
+            c.chunks_exact_mut(n_cols)
+                .for_each(|r| kernels::softmax(isa, r))
+        };
+        if x.len() <= ELEM_CHUNK {
+            rows(x);
+        } else {
+            self.install(|| x.par_chunks_mut(n_cols * ROW_CHUNK).for_each(rows));
+        }
         Ok(())
     }
 
@@ -69,46 +87,18 @@ impl CpuBackend {
                 format!("lengths {} and {}", a.len(), b.len()),
             ));
         }
-        self.install(|| {
-            a.par_chunks_mut(ELEM_CHUNK)
-                .zip(b.par_chunks(ELEM_CHUNK))
-                .for_each(|(a, b)| {
-                    a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
-                })
-        });
+        let isa = self.isa();
+        if a.len() <= ELEM_CHUNK {
+            kernels::add(isa, a, b);
+        } else {
+            self.install(|| {
+                a.par_chunks_mut(ELEM_CHUNK)
+                    .zip(b.par_chunks(ELEM_CHUNK))
+                    .for_each(|(a, b)| kernels::add(isa, a, b))
+            });
+        }
         Ok(())
     }
-}
-
-pub(crate) fn layer_norm_row(x: &[f32], norm: &Norm, out: &mut [f32]) {
-    let d = x.len() as f32;
-    let mean = x.iter().sum::<f32>() / d;
-    let var = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / d;
-    let inv = 1.0 / (var + norm.eps).sqrt();
-    for (((o, v), g), b) in out.iter_mut().zip(x).zip(&norm.gamma).zip(&norm.beta) {
-        *o = (v - mean) * inv * g + b;
-    }
-}
-
-#[inline]
-pub(crate) fn gelu(x: f32) -> f32 {
-    0.5 * x * (1.0 + libm::erff(x * std::f32::consts::FRAC_1_SQRT_2))
-}
-
-/// Numerically stable softmax; a row of all `-inf` becomes all zeros rather than NaN.
-pub(crate) fn softmax_row(row: &mut [f32]) {
-    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    if max == f32::NEG_INFINITY {
-        row.fill(0.0);
-        return;
-    }
-    let mut sum = 0.0f32;
-    for v in row.iter_mut() {
-        *v = (*v - max).exp();
-        sum += *v;
-    }
-    let inv = 1.0 / sum;
-    row.iter_mut().for_each(|v| *v *= inv);
 }
 
 #[cfg(test)]

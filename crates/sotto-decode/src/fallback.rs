@@ -18,6 +18,8 @@ pub struct FallbackOptions {
     pub temperatures: Vec<f64>,
     /// Candidates per sampled temperature.
     pub best_of: usize,
+    /// Sampled candidates are ranked by `sum_logprob / len^length_penalty`.
+    pub length_penalty: f64,
     /// Retry when the text's zlib compression ratio is above this.
     pub compression_ratio_threshold: Option<f64>,
     /// Retry when the average log-probability is below this.
@@ -32,6 +34,7 @@ impl Default for FallbackOptions {
         FallbackOptions {
             temperatures: vec![0.0, 0.2, 0.4, 0.6, 0.8, 1.0],
             best_of: 5,
+            length_penalty: 1.0,
             compression_ratio_threshold: Some(2.4),
             log_prob_threshold: Some(-1.0),
             no_speech_threshold: Some(0.6),
@@ -64,7 +67,7 @@ pub fn compression_ratio(text: &str) -> f64 {
 
 /// Decodes `task` at each temperature in turn until one passes the thresholds; if none does,
 /// keeps the best average log-probability among those under the compression threshold (or
-/// among all). `zero` decodes at temperature 0 (greedy now; beam search later).
+/// among all). `zero` decodes at temperature 0 (greedy or beam search).
 pub fn generate_with_fallback(
     inf: &mut dyn Inference,
     tok: &Tokenizer,
@@ -82,6 +85,7 @@ pub fn generate_with_fallback(
             Sampling {
                 temperature: t,
                 best_of: opts.best_of,
+                length_penalty: opts.length_penalty,
                 rng: &mut *rng,
             }
             .search(inf, task)?

@@ -1,7 +1,7 @@
 //! One decoding pass over one window: greedy at temperature 0, best-of-N sampling above.
 //!
-//! A [`Search`] turns a prompt into one [`DecodingResult`]; beam search can be added beside
-//! [`Greedy`] and [`Sampling`] as another implementation.
+//! A [`Search`] turns a prompt into one [`DecodingResult`]: [`Greedy`] and [`Sampling`]
+//! here, [`BeamSearch`](crate::BeamSearch) beside them.
 
 use crate::filters::{logsumexp, LogitFilter};
 use crate::inference::Inference;
@@ -52,38 +52,112 @@ impl Search for Greedy {
     }
 }
 
-/// Samples `best_of` sequences at `temperature` and keeps the one with the best
-/// length-normalised log-probability (CTranslate2's `num_hypotheses` with `sampling_topk=0`).
+/// Samples `best_of` sequences at `temperature` in one batch and keeps the one with the best
+/// length-normalised log-probability: CTranslate2's `GreedySearch` with `num_hypotheses`
+/// and `sampling_topk=0`, which faster-whisper runs at every temperature above 0.
 pub struct Sampling<'r> {
     /// Softmax temperature, > 0.
     pub temperature: f64,
     /// Candidates drawn; at least 1.
     pub best_of: usize,
+    /// Candidates are ranked by `sum_logprob / len^length_penalty`.
+    pub length_penalty: f64,
     /// The random source.
     pub rng: &'r mut Rng,
 }
 
+/// One candidate of a batched search.
+#[derive(Debug, Clone, Default)]
+struct Candidate {
+    tokens: Vec<u32>,
+    sum_logprob: f64,
+}
+
 impl Search for Sampling<'_> {
     fn search(&mut self, inf: &mut dyn Inference, task: &DecodeTask) -> Result<DecodingResult> {
-        let mut best: Option<(f64, DecodingResult)> = None;
-        for _ in 0..self.best_of.max(1) {
-            let (t, rng) = (self.temperature, &mut *self.rng);
-            let r = run(inf, task, |logprobs| sample(logprobs, t, rng))?;
-            let score = r.sum_logprob / r.tokens.len().max(1) as f64;
-            if best.as_ref().is_none_or(|(s, _)| score > *s) {
-                best = Some((score, r));
-            }
+        let n = inf.n_vocab();
+        let k = self.best_of.max(1);
+        let (first, no_speech_prob) = start(inf, task)?;
+        if k > 1 {
+            inf.reorder(&vec![0; k]).map_err(DecodeError::Inference)?;
         }
-        Ok(best.expect("best_of >= 1").1)
+        let mut logits = first.repeat(k);
+        let mut cands = vec![Candidate::default(); k];
+        // Candidate index of each batch row.
+        let mut alive: Vec<usize> = (0..k).collect();
+        for step in 0..task.max_steps {
+            let (mut keep, mut next) = (Vec::new(), Vec::new());
+            for (row, &c) in alive.iter().enumerate() {
+                let l = &mut logits[row * n..(row + 1) * n];
+                let cand = &mut cands[c];
+                for f in task.filters {
+                    f.apply(l, &cand.tokens);
+                }
+                log_softmax(l);
+                let token = sample(l, self.temperature, self.rng);
+                cand.sum_logprob += f64::from(l[token as usize]);
+                if token != task.eot {
+                    cand.tokens.push(token);
+                    if step + 1 < task.max_steps {
+                        keep.push(row);
+                        next.push(token);
+                    }
+                }
+            }
+            if keep.is_empty() {
+                break;
+            }
+            if keep.len() != alive.len() {
+                inf.reorder(&keep).map_err(DecodeError::Inference)?;
+                alive = keep.iter().map(|&r| alive[r]).collect();
+            }
+            logits.resize(alive.len() * n, 0.0);
+            inf.decode_batch(&next, alive.len(), &mut logits)
+                .map_err(DecodeError::Inference)?;
+        }
+        // The best normalised score, first on ties.
+        let lp = self.length_penalty;
+        let score = |c: &Candidate| normalised(c.sum_logprob, c.tokens.len(), lp);
+        let best = cands
+            .into_iter()
+            .reduce(|a, b| if score(&b) > score(&a) { b } else { a })
+            .expect("best_of >= 1");
+        Ok(DecodingResult::new(
+            best.tokens,
+            best.sum_logprob,
+            no_speech_prob,
+        ))
     }
 }
 
-/// Runs the decoder from `task.prompt`, choosing each token with `pick` over log-probabilities.
-fn run(
-    inf: &mut dyn Inference,
-    task: &DecodeTask,
-    mut pick: impl FnMut(&[f32]) -> u32,
-) -> Result<DecodingResult> {
+/// CTranslate2's final hypothesis score, `sum_logprob / len^length_penalty` (len without
+/// `<|endoftext|>`); NaN (0 / 0) ranks as -inf.
+pub(crate) fn normalised(sum_logprob: f64, len: usize, length_penalty: f64) -> f64 {
+    let s = sum_logprob / (len as f64).powf(length_penalty);
+    if s.is_nan() {
+        f64::NEG_INFINITY
+    } else {
+        s
+    }
+}
+
+impl DecodingResult {
+    /// A result with faster-whisper's recovered average:
+    /// `score · len^length_penalty / (len + 1)` = `sum_logprob / (len + 1)`.
+    pub(crate) fn new(tokens: Vec<u32>, sum_logprob: f64, no_speech_prob: f64) -> Self {
+        let avg_logprob = sum_logprob / (tokens.len() + 1) as f64;
+        DecodingResult {
+            tokens,
+            sum_logprob,
+            avg_logprob,
+            no_speech_prob,
+        }
+    }
+}
+
+/// Decodes `task.prompt` as a batch of one and returns the first step's logits
+/// (Shape: [n_vocab]) and the no-speech probability at `<|startoftranscript|>`.
+pub(crate) fn start(inf: &mut dyn Inference, task: &DecodeTask) -> Result<(Vec<f32>, f64)> {
     let n = inf.n_vocab();
     let last = task
         .prompt
@@ -108,8 +182,16 @@ fn run(
     inf.decode(task.prompt, &rows, &mut logits)
         .map_err(DecodeError::Inference)?;
     let no_speech_prob = softmax_at(&logits[..n], task.no_speech as usize);
-    let mut logits = logits.split_off((rows.len() - 1) * n);
+    Ok((logits.split_off((rows.len() - 1) * n), no_speech_prob))
+}
 
+/// Runs the decoder from `task.prompt`, choosing each token with `pick` over log-probabilities.
+fn run(
+    inf: &mut dyn Inference,
+    task: &DecodeTask,
+    mut pick: impl FnMut(&[f32]) -> u32,
+) -> Result<DecodingResult> {
+    let (mut logits, no_speech_prob) = start(inf, task)?;
     let mut tokens = Vec::new();
     let mut sum_logprob = 0f64;
     for step in 0..task.max_steps {
@@ -133,13 +215,7 @@ fn run(
                 .map_err(DecodeError::Inference)?;
         }
     }
-    let avg_logprob = sum_logprob / (tokens.len() + 1) as f64;
-    Ok(DecodingResult {
-        tokens,
-        sum_logprob,
-        avg_logprob,
-        no_speech_prob,
-    })
+    Ok(DecodingResult::new(tokens, sum_logprob, no_speech_prob))
 }
 
 fn softmax_at(logits: &[f32], i: usize) -> f64 {
@@ -147,7 +223,7 @@ fn softmax_at(logits: &[f32], i: usize) -> f64 {
     logits.get(i).map_or(0.0, |l| f64::from((l - lse).exp()))
 }
 
-fn log_softmax(x: &mut [f32]) {
+pub(crate) fn log_softmax(x: &mut [f32]) {
     let lse = logsumexp(x);
     if lse.is_finite() {
         x.iter_mut().for_each(|v| *v -= lse);
@@ -301,6 +377,7 @@ mod tests {
             let mut s = Sampling {
                 temperature: 1.0,
                 best_of: 1,
+                length_penalty: 1.0,
                 rng: &mut rng,
             };
             s.search(inf, &task(&[11, 13], &[])).unwrap()
@@ -330,34 +407,46 @@ mod tests {
     }
 
     #[test]
-    fn best_of_keeps_the_best_normalised_candidate() {
+    fn best_of_samples_in_one_batch_and_keeps_the_best_normalised_candidate() {
+        // First token 3 or 4 at even odds; after 3 the end is certain, after 4 the end has
+        // p = e^-3 / (e^-3 + 15): the candidates starting with 3 score best.
         let mut inf = MockInference::new(N, |ctx| {
-            let mut l = vec![0.0f32; N];
-            l[EOT as usize] = 1.0;
-            l[3] = if ctx.generated.is_empty() { 0.5 } else { -5.0 };
+            let mut l = vec![f32::NEG_INFINITY; N];
+            match ctx.generated {
+                [] => (l[3], l[4]) = (0.0, 0.0),
+                [3] => l[EOT as usize] = 0.0,
+                _ => {
+                    l = vec![0.0; N];
+                    l[EOT as usize] = -3.0;
+                }
+            }
             l
         });
         inf.encode(&[]).unwrap();
         let mut rng = Rng::new(3);
-        let one: Vec<DecodingResult> = (0..6)
-            .map(|_| {
-                let mut s = Sampling {
-                    temperature: 1.0,
-                    best_of: 1,
-                    rng: &mut rng,
-                };
-                s.search(&mut inf, &task(&[11, 13], &[])).unwrap()
-            })
-            .collect();
-        let mut rng = Rng::new(3);
         let mut s = Sampling {
             temperature: 1.0,
-            best_of: 6,
+            best_of: 8,
+            length_penalty: 1.0,
             rng: &mut rng,
         };
         let best = s.search(&mut inf, &task(&[11, 13], &[])).unwrap();
-        let norm = |r: &DecodingResult| r.sum_logprob / r.tokens.len().max(1) as f64;
-        let top = one.iter().map(norm).fold(f64::NEG_INFINITY, f64::max);
-        assert_eq!(norm(&best), top);
+        assert_eq!(best.tokens, vec![3]);
+        assert!((best.sum_logprob - 0.5f64.ln()).abs() < 1e-5);
+        // One broadcast of the prompt, then every step decodes the live candidates at once;
+        // the batch shrinks as candidates end.
+        assert_eq!(inf.reorders[0], vec![0; 8]);
+        assert_eq!(inf.batches[0], 8);
+        assert!(inf.batches.windows(2).all(|w| w[1] <= w[0]));
+        assert!(inf.reorders.len() > 1);
+    }
+
+    #[test]
+    fn normalised_score_follows_the_length_penalty() {
+        assert_eq!(normalised(-3.0, 3, 1.0), -1.0);
+        assert_eq!(normalised(-3.0, 3, 0.0), -3.0);
+        assert!((normalised(-4.0, 4, 0.5) + 2.0).abs() < 1e-12);
+        assert_eq!(normalised(-1.0, 0, 1.0), f64::NEG_INFINITY);
+        assert_eq!(normalised(0.0, 0, 1.0), f64::NEG_INFINITY);
     }
 }

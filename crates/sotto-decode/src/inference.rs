@@ -3,8 +3,14 @@
 /// Any error a model implementation raises.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// A Whisper model: an encoder run once per 30 s window, and a decoder that extends one text
-/// sequence at a time while caching its self-attention.
+/// A Whisper model: an encoder run once per 30 s window, and a decoder that extends a batch
+/// of text sequences (beams, or sampled candidates) while caching their self-attention.
+///
+/// The batch: after [`Inference::reset`] there is one sequence, which [`Inference::decode`]
+/// extends (the prompt). [`Inference::reorder`] then makes a new batch out of the current
+/// sequences (broadcast the prompt to the beams, follow the beams' origins, drop finished
+/// candidates), and [`Inference::decode_batch`] extends every sequence of the batch in one
+/// decoder pass. All sequences of a batch have the same length.
 pub trait Inference {
     /// Logits per decoded row (the vocabulary size).
     fn n_vocab(&self) -> usize;
@@ -12,15 +18,53 @@ pub trait Inference {
     /// Encodes one 30 s window of log-mel. Shape: [n_mels, 3000], row-major.
     fn encode(&mut self, mel: &[f32]) -> Result<(), BoxError>;
 
-    /// Starts a new text sequence: drops the self-attention cache, keeps the audio.
+    /// Starts a new text sequence: drops the self-attention cache, keeps the audio; the
+    /// batch is one (empty) sequence again.
     fn reset(&mut self);
 
-    /// Appends `tokens` to the sequence and writes the logits of the rows `rows`
-    /// (indices into `tokens`) one after another into `logits` (rows.len() * n_vocab).
+    /// Appends `tokens` to the single sequence of a batch of one and writes the logits of
+    /// the rows `rows` (indices into `tokens`) one after another into `logits`
+    /// (rows.len() * n_vocab).
     fn decode(
         &mut self,
         tokens: &[u32],
         rows: &[usize],
         logits: &mut [f32],
     ) -> Result<(), BoxError>;
+
+    /// Appends `tokens.len() / batch` tokens to each of the `batch` sequences in one decoder
+    /// pass and writes each sequence's next-token logits (its last row).
+    ///
+    /// `tokens` Shape: [batch, n_new]; `logits` Shape: [batch, n_vocab]. `batch` must be the
+    /// current batch size.
+    fn decode_batch(
+        &mut self,
+        tokens: &[u32],
+        batch: usize,
+        logits: &mut [f32],
+    ) -> Result<(), BoxError>;
+
+    /// Rebuilds the batch: new sequence `i` is a copy of current sequence `src[i]` (its
+    /// self-attention cache is copied, not recomputed). `src` may repeat, drop or permute
+    /// sequences; its length is the new batch size.
+    fn reorder(&mut self, src: &[usize]) -> Result<(), BoxError>;
+
+    /// Word alignment against the current window: runs the decoder over the whole of
+    /// `tokens` (start sequence, `<|notimestamps|>`, text, `<|endoftext|>`) from position 0,
+    /// leaving the batch and its cache as they were, and returns the cross-attention scores
+    /// of the `(layer, head)` pairs in `heads` before the softmax (`q·k / sqrt(d_head)`).
+    ///
+    /// Returns Shape: [heads.len(), tokens.len(), n_audio_ctx]; writes the logits of `rows`
+    /// (indices into `tokens`) into `logits` (Shape: [rows.len(), n_vocab]). Models that
+    /// cannot expose their attention keep this default, an error.
+    fn align(
+        &mut self,
+        tokens: &[u32],
+        heads: &[(usize, usize)],
+        rows: &[usize],
+        logits: &mut [f32],
+    ) -> Result<Vec<f32>, BoxError> {
+        let _ = (tokens, heads, rows, logits);
+        Err("this model does not expose cross-attention for word alignment".into())
+    }
 }

@@ -1,16 +1,20 @@
 //! Whisper's tokenizer and decoding, with faster-whisper 1.2.1 as the behavioural reference.
 //!
 //! The model is only seen through [`Inference`]; everything here (tokenizer, logit filters,
-//! greedy/sampled decoding with temperature fallback, long-form segmentation) is plain Rust
+//! greedy, beam and sampled decoding with temperature fallback, long-form segmentation) is plain Rust
 //! and is tested against a scripted mock.
 //!
 //! Layout, after openai-whisper's `decoding.py`:
 //! - [`tokenizer`]: byte-level BPE (tiktoken-exact) and Whisper's special tokens.
 //! - [`filters`]: logit filters (suppress blank / tokens, timestamp rules).
-//! - [`greedy`]: one decoding pass (greedy at T = 0, sampling at T > 0).
+//! - [`greedy`]: one decoding pass (greedy at T = 0, best-of-N sampling at T > 0).
+//! - [`beam`]: beam search at T = 0, as CTranslate2's.
 //! - [`fallback`]: faster-whisper's `generate_with_fallback`.
 //! - [`transcribe`]: the 30 s window loop and timestamp-driven seeking.
+//! - [`align`]: word timestamps from the alignment heads' cross-attention.
 
+pub mod align;
+pub mod beam;
 pub mod fallback;
 pub mod filters;
 pub mod greedy;
@@ -21,6 +25,8 @@ pub mod transcribe;
 #[cfg(test)]
 mod mock;
 
+pub use align::{default_alignment_heads, Word, APPEND_PUNCTUATIONS, PREPEND_PUNCTUATIONS};
+pub use beam::BeamSearch;
 pub use fallback::{compression_ratio, generate_with_fallback, Fallback, FallbackOptions};
 pub use filters::{ApplyTimestampRules, LogitFilter, SuppressBlank, SuppressTokens};
 pub use greedy::{DecodeTask, DecodingResult, Greedy, Rng, Sampling, Search};

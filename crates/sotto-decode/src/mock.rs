@@ -22,7 +22,8 @@ type LogitFn = dyn FnMut(&Ctx) -> Vec<f32>;
 pub struct MockInference {
     n_vocab: usize,
     f: Box<LogitFn>,
-    seq: Vec<u32>,
+    /// The batch: one sequence per row, prompt included.
+    seqs: Vec<Vec<u32>>,
     prompt_len: usize,
     mel: Vec<f32>,
     encodes: usize,
@@ -32,6 +33,10 @@ pub struct MockInference {
     pub prompts: Vec<Vec<u32>>,
     /// Fail the encode with this index (0-based).
     pub fail_encode: Option<usize>,
+    /// Every `reorder` call's sources.
+    pub reorders: Vec<Vec<usize>>,
+    /// The batch size of every `decode_batch` call.
+    pub batches: Vec<usize>,
 }
 
 impl MockInference {
@@ -39,13 +44,15 @@ impl MockInference {
         MockInference {
             n_vocab,
             f: Box::new(f),
-            seq: Vec::new(),
+            seqs: vec![Vec::new()],
             prompt_len: 0,
             mel: Vec::new(),
             encodes: 0,
             windows: Vec::new(),
             prompts: Vec::new(),
             fail_encode: None,
+            reorders: Vec::new(),
+            batches: Vec::new(),
         }
     }
 
@@ -72,6 +79,38 @@ pub fn one_hot(n_vocab: usize, token: u32, value: f32) -> Vec<f32> {
     l
 }
 
+impl MockInference {
+    /// Appends `tokens` to sequence `b` and writes the logits of `rows` (indices into `tokens`).
+    fn extend(
+        &mut self,
+        b: usize,
+        tokens: &[u32],
+        rows: &[usize],
+        logits: &mut [f32],
+    ) -> Result<(), BoxError> {
+        if logits.len() != rows.len() * self.n_vocab {
+            return Err("logits buffer has the wrong size".into());
+        }
+        let seq = &mut self.seqs[b];
+        let start = seq.len();
+        seq.extend_from_slice(tokens);
+        for (i, &r) in rows.iter().enumerate() {
+            let position = start + r;
+            let seq = &self.seqs[b];
+            let ctx = Ctx {
+                window: self.encodes.saturating_sub(1),
+                mel: &self.mel,
+                sequence: &seq[..=position],
+                position,
+                generated: &seq[self.prompt_len.min(position + 1)..=position],
+            };
+            let row = (self.f)(&ctx);
+            logits[i * self.n_vocab..(i + 1) * self.n_vocab].copy_from_slice(&row);
+        }
+        Ok(())
+    }
+}
+
 impl Inference for MockInference {
     fn n_vocab(&self) -> usize {
         self.n_vocab
@@ -88,7 +127,7 @@ impl Inference for MockInference {
     }
 
     fn reset(&mut self) {
-        self.seq.clear();
+        self.seqs = vec![Vec::new()];
     }
 
     fn decode(
@@ -97,27 +136,44 @@ impl Inference for MockInference {
         rows: &[usize],
         logits: &mut [f32],
     ) -> Result<(), BoxError> {
-        if self.seq.is_empty() {
+        if self.seqs.len() != 1 {
+            return Err("decode needs a batch of one".into());
+        }
+        if self.seqs[0].is_empty() {
             self.prompt_len = tokens.len();
             self.prompts.push(tokens.to_vec());
         }
-        let start = self.seq.len();
-        self.seq.extend_from_slice(tokens);
-        if logits.len() != rows.len() * self.n_vocab {
+        self.extend(0, tokens, rows, logits)
+    }
+
+    fn decode_batch(
+        &mut self,
+        tokens: &[u32],
+        batch: usize,
+        logits: &mut [f32],
+    ) -> Result<(), BoxError> {
+        if batch != self.seqs.len() || batch == 0 || !tokens.len().is_multiple_of(batch) {
+            return Err(format!("batch {batch} but {} sequences", self.seqs.len()).into());
+        }
+        if logits.len() != batch * self.n_vocab {
             return Err("logits buffer has the wrong size".into());
         }
-        for (i, &r) in rows.iter().enumerate() {
-            let position = start + r;
-            let ctx = Ctx {
-                window: self.encodes.saturating_sub(1),
-                mel: &self.mel,
-                sequence: &self.seq[..=position],
-                position,
-                generated: &self.seq[self.prompt_len.min(position + 1)..=position],
-            };
-            let row = (self.f)(&ctx);
-            logits[i * self.n_vocab..(i + 1) * self.n_vocab].copy_from_slice(&row);
+        self.batches.push(batch);
+        let n_new = tokens.len() / batch;
+        let n = self.n_vocab;
+        for b in 0..batch {
+            let out = &mut logits[b * n..(b + 1) * n];
+            self.extend(b, &tokens[b * n_new..(b + 1) * n_new], &[n_new - 1], out)?;
         }
+        Ok(())
+    }
+
+    fn reorder(&mut self, src: &[usize]) -> Result<(), BoxError> {
+        if src.is_empty() || src.iter().any(|&s| s >= self.seqs.len()) {
+            return Err(format!("reorder {src:?} of {} sequences", self.seqs.len()).into());
+        }
+        self.reorders.push(src.to_vec());
+        self.seqs = src.iter().map(|&s| self.seqs[s].clone()).collect();
         Ok(())
     }
 }

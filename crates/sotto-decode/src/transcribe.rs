@@ -1,10 +1,13 @@
 //! Long-form transcription: 30 s windows moved by the timestamps the model emits, as
-//! faster-whisper 1.2.1's `WhisperModel.generate_segments` (transcribe.py) does, without VAD,
-//! clip timestamps, word timestamps, prefix or hotwords.
+//! faster-whisper 1.2.1's `WhisperModel.generate_segments` (transcribe.py) does, with its
+//! word timestamps, without VAD, clip timestamps, prefix, hotwords or the hallucination
+//! silence threshold.
 
+use crate::align::{get_end, Aligner, Word, APPEND_PUNCTUATIONS, PREPEND_PUNCTUATIONS};
+use crate::beam::BeamSearch;
 use crate::fallback::{generate_with_fallback, Fallback, FallbackOptions};
 use crate::filters::{ApplyTimestampRules, LogitFilter, SuppressBlank, SuppressTokens};
-use crate::greedy::{DecodeTask, Greedy, Rng};
+use crate::greedy::{DecodeTask, Greedy, Rng, Search};
 use crate::inference::Inference;
 use crate::tokenizer::{Task, Tokenizer};
 use crate::{DecodeError, Result};
@@ -66,7 +69,8 @@ impl MelView<'_> {
 }
 
 /// Options of [`transcribe`]. `Default` is faster-whisper 1.2.1's `WhisperModel.transcribe`
-/// defaults (transcribe.py, its signature), except that decoding at temperature 0 is greedy.
+/// defaults (transcribe.py, its signature): beam search of 5 at temperature 0, best of 5
+/// samples above.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TranscribeOptions {
     /// Spoken language code; None detects it on multilingual models and means "en" for
@@ -76,8 +80,17 @@ pub struct TranscribeOptions {
     pub task: Task,
     /// Temperatures tried in turn by the fallback. Default 0.0, 0.2, .., 1.0 (`temperature`).
     pub temperatures: Vec<f64>,
-    /// Sampled candidates per temperature above 0. Default 5 (`best_of=5`).
+    /// Beams at temperature 0; 1 decodes greedily. Default 5 (`beam_size=5`).
+    pub beam_size: usize,
+    /// Sampled candidates per temperature above 0, decoded as one batch. Default 5
+    /// (`best_of=5`).
     pub best_of: usize,
+    /// Beam search stops after `round(beam_size · patience)` finished hypotheses. Default 1.0
+    /// (`patience=1`).
+    pub patience: f64,
+    /// Finished hypotheses (beams and samples) are ranked by
+    /// `sum_logprob / len^length_penalty`. Default 1.0 (`length_penalty=1`).
+    pub length_penalty: f64,
     /// Retry above this gzip compression ratio. Default 2.4 (`compression_ratio_threshold`).
     pub compression_ratio_threshold: Option<f64>,
     /// Retry below this average log-probability. Default -1.0 (`log_prob_threshold`).
@@ -107,6 +120,18 @@ pub struct TranscribeOptions {
     pub max_new_tokens: Option<usize>,
     /// Seed of the sampler (faster-whisper has none; ours is reproducible). Default 0.
     pub seed: u64,
+    /// Time each word from the cross-attention of the alignment heads; segment bounds and
+    /// seeking then follow the words. Default false (`word_timestamps`).
+    pub word_timestamps: bool,
+    /// Punctuation joined to the following word. Default `"'“¿([{-`
+    /// (`prepend_punctuations`).
+    pub prepend_punctuations: String,
+    /// Punctuation joined to the previous word. Default `"'.。,，!！?？:：”)]}、`
+    /// (`append_punctuations`).
+    pub append_punctuations: String,
+    /// The decoder's (layer, head) cross-attention pairs used for word timing; needed when
+    /// `word_timestamps` is on (the `sotto` facade fills them from the model). Default None.
+    pub alignment_heads: Option<Vec<(usize, usize)>>,
 }
 
 impl Default for TranscribeOptions {
@@ -116,7 +141,10 @@ impl Default for TranscribeOptions {
             language: None,
             task: Task::Transcribe,
             temperatures: fb.temperatures,
+            beam_size: 5,
             best_of: fb.best_of,
+            patience: 1.0,
+            length_penalty: fb.length_penalty,
             compression_ratio_threshold: fb.compression_ratio_threshold,
             log_prob_threshold: fb.log_prob_threshold,
             no_speech_threshold: fb.no_speech_threshold,
@@ -129,15 +157,60 @@ impl Default for TranscribeOptions {
             max_initial_timestamp: 1.0,
             max_new_tokens: None,
             seed: 0,
+            word_timestamps: false,
+            prepend_punctuations: PREPEND_PUNCTUATIONS.into(),
+            append_punctuations: APPEND_PUNCTUATIONS.into(),
+            alignment_heads: None,
         }
     }
 }
 
 impl TranscribeOptions {
+    /// The search at temperature 0, after checking the decoding options' ranges.
+    fn zero_search(&self) -> Result<Box<dyn Search>> {
+        let invalid = |name, reason: String| Err(DecodeError::InvalidOption { name, reason });
+        if self.best_of == 0 {
+            return invalid("best_of", "must be at least 1".into());
+        }
+        if !self.length_penalty.is_finite() {
+            return invalid(
+                "length_penalty",
+                format!("{} is not finite", self.length_penalty),
+            );
+        }
+        if self
+            .temperatures
+            .iter()
+            .any(|t| !(t.is_finite() && *t >= 0.0))
+        {
+            return invalid(
+                "temperature",
+                format!("{:?} must be >= 0", self.temperatures),
+            );
+        }
+        if self.patience.is_nan() || self.patience <= 0.0 {
+            return invalid("patience", format!("{} must be > 0", self.patience));
+        }
+        if self.beam_size <= 1 {
+            if self.beam_size == 0 {
+                return invalid("beam_size", "must be at least 1".into());
+            }
+            return Ok(Box::new(Greedy));
+        }
+        let beam = BeamSearch {
+            beam_size: self.beam_size,
+            patience: self.patience,
+            length_penalty: self.length_penalty,
+        };
+        beam.max_finished()?;
+        Ok(Box::new(beam))
+    }
+
     fn fallback(&self) -> FallbackOptions {
         FallbackOptions {
             temperatures: self.temperatures.clone(),
             best_of: self.best_of,
+            length_penalty: self.length_penalty,
             compression_ratio_threshold: self.compression_ratio_threshold,
             log_prob_threshold: self.log_prob_threshold,
             no_speech_threshold: self.no_speech_threshold,
@@ -145,7 +218,7 @@ impl TranscribeOptions {
     }
 }
 
-/// One transcribed stretch (faster-whisper's `Segment`, without words).
+/// One transcribed stretch (faster-whisper's `Segment`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Segment {
     /// 1-based, in order.
@@ -168,6 +241,8 @@ pub struct Segment {
     pub no_speech_prob: f64,
     /// Of the window's last decoding attempt.
     pub temperature: f64,
+    /// Its timed words when `word_timestamps` is on, else empty.
+    pub words: Vec<Word>,
 }
 
 /// The result of [`transcribe`] (faster-whisper's `TranscriptionInfo` plus the segments).
@@ -317,14 +392,16 @@ fn prompt(tok: &Tokenizer, previous: &[u32], sot_sequence: &[u32], without_ts: b
 
 /// A segment cut from a window's tokens, before its text is checked.
 #[derive(Debug, Clone, PartialEq)]
-struct Cut {
-    start: f64,
-    end: f64,
-    tokens: Vec<u32>,
+pub(crate) struct Cut {
+    pub start: f64,
+    pub end: f64,
+    pub tokens: Vec<u32>,
+    /// Filled by word alignment.
+    pub words: Vec<Word>,
 }
 
 /// faster-whisper's `_split_segments_by_timestamps`: cuts `tokens` at consecutive timestamps
-/// and returns the segments and the next seek.
+/// and returns the segments, the next seek and whether the tokens end on a single timestamp.
 fn split_by_timestamps(
     tok: &Tokenizer,
     tokens: &[u32],
@@ -332,7 +409,7 @@ fn split_by_timestamps(
     segment_size: usize,
     segment_duration: f64,
     seek: usize,
-) -> (Vec<Cut>, usize) {
+) -> (Vec<Cut>, usize, bool) {
     let tb = tok.timestamp_begin();
     let is_ts = |t: u32| t >= tb;
     let pos = |t: u32| t.saturating_sub(tb) as usize;
@@ -350,8 +427,9 @@ fn split_by_timestamps(
             start: time_offset,
             end: time_offset + duration,
             tokens: tokens.to_vec(),
+            words: Vec::new(),
         };
-        return (vec![cut], seek + segment_size);
+        return (vec![cut], seek + segment_size, single_ending);
     }
     if single_ending {
         slices.push(n);
@@ -366,6 +444,7 @@ fn split_by_timestamps(
             start,
             end,
             tokens: t.to_vec(),
+            words: Vec::new(),
         });
         last = s;
     }
@@ -376,7 +455,7 @@ fn split_by_timestamps(
         // Drop the unfinished segment; resume at the last timestamp.
         seek + pos(tokens[last - 1]) * INPUT_STRIDE
     };
-    (cuts, seek)
+    (cuts, seek, single_ending)
 }
 
 /// The filters of every window, in CTranslate2's order.
@@ -440,6 +519,7 @@ pub fn transcribe(
 ) -> Result<Transcript, DecodeError> {
     mel.check()?;
     check_vocab(inf, tok)?;
+    let mut zero = opts.zero_search()?;
     let content_frames = mel.content_frames();
     let (language, language_probability) =
         resolve_language(inf, tok, mel, opts.language.as_deref())?;
@@ -459,6 +539,25 @@ pub fn transcribe(
         None => Vec::new(),
     };
     let (mut seek, mut prompt_reset_since) = (0usize, 0usize);
+    let heads = match (&opts.alignment_heads, opts.word_timestamps) {
+        (Some(h), _) => h.clone(),
+        (None, false) => Vec::new(),
+        (None, true) => {
+            return Err(DecodeError::InvalidOption {
+                name: "alignment_heads",
+                reason: "word timestamps need the model's alignment heads".into(),
+            })
+        }
+    };
+    let aligner = Aligner {
+        tok,
+        language: &out.language,
+        sot_sequence: &sot_sequence,
+        heads: &heads,
+        prepend: &opts.prepend_punctuations,
+        append: &opts.append_punctuations,
+    };
+    let mut last_speech_timestamp = 0.0;
 
     while seek < content_frames {
         let time_offset = seek as f64 * TIME_PER_FRAME;
@@ -479,14 +578,14 @@ pub fn transcribe(
             max_steps: max_steps(p.len(), opts.max_new_tokens)?,
             filters: &filter_refs,
         };
-        let fb = generate_with_fallback(inf, tok, &task, &fallback, &mut Greedy, &mut rng)?;
+        let fb = generate_with_fallback(inf, tok, &task, &fallback, zero.as_mut(), &mut rng)?;
         if is_silence(&fb, opts) {
             seek += segment_size;
             continue;
         }
         let previous_seek = seek;
         let segment_duration = segment_size as f64 * TIME_PER_FRAME;
-        let (cuts, next_seek) = split_by_timestamps(
+        let (mut cuts, next_seek, single_ending) = split_by_timestamps(
             tok,
             &fb.result.tokens,
             time_offset,
@@ -495,6 +594,23 @@ pub fn transcribe(
             seek,
         );
         seek = next_seek;
+        if opts.word_timestamps {
+            // faster-whisper ignores the value add_word_timestamps returns here.
+            aligner.add_word_timestamps(
+                inf,
+                &mut cuts,
+                previous_seek,
+                segment_size,
+                last_speech_timestamp,
+            )?;
+            let last_word_end = get_end(&cuts);
+            if let Some(end) = last_word_end.filter(|&e| !single_ending && e > time_offset) {
+                seek = (end * 100.0).round_ties_even() as usize;
+            }
+            if let Some(end) = last_word_end {
+                last_speech_timestamp = end;
+            }
+        }
         for cut in cuts {
             let text = tok.decode(&cut.tokens);
             if cut.start == cut.end || text.trim().is_empty() {
@@ -512,6 +628,7 @@ pub fn transcribe(
                 compression_ratio: fb.compression_ratio,
                 no_speech_prob: fb.result.no_speech_prob,
                 temperature: fb.temperature,
+                words: cut.words,
             });
             if !on_segment(out.segments.last().expect("just pushed")) {
                 return Ok(out);

@@ -54,7 +54,7 @@ fn split_single_timestamp_ending() {
         vec![tb + 200],
     ]
     .concat();
-    let (cuts, seek) = split_by_timestamps(&tok, &tokens, 1.0, 3000, 30.0, 100);
+    let (cuts, seek, _) = split_by_timestamps(&tok, &tokens, 1.0, 3000, 30.0, 100);
     assert_eq!(seek, 3100);
     assert_eq!(cuts.len(), 2);
     assert_eq!((cuts[0].start, cuts[0].end), (1.0, 3.0));
@@ -76,7 +76,7 @@ fn split_consecutive_resumes_at_last_timestamp() {
         text("unfinished"),
     ]
     .concat();
-    let (cuts, seek) = split_by_timestamps(&tok, &tokens, 0.0, 3000, 30.0, 0);
+    let (cuts, seek, _) = split_by_timestamps(&tok, &tokens, 0.0, 3000, 30.0, 0);
     assert_eq!(cuts.len(), 1);
     assert_eq!(seek, 200);
     assert_eq!(
@@ -91,13 +91,13 @@ fn split_without_consecutive_timestamps() {
     let tb = tok.timestamp_begin();
     // One closing timestamp: the segment ends there, the whole window is consumed.
     let tokens = [vec![tb], text("hi"), vec![tb + 150]].concat();
-    let (cuts, seek) = split_by_timestamps(&tok, &tokens, 2.0, 2000, 20.0, 200);
+    let (cuts, seek, _) = split_by_timestamps(&tok, &tokens, 2.0, 2000, 20.0, 200);
     assert_eq!((cuts[0].start, cuts[0].end, seek), (2.0, 5.0, 2200));
     // No closing timestamp (or only <|0.00|>): the segment spans the window.
     let tokens = [vec![tb], text("hi")].concat();
-    let (cuts, seek) = split_by_timestamps(&tok, &tokens, 2.0, 2000, 20.0, 200);
+    let (cuts, seek, _) = split_by_timestamps(&tok, &tokens, 2.0, 2000, 20.0, 200);
     assert_eq!((cuts[0].start, cuts[0].end, seek), (2.0, 22.0, 2200));
-    let (cuts, _) = split_by_timestamps(&tok, &text("hi"), 0.0, 500, 5.0, 0);
+    let (cuts, _, _) = split_by_timestamps(&tok, &text("hi"), 0.0, 500, 5.0, 0);
     assert_eq!((cuts[0].start, cuts[0].end), (0.0, 5.0));
 }
 

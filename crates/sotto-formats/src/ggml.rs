@@ -234,13 +234,73 @@ fn read_tensors(r: &mut Reader, data: &Storage) -> Result<BTreeMap<String, Tenso
 ///
 /// Atomic: writes a temporary file in the same folder, then renames it over `out`.
 pub fn write(file: &WhisperFile, mel_filters: &[f32], out: &Path) -> Result<()> {
+    write_file(file, mel_filters, out, None)
+}
+
+/// Quantizes one row: `x` holds whole blocks, `out` exactly their bytes in the target type.
+pub type RowQuantizer<'a> = &'a dyn Fn(&[f32], &mut [u8]);
+
+/// Writes `file` as whisper.cpp's `whisper-quantize` would write it from the f16 file of
+/// [`write`]: the 2-D weights (linear layers and the token embedding, rows along the
+/// input dimension) become `dtype` blocks made by `quantize_row`, from their f32 values;
+/// every other tensor is stored as in the f16 file; `ftype` is `1000 × QNT_VERSION` plus
+/// ggml's file type. `dtype` is one of q4_0, q4_1, q5_0, q5_1, q8_0.
+///
+/// With an f16 source the bytes are whisper.cpp's (it widens f16 to f32 before
+/// quantizing too); an f32 source is quantized from its f32 values. Atomic, like [`write`].
+pub fn write_quantized(
+    file: &WhisperFile,
+    mel_filters: &[f32],
+    out: &Path,
+    dtype: DType,
+    quantize_row: RowQuantizer,
+) -> Result<()> {
+    if quantized_ftype(dtype).is_none() {
+        return Err(FormatError::Unsupported {
+            path: out.to_path_buf(),
+            msg: format!("cannot quantize to {dtype:?} (known: q4_0, q4_1, q5_0, q5_1, q8_0)"),
+        });
+    }
+    for spec in names::expected(&file.hparams) {
+        let row = spec.shape.last().copied().unwrap_or(0);
+        if spec.role == Role::Matrix && row % dtype.block().0 != 0 {
+            return Err(FormatError::Unsupported {
+                path: file.path.clone(),
+                msg: format!(
+                    "tensor {}: rows of {row} values are not whole {dtype:?} blocks",
+                    spec.name
+                ),
+            });
+        }
+    }
+    write_file(file, mel_filters, out, Some((dtype, quantize_row)))
+}
+
+/// ggml's version of the quantized block layouts (`GGML_QNT_VERSION`).
+pub const QNT_VERSION: i32 = 2;
+
+/// The file type (`GGML_FTYPE_MOSTLY_*`) of a model whose weights are `dtype` blocks.
+fn quantized_ftype(dtype: DType) -> Option<i32> {
+    Some(match dtype {
+        DType::Q4_0 => 2,
+        DType::Q4_1 => 3,
+        DType::Q8_0 => 7,
+        DType::Q5_0 => 8,
+        DType::Q5_1 => 9,
+        _ => return None,
+    })
+}
+
+type Quantize<'a> = Option<(DType, RowQuantizer<'a>)>;
+
+fn write_file(file: &WhisperFile, mel_filters: &[f32], out: &Path, quant: Quantize) -> Result<()> {
     let invalid = |msg: String| FormatError::Invalid {
         path: out.to_path_buf(),
         msg,
     };
     names::check(&file.path, &file.hparams, &file.tensors)?;
     let n_mels = file.hparams.n_mels;
-    if mel_filters.is_empty() || mel_filters.len() % n_mels != 0 {
+    if mel_filters.is_empty() || !mel_filters.len().is_multiple_of(n_mels) {
         return Err(invalid(format!(
             "{} mel filter values do not split into {n_mels} filters",
             mel_filters.len()
@@ -254,7 +314,7 @@ pub fn write(file: &WhisperFile, mel_filters: &[f32], out: &Path) -> Result<()> 
         return Err(FormatError::Unsupported {
             path: file.path.clone(),
             msg: format!(
-                "tensor {name} is {:?}; only float models can be written as f16",
+                "tensor {name} is {:?}; only float models can be written or quantized",
                 t.dtype
             ),
         });
@@ -266,7 +326,8 @@ pub fn write(file: &WhisperFile, mel_filters: &[f32], out: &Path) -> Result<()> 
     tmp_name.push(file_name);
     tmp_name.push(format!(".tmp{}", std::process::id()));
     let tmp = out.with_file_name(tmp_name);
-    let result = write_tmp(file, mel_filters, &tmp).and_then(|()| std::fs::rename(&tmp, out));
+    let result =
+        write_tmp(file, mel_filters, quant, &tmp).and_then(|()| std::fs::rename(&tmp, out));
     result.map_err(|source| {
         let _ = std::fs::remove_file(&tmp);
         FormatError::Io {
@@ -276,10 +337,15 @@ pub fn write(file: &WhisperFile, mel_filters: &[f32], out: &Path) -> Result<()> 
     })
 }
 
-fn write_tmp(file: &WhisperFile, mel_filters: &[f32], tmp: &Path) -> std::io::Result<()> {
+fn write_tmp(
+    file: &WhisperFile,
+    mel_filters: &[f32],
+    quant: Quantize,
+    tmp: &Path,
+) -> std::io::Result<()> {
     let f = File::create(tmp)?;
     let mut w = BufWriter::with_capacity(1 << 20, f);
-    write_to(file, mel_filters, &mut w)?;
+    write_to(file, mel_filters, quant, &mut w)?;
     let f = w.into_inner().map_err(|e| e.into_error())?;
     f.sync_all()
 }
@@ -290,8 +356,13 @@ fn i32_of(v: usize) -> std::io::Result<i32> {
     })
 }
 
-/// The byte stream of [`write`] (inputs already checked).
-fn write_to(file: &WhisperFile, mel_filters: &[f32], w: &mut impl Write) -> std::io::Result<()> {
+/// The byte stream of [`write`] / [`write_quantized`] (inputs already checked).
+fn write_to(
+    file: &WhisperFile,
+    mel_filters: &[f32],
+    quant: Quantize,
+    w: &mut impl Write,
+) -> std::io::Result<()> {
     let hp = &file.hparams;
     w.write_all(&MAGIC.to_le_bytes())?;
     let fields = [
@@ -305,11 +376,17 @@ fn write_to(file: &WhisperFile, mel_filters: &[f32], w: &mut impl Write) -> std:
         hp.n_text_head,
         hp.n_text_layer,
         hp.n_mels,
-        1, // ftype: mostly f16
     ];
     for v in fields {
         w.write_all(&i32_of(v)?.to_le_bytes())?;
     }
+    let ftype = match quant {
+        Some((dtype, _)) => {
+            QNT_VERSION * QNT_VERSION_FACTOR + quantized_ftype(dtype).unwrap_or_default()
+        }
+        None => 1, // mostly f16
+    };
+    w.write_all(&ftype.to_le_bytes())?;
     w.write_all(&i32_of(hp.n_mels)?.to_le_bytes())?;
     w.write_all(&i32_of(mel_filters.len() / hp.n_mels)?.to_le_bytes())?;
     for v in mel_filters {
@@ -323,6 +400,10 @@ fn write_to(file: &WhisperFile, mel_filters: &[f32], w: &mut impl Write) -> std:
     for spec in names::expected(hp) {
         let t = &file.tensors[&spec.name];
         let (target, ne): (DType, Vec<usize>) = match spec.role {
+            Role::Matrix if quant.is_some() => (
+                quant.map_or(DType::F16, |q| q.0),
+                t.shape.iter().rev().copied().collect(),
+            ),
             Role::ConvWeight | Role::Matrix => {
                 (DType::F16, t.shape.iter().rev().copied().collect())
             }
@@ -339,7 +420,12 @@ fn write_to(file: &WhisperFile, mel_filters: &[f32], w: &mut impl Write) -> std:
             w.write_all(&i32_of(d)?.to_le_bytes())?;
         }
         w.write_all(spec.name.as_bytes())?;
-        write_data(t, target, w)?;
+        match quant {
+            Some((dtype, quantize_row)) if target == dtype => {
+                write_quantized_data(t, dtype, quantize_row, w)?
+            }
+            _ => write_data(t, target, w)?,
+        }
     }
     Ok(())
 }
@@ -365,6 +451,43 @@ fn write_data(t: &TensorData, target: DType, w: &mut impl Write) -> std::io::Res
                 .for_each(|&v| buf.extend_from_slice(&v.to_le_bytes())),
         }
         w.write_all(&buf)?;
+    }
+    Ok(())
+}
+
+/// Quantizes a float tensor row by row (rows run along the last, fastest dimension).
+fn write_quantized_data(
+    t: &TensorData,
+    dtype: DType,
+    quantize_row: RowQuantizer,
+    w: &mut impl Write,
+) -> std::io::Result<()> {
+    let bad = |msg: String| std::io::Error::new(std::io::ErrorKind::InvalidData, msg);
+    let n = t.shape.last().copied().unwrap_or(0);
+    let src = t.data.as_bytes();
+    let width = t.dtype.block().1;
+    if n == 0 || t.dtype.nbytes(t.numel()) != Some(src.len()) {
+        return Err(bad(format!(
+            "{:?} tensor {:?} holds {} bytes",
+            t.dtype,
+            t.shape,
+            src.len()
+        )));
+    }
+    let out_bytes = dtype
+        .nbytes(n)
+        .ok_or_else(|| bad(format!("row of {n} values")))?;
+    let (mut row, mut q) = (vec![0f32; n], vec![0u8; out_bytes]);
+    for bytes in src.chunks_exact(n * width) {
+        for (v, c) in row.iter_mut().zip(bytes.chunks_exact(width)) {
+            *v = match t.dtype {
+                DType::F16 => f16::from_le_bytes([c[0], c[1]]).to_f32(),
+                DType::BF16 => half::bf16::from_le_bytes([c[0], c[1]]).to_f32(),
+                _ => f32::from_le_bytes([c[0], c[1], c[2], c[3]]),
+            };
+        }
+        quantize_row(&row, &mut q);
+        w.write_all(&q)?;
     }
     Ok(())
 }

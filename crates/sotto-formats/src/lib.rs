@@ -185,7 +185,7 @@ impl DType {
     /// Bytes of `numel` elements; `None` if that is not a whole number of blocks or overflows.
     pub fn nbytes(self, numel: usize) -> Option<usize> {
         let (per_block, bytes) = self.block();
-        if numel % per_block != 0 {
+        if !numel.is_multiple_of(per_block) {
             return None;
         }
         (numel / per_block).checked_mul(bytes)

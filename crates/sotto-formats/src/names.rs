@@ -212,7 +212,9 @@ pub fn check_hparams(path: &Path, hp: &Hparams) -> Result<()> {
             )));
         }
     }
-    if hp.n_audio_state % hp.n_audio_head != 0 || hp.n_text_state % hp.n_text_head != 0 {
+    if !hp.n_audio_state.is_multiple_of(hp.n_audio_head)
+        || !hp.n_text_state.is_multiple_of(hp.n_text_head)
+    {
         return Err(invalid(format!(
             "head counts ({}, {}) do not divide the widths ({}, {})",
             hp.n_audio_head, hp.n_text_head, hp.n_audio_state, hp.n_text_state

@@ -5,6 +5,7 @@
 //! current 30 s window, the cross-attention K/V computed from it once, and the
 //! self-attention KV cache of the text decoded so far.
 
+mod kv;
 mod session;
 mod weights;
 

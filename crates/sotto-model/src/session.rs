@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use sotto_compute::{CpuBackend, Linear, Mask};
 
+use crate::kv::KvCache;
 use crate::{Block, ModelError, Whisper};
 
 /// Encoder activations, allocated once per session.
@@ -23,7 +24,43 @@ struct EncBuffers {
     mlp: Vec<f32>,
 }
 
-/// One stream: thread pool, encoder output, cross-attention K/V and self-attention cache.
+/// Decoder activations of one step, grown to the largest step seen.
+#[derive(Debug, Default)]
+struct DecBuffers {
+    /// Shape: [m, d] each, m = batch · new tokens.
+    x: Vec<f32>,
+    h: Vec<f32>,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    att: Vec<f32>,
+    /// Shape: [m, 4·d]
+    mlp: Vec<f32>,
+    /// Shape: [rows, d] each: the rows whose logits are asked for.
+    sel: Vec<f32>,
+    normed: Vec<f32>,
+}
+
+impl DecBuffers {
+    fn size(&mut self, m: usize, rows: usize, d: usize) {
+        for b in [
+            &mut self.x,
+            &mut self.h,
+            &mut self.q,
+            &mut self.k,
+            &mut self.v,
+            &mut self.att,
+        ] {
+            b.resize(m * d, 0.0);
+        }
+        self.mlp.resize(m * 4 * d, 0.0);
+        self.sel.resize(rows * d, 0.0);
+        self.normed.resize(rows * d, 0.0);
+    }
+}
+
+/// One stream: thread pool, encoder output, cross-attention K/V and the self-attention
+/// cache of a batch of text sequences (beams or sampled candidates).
 pub struct Session {
     model: Arc<Whisper>,
     be: CpuBackend,
@@ -33,11 +70,10 @@ pub struct Session {
     encoded: bool,
     /// Per decoder layer, Shape: [n_audio_ctx, n_text_state].
     cross_k: Vec<Vec<f32>>,
+    /// Shared by every sequence of the batch.
     cross_v: Vec<Vec<f32>>,
-    /// Per decoder layer, Shape: [n_text_ctx, n_text_state]; rows `..text_len` are valid.
-    self_k: Vec<Vec<f32>>,
-    self_v: Vec<Vec<f32>>,
-    text_len: usize,
+    kv: KvCache,
+    dec: DecBuffers,
 }
 
 impl std::fmt::Debug for Session {
@@ -45,7 +81,8 @@ impl std::fmt::Debug for Session {
         f.debug_struct("Session")
             .field("threads", &self.be.threads())
             .field("encoded", &self.encoded)
-            .field("text_len", &self.text_len)
+            .field("batch", &self.kv.batch())
+            .field("text_len", &self.kv.len())
             .finish()
     }
 }
@@ -85,9 +122,8 @@ impl Session {
             encoded: false,
             cross_k: layer(ctx * dt),
             cross_v: layer(ctx * dt),
-            self_k: layer(h.n_text_ctx * dt),
-            self_v: layer(h.n_text_ctx * dt),
-            text_len: 0,
+            kv: KvCache::new(h.n_text_layer, h.n_text_ctx, dt),
+            dec: DecBuffers::default(),
             model,
         })
     }
@@ -114,7 +150,7 @@ impl Session {
             ));
         }
         self.encoded = false;
-        self.text_len = 0;
+        self.kv.clear();
         let (model, be, b) = (&*self.model, &self.be, &mut self.enc);
         let enc = &model.encoder;
         let (ctx, d) = (h.n_audio_ctx, h.n_audio_state);
@@ -165,137 +201,227 @@ impl Session {
         &self.enc_out
     }
 
-    /// Starts a new text sequence (clears the self-attention cache; keeps audio and cross K/V).
+    /// Starts a new text sequence (clears the self-attention cache; keeps audio and cross K/V):
+    /// the batch is one empty sequence.
     pub fn reset_text(&mut self) {
-        self.text_len = 0;
+        self.kv.clear();
     }
 
-    /// Tokens decoded so far in the current text sequence.
+    /// Tokens decoded so far in each sequence of the batch.
     pub fn text_len(&self) -> usize {
-        self.text_len
+        self.kv.len()
     }
 
-    /// Appends `tokens` at positions `text_len..` and writes the logits of the requested
-    /// rows (indices into `tokens`) into `logits`.
+    /// Sequences in the batch.
+    pub fn batch(&self) -> usize {
+        self.kv.batch()
+    }
+
+    /// Appends `tokens` at positions `text_len..` of the single sequence (a batch of one) and
+    /// writes the logits of the requested rows (indices into `tokens`) into `logits`.
     ///
-    /// `logits` Shape: [rows.len(), n_vocab]. Errors when the sequence would pass
-    /// n_text_ctx, a token or row is out of range, or [`Session::encode`] was not called;
-    /// the session is unchanged then.
+    /// `logits` Shape: [rows.len(), n_vocab]. Errors when the batch is not one, the sequence
+    /// would pass n_text_ctx, a token or row is out of range, or [`Session::encode`] was not
+    /// called; the session is unchanged then.
     pub fn decode(
         &mut self,
         tokens: &[u32],
         rows: &[usize],
         logits: &mut [f32],
     ) -> Result<(), ModelError> {
-        let h = *self.model.hparams();
-        self.check_decode(tokens, rows, logits)?;
-        let (model, be) = (&*self.model, &self.be);
-        let dec = &model.decoder;
-        let (n, d, pos0) = (tokens.len(), h.n_text_state, self.text_len);
-        let mut x = vec![0.0f32; n * d];
-        for (i, (&tok, row)) in tokens.iter().zip(x.chunks_exact_mut(d)).enumerate() {
-            dec.token_embedding.weight.read_f32(tok as usize * d, row);
-            let p = &dec.pos[(pos0 + i) * d..(pos0 + i + 1) * d];
-            row.iter_mut().zip(p).for_each(|(a, b)| *a += b);
+        if self.kv.batch() != 1 {
+            return Err(input_err(
+                "decode",
+                format!("needs a batch of one, not {}", self.kv.batch()),
+            ));
         }
-        let (mut hb, mut q, mut att) = (
-            vec![0.0f32; n * d],
-            vec![0.0f32; n * d],
-            vec![0.0f32; n * d],
-        );
-        let mut mlp_buf = vec![0.0f32; n * 4 * d];
-        let end = (pos0 + n) * d;
+        self.check_decode("decode", tokens, tokens.len(), rows, logits)?;
+        self.forward(tokens, 1, rows, logits)
+    }
+
+    /// Appends `tokens.len() / batch` tokens to each of the `batch` sequences in one decoder
+    /// pass (every weight read once for all rows) and writes each sequence's last-row logits.
+    ///
+    /// `tokens` Shape: [batch, n_new]; `logits` Shape: [batch, n_vocab]. `batch` must be
+    /// [`Session::batch`]. Errors leave the session unchanged.
+    pub fn decode_batch(
+        &mut self,
+        tokens: &[u32],
+        batch: usize,
+        logits: &mut [f32],
+    ) -> Result<(), ModelError> {
+        if batch != self.kv.batch() || batch == 0 || !tokens.len().is_multiple_of(batch) {
+            return Err(input_err(
+                "decode_batch",
+                format!(
+                    "{} tokens for a batch of {batch}; the session holds {} sequences",
+                    tokens.len(),
+                    self.kv.batch()
+                ),
+            ));
+        }
+        let n_new = tokens.len() / batch;
+        let rows: Vec<usize> = (1..=batch).map(|b| b * n_new - 1).collect();
+        self.check_decode("decode_batch", tokens, n_new, &rows, logits)?;
+        self.forward(tokens, batch, &rows, logits)
+    }
+
+    /// Rebuilds the batch: new sequence `i` is current sequence `src[i]` (its cache rows are
+    /// copied; the cache grows when `src` is longer than any batch before). Broadcasts the
+    /// prompt to the beams (`[0; beam_size]`), follows beam origins, drops finished samples.
+    pub fn reorder(&mut self, src: &[usize]) -> Result<(), ModelError> {
+        let batch = self.kv.batch();
+        if src.is_empty() || src.iter().any(|&s| s >= batch) {
+            return Err(input_err(
+                "reorder",
+                format!("sources {src:?} for a batch of {batch}"),
+            ));
+        }
+        self.kv.reorder(src);
+        Ok(())
+    }
+
+    /// Word alignment: runs the decoder over the whole sequence `tokens` (start sequence,
+    /// `<|notimestamps|>`, text, `<|endoftext|>`) from position 0 against the current window,
+    /// as one causal pass with its own scratch keys and values: the batch and the
+    /// self-attention cache of any decoding in progress are left as they were.
+    ///
+    /// Returns the cross-attention scores of the requested `(layer, head)` pairs before the
+    /// softmax (`q·k / sqrt(d_head)`). Shape: [heads.len(), tokens.len(), n_audio_ctx].
+    /// Writes the logits of `rows` (indices into `tokens`). `logits` Shape: [rows.len(), n_vocab].
+    pub fn align(
+        &mut self,
+        tokens: &[u32],
+        heads: &[(usize, usize)],
+        rows: &[usize],
+        logits: &mut [f32],
+    ) -> Result<Vec<f32>, ModelError> {
+        let h = *self.model.hparams();
+        if let Some(&(l, hd)) = heads
+            .iter()
+            .find(|&&(l, hd)| l >= h.n_text_layer || hd >= h.n_text_head)
+        {
+            return Err(input_err(
+                "align",
+                format!(
+                    "head ({l}, {hd}) is outside {} layers × {} heads",
+                    h.n_text_layer, h.n_text_head
+                ),
+            ));
+        }
+        if tokens.len() > h.n_text_ctx {
+            return Err(input_err(
+                "align",
+                format!("{} tokens exceed n_text_ctx {}", tokens.len(), h.n_text_ctx),
+            ));
+        }
+        self.check_decode("align", tokens, 0, rows, logits)?;
+        let (model, be, b) = (&*self.model, &self.be, &mut self.dec);
+        let dec = &model.decoder;
+        let (m, d, ctx) = (tokens.len(), h.n_text_state, h.n_audio_ctx);
+        b.size(m, rows.len(), d);
+        for (i, (&tok, row)) in tokens.iter().zip(b.x.chunks_exact_mut(d)).enumerate() {
+            dec.token_embedding.weight.read_f32(tok as usize * d, row);
+            row.iter_mut()
+                .zip(&dec.pos[i * d..(i + 1) * d])
+                .for_each(|(a, p)| *a += p);
+        }
+        let mut scores = vec![0f32; heads.len() * m * ctx];
         for (l, blk) in dec.blocks.iter().enumerate() {
-            be.layer_norm(&x, &blk.attn_ln, &mut hb)?;
-            be.linear(&hb, n, &blk.attn.query, &mut q)?;
-            be.linear(&hb, n, &blk.attn.key, &mut self.self_k[l][pos0 * d..end])?;
-            be.linear(&hb, n, &blk.attn.value, &mut self.self_v[l][pos0 * d..end])?;
-            let (k, v) = (&self.self_k[l][..end], &self.self_v[l][..end]);
+            be.layer_norm(&b.x, &blk.attn_ln, &mut b.h)?;
+            be.linear(&b.h, m, &blk.attn.query, &mut b.q)?;
+            be.linear(&b.h, m, &blk.attn.key, &mut b.k)?;
+            be.linear(&b.h, m, &blk.attn.value, &mut b.v)?;
             be.attention(
-                &q,
-                n,
-                k,
-                v,
-                pos0 + n,
+                &b.q,
+                m,
+                &b.k,
+                &b.v,
+                m,
                 h.n_text_head,
-                Mask::Causal { q_pos0: pos0 },
-                &mut att,
+                Mask::Causal { q_pos0: 0 },
+                &mut b.att,
             )?;
-            be.linear(&att, n, &blk.attn.out, &mut hb)?;
-            be.add(&mut x, &hb)?;
+            be.linear(&b.att, m, &blk.attn.out, &mut b.h)?;
+            be.add(&mut b.x, &b.h)?;
 
             let (cross_ln, cross) = blk
                 .cross
                 .as_ref()
                 .expect("decoder blocks have cross-attention");
-            be.layer_norm(&x, cross_ln, &mut hb)?;
-            be.linear(&hb, n, &cross.query, &mut q)?;
-            let (k, v) = (&self.cross_k[l], &self.cross_v[l]);
+            be.layer_norm(&b.x, cross_ln, &mut b.h)?;
+            be.linear(&b.h, m, &cross.query, &mut b.q)?;
+            for (slot, &(_, head)) in heads.iter().enumerate().filter(|(_, hh)| hh.0 == l) {
+                cross_scores(
+                    &b.q,
+                    &self.cross_k[l],
+                    d,
+                    head,
+                    h.n_text_head,
+                    &mut scores[slot * m * ctx..(slot + 1) * m * ctx],
+                );
+            }
             be.attention(
-                &q,
-                n,
-                k,
-                v,
-                h.n_audio_ctx,
+                &b.q,
+                m,
+                &self.cross_k[l],
+                &self.cross_v[l],
+                ctx,
                 h.n_text_head,
                 Mask::None,
-                &mut att,
+                &mut b.att,
             )?;
-            be.linear(&att, n, &cross.out, &mut hb)?;
-            be.add(&mut x, &hb)?;
+            be.linear(&b.att, m, &cross.out, &mut b.h)?;
+            be.add(&mut b.x, &b.h)?;
 
-            mlp(be, blk, n, &mut x, &mut hb, &mut mlp_buf)?;
+            mlp(be, blk, m, &mut b.x, &mut b.h, &mut b.mlp)?;
         }
-        self.text_len = pos0 + n;
-        let sel: Vec<f32> = rows
-            .iter()
-            .flat_map(|&r| x[r * d..(r + 1) * d].iter().copied())
-            .collect();
-        let mut normed = vec![0.0f32; sel.len()];
-        be.layer_norm(&sel, &dec.ln, &mut normed)?;
-        be.linear(&normed, rows.len(), &dec.token_embedding, logits)?;
-        Ok(())
+        for (&r, out) in rows.iter().zip(b.sel.chunks_exact_mut(d)) {
+            out.copy_from_slice(&b.x[r * d..(r + 1) * d]);
+        }
+        be.layer_norm(&b.sel, &dec.ln, &mut b.normed)?;
+        be.linear(&b.normed, rows.len(), &dec.token_embedding, logits)?;
+        Ok(scores)
     }
 
+    /// Checks a step of `n_new` tokens per sequence, `tokens` for the whole batch.
     fn check_decode(
         &self,
+        op: &'static str,
         tokens: &[u32],
+        n_new: usize,
         rows: &[usize],
         logits: &[f32],
     ) -> Result<(), ModelError> {
         let h = self.model.hparams();
         if !self.encoded {
-            return Err(input_err("decode", "no audio: call encode first"));
+            return Err(input_err(op, "no audio: call encode first"));
         }
         if tokens.is_empty() {
-            return Err(input_err("decode", "no tokens"));
+            return Err(input_err(op, "no tokens"));
         }
-        if self.text_len + tokens.len() > h.n_text_ctx {
+        let len = self.kv.len();
+        if len + n_new > h.n_text_ctx {
             return Err(input_err(
-                "decode",
-                format!(
-                    "{} + {} tokens exceed n_text_ctx {}",
-                    self.text_len,
-                    tokens.len(),
-                    h.n_text_ctx
-                ),
+                op,
+                format!("{len} + {n_new} tokens exceed n_text_ctx {}", h.n_text_ctx),
             ));
         }
         if let Some(t) = tokens.iter().find(|&&t| t as usize >= h.n_vocab) {
             return Err(input_err(
-                "decode",
+                op,
                 format!("token {t} is not below n_vocab {}", h.n_vocab),
             ));
         }
         if let Some(r) = rows.iter().find(|&&r| r >= tokens.len()) {
             return Err(input_err(
-                "decode",
+                op,
                 format!("row {r} is not below the {} tokens given", tokens.len()),
             ));
         }
         if logits.len() != rows.len() * h.n_vocab {
             return Err(input_err(
-                "decode",
+                op,
                 format!(
                     "logits has {} values, expected {}×{}",
                     logits.len(),
@@ -305,6 +431,96 @@ impl Session {
             ));
         }
         Ok(())
+    }
+
+    /// The decoder over `batch` sequences of `tokens.len() / batch` new tokens each; `rows`
+    /// index the flattened [batch · n_new] rows whose logits are written. Inputs checked.
+    fn forward(
+        &mut self,
+        tokens: &[u32],
+        batch: usize,
+        rows: &[usize],
+        logits: &mut [f32],
+    ) -> Result<(), ModelError> {
+        let h = *self.model.hparams();
+        let (model, be, b, kv) = (&*self.model, &self.be, &mut self.dec, &mut self.kv);
+        let dec = &model.decoder;
+        let (m, d, pos0) = (tokens.len(), h.n_text_state, kv.len());
+        let n_new = m / batch;
+        b.size(m, rows.len(), d);
+        for (i, (&tok, row)) in tokens.iter().zip(b.x.chunks_exact_mut(d)).enumerate() {
+            dec.token_embedding.weight.read_f32(tok as usize * d, row);
+            let p = &dec.pos[(pos0 + i % n_new) * d..][..d];
+            row.iter_mut().zip(p).for_each(|(a, b)| *a += b);
+        }
+        let (stride, end) = (kv.stride(), (pos0 + n_new) * d);
+        for (l, blk) in dec.blocks.iter().enumerate() {
+            be.layer_norm(&b.x, &blk.attn_ln, &mut b.h)?;
+            be.linear(&b.h, m, &blk.attn.query, &mut b.q)?;
+            be.linear(&b.h, m, &blk.attn.key, &mut b.k)?;
+            be.linear(&b.h, m, &blk.attn.value, &mut b.v)?;
+            for s in 0..batch {
+                let (new, cache) = (s * n_new * d..(s + 1) * n_new * d, s * stride);
+                kv.k[l][cache + pos0 * d..cache + end].copy_from_slice(&b.k[new.clone()]);
+                kv.v[l][cache + pos0 * d..cache + end].copy_from_slice(&b.v[new.clone()]);
+                be.attention(
+                    &b.q[new.clone()],
+                    n_new,
+                    &kv.k[l][cache..cache + end],
+                    &kv.v[l][cache..cache + end],
+                    pos0 + n_new,
+                    h.n_text_head,
+                    Mask::Causal { q_pos0: pos0 },
+                    &mut b.att[new],
+                )?;
+            }
+            be.linear(&b.att, m, &blk.attn.out, &mut b.h)?;
+            be.add(&mut b.x, &b.h)?;
+
+            let (cross_ln, cross) = blk
+                .cross
+                .as_ref()
+                .expect("decoder blocks have cross-attention");
+            be.layer_norm(&b.x, cross_ln, &mut b.h)?;
+            be.linear(&b.h, m, &cross.query, &mut b.q)?;
+            // Every row attends to the same audio: one call for the whole batch.
+            be.attention(
+                &b.q,
+                m,
+                &self.cross_k[l],
+                &self.cross_v[l],
+                h.n_audio_ctx,
+                h.n_text_head,
+                Mask::None,
+                &mut b.att,
+            )?;
+            be.linear(&b.att, m, &cross.out, &mut b.h)?;
+            be.add(&mut b.x, &b.h)?;
+
+            mlp(be, blk, m, &mut b.x, &mut b.h, &mut b.mlp)?;
+        }
+        kv.advance(n_new);
+        for (&r, out) in rows.iter().zip(b.sel.chunks_exact_mut(d)) {
+            out.copy_from_slice(&b.x[r * d..(r + 1) * d]);
+        }
+        be.layer_norm(&b.sel, &dec.ln, &mut b.normed)?;
+        be.linear(&b.normed, rows.len(), &dec.token_embedding, logits)?;
+        Ok(())
+    }
+}
+
+/// One head's attention scores before the softmax: `q_i · k_j / sqrt(d_head)`.
+/// `q` Shape: [m, d]; `k` Shape: [n_audio_ctx, d]; `out` Shape: [m, n_audio_ctx].
+fn cross_scores(q: &[f32], k: &[f32], d: usize, head: usize, n_head: usize, out: &mut [f32]) {
+    let dh = d / n_head;
+    let scale = 1.0 / (dh as f32).sqrt();
+    let ctx = k.len() / d;
+    for (qi, row) in q.chunks_exact(d).zip(out.chunks_exact_mut(ctx)) {
+        let qh = &qi[head * dh..(head + 1) * dh];
+        for (kj, o) in k.chunks_exact(d).zip(row.iter_mut()) {
+            let kh = &kj[head * dh..(head + 1) * dh];
+            *o = qh.iter().zip(kh).map(|(a, b)| a * b).sum::<f32>() * scale;
+        }
     }
 }
 
@@ -331,7 +547,10 @@ fn linear_gelu(
     w: &Linear,
     out: &mut [f32],
 ) -> Result<(), ModelError> {
-    be.linear(x, m, w, out)?;
-    be.gelu(out);
+    be.linear_gelu(x, m, w, out)?;
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "batch_tests.rs"]
+mod tests;

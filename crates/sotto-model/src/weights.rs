@@ -1,18 +1,44 @@
 //! Building [`Whisper`] from a [`WhisperFile`]'s canonical (whisper.cpp-named) tensors.
 
 use half::f16;
-use sotto_compute::{Linear, Norm, Weight};
+use sotto_compute::{Linear, Norm, QuantType, Weight};
 use sotto_formats::{DType, Hparams, TensorData, WhisperFile};
 
 use crate::{Attention, Block, Decoder, Encoder, ModelError, Whisper};
 
 const LN_EPS: f32 = 1e-5;
 
+/// Widen f16 encoder weights to f32 at load while the encoder has at most this many
+/// parameters (tiny … small): its products are all 1500-row gemms, which then skip a
+/// per-call conversion, at twice the memory for those weights.
+const WIDEN_MAX_PARAMS: usize = 100_000_000;
+
 struct Loader<'a> {
     f: &'a WhisperFile,
+    /// Whether encoder-only weights (encoder blocks, convs, cross-attention K/V) go to f32.
+    widen: bool,
+}
+
+fn quant_type(d: DType) -> Option<QuantType> {
+    Some(match d {
+        DType::Q4_0 => QuantType::Q4_0,
+        DType::Q4_1 => QuantType::Q4_1,
+        DType::Q5_0 => QuantType::Q5_0,
+        DType::Q5_1 => QuantType::Q5_1,
+        DType::Q8_0 => QuantType::Q8_0,
+        _ => return None,
+    })
 }
 
 impl<'a> Loader<'a> {
+    /// Weights under `prefix` that only ever multiply the 1500 encoder rows.
+    fn widen_prefix(&self, prefix: &str) -> bool {
+        self.widen
+            && (prefix.starts_with("encoder.")
+                || prefix.ends_with("cross_attn.key")
+                || prefix.ends_with("cross_attn.value"))
+    }
+
     fn err(&self, name: &str, msg: impl Into<String>) -> ModelError {
         ModelError::Tensor {
             path: self.f.path.clone(),
@@ -47,15 +73,21 @@ impl<'a> Loader<'a> {
         t.to_f32().map_err(|e| self.err(name, e))
     }
 
-    /// A 2-D (or conv) weight, kept f16 when stored f16; bf16 is widened to f32.
-    fn weight(&self, name: &str, shape: &[usize]) -> Result<Weight, ModelError> {
+    /// A 2-D (or conv) weight, kept f16 when stored f16 (widened to f32 when `widen`, for
+    /// weights only ever used in large matrix products); bf16 is widened to f32; ggml block
+    /// types stay quantized.
+    fn weight(&self, name: &str, shape: &[usize], widen: bool) -> Result<Weight, ModelError> {
         let t = self.get(name, shape)?;
         let bytes = t.data.as_bytes();
+        let (n_out, n_in) = (shape[0], shape[1..].iter().product::<usize>());
         let size = match t.dtype {
             DType::F32 => 4,
             DType::F16 => 2,
             DType::BF16 => return Ok(Weight::F32(t.to_f32().map_err(|e| self.err(name, e))?)),
-            other => return Err(self.err(name, format!("unsupported type {other:?}"))),
+            other => match quant_type(other) {
+                Some(qt) => return self.quant(name, qt, bytes, n_out, n_in),
+                None => return Err(self.err(name, format!("unsupported type {other:?}"))),
+            },
         };
         if bytes.len() != t.numel() * size {
             return Err(self.err(
@@ -64,6 +96,12 @@ impl<'a> Loader<'a> {
             ));
         }
         Ok(match t.dtype {
+            DType::F16 if widen => Weight::F32(
+                bytes
+                    .chunks_exact(2)
+                    .map(|c| f16::from_le_bytes([c[0], c[1]]).to_f32())
+                    .collect(),
+            ),
             DType::F16 => Weight::F16(
                 bytes
                     .chunks_exact(2)
@@ -79,6 +117,39 @@ impl<'a> Loader<'a> {
         })
     }
 
+    /// A block-quantized weight: rows must be whole blocks and the byte count exact.
+    fn quant(
+        &self,
+        name: &str,
+        t: QuantType,
+        bytes: &[u8],
+        n_out: usize,
+        n_in: usize,
+    ) -> Result<Weight, ModelError> {
+        if !n_in.is_multiple_of(QuantType::BLOCK) {
+            return Err(self.err(
+                name,
+                format!("{t} rows of {n_in} values are not whole blocks of 32"),
+            ));
+        }
+        let want = n_out * t.row_bytes(n_in);
+        if bytes.len() != want {
+            return Err(self.err(
+                name,
+                format!(
+                    "{} bytes for a {t} [{n_out}, {n_in}] tensor, expected {want}",
+                    bytes.len()
+                ),
+            ));
+        }
+        Ok(Weight::Quant {
+            t,
+            data: bytes.to_vec(),
+            n_out,
+            n_in,
+        })
+    }
+
     fn linear(
         &self,
         prefix: &str,
@@ -87,7 +158,7 @@ impl<'a> Loader<'a> {
         bias: bool,
     ) -> Result<Linear, ModelError> {
         let wname = format!("{prefix}.weight");
-        let weight = self.weight(&wname, &[n_out, n_in])?;
+        let weight = self.weight(&wname, &[n_out, n_in], self.widen_prefix(prefix))?;
         let bias = if bias {
             Some(self.vector(&format!("{prefix}.bias"), n_out)?)
         } else {
@@ -134,7 +205,7 @@ impl<'a> Loader<'a> {
 
     fn conv(&self, prefix: &str, d: usize, c_in: usize) -> Result<Linear, ModelError> {
         let wname = format!("{prefix}.weight");
-        let weight = self.weight(&wname, &[d, c_in, 3])?;
+        let weight = self.weight(&wname, &[d, c_in, 3], self.widen)?;
         let bias = self.vector(&format!("{prefix}.bias"), d)?;
         Linear::new(weight, Some(bias), d, c_in * 3).map_err(|e| self.err(&wname, e.to_string()))
     }
@@ -154,7 +225,9 @@ fn check_hparams(f: &WhisperFile) -> Result<(), ModelError> {
     .any(|&v| v == 0)
     {
         Some(format!("a dimension is zero: {h:?}"))
-    } else if h.n_audio_state % h.n_audio_head != 0 || h.n_text_state % h.n_text_head != 0 {
+    } else if !h.n_audio_state.is_multiple_of(h.n_audio_head)
+        || !h.n_text_state.is_multiple_of(h.n_text_head)
+    {
         Some(format!("state is not a multiple of the head count: {h:?}"))
     } else {
         None
@@ -171,7 +244,11 @@ fn check_hparams(f: &WhisperFile) -> Result<(), ModelError> {
 pub(crate) fn build(f: &WhisperFile) -> Result<Whisper, ModelError> {
     check_hparams(f)?;
     let h: Hparams = f.hparams;
-    let l = Loader { f };
+    let enc_params = h.n_audio_layer * 12 * h.n_audio_state * h.n_audio_state;
+    let l = Loader {
+        f,
+        widen: enc_params <= WIDEN_MAX_PARAMS,
+    };
     let (da, dt) = (h.n_audio_state, h.n_text_state);
     let encoder = Encoder {
         conv1: l.conv("encoder.conv1", da, h.n_mels)?,

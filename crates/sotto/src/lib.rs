@@ -20,9 +20,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use sotto_audio as audio;
-pub use sotto_decode::{Segment, Task, Tokenizer, TranscribeOptions, Transcript};
+pub use sotto_decode::{
+    LanguageDetection, Segment, Task, Tokenizer, TranscribeOptions, Transcript, Word,
+    APPEND_PUNCTUATIONS, PREPEND_PUNCTUATIONS,
+};
 pub use sotto_formats as formats;
 pub use sotto_hub as hub;
+pub use sotto_isa::isa;
+pub use sotto_model as model;
 
 /// Everything that can go wrong, by layer. Each message names the input and the problem.
 #[derive(Debug, thiserror::Error)]
@@ -133,6 +138,29 @@ impl Model {
     pub fn is_multilingual(&self) -> bool {
         self.inner.tokenizer.is_multilingual()
     }
+
+    /// The decoder's (layer, head) cross-attention pairs that follow word timing: from the
+    /// model's `config.json` when it lists them, else openai-whisper's set for the model's
+    /// size, else every head of the second half of the decoder layers.
+    pub fn alignment_heads(&self) -> Vec<(usize, usize)> {
+        if let Some(heads) = &self.inner.config.alignment_heads {
+            return heads.clone();
+        }
+        let hp = &self.inner.hparams;
+        let hint = self
+            .inner
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        sotto_decode::default_alignment_heads(
+            hp.n_text_layer,
+            hp.n_text_head,
+            hp.n_mels,
+            self.is_multilingual(),
+            &hint,
+        )
+    }
 }
 
 /// Where the time of one transcription went.
@@ -155,6 +183,12 @@ pub struct Session {
 impl Session {
     pub fn model(&self) -> &Model {
         &self.model
+    }
+
+    /// The model's own per-stream state, for benchmarks and tools that drive the
+    /// encoder and decoder directly.
+    pub fn model_session(&mut self) -> &mut sotto_model::Session {
+        &mut self.inner
     }
 
     /// Transcribes 16 kHz mono samples. `on_segment` sees each segment as it is
@@ -194,6 +228,9 @@ impl Session {
         } else if opts.language.as_deref() == Some("auto") {
             opts.language = None;
         }
+        if opts.word_timestamps && opts.alignment_heads.is_none() {
+            opts.alignment_heads = Some(self.model.alignment_heads());
+        }
         let hp = *self.model.hparams();
         let mut timings = Timings::default();
         let t = Instant::now();
@@ -219,6 +256,40 @@ impl Session {
         )?;
         timings.total = start.elapsed();
         Ok((transcript, timings))
+    }
+}
+
+impl Session {
+    /// Detects the spoken language of the first 30 s of 16 kHz mono samples, as
+    /// faster-whisper does: every language's probability, most likely first.
+    pub fn detect_language(&mut self, samples: &[f32]) -> Result<LanguageDetection> {
+        if samples.is_empty() {
+            return Err(Error::Invalid("the audio contains no samples".into()));
+        }
+        if !self.model.is_multilingual() {
+            return Err(Error::Invalid(format!(
+                "{} is an English-only model; it cannot detect languages",
+                self.model.path().display()
+            )));
+        }
+        let hp = *self.model.hparams();
+        let mel = sotto_audio::log_mel_spectrogram(samples, hp.n_mels, sotto_audio::HOP_LENGTH);
+        let view = sotto_decode::MelView {
+            data: &mel.data,
+            n_mels: mel.n_mels,
+            n_frames: mel.n_frames,
+        };
+        let mut timings = Timings::default();
+        let mut inference = TimedInference {
+            n_vocab: hp.n_vocab,
+            session: &mut self.inner,
+            timings: &mut timings,
+        };
+        Ok(sotto_decode::detect_language(
+            &mut inference,
+            &self.model.inner.tokenizer,
+            &view,
+        )?)
     }
 }
 
@@ -258,5 +329,39 @@ impl sotto_decode::Inference for TimedInference<'_> {
         self.timings.decode += t.elapsed();
         self.timings.decode_calls += 1;
         Ok(())
+    }
+
+    fn decode_batch(
+        &mut self,
+        tokens: &[u32],
+        batch: usize,
+        logits: &mut [f32],
+    ) -> Result<(), sotto_decode::BoxError> {
+        let t = Instant::now();
+        self.session.decode_batch(tokens, batch, logits)?;
+        self.timings.decode += t.elapsed();
+        self.timings.decode_calls += 1;
+        Ok(())
+    }
+
+    fn reorder(&mut self, src: &[usize]) -> Result<(), sotto_decode::BoxError> {
+        let t = Instant::now();
+        self.session.reorder(src)?;
+        self.timings.decode += t.elapsed();
+        Ok(())
+    }
+
+    fn align(
+        &mut self,
+        tokens: &[u32],
+        heads: &[(usize, usize)],
+        rows: &[usize],
+        logits: &mut [f32],
+    ) -> Result<Vec<f32>, sotto_decode::BoxError> {
+        let t = Instant::now();
+        let scores = self.session.align(tokens, heads, rows, logits)?;
+        self.timings.decode += t.elapsed();
+        self.timings.decode_calls += 1;
+        Ok(scores)
     }
 }

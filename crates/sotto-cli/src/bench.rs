@@ -1,0 +1,188 @@
+//! `sotto bench`: the figures that matter for speed, measured the same way everywhere.
+//!
+//! Mel per 30 s, encoder per 30 s window, decoder per token (one sequence, and a batch
+//! of beams where the model supports it), the end-to-end real-time factor on a file,
+//! and the process's peak RSS. Each figure is the median of `--runs` repetitions after
+//! one warm-up.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use sotto::{Model, TranscribeOptions};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Model name or path.
+    #[arg(short, long, default_value = "tiny.en", value_name = "NAME|PATH")]
+    model: String,
+
+    /// Worker threads [default: all cores].
+    #[arg(short, long)]
+    threads: Option<usize>,
+
+    /// Repetitions per figure (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
+
+    /// Decoder steps timed per repetition.
+    #[arg(long, default_value_t = 64)]
+    tokens: usize,
+
+    /// Also transcribe this file end to end (default options) for the real-time factor.
+    #[arg(long, value_name = "AUDIO")]
+    file: Option<PathBuf>,
+}
+
+fn median(mut xs: Vec<Duration>) -> Duration {
+    xs.sort();
+    xs[xs.len() / 2]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// Runs `f` once to warm up, then `runs` times; the median duration.
+fn measure(
+    runs: usize,
+    mut f: impl FnMut() -> anyhow::Result<Duration>,
+) -> anyhow::Result<Duration> {
+    f()?;
+    let mut times = Vec::with_capacity(runs);
+    for _ in 0..runs.max(1) {
+        times.push(f()?);
+    }
+    Ok(median(times))
+}
+
+/// Peak resident set size of this process, from /proc (Linux); `None` elsewhere.
+fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+/// A deterministic 30 s test signal: a chirp with a little noise, so the mel is not flat.
+fn test_signal() -> Vec<f32> {
+    let n = sotto::audio::N_SAMPLES;
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    (0..n)
+        .map(|i| {
+            let t = i as f32 / sotto::audio::SAMPLE_RATE as f32;
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let noise = (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+            0.3 * (2.0 * std::f32::consts::PI * (200.0 + 40.0 * t) * t).sin() + 0.01 * noise
+        })
+        .collect()
+}
+
+pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
+    let threads = args.threads.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
+    let t = Instant::now();
+    let model = Model::load_named(&args.model, hub, &mut crate::progress::Download::new())?;
+    let load = t.elapsed();
+    let mut session = model.session(threads)?;
+    let hp = *model.hparams();
+    println!(
+        "model {} ({} layers, d {}), {threads} threads, ISA {}, median of {} runs",
+        args.model,
+        hp.n_audio_layer,
+        hp.n_audio_state,
+        sotto::isa().name(),
+        args.runs
+    );
+    println!("load              {:9.1} ms", ms(load));
+
+    let signal = test_signal();
+    let mut mel = sotto::audio::log_mel_spectrogram(&signal, hp.n_mels, 0);
+    let mel_time = measure(args.runs, || {
+        let t = Instant::now();
+        mel = sotto::audio::log_mel_spectrogram(&signal, hp.n_mels, 0);
+        Ok(t.elapsed())
+    })?;
+    println!("mel / 30 s        {:9.1} ms", ms(mel_time));
+
+    let frames = sotto::audio::N_FRAMES;
+    let window: Vec<f32> = (0..hp.n_mels)
+        .flat_map(|m| {
+            let row = &mel.data[m * mel.n_frames..(m + 1) * mel.n_frames];
+            (0..frames).map(move |f| row.get(f).copied().unwrap_or(0.0))
+        })
+        .collect();
+    let raw = session.model_session();
+    let encode = measure(args.runs, || {
+        let t = Instant::now();
+        raw.encode(&window)?;
+        Ok(t.elapsed())
+    })?;
+    println!("encoder / window  {:9.1} ms", ms(encode));
+
+    // Decoder: a prompt, then one token per step; only the last row's logits.
+    let tok = model.tokenizer();
+    let prompt = [tok.sot()];
+    let steps = args.tokens.min(hp.n_text_ctx / 2);
+    let mut logits = vec![0f32; hp.n_vocab];
+    let per_token = measure(args.runs, || {
+        raw.reset_text();
+        raw.decode(&prompt, &[0], &mut logits)?;
+        let t = Instant::now();
+        for i in 0..steps {
+            // Ordinary text tokens; their values do not change the cost.
+            let token = 400 + i as u32;
+            raw.decode(&[token], &[0], &mut logits)?;
+        }
+        Ok(t.elapsed() / steps as u32)
+    })?;
+    println!("decoder / token   {:9.2} ms  (batch 1)", ms(per_token));
+
+    // Five beams: the prompt once, broadcast, then one token per beam per step.
+    let beams = 5;
+    let tokens: Vec<u32> = (0..beams as u32).map(|b| 400 + b).collect();
+    let mut batch_logits = vec![0f32; beams * hp.n_vocab];
+    let per_step = measure(args.runs, || {
+        raw.reset_text();
+        raw.decode(&prompt, &[0], &mut logits)?;
+        raw.reorder(&[0; 5])?;
+        let t = Instant::now();
+        for _ in 0..steps {
+            raw.decode_batch(&tokens, beams, &mut batch_logits)?;
+        }
+        Ok(t.elapsed() / steps as u32)
+    })?;
+    println!(
+        "decoder / step    {:9.2} ms  (batch {beams}: {:.2} ms per beam-token)",
+        ms(per_step),
+        ms(per_step) / beams as f64
+    );
+
+    if let Some(file) = &args.file {
+        let audio = sotto::audio::load_16k_mono(&file.to_string_lossy())?;
+        let duration = audio.len() as f64 / sotto::audio::SAMPLE_RATE as f64;
+        let t = Instant::now();
+        let (transcript, timings) =
+            session.transcribe_timed(&audio, &TranscribeOptions::default(), &mut |_| true)?;
+        let wall = t.elapsed();
+        println!(
+            "end to end        {:9.1} ms  for {:.1} s of audio: RTF {:.3} ({} segments, encode {:.0} ms in {} windows, decode {:.0} ms)",
+            ms(wall),
+            duration,
+            wall.as_secs_f64() / duration,
+            transcript.segments.len(),
+            ms(timings.encode),
+            timings.windows,
+            ms(timings.decode)
+        );
+    }
+    if let Some(rss) = peak_rss_mib() {
+        println!("peak RSS          {rss:9.1} MiB");
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,107 @@
+//! Kernel and op benchmarks at Whisper tiny/base sizes, per ISA path.
+//!
+//! `cargo bench -p sotto-compute --bench kernels` (on a quiet machine).
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use rayon::prelude::*;
+use sotto_compute::kernels::{self, WRows};
+use sotto_compute::{f16, CpuBackend, Linear, Mask, Weight};
+
+fn vals(n: usize, seed: u32) -> Vec<f32> {
+    (0..n)
+        .map(|i| {
+            ((i as u32).wrapping_mul(2654435761).wrapping_add(seed) >> 8) as f32 / (1 << 24) as f32
+                - 0.5
+        })
+        .collect()
+}
+
+fn small_m(c: &mut Criterion) {
+    let mut g = c.benchmark_group("matmul_t_f16");
+    for (n, k) in [(384, 384), (1536, 384), (384, 1536), (51864, 384)] {
+        let w: Vec<f16> = vals(n * k, 1).into_iter().map(f16::from_f32).collect();
+        for m in [1, 5] {
+            let x = vals(m * k, 2);
+            let mut out = vec![0.0; n * m];
+            g.throughput(Throughput::Bytes((n * k * 2) as u64));
+            for isa in sotto_isa::available() {
+                g.bench_function(
+                    BenchmarkId::new(format!("{}/m{m}", isa.name()), format!("{n}x{k}")),
+                    |b| b.iter(|| kernels::matmul_t(isa, &x, m, k, WRows::F16(&w), &mut out)),
+                );
+            }
+        }
+    }
+    g.finish();
+}
+
+fn decoder_linear(c: &mut Criterion) {
+    let mut g = c.benchmark_group("linear_small_m");
+    g.sample_size(20);
+    let be = CpuBackend::new(2).unwrap();
+    for (n, k) in [(384, 384), (51864, 384)] {
+        let w: Vec<f16> = vals(n * k, 1).into_iter().map(f16::from_f32).collect();
+        let lin = Linear::new(Weight::F16(w), None, n, k).unwrap();
+        g.throughput(Throughput::Bytes((n * k * 2) as u64));
+        for m in [1, 5] {
+            let x = vals(m * k, 2);
+            let mut out = vec![0.0; n * m];
+            g.bench_function(BenchmarkId::new(format!("m{m}"), format!("{n}x{k}")), |b| {
+                b.iter(|| be.linear(&x, m, &lin, &mut out).unwrap())
+            });
+        }
+    }
+    g.finish();
+}
+
+fn encoder_ops(c: &mut Criterion) {
+    let mut g = c.benchmark_group("encoder");
+    g.sample_size(10);
+    let be = CpuBackend::new(2).unwrap();
+    let (t, d) = (1500, 384);
+    let x = vals(t * d, 3);
+    let lin = Linear::new(
+        Weight::F32(vals(4 * d * d, 4)),
+        Some(vals(4 * d, 5)),
+        4 * d,
+        d,
+    )
+    .unwrap();
+    let mut out = vec![0.0; t * 4 * d];
+    g.bench_function("linear_gelu_1500x384x1536_f32", |b| {
+        b.iter(|| be.linear_gelu(&x, t, &lin, &mut out).unwrap())
+    });
+    let l16 = Linear::new(
+        Weight::F16(vals(4 * d * d, 4).into_iter().map(f16::from_f32).collect()),
+        None,
+        4 * d,
+        d,
+    )
+    .unwrap();
+    g.bench_function("linear_1500x384x1536_f16_convert_per_call", |b| {
+        b.iter(|| be.linear(&x, t, &l16, &mut out).unwrap())
+    });
+    let (q, k, v) = (vals(t * d, 6), vals(t * d, 7), vals(t * d, 8));
+    let mut att = vec![0.0; t * d];
+    g.bench_function("attention_1500x1500_6x64", |b| {
+        b.iter(|| {
+            be.attention(&q, t, &k, &v, t, 6, Mask::None, &mut att)
+                .unwrap()
+        })
+    });
+    let mut big = vals(t * 4 * d, 9);
+    g.bench_function("gelu_1500x1536", |b| b.iter(|| be.gelu(&mut big)));
+    g.finish();
+}
+
+/// What one rayon fork/join costs at the decoder's op granularity.
+fn pool_overhead(c: &mut Criterion) {
+    let be = CpuBackend::new(2).unwrap();
+    let mut v = [0.0f32; 8];
+    c.bench_function("rayon_install_par2_empty", |b| {
+        b.iter(|| be.install(|| v.par_chunks_mut(4).for_each(|c| c[0] += 1.0)))
+    });
+}
+
+criterion_group!(benches, small_m, decoder_linear, encoder_ops, pool_overhead);
+criterion_main!(benches);

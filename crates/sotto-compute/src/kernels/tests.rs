@@ -1,0 +1,155 @@
+//! Every available path against the scalar reference, on lengths that are not lane multiples.
+
+use half::f16;
+
+use super::*;
+use crate::testutil::{max_abs_diff, rand_vec};
+
+const LENS: [usize; 9] = [1, 3, 7, 8, 15, 17, 33, 100, 387];
+
+fn simd_paths() -> Vec<Isa> {
+    sotto_isa::available()
+        .into_iter()
+        .filter(|&i| i != Isa::Scalar)
+        .collect()
+}
+
+#[test]
+fn dot_and_f16_match_scalar() {
+    for isa in sotto_isa::available() {
+        for n in LENS {
+            let (a, b) = (rand_vec(n, 1), rand_vec(n, 2));
+            let want: f64 = a.iter().zip(&b).map(|(x, y)| *x as f64 * *y as f64).sum();
+            assert!((dot(isa, &a, &b) as f64 - want).abs() < 1e-4, "{isa:?} {n}");
+            let h: Vec<f16> = a.iter().map(|&v| f16::from_f32(v)).collect();
+            let mut got = vec![f32::NAN; n];
+            f16_to_f32(isa, &h, &mut got);
+            let want: Vec<f32> = h.iter().map(|v| v.to_f32()).collect();
+            assert_eq!(got, want, "{isa:?} {n}");
+        }
+    }
+}
+
+#[test]
+fn matmul_t_matches_scalar_every_m() {
+    for isa in simd_paths() {
+        for m in 1..=9 {
+            for (rows, k) in [(1, 1), (5, 7), (9, 16), (13, 33), (6, 387)] {
+                let x = rand_vec(m * k, 3);
+                let w32 = rand_vec(rows * k, 4);
+                let w16: Vec<f16> = w32.iter().map(|&v| f16::from_f32(v)).collect();
+                for w in [WRows::F32(&w32), WRows::F16(&w16)] {
+                    let mut want = vec![0.0; rows * m];
+                    scalar::matmul_t(&x, m, k, w, &mut want);
+                    let mut got = vec![f32::NAN; rows * m];
+                    matmul_t(isa, &x, m, k, w, &mut got);
+                    assert!(max_abs_diff(&got, &want) < 1e-4, "{isa:?} m {m} {rows}×{k}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn row_ops_match_scalar() {
+    for isa in simd_paths() {
+        for n in LENS {
+            let x: Vec<f32> = rand_vec(n, 5).iter().map(|v| v * 8.0).collect();
+            assert_eq!(max(isa, &x), scalar::max(&x), "{isa:?} {n}");
+
+            let (mut a, mut b) = (x.clone(), x.clone());
+            let m = scalar::max(&x);
+            let (sa, sb) = (exp_sub_sum(isa, &mut a, m), scalar::exp_sub_sum(&mut b, m));
+            assert!((sa - sb).abs() < 1e-5 * sb.abs(), "{isa:?} {n}");
+            assert!(max_abs_diff(&a, &b) < 1e-6, "{isa:?} {n}");
+
+            let (mut a, mut b) = (x.clone(), x.clone());
+            scale(isa, &mut a, 0.3);
+            scalar::scale(&mut b, 0.3);
+            assert_eq!(a, b);
+
+            let y = rand_vec(n, 6);
+            let (mut a, mut b) = (x.clone(), x.clone());
+            axpy(isa, 0.7, &y, &mut a);
+            scalar::axpy(0.7, &y, &mut b);
+            assert!(max_abs_diff(&a, &b) < 1e-6, "{isa:?} {n}");
+
+            let (mut a, mut b) = (x.clone(), x.clone());
+            add(isa, &mut a, &y);
+            scalar::add(&mut b, &y);
+            assert_eq!(a, b);
+
+            let (mut a, mut b) = (x.clone(), x.clone());
+            gelu(isa, &mut a);
+            scalar::gelu(&mut b);
+            assert!(max_abs_diff(&a, &b) < 2e-6, "{isa:?} {n}");
+
+            let (g, be) = (rand_vec(n, 7), rand_vec(n, 8));
+            let (mut a, mut b) = (vec![0.0; n], vec![0.0; n]);
+            layer_norm(isa, &x, &g, &be, 1e-5, &mut a);
+            scalar::layer_norm(&x, &g, &be, 1e-5, &mut b);
+            assert!(max_abs_diff(&a, &b) < 1e-5, "{isa:?} {n}");
+        }
+    }
+}
+
+#[test]
+fn strided_rows_match_scalar() {
+    for isa in simd_paths() {
+        for (rows, n, ld) in [(1, 1, 1), (5, 17, 20), (9, 64, 384), (3, 33, 33)] {
+            let q = rand_vec(n, 1);
+            let k = rand_vec((rows - 1) * ld + n, 2);
+            let (mut a, mut b) = (vec![0.0; rows], vec![0.0; rows]);
+            dot_rows(isa, &q, &k, ld, 0.5, &mut a);
+            scalar::dot_rows(&q, &k, ld, 0.5, &mut b);
+            assert!(max_abs_diff(&a, &b) < 1e-5, "{isa:?}");
+            let p = rand_vec(rows, 3);
+            let (mut a, mut b) = (rand_vec(n, 4), rand_vec(n, 4));
+            axpy_rows(isa, &p, &k, ld, &mut a);
+            scalar::axpy_rows(&p, &k, ld, &mut b);
+            assert!(max_abs_diff(&a, &b) < 1e-5, "{isa:?}");
+        }
+    }
+}
+
+#[test]
+fn exp_and_gelu_edges() {
+    for isa in sotto_isa::available() {
+        let mut x = vec![
+            f32::NEG_INFINITY,
+            -100.0,
+            -87.5,
+            -20.0,
+            0.0,
+            1.0,
+            30.0,
+            80.0,
+            0.5,
+        ];
+        let s = exp_sub_sum(isa, &mut x, 0.0);
+        assert!(x[0] == 0.0 && x[1] < 1e-37 && x[2] < 1e-37, "{isa:?} {x:?}");
+        assert!((x[6] / 30f32.exp() - 1.0).abs() < 1e-6 && (x[7] / 80f32.exp() - 1.0).abs() < 1e-6);
+        assert!((s / x.iter().sum::<f32>() - 1.0).abs() < 1e-6);
+        let mut row = vec![f32::NEG_INFINITY; 19];
+        softmax(isa, &mut row);
+        assert_eq!(row, vec![0.0; 19]);
+        let mut g: Vec<f32> = (-60..=60).map(|i| i as f32 * 0.25).collect();
+        let want: Vec<f32> = g
+            .iter()
+            .map(|&v| {
+                let v = v as f64;
+                (0.5 * v * (1.0 + libm::erf(v / std::f64::consts::SQRT_2))) as f32
+            })
+            .collect();
+        gelu(isa, &mut g);
+        assert!(max_abs_diff(&g, &want) < 2e-6, "{isa:?}");
+    }
+}
+
+#[test]
+fn unsupported_paths_fall_back() {
+    for isa in [Isa::Scalar, Isa::Neon, Isa::Avx2, Isa::Avx512] {
+        assert!(checked(isa).is_supported());
+        assert_eq!(dot(isa, &[1.0, 2.0, 3.0], &[4.0, 5.0, 6.0]), 32.0);
+    }
+}

@@ -1,0 +1,157 @@
+//! Beam search as CTranslate2's `BeamSearch` (src/decoding.cc), which faster-whisper runs at
+//! temperature 0 (`beam_size=5, patience=1, length_penalty=1` by default).
+//!
+//! Per step, over every beam's filtered log-probabilities plus the beam's score:
+//! - take the best `2 · beam_size` (beam, token) candidates, best first;
+//! - each of the first `beam_size` that is `<|endoftext|>` (or any, at the last step)
+//!   becomes a finished hypothesis, and the next not-ending candidate from the second half
+//!   takes its place among the beams;
+//! - stop once `round(beam_size · patience)` hypotheses are finished (or at the last step);
+//! - the answer is the hypothesis with the best `score / len^length_penalty`.
+//!
+//! The first step runs on the prompt's single sequence; the batch becomes `beam_size`
+//! sequences after it (CTranslate2's `expand_after_first_step` on the CPU).
+
+use crate::greedy::{log_softmax, normalised, start, DecodeTask, DecodingResult, Search};
+use crate::inference::Inference;
+use crate::{DecodeError, Result};
+
+/// Beam search at temperature 0.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BeamSearch {
+    /// Beams kept per step; at least 1.
+    pub beam_size: usize,
+    /// Hypotheses finished before stopping: `round(beam_size · patience)`, at least 1.
+    pub patience: f64,
+    /// Hypotheses are ranked by `sum_logprob / len^length_penalty`.
+    pub length_penalty: f64,
+}
+
+impl BeamSearch {
+    /// How many finished hypotheses end the search (CTranslate2's `get_max_candidates`).
+    pub fn max_finished(&self) -> Result<usize> {
+        let n = (self.beam_size as f64 * self.patience).round();
+        if self.beam_size == 0 || !(1.0..=1e6).contains(&n) {
+            return Err(DecodeError::InvalidOption {
+                name: "patience",
+                reason: format!(
+                    "beam size {} × patience {} must round to at least 1 hypothesis",
+                    self.beam_size, self.patience
+                ),
+            });
+        }
+        Ok(n as usize)
+    }
+}
+
+/// A live beam or a finished hypothesis.
+#[derive(Debug, Clone)]
+struct Beam {
+    /// Generated tokens, without `<|endoftext|>`.
+    tokens: Vec<u32>,
+    /// Sum of the chosen tokens' log-probabilities (float32, as CTranslate2 keeps it).
+    score: f32,
+}
+
+/// A (beam, token) pair: `flat = beam · n_vocab + token`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Candidate {
+    flat: usize,
+    score: f32,
+}
+
+/// The `m` best entries of `scores`, best first; ties keep the lower index; NaN is skipped.
+fn top_k(scores: &[f32], m: usize) -> Vec<Candidate> {
+    let mut top: Vec<Candidate> = Vec::with_capacity(m + 1);
+    for (flat, &score) in scores.iter().enumerate() {
+        if score.is_nan() || (top.len() == m && top.last().is_none_or(|c| score <= c.score)) {
+            continue;
+        }
+        let at = top.partition_point(|c| c.score >= score);
+        top.insert(at, Candidate { flat, score });
+        top.truncate(m);
+    }
+    top
+}
+
+impl Search for BeamSearch {
+    fn search(&mut self, inf: &mut dyn Inference, task: &DecodeTask) -> Result<DecodingResult> {
+        let max_finished = self.max_finished()?;
+        let (k, n) = (self.beam_size, inf.n_vocab());
+        let (mut logits, no_speech_prob) = start(inf, task)?;
+        let mut beams = vec![Beam {
+            tokens: Vec::new(),
+            score: 0.0,
+        }];
+        let mut finished: Vec<Beam> = Vec::new();
+        for step in 0..task.max_steps {
+            for (b, beam) in beams.iter().enumerate() {
+                let row = &mut logits[b * n..(b + 1) * n];
+                for f in task.filters {
+                    f.apply(row, &beam.tokens);
+                }
+                log_softmax(row);
+                row.iter_mut().for_each(|v| *v += beam.score);
+            }
+            let cands = top_k(&logits, 2 * k);
+            let is_last = step + 1 == task.max_steps;
+            let token = |c: &Candidate| (c.flat % n) as u32;
+            let mut next: Vec<Candidate> = Vec::with_capacity(k);
+            let mut secondary = k;
+            for (j, c) in cands.iter().enumerate().take(k) {
+                let mut pick = j;
+                if token(c) == task.eot || is_last {
+                    let mut tokens = beams[c.flat / n].tokens.clone();
+                    if token(c) != task.eot {
+                        tokens.push(token(c));
+                    }
+                    finished.push(Beam {
+                        tokens,
+                        score: c.score,
+                    });
+                    if let Some(r) =
+                        (secondary..cands.len()).find(|&r| token(&cands[r]) != task.eot)
+                    {
+                        pick = r;
+                        secondary = r + 1;
+                    }
+                }
+                next.push(cands[pick]);
+            }
+            if is_last || finished.len() >= max_finished || next.is_empty() {
+                break;
+            }
+            let origins: Vec<usize> = next.iter().map(|c| c.flat / n).collect();
+            let tokens: Vec<u32> = next.iter().map(token).collect();
+            beams = next
+                .iter()
+                .map(|c| {
+                    let mut t = beams[c.flat / n].tokens.clone();
+                    t.push(token(c));
+                    Beam {
+                        tokens: t,
+                        score: c.score,
+                    }
+                })
+                .collect();
+            inf.reorder(&origins).map_err(DecodeError::Inference)?;
+            logits.resize(beams.len() * n, 0.0);
+            inf.decode_batch(&tokens, beams.len(), &mut logits)
+                .map_err(DecodeError::Inference)?;
+        }
+        let lp = self.length_penalty;
+        let score = |b: &Beam| normalised(f64::from(b.score), b.tokens.len(), lp);
+        // The best normalised score, first registered on ties.
+        let best = finished
+            .into_iter()
+            .reduce(|a, b| if score(&b) > score(&a) { b } else { a });
+        Ok(match best {
+            Some(b) => DecodingResult::new(b.tokens, f64::from(b.score), no_speech_prob),
+            None => DecodingResult::new(Vec::new(), 0.0, no_speech_prob),
+        })
+    }
+}
+
+#[cfg(test)]
+#[path = "beam_tests.rs"]
+mod tests;

@@ -1,0 +1,156 @@
+use super::*;
+use crate::filters::{LogitFilter, SuppressTokens};
+use crate::greedy::Greedy;
+use crate::mock::MockInference;
+
+const N: usize = 16;
+const EOT: u32 = 10;
+
+/// A mock whose next-token distribution depends on the generated tokens: `tree` lists
+/// (generated, [(token, probability)]); any other sequence continues with token 0 (never
+/// ending); unlisted tokens get logit -30.
+/// (generated tokens, [(next token, probability)]).
+type Tree = Vec<(Vec<u32>, Vec<(u32, f32)>)>;
+
+fn tree(tree: Tree) -> MockInference {
+    let mut inf = MockInference::new(N, move |ctx| {
+        let mut l = vec![-30.0f32; N];
+        match tree.iter().find(|(g, _)| g.as_slice() == ctx.generated) {
+            Some((_, next)) => next.iter().for_each(|&(t, p)| l[t as usize] = p.ln()),
+            None => l[0] = 0.0,
+        }
+        l
+    });
+    inf.encode(&[]).unwrap();
+    inf
+}
+
+fn task<'a>(filters: &'a [&'a dyn LogitFilter], max_steps: usize) -> DecodeTask<'a> {
+    DecodeTask {
+        prompt: &[11, 13],
+        sot_index: 1,
+        eot: EOT,
+        no_speech: 12,
+        max_steps,
+        filters,
+    }
+}
+
+fn beam(beam_size: usize, patience: f64, length_penalty: f64) -> BeamSearch {
+    BeamSearch {
+        beam_size,
+        patience,
+        length_penalty,
+    }
+}
+
+/// Greedy takes 3 (0.6) and ends at 0.3; the beam finds 4, 5 at 0.4.
+fn garden_path() -> MockInference {
+    tree(vec![
+        (vec![], vec![(3, 0.6), (4, 0.4)]),
+        (vec![3], vec![(7, 0.5), (8, 0.5)]),
+        (vec![3, 7], vec![(EOT, 1.0)]),
+        (vec![3, 8], vec![(EOT, 1.0)]),
+        (vec![4], vec![(5, 1.0)]),
+        (vec![4, 5], vec![(EOT, 1.0)]),
+    ])
+}
+
+#[test]
+fn beam_finds_the_likelier_sequence_greedy_misses() {
+    let mut inf = garden_path();
+    let g = Greedy.search(&mut inf, &task(&[], 20)).unwrap();
+    assert_eq!(g.tokens, vec![3, 7]);
+    let r = beam(2, 1.0, 1.0).search(&mut inf, &task(&[], 20)).unwrap();
+    assert_eq!(r.tokens, vec![4, 5]);
+    assert!(
+        (r.sum_logprob - 0.4f64.ln()).abs() < 1e-4,
+        "{}",
+        r.sum_logprob
+    );
+    assert!((r.avg_logprob - 0.4f64.ln() / 3.0).abs() < 1e-4);
+    // The prompt decodes once; the batch is broadcast to the beams, then follows their
+    // origins: after step 1 the best beam (4, 5) comes from beam 1 and (3, 7) from beam 0.
+    assert_eq!(inf.prompts.last().unwrap(), &vec![11, 13]);
+    assert_eq!(inf.reorders, vec![vec![0, 0], vec![1, 0]]);
+    assert_eq!(inf.batches, vec![2, 2]);
+}
+
+#[test]
+fn last_step_finishes_every_beam_with_its_last_token() {
+    let mut inf = garden_path();
+    let r = beam(2, 1.0, 1.0).search(&mut inf, &task(&[], 2)).unwrap();
+    assert_eq!(r.tokens, vec![4, 5]);
+    // No end token was chosen, so none is scored.
+    assert!((r.sum_logprob - 0.4f64.ln()).abs() < 1e-4);
+    assert_eq!(inf.batches, vec![2]);
+}
+
+/// 3 then the end (0.55), or 4, 5, 6 then the end (0.45): shorter but less likely per token.
+fn short_or_long() -> MockInference {
+    tree(vec![
+        (vec![], vec![(3, 0.55), (4, 0.45)]),
+        (vec![3], vec![(EOT, 1.0)]),
+        (vec![4], vec![(5, 1.0)]),
+        (vec![4, 5], vec![(6, 1.0)]),
+        (vec![4, 5, 6], vec![(EOT, 1.0)]),
+    ])
+}
+
+#[test]
+fn length_penalty_ranks_finished_hypotheses() {
+    let mut inf = short_or_long();
+    // len^1: ln .45 / 3 > ln .55 / 1.
+    let r = beam(2, 1.0, 1.0).search(&mut inf, &task(&[], 20)).unwrap();
+    assert_eq!(r.tokens, vec![4, 5, 6]);
+    // The finished beam (3, end) was replaced by the best not-ending candidate (3, 0).
+    assert_eq!(inf.reorders[1], vec![0, 1]);
+    // len^0: the raw sums.
+    let r = beam(2, 1.0, 0.0).search(&mut inf, &task(&[], 20)).unwrap();
+    assert_eq!(r.tokens, vec![3]);
+    assert!((r.avg_logprob - 0.55f64.ln() / 2.0).abs() < 1e-4);
+}
+
+#[test]
+fn patience_sets_how_many_hypotheses_end_the_search() {
+    let mut inf = short_or_long();
+    // round(2 × 0.5) = 1: the first finished hypothesis ends the search at step 1.
+    let r = beam(2, 0.5, 1.0).search(&mut inf, &task(&[], 20)).unwrap();
+    assert_eq!(r.tokens, vec![3]);
+    assert_eq!(inf.batches, vec![2]);
+    inf.batches.clear();
+    // round(2 × 1) = 2: three more steps until (4, 5, 6, end).
+    beam(2, 1.0, 1.0).search(&mut inf, &task(&[], 20)).unwrap();
+    assert_eq!(inf.batches, vec![2, 2, 2]);
+    assert!(beam(2, 0.2, 1.0).search(&mut inf, &task(&[], 20)).is_err());
+    assert!(beam(0, 1.0, 1.0).search(&mut inf, &task(&[], 20)).is_err());
+}
+
+#[test]
+fn filters_apply_per_beam_with_its_own_tokens() {
+    let mut inf = garden_path();
+    // Banning 5 leaves (4, x) at -30: the beam falls back to (3, 7).
+    let ban = SuppressTokens::new(vec![5]);
+    let filters: [&dyn LogitFilter; 1] = [&ban];
+    let r = beam(2, 1.0, 1.0)
+        .search(&mut inf, &task(&filters, 20))
+        .unwrap();
+    assert_eq!(r.tokens, vec![3, 7]);
+}
+
+#[test]
+fn beam_of_one_is_greedy() {
+    let mut inf = garden_path();
+    let r = beam(1, 1.0, 1.0).search(&mut inf, &task(&[], 20)).unwrap();
+    let g = Greedy.search(&mut inf, &task(&[], 20)).unwrap();
+    assert_eq!(r.tokens, g.tokens);
+    assert!((r.sum_logprob - g.sum_logprob).abs() < 1e-5);
+}
+
+#[test]
+fn top_k_is_sorted_and_keeps_the_first_of_ties() {
+    let s = [0.5, f32::NAN, 2.0, 0.5, -1.0, 2.0, f32::NEG_INFINITY];
+    let flats: Vec<usize> = top_k(&s, 4).iter().map(|c| c.flat).collect();
+    assert_eq!(flats, vec![2, 5, 0, 3]);
+    assert_eq!(top_k(&s, 10).len(), 6);
+}

@@ -1,0 +1,95 @@
+//! Batched decoding agrees with decoding each sequence alone.
+
+use std::sync::Arc;
+
+use crate::testmodel::{file, HP};
+use crate::{Session, Whisper};
+
+fn session(threads: usize) -> Session {
+    let model = Arc::new(Whisper::from_file(&file()).unwrap());
+    let mut s = Session::new(model, threads).unwrap();
+    let mel: Vec<f32> = (0..HP.n_mels * 2 * HP.n_audio_ctx)
+        .map(|i| ((i * 37 % 11) as f32 - 5.0) / 5.0)
+        .collect();
+    s.encode(&mel).unwrap();
+    s
+}
+
+/// The last-row logits of `seq` decoded alone, from a fresh sequence.
+fn alone(s: &mut Session, seq: &[u32]) -> Vec<f32> {
+    s.reset_text();
+    let mut l = vec![0.0; HP.n_vocab];
+    s.decode(seq, &[seq.len() - 1], &mut l).unwrap();
+    l
+}
+
+fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+#[test]
+fn batched_steps_follow_reorders_and_match_single_sequences() {
+    let v = HP.n_vocab;
+    let prompt = [1u32, 7, 3];
+    let mut a = session(2);
+    let mut b = session(1);
+    let mut first = vec![0.0; v];
+    a.decode(&prompt, &[2], &mut first).unwrap();
+    // Broadcast to three beams, one token each.
+    a.reorder(&[0, 0, 0]).unwrap();
+    assert_eq!((a.batch(), a.text_len()), (3, 3));
+    let mut l = vec![0.0; 3 * v];
+    a.decode_batch(&[4, 9, 0], 3, &mut l).unwrap();
+    for (i, t) in [4u32, 9, 0].into_iter().enumerate() {
+        let want = alone(&mut b, &[1, 7, 3, t]);
+        assert!(
+            max_abs_diff(&l[i * v..(i + 1) * v], &want) < 1e-4,
+            "beam {i}"
+        );
+    }
+    // Keep beams 2 and 0 (swapped, 1 dropped), then two tokens each in one pass.
+    a.reorder(&[2, 0]).unwrap();
+    let mut l = vec![0.0; 2 * v];
+    a.decode_batch(&[5, 6, 8, 2], 2, &mut l).unwrap();
+    assert_eq!(a.text_len(), 6);
+    let want0 = alone(&mut b, &[1, 7, 3, 0, 5, 6]);
+    let want1 = alone(&mut b, &[1, 7, 3, 4, 8, 2]);
+    assert!(max_abs_diff(&l[..v], &want0) < 1e-4);
+    assert!(max_abs_diff(&l[v..], &want1) < 1e-4);
+    // Growing past the first capacity keeps the sequences.
+    a.reorder(&[1, 1, 0, 1, 0]).unwrap();
+    let mut l = vec![0.0; 5 * v];
+    a.decode_batch(&[3; 5], 5, &mut l).unwrap();
+    let want = alone(&mut b, &[1, 7, 3, 0, 5, 6, 3]);
+    assert!(max_abs_diff(&l[2 * v..3 * v], &want) < 1e-4);
+    assert!(max_abs_diff(&l[4 * v..], &want) < 1e-4);
+}
+
+#[test]
+fn batch_calls_are_checked() {
+    let v = HP.n_vocab;
+    let mut s = session(1);
+    let mut l = vec![0.0; 2 * v];
+    s.decode(&[1, 2], &[1], &mut l[..v]).unwrap();
+    assert!(s.reorder(&[]).is_err());
+    assert!(s.reorder(&[1]).is_err());
+    s.reorder(&[0, 0]).unwrap();
+    // A batch of two is not a batch of one.
+    assert!(s.decode(&[1], &[0], &mut l[..v]).is_err());
+    assert!(s.decode_batch(&[1, 2], 1, &mut l[..v]).is_err());
+    assert!(s.decode_batch(&[1, 2, 3], 2, &mut l).is_err());
+    assert!(s.decode_batch(&[1, 99], 2, &mut l).is_err());
+    assert!(s.decode_batch(&[1, 2], 2, &mut l[..v]).is_err());
+    // Two positions used: eight more fit in n_text_ctx 10, nine do not.
+    let err = s.decode_batch(&[1; 18], 2, &mut l).unwrap_err();
+    assert!(err.to_string().contains("n_text_ctx"), "{err}");
+    assert_eq!((s.batch(), s.text_len()), (2, 2));
+    s.decode_batch(&[1; 16], 2, &mut l).unwrap();
+    assert_eq!(s.text_len(), 10);
+    s.reset_text();
+    assert_eq!((s.batch(), s.text_len()), (1, 0));
+}
