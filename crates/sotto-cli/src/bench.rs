@@ -21,6 +21,11 @@ pub struct Args {
     #[arg(short, long)]
     threads: Option<usize>,
 
+    /// Where the model runs. `auto` uses a GPU when sotto can run the model there (not
+    /// yet: CUDA builds probe GPUs but run the model on the CPU) and says so.
+    #[arg(long, default_value = "auto", value_parser = ["auto", "cpu", "cuda"])]
+    device: String,
+
     /// Repetitions per figure (the median is reported).
     #[arg(long, default_value_t = 5)]
     runs: usize,
@@ -81,6 +86,7 @@ fn test_signal() -> Vec<f32> {
 }
 
 pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
+    crate::select_device(&args.device)?;
     let threads = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism()
             .map(|n| n.get())

@@ -112,6 +112,15 @@ fn dedup_chain(msgs: &[String]) -> String {
     out
 }
 
+/// Resolves `--device`, printing once on stderr why `auto` chose the CPU when it did.
+pub(crate) fn select_device(name: &str) -> anyhow::Result<sotto::Device> {
+    let choice = sotto::select_device(name.parse()?)?;
+    if let Some(note) = &choice.note {
+        eprintln!("device: {note}");
+    }
+    Ok(choice.device)
+}
+
 fn hub(cli_cache: &Option<PathBuf>) -> sotto::hub::Hub {
     let hub = sotto::hub::Hub::from_env();
     match cli_cache {

@@ -36,6 +36,11 @@ pub struct Args {
     #[arg(short, long)]
     threads: Option<usize>,
 
+    /// Where the model runs. `auto` uses a GPU when sotto can run the model there (not
+    /// yet: CUDA builds probe GPUs but run the model on the CPU) and says so.
+    #[arg(long, default_value = "auto", value_parser = ["auto", "cpu", "cuda"])]
+    device: String,
+
     /// Initial prompt: text that precedes the audio, to steer spelling and style.
     #[arg(long, value_name = "TEXT")]
     prompt: Option<String>,
@@ -256,6 +261,7 @@ fn plan_output(args: &Args) -> anyhow::Result<Sink> {
 }
 
 pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
+    crate::select_device(&args.device)?;
     let sink = plan_output(&args)?;
     let threads = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism()

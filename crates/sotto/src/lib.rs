@@ -19,7 +19,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod device;
+
+pub use device::{select_device, Device, DeviceChoice};
 pub use sotto_audio as audio;
+#[cfg(feature = "cuda")]
+pub use sotto_cuda as cuda;
 pub use sotto_decode::{
     LanguageDetection, Segment, Task, Tokenizer, TranscribeOptions, Transcript, Word,
     APPEND_PUNCTUATIONS, PREPEND_PUNCTUATIONS,
@@ -48,6 +53,9 @@ pub enum Error {
     Hub(#[from] sotto_hub::HubError),
     #[error("{0}")]
     Invalid(String),
+    /// A device that cannot run the model (see [`select_device`]).
+    #[error("{0}")]
+    Device(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

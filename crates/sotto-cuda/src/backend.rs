@@ -1,0 +1,314 @@
+//! [`CudaBackend`]: a context and a stream on one GPU, with sotto's kernels loaded.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchArgs, PushKernelArg,
+    ValidAsZeroBits,
+};
+use cudarc::nvrtc::{CompileError, CompileOptions, Ptx};
+
+use crate::kernels::{self, QK};
+use crate::launch::{self, Launch};
+use crate::{driver, guard, CudaError, DeviceInfo, QuantType, Result};
+
+/// A buffer in device memory owned by one [`CudaBackend`]'s stream.
+pub struct DeviceBuffer<T> {
+    slice: CudaSlice<T>,
+}
+
+impl<T> DeviceBuffer<T> {
+    /// Elements (not bytes).
+    pub fn len(&self) -> usize {
+        self.slice.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slice.len() == 0
+    }
+}
+
+/// Compiled PTX per (device ordinal, compute capability), so NVRTC runs once per process
+/// and GPU however many backends are opened.
+fn ptx_for(ordinal: usize, cc: (i32, i32)) -> Result<Ptx> {
+    type Key = (usize, (i32, i32));
+    static CACHE: OnceLock<Mutex<HashMap<Key, Ptx>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    // A poisoned lock only means another thread panicked mid-insert; the map is still valid.
+    let mut map = cache.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(ptx) = map.get(&(ordinal, cc)) {
+        return Ok(ptx.clone());
+    }
+    let ptx = compile(cc)?;
+    map.insert((ordinal, cc), ptx.clone());
+    Ok(ptx)
+}
+
+fn compile((major, minor): (i32, i32)) -> Result<Ptx> {
+    if !crate::nvrtc_present() {
+        return Err(CudaError::NoNvrtc);
+    }
+    let opts = CompileOptions {
+        // Precise division and sqrt: the kernels are compared with the CPU by MSE.
+        prec_div: Some(true),
+        prec_sqrt: Some(true),
+        options: vec![format!("--gpu-architecture=compute_{major}{minor}")],
+        name: Some("sotto_kernels.cu".into()),
+        ..Default::default()
+    };
+    cudarc::nvrtc::compile_ptx_with_opts(kernels::SOURCE, opts).map_err(|e| CudaError::Compile {
+        major,
+        minor,
+        log: match e {
+            CompileError::CompileError { log, .. } => log.to_string_lossy().trim().to_string(),
+            other => format!("{other:?}"),
+        },
+    })
+}
+
+/// A context and stream on one GPU with sotto's kernels loaded. Ops queue on the stream;
+/// [`CudaBackend::download`] waits for them.
+pub struct CudaBackend {
+    info: DeviceInfo,
+    stream: Arc<CudaStream>,
+    funcs: HashMap<&'static str, CudaFunction>,
+    // Kept last so the functions and stream drop before it.
+    _ctx: Arc<CudaContext>,
+}
+
+impl CudaBackend {
+    /// Opens GPU `ordinal`: checks for libcuda before touching it, creates the context and
+    /// a stream, and compiles (once per process) and loads the kernels.
+    pub fn new(ordinal: usize) -> Result<Self> {
+        if !crate::driver_present() {
+            return Err(CudaError::NoDriver);
+        }
+        guard("opening the GPU", || {
+            crate::init()?;
+            let count = cudarc::driver::result::device::get_count()
+                .map_err(driver("cuDeviceGetCount"))?
+                .max(0) as usize;
+            if count == 0 {
+                return Err(CudaError::NoDevice);
+            }
+            if ordinal >= count {
+                return Err(CudaError::BadOrdinal { ordinal, count });
+            }
+            let info = crate::device_info(ordinal)?;
+            let ptx = ptx_for(ordinal, info.compute_capability)?;
+            let ctx = CudaContext::new(ordinal).map_err(driver("cuDevicePrimaryCtxRetain"))?;
+            let stream = ctx.new_stream().map_err(driver("cuStreamCreate"))?;
+            let module = ctx.load_module(ptx).map_err(driver("cuModuleLoadData"))?;
+            let funcs = kernels::NAMES
+                .iter()
+                .map(|&name| Ok((name, module.load_function(name).map_err(driver(name))?)))
+                .collect::<Result<_>>()?;
+            Ok(CudaBackend {
+                info,
+                stream,
+                funcs,
+                _ctx: ctx,
+            })
+        })
+    }
+
+    pub fn device(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    /// Copies host values to a new device buffer.
+    pub fn upload<T: DeviceRepr>(&self, x: &[T]) -> Result<DeviceBuffer<T>> {
+        let slice = self.stream.clone_htod(x).map_err(driver("upload"))?;
+        Ok(DeviceBuffer { slice })
+    }
+
+    /// A zeroed device buffer of `n` elements.
+    pub fn zeros<T: DeviceRepr + ValidAsZeroBits>(&self, n: usize) -> Result<DeviceBuffer<T>> {
+        let slice = self.stream.alloc_zeros(n).map_err(driver("alloc"))?;
+        Ok(DeviceBuffer { slice })
+    }
+
+    /// Waits for the queued work and copies `x` back to the host.
+    pub fn download<T: DeviceRepr>(&self, x: &DeviceBuffer<T>) -> Result<Vec<T>> {
+        let out = self
+            .stream
+            .clone_dtoh(&x.slice)
+            .map_err(driver("download"))?;
+        self.stream.synchronize().map_err(driver("synchronize"))?;
+        Ok(out)
+    }
+
+    fn builder(&self, name: &'static str) -> LaunchArgs<'_> {
+        self.stream.launch_builder(&self.funcs[name])
+    }
+
+    /// Queues the kernel whose arguments `args` holds.
+    fn launch(name: &'static str, mut args: LaunchArgs<'_>, cfg: Launch) -> Result<()> {
+        // SAFETY: each caller pushes exactly the parameters its kernel declares, and the
+        // launch shape comes from `launch`, which bounds indices by the checked lengths.
+        unsafe { args.launch(cfg.into()) }.map_err(driver(name))?;
+        Ok(())
+    }
+
+    /// `a += b`. Shape: a, b [n]
+    pub fn add(&self, a: &mut DeviceBuffer<f32>, b: &DeviceBuffer<f32>) -> Result<()> {
+        same_len("add", a.len(), b.len())?;
+        let n = launch::count_u32("add", a.len())?;
+        let Some(cfg) = launch::elementwise("add", a.len())? else {
+            return Ok(());
+        };
+        let mut l = self.builder("sotto_add_f32");
+        l.arg(&mut a.slice).arg(&b.slice).arg(&n);
+        Self::launch("sotto_add_f32", l, cfg)
+    }
+
+    /// Exact (erf) GELU in place. Shape: x [n]
+    pub fn gelu(&self, x: &mut DeviceBuffer<f32>) -> Result<()> {
+        let n = launch::count_u32("gelu", x.len())?;
+        let Some(cfg) = launch::elementwise("gelu", x.len())? else {
+            return Ok(());
+        };
+        let mut l = self.builder("sotto_gelu_f32");
+        l.arg(&mut x.slice).arg(&n);
+        Self::launch("sotto_gelu_f32", l, cfg)
+    }
+
+    /// Layer norm of each row. Shape: x, out [n_rows, d]; gamma, beta [d]
+    pub fn layer_norm(
+        &self,
+        x: &DeviceBuffer<f32>,
+        gamma: &DeviceBuffer<f32>,
+        beta: &DeviceBuffer<f32>,
+        eps: f32,
+        out: &mut DeviceBuffer<f32>,
+    ) -> Result<()> {
+        let d = gamma.len();
+        same_len("layer_norm (beta)", beta.len(), d)?;
+        same_len("layer_norm (out)", out.len(), x.len())?;
+        let n_rows = whole_rows("layer_norm", x.len(), d)?;
+        let Some(cfg) = launch::rows("layer_norm", n_rows, d)? else {
+            return Ok(());
+        };
+        let d = d as u32;
+        let mut l = self.builder("sotto_layer_norm_f32");
+        l.arg(&x.slice)
+            .arg(&gamma.slice)
+            .arg(&beta.slice)
+            .arg(&mut out.slice)
+            .arg(&d)
+            .arg(&eps);
+        Self::launch("sotto_layer_norm_f32", l, cfg)
+    }
+
+    /// Softmax of each row in place. Shape: x [n_rows, n_cols]
+    pub fn softmax_rows(&self, x: &mut DeviceBuffer<f32>, n_cols: usize) -> Result<()> {
+        let n_rows = whole_rows("softmax_rows", x.len(), n_cols)?;
+        let Some(cfg) = launch::rows("softmax_rows", n_rows, n_cols)? else {
+            return Ok(());
+        };
+        let n_cols = n_cols as u32;
+        let mut l = self.builder("sotto_softmax_rows_f32");
+        l.arg(&mut x.slice).arg(&n_cols);
+        Self::launch("sotto_softmax_rows_f32", l, cfg)
+    }
+
+    /// Widens f16 to f32. Shape: src, dst [n]
+    pub fn f16_to_f32(
+        &self,
+        src: &DeviceBuffer<half::f16>,
+        dst: &mut DeviceBuffer<f32>,
+    ) -> Result<()> {
+        same_len("f16_to_f32", dst.len(), src.len())?;
+        let n = launch::count_u32("f16_to_f32", src.len())?;
+        let Some(cfg) = launch::elementwise("f16_to_f32", src.len())? else {
+            return Ok(());
+        };
+        let mut l = self.builder("sotto_f16_to_f32");
+        l.arg(&src.slice).arg(&mut dst.slice).arg(&n);
+        Self::launch("sotto_f16_to_f32", l, cfg)
+    }
+
+    /// Dequantizes ggml blocks (q8_0 or q4_0) to f32, as `sotto_quant::dequantize_row`.
+    /// Shape: src [n / 32 blocks, bytes], dst [n]
+    pub fn dequantize(
+        &self,
+        t: QuantType,
+        src: &DeviceBuffer<u8>,
+        dst: &mut DeviceBuffer<f32>,
+    ) -> Result<()> {
+        let (name, block_bytes) = match t {
+            QuantType::Q8_0 => ("sotto_dequantize_q8_0", kernels::Q8_0_BLOCK_BYTES),
+            QuantType::Q4_0 => ("sotto_dequantize_q4_0", kernels::Q4_0_BLOCK_BYTES),
+            ty => {
+                return Err(CudaError::Unsupported {
+                    op: "dequantize",
+                    ty,
+                })
+            }
+        };
+        let n = dst.len();
+        if !n.is_multiple_of(QK) || src.len() != n / QK * block_bytes {
+            return Err(CudaError::Shape {
+                op: "dequantize",
+                msg: format!(
+                    "{t}: {} bytes do not hold {n} values ({} per {QK}-value block)",
+                    src.len(),
+                    block_bytes
+                ),
+            });
+        }
+        let n32 = launch::count_u32("dequantize", n)?;
+        let Some(cfg) = launch::elementwise("dequantize", n)? else {
+            return Ok(());
+        };
+        let mut l = self.builder(name);
+        l.arg(&src.slice).arg(&mut dst.slice).arg(&n32);
+        Self::launch(name, l, cfg)
+    }
+}
+
+fn same_len(op: &'static str, got: usize, want: usize) -> Result<()> {
+    if got == want {
+        Ok(())
+    } else {
+        Err(CudaError::Shape {
+            op,
+            msg: format!("length {got}, expected {want}"),
+        })
+    }
+}
+
+fn whole_rows(op: &'static str, len: usize, n_cols: usize) -> Result<usize> {
+    if n_cols == 0 || !len.is_multiple_of(n_cols) {
+        return Err(CudaError::Shape {
+            op,
+            msg: format!("{len} values are not whole rows of {n_cols}"),
+        });
+    }
+    Ok(len / n_cols)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shape_checks_name_the_op() {
+        assert!(same_len("add", 3, 3).is_ok());
+        let e = same_len("add", 3, 4).unwrap_err().to_string();
+        assert_eq!(e, "add: length 3, expected 4");
+        assert_eq!(whole_rows("softmax_rows", 12, 4).unwrap(), 3);
+        let e = whole_rows("softmax_rows", 10, 4).unwrap_err().to_string();
+        assert!(e.contains("not whole rows of 4"), "{e}");
+        assert!(whole_rows("softmax_rows", 0, 0).is_err());
+    }
+
+    #[test]
+    fn new_without_driver_is_an_error_not_a_panic() {
+        if crate::driver_present() {
+            return; // covered by the conformance tests on a GPU machine
+        }
+        assert!(matches!(CudaBackend::new(0), Err(CudaError::NoDriver)));
+    }
+}

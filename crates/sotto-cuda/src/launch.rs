@@ -1,0 +1,144 @@
+//! Grid and block sizes from shapes: plain functions, tested on the CPU.
+
+use crate::{CudaError, Result};
+
+/// Threads per block for element-wise kernels.
+pub const ELEMENTWISE_BLOCK: u32 = 256;
+/// Largest block the row kernels use (every GPU since compute 2.0 allows 1024).
+pub const MAX_ROW_BLOCK: u32 = 1024;
+/// Smallest row block: one warp.
+pub const MIN_ROW_BLOCK: u32 = 32;
+/// Largest grid x dimension (compute 3.0 and later).
+pub const MAX_GRID_X: u32 = (1 << 31) - 1;
+
+/// A 1-D launch: `grid` blocks of `block` threads with `shared_bytes` of dynamic shared memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Launch {
+    pub grid: u32,
+    pub block: u32,
+    pub shared_bytes: u32,
+}
+
+impl From<Launch> for cudarc::driver::LaunchConfig {
+    fn from(l: Launch) -> Self {
+        cudarc::driver::LaunchConfig {
+            grid_dim: (l.grid, 1, 1),
+            block_dim: (l.block, 1, 1),
+            shared_mem_bytes: l.shared_bytes,
+        }
+    }
+}
+
+fn too_big(op: &'static str, what: &str, n: usize) -> CudaError {
+    CudaError::Shape {
+        op,
+        msg: format!("{what} {n} exceeds what one launch addresses (u32 indices)"),
+    }
+}
+
+/// The element count as the kernels' `unsigned int n`.
+pub fn count_u32(op: &'static str, n: usize) -> Result<u32> {
+    u32::try_from(n).map_err(|_| too_big(op, "element count", n))
+}
+
+/// One thread per element. `None` for `n == 0` (nothing to launch).
+pub fn elementwise(op: &'static str, n: usize) -> Result<Option<Launch>> {
+    let n = count_u32(op, n)?;
+    if n == 0 {
+        return Ok(None);
+    }
+    Ok(Some(Launch {
+        grid: n.div_ceil(ELEMENTWISE_BLOCK),
+        block: ELEMENTWISE_BLOCK,
+        shared_bytes: 0,
+    }))
+}
+
+/// One block per row of `n_cols`: a power-of-two block no wider than the row (at least
+/// one warp, at most [`MAX_ROW_BLOCK`]), with one f32 of shared memory per thread for the
+/// reductions. `None` when there are no rows.
+pub fn rows(op: &'static str, n_rows: usize, n_cols: usize) -> Result<Option<Launch>> {
+    if n_cols == 0 {
+        return Err(CudaError::Shape {
+            op,
+            msg: "rows of 0 columns".into(),
+        });
+    }
+    count_u32(op, n_rows.saturating_mul(n_cols))?;
+    if n_rows == 0 {
+        return Ok(None);
+    }
+    let grid = u32::try_from(n_rows)
+        .ok()
+        .filter(|&g| g <= MAX_GRID_X)
+        .ok_or_else(|| too_big(op, "row count", n_rows))?;
+    let block = (n_cols.min(MAX_ROW_BLOCK as usize) as u32)
+        .next_power_of_two()
+        .clamp(MIN_ROW_BLOCK, MAX_ROW_BLOCK);
+    Ok(Some(Launch {
+        grid,
+        block,
+        shared_bytes: block * 4,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn elementwise_covers_every_element_once() {
+        assert_eq!(elementwise("t", 0).unwrap(), None);
+        for n in [1usize, 255, 256, 257, 1500 * 384, (1 << 31) + 3] {
+            let l = elementwise("t", n).unwrap().unwrap();
+            let threads = l.grid as usize * l.block as usize;
+            assert!(threads >= n, "n {n}");
+            assert!(threads - n < l.block as usize, "n {n}: a whole idle block");
+            assert!(l.grid <= MAX_GRID_X);
+        }
+    }
+
+    #[test]
+    fn elementwise_rejects_counts_past_u32() {
+        let err = elementwise("gelu", u32::MAX as usize + 1).unwrap_err();
+        assert!(err.to_string().starts_with("gelu: element count"), "{err}");
+    }
+
+    #[test]
+    fn row_blocks_are_powers_of_two_within_limits() {
+        let cases = [
+            (1usize, 1usize, 32u32),
+            (3, 31, 32),
+            (3, 33, 64),
+            (1500, 384, 512),
+            (448, 448, 512),
+            (1, 1024, 1024),
+            (2, 51865, 1024),
+        ];
+        for (n_rows, n_cols, block) in cases {
+            let l = rows("t", n_rows, n_cols).unwrap().unwrap();
+            assert_eq!(l.grid as usize, n_rows);
+            assert_eq!(l.block, block, "{n_rows}x{n_cols}");
+            assert!(l.block.is_power_of_two());
+            assert_eq!(l.shared_bytes, 4 * l.block);
+        }
+    }
+
+    #[test]
+    fn rows_reject_bad_shapes() {
+        assert_eq!(rows("t", 0, 8).unwrap(), None);
+        assert!(rows("softmax", 4, 0)
+            .unwrap_err()
+            .to_string()
+            .contains("0 columns"));
+        assert!(rows("t", 1 << 20, 1 << 13).is_err());
+    }
+
+    #[test]
+    fn converts_to_cudarc_config() {
+        let c: cudarc::driver::LaunchConfig = rows("t", 5, 100).unwrap().unwrap().into();
+        assert_eq!(c.grid_dim, (5, 1, 1));
+        assert_eq!(c.block_dim, (128, 1, 1));
+        assert_eq!(c.shared_mem_bytes, 512);
+    }
+}
