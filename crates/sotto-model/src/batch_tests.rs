@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::testmodel::{file, HP};
+use crate::testmodel::{file, max_abs_diff, HP};
 use crate::{Session, Whisper};
 
 fn session(threads: usize) -> Session {
@@ -21,14 +21,6 @@ fn alone(s: &mut Session, seq: &[u32]) -> Vec<f32> {
     let mut l = vec![0.0; HP.n_vocab];
     s.decode(seq, &[seq.len() - 1], &mut l).unwrap();
     l
-}
-
-fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len());
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f32::max)
 }
 
 #[test]
