@@ -21,8 +21,8 @@ pub struct Args {
     #[arg(short, long)]
     threads: Option<usize>,
 
-    /// Where the model runs. `auto` uses a GPU when sotto can run the model there (not
-    /// yet: CUDA builds probe GPUs but run the model on the CPU) and says so.
+    /// Where the model runs. `cuda` runs it on the first GPU (CUDA builds); `auto` keeps
+    /// to the CPU until the CUDA backend is validated on a GPU, and says so.
     #[arg(long, default_value = "auto", value_parser = ["auto", "cpu", "cuda"])]
     device: String,
 
@@ -49,6 +49,11 @@ fn ms(d: Duration) -> f64 {
 }
 
 /// Runs `f` once to warm up, then `runs` times; the median duration.
+/// A device error as an `anyhow` one.
+fn dev<T>(r: Result<T, Box<dyn std::error::Error + Send + Sync>>) -> anyhow::Result<T> {
+    r.map_err(|e| anyhow::anyhow!(e))
+}
+
 fn measure(
     runs: usize,
     mut f: impl FnMut() -> anyhow::Result<Duration>,
@@ -86,22 +91,28 @@ fn test_signal() -> Vec<f32> {
 }
 
 pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
-    crate::select_device(&args.device)?;
+    let device = crate::select_device(&args.device)?;
     let threads = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1)
     });
     let t = Instant::now();
-    let model = Model::load_named(&args.model, hub, &mut crate::progress::Download::new())?;
+    let model = Model::load_named_on(
+        &args.model,
+        hub,
+        &mut crate::progress::Download::new(),
+        device,
+    )?;
     let load = t.elapsed();
     let mut session = model.session(threads)?;
     let hp = *model.hparams();
     println!(
-        "model {} ({} layers, d {}), {threads} threads, ISA {}, median of {} runs",
+        "model {} ({} layers, d {}), device {}, {threads} threads, ISA {}, median of {} runs",
         args.model,
         hp.n_audio_layer,
         hp.n_audio_state,
+        model.device(),
         sotto::isa().name(),
         args.runs
     );
@@ -123,10 +134,10 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
             (0..frames).map(move |f| row.get(f).copied().unwrap_or(0.0))
         })
         .collect();
-    let raw = session.model_session();
+    let raw = session.forward();
     let encode = measure(args.runs, || {
         let t = Instant::now();
-        raw.encode(&window)?;
+        dev(raw.encode(&window))?;
         Ok(t.elapsed())
     })?;
     println!("encoder / window  {:9.1} ms", ms(encode));
@@ -138,12 +149,12 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
     let mut logits = vec![0f32; hp.n_vocab];
     let per_token = measure(args.runs, || {
         raw.reset_text();
-        raw.decode(&prompt, &[0], &mut logits)?;
+        dev(raw.decode(&prompt, &[0], &mut logits))?;
         let t = Instant::now();
         for i in 0..steps {
             // Ordinary text tokens; their values do not change the cost.
             let token = 400 + i as u32;
-            raw.decode(&[token], &[0], &mut logits)?;
+            dev(raw.decode(&[token], &[0], &mut logits))?;
         }
         Ok(t.elapsed() / steps as u32)
     })?;
@@ -155,11 +166,11 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
     let mut batch_logits = vec![0f32; beams * hp.n_vocab];
     let per_step = measure(args.runs, || {
         raw.reset_text();
-        raw.decode(&prompt, &[0], &mut logits)?;
-        raw.reorder(&[0; 5])?;
+        dev(raw.decode(&prompt, &[0], &mut logits))?;
+        dev(raw.reorder(&[0; 5]))?;
         let t = Instant::now();
         for _ in 0..steps {
-            raw.decode_batch(&tokens, beams, &mut batch_logits)?;
+            dev(raw.decode_batch(&tokens, beams, &mut batch_logits))?;
         }
         Ok(t.elapsed() / steps as u32)
     })?;

@@ -36,8 +36,8 @@ pub struct Args {
     #[arg(short, long)]
     threads: Option<usize>,
 
-    /// Where the model runs. `auto` uses a GPU when sotto can run the model there (not
-    /// yet: CUDA builds probe GPUs but run the model on the CPU) and says so.
+    /// Where the model runs. `cuda` runs it on the first GPU (CUDA builds); `auto` keeps
+    /// to the CPU until the CUDA backend is validated on a GPU, and says so.
     #[arg(long, default_value = "auto", value_parser = ["auto", "cpu", "cuda"])]
     device: String,
 
@@ -153,6 +153,67 @@ struct Decoding {
     /// Seed of the sampler at temperatures above 0 [default: 0]
     #[arg(long, value_name = "N")]
     seed: Option<u64>,
+
+    /// Text the transcript must begin with (first window only; it is part of the output)
+    #[arg(long, value_name = "TEXT")]
+    prefix: Option<String>,
+
+    /// Words or phrases to steer spelling, prompted before every window (not with --prefix)
+    #[arg(long, value_name = "TEXT")]
+    hotwords: Option<String>,
+
+    /// Stretches to transcribe, in seconds: start,end,start,end,..; an odd count runs the
+    /// last one to the end [default: all]
+    #[arg(long, value_name = "S,..", value_delimiter = ',', num_args = 1.., conflicts_with_all = ["offset", "duration"])]
+    clip_timestamps: Option<Vec<f64>>,
+
+    /// Start transcribing this many seconds into the audio [default: 0]
+    #[arg(long, value_name = "SECONDS")]
+    offset: Option<f64>,
+
+    /// Transcribe at most this many seconds (from --offset) [default: all]
+    #[arg(long, value_name = "SECONDS")]
+    duration: Option<f64>,
+
+    /// Skip silences longer than this many seconds before a likely hallucination, and drop
+    /// it; times words [default: off]
+    #[arg(long, value_name = "SECONDS")]
+    hallucination_silence_threshold: Option<f64>,
+
+    /// Windows whose loudest log-mel value stays below this are silence and are not decoded
+    /// (-1.5 is digital silence, -0.6 noise at about -80 dBFS); `none` decodes every window
+    /// [default: -0.6]
+    #[arg(long, value_name = "X|none", value_parser = parse_threshold, allow_hyphen_values = true)]
+    silence_floor: Option<Threshold>,
+
+    /// Skip a window as silence when every decoding attempt failed and its no-speech
+    /// probability is above the threshold (a repetition loop over noise) [default: true]
+    #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set)]
+    silence_on_failed_fallback: Option<bool>,
+
+    /// Split segments longer than this many characters between words; times words
+    /// [default: no limit]
+    #[arg(long, visible_alias = "max-len", value_name = "N")]
+    max_segment_chars: Option<usize>,
+
+    /// Split segments of more than this many text tokens between words; times words
+    /// [default: no limit]
+    #[arg(long, value_name = "N")]
+    max_segment_tokens: Option<usize>,
+}
+
+/// `[offset, offset + duration]` as clip timestamps (an open end without a duration).
+fn offset_clip(offset: Option<f64>, duration: Option<f64>) -> anyhow::Result<Vec<f64>> {
+    let start = offset.unwrap_or(0.0);
+    if !(start.is_finite() && start >= 0.0) {
+        bail!("--offset: {start} is not a time in seconds >= 0");
+    }
+    Ok(match duration {
+        None if offset.is_none() => Vec::new(),
+        None => vec![start],
+        Some(d) if d.is_finite() && d > 0.0 => vec![start, start + d],
+        Some(d) => bail!("--duration: {d} is not a positive number of seconds"),
+    })
 }
 
 /// A threshold value, or disabled.
@@ -214,6 +275,21 @@ impl Decoding {
             .unwrap_or(opts.max_initial_timestamp);
         opts.max_new_tokens = self.max_new_tokens.or(opts.max_new_tokens);
         opts.seed = self.seed.unwrap_or(opts.seed);
+        opts.prefix = self.prefix.clone().or(opts.prefix.take());
+        opts.hotwords = self.hotwords.clone().or(opts.hotwords.take());
+        opts.clip_timestamps = match &self.clip_timestamps {
+            Some(c) => c.clone(),
+            None => offset_clip(self.offset, self.duration)?,
+        };
+        opts.hallucination_silence_threshold = self
+            .hallucination_silence_threshold
+            .or(opts.hallucination_silence_threshold);
+        set(&mut opts.silence_floor, self.silence_floor);
+        opts.silence_on_failed_fallback = self
+            .silence_on_failed_fallback
+            .unwrap_or(opts.silence_on_failed_fallback);
+        opts.max_segment_chars = self.max_segment_chars.or(opts.max_segment_chars);
+        opts.max_segment_tokens = self.max_segment_tokens.or(opts.max_segment_tokens);
         Ok(())
     }
 }
@@ -261,7 +337,7 @@ fn plan_output(args: &Args) -> anyhow::Result<Sink> {
 }
 
 pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
-    crate::select_device(&args.device)?;
+    let device = crate::select_device(&args.device)?;
     let sink = plan_output(&args)?;
     let threads = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism()
@@ -272,7 +348,7 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
         bail!("--threads must be at least 1");
     }
     let t_load = Instant::now();
-    let model = Model::load_named(&args.model, hub, &mut progress::Download::new())?;
+    let model = Model::load_named_on(&args.model, hub, &mut progress::Download::new(), device)?;
     let load_time = t_load.elapsed();
     let mut session = model.session(threads)?;
 
@@ -496,6 +572,7 @@ mod tests {
             end: 0.1,
             word: word.into(),
             probability,
+            tokens: Vec::new(),
         };
         let words = [w(" Hello", 0.9), w(" wrld", 0.2), w(".", 0.6)];
         assert_eq!(confidence_text(&words, false), "Hello [wrld].");
@@ -541,5 +618,46 @@ mod tests {
             .is_empty());
         assert!(opts(&["--suppress-tokens=x"]).is_err());
         assert!(opts(&["--no-speech-threshold=high"]).is_err());
+    }
+
+    #[test]
+    fn prompting_range_and_shaping_flags() {
+        let o = opts(&[
+            "--prefix=And so",
+            "--hotwords=Kennedy",
+            "--clip-timestamps=1.5,4,10",
+            "--hallucination-silence-threshold=2",
+            "--silence-floor=-1",
+            "--silence-on-failed-fallback=false",
+            "--max-len=42",
+            "--max-segment-tokens=20",
+        ])
+        .unwrap();
+        assert_eq!(o.prefix.as_deref(), Some("And so"));
+        assert_eq!(o.hotwords.as_deref(), Some("Kennedy"));
+        assert_eq!(o.clip_timestamps, vec![1.5, 4.0, 10.0]);
+        assert_eq!(o.hallucination_silence_threshold, Some(2.0));
+        assert_eq!(o.silence_floor, Some(-1.0));
+        assert!(!o.silence_on_failed_fallback);
+        assert_eq!(
+            (o.max_segment_chars, o.max_segment_tokens),
+            (Some(42), Some(20))
+        );
+        assert_eq!(opts(&["--silence-floor=none"]).unwrap().silence_floor, None);
+        // --offset and --duration make one clip; they exclude --clip-timestamps.
+        assert_eq!(opts(&["--offset=3"]).unwrap().clip_timestamps, vec![3.0]);
+        assert_eq!(
+            opts(&["--offset=3", "--duration=2"])
+                .unwrap()
+                .clip_timestamps,
+            vec![3.0, 5.0]
+        );
+        assert_eq!(
+            opts(&["--duration=2"]).unwrap().clip_timestamps,
+            vec![0.0, 2.0]
+        );
+        assert!(opts(&["--duration=-2"]).is_err());
+        assert!(opts(&["--offset=-1"]).is_err());
+        assert!(opts(&["--offset=1", "--clip-timestamps=1,2"]).is_err());
     }
 }

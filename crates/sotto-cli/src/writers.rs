@@ -158,6 +158,8 @@ struct JsonSegment<'a> {
     end: f64,
     text: &'a str,
     tokens: &'a [u32],
+    /// Probability of each of `tokens` as decoded (after the logit filters).
+    token_probs: Vec<f64>,
     temperature: f64,
     avg_logprob: f64,
     compression_ratio: f64,
@@ -184,6 +186,11 @@ fn json_segment(id: usize, s: &Segment) -> JsonSegment<'_> {
         end: round(s.end),
         text: &s.text,
         tokens: &s.tokens,
+        token_probs: s
+            .token_logprobs
+            .iter()
+            .map(|&l| (f64::from(l).exp() * 1e4).round() / 1e4)
+            .collect(),
         temperature: s.temperature,
         avg_logprob: s.avg_logprob,
         compression_ratio: s.compression_ratio,
@@ -230,7 +237,8 @@ mod tests {
             start,
             end,
             text: text.to_string(),
-            tokens: vec![],
+            tokens: vec![50364, 2425],
+            token_logprobs: vec![0.0, -std::f32::consts::LN_2],
             avg_logprob: -0.1,
             compression_ratio: 1.0,
             no_speech_prob: 0.0,
@@ -241,6 +249,7 @@ mod tests {
                     end: 0.6,
                     word: " Hello,".into(),
                     probability: 0.9,
+                    tokens: vec![2425],
                 }]
             } else {
                 vec![]
@@ -284,6 +293,7 @@ mod tests {
         assert_eq!(json["segments"][0]["words"][0]["word"], " Hello,");
         assert_eq!(json["segments"][0]["words"][0]["end"], 0.6);
         assert!(json["segments"][1].get("words").is_none());
+        assert_eq!(json["segments"][0]["token_probs"][1], 0.5);
         assert_eq!(
             Format::from_extension(std::path::Path::new("a/b.SRT")),
             Some(Format::Srt)

@@ -198,9 +198,9 @@ fn non_audio_and_empty_audio_are_one_line_errors() {
 }
 
 #[test]
-fn device_cuda_is_a_one_line_error_until_the_model_runs_on_cuda() {
-    // Without the feature: not built in; with it: no driver here, or, on a GPU machine,
-    // model execution on CUDA not implemented yet. The device is checked before the model.
+fn device_cuda_without_a_gpu_is_a_one_line_error() {
+    // Without the feature: not built in; with it: no driver here (scripts/gpu-check.sh
+    // runs --device cuda where there is a GPU). The device is checked before the model.
     let needle = if cfg!(feature = "cuda") {
         "--device cuda"
     } else {

@@ -5,8 +5,8 @@
 use rayon::prelude::*;
 use sotto_quant::QuantType;
 
-use crate::kernels::{self, WRows};
-use crate::{shape_err, CpuBackend, Isa, Linear, Result, Weight};
+use crate::kernels::{self, WRows, TILE_ROWS};
+use crate::{shape_err, CpuBackend, F16Tiles, Isa, Linear, OutPtr, Result, Weight};
 
 /// Up to this many input rows, each weight row is streamed once for all inputs.
 const SMALL_M: usize = 8;
@@ -66,6 +66,9 @@ impl CpuBackend {
 
     /// Few input rows: weight rows split across threads into `[rows, m]` blocks.
     fn small_m(&self, x: &[f32], m: usize, w: &Linear, out: &mut [f32], gelu: bool) {
+        if let Weight::F16Tiled(t) = &w.weight {
+            return self.small_m_tiled(x, m, t, w.bias.as_deref(), out, gelu);
+        }
         let (n, k, isa) = (w.n_out, w.n_in, self.isa);
         let act = quantized_activations(&w.weight, x, m, k);
         let block = |r0: usize, chunk: &mut [f32]| {
@@ -80,6 +83,7 @@ impl CpuBackend {
                 Weight::Quant { t, data, .. } => {
                     quant_block(isa, *t, k, data, &act, r0, m, chunk);
                 }
+                Weight::F16Tiled(_) => unreachable!("tiled weights take small_m_tiled"),
             }
             if let Some(b) = &w.bias {
                 for (o, bj) in chunk.chunks_exact_mut(m).zip(&b[r0..r0 + rows]) {
@@ -113,6 +117,60 @@ impl CpuBackend {
             for (i, v) in o.iter().enumerate() {
                 out[i * n + j] = *v;
             }
+        }
+    }
+
+    /// [`CpuBackend::small_m`] for tiled f16: contiguous runs of tiles split across
+    /// threads, each run computed into a small local `[rows, m]` block and written to its
+    /// columns of `out`, so nothing is allocated.
+    ///
+    /// `x` Shape: [m, k]; `out` Shape: [m, n].
+    fn small_m_tiled(
+        &self,
+        x: &[f32],
+        m: usize,
+        t: &F16Tiles,
+        bias: Option<&[f32]>,
+        out: &mut [f32],
+        gelu: bool,
+    ) {
+        let (n, k, isa, tl) = (t.n_out(), t.n_in(), self.isa, t.tile_len());
+        let n_tiles = n.div_ceil(TILE_ROWS);
+        let dst = OutPtr(out.as_mut_ptr());
+        let run = |t0: usize, t1: usize| {
+            let mut buf = [0.0f32; LOCAL_TILES * TILE_ROWS * SMALL_M];
+            for b0 in (t0..t1).step_by(LOCAL_TILES) {
+                let b1 = (b0 + LOCAL_TILES).min(t1);
+                let (r0, r1) = (b0 * TILE_ROWS, (b1 * TILE_ROWS).min(n));
+                let block = &mut buf[..(b1 - b0) * TILE_ROWS * m];
+                kernels::matmul_tiled(isa, x, m, k, &t.data()[b0 * tl..b1 * tl], block);
+                let block = &mut block[..(r1 - r0) * m];
+                if let Some(b) = bias {
+                    for (o, bj) in block.chunks_exact_mut(m).zip(&b[r0..r1]) {
+                        o.iter_mut().for_each(|v| *v += bj);
+                    }
+                }
+                if gelu {
+                    kernels::gelu(isa, block);
+                }
+                for (j, o) in block.chunks_exact(m).enumerate() {
+                    for (i, &v) in o.iter().enumerate() {
+                        // SAFETY: i < m and r0 + j < n, so the index lies in `out` ([m, n]);
+                        // runs cover disjoint rows r, so no two writers share an element.
+                        unsafe { *dst.at(i * n + r0 + j) = v };
+                    }
+                }
+            }
+        };
+        if n * k * m <= INLINE_WORK || self.threads() == 1 {
+            run(0, n_tiles);
+        } else {
+            let per = n_tiles.div_ceil(self.threads() * 4);
+            self.install(|| {
+                (0..n_tiles.div_ceil(per))
+                    .into_par_iter()
+                    .for_each(|c| run(c * per, ((c + 1) * per).min(n_tiles)))
+            });
         }
     }
 
@@ -170,6 +228,9 @@ impl CpuBackend {
         }
     }
 }
+
+/// Tiles per local output block of [`CpuBackend::small_m_tiled`] (an 8 KiB stack buffer).
+const LOCAL_TILES: usize = 64;
 
 /// Weight rows per parallel task: about four tasks per thread, a multiple of 4 rows.
 fn rows_per_task(n: usize, threads: usize) -> usize {
@@ -247,6 +308,8 @@ mod tests {
                 (37, 71, 129),
                 (2, 700, 97),
                 (1, 1000, 100),
+                (5, 1001, 385),
+                (7, 300, 64),
             ] {
                 let x = rand_vec(m * k, 1);
                 let w32 = rand_vec(n * k, 2);
@@ -263,6 +326,16 @@ mod tests {
                     be.linear(&x, m, &l16, &mut out).unwrap();
                     let want = naive(&x, m, &w16_as32, bias.as_deref(), n, k);
                     assert!(max_abs_diff(&out, &want) < 1e-4, "f16 {m} {n} {k}");
+                    let tiled = Weight::F16Tiled(F16Tiles::new(&w16, n, k).unwrap());
+                    let lt = Linear::new(tiled, bias.clone(), n, k).unwrap();
+                    out.fill(f32::NAN);
+                    be.linear(&x, m, &lt, &mut out).unwrap();
+                    assert!(max_abs_diff(&out, &want) < 1e-4, "tiled {m} {n} {k}");
+                    let mut g = vec![f32::NAN; m * n];
+                    be.linear_gelu(&x, m, &lt, &mut g).unwrap();
+                    let mut want_g = want.clone();
+                    crate::kernels::gelu(Isa::Scalar, &mut want_g);
+                    assert!(max_abs_diff(&g, &want_g) < 1e-5, "tiled gelu {m} {n} {k}");
                     let mut g = vec![f32::NAN; m * n];
                     be.linear_gelu(&x, m, &l16, &mut g).unwrap();
                     crate::kernels::gelu(Isa::Scalar, &mut out);

@@ -4,8 +4,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchArgs, PushKernelArg,
-    ValidAsZeroBits,
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr, LaunchArgs,
+    PushKernelArg, ValidAsZeroBits,
 };
 use cudarc::nvrtc::{CompileError, CompileOptions, Ptx};
 
@@ -45,7 +45,9 @@ fn ptx_for(ordinal: usize, cc: (i32, i32)) -> Result<Ptx> {
     Ok(ptx)
 }
 
-fn compile((major, minor): (i32, i32)) -> Result<Ptx> {
+/// Compiles [`kernels::SOURCE`] to PTX for compute capability `major.minor`. Needs libnvrtc
+/// only, no GPU or driver.
+pub fn compile((major, minor): (i32, i32)) -> Result<Ptx> {
     if !crate::nvrtc_present() {
         return Err(CudaError::NoNvrtc);
     }
@@ -67,6 +69,27 @@ fn compile((major, minor): (i32, i32)) -> Result<Ptx> {
     })
 }
 
+/// Initializes the driver and opens GPU `ordinal`: its description, a context on it and
+/// sotto's kernels compiled (once per process and GPU) and loaded. Call inside [`guard`]
+/// after checking [`crate::driver_present`].
+pub(crate) fn open(ordinal: usize) -> Result<(DeviceInfo, Arc<CudaContext>, Arc<CudaModule>)> {
+    crate::init()?;
+    let count = cudarc::driver::result::device::get_count()
+        .map_err(driver("cuDeviceGetCount"))?
+        .max(0) as usize;
+    if count == 0 {
+        return Err(CudaError::NoDevice);
+    }
+    if ordinal >= count {
+        return Err(CudaError::BadOrdinal { ordinal, count });
+    }
+    let info = crate::device_info(ordinal)?;
+    let ptx = ptx_for(ordinal, info.compute_capability)?;
+    let ctx = CudaContext::new(ordinal).map_err(driver("cuDevicePrimaryCtxRetain"))?;
+    let module = ctx.load_module(ptx).map_err(driver("cuModuleLoadData"))?;
+    Ok((info, ctx, module))
+}
+
 /// A context and stream on one GPU with sotto's kernels loaded. Ops queue on the stream;
 /// [`CudaBackend::download`] waits for them.
 pub struct CudaBackend {
@@ -85,21 +108,8 @@ impl CudaBackend {
             return Err(CudaError::NoDriver);
         }
         guard("opening the GPU", || {
-            crate::init()?;
-            let count = cudarc::driver::result::device::get_count()
-                .map_err(driver("cuDeviceGetCount"))?
-                .max(0) as usize;
-            if count == 0 {
-                return Err(CudaError::NoDevice);
-            }
-            if ordinal >= count {
-                return Err(CudaError::BadOrdinal { ordinal, count });
-            }
-            let info = crate::device_info(ordinal)?;
-            let ptx = ptx_for(ordinal, info.compute_capability)?;
-            let ctx = CudaContext::new(ordinal).map_err(driver("cuDevicePrimaryCtxRetain"))?;
+            let (info, ctx, module) = open(ordinal)?;
             let stream = ctx.new_stream().map_err(driver("cuStreamCreate"))?;
-            let module = ctx.load_module(ptx).map_err(driver("cuModuleLoadData"))?;
             let funcs = kernels::NAMES
                 .iter()
                 .map(|&name| Ok((name, module.load_function(name).map_err(driver(name))?)))
@@ -302,6 +312,35 @@ mod tests {
         let e = whole_rows("softmax_rows", 10, 4).unwrap_err().to_string();
         assert!(e.contains("not whole rows of 4"), "{e}");
         assert!(whole_rows("softmax_rows", 0, 0).is_err());
+    }
+
+    /// NVRTC needs no GPU: wherever libnvrtc loads, every kernel must compile for the
+    /// architectures sotto targets. `SOTTO_REQUIRE_NVRTC=1` turns a missing library into a
+    /// failure (CI sets it after unpacking the nvidia-cuda-nvrtc wheel).
+    #[test]
+    fn kernels_compile_with_nvrtc() {
+        if !crate::nvrtc_present() {
+            let require = std::env::var_os("SOTTO_REQUIRE_NVRTC").is_some_and(|v| v != "0");
+            assert!(
+                !require,
+                "SOTTO_REQUIRE_NVRTC is set, but libnvrtc was not found (LD_LIBRARY_PATH)"
+            );
+            println!(
+                "skipped: libnvrtc not found; set LD_LIBRARY_PATH to a folder with libnvrtc.so.13"
+            );
+            return;
+        }
+        for cc in [(7, 5), (8, 0), (8, 9), (9, 0)] {
+            let ptx = compile(cc).unwrap_or_else(|e| panic!("{e}"));
+            let text = ptx.to_src();
+            for name in kernels::NAMES {
+                assert!(
+                    text.contains(&format!(".entry {name}(")),
+                    "compute {cc:?}: no entry {name} in the PTX"
+                );
+            }
+            println!("compute {}.{}: {} bytes of PTX", cc.0, cc.1, text.len());
+        }
     }
 
     #[test]

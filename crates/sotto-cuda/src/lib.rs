@@ -1,25 +1,35 @@
-//! CUDA backend for sotto: the first, build-level step.
+//! CUDA backend for sotto.
 //!
-//! What is here: [`probe`] lists the GPUs the driver sees; [`CudaBackend`] owns a context
-//! and a stream on one GPU, compiles sotto's kernels (CUDA C in [`kernels`]) with NVRTC at
-//! run time, uploads f32/f16/block-quantized buffers, runs layer norm, GELU, row softmax,
-//! add, f16→f32 and q8_0/q4_0 dequantization, and downloads the results. The Whisper model
-//! does not run on CUDA yet.
+//! [`probe`] lists the GPUs the driver sees. [`CudaBackend`] owns a context and a stream on
+//! one GPU and runs single kernels (layer norm, GELU, softmax, add, f16→f32, q8_0/q4_0
+//! dequantization) for the conformance tests. [`CudaWhisper`] uploads a Whisper model's
+//! weights once ([`Precision::F16`] by default); [`CudaSession`]s share it, each with its
+//! own stream, cuBLAS handle, encoder buffers, cross-attention K/V and self-attention KV
+//! cache, with `sotto_model::Session`'s methods and semantics (not yet `align`).
 //!
-//! libcuda and libnvrtc are loaded at run time (cudarc's `dynamic-loading`), so this crate
-//! builds and links on machines without CUDA. cudarc panics when a library or symbol is
-//! missing; every entry point here checks for the library first and turns what is left
-//! into a [`CudaError`].
+//! Kernels are CUDA C ([`kernels::SOURCE`]) compiled by NVRTC at run time, once per
+//! process and GPU; matrix products go to cuBLAS (`cublasGemmEx`, f32 accumulation).
+//! libcuda, libnvrtc and libcublas are loaded at run time (cudarc's `dynamic-loading`), so
+//! this crate builds and links on machines without CUDA. cudarc panics when a library or
+//! symbol is missing; every entry point here checks for the driver first and turns what is
+//! left into a [`CudaError`].
 
 mod backend;
 pub mod kernels;
 pub mod launch;
+mod ops;
+pub mod plan;
+mod session;
+mod whisper;
 
 use cudarc::driver::{result, sys};
 
-pub use backend::{CudaBackend, DeviceBuffer};
+pub use backend::{compile, CudaBackend, DeviceBuffer};
 pub use half::f16;
+pub use ops::Precision;
+pub use session::CudaSession;
 pub use sotto_quant::QuantType;
+pub use whisper::CudaWhisper;
 
 /// Errors from probing, compiling and running on a GPU. Each message names the step.
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +50,15 @@ pub enum CudaError {
     Compile { major: i32, minor: i32, log: String },
     #[error("{op}: {msg}")]
     Shape { op: &'static str, msg: String },
+    /// A model file whose tensors or hyper-parameters do not fit the CUDA model.
+    #[error("{path}: {msg}")]
+    Model {
+        path: std::path::PathBuf,
+        msg: String,
+    },
+    /// A call whose arguments do not fit the model or the session's state.
+    #[error("{op}: {msg}")]
+    Input { op: &'static str, msg: String },
     #[error("{op}: {ty} is not supported on CUDA yet")]
     Unsupported { op: &'static str, ty: QuantType },
     /// cudarc panicked (a symbol missing from an old driver, say); caught at the boundary.

@@ -5,8 +5,8 @@
 //! time and averaged over the heads, is aligned to the text by dynamic time warping.
 
 use crate::inference::Inference;
+use crate::segments::Cut;
 use crate::tokenizer::Tokenizer;
-use crate::transcribe::Cut;
 use crate::{DecodeError, Result};
 
 /// faster-whisper's `find_alignment(median_filter_width=7)`.
@@ -34,6 +34,8 @@ pub struct Word {
     pub word: String,
     /// Mean probability of its tokens (softmax over the text tokens).
     pub probability: f64,
+    /// Its tokens (those of merged punctuation included): `decode(tokens) == word`.
+    pub tokens: Vec<u32>,
 }
 
 /// The cross-attention heads that follow word timing in openai-whisper's released models
@@ -562,6 +564,7 @@ impl Aligner<'_> {
                         start: round2(time_offset + t.start),
                         end: round2(time_offset + t.end),
                         probability: t.probability,
+                        tokens: t.tokens.clone(),
                     });
                 }
                 saved += t.tokens.len();

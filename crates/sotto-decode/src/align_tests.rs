@@ -84,6 +84,7 @@ fn long_first_word_after_a_pause_is_cut() {
         start: 10.0,
         end: 14.0,
         tokens: Vec::new(),
+        logprobs: Vec::new(),
         words: Vec::new(),
     };
     let word = |w: &str, start, end| Word {
@@ -91,6 +92,7 @@ fn long_first_word_after_a_pause_is_cut() {
         end,
         word: w.into(),
         probability: 1.0,
+        tokens: Vec::new(),
     };
     let mut words = vec![word(" a", 9.0, 12.0), word(" b", 12.0, 12.4)];
     adjust_bounds(&mut cut, &mut words, 0.0, 0.3, 0.6);

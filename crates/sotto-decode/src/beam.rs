@@ -49,6 +49,8 @@ impl BeamSearch {
 struct Beam {
     /// Generated tokens, without `<|endoftext|>`.
     tokens: Vec<u32>,
+    /// Each token's log-probability when chosen.
+    logprobs: Vec<f32>,
     /// Sum of the chosen tokens' log-probabilities (float32, as CTranslate2 keeps it).
     score: f32,
 }
@@ -80,11 +82,12 @@ impl Search for BeamSearch {
         let (k, n) = (self.beam_size, inf.n_vocab());
         let (mut logits, no_speech_prob) = start(inf, task)?;
         let mut beams = vec![Beam {
-            tokens: Vec::new(),
+            tokens: task.forced.to_vec(),
+            logprobs: vec![0.0; task.forced.len()],
             score: 0.0,
         }];
         let mut finished: Vec<Beam> = Vec::new();
-        for step in 0..task.max_steps {
+        for step in task.forced.len()..task.max_steps {
             for (b, beam) in beams.iter().enumerate() {
                 let row = &mut logits[b * n..(b + 1) * n];
                 for f in task.filters {
@@ -93,7 +96,19 @@ impl Search for BeamSearch {
                 log_softmax(row);
                 row.iter_mut().for_each(|v| *v += beam.score);
             }
-            let cands = top_k(&logits, 2 * k);
+            let mut cands = top_k(&logits, 2 * k);
+            if step > 0 && step == task.forced.len() {
+                // CTranslate2 (`update_sample_with_prefix`): right after a prefix, an end in
+                // any but the best candidate becomes token 0 at a hopeless score.
+                for c in cands.iter_mut().skip(1) {
+                    if (c.flat % n) as u32 == task.eot {
+                        *c = Candidate {
+                            flat: c.flat - c.flat % n,
+                            score: -1e10,
+                        };
+                    }
+                }
+            }
             let is_last = step + 1 == task.max_steps;
             let token = |c: &Candidate| (c.flat % n) as u32;
             let mut next: Vec<Candidate> = Vec::with_capacity(k);
@@ -101,12 +116,15 @@ impl Search for BeamSearch {
             for (j, c) in cands.iter().enumerate().take(k) {
                 let mut pick = j;
                 if token(c) == task.eot || is_last {
-                    let mut tokens = beams[c.flat / n].tokens.clone();
+                    let from = &beams[c.flat / n];
+                    let (mut tokens, mut logprobs) = (from.tokens.clone(), from.logprobs.clone());
                     if token(c) != task.eot {
                         tokens.push(token(c));
+                        logprobs.push(c.score - from.score);
                     }
                     finished.push(Beam {
                         tokens,
+                        logprobs,
                         score: c.score,
                     });
                     if let Some(r) =
@@ -126,10 +144,13 @@ impl Search for BeamSearch {
             beams = next
                 .iter()
                 .map(|c| {
-                    let mut t = beams[c.flat / n].tokens.clone();
-                    t.push(token(c));
+                    let from = &beams[c.flat / n];
+                    let (mut tokens, mut logprobs) = (from.tokens.clone(), from.logprobs.clone());
+                    tokens.push(token(c));
+                    logprobs.push(c.score - from.score);
                     Beam {
-                        tokens: t,
+                        tokens,
+                        logprobs,
                         score: c.score,
                     }
                 })
@@ -146,8 +167,10 @@ impl Search for BeamSearch {
             .into_iter()
             .reduce(|a, b| if score(&b) > score(&a) { b } else { a });
         Ok(match best {
-            Some(b) => DecodingResult::new(b.tokens, f64::from(b.score), no_speech_prob),
-            None => DecodingResult::new(Vec::new(), 0.0, no_speech_prob),
+            Some(b) => {
+                DecodingResult::new(b.tokens, b.logprobs, f64::from(b.score), no_speech_prob)
+            }
+            None => DecodingResult::new(Vec::new(), Vec::new(), 0.0, no_speech_prob),
         })
     }
 }

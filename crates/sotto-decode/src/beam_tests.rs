@@ -29,6 +29,7 @@ fn task<'a>(filters: &'a [&'a dyn LogitFilter], max_steps: usize) -> DecodeTask<
     DecodeTask {
         prompt: &[11, 13],
         sot_index: 1,
+        forced: &[],
         eot: EOT,
         no_speech: 12,
         max_steps,
@@ -153,4 +154,39 @@ fn top_k_is_sorted_and_keeps_the_first_of_ties() {
     let flats: Vec<usize> = top_k(&s, 4).iter().map(|c| c.flat).collect();
     assert_eq!(flats, vec![2, 5, 0, 3]);
     assert_eq!(top_k(&s, 10).len(), 6);
+}
+
+#[test]
+fn forced_prefix_scores_zero_and_shields_secondary_ends() {
+    // After [3]: 4 (0.5) is best, the end (0.3) second.
+    let after_3 = || {
+        tree(vec![
+            (vec![], vec![(3, 1.0)]),
+            (vec![3], vec![(4, 0.5), (EOT, 0.3), (5, 0.2)]),
+            (vec![3, 4], vec![(EOT, 1.0)]),
+            (vec![3, 5], vec![(EOT, 1.0)]),
+        ])
+    };
+    // One finished hypothesis ends the search.
+    let mut b = beam(2, 0.5, 1.0);
+    // Decoded freely, the end at the second candidate finishes [3] and stops the search.
+    let r = b.search(&mut after_3(), &task(&[], 10)).unwrap();
+    assert_eq!(r.tokens, vec![3]);
+    // Forced, 3 scores 0 and, as CTranslate2 does right after a prefix, the secondary end is
+    // not taken: the search goes on to [3, 4].
+    let t = DecodeTask {
+        forced: &[3],
+        ..task(&[], 10)
+    };
+    let r = b.search(&mut after_3(), &t).unwrap();
+    assert_eq!(r.tokens, vec![3, 4]);
+    assert_eq!(r.logprobs[0], 0.0);
+    assert!(
+        (r.sum_logprob - 0.5f64.ln()).abs() < 1e-4,
+        "{}",
+        r.sum_logprob
+    );
+    // Greedy and sampling start from the forced tokens too.
+    let r = Greedy.search(&mut after_3(), &t).unwrap();
+    assert_eq!((r.tokens, r.logprobs[0]), (vec![3, 4], 0.0));
 }

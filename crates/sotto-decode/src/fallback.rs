@@ -52,6 +52,8 @@ pub struct Fallback {
     pub temperature: f64,
     /// Compression ratio of the chosen result's text.
     pub compression_ratio: f64,
+    /// Every temperature failed the thresholds: the result is the least bad attempt.
+    pub exhausted: bool,
 }
 
 /// `len(text) / len(zlib.compress(text))` over UTF-8 bytes, zlib level 6 as Python's default.
@@ -118,6 +120,7 @@ pub fn generate_with_fallback(
             result,
             temperature: t,
             compression_ratio,
+            exhausted: false,
         };
         if !needs_fallback {
             return Ok(done);
@@ -141,6 +144,7 @@ pub fn generate_with_fallback(
     }
     let mut kept = all.swap_remove(best);
     kept.temperature = temperature;
+    kept.exhausted = true;
     Ok(kept)
 }
 
@@ -199,6 +203,7 @@ mod tests {
         let task = DecodeTask {
             prompt: &prompt,
             sot_index: 0,
+            forced: &[],
             eot,
             no_speech: tok.no_speech(),
             max_steps: 60,
@@ -233,6 +238,7 @@ mod tests {
         let task = DecodeTask {
             prompt: &prompt,
             sot_index: 0,
+            forced: &[],
             eot,
             no_speech: tok.no_speech(),
             max_steps: 60,
@@ -247,6 +253,7 @@ mod tests {
             generate_with_fallback(&mut inf, &tok, &task, &opts, &mut Greedy, &mut rng).unwrap();
         assert_eq!(f.temperature, 1.0);
         assert!(f.result.avg_logprob < -1.0);
+        assert!(f.exhausted);
         // Silence: high no-speech probability with a low logprob stops at the first attempt.
         let ns = tok.no_speech();
         let mut inf = MockInference::new(n, move |ctx| {
@@ -261,6 +268,7 @@ mod tests {
             generate_with_fallback(&mut inf, &tok, &task, &opts, &mut Greedy, &mut rng).unwrap();
         assert_eq!(f.temperature, 0.0);
         assert!(f.result.no_speech_prob > 0.99);
+        assert!(!f.exhausted);
         let none = FallbackOptions {
             temperatures: vec![],
             ..Default::default()

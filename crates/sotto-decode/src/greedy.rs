@@ -13,6 +13,10 @@ pub struct DecodeTask<'a> {
     pub prompt: &'a [u32],
     /// Index of `<|startoftranscript|>` in `prompt`: its logits give the no-speech probability.
     pub sot_index: usize,
+    /// Tokens forced after the prompt (faster-whisper's `prefix`: `<|0.00|>` then the prefix
+    /// text). They begin the result, add 0 to its score and count toward `max_steps`, as
+    /// CTranslate2's hard prefix does; the filters see them as generated tokens.
+    pub forced: &'a [u32],
     /// `<|endoftext|>`.
     pub eot: u32,
     /// `<|nospeech|>`.
@@ -26,8 +30,11 @@ pub struct DecodeTask<'a> {
 /// One decoded sequence.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DecodingResult {
-    /// Generated tokens, without the prompt and without `<|endoftext|>`.
+    /// Generated tokens (the forced ones first), without the prompt and `<|endoftext|>`.
     pub tokens: Vec<u32>,
+    /// Log-probability of each of `tokens` when it was chosen (after filtering); 0 for the
+    /// forced ones.
+    pub logprobs: Vec<f32>,
     /// Sum of the chosen tokens' log-probabilities (after filtering), `<|endoftext|>`'s included.
     pub sum_logprob: f64,
     /// `sum_logprob / (tokens.len() + 1)`, as faster-whisper recovers it.
@@ -70,7 +77,19 @@ pub struct Sampling<'r> {
 #[derive(Debug, Clone, Default)]
 struct Candidate {
     tokens: Vec<u32>,
+    logprobs: Vec<f32>,
     sum_logprob: f64,
+}
+
+impl Candidate {
+    /// A candidate that starts with the forced tokens, which score 0.
+    fn forced(forced: &[u32]) -> Self {
+        Candidate {
+            tokens: forced.to_vec(),
+            logprobs: vec![0.0; forced.len()],
+            sum_logprob: 0.0,
+        }
+    }
 }
 
 impl Search for Sampling<'_> {
@@ -82,10 +101,10 @@ impl Search for Sampling<'_> {
             inf.reorder(&vec![0; k]).map_err(DecodeError::Inference)?;
         }
         let mut logits = first.repeat(k);
-        let mut cands = vec![Candidate::default(); k];
+        let mut cands = vec![Candidate::forced(task.forced); k];
         // Candidate index of each batch row.
         let mut alive: Vec<usize> = (0..k).collect();
-        for step in 0..task.max_steps {
+        for step in task.forced.len()..task.max_steps {
             let (mut keep, mut next) = (Vec::new(), Vec::new());
             for (row, &c) in alive.iter().enumerate() {
                 let l = &mut logits[row * n..(row + 1) * n];
@@ -98,6 +117,7 @@ impl Search for Sampling<'_> {
                 cand.sum_logprob += f64::from(l[token as usize]);
                 if token != task.eot {
                     cand.tokens.push(token);
+                    cand.logprobs.push(l[token as usize]);
                     if step + 1 < task.max_steps {
                         keep.push(row);
                         next.push(token);
@@ -124,6 +144,7 @@ impl Search for Sampling<'_> {
             .expect("best_of >= 1");
         Ok(DecodingResult::new(
             best.tokens,
+            best.logprobs,
             best.sum_logprob,
             no_speech_prob,
         ))
@@ -144,10 +165,17 @@ pub(crate) fn normalised(sum_logprob: f64, len: usize, length_penalty: f64) -> f
 impl DecodingResult {
     /// A result with faster-whisper's recovered average:
     /// `score · len^length_penalty / (len + 1)` = `sum_logprob / (len + 1)`.
-    pub(crate) fn new(tokens: Vec<u32>, sum_logprob: f64, no_speech_prob: f64) -> Self {
+    pub(crate) fn new(
+        tokens: Vec<u32>,
+        logprobs: Vec<f32>,
+        sum_logprob: f64,
+        no_speech_prob: f64,
+    ) -> Self {
+        debug_assert_eq!(tokens.len(), logprobs.len());
         let avg_logprob = sum_logprob / (tokens.len() + 1) as f64;
         DecodingResult {
             tokens,
+            logprobs,
             sum_logprob,
             avg_logprob,
             no_speech_prob,
@@ -155,8 +183,9 @@ impl DecodingResult {
     }
 }
 
-/// Decodes `task.prompt` as a batch of one and returns the first step's logits
-/// (Shape: [n_vocab]) and the no-speech probability at `<|startoftranscript|>`.
+/// Decodes `task.prompt` (then `task.forced`) as a batch of one and returns the logits of
+/// the first free step (Shape: [n_vocab]) and the no-speech probability at
+/// `<|startoftranscript|>`.
 pub(crate) fn start(inf: &mut dyn Inference, task: &DecodeTask) -> Result<(Vec<f32>, f64)> {
     let n = inf.n_vocab();
     let last = task
@@ -172,8 +201,8 @@ pub(crate) fn start(inf: &mut dyn Inference, task: &DecodeTask) -> Result<(Vec<f
                 task.prompt.len()
             ),
         })?;
-    let rows: Vec<usize> = if task.sot_index == last {
-        vec![last]
+    let rows: Vec<usize> = if task.sot_index == last || !task.forced.is_empty() {
+        vec![task.sot_index]
     } else {
         vec![task.sot_index, last]
     };
@@ -182,6 +211,12 @@ pub(crate) fn start(inf: &mut dyn Inference, task: &DecodeTask) -> Result<(Vec<f
     inf.decode(task.prompt, &rows, &mut logits)
         .map_err(DecodeError::Inference)?;
     let no_speech_prob = softmax_at(&logits[..n], task.no_speech as usize);
+    if let Some(f_last) = task.forced.len().checked_sub(1) {
+        logits.truncate(n);
+        inf.decode(task.forced, &[f_last], &mut logits)
+            .map_err(DecodeError::Inference)?;
+        return Ok((logits, no_speech_prob));
+    }
     Ok((logits.split_off((rows.len() - 1) * n), no_speech_prob))
 }
 
@@ -192,30 +227,36 @@ fn run(
     mut pick: impl FnMut(&[f32]) -> u32,
 ) -> Result<DecodingResult> {
     let (mut logits, no_speech_prob) = start(inf, task)?;
-    let mut tokens = Vec::new();
+    let mut tokens = task.forced.to_vec();
+    let mut logprobs = vec![0f32; tokens.len()];
     let mut sum_logprob = 0f64;
-    for step in 0..task.max_steps {
+    for step in task.forced.len()..task.max_steps {
         for f in task.filters {
             f.apply(&mut logits, &tokens);
         }
         log_softmax(&mut logits);
         let token = pick(&logits);
-        sum_logprob += f64::from(
-            logits
-                .get(token as usize)
-                .copied()
-                .unwrap_or(f32::NEG_INFINITY),
-        );
+        let logprob = logits
+            .get(token as usize)
+            .copied()
+            .unwrap_or(f32::NEG_INFINITY);
+        sum_logprob += f64::from(logprob);
         if token == task.eot {
             break;
         }
         tokens.push(token);
+        logprobs.push(logprob);
         if step + 1 < task.max_steps {
             inf.decode(&[token], &[0], &mut logits)
                 .map_err(DecodeError::Inference)?;
         }
     }
-    Ok(DecodingResult::new(tokens, sum_logprob, no_speech_prob))
+    Ok(DecodingResult::new(
+        tokens,
+        logprobs,
+        sum_logprob,
+        no_speech_prob,
+    ))
 }
 
 fn softmax_at(logits: &[f32], i: usize) -> f64 {
@@ -302,6 +343,7 @@ mod tests {
         DecodeTask {
             prompt,
             sot_index: 1,
+            forced: &[],
             eot: EOT,
             no_speech: 12,
             max_steps: 8,

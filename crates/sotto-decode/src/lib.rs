@@ -11,6 +11,7 @@
 //! - [`beam`]: beam search at T = 0, as CTranslate2's.
 //! - [`fallback`]: faster-whisper's `generate_with_fallback`.
 //! - [`transcribe`]: the 30 s window loop and timestamp-driven seeking.
+//! - `segments`: cutting a window's tokens into segments, hallucination rules, length limits.
 //! - [`align`]: word timestamps from the alignment heads' cross-attention.
 
 pub mod align;
@@ -19,6 +20,7 @@ pub mod fallback;
 pub mod filters;
 pub mod greedy;
 pub mod inference;
+mod segments;
 pub mod tokenizer;
 pub mod transcribe;
 
@@ -34,7 +36,7 @@ pub use inference::{BoxError, Inference};
 pub use tokenizer::{Task, Tokenizer, LANGUAGES};
 pub use transcribe::{
     detect_language, suppressed_tokens, transcribe, LanguageDetection, MelView, Segment,
-    TranscribeOptions, Transcript,
+    TranscribeOptions, Transcript, DEFAULT_SILENCE_FLOOR,
 };
 
 /// Errors of tokenizing and decoding. Messages name the input and the problem.

@@ -1,7 +1,8 @@
 //! Long-form transcription: 30 s windows moved by the timestamps the model emits, as
 //! faster-whisper 1.2.1's `WhisperModel.generate_segments` (transcribe.py) does, with its
-//! word timestamps, without VAD, clip timestamps, prefix, hotwords or the hallucination
-//! silence threshold.
+//! prefix, hotwords, clip timestamps, word timestamps and hallucination silence threshold
+//! (not its VAD); plus an energy gate that skips windows with no sound at all, and segment
+//! length limits.
 
 use crate::align::{get_end, Aligner, Word, APPEND_PUNCTUATIONS, PREPEND_PUNCTUATIONS};
 use crate::beam::BeamSearch;
@@ -9,6 +10,9 @@ use crate::fallback::{generate_with_fallback, Fallback, FallbackOptions};
 use crate::filters::{ApplyTimestampRules, LogitFilter, SuppressBlank, SuppressTokens};
 use crate::greedy::{DecodeTask, Greedy, Rng, Search};
 use crate::inference::Inference;
+use crate::segments::{
+    skip_hallucinations, split_by_timestamps, split_cut, Hallucination, SegmentLimits, WindowSpan,
+};
 use crate::tokenizer::{Task, Tokenizer};
 use crate::{DecodeError, Result};
 
@@ -20,8 +24,6 @@ pub const MAX_LENGTH: usize = 448;
 const TIME_PER_FRAME: f64 = 160.0 / 16000.0;
 /// Seconds per timestamp step.
 const TIME_PRECISION: f64 = 0.02;
-/// Mel frames per timestamp step (the encoder's second convolution has stride 2).
-const INPUT_STRIDE: usize = 2;
 
 /// The whole log-mel of the audio, as faster-whisper's `FeatureExtractor(audio, padding=160)`
 /// computes it: the last frame covers the padding, so the content is `n_frames - 1` frames.
@@ -67,6 +69,9 @@ impl MelView<'_> {
         out
     }
 }
+
+/// [`TranscribeOptions::silence_floor`]'s default.
+pub const DEFAULT_SILENCE_FLOOR: f64 = -0.6;
 
 /// Options of [`transcribe`]. `Default` is faster-whisper 1.2.1's `WhisperModel.transcribe`
 /// defaults (transcribe.py, its signature): beam search of 5 at temperature 0, best of 5
@@ -132,6 +137,41 @@ pub struct TranscribeOptions {
     /// The decoder's (layer, head) cross-attention pairs used for word timing; needed when
     /// `word_timestamps` is on (the `sotto` facade fills them from the model). Default None.
     pub alignment_heads: Option<Vec<(usize, usize)>>,
+    /// Text the first window's transcript is forced to begin with (encoded as
+    /// `" " + text.trim()`, after `<|0.00|>` unless `without_timestamps`); it is part of the
+    /// output. Only for a window starting at 0. Default None (`prefix`).
+    pub prefix: Option<String>,
+    /// Words to steer the spelling of, prompted before every window (after
+    /// `<|startofprev|>`, before the previous text); not with a prefix. Default None
+    /// (`hotwords`).
+    pub hotwords: Option<String>,
+    /// Stretches to transcribe, seconds from the start: `[start, end, start, end, ...]`; an
+    /// odd count runs the last one to the end; empty means all. Default empty
+    /// (`clip_timestamps="0"`).
+    pub clip_timestamps: Vec<f64>,
+    /// With word timing, skip a silence longer than this many seconds before a likely
+    /// hallucination (improbable, too short or too long words), and drop the hallucination.
+    /// Setting it turns word timing on. Default None (`hallucination_silence_threshold`).
+    pub hallucination_silence_threshold: Option<f64>,
+    /// A window whose loudest log-mel value stays below this is silence: it is skipped
+    /// without decoding, so digital silence gives no text (Whisper says " You" to it). So
+    /// is a window lying wholly at the mel's clamp, 80 dB under the file's loudest part,
+    /// where the model's input is constant. Values are faster-whisper's normalised log-mel
+    /// `(log10(power) + 4) / 4`: -1.5 is digital silence, -0.9 16-bit dither, -0.6 white
+    /// noise at about -80 dBFS RMS, -0.1 at -60 dBFS; windows of speech in the shared clips
+    /// reach 0.89 and above. Default Some(-0.6); None decodes every window, as
+    /// faster-whisper does (sotto's own).
+    pub silence_floor: Option<f64>,
+    /// Also skip a window as silence when every decoding attempt failed the thresholds and
+    /// its no-speech probability is above `no_speech_threshold`: what is left is a
+    /// repetition loop over noise (faster-whisper keeps it). Default true (sotto's own).
+    pub silence_on_failed_fallback: bool,
+    /// Split segments longer than this many characters between words (whisper.cpp's
+    /// `max_len` with `split_on_word`). Turns word timing on. Default None.
+    pub max_segment_chars: Option<usize>,
+    /// Split segments of more than this many text tokens between words. Turns word timing
+    /// on. Default None.
+    pub max_segment_tokens: Option<usize>,
 }
 
 impl Default for TranscribeOptions {
@@ -161,6 +201,14 @@ impl Default for TranscribeOptions {
             prepend_punctuations: PREPEND_PUNCTUATIONS.into(),
             append_punctuations: APPEND_PUNCTUATIONS.into(),
             alignment_heads: None,
+            prefix: None,
+            hotwords: None,
+            clip_timestamps: Vec::new(),
+            hallucination_silence_threshold: None,
+            silence_floor: Some(DEFAULT_SILENCE_FLOOR),
+            silence_on_failed_fallback: true,
+            max_segment_chars: None,
+            max_segment_tokens: None,
         }
     }
 }
@@ -206,6 +254,54 @@ impl TranscribeOptions {
         Ok(Box::new(beam))
     }
 
+    /// Whether the words must be timed (so the alignment heads are needed): asked for, or
+    /// needed by the hallucination threshold or a segment limit.
+    pub fn needs_word_timing(&self) -> bool {
+        self.word_timestamps
+            || self.hallucination_silence_threshold.is_some()
+            || self.limits().is_set()
+    }
+
+    fn limits(&self) -> SegmentLimits {
+        SegmentLimits {
+            max_chars: self.max_segment_chars,
+            max_tokens: self.max_segment_tokens,
+        }
+    }
+
+    /// Checks the options the window loop uses.
+    fn check_window_options(&self) -> Result<()> {
+        let invalid = |name, reason: String| Err(DecodeError::InvalidOption { name, reason });
+        if let Some(t) = self.hallucination_silence_threshold {
+            if !(t.is_finite() && t >= 0.0) {
+                return invalid(
+                    "hallucination_silence_threshold",
+                    format!("{t} must be a duration >= 0"),
+                );
+            }
+        }
+        if let Some(t) = self
+            .clip_timestamps
+            .iter()
+            .find(|t| !(t.is_finite() && **t >= 0.0))
+        {
+            return invalid(
+                "clip_timestamps",
+                format!("{t} is not a time in seconds >= 0"),
+            );
+        }
+        if self.max_segment_chars == Some(0) || self.max_segment_tokens == Some(0) {
+            return invalid(
+                "max_segment_chars",
+                "segment limits must be at least 1".into(),
+            );
+        }
+        if self.silence_floor.is_some_and(f64::is_nan) {
+            return invalid("silence_floor", "NaN is not a level".into());
+        }
+        Ok(())
+    }
+
     fn fallback(&self) -> FallbackOptions {
         FallbackOptions {
             temperatures: self.temperatures.clone(),
@@ -231,8 +327,12 @@ pub struct Segment {
     pub end: f64,
     /// `tokenizer.decode(tokens)`.
     pub text: String,
-    /// Its tokens, timestamps included.
+    /// Its tokens, timestamps included (a segment split by the length limits has only its
+    /// words' tokens).
     pub tokens: Vec<u32>,
+    /// Log-probability of each of `tokens` as decoded (after the logit filters; 0 for tokens
+    /// forced by a prefix).
+    pub token_logprobs: Vec<f32>,
     /// Of the window's decoding.
     pub avg_logprob: f64,
     /// Of the window's text.
@@ -314,6 +414,16 @@ pub fn detect_language(
     tok: &Tokenizer,
     mel: &MelView,
 ) -> Result<LanguageDetection> {
+    detect_language_at(inf, tok, mel, 0)
+}
+
+/// [`detect_language`] on the 30 s from frame `start`.
+fn detect_language_at(
+    inf: &mut dyn Inference,
+    tok: &Tokenizer,
+    mel: &MelView,
+    start: usize,
+) -> Result<LanguageDetection> {
     mel.check()?;
     if !tok.is_multilingual() {
         return Err(DecodeError::InvalidOption {
@@ -322,7 +432,7 @@ pub fn detect_language(
         });
     }
     check_vocab(inf, tok)?;
-    inf.encode(&mel.window(0, N_FRAMES))
+    inf.encode(&mel.window(start, N_FRAMES))
         .map_err(DecodeError::Inference)?;
     inf.reset();
     let mut logits = vec![0f32; tok.n_vocab()];
@@ -356,16 +466,26 @@ fn check_vocab(inf: &dyn Inference, tok: &Tokenizer) -> Result<()> {
     Ok(())
 }
 
-/// The language to decode with and its probability (faster-whisper's `transcribe`).
+/// The language to decode with and its probability (faster-whisper's `transcribe`, which
+/// detects it from the first clip's start, truncated to a frame, when that is inside the
+/// audio).
 fn resolve_language(
     inf: &mut dyn Inference,
     tok: &Tokenizer,
     mel: &MelView,
-    language: Option<&str>,
+    opts: &TranscribeOptions,
 ) -> Result<(String, f64)> {
-    match language {
+    match opts.language.as_deref() {
         _ if !tok.is_multilingual() => Ok(("en".into(), 1.0)),
-        None => detect_language(inf, tok, mel).map(|d| (d.language.into(), d.probability)),
+        None => {
+            let first = opts.clip_timestamps.first().map_or(0.0, |t| t * 100.0);
+            let start = if first < mel.content_frames() as f64 {
+                first as usize
+            } else {
+                0
+            };
+            detect_language_at(inf, tok, mel, start).map(|d| (d.language.into(), d.probability))
+        }
         Some(code) => match tok.language_token(code) {
             Some(_) => Ok((code.into(), 1.0)),
             None => Err(DecodeError::UnknownLanguage {
@@ -376,11 +496,29 @@ fn resolve_language(
     }
 }
 
-/// faster-whisper's `get_prompt` (no prefix, no hotwords).
-fn prompt(tok: &Tokenizer, previous: &[u32], sot_sequence: &[u32], without_ts: bool) -> Vec<u32> {
+/// `" " + text.trim()` encoded, at most `MAX_LENGTH / 2 - 1` tokens (faster-whisper's
+/// `get_prompt` for its prefix and hotwords); None for None or "" (Python's falsy strings).
+fn encode_hint(tok: &Tokenizer, text: Option<&str>) -> Option<Vec<u32>> {
+    let text = text.filter(|t| !t.is_empty())?;
+    let mut ids = tok.encode(&format!(" {}", text.trim()));
+    ids.truncate(MAX_LENGTH / 2 - 1);
+    Some(ids)
+}
+
+/// faster-whisper's `get_prompt`: `[<|startofprev|>, hotwords, previous text]` when there is
+/// either, then the start sequence (and `<|notimestamps|>`). Hotwords are left out of a
+/// window that has a prefix.
+fn prompt(
+    tok: &Tokenizer,
+    previous: &[u32],
+    hotwords: Option<&[u32]>,
+    sot_sequence: &[u32],
+    without_ts: bool,
+) -> Vec<u32> {
     let mut p = Vec::new();
-    if !previous.is_empty() {
+    if !previous.is_empty() || hotwords.is_some() {
         p.push(tok.sot_prev());
+        p.extend_from_slice(hotwords.unwrap_or_default());
         p.extend_from_slice(&previous[previous.len().saturating_sub(MAX_LENGTH / 2 - 1)..]);
     }
     p.extend_from_slice(sot_sequence);
@@ -390,72 +528,59 @@ fn prompt(tok: &Tokenizer, previous: &[u32], sot_sequence: &[u32], without_ts: b
     p
 }
 
-/// A segment cut from a window's tokens, before its text is checked.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Cut {
-    pub start: f64,
-    pub end: f64,
-    pub tokens: Vec<u32>,
-    /// Filled by word alignment.
-    pub words: Vec<Word>,
+/// The forced start of a window with a prefix: `<|0.00|>` (with timestamps) then the text.
+fn forced_prefix(tok: &Tokenizer, prefix: &[u32], without_ts: bool) -> Vec<u32> {
+    let mut f = Vec::with_capacity(prefix.len() + 1);
+    if !without_ts {
+        f.push(tok.timestamp_begin());
+    }
+    f.extend_from_slice(prefix);
+    f
 }
 
-/// faster-whisper's `_split_segments_by_timestamps`: cuts `tokens` at consecutive timestamps
-/// and returns the segments, the next seek and whether the tokens end on a single timestamp.
-fn split_by_timestamps(
-    tok: &Tokenizer,
-    tokens: &[u32],
-    time_offset: f64,
-    segment_size: usize,
-    segment_duration: f64,
-    seek: usize,
-) -> (Vec<Cut>, usize, bool) {
-    let tb = tok.timestamp_begin();
-    let is_ts = |t: u32| t >= tb;
-    let pos = |t: u32| t.saturating_sub(tb) as usize;
-    let n = tokens.len();
-    let single_ending = n >= 2 && !is_ts(tokens[n - 2]) && is_ts(tokens[n - 1]);
-    let mut slices: Vec<usize> = (1..n)
-        .filter(|&i| is_ts(tokens[i]) && is_ts(tokens[i - 1]))
+/// faster-whisper's clip timestamps as frame ranges: `round(t · 100)` each, `[0]` when
+/// empty, the end of the content appended to an odd count.
+fn seek_clips(times: &[f64], content_frames: usize) -> Vec<(usize, usize)> {
+    let mut points: Vec<usize> = times
+        .iter()
+        .map(|t| (t * 100.0).round_ties_even().min(usize::MAX as f64) as usize)
         .collect();
-    if slices.is_empty() {
-        let duration = match tokens.iter().rev().find(|&&t| is_ts(t)) {
-            Some(&last) if last != tb => pos(last) as f64 * TIME_PRECISION,
-            _ => segment_duration,
-        };
-        let cut = Cut {
-            start: time_offset,
-            end: time_offset + duration,
-            tokens: tokens.to_vec(),
-            words: Vec::new(),
-        };
-        return (vec![cut], seek + segment_size, single_ending);
+    if points.is_empty() {
+        points.push(0);
     }
-    if single_ending {
-        slices.push(n);
+    if points.len() % 2 == 1 {
+        points.push(content_frames);
     }
-    let mut cuts = Vec::with_capacity(slices.len());
-    let mut last = 0;
-    for &s in &slices {
-        let t = &tokens[last..s];
-        let start = time_offset + pos(t[0]) as f64 * TIME_PRECISION;
-        let end = time_offset + pos(t[t.len() - 1]) as f64 * TIME_PRECISION;
-        cuts.push(Cut {
-            start,
-            end,
-            tokens: t.to_vec(),
-            words: Vec::new(),
-        });
-        last = s;
-    }
-    let seek = if single_ending {
-        // No speech after the last timestamp.
-        seek + segment_size
-    } else {
-        // Drop the unfinished segment; resume at the last timestamp.
-        seek + pos(tokens[last - 1]) * INPUT_STRIDE
+    points.chunks_exact(2).map(|c| (c[0], c[1])).collect()
+}
+
+/// Log-mel units below the file's loudest value where the front end clamps (8 in log10
+/// power, divided by 4 in faster-whisper's normalisation): under it the mel is constant.
+const MEL_CLAMP_RANGE: f32 = 2.0;
+
+/// Whether frames `start..start + len` hold no sound: every value below `floor`, or every
+/// value at the clamp `MEL_CLAMP_RANGE` under `file_max` (the mel there is constant, so
+/// nothing in it can be speech).
+fn is_soundless(
+    mel: &MelView,
+    start: usize,
+    len: usize,
+    floor: Option<f64>,
+    file_max: f32,
+) -> bool {
+    let Some(floor) = floor else {
+        return false;
     };
-    (cuts, seek, single_ending)
+    let end = (start + len).min(mel.n_frames);
+    let (lo, hi) = mel
+        .data
+        .chunks_exact(mel.n_frames)
+        .flat_map(|row| &row[start.min(end)..end])
+        .fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &v| {
+            (lo.min(v), hi.max(v))
+        });
+    let clamp = file_max - MEL_CLAMP_RANGE;
+    f64::from(hi) < floor || (hi - clamp).abs() <= 1e-4 && (lo - clamp).abs() <= 1e-4
 }
 
 /// The filters of every window, in CTranslate2's order.
@@ -481,23 +606,28 @@ fn filters(tok: &Tokenizer, opts: &TranscribeOptions) -> Result<Vec<Box<dyn Logi
     Ok(f)
 }
 
-/// Generated tokens allowed after `prompt` (faster-whisper's `max_length` check, then
-/// CTranslate2's `min(max_length / 2, max_length - start_step)`).
-fn max_steps(prompt_len: usize, max_new_tokens: Option<usize>) -> Result<usize> {
-    let total = max_new_tokens.map_or(MAX_LENGTH, |n| prompt_len.saturating_add(n));
+/// Tokens generated (forced ones included) after a prompt of `prompt_len` tokens followed
+/// by `forced_len` forced ones: faster-whisper's `max_length` check over the whole prompt,
+/// then CTranslate2's `min(max_length / 2, max_length - start_step)`, whose start step does
+/// not count the forced tokens.
+fn max_steps(prompt_len: usize, forced_len: usize, max_new_tokens: Option<usize>) -> Result<usize> {
+    let full = prompt_len + forced_len;
+    let total = max_new_tokens.map_or(MAX_LENGTH, |n| full.saturating_add(n));
     if total > MAX_LENGTH {
         return Err(DecodeError::InvalidOption {
             name: "max_new_tokens",
             reason: format!(
-                "a prompt of {prompt_len} tokens plus {} new ones exceeds the model's {MAX_LENGTH}",
-                total - prompt_len
+                "a prompt of {full} tokens plus {} new ones exceeds the model's {MAX_LENGTH}",
+                total - full
             ),
         });
     }
     Ok((total / 2).min((total + 1).saturating_sub(prompt_len)))
 }
 
-/// Whether faster-whisper skips the window as silence.
+/// Whether the window is skipped as silence: faster-whisper's rule (no-speech probability
+/// above its threshold and average log-probability below its own), or sotto's
+/// `silence_on_failed_fallback`.
 fn is_silence(fb: &Fallback, opts: &TranscribeOptions) -> bool {
     let Some(ns) = opts.no_speech_threshold else {
         return false;
@@ -505,7 +635,8 @@ fn is_silence(fb: &Fallback, opts: &TranscribeOptions) -> bool {
     let confident = opts
         .log_prob_threshold
         .is_some_and(|lp| fb.result.avg_logprob > lp);
-    fb.result.no_speech_prob > ns && !confident
+    let hopeless = opts.silence_on_failed_fallback && fb.exhausted;
+    fb.result.no_speech_prob > ns && (!confident || hopeless)
 }
 
 /// Transcribes the whole of `mel`, calling `on_segment` for each segment as it is decoded;
@@ -520,9 +651,9 @@ pub fn transcribe(
     mel.check()?;
     check_vocab(inf, tok)?;
     let mut zero = opts.zero_search()?;
+    opts.check_window_options()?;
     let content_frames = mel.content_frames();
-    let (language, language_probability) =
-        resolve_language(inf, tok, mel, opts.language.as_deref())?;
+    let (language, language_probability) = resolve_language(inf, tok, mel, opts)?;
     let mut out = Transcript {
         language,
         language_probability,
@@ -538,8 +669,9 @@ pub fn transcribe(
         Some(p) => tok.encode(&format!(" {}", p.trim())),
         None => Vec::new(),
     };
-    let (mut seek, mut prompt_reset_since) = (0usize, 0usize);
-    let heads = match (&opts.alignment_heads, opts.word_timestamps) {
+    let prefix = encode_hint(tok, opts.prefix.as_deref());
+    let hotwords = encode_hint(tok, opts.hotwords.as_deref());
+    let heads = match (&opts.alignment_heads, opts.needs_word_timing()) {
         (Some(h), _) => h.clone(),
         (None, false) => Vec::new(),
         (None, true) => {
@@ -558,24 +690,47 @@ pub fn transcribe(
         append: &opts.append_punctuations,
     };
     let mut last_speech_timestamp = 0.0;
+    let mut prompt_reset_since = 0usize;
+    let clips = seek_clips(&opts.clip_timestamps, content_frames);
+    let file_max = mel.data.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+    let (mut clip_idx, mut seek) = (0, clips[0].0);
 
-    while seek < content_frames {
+    while clip_idx < clips.len() {
+        let (clip_start, clip_end) = (clips[clip_idx].0, clips[clip_idx].1.min(content_frames));
+        seek = seek.max(clip_start);
+        if seek >= clip_end {
+            clip_idx += 1;
+            if let Some(next) = clips.get(clip_idx) {
+                seek = next.0;
+            }
+            continue;
+        }
         let time_offset = seek as f64 * TIME_PER_FRAME;
-        let segment_size = N_FRAMES.min(content_frames - seek);
+        let segment_size = N_FRAMES.min(content_frames - seek).min(clip_end - seek);
+        if is_soundless(mel, seek, segment_size, opts.silence_floor, file_max) {
+            seek += segment_size;
+            continue;
+        }
         inf.encode(&mel.window(seek, segment_size))
             .map_err(DecodeError::Inference)?;
+        let window_prefix = prefix.as_deref().filter(|_| seek == 0);
         let p = prompt(
             tok,
             &all_tokens[prompt_reset_since..],
+            hotwords.as_deref().filter(|_| window_prefix.is_none()),
             &sot_sequence,
             opts.without_timestamps,
         );
+        let forced = window_prefix
+            .map(|f| forced_prefix(tok, f, opts.without_timestamps))
+            .unwrap_or_default();
         let task = DecodeTask {
             prompt: &p,
             sot_index: p.iter().position(|&t| t == tok.sot()).unwrap_or(0),
+            forced: &forced,
             eot: tok.eot(),
             no_speech: tok.no_speech(),
-            max_steps: max_steps(p.len(), opts.max_new_tokens)?,
+            max_steps: max_steps(p.len(), forced.len(), opts.max_new_tokens)?,
             filters: &filter_refs,
         };
         let fb = generate_with_fallback(inf, tok, &task, &fallback, zero.as_mut(), &mut rng)?;
@@ -584,17 +739,25 @@ pub fn transcribe(
             continue;
         }
         let previous_seek = seek;
-        let segment_duration = segment_size as f64 * TIME_PER_FRAME;
+        let span = WindowSpan {
+            time_offset,
+            duration: segment_size as f64 * TIME_PER_FRAME,
+            end_time: (seek + N_FRAMES) as f64 * TIME_PER_FRAME,
+            content_duration: out.duration,
+            seek,
+            content_frames,
+        };
         let (mut cuts, next_seek, single_ending) = split_by_timestamps(
             tok,
             &fb.result.tokens,
+            &fb.result.logprobs,
             time_offset,
             segment_size,
-            segment_duration,
+            span.duration,
             seek,
         );
         seek = next_seek;
-        if opts.word_timestamps {
+        if opts.needs_word_timing() {
             // faster-whisper ignores the value add_word_timestamps returns here.
             aligner.add_word_timestamps(
                 inf,
@@ -603,11 +766,23 @@ pub fn transcribe(
                 segment_size,
                 last_speech_timestamp,
             )?;
-            let last_word_end = get_end(&cuts);
-            if let Some(end) = last_word_end.filter(|&e| !single_ending && e > time_offset) {
+            if let Some(end) = get_end(&cuts).filter(|&e| !single_ending && e > time_offset) {
                 seek = (end * 100.0).round_ties_even() as usize;
             }
-            if let Some(end) = last_word_end {
+            if let Some(threshold) = opts.hallucination_silence_threshold {
+                let verdict = skip_hallucinations(
+                    &mut cuts,
+                    &mut seek,
+                    &span,
+                    threshold,
+                    last_speech_timestamp,
+                );
+                if let Hallucination::SkipTo(frame) = verdict {
+                    seek = frame;
+                    continue;
+                }
+            }
+            if let Some(end) = get_end(&cuts) {
                 last_speech_timestamp = end;
             }
         }
@@ -617,21 +792,29 @@ pub fn transcribe(
                 continue;
             }
             all_tokens.extend_from_slice(&cut.tokens);
-            out.segments.push(Segment {
-                id: out.segments.len() + 1,
-                seek: previous_seek,
-                start: cut.start,
-                end: cut.end,
-                text,
-                tokens: cut.tokens,
-                avg_logprob: fb.result.avg_logprob,
-                compression_ratio: fb.compression_ratio,
-                no_speech_prob: fb.result.no_speech_prob,
-                temperature: fb.temperature,
-                words: cut.words,
-            });
-            if !on_segment(out.segments.last().expect("just pushed")) {
-                return Ok(out);
+            let pieces = split_cut(tok, &cut, opts.limits()).unwrap_or_else(|| vec![cut]);
+            for piece in pieces {
+                out.segments.push(Segment {
+                    id: out.segments.len() + 1,
+                    seek: previous_seek,
+                    start: piece.start,
+                    end: piece.end,
+                    text: tok.decode(&piece.tokens),
+                    tokens: piece.tokens,
+                    token_logprobs: piece.logprobs,
+                    avg_logprob: fb.result.avg_logprob,
+                    compression_ratio: fb.compression_ratio,
+                    no_speech_prob: fb.result.no_speech_prob,
+                    temperature: fb.temperature,
+                    words: if opts.word_timestamps {
+                        piece.words
+                    } else {
+                        Vec::new()
+                    },
+                });
+                if !on_segment(out.segments.last().expect("just pushed")) {
+                    return Ok(out);
+                }
             }
         }
         if !opts.condition_on_previous_text || fb.temperature > opts.prompt_reset_on_temperature {

@@ -43,65 +43,6 @@ fn spans(t: &Transcript) -> Vec<(f64, f64, &str)> {
 }
 
 #[test]
-fn split_single_timestamp_ending() {
-    let tok = toy(&[], 99);
-    let tb = tok.timestamp_begin();
-    let tokens = [
-        vec![tb],
-        text("hi"),
-        vec![tb + 100, tb + 100],
-        text("yo"),
-        vec![tb + 200],
-    ]
-    .concat();
-    let (cuts, seek, _) = split_by_timestamps(&tok, &tokens, 1.0, 3000, 30.0, 100);
-    assert_eq!(seek, 3100);
-    assert_eq!(cuts.len(), 2);
-    assert_eq!((cuts[0].start, cuts[0].end), (1.0, 3.0));
-    assert_eq!((cuts[1].start, cuts[1].end), (3.0, 5.0));
-    assert_eq!(
-        cuts[1].tokens,
-        [vec![tb + 100], text("yo"), vec![tb + 200]].concat()
-    );
-}
-
-#[test]
-fn split_consecutive_resumes_at_last_timestamp() {
-    let tok = toy(&[], 99);
-    let tb = tok.timestamp_begin();
-    let tokens = [
-        vec![tb],
-        text("hi"),
-        vec![tb + 100, tb + 100],
-        text("unfinished"),
-    ]
-    .concat();
-    let (cuts, seek, _) = split_by_timestamps(&tok, &tokens, 0.0, 3000, 30.0, 0);
-    assert_eq!(cuts.len(), 1);
-    assert_eq!(seek, 200);
-    assert_eq!(
-        cuts[0].tokens,
-        [vec![tb], text("hi"), vec![tb + 100]].concat()
-    );
-}
-
-#[test]
-fn split_without_consecutive_timestamps() {
-    let tok = toy(&[], 99);
-    let tb = tok.timestamp_begin();
-    // One closing timestamp: the segment ends there, the whole window is consumed.
-    let tokens = [vec![tb], text("hi"), vec![tb + 150]].concat();
-    let (cuts, seek, _) = split_by_timestamps(&tok, &tokens, 2.0, 2000, 20.0, 200);
-    assert_eq!((cuts[0].start, cuts[0].end, seek), (2.0, 5.0, 2200));
-    // No closing timestamp (or only <|0.00|>): the segment spans the window.
-    let tokens = [vec![tb], text("hi")].concat();
-    let (cuts, seek, _) = split_by_timestamps(&tok, &tokens, 2.0, 2000, 20.0, 200);
-    assert_eq!((cuts[0].start, cuts[0].end, seek), (2.0, 22.0, 2200));
-    let (cuts, _, _) = split_by_timestamps(&tok, &text("hi"), 0.0, 500, 5.0, 0);
-    assert_eq!((cuts[0].start, cuts[0].end), (0.0, 5.0));
-}
-
-#[test]
 fn windows_follow_timestamps_and_prompt_with_previous_text() {
     let tok = toy(&[], 99);
     let tb = tok.timestamp_begin();
@@ -293,9 +234,9 @@ fn options_and_inputs_are_checked() {
         &Default::default(),
     );
     assert!(t.segments.is_empty() && t.duration == 0.0);
-    assert_eq!(max_steps(4, None).unwrap(), 224);
-    assert_eq!(max_steps(228, None).unwrap(), 221);
-    assert_eq!(max_steps(4, Some(10)).unwrap(), 7);
+    assert_eq!(max_steps(4, 0, None).unwrap(), 224);
+    assert_eq!(max_steps(228, 0, None).unwrap(), 221);
+    assert_eq!(max_steps(4, 0, Some(10)).unwrap(), 7);
 }
 
 #[test]
@@ -447,4 +388,162 @@ fn babbler_produces_segments_for_the_property() {
         })
         .sum();
     assert!(total >= 4, "{total} segments");
+}
+
+#[test]
+fn prefix_is_forced_into_the_first_window_only() {
+    let tok = toy(&[], 99);
+    let tb = tok.timestamp_begin();
+    // The script counts the forced tokens as its first ones (the toy suppresses " ").
+    let w = [vec![tb], text(" hi"), text("yo"), vec![tb + 100]].concat();
+    let mut inf = MockInference::scripted(tok.n_vocab(), tok.eot(), vec![w]);
+    let opts = TranscribeOptions {
+        prefix: Some("  hi ".into()),
+        hotwords: Some("Zed".into()),
+        ..Default::default()
+    };
+    let t = run(&mut inf, &tok, 3501, &opts);
+    assert_eq!(t.segments[0].text, " hiyo");
+    // The prompt itself is unchanged, and holds no hotwords while a prefix is used.
+    assert_eq!(inf.prompts[0], vec![tok.sot()]);
+    // Forced tokens (<|0.00|> and " hi") score 0; the rest were chosen by the model.
+    let lp = &t.segments[0].token_logprobs;
+    assert_eq!(lp.len(), t.segments[0].tokens.len());
+    assert!(lp[..4].iter().all(|&l| l == 0.0));
+    assert!(lp[4..].iter().all(|&l| l < 0.0));
+    // The second window (at 30 s) has no prefix but the hotwords, before the previous text.
+    let second = &inf.prompts[1];
+    assert_eq!(second[0], tok.sot_prev());
+    assert_eq!(second[1..5], text(" Zed")[..]);
+    assert_eq!(second[5], tb);
+}
+
+#[test]
+fn hotwords_open_every_prompt() {
+    let tok = toy(&[], 99);
+    let mut inf = MockInference::scripted(tok.n_vocab(), tok.eot(), vec![text("x")]);
+    let opts = TranscribeOptions {
+        hotwords: Some("Kennedy".into()),
+        without_timestamps: true,
+        ..Default::default()
+    };
+    run(&mut inf, &tok, 101, &opts);
+    assert_eq!(
+        inf.prompts[0],
+        [
+            vec![tok.sot_prev()],
+            text(" Kennedy"),
+            vec![tok.sot(), tok.no_timestamps()]
+        ]
+        .concat()
+    );
+}
+
+#[test]
+fn forced_tokens_count_toward_max_steps() {
+    // CTranslate2's start step excludes them; faster-whisper's length check includes them.
+    assert_eq!(max_steps(1, 5, None).unwrap(), 224);
+    assert_eq!(max_steps(1, 5, Some(10)).unwrap(), 8);
+    assert!(max_steps(1, 5, Some(443)).is_err());
+}
+
+#[test]
+fn clip_timestamps_pick_the_stretches_decoded() {
+    let tok = toy(&[], 99);
+    let tb = tok.timestamp_begin();
+    let w = [vec![tb], text("a"), vec![tb + 50]].concat();
+    let mut inf = MockInference::scripted(tok.n_vocab(), tok.eot(), vec![w]);
+    let opts = TranscribeOptions {
+        clip_timestamps: vec![10.0, 20.0, 50.0],
+        ..Default::default()
+    };
+    let t = run(&mut inf, &tok, 9001, &opts);
+    let starts: Vec<f64> = t.segments.iter().map(|s| s.start).collect();
+    assert_eq!(starts, vec![10.0, 50.0, 80.0]);
+    // The first window holds frames 1000..2000 only, zero padded.
+    assert_eq!(inf.windows[0][0], 1001.0);
+    assert_eq!(inf.windows[0][999], 2000.0);
+    assert_eq!(inf.windows[0][1000], 0.0);
+    assert_eq!(inf.windows.len(), 3);
+    for bad in [vec![-1.0], vec![f64::NAN]] {
+        let opts = TranscribeOptions {
+            clip_timestamps: bad,
+            ..Default::default()
+        };
+        let data = mel_data(101);
+        assert!(transcribe(&mut inf, &tok, &view(&data), &opts, &mut |_| true).is_err());
+    }
+}
+
+#[test]
+fn soundless_windows_are_not_decoded() {
+    let tok = toy(&[], 99);
+    let tb = tok.timestamp_begin();
+    let w = [vec![tb], text("a"), vec![tb + 50]].concat();
+    // 30 s of digital silence (-1.5 in every bin), then 30 s of sound.
+    let frames = 6001;
+    let data: Vec<f32> = (0..N_MELS)
+        .flat_map(|_| (0..frames).map(|f| if f < 3000 { -1.5 } else { 1.0 }))
+        .collect();
+    let mut inf = MockInference::scripted(tok.n_vocab(), tok.eot(), vec![w.clone()]);
+    let t = transcribe(
+        &mut inf,
+        &tok,
+        &view(&data),
+        &Default::default(),
+        &mut |_| true,
+    )
+    .unwrap();
+    assert_eq!(spans(&t), vec![(30.0, 31.0, "a")]);
+    assert_eq!(inf.windows.len(), 1);
+    // Without the gate every window is decoded, as faster-whisper does.
+    let mut inf = MockInference::scripted(tok.n_vocab(), tok.eot(), vec![w]);
+    let opts = TranscribeOptions {
+        silence_floor: None,
+        ..Default::default()
+    };
+    let t = transcribe(&mut inf, &tok, &view(&data), &opts, &mut |_| true).unwrap();
+    assert_eq!(t.segments.len(), 2);
+    // Silence beside loud sound sits at the mel's clamp (2 under the file's top): no decode.
+    let data: Vec<f32> = (0..N_MELS)
+        .flat_map(|_| (0..frames).map(|f| if f < 3000 { 0.5 } else { 2.5 }))
+        .collect();
+    let mut inf = MockInference::scripted(tok.n_vocab(), tok.eot(), vec![text("a")]);
+    transcribe(
+        &mut inf,
+        &tok,
+        &view(&data),
+        &Default::default(),
+        &mut |_| true,
+    )
+    .unwrap();
+    assert_eq!(inf.windows.len(), 1);
+}
+
+#[test]
+fn hopeless_windows_without_speech_are_silence() {
+    let fb = |nsp: f64, avg: f64, exhausted: bool| Fallback {
+        result: crate::greedy::DecodingResult {
+            tokens: vec![1],
+            logprobs: vec![avg as f32],
+            sum_logprob: avg,
+            avg_logprob: avg,
+            no_speech_prob: nsp,
+        },
+        temperature: 1.0,
+        compression_ratio: 3.0,
+        exhausted,
+    };
+    let opts = TranscribeOptions::default();
+    // faster-whisper's rule: likely silent and improbable.
+    assert!(is_silence(&fb(0.9, -1.5, false), &opts));
+    assert!(!is_silence(&fb(0.9, -0.2, false), &opts));
+    // Ours: likely silent and every attempt failed, however confident the loop.
+    assert!(is_silence(&fb(0.9, -0.05, true), &opts));
+    assert!(!is_silence(&fb(0.3, -0.05, true), &opts));
+    let faster_whisper = TranscribeOptions {
+        silence_on_failed_fallback: false,
+        ..Default::default()
+    };
+    assert!(!is_silence(&fb(0.9, -0.05, true), &faster_whisper));
 }

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use sotto_compute::{CpuBackend, Linear, Mask};
+use sotto_compute::{CpuBackend, Linear, Mask, PackedKv};
 
 use crate::kv::KvCache;
 use crate::{Block, ModelError, Whisper};
@@ -22,6 +22,10 @@ struct EncBuffers {
     att: Vec<f32>,
     /// Shape: [n_audio_ctx, 4·d]
     mlp: Vec<f32>,
+    /// Shape: [n_audio_ctx, n_text_state] each: one layer's cross-attention K and V in f32
+    /// before packing.
+    cross_k: Vec<f32>,
+    cross_v: Vec<f32>,
 }
 
 /// Decoder activations of one step, grown to the largest step seen.
@@ -68,10 +72,9 @@ pub struct Session {
     /// Shape: [n_audio_ctx, n_audio_state]
     enc_out: Vec<f32>,
     encoded: bool,
-    /// Per decoder layer, Shape: [n_audio_ctx, n_text_state].
-    cross_k: Vec<Vec<f32>>,
-    /// Shared by every sequence of the batch.
-    cross_v: Vec<Vec<f32>>,
+    /// Per decoder layer: cross-attention keys and values (f16), shared by every sequence
+    /// of the batch.
+    cross: Vec<PackedKv>,
     kv: KvCache,
     dec: DecBuffers,
 }
@@ -100,11 +103,9 @@ impl Session {
         let h = *model.hparams();
         let (ctx, da, dt) = (h.n_audio_ctx, h.n_audio_state, h.n_text_state);
         let n_frames = model.n_frames();
-        let layer = |n: usize| {
-            (0..h.n_text_layer)
-                .map(|_| vec![0.0f32; n])
-                .collect::<Vec<_>>()
-        };
+        let cross = (0..h.n_text_layer)
+            .map(|_| PackedKv::new(ctx, h.n_text_head, dt))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
             be: CpuBackend::new(threads)?,
             enc: EncBuffers {
@@ -117,11 +118,12 @@ impl Session {
                 v: vec![0.0; ctx * da],
                 att: vec![0.0; ctx * da],
                 mlp: vec![0.0; ctx * 4 * da],
+                cross_k: vec![0.0; ctx * dt],
+                cross_v: vec![0.0; ctx * dt],
             },
             enc_out: vec![0.0; ctx * da],
             encoded: false,
-            cross_k: layer(ctx * dt),
-            cross_v: layer(ctx * dt),
+            cross,
             kv: KvCache::new(h.n_text_layer, h.n_text_ctx, dt),
             dec: DecBuffers::default(),
             model,
@@ -189,8 +191,9 @@ impl Session {
                 .cross
                 .as_ref()
                 .expect("decoder blocks have cross-attention");
-            be.linear(&self.enc_out, ctx, &cross.key, &mut self.cross_k[l])?;
-            be.linear(&self.enc_out, ctx, &cross.value, &mut self.cross_v[l])?;
+            be.linear(&self.enc_out, ctx, &cross.key, &mut b.cross_k)?;
+            be.linear(&self.enc_out, ctx, &cross.value, &mut b.cross_v)?;
+            self.cross[l].pack(&b.cross_k, &b.cross_v)?;
         }
         self.encoded = true;
         Ok(())
@@ -352,25 +355,10 @@ impl Session {
             be.layer_norm(&b.x, cross_ln, &mut b.h)?;
             be.linear(&b.h, m, &cross.query, &mut b.q)?;
             for (slot, &(_, head)) in heads.iter().enumerate().filter(|(_, hh)| hh.0 == l) {
-                cross_scores(
-                    &b.q,
-                    &self.cross_k[l],
-                    d,
-                    head,
-                    h.n_text_head,
-                    &mut scores[slot * m * ctx..(slot + 1) * m * ctx],
-                );
+                let out = &mut scores[slot * m * ctx..(slot + 1) * m * ctx];
+                be.attention_scores_packed(&b.q, m, &self.cross[l], head, out)?;
             }
-            be.attention(
-                &b.q,
-                m,
-                &self.cross_k[l],
-                &self.cross_v[l],
-                ctx,
-                h.n_text_head,
-                Mask::None,
-                &mut b.att,
-            )?;
+            be.attention_packed(&b.q, m, &self.cross[l], &mut b.att)?;
             be.linear(&b.att, m, &cross.out, &mut b.h)?;
             be.add(&mut b.x, &b.h)?;
 
@@ -435,6 +423,9 @@ impl Session {
 
     /// The decoder over `batch` sequences of `tokens.len() / batch` new tokens each; `rows`
     /// index the flattened [batch · n_new] rows whose logits are written. Inputs checked.
+    ///
+    /// Runs on a worker of the session's pool, so each op's fork/join is a local one
+    /// instead of a wake-up of the pool from outside (which costs ~15 µs per op).
     fn forward(
         &mut self,
         tokens: &[u32],
@@ -442,86 +433,79 @@ impl Session {
         rows: &[usize],
         logits: &mut [f32],
     ) -> Result<(), ModelError> {
-        let h = *self.model.hparams();
         let (model, be, b, kv) = (&*self.model, &self.be, &mut self.dec, &mut self.kv);
-        let dec = &model.decoder;
-        let (m, d, pos0) = (tokens.len(), h.n_text_state, kv.len());
-        let n_new = m / batch;
-        b.size(m, rows.len(), d);
-        for (i, (&tok, row)) in tokens.iter().zip(b.x.chunks_exact_mut(d)).enumerate() {
-            dec.token_embedding.weight.read_f32(tok as usize * d, row);
-            let p = &dec.pos[(pos0 + i % n_new) * d..][..d];
-            row.iter_mut().zip(p).for_each(|(a, b)| *a += b);
-        }
-        let (stride, end) = (kv.stride(), (pos0 + n_new) * d);
-        for (l, blk) in dec.blocks.iter().enumerate() {
-            be.layer_norm(&b.x, &blk.attn_ln, &mut b.h)?;
-            be.linear(&b.h, m, &blk.attn.query, &mut b.q)?;
-            be.linear(&b.h, m, &blk.attn.key, &mut b.k)?;
-            be.linear(&b.h, m, &blk.attn.value, &mut b.v)?;
-            for s in 0..batch {
-                let (new, cache) = (s * n_new * d..(s + 1) * n_new * d, s * stride);
-                kv.k[l][cache + pos0 * d..cache + end].copy_from_slice(&b.k[new.clone()]);
-                kv.v[l][cache + pos0 * d..cache + end].copy_from_slice(&b.v[new.clone()]);
-                be.attention(
-                    &b.q[new.clone()],
-                    n_new,
-                    &kv.k[l][cache..cache + end],
-                    &kv.v[l][cache..cache + end],
-                    pos0 + n_new,
-                    h.n_text_head,
-                    Mask::Causal { q_pos0: pos0 },
-                    &mut b.att[new],
-                )?;
-            }
-            be.linear(&b.att, m, &blk.attn.out, &mut b.h)?;
-            be.add(&mut b.x, &b.h)?;
-
-            let (cross_ln, cross) = blk
-                .cross
-                .as_ref()
-                .expect("decoder blocks have cross-attention");
-            be.layer_norm(&b.x, cross_ln, &mut b.h)?;
-            be.linear(&b.h, m, &cross.query, &mut b.q)?;
-            // Every row attends to the same audio: one call for the whole batch.
-            be.attention(
-                &b.q,
-                m,
-                &self.cross_k[l],
-                &self.cross_v[l],
-                h.n_audio_ctx,
-                h.n_text_head,
-                Mask::None,
-                &mut b.att,
-            )?;
-            be.linear(&b.att, m, &cross.out, &mut b.h)?;
-            be.add(&mut b.x, &b.h)?;
-
-            mlp(be, blk, m, &mut b.x, &mut b.h, &mut b.mlp)?;
-        }
-        kv.advance(n_new);
-        for (&r, out) in rows.iter().zip(b.sel.chunks_exact_mut(d)) {
-            out.copy_from_slice(&b.x[r * d..(r + 1) * d]);
-        }
-        be.layer_norm(&b.sel, &dec.ln, &mut b.normed)?;
-        be.linear(&b.normed, rows.len(), &dec.token_embedding, logits)?;
-        Ok(())
+        let cross_kv = &self.cross[..];
+        be.install(|| decoder_step(model, be, b, kv, cross_kv, tokens, batch, rows, logits))
     }
 }
 
-/// One head's attention scores before the softmax: `q_i · k_j / sqrt(d_head)`.
-/// `q` Shape: [m, d]; `k` Shape: [n_audio_ctx, d]; `out` Shape: [m, n_audio_ctx].
-fn cross_scores(q: &[f32], k: &[f32], d: usize, head: usize, n_head: usize, out: &mut [f32]) {
-    let dh = d / n_head;
-    let scale = 1.0 / (dh as f32).sqrt();
-    let ctx = k.len() / d;
-    for (qi, row) in q.chunks_exact(d).zip(out.chunks_exact_mut(ctx)) {
-        let qh = &qi[head * dh..(head + 1) * dh];
-        for (kj, o) in k.chunks_exact(d).zip(row.iter_mut()) {
-            let kh = &kj[head * dh..(head + 1) * dh];
-            *o = qh.iter().zip(kh).map(|(a, b)| a * b).sum::<f32>() * scale;
-        }
+/// [`Session::forward`]'s work, on split borrows of the session.
+#[allow(clippy::too_many_arguments)]
+fn decoder_step(
+    model: &Whisper,
+    be: &CpuBackend,
+    b: &mut DecBuffers,
+    kv: &mut KvCache,
+    cross_kv: &[PackedKv],
+    tokens: &[u32],
+    batch: usize,
+    rows: &[usize],
+    logits: &mut [f32],
+) -> Result<(), ModelError> {
+    let h = *model.hparams();
+    let dec = &model.decoder;
+    let (m, d, pos0) = (tokens.len(), h.n_text_state, kv.len());
+    let n_new = m / batch;
+    b.size(m, rows.len(), d);
+    for (i, (&tok, row)) in tokens.iter().zip(b.x.chunks_exact_mut(d)).enumerate() {
+        dec.token_embedding.weight.read_f32(tok as usize * d, row);
+        let p = &dec.pos[(pos0 + i % n_new) * d..][..d];
+        row.iter_mut().zip(p).for_each(|(a, b)| *a += b);
     }
+    let (stride, end) = (kv.stride(), (pos0 + n_new) * d);
+    for (l, blk) in dec.blocks.iter().enumerate() {
+        be.layer_norm(&b.x, &blk.attn_ln, &mut b.h)?;
+        be.linear(&b.h, m, &blk.attn.query, &mut b.q)?;
+        be.linear(&b.h, m, &blk.attn.key, &mut b.k)?;
+        be.linear(&b.h, m, &blk.attn.value, &mut b.v)?;
+        for s in 0..batch {
+            let (new, cache) = (s * n_new * d..(s + 1) * n_new * d, s * stride);
+            kv.k[l][cache + pos0 * d..cache + end].copy_from_slice(&b.k[new.clone()]);
+            kv.v[l][cache + pos0 * d..cache + end].copy_from_slice(&b.v[new.clone()]);
+            be.attention(
+                &b.q[new.clone()],
+                n_new,
+                &kv.k[l][cache..cache + end],
+                &kv.v[l][cache..cache + end],
+                pos0 + n_new,
+                h.n_text_head,
+                Mask::Causal { q_pos0: pos0 },
+                &mut b.att[new],
+            )?;
+        }
+        be.linear(&b.att, m, &blk.attn.out, &mut b.h)?;
+        be.add(&mut b.x, &b.h)?;
+
+        let (cross_ln, cross) = blk
+            .cross
+            .as_ref()
+            .expect("decoder blocks have cross-attention");
+        be.layer_norm(&b.x, cross_ln, &mut b.h)?;
+        be.linear(&b.h, m, &cross.query, &mut b.q)?;
+        // Every row attends to the same audio: one call for the whole batch.
+        be.attention_packed(&b.q, m, &cross_kv[l], &mut b.att)?;
+        be.linear(&b.att, m, &cross.out, &mut b.h)?;
+        be.add(&mut b.x, &b.h)?;
+
+        mlp(be, blk, m, &mut b.x, &mut b.h, &mut b.mlp)?;
+    }
+    kv.advance(n_new);
+    for (&r, out) in rows.iter().zip(b.sel.chunks_exact_mut(d)) {
+        out.copy_from_slice(&b.x[r * d..(r + 1) * d]);
+    }
+    be.layer_norm(&b.sel, &dec.ln, &mut b.normed)?;
+    be.linear(&b.normed, rows.len(), &dec.token_embedding, logits)?;
+    Ok(())
 }
 
 /// `x += mlp.2(gelu(mlp.0(ln(x))))`. `x`, `h` Shape: [m, d]; `buf` Shape: [m, 4·d].

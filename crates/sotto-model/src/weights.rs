@@ -158,7 +158,12 @@ impl<'a> Loader<'a> {
         bias: bool,
     ) -> Result<Linear, ModelError> {
         let wname = format!("{prefix}.weight");
-        let weight = self.weight(&wname, &[n_out, n_in], self.widen_prefix(prefix))?;
+        let mut weight = self.weight(&wname, &[n_out, n_in], self.widen_prefix(prefix))?;
+        if decodes(prefix) {
+            weight = weight
+                .for_decoding(n_out, n_in)
+                .map_err(|e| self.err(&wname, e.to_string()))?;
+        }
         let bias = if bias {
             Some(self.vector(&format!("{prefix}.bias"), n_out)?)
         } else {
@@ -209,6 +214,14 @@ impl<'a> Loader<'a> {
         let bias = self.vector(&format!("{prefix}.bias"), d)?;
         Linear::new(weight, Some(bias), d, c_in * 3).map_err(|e| self.err(&wname, e.to_string()))
     }
+}
+
+/// Weights under `prefix` that multiply the few rows of a decoder step (everything in the
+/// decoder but the cross-attention keys and values, which see the 1500 encoder rows).
+fn decodes(prefix: &str) -> bool {
+    prefix.starts_with("decoder.")
+        && !prefix.ends_with("cross_attn.key")
+        && !prefix.ends_with("cross_attn.value")
 }
 
 fn check_hparams(f: &WhisperFile) -> Result<(), ModelError> {

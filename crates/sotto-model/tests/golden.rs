@@ -4,9 +4,11 @@
 //! Tolerances: both engines upcast the same f16 weights to f32 and compute in f32, so the
 //! only differences are summation order and kernels (gemm blocking, FMA or not, exp/erf).
 //! Measured max |diff|: encoder 5e-5 (tiny.en) and 3.3e-4 (base) on values up to ~±20,
-//! logits 4e-5 and 1.1e-4 on values up to ~±30. The bounds leave ~6x headroom for other
-//! CPUs' SIMD paths while still catching any real error (a wrong eps, scale or GELU moves
-//! them by 1e-2 or more). Also required: the same argmax and top-5 set, and a greedy decode
+//! logits 4e-5 and 1.1e-4 on values up to ~±30 with f32 cross-attention keys and values.
+//! sotto stores those as f16 (as whisper.cpp does; half the bytes each decoder step reads),
+//! which moves the logits to 8.2e-4 (tiny.en) and 1.6e-3 (base). The bounds leave ~2x
+//! headroom over that while still catching any real error (a wrong eps, scale or GELU
+//! moves them by 1e-2 or more). Also required: the same argmax and top-5 set, and a greedy decode
 //! that matches token for token.
 
 use std::sync::Arc;
@@ -15,7 +17,7 @@ use std::time::Instant;
 use sotto_model::{Session, Whisper};
 
 const ENC_TOL: f32 = 2e-3;
-const LOGIT_TOL: f32 = 1e-3;
+const LOGIT_TOL: f32 = 3e-3;
 
 struct Golden {
     meta: serde_json::Value,

@@ -20,8 +20,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod device;
+mod engine;
 
 pub use device::{select_device, Device, DeviceChoice};
+pub use engine::Forward;
+use engine::Weights;
 pub use sotto_audio as audio;
 #[cfg(feature = "cuda")]
 pub use sotto_cuda as cuda;
@@ -68,20 +71,35 @@ pub struct Model {
 
 struct ModelInner {
     path: PathBuf,
-    weights: Arc<sotto_model::Whisper>,
+    weights: Weights,
     tokenizer: Tokenizer,
     hparams: sotto_formats::Hparams,
     config: sotto_formats::ModelConfig,
 }
 
 impl Model {
-    /// Loads a CTranslate2 folder or a whisper.cpp ggml `.bin`.
+    /// Loads a CTranslate2 folder or a whisper.cpp ggml `.bin` to run on the CPU.
     pub fn load(path: &Path) -> Result<Model> {
+        Model::load_on(path, Device::Cpu)
+    }
+
+    /// Loads a model onto `device` (`Auto` is resolved by [`select_device`]): its weights
+    /// are uploaded there once and every session runs there.
+    pub fn load_on(path: &Path, device: Device) -> Result<Model> {
+        let device = match device {
+            Device::Auto => select_device(Device::Auto)?.device,
+            d => d,
+        };
         let mut file = sotto_formats::load(path)?;
-        let weights = sotto_model::Whisper::from_file(&file).map_err(|source| Error::Model {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let weights = match device {
+            Device::Cuda => cuda_weights(&file)?,
+            _ => Weights::Cpu(Arc::new(sotto_model::Whisper::from_file(&file).map_err(
+                |source| Error::Model {
+                    path: path.to_path_buf(),
+                    source,
+                },
+            )?)),
+        };
         let vocab = std::mem::take(&mut file.vocab);
         // faster-whisper encodes prompts with the folder's tokenizer.json merges, which
         // differ from tiktoken's for the multilingual models; use them when present.
@@ -93,7 +111,7 @@ impl Model {
         Ok(Model {
             inner: Arc::new(ModelInner {
                 path: path.to_path_buf(),
-                weights: Arc::new(weights),
+                weights,
                 tokenizer,
                 hparams: file.hparams,
                 config: file.config,
@@ -108,22 +126,48 @@ impl Model {
         hub: &sotto_hub::Hub,
         progress: &mut dyn sotto_hub::Progress,
     ) -> Result<Model> {
-        let path = hub.resolve(name_or_path, progress)?;
-        Model::load(&path)
+        Model::load_named_on(name_or_path, hub, progress, Device::Cpu)
     }
 
-    /// Opens a new transcription state with its own buffers and `threads` worker threads.
+    /// [`Model::load_named`] onto `device`.
+    pub fn load_named_on(
+        name_or_path: &str,
+        hub: &sotto_hub::Hub,
+        progress: &mut dyn sotto_hub::Progress,
+        device: Device,
+    ) -> Result<Model> {
+        let path = hub.resolve(name_or_path, progress)?;
+        Model::load_on(&path, device)
+    }
+
+    /// Opens a new transcription state with its own buffers (on the model's device) and,
+    /// on the CPU, `threads` worker threads.
     pub fn session(&self, threads: usize) -> Result<Session> {
-        let inner = sotto_model::Session::new(self.inner.weights.clone(), threads.max(1)).map_err(
-            |source| Error::Model {
-                path: self.inner.path.clone(),
-                source,
-            },
-        )?;
+        let path = &self.inner.path;
+        let inner: Box<dyn Forward> = match &self.inner.weights {
+            Weights::Cpu(w) => Box::new(
+                sotto_model::Session::new(w.clone(), threads.max(1)).map_err(|source| {
+                    Error::Model {
+                        path: path.clone(),
+                        source,
+                    }
+                })?,
+            ),
+            #[cfg(feature = "cuda")]
+            Weights::Cuda(w) => Box::new(
+                sotto_cuda::CudaSession::new(w.clone())
+                    .map_err(|e| Error::Device(format!("{}: {e}", path.display())))?,
+            ),
+        };
         Ok(Session {
             model: self.clone(),
             inner,
         })
+    }
+
+    /// The device the model's sessions run on.
+    pub fn device(&self) -> Device {
+        self.inner.weights.device()
     }
 
     pub fn path(&self) -> &Path {
@@ -182,10 +226,25 @@ pub struct Timings {
     pub total: Duration,
 }
 
+/// Uploads a model file's weights to the first GPU.
+#[cfg(feature = "cuda")]
+fn cuda_weights(file: &sotto_formats::WhisperFile) -> Result<Weights> {
+    sotto_cuda::CudaWhisper::new(file, 0, sotto_cuda::Precision::F16)
+        .map(|w| Weights::Cuda(Arc::new(w)))
+        .map_err(|e| Error::Device(format!("{}: {e}", file.path.display())))
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda_weights(_: &sotto_formats::WhisperFile) -> Result<Weights> {
+    Err(Error::Device(
+        "this sotto was built without CUDA support (rebuild with --features cuda)".into(),
+    ))
+}
+
 /// One transcription stream: owns its KV caches, buffers and threads.
 pub struct Session {
     model: Model,
-    inner: sotto_model::Session,
+    inner: Box<dyn Forward>,
 }
 
 impl Session {
@@ -193,10 +252,10 @@ impl Session {
         &self.model
     }
 
-    /// The model's own per-stream state, for benchmarks and tools that drive the
-    /// encoder and decoder directly.
-    pub fn model_session(&mut self) -> &mut sotto_model::Session {
-        &mut self.inner
+    /// The device's forward pass, for benchmarks and tools that drive the encoder and
+    /// decoder directly.
+    pub fn forward(&mut self) -> &mut dyn Forward {
+        self.inner.as_mut()
     }
 
     /// Transcribes 16 kHz mono samples. `on_segment` sees each segment as it is
@@ -236,7 +295,14 @@ impl Session {
         } else if opts.language.as_deref() == Some("auto") {
             opts.language = None;
         }
-        if opts.word_timestamps && opts.alignment_heads.is_none() {
+        if opts.needs_word_timing() && !self.inner.can_align() {
+            return Err(Error::Device(format!(
+                "word timing (word timestamps, the hallucination threshold, segment limits) \
+                 does not run on {} yet; use --device cpu",
+                self.model.device()
+            )));
+        }
+        if opts.needs_word_timing() && opts.alignment_heads.is_none() {
             opts.alignment_heads = Some(self.model.alignment_heads());
         }
         let hp = *self.model.hparams();
@@ -252,7 +318,7 @@ impl Session {
         };
         let mut inference = TimedInference {
             n_vocab: hp.n_vocab,
-            session: &mut self.inner,
+            session: self.inner.as_mut(),
             timings: &mut timings,
         };
         let transcript = sotto_decode::transcribe(
@@ -290,7 +356,7 @@ impl Session {
         let mut timings = Timings::default();
         let mut inference = TimedInference {
             n_vocab: hp.n_vocab,
-            session: &mut self.inner,
+            session: self.inner.as_mut(),
             timings: &mut timings,
         };
         Ok(sotto_decode::detect_language(
@@ -305,7 +371,7 @@ impl Session {
 /// timing each side.
 struct TimedInference<'a> {
     n_vocab: usize,
-    session: &'a mut sotto_model::Session,
+    session: &'a mut dyn Forward,
     timings: &'a mut Timings,
 }
 

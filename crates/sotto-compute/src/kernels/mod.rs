@@ -11,9 +11,21 @@ mod scalar;
 mod neon;
 #[cfg(target_arch = "x86_64")]
 mod x86;
+#[cfg(target_arch = "x86_64")]
+mod x86_decode;
 
 use half::f16;
 pub use sotto_isa::Isa;
+
+/// Rows per tile of [`crate::F16Tiles`].
+pub const TILE_ROWS: usize = 4;
+/// Columns per chunk of [`crate::F16Tiles`]: one 16-lane register.
+pub const TILE_K: usize = 16;
+
+/// Keys per block of packed attention keys (see [`attn_scores`]).
+pub const KEY_BLOCK: usize = 32;
+/// Packed attention values have rows padded to a multiple of this (see [`attn_values`]).
+pub const VALUE_ALIGN: usize = 16;
 
 /// A block of weight rows, row-major with `k` elements per row.
 #[derive(Clone, Copy, Debug)]
@@ -82,6 +94,108 @@ pub fn matmul_t(isa: Isa, x: &[f32], m: usize, k: usize, w: WRows<'_>, out_t: &m
         return scalar::matmul_t(x, m, k, w, out_t);
     }
     dispatch!(isa, matmul_t(x, m, k, w, out_t))
+}
+
+/// `out_t[r·m + i] = x_i · w_r` for every row r of whole [`crate::F16Tiles`] tiles `w`
+/// (rows of `k` values; padding rows give 0): one contiguous weight stream, each load shared
+/// by all `m` input rows.
+///
+/// `x` Shape: [m, k]; `w` Shape: [tiles, tile_len]; `out_t` Shape: [tiles · TILE_ROWS, m].
+/// Panics on other shapes.
+pub fn matmul_tiled(isa: Isa, x: &[f32], m: usize, k: usize, w: &[f16], out_t: &mut [f32]) {
+    let tile_len = k.div_ceil(TILE_K) * TILE_ROWS * TILE_K;
+    assert!(k > 0 && m > 0 && x.len() == m * k && w.len().is_multiple_of(tile_len));
+    assert_eq!(
+        out_t.len(),
+        w.len() / tile_len * TILE_ROWS * m,
+        "matmul_tiled: out_t"
+    );
+    match checked(isa) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `checked` returned Avx512, so the CPU has AVX-512 F/BW/VL, AVX2, FMA, F16C.
+        Isa::Avx512 => unsafe { x86_decode::avx512::matmul_tiled(x, m, k, w, out_t) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `checked` returned Avx2, so the CPU has AVX2, FMA and F16C.
+        Isa::Avx2 => unsafe { x86_decode::avx2::matmul_tiled(x, m, k, w, out_t) },
+        // Tiles are only built on x86-64 (see `Weight::for_decoding`); elsewhere the
+        // reference serves tests and forced paths.
+        _ => scalar::matmul_tiled(x, m, k, w, out_t),
+    }
+}
+
+/// `s[i·lds + j] = scale · q_i · k_j` for `g` query rows and every key of `k`, keys packed
+/// f16 in blocks: key `b·KEY_BLOCK + l`, column c at `(b·dh + c)·KEY_BLOCK + l`.
+///
+/// `q` Shape: [g, ldq] (the first `dh` of each row used); `k` Shape: [nb, dh, KEY_BLOCK];
+/// `s` Shape: [g, lds] with lds ≥ nb·KEY_BLOCK. Panics on other shapes.
+#[allow(clippy::too_many_arguments)]
+pub fn attn_scores(
+    isa: Isa,
+    q: &[f32],
+    g: usize,
+    ldq: usize,
+    k: &[f16],
+    dh: usize,
+    scale: f32,
+    s: &mut [f32],
+    lds: usize,
+) {
+    assert!(g > 0 && dh > 0 && ldq >= dh && k.len().is_multiple_of(dh * KEY_BLOCK));
+    let nk = k.len() / dh;
+    assert!(q.len() >= (g - 1) * ldq + dh, "attn_scores: q too short");
+    assert!(
+        lds >= nk && s.len() >= (g - 1) * lds + nk,
+        "attn_scores: s too short"
+    );
+    match checked(isa) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `checked` returned Avx512, so the CPU has AVX-512 F/BW/VL, AVX2, FMA, F16C.
+        Isa::Avx512 => unsafe {
+            x86_decode::avx512_attn::attn_scores(q, g, ldq, k, dh, scale, s, lds)
+        },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `checked` returned Avx2, so the CPU has AVX2, FMA and F16C.
+        Isa::Avx2 => unsafe { x86_decode::avx2_attn::attn_scores(q, g, ldq, k, dh, scale, s, lds) },
+        _ => scalar::attn_scores(q, g, ldq, k, dh, scale, s, lds),
+    }
+}
+
+/// `out[i·ldo + c] = Σ_{j < tk} p[i·ldp + j] · v[j·dhp + c]` for `g` rows and every column
+/// c < dhp, values packed f16 with rows padded to `dhp`, a multiple of [`VALUE_ALIGN`].
+///
+/// `p` Shape: [g, ldp]; `v` Shape: [≥ tk, dhp]; `out` Shape: [g, ldo]. Panics on other shapes.
+#[allow(clippy::too_many_arguments)]
+pub fn attn_values(
+    isa: Isa,
+    p: &[f32],
+    g: usize,
+    ldp: usize,
+    tk: usize,
+    v: &[f16],
+    dhp: usize,
+    out: &mut [f32],
+    ldo: usize,
+) {
+    assert!(g > 0 && dhp > 0 && dhp.is_multiple_of(VALUE_ALIGN) && v.len() >= tk * dhp);
+    assert!(
+        ldp >= tk && p.len() >= (g - 1) * ldp + tk,
+        "attn_values: p too short"
+    );
+    assert!(
+        ldo >= dhp && out.len() >= (g - 1) * ldo + dhp,
+        "attn_values: out too short"
+    );
+    match checked(isa) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `checked` returned Avx512, so the CPU has AVX-512 F/BW/VL, AVX2, FMA, F16C.
+        Isa::Avx512 => unsafe {
+            x86_decode::avx512_attn::attn_values(p, g, ldp, tk, v, dhp, out, ldo)
+        },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `checked` returned Avx2, so the CPU has AVX2, FMA and F16C.
+        Isa::Avx2 => unsafe { x86_decode::avx2_attn::attn_values(p, g, ldp, tk, v, dhp, out, ldo) },
+        _ => scalar::attn_values(p, g, ldp, tk, v, dhp, out, ldo),
+    }
 }
 
 /// Largest element (−∞ for an empty slice).

@@ -2,7 +2,7 @@
 
 use half::f16;
 
-use super::WRows;
+use super::{WRows, KEY_BLOCK, TILE_K, TILE_ROWS};
 
 pub(super) fn dot(a: &[f32], b: &[f32]) -> f32 {
     // Eight independent partial sums: same association as the SIMD paths, and vectorizable.
@@ -39,6 +39,69 @@ pub(super) fn matmul_t(x: &[f32], m: usize, k: usize, w: WRows<'_>, out_t: &mut 
         };
         for (i, oi) in o.iter_mut().enumerate() {
             *oi = dot(&x[i * k..(i + 1) * k], wr);
+        }
+    }
+}
+
+pub(super) fn matmul_tiled(x: &[f32], m: usize, k: usize, w: &[f16], out_t: &mut [f32]) {
+    let kc = k.div_ceil(TILE_K);
+    let mut row = vec![0.0f32; k];
+    for (r, o) in out_t.chunks_exact_mut(m).enumerate() {
+        let tile = &w[r / TILE_ROWS * kc * TILE_ROWS * TILE_K..];
+        for (c, chunk) in row.chunks_mut(TILE_K).enumerate() {
+            let at = (c * TILE_ROWS + r % TILE_ROWS) * TILE_K;
+            f16_to_f32(&tile[at..at + chunk.len()], chunk);
+        }
+        for (i, oi) in o.iter_mut().enumerate() {
+            *oi = dot(&x[i * k..(i + 1) * k], &row);
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn attn_scores(
+    q: &[f32],
+    g: usize,
+    ldq: usize,
+    k: &[f16],
+    dh: usize,
+    scale: f32,
+    s: &mut [f32],
+    lds: usize,
+) {
+    for b in 0..k.len() / (dh * KEY_BLOCK) {
+        let kb = &k[b * dh * KEY_BLOCK..(b + 1) * dh * KEY_BLOCK];
+        for i in 0..g {
+            for l in 0..KEY_BLOCK {
+                let mut acc = 0.0f32;
+                for c in 0..dh {
+                    acc += q[i * ldq + c] * kb[c * KEY_BLOCK + l].to_f32();
+                }
+                s[i * lds + b * KEY_BLOCK + l] = scale * acc;
+            }
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn attn_values(
+    p: &[f32],
+    g: usize,
+    ldp: usize,
+    tk: usize,
+    v: &[f16],
+    dhp: usize,
+    out: &mut [f32],
+    ldo: usize,
+) {
+    for i in 0..g {
+        let o = &mut out[i * ldo..i * ldo + dhp];
+        o.fill(0.0);
+        for j in 0..tk {
+            let pj = p[i * ldp + j];
+            for (oc, vc) in o.iter_mut().zip(&v[j * dhp..(j + 1) * dhp]) {
+                *oc += pj * vc.to_f32();
+            }
         }
     }
 }

@@ -51,6 +51,67 @@ fn matmul_t_matches_scalar_every_m() {
 }
 
 #[test]
+fn matmul_tiled_matches_scalar_and_rows() {
+    for isa in sotto_isa::available() {
+        for m in 1..=9 {
+            for (rows, k) in [(1, 1), (5, 7), (9, 16), (13, 33), (6, 387), (4, 48)] {
+                let x = rand_vec(m * k, 3);
+                let w16: Vec<f16> = rand_vec(rows * k, 4)
+                    .iter()
+                    .map(|&v| f16::from_f32(v))
+                    .collect();
+                let tiles = crate::F16Tiles::new(&w16, rows, k).unwrap();
+                let padded = rows.div_ceil(TILE_ROWS) * TILE_ROWS;
+                let mut want = vec![0.0; rows * m];
+                scalar::matmul_t(&x, m, k, WRows::F16(&w16), &mut want);
+                let mut got = vec![f32::NAN; padded * m];
+                matmul_tiled(isa, &x, m, k, tiles.data(), &mut got);
+                let err = max_abs_diff(&got[..rows * m], &want);
+                assert!(err < 1e-4, "{isa:?} m {m} {rows}×{k}: {err}");
+                assert!(got[rows * m..].iter().all(|&v| v == 0.0), "padding rows");
+            }
+        }
+    }
+}
+
+#[test]
+fn packed_attention_kernels_match_scalar() {
+    for isa in simd_paths() {
+        for g in 1..=8 {
+            for (nb, dh, dhp, tk) in [
+                (1, 1, 16, 1),
+                (2, 5, 16, 40),
+                (3, 64, 64, 70),
+                (2, 17, 32, 64),
+            ] {
+                let q = rand_vec(g * (dh + 3), 1);
+                let k: Vec<f16> = rand_vec(nb * dh * KEY_BLOCK, 2)
+                    .iter()
+                    .map(|&v| f16::from_f32(v))
+                    .collect();
+                let lds = nb * KEY_BLOCK + 5;
+                let (mut a, mut b) = (vec![0.0; g * lds], vec![0.0; g * lds]);
+                attn_scores(isa, &q, g, dh + 3, &k, dh, 0.3, &mut a, lds);
+                scalar::attn_scores(&q, g, dh + 3, &k, dh, 0.3, &mut b, lds);
+                assert!(max_abs_diff(&a, &b) < 1e-5, "{isa:?} scores g {g} dh {dh}");
+                let v: Vec<f16> = rand_vec(tk * dhp, 3)
+                    .iter()
+                    .map(|&v| f16::from_f32(v))
+                    .collect();
+                let p = rand_vec(g * (tk + 2), 4);
+                let (mut a, mut b) = (vec![0.0; g * (dhp + 1)], vec![0.0; g * (dhp + 1)]);
+                attn_values(isa, &p, g, tk + 2, tk, &v, dhp, &mut a, dhp + 1);
+                scalar::attn_values(&p, g, tk + 2, tk, &v, dhp, &mut b, dhp + 1);
+                assert!(
+                    max_abs_diff(&a, &b) < 1e-4,
+                    "{isa:?} values g {g} dhp {dhp}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
 fn row_ops_match_scalar() {
     for isa in simd_paths() {
         for n in LENS {

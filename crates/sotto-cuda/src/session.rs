@@ -1,0 +1,583 @@
+//! [`CudaSession`]: one stream's state on the GPU, with `sotto_model::Session`'s methods
+//! and semantics.
+
+use std::sync::Arc;
+
+use cudarc::cublas::CudaBlas;
+use cudarc::driver::CudaStream;
+
+use crate::ops::{Buf, Dev, DevLinear, Precision};
+use crate::plan::{self, CopySource};
+use crate::whisper::DevBlock;
+use crate::{driver, guard, CudaError, CudaWhisper, Result};
+
+/// Encoder activations, allocated once per session.
+struct EncBuffers {
+    /// Shape: [n_mels, n_frames] as given.
+    mel: Buf<f32>,
+    /// im2col of either convolution. Shape: [t_out, c_in·3]
+    cols: Buf<f32>,
+    /// Shape: [n_frames, d]
+    conv1: Buf<f32>,
+    /// Shape: [n_audio_ctx, d] each.
+    x: Buf<f32>,
+    h: Buf<f32>,
+    q: Buf<f32>,
+    k: Buf<f32>,
+    v: Buf<f32>,
+    att: Buf<f32>,
+    /// Shape: [n_audio_ctx, 4·d]
+    mlp: Buf<f32>,
+}
+
+/// Decoder activations of one step, grown to the largest step seen.
+struct DecBuffers {
+    /// Shape: [m] token ids, m = batch · new tokens.
+    tok: Buf<u32>,
+    /// Shape: [m, d] each.
+    x: Buf<f32>,
+    h: Buf<f32>,
+    q: Buf<f32>,
+    k: Buf<f32>,
+    v: Buf<f32>,
+    att: Buf<f32>,
+    /// Shape: [m, 4·d]
+    mlp: Buf<f32>,
+    /// Shape: [rows, d] each.
+    sel: Buf<f32>,
+    normed: Buf<f32>,
+    /// Shape: [rows, n_vocab]
+    logits: Buf<f32>,
+}
+
+/// The self-attention cache of a batch of sequences, on the device.
+struct DevKv {
+    /// Per layer, Shape: [capacity, n_ctx, d]; sequence b's valid rows are `..len`.
+    k: Vec<Buf<f32>>,
+    v: Vec<Buf<f32>>,
+    /// Slots saved while a reorder overwrites them. Shape: [saved, len, d]
+    scratch: Buf<f32>,
+    n_ctx: usize,
+    d: usize,
+    capacity: usize,
+    batch: usize,
+    len: usize,
+}
+
+impl DevKv {
+    fn stride(&self) -> usize {
+        self.n_ctx * self.d
+    }
+}
+
+/// One stream of work on the GPU: its own CUDA stream and cuBLAS handle, the encoder
+/// output of the current window, every decoder layer's cross-attention K/V computed from it
+/// once, and the self-attention cache of a batch of text sequences (beams or samples).
+/// Everything it allocated is freed on its stream when it is dropped.
+pub struct CudaSession {
+    enc: EncBuffers,
+    /// f16 inputs of the matrix products (F16 precision).
+    half: Buf<u16>,
+    /// Shape: [n_audio_ctx, n_audio_state]
+    enc_out: Buf<f32>,
+    encoded: bool,
+    /// Per decoder layer, Shape: [n_audio_ctx, n_text_state].
+    cross_k: Vec<Buf<f32>>,
+    cross_v: Vec<Buf<f32>>,
+    kv: DevKv,
+    dec: DecBuffers,
+    blas: CudaBlas,
+    stream: Arc<CudaStream>,
+    model: Arc<CudaWhisper>,
+}
+
+impl std::fmt::Debug for CudaSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaSession")
+            .field("device", &self.model.device().to_string())
+            .field("encoded", &self.encoded)
+            .field("batch", &self.kv.batch)
+            .field("text_len", &self.kv.len)
+            .finish()
+    }
+}
+
+fn input_err(op: &'static str, msg: impl Into<String>) -> CudaError {
+    CudaError::Input {
+        op,
+        msg: msg.into(),
+    }
+}
+
+impl CudaSession {
+    /// A session on the model's GPU: a new stream and cuBLAS handle, and every encoder
+    /// buffer, the cross K/V and a one-sequence cache allocated up front.
+    pub fn new(model: Arc<CudaWhisper>) -> Result<Self> {
+        guard("opening a CUDA session", || {
+            model
+                .ctx
+                .bind_to_thread()
+                .map_err(driver("cuCtxSetCurrent"))?;
+            let stream = model.ctx.new_stream().map_err(driver("cuStreamCreate"))?;
+            let blas = CudaBlas::new(stream.clone()).map_err(|e| CudaError::Library {
+                op: "cublasCreate",
+                msg: format!("{e:?}"),
+            })?;
+            let h = *model.hparams();
+            let (ctx, da, dt) = (h.n_audio_ctx, h.n_audio_state, h.n_text_state);
+            let n_frames = model.n_frames();
+            let z = |n: usize| Buf::<f32>::zeros(&stream, n);
+            let layers = |n: usize| {
+                (0..h.n_text_layer)
+                    .map(|_| z(n))
+                    .collect::<Result<Vec<_>>>()
+            };
+            let half_len = match model.precision() {
+                Precision::F16 => plan::encoder_half_scratch(h.n_mels, n_frames, ctx, da),
+                Precision::F32 => 0,
+            };
+            let enc = EncBuffers {
+                mel: z(h.n_mels * n_frames)?,
+                cols: z(plan::encoder_cols(h.n_mels, n_frames, ctx, da))?,
+                conv1: z(n_frames * da)?,
+                x: z(ctx * da)?,
+                h: z(ctx * da)?,
+                q: z(ctx * da)?,
+                k: z(ctx * da)?,
+                v: z(ctx * da)?,
+                att: z(ctx * da)?,
+                mlp: z(ctx * 4 * da)?,
+            };
+            let dec = DecBuffers {
+                tok: Buf::zeros(&stream, 0)?,
+                x: z(0)?,
+                h: z(0)?,
+                q: z(0)?,
+                k: z(0)?,
+                v: z(0)?,
+                att: z(0)?,
+                mlp: z(0)?,
+                sel: z(0)?,
+                normed: z(0)?,
+                logits: z(0)?,
+            };
+            let kv = DevKv {
+                k: layers(h.n_text_ctx * dt)?,
+                v: layers(h.n_text_ctx * dt)?,
+                scratch: z(0)?,
+                n_ctx: h.n_text_ctx,
+                d: dt,
+                capacity: 1,
+                batch: 1,
+                len: 0,
+            };
+            Ok(CudaSession {
+                enc,
+                half: Buf::zeros(&stream, half_len)?,
+                enc_out: z(ctx * da)?,
+                encoded: false,
+                cross_k: layers(ctx * dt)?,
+                cross_v: layers(ctx * dt)?,
+                kv,
+                dec,
+                blas,
+                stream,
+                model,
+            })
+        })
+    }
+
+    pub fn model(&self) -> &Arc<CudaWhisper> {
+        &self.model
+    }
+
+    fn dev(&self) -> Dev<'_> {
+        Dev {
+            stream: &self.stream,
+            blas: &self.blas,
+            k: &self.model.kernels,
+            precision: self.model.precision(),
+            half: self.half.ptr(),
+            half_len: self.half.len(),
+        }
+    }
+
+    fn bind(&self) -> Result<()> {
+        self.model
+            .ctx
+            .bind_to_thread()
+            .map_err(driver("cuCtxSetCurrent"))
+    }
+
+    /// Runs the encoder on one window, computes every decoder layer's cross-attention K/V
+    /// from it, and starts a new text sequence.
+    ///
+    /// `mel` Shape: [n_mels, n_frames] row-major.
+    pub fn encode(&mut self, mel: &[f32]) -> Result<()> {
+        let h = *self.model.hparams();
+        let n_frames = self.model.n_frames();
+        if mel.len() != h.n_mels * n_frames {
+            return Err(input_err(
+                "encode",
+                format!(
+                    "mel has {} values, expected {}×{n_frames}",
+                    mel.len(),
+                    h.n_mels
+                ),
+            ));
+        }
+        self.encoded = false;
+        self.reset_text();
+        guard("encode", || {
+            self.bind()?;
+            self.run_encoder(mel)
+        })?;
+        self.encoded = true;
+        Ok(())
+    }
+
+    fn run_encoder(&self, mel: &[f32]) -> Result<()> {
+        let h = *self.model.hparams();
+        let (dev, b, enc) = (self.dev(), &self.enc, &self.model.encoder);
+        let (ctx, d, n_frames) = (h.n_audio_ctx, h.n_audio_state, self.model.n_frames());
+        dev.upload_to(b.mel.ptr(), mel)?;
+        // The mel is channel-major: x(t, c) at c·n_frames + t.
+        let t1 = dev.im2col(
+            b.mel.ptr(),
+            b.cols.ptr(),
+            n_frames,
+            h.n_mels,
+            1,
+            1,
+            n_frames,
+        )?;
+        dev.linear(&enc.conv1, b.cols.ptr(), t1, b.conv1.ptr(), true)?;
+        let t2 = dev.im2col(b.conv1.ptr(), b.cols.ptr(), n_frames, d, 2, d, 1)?;
+        debug_assert_eq!(t2, ctx);
+        dev.linear(&enc.conv2, b.cols.ptr(), t2, b.x.ptr(), true)?;
+        dev.add(b.x.ptr(), enc.pos.ptr(), ctx * d)?;
+        for blk in &enc.blocks {
+            dev.layer_norm(b.x.ptr(), &blk.attn_ln, b.h.ptr(), ctx)?;
+            let a = &blk.attn;
+            dev.linear(&a.query, b.h.ptr(), ctx, b.q.ptr(), false)?;
+            dev.linear(&a.key, b.h.ptr(), ctx, b.k.ptr(), false)?;
+            dev.linear(&a.value, b.h.ptr(), ctx, b.v.ptr(), false)?;
+            let (q, k, v, att) = (b.q.ptr(), b.k.ptr(), b.v.ptr(), b.att.ptr());
+            dev.attention(q, k, v, att, ctx, ctx, d, h.n_audio_head, 0, ctx, None)?;
+            dev.linear(&a.out, att, ctx, b.h.ptr(), false)?;
+            dev.add(b.x.ptr(), b.h.ptr(), ctx * d)?;
+            mlp(&dev, blk, ctx, d, b.x.ptr(), b.h.ptr(), b.mlp.ptr())?;
+        }
+        dev.layer_norm(b.x.ptr(), &enc.ln_post, self.enc_out.ptr(), ctx)?;
+        for (l, blk) in self.model.decoder.blocks.iter().enumerate() {
+            let (_, cross) = cross_of(blk)?;
+            let out = self.enc_out.ptr();
+            dev.linear(&cross.key, out, ctx, self.cross_k[l].ptr(), false)?;
+            dev.linear(&cross.value, out, ctx, self.cross_v[l].ptr(), false)?;
+        }
+        // Surfaces launch failures here rather than at the first decode.
+        self.stream
+            .synchronize()
+            .map_err(driver("cuStreamSynchronize"))
+    }
+
+    /// The encoder output, copied to the host. Shape: [n_audio_ctx, n_audio_state]
+    pub fn encoder_output(&self) -> Result<Vec<f32>> {
+        let mut out = vec![0f32; self.enc_out.len()];
+        guard("encoder_output", || {
+            self.bind()?;
+            self.dev().download(self.enc_out.ptr(), &mut out)
+        })?;
+        Ok(out)
+    }
+
+    /// Starts a new text sequence (keeps audio and cross K/V): the batch is one empty sequence.
+    pub fn reset_text(&mut self) {
+        self.kv.batch = 1;
+        self.kv.len = 0;
+    }
+
+    /// Tokens decoded so far in each sequence of the batch.
+    pub fn text_len(&self) -> usize {
+        self.kv.len
+    }
+
+    /// Sequences in the batch.
+    pub fn batch(&self) -> usize {
+        self.kv.batch
+    }
+
+    /// Appends `tokens` at positions `text_len..` of the single sequence (a batch of one) and
+    /// writes the logits of the requested rows (indices into `tokens`) into `logits`.
+    ///
+    /// `logits` Shape: [rows.len(), n_vocab]. Errors (the session unchanged) when the batch
+    /// is not one, the sequence would pass n_text_ctx, a token or row is out of range, or
+    /// [`CudaSession::encode`] was not called.
+    pub fn decode(&mut self, tokens: &[u32], rows: &[usize], logits: &mut [f32]) -> Result<()> {
+        if self.kv.batch != 1 {
+            return Err(input_err(
+                "decode",
+                format!("needs a batch of one, not {}", self.kv.batch),
+            ));
+        }
+        self.check_decode("decode", tokens, tokens.len(), rows, logits)?;
+        self.forward(tokens, 1, rows, logits)
+    }
+
+    /// Appends `tokens.len() / batch` tokens to each of the `batch` sequences in one pass and
+    /// writes each sequence's last-row logits.
+    ///
+    /// `tokens` Shape: [batch, n_new]; `logits` Shape: [batch, n_vocab]. `batch` must be
+    /// [`CudaSession::batch`]. Errors leave the session unchanged.
+    pub fn decode_batch(&mut self, tokens: &[u32], batch: usize, logits: &mut [f32]) -> Result<()> {
+        if batch != self.kv.batch || batch == 0 || !tokens.len().is_multiple_of(batch) {
+            return Err(input_err(
+                "decode_batch",
+                format!(
+                    "{} tokens for a batch of {batch}; the session holds {} sequences",
+                    tokens.len(),
+                    self.kv.batch
+                ),
+            ));
+        }
+        let n_new = tokens.len() / batch;
+        let rows: Vec<usize> = (1..=batch).map(|b| b * n_new - 1).collect();
+        self.check_decode("decode_batch", tokens, n_new, &rows, logits)?;
+        self.forward(tokens, batch, &rows, logits)
+    }
+
+    /// Rebuilds the batch: new sequence `i` is current sequence `src[i]` (its cache rows are
+    /// copied on the device; the cache grows when `src` is longer than any batch before).
+    pub fn reorder(&mut self, src: &[usize]) -> Result<()> {
+        let batch = self.kv.batch;
+        if src.is_empty() || src.iter().any(|&s| s >= batch) {
+            return Err(input_err(
+                "reorder",
+                format!("sources {src:?} for a batch of {batch}"),
+            ));
+        }
+        guard("reorder", || {
+            self.bind()?;
+            self.reserve(src.len())?;
+            let p = plan::reorder(src);
+            let (stride, valid) = (self.kv.stride(), self.kv.len * self.kv.d);
+            self.kv
+                .scratch
+                .ensure(&self.stream, p.saved.len() * valid)?;
+            let dev = self.dev();
+            let scratch = &self.kv.scratch;
+            for layer in self.kv.k.iter().chain(&self.kv.v) {
+                for (j, &s) in p.saved.iter().enumerate() {
+                    dev.copy_f32(scratch.at(j * valid), layer.at(s * stride), valid)?;
+                }
+                for &(i, from) in &p.copies {
+                    let src = match from {
+                        CopySource::Slot(s) => layer.at(s * stride),
+                        CopySource::Saved(j) => scratch.at(j * valid),
+                    };
+                    dev.copy_f32(layer.at(i * stride), src, valid)?;
+                }
+            }
+            Ok(())
+        })?;
+        self.kv.batch = src.len();
+        Ok(())
+    }
+
+    /// Grows the cache to `batch` sequences, keeping the current ones.
+    fn reserve(&mut self, batch: usize) -> Result<()> {
+        if batch <= self.kv.capacity {
+            return Ok(());
+        }
+        let (stride, used) = (self.kv.stride(), self.kv.batch * self.kv.stride());
+        let dev = self.dev();
+        let mut grow = |layer: &Buf<f32>| -> Result<Buf<f32>> {
+            let grown = Buf::zeros(&self.stream, batch * stride)?;
+            dev.copy_f32(grown.ptr(), layer.ptr(), used)?;
+            Ok(grown)
+        };
+        let k = self
+            .kv
+            .k
+            .iter()
+            .map(&mut grow)
+            .collect::<Result<Vec<_>>>()?;
+        let v = self
+            .kv
+            .v
+            .iter()
+            .map(&mut grow)
+            .collect::<Result<Vec<_>>>()?;
+        self.kv.k = k;
+        self.kv.v = v;
+        self.kv.capacity = batch;
+        Ok(())
+    }
+
+    /// Checks a step of `n_new` tokens per sequence, `tokens` for the whole batch.
+    fn check_decode(
+        &self,
+        op: &'static str,
+        tokens: &[u32],
+        n_new: usize,
+        rows: &[usize],
+        logits: &[f32],
+    ) -> Result<()> {
+        let h = self.model.hparams();
+        if !self.encoded {
+            return Err(input_err(op, "no audio: call encode first"));
+        }
+        if tokens.is_empty() {
+            return Err(input_err(op, "no tokens"));
+        }
+        let len = self.kv.len;
+        if len + n_new > h.n_text_ctx {
+            return Err(input_err(
+                op,
+                format!("{len} + {n_new} tokens exceed n_text_ctx {}", h.n_text_ctx),
+            ));
+        }
+        if let Some(t) = tokens.iter().find(|&&t| t as usize >= h.n_vocab) {
+            return Err(input_err(
+                op,
+                format!("token {t} is not below n_vocab {}", h.n_vocab),
+            ));
+        }
+        if let Some(r) = rows.iter().find(|&&r| r >= tokens.len()) {
+            return Err(input_err(
+                op,
+                format!("row {r} is not below the {} tokens given", tokens.len()),
+            ));
+        }
+        if logits.len() != rows.len() * h.n_vocab {
+            return Err(input_err(
+                op,
+                format!(
+                    "logits has {} values, expected {}×{}",
+                    logits.len(),
+                    rows.len(),
+                    h.n_vocab
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Sizes the step's buffers for `m` token rows and `rows` logit rows.
+    fn size_step(&mut self, m: usize, rows: usize) -> Result<()> {
+        let h = *self.model.hparams();
+        let d = h.n_text_state;
+        let (s, b) = (&self.stream, &mut self.dec);
+        b.tok.ensure(s, m)?;
+        for buf in [&mut b.x, &mut b.h, &mut b.q, &mut b.k, &mut b.v, &mut b.att] {
+            buf.ensure(s, m * d)?;
+        }
+        b.mlp.ensure(s, m * 4 * d)?;
+        b.sel.ensure(s, rows * d)?;
+        b.normed.ensure(s, rows * d)?;
+        b.logits.ensure(s, rows * h.n_vocab)?;
+        if self.model.precision() == Precision::F16 {
+            self.half.ensure(s, (m * 4 * d).max(rows * d))?;
+        }
+        Ok(())
+    }
+
+    /// The decoder over `batch` sequences of `tokens.len() / batch` new tokens each; `rows`
+    /// index the flattened [batch · n_new] rows whose logits are written. Inputs checked.
+    fn forward(
+        &mut self,
+        tokens: &[u32],
+        batch: usize,
+        rows: &[usize],
+        logits: &mut [f32],
+    ) -> Result<()> {
+        guard("decode", || {
+            self.bind()?;
+            self.size_step(tokens.len(), rows.len())?;
+            self.run_decoder(tokens, batch, rows, logits)
+        })?;
+        self.kv.len += tokens.len() / batch;
+        Ok(())
+    }
+
+    fn run_decoder(
+        &self,
+        tokens: &[u32],
+        batch: usize,
+        rows: &[usize],
+        logits: &mut [f32],
+    ) -> Result<()> {
+        let h = *self.model.hparams();
+        let (dev, b, kv, dec) = (self.dev(), &self.dec, &self.kv, &self.model.decoder);
+        let (m, d, pos0, nh) = (tokens.len(), h.n_text_state, kv.len, h.n_text_head);
+        let n_new = m / batch;
+        let stride = kv.stride();
+        dev.upload_to(b.tok.ptr(), tokens)?;
+        let table = dec.token_embedding.w.ptr();
+        dev.embed(
+            table,
+            b.tok.ptr(),
+            dec.pos.ptr(),
+            b.x.ptr(),
+            m,
+            d,
+            n_new,
+            pos0,
+        )?;
+        let (x, hb, q, att) = (b.x.ptr(), b.h.ptr(), b.q.ptr(), b.att.ptr());
+        for (l, blk) in dec.blocks.iter().enumerate() {
+            let a = &blk.attn;
+            dev.layer_norm(x, &blk.attn_ln, hb, m)?;
+            dev.linear(&a.query, hb, m, q, false)?;
+            dev.linear(&a.key, hb, m, b.k.ptr(), false)?;
+            dev.linear(&a.value, hb, m, b.v.ptr(), false)?;
+            let (kc, vc) = (kv.k[l].ptr(), kv.v[l].ptr());
+            dev.kv_write(b.k.ptr(), kc, batch, n_new, d, pos0, stride)?;
+            dev.kv_write(b.v.ptr(), vc, batch, n_new, d, pos0, stride)?;
+            let keys = pos0 + n_new;
+            dev.attention(q, kc, vc, att, m, n_new, d, nh, stride, keys, Some(pos0))?;
+            dev.linear(&a.out, att, m, hb, false)?;
+            dev.add(x, hb, m * d)?;
+
+            let (cross_ln, cross) = cross_of(blk)?;
+            dev.layer_norm(x, cross_ln, hb, m)?;
+            dev.linear(&cross.query, hb, m, q, false)?;
+            // Every row attends to the same audio (key stride 0).
+            let (ck, cv) = (self.cross_k[l].ptr(), self.cross_v[l].ptr());
+            dev.attention(q, ck, cv, att, m, 1, d, nh, 0, h.n_audio_ctx, None)?;
+            dev.linear(&cross.out, att, m, hb, false)?;
+            dev.add(x, hb, m * d)?;
+
+            mlp(&dev, blk, m, d, x, hb, b.mlp.ptr())?;
+        }
+        for (i, &r) in rows.iter().enumerate() {
+            dev.copy_f32(b.sel.at(i * d), b.x.at(r * d), d)?;
+        }
+        dev.layer_norm(b.sel.ptr(), &dec.ln, b.normed.ptr(), rows.len())?;
+        let out = b.logits.ptr();
+        dev.linear(&dec.token_embedding, b.normed.ptr(), rows.len(), out, false)?;
+        dev.download(out, logits)
+    }
+}
+
+fn cross_of(blk: &DevBlock) -> Result<(&crate::ops::DevNorm, &crate::whisper::DevAttention)> {
+    blk.cross
+        .as_ref()
+        .map(|(n, a)| (n, a))
+        .ok_or_else(|| input_err("decoder", "a decoder block has no cross-attention"))
+}
+
+/// `x += mlp.2(gelu(mlp.0(ln(x))))`. `x`, `h` Shape: [m, d]; `buf` Shape: [m, 4·d].
+fn mlp(dev: &Dev<'_>, blk: &DevBlock, m: usize, d: usize, x: u64, h: u64, buf: u64) -> Result<()> {
+    let (l0, l2): (&DevLinear, &DevLinear) = (&blk.mlp_0, &blk.mlp_2);
+    dev.layer_norm(x, &blk.mlp_ln, h, m)?;
+    dev.linear(l0, h, m, buf, true)?;
+    dev.linear(l2, buf, m, h, false)?;
+    dev.add(x, h, m * d)
+}
+
+// Sessions move between threads.
+const _: () = {
+    const fn movable<T: Send>() {}
+    movable::<CudaSession>();
+};

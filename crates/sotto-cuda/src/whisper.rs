@@ -1,0 +1,320 @@
+//! [`CudaWhisper`]: a Whisper model's weights uploaded once to one GPU, shared by sessions.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaStream};
+use half::f16;
+use sotto_formats::{DType, Hparams, TensorData, WhisperFile};
+use sotto_quant::QuantType;
+
+use crate::ops::{Buf, DevLinear, DevNorm, Kernels, Precision};
+use crate::{driver, guard, CudaError, DeviceInfo, Result};
+
+const LN_EPS: f32 = 1e-5;
+
+pub(crate) struct DevAttention {
+    pub query: DevLinear,
+    pub key: DevLinear,
+    pub value: DevLinear,
+    pub out: DevLinear,
+}
+
+pub(crate) struct DevBlock {
+    pub attn_ln: DevNorm,
+    pub attn: DevAttention,
+    pub cross: Option<(DevNorm, DevAttention)>,
+    pub mlp_ln: DevNorm,
+    pub mlp_0: DevLinear,
+    pub mlp_2: DevLinear,
+}
+
+pub(crate) struct DevEncoder {
+    /// Shape: [d, n_mels·3]
+    pub conv1: DevLinear,
+    /// Shape: [d, d·3]
+    pub conv2: DevLinear,
+    /// Shape: [n_audio_ctx, d]
+    pub pos: Buf<f32>,
+    pub blocks: Vec<DevBlock>,
+    pub ln_post: DevNorm,
+}
+
+pub(crate) struct DevDecoder {
+    /// Shape: [n_vocab, d]; the embedding table and the tied output projection.
+    pub token_embedding: DevLinear,
+    /// Shape: [n_text_ctx, d]
+    pub pos: Buf<f32>,
+    pub blocks: Vec<DevBlock>,
+    pub ln: DevNorm,
+}
+
+/// Whisper weights on one GPU: matrices in the chosen [`Precision`] (ggml block types are
+/// dequantized on the host at upload, bf16 and f32 converted), vectors in f32. Immutable
+/// once built; [`crate::CudaSession`]s share it through an `Arc`.
+pub struct CudaWhisper {
+    hparams: Hparams,
+    precision: Precision,
+    info: DeviceInfo,
+    pub(crate) kernels: Kernels,
+    pub(crate) encoder: DevEncoder,
+    pub(crate) decoder: DevDecoder,
+    /// Weights are uploaded on this stream; it is synchronized before `new` returns.
+    _load_stream: Arc<CudaStream>,
+    // Dropped last: everything above frees into this context.
+    pub(crate) ctx: Arc<CudaContext>,
+}
+
+impl std::fmt::Debug for CudaWhisper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaWhisper")
+            .field("device", &self.info.to_string())
+            .field("precision", &self.precision)
+            .field("hparams", &self.hparams)
+            .finish()
+    }
+}
+
+struct Loader<'a> {
+    f: &'a WhisperFile,
+    stream: &'a Arc<CudaStream>,
+    precision: Precision,
+}
+
+fn quant_type(d: DType) -> Option<QuantType> {
+    Some(match d {
+        DType::Q4_0 => QuantType::Q4_0,
+        DType::Q4_1 => QuantType::Q4_1,
+        DType::Q5_0 => QuantType::Q5_0,
+        DType::Q5_1 => QuantType::Q5_1,
+        DType::Q8_0 => QuantType::Q8_0,
+        _ => return None,
+    })
+}
+
+impl Loader<'_> {
+    fn err(&self, name: &str, msg: impl std::fmt::Display) -> CudaError {
+        CudaError::Model {
+            path: self.f.path.clone(),
+            msg: format!("tensor {name}: {msg}"),
+        }
+    }
+
+    fn tensor(&self, name: &str, numel: usize) -> Result<&TensorData> {
+        let t = self
+            .f
+            .tensors
+            .get(name)
+            .ok_or_else(|| self.err(name, "missing"))?;
+        if t.numel() != numel {
+            return Err(self.err(
+                name,
+                format!("shape {:?}, expected {numel} elements", t.shape),
+            ));
+        }
+        Ok(t)
+    }
+
+    fn vector(&self, name: &str, n: usize) -> Result<Buf<f32>> {
+        let v = self
+            .tensor(name, n)?
+            .to_f32()
+            .map_err(|e| self.err(name, e))?;
+        Buf::upload(self.stream, &v)
+    }
+
+    /// A [n_out, n_in] matrix (conv weights [d, c_in, 3] flattened) as the precision's bytes.
+    fn matrix(&self, name: &str, n_out: usize, n_in: usize) -> Result<Buf<u8>> {
+        let t = self.tensor(name, n_out * n_in)?;
+        let bytes = t.data.as_bytes();
+        if t.dtype == DType::F16 && self.precision == Precision::F16 {
+            if bytes.len() != n_out * n_in * 2 {
+                return Err(self.err(name, format!("{} bytes of f16", bytes.len())));
+            }
+            return Buf::upload(self.stream, bytes);
+        }
+        let values = match quant_type(t.dtype) {
+            Some(q) => {
+                let rb = q.row_bytes(n_in);
+                if !n_in.is_multiple_of(QuantType::BLOCK) || bytes.len() != n_out * rb {
+                    return Err(self.err(
+                        name,
+                        format!("{} bytes for a {q} [{n_out}, {n_in}] tensor", bytes.len()),
+                    ));
+                }
+                let mut v = vec![0f32; n_out * n_in];
+                for (row, out) in bytes.chunks_exact(rb).zip(v.chunks_exact_mut(n_in)) {
+                    sotto_quant::dequantize_row(q, row, out);
+                }
+                v
+            }
+            None => t.to_f32().map_err(|e| self.err(name, e))?,
+        };
+        let out: Vec<u8> = match self.precision {
+            Precision::F16 => values
+                .iter()
+                .flat_map(|&x| f16::from_f32(x).to_le_bytes())
+                .collect(),
+            Precision::F32 => values.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        };
+        Buf::upload(self.stream, &out)
+    }
+
+    fn linear(&self, prefix: &str, n_out: usize, n_in: usize, bias: bool) -> Result<DevLinear> {
+        Ok(DevLinear {
+            w: self.matrix(&format!("{prefix}.weight"), n_out, n_in)?,
+            bias: match bias {
+                true => Some(self.vector(&format!("{prefix}.bias"), n_out)?),
+                false => None,
+            },
+            n_out,
+            n_in,
+        })
+    }
+
+    fn norm(&self, prefix: &str, d: usize) -> Result<DevNorm> {
+        Ok(DevNorm {
+            gamma: self.vector(&format!("{prefix}.weight"), d)?,
+            beta: self.vector(&format!("{prefix}.bias"), d)?,
+            eps: LN_EPS,
+        })
+    }
+
+    fn attention(&self, prefix: &str, d: usize, d_kv: usize) -> Result<DevAttention> {
+        Ok(DevAttention {
+            query: self.linear(&format!("{prefix}.query"), d, d, true)?,
+            key: self.linear(&format!("{prefix}.key"), d, d_kv, false)?,
+            value: self.linear(&format!("{prefix}.value"), d, d_kv, true)?,
+            out: self.linear(&format!("{prefix}.out"), d, d, true)?,
+        })
+    }
+
+    fn block(&self, prefix: &str, d: usize, d_cross: Option<usize>) -> Result<DevBlock> {
+        let cross = match d_cross {
+            Some(d_kv) => Some((
+                self.norm(&format!("{prefix}.cross_attn_ln"), d)?,
+                self.attention(&format!("{prefix}.cross_attn"), d, d_kv)?,
+            )),
+            None => None,
+        };
+        Ok(DevBlock {
+            attn_ln: self.norm(&format!("{prefix}.attn_ln"), d)?,
+            attn: self.attention(&format!("{prefix}.attn"), d, d)?,
+            cross,
+            mlp_ln: self.norm(&format!("{prefix}.mlp_ln"), d)?,
+            mlp_0: self.linear(&format!("{prefix}.mlp.0"), 4 * d, d, true)?,
+            mlp_2: self.linear(&format!("{prefix}.mlp.2"), d, 4 * d, true)?,
+        })
+    }
+}
+
+/// Checks what the kernels assume of the shapes: heads divide the widths, and the
+/// attention scores of one query row fit in shared memory.
+pub(crate) fn check_hparams(path: &std::path::Path, h: &Hparams) -> Result<()> {
+    let bad = |msg: String| {
+        Err(CudaError::Model {
+            path: path.to_path_buf(),
+            msg: format!("hyper-parameters: {msg}"),
+        })
+    };
+    let dims = [
+        h.n_vocab,
+        h.n_audio_ctx,
+        h.n_audio_state,
+        h.n_audio_head,
+        h.n_text_ctx,
+        h.n_text_state,
+        h.n_text_head,
+        h.n_mels,
+    ];
+    if dims.contains(&0) {
+        return bad(format!("a dimension is zero: {h:?}"));
+    }
+    if !h.n_audio_state.is_multiple_of(h.n_audio_head)
+        || !h.n_text_state.is_multiple_of(h.n_text_head)
+    {
+        return bad(format!("state is not a multiple of the head count: {h:?}"));
+    }
+    let (da, dt) = (h.n_audio_state, h.n_text_state);
+    crate::plan::attention(1, h.n_audio_head, da / h.n_audio_head, h.n_audio_ctx)?;
+    crate::plan::attention(1, h.n_text_head, dt / h.n_text_head, h.n_text_ctx)?;
+    Ok(())
+}
+
+impl CudaWhisper {
+    /// Uploads the model in `f` to GPU `ordinal`. Checks for libcuda first; compiles the
+    /// kernels (once per process and GPU) and waits until every weight is on the device.
+    pub fn new(f: &WhisperFile, ordinal: usize, precision: Precision) -> Result<Self> {
+        check_hparams(&f.path, &f.hparams)?;
+        if !crate::driver_present() {
+            return Err(CudaError::NoDriver);
+        }
+        guard("loading the model onto the GPU", || {
+            let (info, ctx, module) = crate::backend::open(ordinal)?;
+            // SAFETY: sessions keep every buffer on their own stream, and the weights are
+            // synchronized below before any session can read them (see crate::ops).
+            unsafe { ctx.disable_event_tracking() };
+            let kernels = Kernels::load(&module)?;
+            let stream = ctx.new_stream().map_err(driver("cuStreamCreate"))?;
+            let l = Loader {
+                f,
+                stream: &stream,
+                precision,
+            };
+            let h = f.hparams;
+            let (da, dt) = (h.n_audio_state, h.n_text_state);
+            let encoder = DevEncoder {
+                conv1: l.linear("encoder.conv1", da, h.n_mels * 3, true)?,
+                conv2: l.linear("encoder.conv2", da, da * 3, true)?,
+                pos: l.vector("encoder.positional_embedding", h.n_audio_ctx * da)?,
+                blocks: (0..h.n_audio_layer)
+                    .map(|i| l.block(&format!("encoder.blocks.{i}"), da, None))
+                    .collect::<Result<_>>()?,
+                ln_post: l.norm("encoder.ln_post", da)?,
+            };
+            let decoder = DevDecoder {
+                token_embedding: l.linear("decoder.token_embedding", h.n_vocab, dt, false)?,
+                pos: l.vector("decoder.positional_embedding", h.n_text_ctx * dt)?,
+                blocks: (0..h.n_text_layer)
+                    .map(|i| l.block(&format!("decoder.blocks.{i}"), dt, Some(da)))
+                    .collect::<Result<_>>()?,
+                ln: l.norm("decoder.ln", dt)?,
+            };
+            stream
+                .synchronize()
+                .map_err(driver("cuStreamSynchronize"))?;
+            Ok(CudaWhisper {
+                hparams: h,
+                precision,
+                info,
+                kernels,
+                encoder,
+                decoder,
+                _load_stream: stream,
+                ctx,
+            })
+        })
+    }
+
+    pub fn hparams(&self) -> &Hparams {
+        &self.hparams
+    }
+
+    pub fn precision(&self) -> Precision {
+        self.precision
+    }
+
+    pub fn device(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    /// Mel frames in one window (2 · n_audio_ctx).
+    pub fn n_frames(&self) -> usize {
+        2 * self.hparams.n_audio_ctx
+    }
+}
+
+// Sessions on several threads share one model.
+const _: () = {
+    const fn shareable<T: Send + Sync>() {}
+    shareable::<CudaWhisper>();
+};

@@ -1,0 +1,438 @@
+//! The Whisper forward on CUDA against the CPU's (`sotto_model::Session`): encoder output,
+//! prompt logits, greedy steps, a beam-like batch with reorders, and a reset, in both
+//! precisions, on synthetic models (always available) and on tiny.en where it is cached.
+//!
+//! Without libcuda each GPU test prints "skipped: …" after its CPU half; with
+//! `SOTTO_REQUIRE_CUDA=1` (scripts/gpu-check.sh) a skip is a failure.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use sotto_cuda::{CudaError, CudaSession, CudaWhisper, Precision};
+use sotto_formats::{DType, Hparams, ModelConfig, SourceFormat, Storage, TensorData, WhisperFile};
+use sotto_model::{Session, Whisper};
+
+fn require_cuda() -> bool {
+    std::env::var_os("SOTTO_REQUIRE_CUDA").is_some_and(|v| v != "0")
+}
+
+/// The model on GPU 0, or None (after saying why) where there is no GPU.
+fn upload(f: &WhisperFile, p: Precision) -> Option<Arc<CudaWhisper>> {
+    let skip = |why: String| {
+        assert!(!require_cuda(), "SOTTO_REQUIRE_CUDA is set, but {why}");
+        println!("skipped: {why}");
+        None
+    };
+    match CudaWhisper::new(f, 0, p) {
+        Ok(m) => Some(Arc::new(m)),
+        Err(e @ (CudaError::NoDriver | CudaError::NoDevice)) => skip(e.to_string()),
+        Err(e) => panic!("libcuda is present but loading the model failed: {e}"),
+    }
+}
+
+/// Deterministic values in [-scale, scale).
+fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s >> 12;
+            s ^= s << 25;
+            s ^= s >> 27;
+            let u = (s.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 40) as f32 / (1u64 << 24) as f32;
+            (2.0 * u - 1.0) * scale
+        })
+        .collect()
+}
+
+/// A random Whisper with hparams `h`: matrices f16 with unit-variance outputs, vectors f32.
+fn synthetic(h: Hparams) -> WhisperFile {
+    let mut t = BTreeMap::new();
+    let mut seed = 1u64;
+    let mut add = |name: String, shape: &[usize], kind: char| {
+        seed += 1;
+        let n: usize = shape.iter().product();
+        let fan_in: usize = shape[1..].iter().product::<usize>().max(1);
+        let (dtype, bytes): (DType, Vec<u8>) = match kind {
+            'w' => {
+                let v = values(n, seed, (3.0 / fan_in as f32).sqrt());
+                let b = v.iter().flat_map(|x| half::f16::from_f32(*x).to_le_bytes());
+                (DType::F16, b.collect())
+            }
+            'g' => {
+                let v = values(n, seed, 0.1);
+                (
+                    DType::F32,
+                    v.iter().flat_map(|x| (1.0 + x).to_le_bytes()).collect(),
+                )
+            }
+            _ => {
+                let v = values(n, seed, 0.2);
+                (DType::F32, v.iter().flat_map(|x| x.to_le_bytes()).collect())
+            }
+        };
+        t.insert(
+            name,
+            TensorData {
+                dtype,
+                shape: shape.to_vec(),
+                data: Storage::from_vec(bytes),
+            },
+        );
+    };
+    let (da, dt) = (h.n_audio_state, h.n_text_state);
+    add("encoder.conv1.weight".into(), &[da, h.n_mels, 3], 'w');
+    add("encoder.conv1.bias".into(), &[da], 'b');
+    add("encoder.conv2.weight".into(), &[da, da, 3], 'w');
+    add("encoder.conv2.bias".into(), &[da], 'b');
+    add(
+        "encoder.positional_embedding".into(),
+        &[h.n_audio_ctx, da],
+        'b',
+    );
+    add(
+        "decoder.token_embedding.weight".into(),
+        &[h.n_vocab, dt],
+        'w',
+    );
+    add(
+        "decoder.positional_embedding".into(),
+        &[h.n_text_ctx, dt],
+        'b',
+    );
+    for (p, d) in [("encoder.ln_post", da), ("decoder.ln", dt)] {
+        add(format!("{p}.weight"), &[d], 'g');
+        add(format!("{p}.bias"), &[d], 'b');
+    }
+    let blocks = (0..h.n_audio_layer)
+        .map(|i| (format!("encoder.blocks.{i}"), da, false))
+        .chain((0..h.n_text_layer).map(|i| (format!("decoder.blocks.{i}"), dt, true)));
+    for (b, d, cross) in blocks {
+        let lns: &[&str] = if cross {
+            &["attn_ln", "mlp_ln", "cross_attn_ln"]
+        } else {
+            &["attn_ln", "mlp_ln"]
+        };
+        for ln in lns {
+            add(format!("{b}.{ln}.weight"), &[d], 'g');
+            add(format!("{b}.{ln}.bias"), &[d], 'b');
+        }
+        let attns: &[(&str, usize)] = if cross {
+            &[("attn", d), ("cross_attn", da)]
+        } else {
+            &[("attn", d)]
+        };
+        for &(a, d_kv) in attns {
+            for p in ["query", "key", "value", "out"] {
+                let n_in = if p == "key" || p == "value" { d_kv } else { d };
+                add(format!("{b}.{a}.{p}.weight"), &[d, n_in], 'w');
+                if p != "key" {
+                    add(format!("{b}.{a}.{p}.bias"), &[d], 'b');
+                }
+            }
+        }
+        add(format!("{b}.mlp.0.weight"), &[4 * d, d], 'w');
+        add(format!("{b}.mlp.0.bias"), &[4 * d], 'b');
+        add(format!("{b}.mlp.2.weight"), &[d, 4 * d], 'w');
+        add(format!("{b}.mlp.2.bias"), &[d], 'b');
+    }
+    WhisperFile {
+        path: "synthetic".into(),
+        format: SourceFormat::Ggml,
+        hparams: h,
+        tensors: t,
+        vocab: Vec::new(),
+        mel_filters: None,
+        config: ModelConfig::default(),
+    }
+}
+
+const SMALL: Hparams = Hparams {
+    n_vocab: 600,
+    n_audio_ctx: 64,
+    n_audio_state: 128,
+    n_audio_head: 2,
+    n_audio_layer: 2,
+    n_text_ctx: 24,
+    n_text_state: 128,
+    n_text_head: 2,
+    n_text_layer: 2,
+    n_mels: 80,
+};
+
+/// tiny.en's shapes, random weights: the real block sizes, 1500 audio positions and the
+/// full vocabulary, with no model file to carry.
+const TINY_SHAPES: Hparams = Hparams {
+    n_vocab: 51864,
+    n_audio_ctx: 1500,
+    n_audio_state: 384,
+    n_audio_head: 6,
+    n_audio_layer: 4,
+    n_text_ctx: 448,
+    n_text_state: 384,
+    n_text_head: 6,
+    n_text_layer: 4,
+    n_mels: 80,
+};
+
+/// How close the GPU must be. f32 products differ from the CPU's only in summation order;
+/// f16 rounds every product input to 11 bits.
+struct Tolerance {
+    enc_nmse: f64,
+    logits_nmse: f64,
+    logits_max_abs: f32,
+}
+
+fn tolerance(p: Precision) -> Tolerance {
+    match p {
+        Precision::F32 => Tolerance {
+            enc_nmse: 1e-9,
+            logits_nmse: 1e-9,
+            logits_max_abs: 2e-3,
+        },
+        Precision::F16 => Tolerance {
+            enc_nmse: 1e-4,
+            logits_nmse: 1e-4,
+            logits_max_abs: 5e-2,
+        },
+    }
+}
+
+fn nmse(out: &[f32], reference: &[f32]) -> f64 {
+    assert_eq!(out.len(), reference.len());
+    let (mut err, mut norm) = (0.0f64, 0.0f64);
+    for (&o, &r) in out.iter().zip(reference) {
+        err += (o as f64 - r as f64).powi(2);
+        norm += (r as f64).powi(2);
+    }
+    if norm == 0.0 {
+        err
+    } else {
+        err / norm
+    }
+}
+
+fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+fn argmax(x: &[f32]) -> usize {
+    (0..x.len()).fold(0, |best, i| if x[i] > x[best] { i } else { best })
+}
+
+/// Compares logits row by row: nmse, max abs diff, and the same argmax wherever the CPU's
+/// best two are further apart than the difference seen.
+fn compare_logits(what: &str, gpu: &[f32], cpu: &[f32], n_vocab: usize, tol: &Tolerance) {
+    let (e, m) = (nmse(gpu, cpu), max_abs_diff(gpu, cpu));
+    println!("{what}: logits nmse {e:.3e}, max abs diff {m:.3e}");
+    assert!(
+        gpu.iter().all(|v| v.is_finite()),
+        "{what}: non-finite logits"
+    );
+    assert!(e <= tol.logits_nmse, "{what}: logits nmse {e:.3e}");
+    assert!(m <= tol.logits_max_abs, "{what}: max abs diff {m:.3e}");
+    for (r, (g, c)) in gpu
+        .chunks_exact(n_vocab)
+        .zip(cpu.chunks_exact(n_vocab))
+        .enumerate()
+    {
+        let best = argmax(c);
+        let second = (0..n_vocab)
+            .filter(|&i| i != best)
+            .map(|i| c[i])
+            .fold(f32::NEG_INFINITY, f32::max);
+        if c[best] - second > 2.0 * m {
+            assert_eq!(argmax(g), best, "{what}: row {r} argmax");
+        }
+    }
+}
+
+/// The whole comparison for one model and precision.
+fn check_model(f: &WhisperFile, p: Precision) {
+    let h = f.hparams;
+    let cpu_model = Arc::new(Whisper::from_file(f).expect("CPU model"));
+    let Some(gpu_model) = upload(f, p) else {
+        return;
+    };
+    println!("{} {p:?} on {}", f.path.display(), gpu_model.device());
+    let mut tol = tolerance(p);
+    if f.tensors.values().any(|t| t.dtype.is_quantized()) {
+        // The CPU decodes quantized weights against 8-bit quantized activations (ggml's
+        // vec_dot); the GPU multiplies the dequantized weights. The encoder (a gemm of the
+        // dequantized weights on both sides) keeps its tolerance.
+        tol.logits_nmse = 1e-2;
+        tol.logits_max_abs = 1.0;
+    }
+    let nv = h.n_vocab;
+    let mut cpu = Session::new(cpu_model, 0).unwrap();
+    let mut gpu = CudaSession::new(gpu_model).unwrap();
+    let mel = values(h.n_mels * 2 * h.n_audio_ctx, 99, 1.2);
+    cpu.encode(&mel).unwrap();
+    gpu.encode(&mel).unwrap();
+    let enc = gpu.encoder_output().unwrap();
+    let e = nmse(&enc, cpu.encoder_output());
+    println!(
+        "encoder output: nmse {e:.3e}, max abs diff {:.3e}",
+        max_abs_diff(&enc, cpu.encoder_output())
+    );
+    assert!(e <= tol.enc_nmse, "encoder nmse {e:.3e}");
+
+    // A prompt of three tokens, logits of rows 0 and 2.
+    let prompt = [(nv - 3) as u32, 7, (nv / 2) as u32];
+    let (mut lc, mut lg) = (vec![0f32; 2 * nv], vec![0f32; 2 * nv]);
+    cpu.decode(&prompt, &[0, 2], &mut lc).unwrap();
+    gpu.decode(&prompt, &[0, 2], &mut lg).unwrap();
+    compare_logits("prompt", &lg, &lc, nv, &tol);
+
+    // Greedy steps, both fed the CPU's choice so they stay on one path.
+    let (mut lc, mut lg) = (lc[nv..].to_vec(), vec![0f32; nv]);
+    for step in 0..3 {
+        let tok = [argmax(&lc) as u32];
+        cpu.decode(&tok, &[0], &mut lc).unwrap();
+        gpu.decode(&tok, &[0], &mut lg).unwrap();
+        compare_logits(&format!("greedy step {step}"), &lg, &lc, nv, &tol);
+    }
+    assert_eq!(gpu.text_len(), cpu.text_len());
+
+    // Beams: broadcast, one token each, then a permutation with a repeat and two tokens each.
+    cpu.reorder(&[0, 0, 0]).unwrap();
+    gpu.reorder(&[0, 0, 0]).unwrap();
+    let (mut bc, mut bg) = (vec![0f32; 3 * nv], vec![0f32; 3 * nv]);
+    let toks = [11u32, 12, 13];
+    cpu.decode_batch(&toks, 3, &mut bc).unwrap();
+    gpu.decode_batch(&toks, 3, &mut bg).unwrap();
+    compare_logits("batch of 3", &bg, &bc, nv, &tol);
+    cpu.reorder(&[2, 2, 0]).unwrap();
+    gpu.reorder(&[2, 2, 0]).unwrap();
+    let toks = [21u32, 22, 23, 24, 25, 26];
+    cpu.decode_batch(&toks, 3, &mut bc).unwrap();
+    gpu.decode_batch(&toks, 3, &mut bg).unwrap();
+    compare_logits("reordered batch, 2 tokens each", &bg, &bc, nv, &tol);
+    cpu.reorder(&[1]).unwrap();
+    gpu.reorder(&[1]).unwrap();
+    let (mut lc, mut lg) = (vec![0f32; nv], vec![0f32; nv]);
+    cpu.decode(&[31], &[0], &mut lc).unwrap();
+    gpu.decode(&[31], &[0], &mut lg).unwrap();
+    compare_logits("back to one sequence", &lg, &lc, nv, &tol);
+
+    // A new text over the same audio.
+    cpu.reset_text();
+    gpu.reset_text();
+    cpu.decode(&prompt[..2], &[1], &mut lc).unwrap();
+    gpu.decode(&prompt[..2], &[1], &mut lg).unwrap();
+    compare_logits("after reset_text", &lg, &lc, nv, &tol);
+    assert_eq!((gpu.batch(), gpu.text_len()), (cpu.batch(), cpu.text_len()));
+}
+
+#[test]
+fn small_synthetic_f32() {
+    check_model(&synthetic(SMALL), Precision::F32);
+}
+
+#[test]
+fn small_synthetic_f16() {
+    check_model(&synthetic(SMALL), Precision::F16);
+}
+
+#[test]
+fn tiny_shaped_synthetic_f32() {
+    check_model(&synthetic(TINY_SHAPES), Precision::F32);
+}
+
+#[test]
+fn tiny_shaped_synthetic_f16() {
+    check_model(&synthetic(TINY_SHAPES), Precision::F16);
+}
+
+/// tiny.en itself where it is in the sotto cache (`SOTTO_CACHE_DIR`; scripts/gpu-check.sh
+/// carries it as a q4_0 ggml file); never fetched here, since the GPU machine has no network.
+#[test]
+fn tiny_en_matches_cpu() {
+    let Some(dir) = sotto_hub::Hub::from_env().cached("tiny.en") else {
+        println!("skipped: tiny.en is not in the sotto cache");
+        return;
+    };
+    if !sotto_cuda::driver_present() {
+        assert!(
+            !require_cuda(),
+            "SOTTO_REQUIRE_CUDA is set, but there is no libcuda"
+        );
+        println!("skipped: no CUDA driver (libcuda) found");
+        return;
+    }
+    let f = sotto_formats::load(&dir).expect("tiny.en loads");
+    check_model(&f, Precision::F32);
+    check_model(&f, Precision::F16);
+}
+
+#[test]
+fn bad_input_is_an_error_not_a_panic() {
+    let f = synthetic(SMALL);
+    let Some(model) = upload(&f, Precision::F16) else {
+        return;
+    };
+    let h = f.hparams;
+    let mut s = CudaSession::new(model).unwrap();
+    let mut logits = vec![0f32; h.n_vocab];
+    let input = |r: Result<(), CudaError>| matches!(r, Err(CudaError::Input { .. }));
+    assert!(
+        input(s.decode(&[1], &[0], &mut logits)),
+        "decode before encode"
+    );
+    assert!(input(s.encode(&[0.0; 7])), "short mel");
+    s.encode(&values(h.n_mels * 2 * h.n_audio_ctx, 5, 1.0))
+        .unwrap();
+    assert!(
+        input(s.decode(&[h.n_vocab as u32], &[0], &mut logits)),
+        "token"
+    );
+    assert!(input(s.decode(&[1], &[1], &mut logits)), "row");
+    assert!(
+        input(s.decode(&[1, 2], &[0, 1], &mut logits)),
+        "logits length"
+    );
+    assert!(input(s.decode(&[], &[], &mut [])), "no tokens");
+    let long = vec![1u32; h.n_text_ctx + 1];
+    assert!(input(s.decode(&long, &[0], &mut logits)), "past n_text_ctx");
+    assert!(
+        input(s.decode_batch(&[1, 2], 2, &mut logits)),
+        "batch beyond cache"
+    );
+    assert!(input(s.reorder(&[1])), "reorder source");
+    assert!(input(s.reorder(&[])), "empty reorder");
+    assert_eq!(s.text_len(), 0, "failed calls change nothing");
+    s.decode(&[1], &[0], &mut logits).unwrap();
+    assert_eq!(s.text_len(), 1);
+}
+
+#[test]
+fn without_a_driver_loading_is_an_error() {
+    let mut f = synthetic(SMALL);
+    if !sotto_cuda::driver_present() {
+        assert!(matches!(
+            CudaWhisper::new(&f, 0, Precision::F16),
+            Err(CudaError::NoDriver)
+        ));
+    }
+    // Shapes the kernels cannot take are refused before the GPU is touched.
+    f.hparams.n_audio_head = 3;
+    let e = CudaWhisper::new(&f, 0, Precision::F16).unwrap_err();
+    assert!(e.to_string().contains("multiple of the head count"), "{e}");
+    f.hparams.n_audio_head = 2;
+    f.hparams.n_audio_ctx = 20_000;
+    let e = CudaWhisper::new(&f, 0, Precision::F16).unwrap_err();
+    assert!(e.to_string().contains("shared memory"), "{e}");
+}
+
+#[test]
+fn synthetic_models_build_on_the_cpu() {
+    for h in [SMALL, TINY_SHAPES] {
+        let f = synthetic(h);
+        let m = Whisper::from_file(&f).expect("synthetic model is well-formed");
+        assert_eq!(m.n_frames(), 2 * h.n_audio_ctx);
+    }
+    assert_eq!(argmax(&[0.0, 3.0, -1.0, 3.0]), 1);
+    assert!(nmse(&[1.0, 2.0], &[1.0, 2.5]) > 0.0);
+}

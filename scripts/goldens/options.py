@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Goldens for sotto's prompting, input-range and anti-hallucination options, from
+faster-whisper 1.2.1 (float32, its transcribe() defaults otherwise: beam 5, fallback).
+
+Writes tests/golden/fw_options.json: for each case the model, clip, options and the
+segments faster-whisper returns (start, end, text, tokens, and words when timed).
+Audio "pad:<clip>:<before>:<after>" is the clip with that many seconds of digital silence
+before and after it.
+
+Usage: python3 scripts/goldens/options.py   (needs ../shared and the cached models:
+       sotto models fetch tiny.en base)
+"""
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+from faster_whisper import WhisperModel
+from faster_whisper.audio import decode_audio
+
+ROOT = Path(__file__).resolve().parents[2]
+OUT = ROOT / "tests" / "golden" / "fw_options.json"
+SHARED = Path(os.environ.get("SOTTO_SHARED_DIR", ROOT.parent / "shared"))
+CACHE = Path(os.environ.get("SOTTO_CACHE_DIR", Path.home() / ".cache" / "sotto"))
+
+CASES = [
+    ("tiny.en", "real/jfk.wav", {"prefix": "And so my"}),
+    ("tiny.en", "real/jfk.wav", {"prefix": "Hello world"}),
+    ("tiny.en", "real/jfk.wav", {"prefix": "And so", "without_timestamps": True}),
+    ("tiny.en", "real/jfk.wav", {"hotwords": "Kennedy Americans"}),
+    ("tiny.en", "real/jfk.wav", {"clip_timestamps": "1,5,6,9"}),
+    ("tiny.en", "real/jfk.wav", {"prefix": "And so", "beam_size": 1}),
+    ("tiny.en", "synth/en07_story.wav", {"clip_timestamps": "3,12,20"}),
+    ("tiny.en", "synth/en07_story.wav", {"hotwords": "story", "prefix": "Once"}),
+    ("tiny.en", "synth/en10_longform.wav", {"clip_timestamps": "20,50,100,130"}),
+    ("tiny.en", "pad:real/jfk.wav:15:10",
+     {"word_timestamps": True, "hallucination_silence_threshold": 2.0}),
+    ("tiny.en", "pad:real/jfk.wav:40:0",
+     {"word_timestamps": True, "hallucination_silence_threshold": 1.0}),
+    ("base", "real/jfk.wav", {"prefix": "And so my"}),
+    ("base", "synth/es01_news.wav", {"clip_timestamps": "3"}),
+    ("base", "synth/fr01_news.wav", {"hotwords": "Paris", "language": "fr"}),
+    # At temperature 0 only: a fallback to sampling after the speech would draw from a
+    # random stream no other engine can reproduce.
+    ("base", "pad:real/jfk.wav:15:10",
+     {"word_timestamps": True, "hallucination_silence_threshold": 2.0, "temperature": 0.0}),
+]
+
+
+def audio_of(spec):
+    if spec.startswith("pad:"):
+        _, clip, before, after = spec.split(":")
+        a = decode_audio(str(SHARED / "data/clips" / clip))
+        z = lambda s: np.zeros(int(float(s) * 16000), np.float32)
+        return np.concatenate([z(before), a, z(after)])
+    return str(SHARED / "data/clips" / spec)
+
+
+def main():
+    models = {}
+    out = []
+    for name, clip, opts in CASES:
+        if name not in models:
+            models[name] = WhisperModel(
+                str(CACHE / "models" / name), device="cpu", compute_type="float32", cpu_threads=2
+            )
+        segs, info = models[name].transcribe(audio_of(clip), **opts)
+        segs = list(segs)
+        case = {
+            "model": name,
+            "audio": clip,
+            "options": opts,
+            "language": info.language,
+            "segments": [
+                {
+                    "start": round(s.start, 3),
+                    "end": round(s.end, 3),
+                    "text": s.text,
+                    "tokens": [int(t) for t in s.tokens],
+                    "words": [
+                        [round(w.start, 3), round(w.end, 3), w.word] for w in (s.words or [])
+                    ],
+                }
+                for s in segs
+            ],
+        }
+        print(name, clip, opts, "->", "".join(s.text for s in segs)[:100])
+        out.append(case)
+    OUT.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n")
+
+
+if __name__ == "__main__":
+    main()
