@@ -28,9 +28,13 @@ pub struct Args {
     #[arg(short, long, value_name = "LANG")]
     language: Option<String>,
 
-    /// Translate to English instead of transcribing.
+    /// Translate to English instead of transcribing (same as `--task translate`).
     #[arg(long)]
     translate: bool,
+
+    /// What to do with the speech [default: transcribe]
+    #[arg(long, value_parser = ["transcribe", "translate"])]
+    task: Option<String>,
 
     /// Worker threads [default: all cores].
     #[arg(short, long)]
@@ -44,6 +48,10 @@ pub struct Args {
     /// Initial prompt: text that precedes the audio, to steer spelling and style.
     #[arg(long, value_name = "TEXT")]
     prompt: Option<String>,
+
+    /// Keep the initial prompt at the head of every window's prompt.
+    #[arg(long)]
+    carry_initial_prompt: bool,
 
     /// Decode without timestamp tokens (one segment per 30 s window).
     #[arg(long)]
@@ -354,12 +362,13 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
 
     let mut opts = TranscribeOptions {
         language: args.language.clone(),
-        task: if args.translate {
+        task: if args.translate || args.task.as_deref() == Some("translate") {
             Task::Translate
         } else {
             Task::Transcribe
         },
         initial_prompt: args.prompt.clone(),
+        carry_initial_prompt: args.carry_initial_prompt,
         without_timestamps: args.no_timestamps,
         word_timestamps: args.word_timestamps || args.print_confidence,
         prepend_punctuations: args.prepend_punctuations.clone(),

@@ -111,6 +111,10 @@ pub struct TranscribeOptions {
     /// Text prompted before the first window (encoded as `" " + text.trim()`). Default None
     /// (`initial_prompt`).
     pub initial_prompt: Option<String>,
+    /// Keep the initial prompt at the head of every window's prompt, before the most recent
+    /// text that still fits, even after a prompt reset (whisper.cpp's
+    /// `carry_initial_prompt`). Default false (faster-whisper prompts it once).
+    pub carry_initial_prompt: bool,
     /// Forbid a blank first token. Default true (`suppress_blank`).
     pub suppress_blank: bool,
     /// Token ids never sampled; -1 adds the non-speech symbols; an empty list suppresses
@@ -191,6 +195,7 @@ impl Default for TranscribeOptions {
             condition_on_previous_text: true,
             prompt_reset_on_temperature: 0.5,
             initial_prompt: None,
+            carry_initial_prompt: false,
             suppress_blank: true,
             suppress_tokens: vec![-1],
             without_timestamps: false,
@@ -528,6 +533,18 @@ fn prompt(
     p
 }
 
+/// The text before a window: `all_tokens` since the last reset, or, when an initial prompt
+/// is `carried`, that prompt followed by the latest text after it that fits in half the
+/// context.
+fn carry_prompt(carried: &[u32], all_tokens: &[u32], reset_since: usize) -> Vec<u32> {
+    if carried.is_empty() {
+        return all_tokens[reset_since..].to_vec();
+    }
+    let text = &all_tokens[reset_since.max(carried.len())..];
+    let room = (MAX_LENGTH / 2 - 1).saturating_sub(carried.len());
+    [carried, &text[text.len().saturating_sub(room)..]].concat()
+}
+
 /// The forced start of a window with a prefix: `<|0.00|>` (with timestamps) then the text.
 fn forced_prefix(tok: &Tokenizer, prefix: &[u32], without_ts: bool) -> Vec<u32> {
     let mut f = Vec::with_capacity(prefix.len() + 1);
@@ -669,6 +686,13 @@ pub fn transcribe(
         Some(p) => tok.encode(&format!(" {}", p.trim())),
         None => Vec::new(),
     };
+    // The initial prompt kept for every window, at most half the context.
+    let carried: Vec<u32> = if opts.carry_initial_prompt {
+        let n = all_tokens.len().min(MAX_LENGTH / 2 - 1);
+        all_tokens[..n].to_vec()
+    } else {
+        Vec::new()
+    };
     let prefix = encode_hint(tok, opts.prefix.as_deref());
     let hotwords = encode_hint(tok, opts.hotwords.as_deref());
     let heads = match (&opts.alignment_heads, opts.needs_word_timing()) {
@@ -714,9 +738,10 @@ pub fn transcribe(
         inf.encode(&mel.window(seek, segment_size))
             .map_err(DecodeError::Inference)?;
         let window_prefix = prefix.as_deref().filter(|_| seek == 0);
+        let previous = carry_prompt(&carried, &all_tokens, prompt_reset_since);
         let p = prompt(
             tok,
-            &all_tokens[prompt_reset_since..],
+            &previous,
             hotwords.as_deref().filter(|_| window_prefix.is_none()),
             &sot_sequence,
             opts.without_timestamps,

@@ -547,3 +547,36 @@ fn hopeless_windows_without_speech_are_silence() {
     };
     assert!(!is_silence(&fb(0.9, -0.05, true), &faster_whisper));
 }
+
+#[test]
+fn carried_initial_prompt_heads_every_window() {
+    let tok = toy(&[], 99);
+    let tb = tok.timestamp_begin();
+    let w = [vec![tb], text("ok"), vec![tb + 150]].concat();
+    let mut inf = MockInference::scripted(tok.n_vocab(), tok.eot(), vec![w.clone()]);
+    let opts = TranscribeOptions {
+        initial_prompt: Some("Zed".into()),
+        carry_initial_prompt: true,
+        // Resets the prompt after every window: the carried prompt must stay.
+        condition_on_previous_text: false,
+        without_timestamps: false,
+        ..Default::default()
+    };
+    run(&mut inf, &tok, 6001, &opts);
+    let head = [vec![tok.sot_prev()], text(" Zed")].concat();
+    assert!(inf.prompts.len() >= 2);
+    for p in &inf.prompts {
+        assert_eq!(p[..head.len()], head[..], "{p:?}");
+    }
+    // The cap keeps the carried prompt whole and the most recent text.
+    let carried: Vec<u32> = (0..10).collect();
+    let all: Vec<u32> = (0..400).collect();
+    let c = carry_prompt(&carried, &all, 0);
+    assert_eq!(c.len(), MAX_LENGTH / 2 - 1);
+    assert_eq!(c[..10], carried[..]);
+    assert_eq!(*c.last().unwrap(), 399);
+    assert_eq!(
+        carry_prompt(&[], &all, 390),
+        (390..400).collect::<Vec<u32>>()
+    );
+}

@@ -111,25 +111,36 @@ pub fn expected_count(hp: &Hparams) -> usize {
 
 /// Every tensor of a model, in whisper.cpp converter order.
 pub fn expected(hp: &Hparams) -> Vec<TensorSpec> {
-    let (da, dt) = (hp.n_audio_state, hp.n_text_state);
-    let spec = |name: &str, shape: Vec<usize>, role| TensorSpec {
+    expected_iter(hp).collect()
+}
+
+/// A layer tensor's spec: 1-D ones are plain vectors, the rest matrices.
+fn layer_spec(name: String, dims: Dims, d: usize) -> TensorSpec {
+    let role = if matches!(dims, Dims::D | Dims::D4) {
+        Role::Vector
+    } else {
+        Role::Matrix
+    };
+    TensorSpec {
+        name,
+        shape: dims.shape(d),
+        role,
+    }
+}
+
+fn spec(name: &str, shape: Vec<usize>, role: Role) -> TensorSpec {
+    TensorSpec {
         name: name.to_string(),
         shape,
         role,
-    };
-    let layer = |name: String, dims: Dims, d: usize| {
-        let role = if matches!(dims, Dims::D | Dims::D4) {
-            Role::Vector
-        } else {
-            Role::Matrix
-        };
-        TensorSpec {
-            name,
-            shape: dims.shape(d),
-            role,
-        }
-    };
-    let mut out = vec![
+    }
+}
+
+/// [`expected`] one tensor at a time, so that checking a file whose header claims a huge
+/// model allocates nothing in proportion to the claim.
+pub fn expected_iter(hp: &Hparams) -> impl Iterator<Item = TensorSpec> + '_ {
+    let (da, dt) = (hp.n_audio_state, hp.n_text_state);
+    let head = [
         spec(
             "encoder.conv1.weight",
             vec![da, hp.n_mels, 3],
@@ -146,12 +157,13 @@ pub fn expected(hp: &Hparams) -> Vec<TensorSpec> {
         spec("encoder.ln_post.weight", vec![da], Role::Vector),
         spec("encoder.ln_post.bias", vec![da], Role::Vector),
     ];
-    for i in 0..hp.n_audio_layer {
-        for (suffix, dims) in SELF_ATTN.iter().chain(&MLP) {
-            out.push(layer(enc(i, suffix), *dims, da));
-        }
-    }
-    out.extend([
+    let encoder = (0..hp.n_audio_layer).flat_map(move |i| {
+        SELF_ATTN
+            .iter()
+            .chain(&MLP)
+            .map(move |(suffix, dims)| layer_spec(enc(i, suffix), *dims, da))
+    });
+    let middle = [
         spec(
             "decoder.token_embedding.weight",
             vec![hp.n_vocab, dt],
@@ -164,13 +176,15 @@ pub fn expected(hp: &Hparams) -> Vec<TensorSpec> {
         ),
         spec("decoder.ln.weight", vec![dt], Role::Vector),
         spec("decoder.ln.bias", vec![dt], Role::Vector),
-    ]);
-    for i in 0..hp.n_text_layer {
-        for (suffix, dims) in SELF_ATTN.iter().chain(&CROSS_ATTN).chain(&MLP) {
-            out.push(layer(dec(i, suffix), *dims, dt));
-        }
-    }
-    out
+    ];
+    let decoder = (0..hp.n_text_layer).flat_map(move |i| {
+        SELF_ATTN
+            .iter()
+            .chain(&CROSS_ATTN)
+            .chain(&MLP)
+            .map(move |(suffix, dims)| layer_spec(dec(i, suffix), *dims, dt))
+    });
+    head.into_iter().chain(encoder).chain(middle).chain(decoder)
 }
 
 /// Largest width, context, vocabulary and layer count we accept; far above any Whisper
@@ -237,8 +251,8 @@ pub fn check(path: &Path, hp: &Hparams, tensors: &BTreeMap<String, TensorData>) 
         path: path.to_path_buf(),
         msg,
     };
-    let specs = expected(hp);
-    for spec in &specs {
+    let n_expected = expected_count(hp);
+    for spec in expected_iter(hp) {
         let Some(t) = tensors.get(&spec.name) else {
             return Err(invalid(format!(
                 "missing tensor {} (shape {:?})",
@@ -258,9 +272,9 @@ pub fn check(path: &Path, hp: &Hparams, tensors: &BTreeMap<String, TensorData>) 
             )));
         }
     }
-    if tensors.len() != specs.len() {
-        let known: std::collections::HashSet<&str> =
-            specs.iter().map(|s| s.name.as_str()).collect();
+    // Every expected tensor was found, so the list is no longer than the file's own.
+    if tensors.len() != n_expected {
+        let known: std::collections::HashSet<String> = expected_iter(hp).map(|s| s.name).collect();
         let extra = tensors.keys().find(|k| !known.contains(k.as_str()));
         return Err(invalid(format!(
             "unexpected tensor {}",

@@ -170,3 +170,55 @@ fn tiny_en_word_times_match_faster_whisper() {
 fn base_word_times_match_faster_whisper() {
     check_model("base", true);
 }
+
+/// Segment limits only re-cut the text: the pieces keep every word in order, respect the
+/// limits (a lone longer word aside), keep `decode(tokens) == text`, and stay ordered.
+#[test]
+fn segment_limits_split_between_words() {
+    let Some(shared) = sotto_testdata::shared_dir() else {
+        return;
+    };
+    let model = Model::load(&sotto_testdata::model_dir("tiny.en")).expect("model loads");
+    let mut session = model.session(2).expect("session");
+    for clip in ["real/jfk.wav", "synth/en07_story.wav"] {
+        let path = shared.join("data/clips").join(clip);
+        let audio = sotto::audio::load_16k_mono(path.to_str().unwrap()).unwrap();
+        let whole = TranscribeOptions {
+            word_timestamps: true,
+            ..Default::default()
+        };
+        let full = session.transcribe(&audio, &whole, &mut |_| true).unwrap();
+        for (chars, tokens) in [(Some(20), None), (None, Some(6)), (Some(42), Some(12))] {
+            let opts = TranscribeOptions {
+                max_segment_chars: chars,
+                max_segment_tokens: tokens,
+                ..whole.clone()
+            };
+            let t = session.transcribe(&audio, &opts, &mut |_| true).unwrap();
+            let words = |t: &Transcript| -> Vec<String> {
+                t.segments
+                    .iter()
+                    .flat_map(|s| s.words.iter().map(|w| w.word.clone()))
+                    .collect()
+            };
+            assert_eq!(words(&t), words(&full), "{clip}: the words changed");
+            assert!(
+                t.segments.len() > full.segments.len(),
+                "{clip}: nothing split"
+            );
+            check_properties(clip, &t);
+            for s in &t.segments {
+                assert_eq!(model.tokenizer().decode(&s.tokens), s.text);
+                assert_eq!(s.tokens.len(), s.token_logprobs.len());
+                let n_chars = s.text.trim_start().chars().count();
+                let fits = chars.is_none_or(|c| n_chars <= c)
+                    && tokens.is_none_or(|c| s.tokens.len() <= c);
+                assert!(
+                    fits || s.words.len() == 1,
+                    "{clip}: {:?} breaks {chars:?}/{tokens:?}",
+                    s.text
+                );
+            }
+        }
+    }
+}
