@@ -33,50 +33,60 @@ pub trait Forward: Send {
     /// Makes sequence `i` a copy of sequence `src[i]`.
     fn reorder(&mut self, src: &[usize]) -> Result<(), BoxError>;
     /// Cross-attention scores of the alignment `heads` for `tokens` decoded from scratch;
-    /// see `sotto_model::Session::align`.
+    /// see `sotto_model::Session::align`. Devices without it say so.
     fn align(
         &mut self,
-        tokens: &[u32],
-        heads: &[(usize, usize)],
-        rows: &[usize],
-        logits: &mut [f32],
-    ) -> Result<Vec<f32>, BoxError>;
+        _tokens: &[u32],
+        _heads: &[(usize, usize)],
+        _rows: &[usize],
+        _logits: &mut [f32],
+    ) -> Result<Vec<f32>, BoxError> {
+        Err("word timing (cross-attention alignment) does not run on this device yet".into())
+    }
     /// Whether [`Forward::align`] is available (word timing needs it).
-    fn can_align(&self) -> bool;
+    fn can_align(&self) -> bool {
+        false
+    }
+}
+
+/// Implements the common part of [`Forward`] by calling the session's inherent methods of
+/// the same names.
+macro_rules! delegate_forward {
+    ($session:ty) => {
+        fn encode(&mut self, mel: &[f32]) -> Result<(), BoxError> {
+            Ok(<$session>::encode(self, mel)?)
+        }
+
+        fn reset_text(&mut self) {
+            <$session>::reset_text(self)
+        }
+
+        fn decode(
+            &mut self,
+            tokens: &[u32],
+            rows: &[usize],
+            logits: &mut [f32],
+        ) -> Result<(), BoxError> {
+            Ok(<$session>::decode(self, tokens, rows, logits)?)
+        }
+
+        fn decode_batch(
+            &mut self,
+            tokens: &[u32],
+            batch: usize,
+            logits: &mut [f32],
+        ) -> Result<(), BoxError> {
+            Ok(<$session>::decode_batch(self, tokens, batch, logits)?)
+        }
+
+        fn reorder(&mut self, src: &[usize]) -> Result<(), BoxError> {
+            Ok(<$session>::reorder(self, src)?)
+        }
+    };
 }
 
 impl Forward for sotto_model::Session {
-    fn encode(&mut self, mel: &[f32]) -> Result<(), BoxError> {
-        Ok(sotto_model::Session::encode(self, mel)?)
-    }
-
-    fn reset_text(&mut self) {
-        sotto_model::Session::reset_text(self)
-    }
-
-    fn decode(
-        &mut self,
-        tokens: &[u32],
-        rows: &[usize],
-        logits: &mut [f32],
-    ) -> Result<(), BoxError> {
-        Ok(sotto_model::Session::decode(self, tokens, rows, logits)?)
-    }
-
-    fn decode_batch(
-        &mut self,
-        tokens: &[u32],
-        batch: usize,
-        logits: &mut [f32],
-    ) -> Result<(), BoxError> {
-        Ok(sotto_model::Session::decode_batch(
-            self, tokens, batch, logits,
-        )?)
-    }
-
-    fn reorder(&mut self, src: &[usize]) -> Result<(), BoxError> {
-        Ok(sotto_model::Session::reorder(self, src)?)
-    }
+    delegate_forward!(sotto_model::Session);
 
     fn align(
         &mut self,
@@ -97,51 +107,7 @@ impl Forward for sotto_model::Session {
 
 #[cfg(feature = "cuda")]
 impl Forward for sotto_cuda::CudaSession {
-    fn encode(&mut self, mel: &[f32]) -> Result<(), BoxError> {
-        Ok(sotto_cuda::CudaSession::encode(self, mel)?)
-    }
-
-    fn reset_text(&mut self) {
-        sotto_cuda::CudaSession::reset_text(self)
-    }
-
-    fn decode(
-        &mut self,
-        tokens: &[u32],
-        rows: &[usize],
-        logits: &mut [f32],
-    ) -> Result<(), BoxError> {
-        Ok(sotto_cuda::CudaSession::decode(self, tokens, rows, logits)?)
-    }
-
-    fn decode_batch(
-        &mut self,
-        tokens: &[u32],
-        batch: usize,
-        logits: &mut [f32],
-    ) -> Result<(), BoxError> {
-        Ok(sotto_cuda::CudaSession::decode_batch(
-            self, tokens, batch, logits,
-        )?)
-    }
-
-    fn reorder(&mut self, src: &[usize]) -> Result<(), BoxError> {
-        Ok(sotto_cuda::CudaSession::reorder(self, src)?)
-    }
-
-    fn align(
-        &mut self,
-        _tokens: &[u32],
-        _heads: &[(usize, usize)],
-        _rows: &[usize],
-        _logits: &mut [f32],
-    ) -> Result<Vec<f32>, BoxError> {
-        Err("word timing (cross-attention alignment) does not run on CUDA yet".into())
-    }
-
-    fn can_align(&self) -> bool {
-        false
-    }
+    delegate_forward!(sotto_cuda::CudaSession);
 }
 
 /// A model's weights, uploaded to the device that runs them.
