@@ -38,21 +38,51 @@ impl CpuBackend {
         mask: Mask,
         out: &mut [f32],
     ) -> Result<()> {
-        let d = q.len().checked_div(tq).unwrap_or(0);
-        if tq == 0 || n_head == 0 || d == 0 || !d.is_multiple_of(n_head) || q.len() != tq * d {
+        self.attention_batch(q, 1, tq, k, v, 0, tk, n_head, mask, out)
+    }
+
+    /// [`CpuBackend::attention`] for `batch` sequences in one parallel pass (one fork/join
+    /// for all beams): sequence s has queries `q[s·tq·d..][..tq·d]` and keys and values
+    /// `k[s·stride..][..tk·d]` (`v` alike), and writes `out[s·tq·d..][..tq·d]`.
+    ///
+    /// `q`, `out` Shape: [batch, tq, d]; `k`, `v` Shape: [(batch − 1) · stride + tk · d].
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention_batch(
+        &self,
+        q: &[f32],
+        batch: usize,
+        tq: usize,
+        k: &[f32],
+        v: &[f32],
+        stride: usize,
+        tk: usize,
+        n_head: usize,
+        mask: Mask,
+        out: &mut [f32],
+    ) -> Result<()> {
+        let rows = batch * tq;
+        let d = q.len().checked_div(rows).unwrap_or(0);
+        if rows == 0 || n_head == 0 || d == 0 || !d.is_multiple_of(n_head) || q.len() != rows * d {
             return Err(shape_err(
                 "attention",
                 format!(
-                    "q has {} elements for {tq} rows and {n_head} heads",
+                    "q has {} elements for {batch}×{tq} rows and {n_head} heads",
                     q.len()
                 ),
             ));
         }
-        if tk == 0 || k.len() != tk * d || v.len() != tk * d || out.len() != tq * d {
+        let kv_len = (batch - 1) * stride + tk * d;
+        if tk == 0
+            || (batch > 1 && stride < tk * d)
+            || k.len() != kv_len
+            || v.len() != kv_len
+            || out.len() != rows * d
+        {
             return Err(shape_err(
                 "attention",
                 format!(
-                    "k {}, v {}, out {} elements for tk {tk}, tq {tq}, d {d}",
+                    "k {}, v {}, out {} elements for batch {batch}, stride {stride}, tk {tk}, \
+                     tq {tq}, d {d}",
                     k.len(),
                     v.len(),
                     out.len()
@@ -70,22 +100,25 @@ impl CpuBackend {
         let dh = d / n_head;
         let scale = 1.0 / (dh as f32).sqrt();
         let n_blocks = tq.div_ceil(Q_BLOCK);
+        let per_seq = n_head * n_blocks;
         let isa = self.isa();
         let task = |t: usize| {
-            let (h, b) = (t / n_blocks, t % n_blocks);
+            let (s, h, b) = (t / per_seq, t % per_seq / n_blocks, t % n_blocks);
+            let (q, kv) = (&q[s * tq * d..][..tq * d], s * stride..s * stride + tk * d);
             let i0 = b * Q_BLOCK;
             let i1 = (i0 + Q_BLOCK).min(tq);
+            let (k, v) = (&k[kv.clone()], &v[kv]);
             let o = head_block(isa, q, k, v, d, h * dh, dh, i0, i1, tk, mask, scale);
-            (h, i0, o)
+            (s * tq + i0, h, o)
         };
-        let blocks: Vec<(usize, usize, Vec<f32>)> = if n_head * n_blocks == 1 {
+        let blocks: Vec<(usize, usize, Vec<f32>)> = if batch * per_seq == 1 {
             vec![task(0)]
         } else {
-            self.install(|| (0..n_head * n_blocks).into_par_iter().map(task).collect())
+            self.install(|| (0..batch * per_seq).into_par_iter().map(task).collect())
         };
-        for (h, i0, o) in blocks {
+        for (r0, h, o) in blocks {
             for (r, row) in o.chunks_exact(dh).enumerate() {
-                let at = (i0 + r) * d + h * dh;
+                let at = (r0 + r) * d + h * dh;
                 out[at..at + dh].copy_from_slice(row);
             }
         }
@@ -320,6 +353,35 @@ mod tests {
                 "{:?} {tq} {tk} {nh} {dh} {pos0:?}",
                 be.isa()
             );
+        }
+    }
+
+    #[test]
+    fn attention_batch_matches_one_sequence_at_a_time() {
+        let be = CpuBackend::new(2).unwrap();
+        for (batch, tq, tk, nh, dh, pos0) in
+            [(3, 1, 9, 2, 5, 8), (2, 3, 70, 3, 4, 67), (1, 2, 5, 1, 3, 3)]
+        {
+            let (d, cap) = (nh * dh, tk + 4);
+            let stride = cap * d;
+            let q = rand_vec(batch * tq * d, 1);
+            let kv_len = (batch - 1) * stride + tk * d;
+            let (k, v) = (rand_vec(kv_len, 2), rand_vec(kv_len, 3));
+            let mask = Mask::Causal { q_pos0: pos0 };
+            let mut out = vec![f32::NAN; batch * tq * d];
+            be.attention_batch(&q, batch, tq, &k, &v, stride, tk, nh, mask, &mut out)
+                .unwrap();
+            for s in 0..batch {
+                let (qs, kv) = (&q[s * tq * d..][..tq * d], s * stride..s * stride + tk * d);
+                let mut want = vec![f32::NAN; tq * d];
+                be.attention(qs, tq, &k[kv.clone()], &v[kv], tk, nh, mask, &mut want)
+                    .unwrap();
+                assert_eq!(out[s * tq * d..][..tq * d], want, "batch {batch} seq {s}");
+            }
+            let short = &k[..kv_len - 1];
+            assert!(be
+                .attention_batch(&q, batch, tq, short, &v, stride, tk, nh, mask, &mut out)
+                .is_err());
         }
     }
 

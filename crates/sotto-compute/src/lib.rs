@@ -9,6 +9,7 @@
 //! CPU detection.
 
 mod attention;
+mod bf16;
 mod conv;
 pub mod kernels;
 mod linear;
@@ -17,6 +18,10 @@ mod packed_attention;
 mod tiled;
 
 pub use attention::Mask;
+pub use bf16::{
+    bf16_gemm_supported, bf16_to_f32, f32_to_bf16, linear_reference as bf16_linear_reference,
+    Bf16Packed,
+};
 pub use half::f16;
 pub use packed_attention::PackedKv;
 pub use sotto_isa::Isa;
@@ -48,6 +53,8 @@ pub enum Weight {
     F16(Vec<f16>),
     /// f16 in tiles for the decoder's few-row products (see [`Weight::for_decoding`]).
     F16Tiled(F16Tiles),
+    /// bf16 packed for the many-row GEMM on AVX-512 BF16 (see [`Weight::for_bf16_gemm`]).
+    Bf16(Bf16Packed),
     /// `n_out` rows of `n_in` values, each `t.row_bytes(n_in)` bytes (n_in a multiple of 32).
     Quant {
         t: QuantType,
@@ -64,6 +71,7 @@ impl Weight {
             Weight::F32(w) => w.len(),
             Weight::F16(w) => w.len(),
             Weight::F16Tiled(t) => t.n_out() * t.n_in(),
+            Weight::Bf16(p) => p.n_out() * p.n_in(),
             Weight::Quant { n_out, n_in, .. } => n_out * n_in,
         }
     }
@@ -92,6 +100,7 @@ impl Weight {
             Weight::F32(w) => out.copy_from_slice(&w[start..end]),
             Weight::F16(w) => kernels::f16_to_f32(sotto_isa::isa(), &w[start..end], out),
             Weight::F16Tiled(t) => t.read_f32(start, out),
+            Weight::Bf16(p) => p.read_f32(start, out),
             Weight::Quant { t, data, n_in, .. } => {
                 assert!(end <= self.len(), "read_f32: {start}..{end} past the end");
                 let (rb, mut row) = (t.row_bytes(*n_in), vec![0.0f32; *n_in]);
@@ -151,6 +160,18 @@ impl Linear {
                         "f16 tiles [{}, {}] for a {n_out}×{n_in} layer",
                         t.n_out(),
                         t.n_in()
+                    ),
+                ));
+            }
+        }
+        if let Weight::Bf16(p) = &weight {
+            if (p.n_out(), p.n_in()) != (n_out, n_in) {
+                return Err(shape_err(
+                    "linear",
+                    format!(
+                        "bf16 [{}, {}] for a {n_out}×{n_in} layer",
+                        p.n_out(),
+                        p.n_in()
                     ),
                 ));
             }

@@ -471,18 +471,22 @@ fn decoder_step(
         for s in 0..batch {
             let (new, cache) = (s * n_new * d..(s + 1) * n_new * d, s * stride);
             kv.k[l][cache + pos0 * d..cache + end].copy_from_slice(&b.k[new.clone()]);
-            kv.v[l][cache + pos0 * d..cache + end].copy_from_slice(&b.v[new.clone()]);
-            be.attention(
-                &b.q[new.clone()],
-                n_new,
-                &kv.k[l][cache..cache + end],
-                &kv.v[l][cache..cache + end],
-                pos0 + n_new,
-                h.n_text_head,
-                Mask::Causal { q_pos0: pos0 },
-                &mut b.att[new],
-            )?;
+            kv.v[l][cache + pos0 * d..cache + end].copy_from_slice(&b.v[new]);
         }
+        // Every sequence at once: one fork/join per layer instead of one per beam.
+        let kv_len = (batch - 1) * stride + end;
+        be.attention_batch(
+            &b.q,
+            batch,
+            n_new,
+            &kv.k[l][..kv_len],
+            &kv.v[l][..kv_len],
+            stride,
+            pos0 + n_new,
+            h.n_text_head,
+            Mask::Causal { q_pos0: pos0 },
+            &mut b.att,
+        )?;
         be.linear(&b.att, m, &blk.attn.out, &mut b.h)?;
         be.add(&mut b.x, &b.h)?;
 

@@ -13,10 +13,18 @@ const LN_EPS: f32 = 1e-5;
 /// per-call conversion, at twice the memory for those weights.
 const WIDEN_MAX_PARAMS: usize = 100_000_000;
 
+/// Set to `1` to run the encoder-only products (encoder blocks, convs, cross-attention K/V)
+/// as bf16 GEMMs with f32 accumulation on CPUs with AVX-512 BF16 (read once per model load;
+/// ignored elsewhere). Off by default: about twice the FLOPs per instruction, at bf16
+/// rounding of weights and activations.
+const ENCODER_BF16_ENV: &str = "SOTTO_ENCODER_BF16";
+
 struct Loader<'a> {
     f: &'a WhisperFile,
     /// Whether encoder-only weights (encoder blocks, convs, cross-attention K/V) go to f32.
     widen: bool,
+    /// Whether encoder-only weights are packed for the bf16 GEMM ([`ENCODER_BF16_ENV`]).
+    bf16: bool,
 }
 
 fn quant_type(d: DType) -> Option<QuantType> {
@@ -31,12 +39,9 @@ fn quant_type(d: DType) -> Option<QuantType> {
 }
 
 impl<'a> Loader<'a> {
-    /// Weights under `prefix` that only ever multiply the 1500 encoder rows.
+    /// Whether the weights under `prefix` go to f32 (see [`WIDEN_MAX_PARAMS`]).
     fn widen_prefix(&self, prefix: &str) -> bool {
-        self.widen
-            && (prefix.starts_with("encoder.")
-                || prefix.ends_with("cross_attn.key")
-                || prefix.ends_with("cross_attn.value"))
+        self.widen && encoder_only(prefix)
     }
 
     fn err(&self, name: &str, msg: impl Into<String>) -> ModelError {
@@ -159,6 +164,11 @@ impl<'a> Loader<'a> {
     ) -> Result<Linear, ModelError> {
         let wname = format!("{prefix}.weight");
         let mut weight = self.weight(&wname, &[n_out, n_in], self.widen_prefix(prefix))?;
+        if self.bf16 && encoder_only(prefix) {
+            weight = weight
+                .for_bf16_gemm(n_out, n_in, true)
+                .map_err(|e| self.err(&wname, e.to_string()))?;
+        }
         if decodes(prefix) {
             weight = weight
                 .for_decoding(n_out, n_in)
@@ -210,10 +220,20 @@ impl<'a> Loader<'a> {
 
     fn conv(&self, prefix: &str, d: usize, c_in: usize) -> Result<Linear, ModelError> {
         let wname = format!("{prefix}.weight");
-        let weight = self.weight(&wname, &[d, c_in, 3], self.widen)?;
+        let weight = self
+            .weight(&wname, &[d, c_in, 3], self.widen)?
+            .for_bf16_gemm(d, c_in * 3, self.bf16)
+            .map_err(|e| self.err(&wname, e.to_string()))?;
         let bias = self.vector(&format!("{prefix}.bias"), d)?;
         Linear::new(weight, Some(bias), d, c_in * 3).map_err(|e| self.err(&wname, e.to_string()))
     }
+}
+
+/// Weights under `prefix` that only ever multiply the 1500 encoder rows.
+fn encoder_only(prefix: &str) -> bool {
+    prefix.starts_with("encoder.")
+        || prefix.ends_with("cross_attn.key")
+        || prefix.ends_with("cross_attn.value")
 }
 
 /// Weights under `prefix` that multiply the few rows of a decoder step (everything in the
@@ -261,6 +281,7 @@ pub(crate) fn build(f: &WhisperFile) -> Result<Whisper, ModelError> {
     let l = Loader {
         f,
         widen: enc_params <= WIDEN_MAX_PARAMS,
+        bf16: std::env::var(ENCODER_BF16_ENV).is_ok_and(|v| v == "1"),
     };
     let (da, dt) = (h.n_audio_state, h.n_text_state);
     let encoder = Encoder {

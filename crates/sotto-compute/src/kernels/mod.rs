@@ -12,15 +12,15 @@ mod neon;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 #[cfg(target_arch = "x86_64")]
+pub(crate) mod x86_bf16;
+#[cfg(target_arch = "x86_64")]
 mod x86_decode;
 
 use half::f16;
 pub use sotto_isa::Isa;
 
-/// Rows per tile of [`crate::F16Tiles`].
-pub const TILE_ROWS: usize = 4;
-/// Columns per chunk of [`crate::F16Tiles`]: one 16-lane register.
-pub const TILE_K: usize = 16;
+/// Rows per tile of [`crate::F16Tiles`]: four 16-lane registers of outputs.
+pub const TILE_ROWS: usize = 64;
 
 /// Keys per block of packed attention keys (see [`attn_scores`]).
 pub const KEY_BLOCK: usize = 32;
@@ -96,30 +96,25 @@ pub fn matmul_t(isa: Isa, x: &[f32], m: usize, k: usize, w: WRows<'_>, out_t: &m
     dispatch!(isa, matmul_t(x, m, k, w, out_t))
 }
 
-/// `out_t[r·m + i] = x_i · w_r` for every row r of whole [`crate::F16Tiles`] tiles `w`
-/// (rows of `k` values; padding rows give 0): one contiguous weight stream, each load shared
-/// by all `m` input rows.
+/// `out[i·(tiles·TILE_ROWS) + r] = x_i · w_r` for every row r of whole [`crate::F16Tiles`]
+/// tiles `w` (rows of `k` values; padding rows give 0): one contiguous weight stream, each
+/// load shared by all `m` input rows.
 ///
-/// `x` Shape: [m, k]; `w` Shape: [tiles, tile_len]; `out_t` Shape: [tiles · TILE_ROWS, m].
+/// `x` Shape: [m, k]; `w` Shape: [tiles, k · TILE_ROWS]; `out` Shape: [m, tiles · TILE_ROWS].
 /// Panics on other shapes.
-pub fn matmul_tiled(isa: Isa, x: &[f32], m: usize, k: usize, w: &[f16], out_t: &mut [f32]) {
-    let tile_len = k.div_ceil(TILE_K) * TILE_ROWS * TILE_K;
-    assert!(k > 0 && m > 0 && x.len() == m * k && w.len().is_multiple_of(tile_len));
-    assert_eq!(
-        out_t.len(),
-        w.len() / tile_len * TILE_ROWS * m,
-        "matmul_tiled: out_t"
-    );
+pub fn matmul_tiled(isa: Isa, x: &[f32], m: usize, k: usize, w: &[f16], out: &mut [f32]) {
+    assert!(k > 0 && m > 0 && x.len() == m * k && w.len().is_multiple_of(k * TILE_ROWS));
+    assert_eq!(out.len(), w.len() / k * m, "matmul_tiled: out");
     match checked(isa) {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `checked` returned Avx512, so the CPU has AVX-512 F/BW/VL, AVX2, FMA, F16C.
-        Isa::Avx512 => unsafe { x86_decode::avx512::matmul_tiled(x, m, k, w, out_t) },
+        Isa::Avx512 => unsafe { x86_decode::avx512::matmul_tiled(x, m, k, w, out) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `checked` returned Avx2, so the CPU has AVX2, FMA and F16C.
-        Isa::Avx2 => unsafe { x86_decode::avx2::matmul_tiled(x, m, k, w, out_t) },
+        Isa::Avx2 => unsafe { x86_decode::avx2::matmul_tiled(x, m, k, w, out) },
         // Tiles are only built on x86-64 (see `Weight::for_decoding`); elsewhere the
         // reference serves tests and forced paths.
-        _ => scalar::matmul_tiled(x, m, k, w, out_t),
+        _ => scalar::matmul_tiled(x, m, k, w, out),
     }
 }
 

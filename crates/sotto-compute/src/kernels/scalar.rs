@@ -2,7 +2,7 @@
 
 use half::f16;
 
-use super::{WRows, KEY_BLOCK, TILE_K, TILE_ROWS};
+use super::{WRows, KEY_BLOCK, TILE_ROWS};
 
 pub(super) fn dot(a: &[f32], b: &[f32]) -> f32 {
     // Eight independent partial sums: same association as the SIMD paths, and vectorizable.
@@ -43,17 +43,15 @@ pub(super) fn matmul_t(x: &[f32], m: usize, k: usize, w: WRows<'_>, out_t: &mut 
     }
 }
 
-pub(super) fn matmul_tiled(x: &[f32], m: usize, k: usize, w: &[f16], out_t: &mut [f32]) {
-    let kc = k.div_ceil(TILE_K);
-    let mut row = vec![0.0f32; k];
-    for (r, o) in out_t.chunks_exact_mut(m).enumerate() {
-        let tile = &w[r / TILE_ROWS * kc * TILE_ROWS * TILE_K..];
-        for (c, chunk) in row.chunks_mut(TILE_K).enumerate() {
-            let at = (c * TILE_ROWS + r % TILE_ROWS) * TILE_K;
-            f16_to_f32(&tile[at..at + chunk.len()], chunk);
-        }
-        for (i, oi) in o.iter_mut().enumerate() {
-            *oi = dot(&x[i * k..(i + 1) * k], &row);
+/// Sums in the SIMD kernels' order: over columns, one running sum per output.
+pub(super) fn matmul_tiled(x: &[f32], m: usize, k: usize, w: &[f16], out: &mut [f32]) {
+    let ldo = out.len() / m;
+    for (xi, oi) in x.chunks_exact(k).zip(out.chunks_exact_mut(ldo)) {
+        for (r, o) in oi.iter_mut().enumerate() {
+            let col0 = r / TILE_ROWS * k * TILE_ROWS + r % TILE_ROWS;
+            *o = xi.iter().enumerate().fold(0.0f32, |s, (c, &v)| {
+                s + v * w[col0 + c * TILE_ROWS].to_f32()
+            });
         }
     }
 }

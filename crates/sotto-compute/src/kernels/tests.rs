@@ -54,7 +54,15 @@ fn matmul_t_matches_scalar_every_m() {
 fn matmul_tiled_matches_scalar_and_rows() {
     for isa in sotto_isa::available() {
         for m in 1..=9 {
-            for (rows, k) in [(1, 1), (5, 7), (9, 16), (13, 33), (6, 387), (4, 48)] {
+            for (rows, k) in [
+                (1, 1),
+                (5, 7),
+                (9, 16),
+                (13, 33),
+                (6, 387),
+                (130, 48),
+                (70, 5),
+            ] {
                 let x = rand_vec(m * k, 3);
                 let w16: Vec<f16> = rand_vec(rows * k, 4)
                     .iter()
@@ -62,13 +70,28 @@ fn matmul_tiled_matches_scalar_and_rows() {
                     .collect();
                 let tiles = crate::F16Tiles::new(&w16, rows, k).unwrap();
                 let padded = rows.div_ceil(TILE_ROWS) * TILE_ROWS;
-                let mut want = vec![0.0; rows * m];
-                scalar::matmul_t(&x, m, k, WRows::F16(&w16), &mut want);
-                let mut got = vec![f32::NAN; padded * m];
+                // matmul_t gives [rows, m]; the tiled product gives [m, padded].
+                let mut want_t = vec![0.0; rows * m];
+                scalar::matmul_t(&x, m, k, WRows::F16(&w16), &mut want_t);
+                let mut reference = vec![f32::NAN; m * padded];
+                scalar::matmul_tiled(&x, m, k, tiles.data(), &mut reference);
+                let mut got = vec![f32::NAN; m * padded];
                 matmul_tiled(isa, &x, m, k, tiles.data(), &mut got);
-                let err = max_abs_diff(&got[..rows * m], &want);
-                assert!(err < 1e-4, "{isa:?} m {m} {rows}×{k}: {err}");
-                assert!(got[rows * m..].iter().all(|&v| v == 0.0), "padding rows");
+                let err = max_abs_diff(&got, &reference);
+                assert!(err < 1e-5, "{isa:?} m {m} {rows}×{k} vs scalar: {err}");
+                for (i, (g, ro)) in got
+                    .chunks_exact(padded)
+                    .zip(reference.chunks_exact(padded))
+                    .enumerate()
+                {
+                    let want: Vec<f32> = (0..rows).map(|r| want_t[r * m + i]).collect();
+                    let err = max_abs_diff(&g[..rows], &want);
+                    assert!(err < 1e-4, "{isa:?} m {m} {rows}×{k} row {i}: {err}");
+                    assert!(
+                        g[rows..].iter().chain(&ro[rows..]).all(|&v| v == 0.0),
+                        "padding rows"
+                    );
+                }
             }
         }
     }

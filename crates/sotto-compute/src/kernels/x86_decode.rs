@@ -4,35 +4,25 @@
 //! Every function here is `unsafe` because it must only run on a CPU with its features;
 //! `kernels::checked` guarantees that before any call.
 
-use super::{TILE_K, TILE_ROWS};
+use super::TILE_ROWS;
 
-/// Copies the last `k % TILE_K` values of each of `g` rows of `x` (row i at `x[i·k..]`)
-/// into zero-padded chunks, so the tail chunk runs the same code as the full ones.
-fn tail_chunks<const G: usize>(x: &[f32], k: usize) -> [[f32; TILE_K]; G] {
-    let kf = k / TILE_K * TILE_K;
-    let mut t = [[0.0f32; TILE_K]; G];
-    for (i, ti) in t.iter_mut().enumerate() {
-        ti[..k - kf].copy_from_slice(&x[i * k + kf..(i + 1) * k]);
-    }
-    t
-}
-
-/// Calls `$f::<G>(x rows i0.., ...)` for groups of at most `$max` input rows.
+/// Calls `$f::<G>(x rows i0.., k, w, out rows i0.., ldo)` for groups of at most `$max` input rows.
 macro_rules! by_groups {
-    ($f:ident, $max:literal, $x:expr, $m:expr, $k:expr, $w:expr, $out:expr) => {{
+    ($f:ident, $max:literal, $x:expr, $m:expr, $k:expr, $w:expr, $out:expr, $ldo:expr) => {{
         let mut i0 = 0;
         while i0 < $m {
             let g = ($m - i0).min($max);
             let xg = &$x[i0 * $k..(i0 + g) * $k];
+            let og = &mut $out[i0 * $ldo..];
             // SAFETY: the caller checked the CPU features (see module docs).
             unsafe {
                 match g {
-                    1 => $f::<1>(xg, $k, $w, $out, $m, i0),
-                    2 => $f::<2>(xg, $k, $w, $out, $m, i0),
-                    3 => $f::<3>(xg, $k, $w, $out, $m, i0),
-                    4 => $f::<4>(xg, $k, $w, $out, $m, i0),
-                    5 => $f::<5>(xg, $k, $w, $out, $m, i0),
-                    _ => $f::<6>(xg, $k, $w, $out, $m, i0),
+                    1 => $f::<1>(xg, $k, $w, og, $ldo),
+                    2 => $f::<2>(xg, $k, $w, og, $ldo),
+                    3 => $f::<3>(xg, $k, $w, og, $ldo),
+                    4 => $f::<4>(xg, $k, $w, og, $ldo),
+                    5 => $f::<5>(xg, $k, $w, og, $ldo),
+                    _ => $f::<6>(xg, $k, $w, og, $ldo),
                 }
             }
             i0 += g;
@@ -47,54 +37,47 @@ pub(super) mod avx512 {
 
     use super::*;
 
-    /// One row group: `out_t[r·m + i0 + i] = x_i · w_r` for i < G, every row of every tile.
+    /// Vectors per tile column.
+    const V: usize = TILE_ROWS / 16;
+
+    /// One row group: `out[i·ldo + r] = x_i · w_r` for i < G, every row r of every tile.
+    /// Each tile column is V vectors of 16 outputs: an x value broadcast times one
+    /// vector updates 16 sums at once, so no horizontal reduction is needed.
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
-    unsafe fn tiles<const G: usize>(
-        x: &[f32],
-        k: usize,
-        w: &[f16],
-        out_t: &mut [f32],
-        m: usize,
-        i0: usize,
-    ) {
-        let (kf, kc) = (k / TILE_K, k.div_ceil(TILE_K));
-        let tail = tail_chunks::<G>(x, k);
-        let tile_len = kc * TILE_ROWS * TILE_K;
-        for (t, tile) in w.chunks_exact(tile_len).enumerate() {
+    unsafe fn tiles<const G: usize>(x: &[f32], k: usize, w: &[f16], out: &mut [f32], ldo: usize) {
+        for (t, tile) in w.chunks_exact(k * TILE_ROWS).enumerate() {
             let wp = tile.as_ptr();
-            let mut acc = [[_mm512_setzero_ps(); TILE_ROWS]; G];
-            for c in 0..kc {
-                // SAFETY: chunk c < kc of this tile holds TILE_ROWS × 16 f16; x rows are
-                // [G, k] and chunk c < kf lies inside them (the tail is the padded copy).
-                unsafe {
-                    let mut wv = [_mm512_setzero_ps(); TILE_ROWS];
-                    for (j, v) in wv.iter_mut().enumerate() {
-                        let p = wp.add((c * TILE_ROWS + j) * TILE_K) as *const __m256i;
+            let mut acc = [[_mm512_setzero_ps(); V]; G];
+            // SAFETY: column c < k of the tile holds TILE_ROWS f16; x rows are [G, k]; out
+            // rows i < G hold ldo ≥ (t + 1)·TILE_ROWS values (checked by the caller).
+            unsafe {
+                for c in 0..k {
+                    let mut wv = [_mm512_setzero_ps(); V];
+                    for (u, v) in wv.iter_mut().enumerate() {
+                        let p = wp.add(c * TILE_ROWS + u * 16) as *const __m256i;
                         *v = _mm512_cvtph_ps(_mm256_loadu_si256(p));
                     }
                     for (i, acc_i) in acc.iter_mut().enumerate() {
-                        let xv = if c < kf {
-                            _mm512_loadu_ps(x.as_ptr().add(i * k + c * TILE_K))
-                        } else {
-                            _mm512_loadu_ps(tail[i].as_ptr())
-                        };
-                        for j in 0..TILE_ROWS {
-                            acc_i[j] = _mm512_fmadd_ps(wv[j], xv, acc_i[j]);
+                        let xb = _mm512_set1_ps(*x.as_ptr().add(i * k + c));
+                        for u in 0..V {
+                            acc_i[u] = _mm512_fmadd_ps(wv[u], xb, acc_i[u]);
                         }
                     }
                 }
-            }
-            for (i, acc_i) in acc.iter().enumerate() {
-                for (j, a) in acc_i.iter().enumerate() {
-                    out_t[(t * TILE_ROWS + j) * m + i0 + i] = _mm512_reduce_add_ps(*a);
+                for (i, acc_i) in acc.iter().enumerate() {
+                    for (u, a) in acc_i.iter().enumerate() {
+                        let o = out.as_mut_ptr().add(i * ldo + t * TILE_ROWS + u * 16);
+                        _mm512_storeu_ps(o, *a);
+                    }
                 }
             }
         }
     }
 
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
-    pub(crate) unsafe fn matmul_tiled(x: &[f32], m: usize, k: usize, w: &[f16], out_t: &mut [f32]) {
-        by_groups!(tiles, 6, x, m, k, w, out_t);
+    pub(crate) unsafe fn matmul_tiled(x: &[f32], m: usize, k: usize, w: &[f16], out: &mut [f32]) {
+        let ldo = out.len() / m;
+        by_groups!(tiles, 6, x, m, k, w, out, ldo);
     }
 }
 
@@ -105,64 +88,47 @@ pub(super) mod avx2 {
 
     use super::*;
 
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    fn hsum(v: __m256) -> f32 {
-        let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
-        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-        _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps::<1>(s, s)))
-    }
+    /// 8-lane vectors per half tile column.
+    const V: usize = TILE_ROWS / 16;
 
-    /// As the AVX-512 `tiles`, each 16-value chunk as two 8-lane halves.
+    /// As the AVX-512 `tiles`, each tile as two halves of TILE_ROWS / 2 outputs (one
+    /// half's accumulators for two x rows fit the 16 registers).
     #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn tiles<const G: usize>(
-        x: &[f32],
-        k: usize,
-        w: &[f16],
-        out_t: &mut [f32],
-        m: usize,
-        i0: usize,
-    ) {
-        let (kf, kc) = (k / TILE_K, k.div_ceil(TILE_K));
-        let tail = tail_chunks::<G>(x, k);
-        let tile_len = kc * TILE_ROWS * TILE_K;
-        for (t, tile) in w.chunks_exact(tile_len).enumerate() {
-            let wp = tile.as_ptr();
-            let mut acc = [[_mm256_setzero_ps(); TILE_ROWS]; G];
-            for c in 0..kc {
-                for half in 0..2 {
-                    // SAFETY: as in the AVX-512 kernel; each half is 8 of the chunk's 16.
-                    unsafe {
-                        let mut xv = [_mm256_setzero_ps(); G];
-                        for (i, v) in xv.iter_mut().enumerate() {
-                            let p = if c < kf {
-                                x.as_ptr().add(i * k + c * TILE_K + half * 8)
-                            } else {
-                                tail[i].as_ptr().add(half * 8)
-                            };
-                            *v = _mm256_loadu_ps(p);
+    unsafe fn tiles<const G: usize>(x: &[f32], k: usize, w: &[f16], out: &mut [f32], ldo: usize) {
+        for (t, tile) in w.chunks_exact(k * TILE_ROWS).enumerate() {
+            for half in 0..2 {
+                let wp = tile.as_ptr().wrapping_add(half * TILE_ROWS / 2);
+                let mut acc = [[_mm256_setzero_ps(); V]; G];
+                // SAFETY: as in the AVX-512 kernel; a half column is TILE_ROWS / 2 values.
+                unsafe {
+                    for c in 0..k {
+                        let mut wv = [_mm256_setzero_ps(); V];
+                        for (u, v) in wv.iter_mut().enumerate() {
+                            let p = wp.add(c * TILE_ROWS + u * 8) as *const __m128i;
+                            *v = _mm256_cvtph_ps(_mm_loadu_si128(p));
                         }
-                        for j in 0..TILE_ROWS {
-                            let p = wp.add((c * TILE_ROWS + j) * TILE_K + half * 8);
-                            let wv = _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i));
-                            for (acc_i, xi) in acc.iter_mut().zip(&xv) {
-                                acc_i[j] = _mm256_fmadd_ps(wv, *xi, acc_i[j]);
+                        for (i, acc_i) in acc.iter_mut().enumerate() {
+                            let xb = _mm256_set1_ps(*x.as_ptr().add(i * k + c));
+                            for u in 0..V {
+                                acc_i[u] = _mm256_fmadd_ps(wv[u], xb, acc_i[u]);
                             }
                         }
                     }
-                }
-            }
-            for (i, acc_i) in acc.iter().enumerate() {
-                for (j, a) in acc_i.iter().enumerate() {
-                    out_t[(t * TILE_ROWS + j) * m + i0 + i] = hsum(*a);
+                    for (i, acc_i) in acc.iter().enumerate() {
+                        for (u, a) in acc_i.iter().enumerate() {
+                            let r = t * TILE_ROWS + half * TILE_ROWS / 2 + u * 8;
+                            _mm256_storeu_ps(out.as_mut_ptr().add(i * ldo + r), *a);
+                        }
+                    }
                 }
             }
         }
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(crate) unsafe fn matmul_tiled(x: &[f32], m: usize, k: usize, w: &[f16], out_t: &mut [f32]) {
-        by_groups!(tiles, 2, x, m, k, w, out_t);
+    pub(crate) unsafe fn matmul_tiled(x: &[f32], m: usize, k: usize, w: &[f16], out: &mut [f32]) {
+        let ldo = out.len() / m;
+        by_groups!(tiles, 2, x, m, k, w, out, ldo);
     }
 }
 

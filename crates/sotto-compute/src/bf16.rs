@@ -1,0 +1,418 @@
+//! bf16 GEMM for the encoder's many-row products, on CPUs with AVX-512 BF16.
+//!
+//! Weights are rounded to bf16 once ([`Bf16Packed`]) and stored in the order the
+//! microkernel streams them: panels of [`NR`] output columns, each a run of k pairs, so one
+//! 64-byte load feeds `vdpbf16ps` for 16 columns. Activations are rounded to bf16 pairs
+//! (nearest even) per call and packed in panels of [`MR`] rows. Products accumulate in f32;
+//! bias and GELU are applied in f32 on the finished tile. [`linear_reference`] is the
+//! scalar model of the same arithmetic, which the SIMD path is tested against.
+
+use rayon::prelude::*;
+
+use crate::{kernels, shape_err, CpuBackend, Isa, Linear, OutPtr, Result, Weight};
+
+/// Rows per microkernel tile.
+pub(crate) const MR: usize = 8;
+/// Columns per microkernel tile (and per packed weight panel): two 16-lane registers.
+pub(crate) const NR: usize = 32;
+/// Most k pairs per cache block: a weight panel block of `KC·NR` pairs is 24 KiB (L1).
+const KC: usize = 192;
+/// Rows per task block (a multiple of [`MR`]); its activation block stays in L2.
+const MC: usize = 12 * MR;
+/// Columns per task block (a multiple of [`NR`]).
+const NC: usize = 8 * NR;
+
+/// Whether this CPU has AVX-512 F/BW/VL and BF16, which the bf16 GEMM needs.
+pub fn bf16_gemm_supported() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *HAS.get_or_init(|| {
+            Isa::Avx512.is_supported() && std::arch::is_x86_feature_detected!("avx512bf16")
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Whether a backend on kernel path `isa` runs the SIMD bf16 GEMM (otherwise bf16 weights
+/// are widened to f32 and take the f32 path).
+pub(crate) fn simd(isa: Isa) -> bool {
+    isa == Isa::Avx512 && bf16_gemm_supported()
+}
+
+/// f32 to bf16 as `vcvtneps2bf16` does it: round to nearest even, subnormals to signed
+/// zero, NaN kept quiet.
+pub fn f32_to_bf16(x: f32) -> u16 {
+    let bits = x.to_bits();
+    if x.is_nan() {
+        return ((bits >> 16) | 0x40) as u16;
+    }
+    if x.is_subnormal() {
+        return ((bits >> 16) & 0x8000) as u16;
+    }
+    let round = 0x7fff + ((bits >> 16) & 1);
+    (bits.wrapping_add(round) >> 16) as u16
+}
+
+/// bf16 to f32 (exact).
+pub fn bf16_to_f32(b: u16) -> f32 {
+    f32::from_bits((b as u32) << 16)
+}
+
+/// The bf16 pair of `lo` (element 2p, low half) and `hi` (element 2p + 1, high half).
+fn pair(lo: f32, hi: f32) -> u32 {
+    f32_to_bf16(lo) as u32 | (f32_to_bf16(hi) as u32) << 16
+}
+
+/// `src` as bf16 pairs, a missing last element zero. `dst` Shape: [src.len().div_ceil(2)].
+fn to_pairs(isa: Isa, src: &[f32], dst: &mut [u32]) {
+    #[cfg(target_arch = "x86_64")]
+    if simd(isa) {
+        // SAFETY: `simd` checked that the CPU has AVX-512 F and BF16.
+        return unsafe { kernels::x86_bf16::to_pairs(src, dst) };
+    }
+    let _ = isa;
+    for (p, d) in dst.iter_mut().enumerate() {
+        *d = pair(src[2 * p], src.get(2 * p + 1).copied().unwrap_or(0.0));
+    }
+}
+
+/// An `n_out × n_in` weight rounded to bf16 and packed for [`CpuBackend::linear`]'s bf16
+/// GEMM: `n_out.div_ceil(NR)` panels, each Shape: [n_in.div_ceil(2), NR] bf16 pairs,
+/// columns past `n_out` and the element past an odd `n_in` zero.
+#[derive(Clone, Debug)]
+pub struct Bf16Packed {
+    data: Vec<u32>,
+    n_out: usize,
+    n_in: usize,
+}
+
+impl Bf16Packed {
+    /// Packs row-major f32 `rows` (Shape: [n_out, n_in]), rounding to nearest even.
+    pub fn new(rows: &[f32], n_out: usize, n_in: usize) -> Result<Self> {
+        if rows.len() != n_out * n_in {
+            return Err(shape_err(
+                "bf16 pack",
+                format!("{} values for a {n_out}×{n_in} weight", rows.len()),
+            ));
+        }
+        let kp = n_in.div_ceil(2);
+        let mut data = vec![0u32; n_out.div_ceil(NR) * kp * NR];
+        for (jp, panel) in data.chunks_exact_mut(kp * NR).enumerate() {
+            for jj in 0..NR.min(n_out - jp * NR) {
+                let row = &rows[(jp * NR + jj) * n_in..(jp * NR + jj + 1) * n_in];
+                for p in 0..kp {
+                    let hi = row.get(2 * p + 1).copied().unwrap_or(0.0);
+                    panel[p * NR + jj] = pair(row[2 * p], hi);
+                }
+            }
+        }
+        Ok(Self { data, n_out, n_in })
+    }
+
+    pub fn n_out(&self) -> usize {
+        self.n_out
+    }
+
+    pub fn n_in(&self) -> usize {
+        self.n_in
+    }
+
+    /// k pairs per column.
+    fn pairs(&self) -> usize {
+        self.n_in.div_ceil(2)
+    }
+
+    /// Column panel `jp`. Shape: [pairs, NR].
+    fn panel(&self, jp: usize) -> &[u32] {
+        let len = self.pairs() * NR;
+        &self.data[jp * len..(jp + 1) * len]
+    }
+
+    /// Row-major elements `start..start + out.len()` widened to f32. Panics when the
+    /// range passes the end.
+    pub fn read_f32(&self, start: usize, out: &mut [f32]) {
+        let end = start + out.len();
+        assert!(
+            end <= self.n_out * self.n_in,
+            "read_f32: {start}..{end} past the end"
+        );
+        for (o, e) in out.iter_mut().zip(start..end) {
+            let (j, c) = (e / self.n_in, e % self.n_in);
+            let v = self.panel(j / NR)[(c / 2) * NR + j % NR];
+            *o = bf16_to_f32((v >> (16 * (c % 2))) as u16);
+        }
+    }
+}
+
+impl Weight {
+    /// The same weight packed for the bf16 GEMM ([`Weight::Bf16`]) when `enable` and this
+    /// CPU can run it ([`bf16_gemm_supported`]); f32 and f16 weights are converted,
+    /// anything else is returned as it is. For weights only ever multiplied by many rows.
+    pub fn for_bf16_gemm(self, n_out: usize, n_in: usize, enable: bool) -> Result<Self> {
+        if !enable || !bf16_gemm_supported() {
+            return Ok(self);
+        }
+        match self {
+            Weight::F32(rows) => Ok(Weight::Bf16(Bf16Packed::new(&rows, n_out, n_in)?)),
+            w @ (Weight::F16(_) | Weight::F16Tiled(_)) => {
+                if w.len() != n_out * n_in {
+                    return Err(shape_err(
+                        "bf16 pack",
+                        format!("{} values for a {n_out}×{n_in} weight", w.len()),
+                    ));
+                }
+                let mut rows = vec![0.0f32; n_out * n_in];
+                w.read_f32(0, &mut rows);
+                Ok(Weight::Bf16(Bf16Packed::new(&rows, n_out, n_in)?))
+            }
+            other => Ok(other),
+        }
+    }
+}
+
+/// `x` as bf16 pairs, Shape: [m.next_multiple_of(MR), k.div_ceil(2)], the rows past `m`
+/// zero (the microkernel reads whole tiles).
+fn pack_rows(isa: Isa, x: &[f32], m: usize, k: usize) -> Vec<u32> {
+    let kp = k.div_ceil(2);
+    let mut a = vec![0u32; m.next_multiple_of(MR) * kp];
+    a.par_chunks_mut(kp * MR)
+        .zip(x.par_chunks(k * MR))
+        .for_each(|(dst, src)| {
+            for (d, s) in dst.chunks_exact_mut(kp).zip(src.chunks_exact(k)) {
+                to_pairs(isa, s, d);
+            }
+        });
+    a
+}
+
+impl CpuBackend {
+    /// `out = x · Wᵀ + b` (then GELU when `gelu`) with bf16 operands and f32 accumulation,
+    /// on this backend's threads. Only for [`Weight::Bf16`] on a backend where [`simd`]
+    /// holds; the caller has checked the shapes.
+    ///
+    /// `x` Shape: [m, n_in]; `out` Shape: [m, n_out].
+    pub(crate) fn linear_bf16(&self, x: &[f32], m: usize, w: &Linear, out: &mut [f32], gelu: bool) {
+        let Weight::Bf16(pw) = &w.weight else {
+            unreachable!("linear_bf16 takes bf16 weights only")
+        };
+        let (n, kp, isa) = (w.n_out, pw.pairs(), self.isa);
+        let bias = w.bias.as_deref();
+        let (m_blocks, n_blocks) = (m.div_ceil(MC), n.div_ceil(NC));
+        let k_blocks = kp.div_ceil(KC).max(1);
+        let kc = kp.div_ceil(k_blocks);
+        let dst = OutPtr(out.as_mut_ptr());
+        self.install(|| {
+            let a = pack_rows(isa, x, m, pw.n_in);
+            (0..m_blocks * n_blocks).into_par_iter().for_each(|t| {
+                let (i0, j0) = ((t % m_blocks) * MC, (t / m_blocks) * NC);
+                let (i1, j1) = ((i0 + MC).min(m), (j0 + NC).min(n));
+                for p0 in (0..kp).step_by(kc) {
+                    let len = kc.min(kp - p0);
+                    let last = p0 + len == kp;
+                    for jc in (j0..j1).step_by(NR) {
+                        let cols = NR.min(j1 - jc);
+                        let b = &pw.panel(jc / NR)[p0 * NR..(p0 + len) * NR];
+                        let bias = bias.filter(|_| last).map(|b| &b[jc..jc + cols]);
+                        for ic in (i0..i1).step_by(MR) {
+                            let rows = MR.min(i1 - ic);
+                            let ap = &a[ic * kp + p0..(ic + MR - 1) * kp + p0 + len];
+                            // SAFETY: `simd` holds (the caller's check); ap holds MR rows of
+                            // kp pairs from p0 (len used) and b len·NR pairs; rows ic..ic + rows and columns jc..jc + cols
+                            // lie in `out` ([m, n]) and in this task's block, which no other
+                            // task writes.
+                            #[cfg(target_arch = "x86_64")]
+                            unsafe {
+                                kernels::x86_bf16::tile(
+                                    len,
+                                    ap.as_ptr(),
+                                    kp,
+                                    b.as_ptr(),
+                                    dst.at(ic * n + jc),
+                                    n,
+                                    rows,
+                                    cols,
+                                    p0 > 0,
+                                    bias,
+                                )
+                            };
+                            #[cfg(not(target_arch = "x86_64"))]
+                            let _ = (ap, b, bias, rows);
+                        }
+                    }
+                }
+                if gelu {
+                    for i in i0..i1 {
+                        // SAFETY: row i, columns j0..j1 lie in this task's block of `out`.
+                        let row =
+                            unsafe { std::slice::from_raw_parts_mut(dst.at(i * n + j0), j1 - j0) };
+                        kernels::gelu(isa, row);
+                    }
+                }
+            });
+        });
+    }
+}
+
+/// Scalar model of the bf16 GEMM: `out = x · Wᵀ + b` with `x` rounded to bf16 like the
+/// packed weights, each pair accumulated in f32 high element first (as `vdpbf16ps`), the
+/// bias added last.
+///
+/// `x` Shape: [m, n_in]; `out` Shape: [m, n_out].
+pub fn linear_reference(
+    x: &[f32],
+    m: usize,
+    w: &Bf16Packed,
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+) -> Result<()> {
+    let (n, k) = (w.n_out, w.n_in);
+    if x.len() != m * k || out.len() != m * n || bias.is_some_and(|b| b.len() != n) {
+        return Err(shape_err(
+            "bf16 linear",
+            format!(
+                "x has {} elements and out {}, expected {m}×{k} and {m}×{n}",
+                x.len(),
+                out.len()
+            ),
+        ));
+    }
+    let kp = w.pairs();
+    let mut xa = vec![0u32; kp];
+    for (xi, oi) in x.chunks_exact(k.max(1)).zip(out.chunks_exact_mut(n.max(1))) {
+        to_pairs(Isa::Scalar, xi, &mut xa);
+        for (j, o) in oi.iter_mut().enumerate() {
+            let panel = w.panel(j / NR);
+            let mut acc = 0.0f32;
+            for (p, &a) in xa.iter().enumerate() {
+                let b = panel[p * NR + j % NR];
+                let (al, ah) = (bf16_to_f32(a as u16), bf16_to_f32((a >> 16) as u16));
+                let (bl, bh) = (bf16_to_f32(b as u16), bf16_to_f32((b >> 16) as u16));
+                acc += ah * bh;
+                acc += al * bl;
+            }
+            *o = acc + bias.map_or(0.0, |b| b[j]);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{max_abs_diff, rand_vec};
+
+    #[test]
+    fn bf16_rounding() {
+        assert_eq!(f32_to_bf16(1.0), 0x3f80);
+        // 1 + 2^-8 is halfway between bf16 1.0 and 1 + 2^-7: ties to even (1.0).
+        assert_eq!(f32_to_bf16(1.0 + 1.0 / 256.0), 0x3f80);
+        // 1 + 3·2^-8 is halfway between 1 + 2^-7 (odd) and 1 + 2^-6: ties up to even.
+        assert_eq!(f32_to_bf16(1.0 + 3.0 / 256.0), 0x3f82);
+        assert_eq!(f32_to_bf16(1.0 + 1.0 / 256.0 + 1e-6), 0x3f81);
+        assert_eq!(f32_to_bf16(-2.5), 0xc020);
+        assert_eq!(f32_to_bf16(f32::MIN_POSITIVE / 2.0), 0);
+        assert_eq!(f32_to_bf16(-f32::MIN_POSITIVE / 2.0), 0x8000);
+        assert!(bf16_to_f32(f32_to_bf16(f32::NAN)).is_nan());
+        assert_eq!(bf16_to_f32(f32_to_bf16(f32::INFINITY)), f32::INFINITY);
+        let xs = rand_vec(1001, 7);
+        for isa in [Isa::Scalar, Isa::Avx512] {
+            let mut got = vec![0u32; xs.len().div_ceil(2)];
+            to_pairs(isa, &xs, &mut got);
+            for (p, &v) in got.iter().enumerate() {
+                let hi = xs.get(2 * p + 1).copied().unwrap_or(0.0);
+                assert_eq!(v, pair(xs[2 * p], hi), "{isa:?} pair {p}");
+            }
+        }
+    }
+
+    #[test]
+    fn packed_reads_back_rounded() {
+        let (n, k) = (37, 9);
+        let w = rand_vec(n * k, 3);
+        let p = Bf16Packed::new(&w, n, k).unwrap();
+        let mut back = vec![0.0; n * k - 5];
+        p.read_f32(5, &mut back);
+        for (b, &v) in back.iter().zip(&w[5..]) {
+            assert_eq!(*b, bf16_to_f32(f32_to_bf16(v)));
+        }
+        assert!(Bf16Packed::new(&w, n, k + 1).is_err());
+    }
+
+    #[test]
+    fn simd_matches_reference_and_f32() {
+        let shapes = [
+            (9, 1, 1),
+            (13, 33, 3),
+            (17, 31, 64),
+            (67, 45, 101),
+            (100, 300, 385),
+            (9, 257, 450),
+            (203, 70, 33),
+        ];
+        for threads in [1, 3] {
+            let be = CpuBackend::new(threads).unwrap();
+            if !simd(be.isa()) {
+                eprintln!("skipped: no AVX-512 BF16");
+                return;
+            }
+            for &(m, n, k) in &shapes {
+                let x = rand_vec(m * k, 1);
+                let w = rand_vec(n * k, 2);
+                let b = rand_vec(n, 3);
+                for bias in [None, Some(b.clone())] {
+                    let weight = Weight::F32(w.clone()).for_bf16_gemm(n, k, true).unwrap();
+                    let Weight::Bf16(pw) = &weight else {
+                        panic!("not packed")
+                    };
+                    let mut want = vec![0.0; m * n];
+                    linear_reference(&x, m, pw, bias.as_deref(), &mut want).unwrap();
+                    let lin = Linear::new(weight.clone(), bias.clone(), n, k).unwrap();
+                    let mut got = vec![f32::NAN; m * n];
+                    be.linear(&x, m, &lin, &mut got).unwrap();
+                    // Same roundings and order: only the hardware's pair sum may differ.
+                    let err = max_abs_diff(&got, &want);
+                    assert!(err <= 1e-5 * k as f32, "{m}×{n}×{k} vs reference: {err}");
+                    // Against f32: each operand is off by up to 2^-9 relative.
+                    let f32_lin = Linear::new(Weight::F32(w.clone()), bias.clone(), n, k);
+                    let mut exact = vec![0.0; m * n];
+                    be.linear(&x, m, &f32_lin.unwrap(), &mut exact).unwrap();
+                    let err = max_abs_diff(&got, &exact);
+                    assert!(err < 0.01 * (k as f32).sqrt(), "{m}×{n}×{k} vs f32: {err}");
+                    be.linear_gelu(&x, m, &lin, &mut got).unwrap();
+                    kernels::gelu(Isa::Scalar, &mut want);
+                    let err = max_abs_diff(&got, &want);
+                    assert!(err <= 1e-5 * k as f32, "{m}×{n}×{k} gelu: {err}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bf16_weight_without_simd_takes_f32_path() {
+        let (m, n, k) = (20, 40, 30);
+        let x = rand_vec(m * k, 1);
+        let w = rand_vec(n * k, 2);
+        let Ok(Weight::Bf16(pw)) = Weight::F32(w).for_bf16_gemm(n, k, true) else {
+            eprintln!("skipped: no AVX-512 BF16");
+            return;
+        };
+        let mut want = vec![0.0; n * k];
+        pw.read_f32(0, &mut want);
+        let lin = Linear::new(Weight::Bf16(pw), None, n, k).unwrap();
+        let lin32 = Linear::new(Weight::F32(want), None, n, k).unwrap();
+        for isa in [Isa::Scalar, Isa::Avx2] {
+            let be = CpuBackend::with_isa(2, isa).unwrap();
+            for rows in [3, m] {
+                let mut got = vec![0.0; rows * n];
+                let mut exact = vec![0.0; rows * n];
+                be.linear(&x[..rows * k], rows, &lin, &mut got).unwrap();
+                be.linear(&x[..rows * k], rows, &lin32, &mut exact).unwrap();
+                assert!(max_abs_diff(&got, &exact) < 1e-5, "{isa:?} m={rows}");
+            }
+        }
+    }
+}
