@@ -112,6 +112,13 @@ fn dedup_chain(msgs: &[String]) -> String {
     out
 }
 
+/// Load options from `--encoder-bf16`, which `SOTTO_ENCODER_BF16=1` also turns on.
+pub(crate) fn load_options(encoder_bf16: bool) -> sotto::LoadOptions {
+    sotto::LoadOptions {
+        encoder_bf16: encoder_bf16 || std::env::var("SOTTO_ENCODER_BF16").is_ok_and(|v| v == "1"),
+    }
+}
+
 /// Resolves `--device`, printing once on stderr why `auto` chose the CPU when it did.
 pub(crate) fn select_device(name: &str) -> anyhow::Result<sotto::Device> {
     let choice = sotto::select_device(name.parse()?)?;

@@ -90,10 +90,28 @@ pub struct Whisper {
     pub(crate) decoder: Decoder,
 }
 
+/// How a model's weights are prepared at load.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// Run the encoder-only products (encoder blocks, convs, cross-attention K/V) as bf16
+    /// GEMMs with f32 accumulation on CPUs with AVX-512 BF16 (ignored elsewhere): about
+    /// twice the FLOPs per instruction, at bf16 rounding of weights and activations.
+    /// Default false.
+    pub encoder_bf16: bool,
+}
+
 impl Whisper {
     /// Builds the model from a loaded file, checking every tensor's shape and type.
     pub fn from_file(f: &sotto_formats::WhisperFile) -> Result<Self, ModelError> {
-        weights::build(f)
+        Whisper::from_file_with(f, LoadOptions::default())
+    }
+
+    /// [`Whisper::from_file`] with load options.
+    pub fn from_file_with(
+        f: &sotto_formats::WhisperFile,
+        opts: LoadOptions,
+    ) -> Result<Self, ModelError> {
+        weights::build(f, opts)
     }
 
     pub fn hparams(&self) -> &Hparams {

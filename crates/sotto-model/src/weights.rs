@@ -13,17 +13,12 @@ const LN_EPS: f32 = 1e-5;
 /// per-call conversion, at twice the memory for those weights.
 const WIDEN_MAX_PARAMS: usize = 100_000_000;
 
-/// Set to `1` to run the encoder-only products (encoder blocks, convs, cross-attention K/V)
-/// as bf16 GEMMs with f32 accumulation on CPUs with AVX-512 BF16 (read once per model load;
-/// ignored elsewhere). Off by default: about twice the FLOPs per instruction, at bf16
-/// rounding of weights and activations.
-const ENCODER_BF16_ENV: &str = "SOTTO_ENCODER_BF16";
-
 struct Loader<'a> {
     f: &'a WhisperFile,
     /// Whether encoder-only weights (encoder blocks, convs, cross-attention K/V) go to f32.
     widen: bool,
-    /// Whether encoder-only weights are packed for the bf16 GEMM ([`ENCODER_BF16_ENV`]).
+    /// Whether encoder-only weights are packed for the bf16 GEMM
+    /// ([`crate::LoadOptions::encoder_bf16`]).
     bf16: bool,
 }
 
@@ -274,14 +269,14 @@ fn check_hparams(f: &WhisperFile) -> Result<(), ModelError> {
     }
 }
 
-pub(crate) fn build(f: &WhisperFile) -> Result<Whisper, ModelError> {
+pub(crate) fn build(f: &WhisperFile, opts: crate::LoadOptions) -> Result<Whisper, ModelError> {
     check_hparams(f)?;
     let h: Hparams = f.hparams;
     let enc_params = h.n_audio_layer * 12 * h.n_audio_state * h.n_audio_state;
     let l = Loader {
         f,
         widen: enc_params <= WIDEN_MAX_PARAMS,
-        bf16: std::env::var(ENCODER_BF16_ENV).is_ok_and(|v| v == "1"),
+        bf16: opts.encoder_bf16,
     };
     let (da, dt) = (h.n_audio_state, h.n_text_state);
     let encoder = Encoder {

@@ -160,3 +160,42 @@ fn tiny_en_greedy_matches_ctranslate2() {
     }
     assert_eq!(got, want);
 }
+
+/// The bf16 encoder (`LoadOptions::encoder_bf16`, where the CPU has AVX-512 BF16): bf16
+/// rounding of weights and activations moves the encoder output by up to ~0.06 (tiny.en)
+/// and ~0.8 (base, on values up to ~±20) and the first logits by ~0.03–0.06; the bounds
+/// leave ~2x headroom, and the argmax must stay. Elsewhere the option changes nothing and
+/// the f32 tolerances apply.
+fn check_bf16(name: &str) {
+    let g = golden();
+    let file = sotto_formats::load(&sotto_testdata::model_dir(name)).unwrap();
+    let opts = sotto_model::LoadOptions { encoder_bf16: true };
+    let model = Arc::new(Whisper::from_file_with(&file, opts).unwrap());
+    let mut s = Session::new(model, 2).unwrap();
+    s.encode(&g.mel).unwrap();
+    let prompt = prompt(&g, name);
+    let mut logits = vec![0.0; s.model().hparams().n_vocab];
+    s.decode(&prompt, &[prompt.len() - 1], &mut logits).unwrap();
+    let want = sotto_testdata::read_f32(&sotto_testdata::golden(&format!(
+        "model_{name}_logits0.f32"
+    )));
+    let diff = max_abs_diff(&logits, &want);
+    let bound = if sotto_compute::bf16_gemm_supported() {
+        0.15
+    } else {
+        LOGIT_TOL
+    };
+    eprintln!("{name} bf16 encoder: logits max|diff| {diff:.2e} (bound {bound})");
+    assert!(diff < bound, "{name}: bf16 logits max |diff| {diff}");
+    assert_eq!(top_k(&logits, 1), top_k(&want, 1), "{name}: argmax");
+}
+
+#[test]
+fn tiny_en_bf16_encoder_stays_close() {
+    check_bf16("tiny.en");
+}
+
+#[test]
+fn base_bf16_encoder_stays_close() {
+    check_bf16("base");
+}

@@ -36,6 +36,7 @@ pub use sotto_formats as formats;
 pub use sotto_hub as hub;
 pub use sotto_isa::isa;
 pub use sotto_model as model;
+pub use sotto_model::LoadOptions;
 
 /// Everything that can go wrong, by layer. Each message names the input and the problem.
 #[derive(Debug, thiserror::Error)]
@@ -86,6 +87,11 @@ impl Model {
     /// Loads a model onto `device` (`Auto` is resolved by [`select_device`]): its weights
     /// are uploaded there once and every session runs there.
     pub fn load_on(path: &Path, device: Device) -> Result<Model> {
+        Model::load_with(path, device, LoadOptions::default())
+    }
+
+    /// [`Model::load_on`] with load options (the CPU's bf16 encoder).
+    pub fn load_with(path: &Path, device: Device, opts: LoadOptions) -> Result<Model> {
         let device = match device {
             Device::Auto => select_device(Device::Auto)?.device,
             d => d,
@@ -93,12 +99,14 @@ impl Model {
         let mut file = sotto_formats::load(path)?;
         let weights = match device {
             Device::Cuda => cuda_weights(&file)?,
-            _ => Weights::Cpu(Arc::new(sotto_model::Whisper::from_file(&file).map_err(
-                |source| Error::Model {
-                    path: path.to_path_buf(),
-                    source,
-                },
-            )?)),
+            _ => Weights::Cpu(Arc::new(
+                sotto_model::Whisper::from_file_with(&file, opts).map_err(|source| {
+                    Error::Model {
+                        path: path.to_path_buf(),
+                        source,
+                    }
+                })?,
+            )),
         };
         let vocab = std::mem::take(&mut file.vocab);
         // faster-whisper encodes prompts with the folder's tokenizer.json merges, which
@@ -136,8 +144,19 @@ impl Model {
         progress: &mut dyn sotto_hub::Progress,
         device: Device,
     ) -> Result<Model> {
+        Model::load_named_with(name_or_path, hub, progress, device, LoadOptions::default())
+    }
+
+    /// [`Model::load_named`] onto `device` with load options.
+    pub fn load_named_with(
+        name_or_path: &str,
+        hub: &sotto_hub::Hub,
+        progress: &mut dyn sotto_hub::Progress,
+        device: Device,
+        opts: LoadOptions,
+    ) -> Result<Model> {
         let path = hub.resolve(name_or_path, progress)?;
-        Model::load_on(&path, device)
+        Model::load_with(&path, device, opts)
     }
 
     /// Opens a new transcription state with its own buffers (on the model's device) and,
