@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use cudarc::cublas::CudaBlas;
 use cudarc::driver::CudaStream;
+use sotto_model::check_decode_input;
 
 use crate::ops::{Buf, Dev, DevLinear, Precision};
 use crate::plan::{self, CopySource};
@@ -423,44 +424,16 @@ impl CudaSession {
         rows: &[usize],
         logits: &[f32],
     ) -> Result<()> {
-        let h = self.model.hparams();
-        if !self.encoded {
-            return Err(input_err(op, "no audio: call encode first"));
-        }
-        if tokens.is_empty() {
-            return Err(input_err(op, "no tokens"));
-        }
-        let len = self.kv.len;
-        if len + n_new > h.n_text_ctx {
-            return Err(input_err(
-                op,
-                format!("{len} + {n_new} tokens exceed n_text_ctx {}", h.n_text_ctx),
-            ));
-        }
-        if let Some(t) = tokens.iter().find(|&&t| t as usize >= h.n_vocab) {
-            return Err(input_err(
-                op,
-                format!("token {t} is not below n_vocab {}", h.n_vocab),
-            ));
-        }
-        if let Some(r) = rows.iter().find(|&&r| r >= tokens.len()) {
-            return Err(input_err(
-                op,
-                format!("row {r} is not below the {} tokens given", tokens.len()),
-            ));
-        }
-        if logits.len() != rows.len() * h.n_vocab {
-            return Err(input_err(
-                op,
-                format!(
-                    "logits has {} values, expected {}×{}",
-                    logits.len(),
-                    rows.len(),
-                    h.n_vocab
-                ),
-            ));
-        }
-        Ok(())
+        check_decode_input(
+            self.model.hparams(),
+            self.encoded,
+            self.kv.len,
+            tokens,
+            n_new,
+            rows,
+            logits.len(),
+        )
+        .map_err(|msg| input_err(op, msg))
     }
 
     /// Sizes the step's buffers for `m` token rows and `rows` logit rows.

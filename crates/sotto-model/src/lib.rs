@@ -9,7 +9,7 @@ mod kv;
 mod session;
 mod weights;
 
-pub use session::Session;
+pub use session::{check_decode_input, Session};
 pub use sotto_compute::ComputeError;
 pub use sotto_formats::Hparams;
 

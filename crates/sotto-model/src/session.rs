@@ -90,6 +90,49 @@ impl std::fmt::Debug for Session {
     }
 }
 
+/// Checks one decoder step before any work: audio encoded, tokens within the vocabulary,
+/// `len + n_new` within the text context, rows within `tokens`, and a logits buffer of
+/// `rows.len() × n_vocab`. Shared by every device's session; the message names the problem.
+pub fn check_decode_input(
+    h: &crate::Hparams,
+    encoded: bool,
+    len: usize,
+    tokens: &[u32],
+    n_new: usize,
+    rows: &[usize],
+    logits_len: usize,
+) -> Result<(), String> {
+    if !encoded {
+        return Err("no audio: call encode first".into());
+    }
+    if tokens.is_empty() {
+        return Err("no tokens".into());
+    }
+    if len + n_new > h.n_text_ctx {
+        return Err(format!(
+            "{len} + {n_new} tokens exceed n_text_ctx {}",
+            h.n_text_ctx
+        ));
+    }
+    if let Some(t) = tokens.iter().find(|&&t| t as usize >= h.n_vocab) {
+        return Err(format!("token {t} is not below n_vocab {}", h.n_vocab));
+    }
+    if let Some(r) = rows.iter().find(|&&r| r >= tokens.len()) {
+        return Err(format!(
+            "row {r} is not below the {} tokens given",
+            tokens.len()
+        ));
+    }
+    if logits_len != rows.len() * h.n_vocab {
+        return Err(format!(
+            "logits has {logits_len} values, expected {}×{}",
+            rows.len(),
+            h.n_vocab
+        ));
+    }
+    Ok(())
+}
+
 fn input_err(op: &'static str, msg: impl Into<String>) -> ModelError {
     ModelError::Input {
         op,
@@ -381,44 +424,16 @@ impl Session {
         rows: &[usize],
         logits: &[f32],
     ) -> Result<(), ModelError> {
-        let h = self.model.hparams();
-        if !self.encoded {
-            return Err(input_err(op, "no audio: call encode first"));
-        }
-        if tokens.is_empty() {
-            return Err(input_err(op, "no tokens"));
-        }
-        let len = self.kv.len();
-        if len + n_new > h.n_text_ctx {
-            return Err(input_err(
-                op,
-                format!("{len} + {n_new} tokens exceed n_text_ctx {}", h.n_text_ctx),
-            ));
-        }
-        if let Some(t) = tokens.iter().find(|&&t| t as usize >= h.n_vocab) {
-            return Err(input_err(
-                op,
-                format!("token {t} is not below n_vocab {}", h.n_vocab),
-            ));
-        }
-        if let Some(r) = rows.iter().find(|&&r| r >= tokens.len()) {
-            return Err(input_err(
-                op,
-                format!("row {r} is not below the {} tokens given", tokens.len()),
-            ));
-        }
-        if logits.len() != rows.len() * h.n_vocab {
-            return Err(input_err(
-                op,
-                format!(
-                    "logits has {} values, expected {}×{}",
-                    logits.len(),
-                    rows.len(),
-                    h.n_vocab
-                ),
-            ));
-        }
-        Ok(())
+        check_decode_input(
+            self.model.hparams(),
+            self.encoded,
+            self.kv.len(),
+            tokens,
+            n_new,
+            rows,
+            logits.len(),
+        )
+        .map_err(|msg| input_err(op, msg))
     }
 
     /// The decoder over `batch` sequences of `tokens.len() / batch` new tokens each; `rows`
