@@ -26,10 +26,16 @@ pub struct Args {
     #[arg(long, default_value = "auto", value_parser = ["auto", "cpu", "cuda"])]
     device: String,
 
-    /// Run the encoder's large products as bf16 GEMMs on CPUs with AVX-512 BF16 (faster, at
-    /// bf16 rounding; `SOTTO_ENCODER_BF16=1` does the same).
-    #[arg(long)]
-    encoder_bf16: bool,
+    /// Encoder arithmetic: `bf16` (linear layers and attention's P·V in bf16 with f32 sums;
+    /// needs AVX-512 BF16), `bf16-attention` (the attention scores too: faster, less
+    /// accurate), `f32` (the reference path), or `auto`: bf16 where the CPU has it, else f32
+    #[arg(
+        long,
+        env = "SOTTO_ENCODER_PRECISION",
+        default_value = "auto",
+        value_parser = ["auto", "bf16", "bf16-attention", "f32"]
+    )]
+    encoder_precision: String,
 
     /// Repetitions per figure (the median is reported).
     #[arg(long, default_value_t = 5)]
@@ -108,7 +114,7 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
         hub,
         &mut crate::progress::Download::new(),
         device,
-        crate::load_options(args.encoder_bf16),
+        crate::load_options(&args.encoder_precision)?,
     )?;
     let load = t.elapsed();
     let mut session = model.session(threads)?;

@@ -112,11 +112,24 @@ fn dedup_chain(msgs: &[String]) -> String {
     out
 }
 
-/// Load options from `--encoder-bf16`, which `SOTTO_ENCODER_BF16=1` also turns on.
-pub(crate) fn load_options(encoder_bf16: bool) -> sotto::LoadOptions {
-    sotto::LoadOptions {
-        encoder_bf16: encoder_bf16 || std::env::var("SOTTO_ENCODER_BF16").is_ok_and(|v| v == "1"),
-    }
+/// Load options from `--encoder-precision` (`auto`, `bf16`, `bf16-attention` or `f32`).
+/// A bf16 level asked for by name on a CPU without AVX-512 BF16 is an error rather than a
+/// silent f32 run; `auto` is bf16 where the CPU has it.
+pub(crate) fn load_options(encoder_precision: &str) -> anyhow::Result<sotto::LoadOptions> {
+    use sotto::EncoderPrecision as P;
+    let encoder = match encoder_precision {
+        "auto" => P::Bf16,
+        "f32" => P::F32,
+        "bf16" | "bf16-attention" if !sotto::bf16_encoder_supported() => anyhow::bail!(
+            "--encoder-precision {encoder_precision}: this CPU lacks AVX-512 BF16 (use auto or f32)"
+        ),
+        "bf16" => P::Bf16,
+        "bf16-attention" => P::Bf16Attention,
+        other => {
+            anyhow::bail!("--encoder-precision {other}: expected auto, bf16, bf16-attention or f32")
+        }
+    };
+    Ok(sotto::LoadOptions { encoder })
 }
 
 /// Resolves `--device`, printing once on stderr why `auto` chose the CPU when it did.

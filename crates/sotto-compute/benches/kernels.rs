@@ -94,6 +94,90 @@ fn encoder_ops(c: &mut Criterion) {
     g.finish();
 }
 
+/// Encoder self-attention at tiny.en's shape on one thread: f32 vs bf16 operands.
+fn encoder_attention_bf16(c: &mut Criterion) {
+    let mut g = c.benchmark_group("attention_bf16");
+    g.sample_size(10);
+    let be = CpuBackend::new(1).unwrap();
+    let (t, nh, dh) = (1500, 6, 64);
+    let d = nh * dh;
+    let (q, k, v) = (vals(t * d, 6), vals(t * d, 7), vals(t * d, 8));
+    let mut att = vec![0.0; t * d];
+    // Two products of 2·t²·d flops each.
+    g.throughput(Throughput::Elements((4 * t * t * d) as u64));
+    g.bench_function("f32_1500x1500_6x64_1t", |b| {
+        b.iter(|| {
+            be.attention(&q, t, &k, &v, t, nh, Mask::None, &mut att)
+                .unwrap()
+        })
+    });
+    g.bench_function("bf16_1500x1500_6x64_1t", |b| {
+        b.iter(|| be.attention_bf16(&q, t, &k, &v, t, nh, &mut att).unwrap())
+    });
+    g.bench_function("mixed_1500x1500_6x64_1t", |b| {
+        b.iter(|| be.attention_mixed(&q, t, &k, &v, t, nh, &mut att).unwrap())
+    });
+    // The gemm-crate path that AVX2 keeps (its products still run the gemm crate's own
+    // AVX-512 kernels where the CPU has them; only the softmax is 8 lanes wide).
+    let gemm_path = CpuBackend::with_isa(1, sotto_compute::Isa::Avx2).unwrap();
+    g.bench_function("f32_gemm_avx2_1500x1500_6x64_1t", |b| {
+        b.iter(|| {
+            gemm_path
+                .attention(&q, t, &k, &v, t, nh, Mask::None, &mut att)
+                .unwrap()
+        })
+    });
+    g.finish();
+}
+
+/// Decoder products on one thread at tiny.en's shapes: tiled f16 against ggml-quantized
+/// rows as they are and regrouped (`Weight::for_decoding`); throughput in weight bytes.
+fn decoder_quant_1t(c: &mut Criterion) {
+    let mut g = c.benchmark_group("decoder_quant_1t");
+    let be = CpuBackend::new(1).unwrap();
+    for (n, k) in [(51864, 384), (1536, 384), (384, 1536)] {
+        let w32 = vals(n * k, 1);
+        let w16: Vec<f16> = w32.iter().map(|&v| f16::from_f32(v)).collect();
+        let mut weights = vec![(
+            "f16_tiled".to_string(),
+            Weight::F16(w16).for_decoding(n, k).unwrap(),
+            n * k * 2,
+        )];
+        for t in sotto_compute::QuantType::WEIGHTS {
+            let rb = t.row_bytes(k);
+            let mut data = vec![0u8; n * rb];
+            for (wr, q) in w32.chunks_exact(k).zip(data.chunks_exact_mut(rb)) {
+                sotto_quant::quantize_row(t, wr, q);
+            }
+            let plain = Weight::Quant {
+                t,
+                data,
+                n_out: n,
+                n_in: k,
+            };
+            if t == sotto_compute::QuantType::Q8_0 {
+                weights.push((format!("{t}_rows"), plain.clone(), n * rb));
+            }
+            weights.push((
+                format!("{t}_tiled"),
+                plain.for_decoding(n, k).unwrap(),
+                n * rb,
+            ));
+        }
+        for (name, w, bytes) in weights {
+            let lin = Linear::new(w, None, n, k).unwrap();
+            g.throughput(Throughput::Bytes(bytes as u64));
+            for m in [1, 5] {
+                let x = vals(m * k, 2);
+                let mut out = vec![0.0; n * m];
+                let id = BenchmarkId::new(format!("{name}/m{m}"), format!("{n}x{k}"));
+                g.bench_function(id, |b| b.iter(|| be.linear(&x, m, &lin, &mut out).unwrap()));
+            }
+        }
+    }
+    g.finish();
+}
+
 /// What one rayon fork/join costs at the decoder's op granularity.
 fn pool_overhead(c: &mut Criterion) {
     let be = CpuBackend::new(2).unwrap();
@@ -103,5 +187,13 @@ fn pool_overhead(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, small_m, decoder_linear, encoder_ops, pool_overhead);
+criterion_group!(
+    benches,
+    small_m,
+    decoder_linear,
+    encoder_ops,
+    encoder_attention_bf16,
+    decoder_quant_1t,
+    pool_overhead
+);
 criterion_main!(benches);

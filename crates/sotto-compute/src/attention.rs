@@ -99,6 +99,19 @@ impl CpuBackend {
         }
         let dh = d / n_head;
         let scale = 1.0 / (dh as f32).sqrt();
+        #[cfg(target_arch = "x86_64")]
+        if self.isa() == Isa::Avx512 && tq > SMALL_Q {
+            let shape = simd::Shape {
+                batch,
+                tq,
+                tk,
+                stride,
+                d,
+                n_head,
+            };
+            self.install(|| simd::attention(q, k, v, shape, mask, scale, out));
+            return Ok(());
+        }
         let n_blocks = tq.div_ceil(Q_BLOCK);
         let per_seq = n_head * n_blocks;
         let isa = self.isa();
@@ -272,6 +285,279 @@ fn few_queries(
     out
 }
 
+/// The many-query path on AVX-512: K and V of every (sequence, head) packed once per call
+/// into the panels of [`kernels::x86_attn_f32`], then per (sequence, head, query block) task
+/// the same key tiles and online softmax as [`head_block`], with per-thread scratch.
+#[cfg(target_arch = "x86_64")]
+mod simd {
+    use rayon::prelude::*;
+
+    use super::{Mask, Q_BLOCK};
+    use crate::kernels::x86_attn_f32::{self as tile, MR, NR};
+    use crate::OutPtr;
+
+    /// Keys per tile of the online softmax: wider than the gemm path's, as the per-tile
+    /// row work (max, rescale, kernel edges) weighs more next to these tiles; the
+    /// [Q_BLOCK, K_TILE] scores (192 KiB) still sit in L2. Whisper's 1500 keys take two.
+    const K_TILE: usize = 768;
+
+    // The score tile's row stride must take whole key panels, a query block whole row tiles.
+    const _: () = assert!(K_TILE.is_multiple_of(NR) && Q_BLOCK.is_multiple_of(MR));
+
+    /// The checked shapes of one [`crate::CpuBackend::attention_batch`] call.
+    #[derive(Clone, Copy)]
+    pub(super) struct Shape {
+        pub batch: usize,
+        pub tq: usize,
+        pub tk: usize,
+        pub stride: usize,
+        pub d: usize,
+        pub n_head: usize,
+    }
+
+    /// K and V of every (sequence, head) packed for the tiles.
+    struct Panels {
+        /// Per (sequence, head): `k_panels` panels of Shape: [dh, NR] (keys past tk zero).
+        k: Vec<f32>,
+        /// Per (sequence, head): `v_panels` panels of Shape: [tk, NR] (columns past dh zero).
+        v: Vec<f32>,
+        dh: usize,
+        tk: usize,
+        k_panels: usize,
+        v_panels: usize,
+    }
+
+    impl Panels {
+        /// Packs K and V (Shape: [tk, d] per sequence, `stride` apart), in parallel.
+        fn new(k: &[f32], v: &[f32], sh: Shape) -> Self {
+            let (tk, d) = (sh.tk, sh.d);
+            let dh = d / sh.n_head;
+            let (k_panels, v_panels) = (tk.div_ceil(NR), dh.div_ceil(NR));
+            let (k_len, v_len) = (k_panels * dh * NR, v_panels * tk * NR);
+            let n = sh.batch * sh.n_head;
+            let (mut pk, mut pv) = (vec![0.0f32; n * k_len], vec![0.0f32; n * v_len]);
+            let pack = |t: usize, pk: &mut [f32], pv: &mut [f32]| {
+                let (s, h) = (t / sh.n_head, t % sh.n_head);
+                let c0 = s * sh.stride + h * dh;
+                for (jp, panel) in pk.chunks_exact_mut(dh * NR).enumerate() {
+                    let rows = NR.min(tk - jp * NR);
+                    let src = &k[c0 + jp * NR * d..][..(rows - 1) * d + dh];
+                    // SAFETY: AVX-512 runs (the caller's check); rows ≤ NR keys of dh
+                    // values d apart are in `src`, NR·d fits an i32 for any d a real
+                    // model has, and the panel has dh·NR values.
+                    unsafe { tile::pack_k_panel(src.as_ptr(), d, rows, dh, panel.as_mut_ptr()) };
+                }
+                for (cp, panel) in pv.chunks_exact_mut(tk * NR).enumerate() {
+                    let cols = NR.min(dh - cp * NR);
+                    for (j, dst) in panel.chunks_exact_mut(NR).enumerate() {
+                        let src = &v[c0 + j * d + cp * NR..];
+                        // A whole panel row is a fixed-size copy (no memmove call).
+                        if cols == NR {
+                            dst.copy_from_slice(&src[..NR]);
+                        } else {
+                            dst[..cols].copy_from_slice(&src[..cols]);
+                        }
+                    }
+                }
+            };
+            pk.par_chunks_mut(k_len)
+                .zip(pv.par_chunks_mut(v_len))
+                .enumerate()
+                .for_each(|(t, (pk, pv))| pack(t, pk, pv));
+            Self {
+                k: pk,
+                v: pv,
+                dh,
+                tk,
+                k_panels,
+                v_panels,
+            }
+        }
+
+        /// Key panel `jp` of (sequence, head) `sh`. Shape: [dh, NR].
+        fn k_panel(&self, sh: usize, jp: usize) -> &[f32] {
+            &self.k[(sh * self.k_panels + jp) * self.dh * NR..][..self.dh * NR]
+        }
+
+        /// Column panel `cp` of (sequence, head) `sh`. Shape: [tk, NR].
+        fn v_panel(&self, sh: usize, cp: usize) -> &[f32] {
+            &self.v[(sh * self.v_panels + cp) * self.tk * NR..][..self.tk * NR]
+        }
+    }
+
+    /// Per-thread buffers, reused across tasks.
+    struct Scratch {
+        /// Query block, rows past the block zero. Shape: [Q_BLOCK, dh].
+        q: Vec<f32>,
+        /// Score (then probability) tile. Shape: [Q_BLOCK, K_TILE].
+        s: Vec<f32>,
+        /// Unnormalized output rows. Shape: [Q_BLOCK, v_panels · NR].
+        o: Vec<f32>,
+        /// Running row max, softmax denominator, and this tile's rescale of `o`.
+        /// Shape: [Q_BLOCK].
+        m: Vec<f32>,
+        l: Vec<f32>,
+        corr: Vec<f32>,
+    }
+
+    impl Scratch {
+        fn new(pn: &Panels) -> Self {
+            Self {
+                q: vec![0.0; Q_BLOCK * pn.dh],
+                s: vec![0.0; Q_BLOCK * K_TILE],
+                o: vec![0.0; Q_BLOCK * pn.v_panels * NR],
+                m: vec![0.0; Q_BLOCK],
+                l: vec![0.0; Q_BLOCK],
+                corr: vec![1.0; Q_BLOCK],
+            }
+        }
+    }
+
+    /// The AVX-512 many-query path of `attention_batch`, inside the backend's pool; the
+    /// caller checked the shapes and that AVX-512 runs.
+    ///
+    /// `q`, `out` Shape: [batch, tq, d]; `k`, `v` Shape: [(batch − 1) · stride + tk · d].
+    pub(super) fn attention(
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        sh: Shape,
+        mask: Mask,
+        scale: f32,
+        out: &mut [f32],
+    ) {
+        let panels = Panels::new(k, v, sh);
+        // Scores in log2 units, so the softmax takes 2^x.
+        let scale = scale * std::f32::consts::LOG2_E;
+        let n_blocks = sh.tq.div_ceil(Q_BLOCK);
+        let dst = OutPtr(out.as_mut_ptr());
+        let task = |sc: &mut Scratch, t: usize| {
+            let (sq, b) = (t / n_blocks, t % n_blocks);
+            let i0 = b * Q_BLOCK;
+            let i1 = (i0 + Q_BLOCK).min(sh.tq);
+            block(q, sh, &panels, sq, i0, i1, mask, scale, dst, sc);
+        };
+        let tasks = sh.batch * sh.n_head * n_blocks;
+        if tasks == 1 {
+            task(&mut Scratch::new(&panels), 0);
+        } else {
+            (0..tasks)
+                .into_par_iter()
+                .for_each_init(|| Scratch::new(&panels), task);
+        }
+    }
+
+    /// (Sequence, head) `sq` = s · n_head + h, query rows `i0..i1` of sequence s: writes
+    /// `out` rows s·tq + i0.., columns h·dh..(h + 1)·dh, which no other task touches.
+    #[allow(clippy::too_many_arguments)]
+    fn block(
+        q: &[f32],
+        sh: Shape,
+        pn: &Panels,
+        sq: usize,
+        i0: usize,
+        i1: usize,
+        mask: Mask,
+        scale: f32,
+        out: OutPtr,
+        sc: &mut Scratch,
+    ) {
+        let (d, dh) = (sh.d, pn.dh);
+        let (bq, dhp) = (i1 - i0, pn.v_panels * NR);
+        let row0 = sq / sh.n_head * sh.tq + i0;
+        let c0 = sq % sh.n_head * dh;
+        let rows = bq.div_ceil(MR) * MR;
+        // The query block, scaled here so the score tile needs no epilogue.
+        for r in 0..rows {
+            let dst = &mut sc.q[r * dh..][..dh];
+            match q.get((row0 + r) * d + c0..).filter(|_| r < bq) {
+                Some(src) => dst.iter_mut().zip(src).for_each(|(d, &s)| *d = s * scale),
+                None => dst.fill(0.0),
+            }
+        }
+        // The next block's queries, and this block's output rows, arrive while the tiles run.
+        let next = Q_BLOCK.min(sh.tq - i1);
+        tile::prefetch_rows(q.as_ptr().wrapping_add((row0 + bq) * d + c0), next, d, dh);
+        tile::prefetch_rows(out.0.wrapping_add(row0 * d + c0), bq, d, dh);
+        // Keys past the last query's position are masked for every row: skip them.
+        let tk = match mask {
+            Mask::None => sh.tk,
+            Mask::Causal { q_pos0 } => (q_pos0 + i1).min(sh.tk),
+        };
+        sc.m[..bq].fill(f32::NEG_INFINITY);
+        sc.l[..bq].fill(0.0);
+        for j0 in (0..tk).step_by(K_TILE) {
+            let nk = K_TILE.min(tk - j0);
+            for jp in 0..nk.div_ceil(NR) {
+                let panel = pn.k_panel(sq, j0 / NR + jp);
+                for ic in (0..rows).step_by(MR) {
+                    // SAFETY: AVX-512 runs (the caller's check); sc.q holds Q_BLOCK ≥ ic + MR
+                    // rows of dh, the panel dh·NR values, and the [Q_BLOCK, K_TILE] score
+                    // tile has rows ic..ic + MR and columns jp·NR..(jp + 1)·NR ≤ K_TILE.
+                    unsafe {
+                        tile::scores(
+                            dh,
+                            sc.q[ic * dh..].as_ptr(),
+                            panel.as_ptr(),
+                            sc.s[ic * K_TILE + jp * NR..].as_mut_ptr(),
+                            K_TILE,
+                        )
+                    };
+                }
+            }
+            softmax_tile(sc, bq, i0, j0, nk, mask);
+            for cp in 0..pn.v_panels {
+                let vt = &pn.v_panel(sq, cp)[j0 * NR..][..nk * NR];
+                for ic in (0..rows).step_by(MR) {
+                    let corr = (j0 > 0).then(|| sc.corr[ic..].as_ptr());
+                    // SAFETY: AVX-512 runs; sc.s holds rows ic..ic + MR of K_TILE ≥ nk
+                    // values, `vt` nk·NR values, sc.corr Q_BLOCK ≥ ic + MR values, and
+                    // sc.o rows ic..ic + MR of dhp ≥ (cp + 1)·NR columns.
+                    unsafe {
+                        tile::values(
+                            nk,
+                            sc.s[ic * K_TILE..].as_ptr(),
+                            K_TILE,
+                            vt.as_ptr(),
+                            sc.o[ic * dhp + cp * NR..].as_mut_ptr(),
+                            dhp,
+                            corr,
+                        )
+                    };
+                }
+            }
+        }
+        for r in 0..bq {
+            // A fully masked row has l = 0 and gives zeros.
+            let inv = if sc.l[r] > 0.0 { 1.0 / sc.l[r] } else { 0.0 };
+            // SAFETY: row row0 + r, columns c0..c0 + dh of `out` ([batch·tq, d]) belong to
+            // this task alone.
+            let o = unsafe { std::slice::from_raw_parts_mut(out.at((row0 + r) * d + c0), dh) };
+            for (o, &x) in o.iter_mut().zip(&sc.o[r * dhp..][..dh]) {
+                *o = x * inv;
+            }
+        }
+    }
+
+    /// Online softmax over the score tile's rows `0..bq` (keys `j0..j0 + nk`, scores in
+    /// log2 units): each row becomes 2^(s − m') with m' its new running max, masked keys 0,
+    /// and `corr` the factor 2^(m − m') that rescales the row's earlier output.
+    fn softmax_tile(sc: &mut Scratch, bq: usize, i0: usize, j0: usize, nk: usize, mask: Mask) {
+        for r in 0..bq {
+            let lim = match mask {
+                Mask::None => nk,
+                Mask::Causal { q_pos0 } => (q_pos0 + i0 + r + 1).saturating_sub(j0).min(nk),
+            };
+            let row = &mut sc.s[r * K_TILE..][..nk];
+            // SAFETY: AVX-512 runs (the caller's check).
+            let (m, sum, corr) = unsafe { tile::softmax_row(row, lim, sc.m[r]) };
+            sc.l[r] = sc.l[r] * corr + sum;
+            sc.m[r] = m;
+            sc.corr[r] = corr;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -356,12 +642,63 @@ mod tests {
         }
     }
 
+    /// Shapes of the many-query path: tq and tk off every block size, d_head 64 and 40,
+    /// causal with q_pos0 > 0; each kernel path on 1 and 3 threads.
+    #[test]
+    fn many_queries_match_naive() {
+        // (tq, tk, n_head, d_head, causal q_pos0)
+        let cases = [
+            (1, 1, 1, 64, None),
+            (7, 65, 2, 40, None),
+            (65, 7, 2, 64, None),
+            (65, 300, 3, 40, None),
+            (300, 65, 2, 64, None),
+            (300, 1500, 1, 64, None),
+            (1500, 1500, 1, 40, None),
+            (9, 9, 2, 64, Some(0)),
+            (65, 300, 2, 64, Some(235)),
+            (300, 300, 2, 40, Some(0)),
+            (129, 200, 2, 40, Some(71)),
+            (65, 1500, 1, 64, Some(1435)),
+        ];
+        let backends: Vec<CpuBackend> = sotto_isa::available()
+            .into_iter()
+            .flat_map(|isa| [1, 3].map(|t| CpuBackend::with_isa(t, isa).unwrap()))
+            .collect();
+        for (tq, tk, nh, dh, pos0) in cases {
+            let d = nh * dh;
+            for gain in [3.0, 12.0] {
+                let q: Vec<f32> = rand_vec(tq * d, 4).iter().map(|x| x * gain).collect();
+                let (k, v) = (rand_vec(tk * d, 5), rand_vec(tk * d, 6));
+                let mask = pos0.map_or(Mask::None, |q_pos0| Mask::Causal { q_pos0 });
+                let want = naive(&q, tq, &k, &v, tk, nh, pos0);
+                let scale = want.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+                for be in &backends {
+                    let mut out = vec![f32::NAN; tq * d];
+                    be.attention(&q, tq, &k, &v, tk, nh, mask, &mut out)
+                        .unwrap();
+                    let err = max_abs_diff(&out, &want);
+                    assert!(
+                        err <= 1e-5 * scale,
+                        "{:?} {} threads, {tq}×{tk} {nh}×{dh} {pos0:?} gain {gain}: {err}",
+                        be.isa(),
+                        be.threads()
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn attention_batch_matches_one_sequence_at_a_time() {
         let be = CpuBackend::new(2).unwrap();
-        for (batch, tq, tk, nh, dh, pos0) in
-            [(3, 1, 9, 2, 5, 8), (2, 3, 70, 3, 4, 67), (1, 2, 5, 1, 3, 3)]
-        {
+        for (batch, tq, tk, nh, dh, pos0) in [
+            (3, 1, 9, 2, 5, 8),
+            (2, 3, 70, 3, 4, 67),
+            (1, 2, 5, 1, 3, 3),
+            (2, 70, 150, 2, 40, 75),
+            (3, 9, 40, 3, 64, 31),
+        ] {
             let (d, cap) = (nh * dh, tk + 4);
             let stride = cap * d;
             let q = rand_vec(batch * tq * d, 1);

@@ -150,15 +150,17 @@ impl Bf16Packed {
 
 impl Weight {
     /// The same weight packed for the bf16 GEMM ([`Weight::Bf16`]) when `enable` and this
-    /// CPU can run it ([`bf16_gemm_supported`]); f32 and f16 weights are converted,
-    /// anything else is returned as it is. For weights only ever multiplied by many rows.
+    /// CPU can run it ([`bf16_gemm_supported`]); f32, f16 and block-quantized weights are
+    /// converted, anything else is returned as it is. For weights only ever multiplied by many rows.
     pub fn for_bf16_gemm(self, n_out: usize, n_in: usize, enable: bool) -> Result<Self> {
         if !enable || !bf16_gemm_supported() {
             return Ok(self);
         }
         match self {
             Weight::F32(rows) => Ok(Weight::Bf16(Bf16Packed::new(&rows, n_out, n_in)?)),
-            w @ (Weight::F16(_) | Weight::F16Tiled(_)) => {
+            // Quantized encoder weights too: dequantized once here instead of to f32 on
+            // every encoder product (the many-row path has no quantized kernel).
+            w @ (Weight::F16(_) | Weight::F16Tiled(_) | Weight::Quant { .. }) => {
                 if w.len() != n_out * n_in {
                     return Err(shape_err(
                         "bf16 pack",
@@ -174,11 +176,12 @@ impl Weight {
     }
 }
 
-/// `x` as bf16 pairs, Shape: [m.next_multiple_of(MR), k.div_ceil(2)], the rows past `m`
-/// zero (the microkernel reads whole tiles).
-fn pack_rows(isa: Isa, x: &[f32], m: usize, k: usize) -> Vec<u32> {
+/// Fills `a` with `x` as bf16 pairs, Shape: [m.next_multiple_of(MR), k.div_ceil(2)], the
+/// rows past `m` zero (the microkernel reads whole tiles). `a` keeps its allocation.
+fn pack_rows(isa: Isa, x: &[f32], m: usize, k: usize, a: &mut Vec<u32>) {
     let kp = k.div_ceil(2);
-    let mut a = vec![0u32; m.next_multiple_of(MR) * kp];
+    a.resize(m.next_multiple_of(MR) * kp, 0);
+    a[m * kp..].fill(0);
     a.par_chunks_mut(kp * MR)
         .zip(x.par_chunks(k * MR))
         .for_each(|(dst, src)| {
@@ -186,7 +189,6 @@ fn pack_rows(isa: Isa, x: &[f32], m: usize, k: usize) -> Vec<u32> {
                 to_pairs(isa, s, d);
             }
         });
-    a
 }
 
 impl CpuBackend {
@@ -206,7 +208,11 @@ impl CpuBackend {
         let kc = kp.div_ceil(k_blocks);
         let dst = OutPtr(out.as_mut_ptr());
         self.install(|| {
-            let a = pack_rows(isa, x, m, pw.n_in);
+            // A poisoned lock only means another call panicked mid-pack: the buffer is
+            // refilled here anyway.
+            let mut rows = self.bf16_rows.lock().unwrap_or_else(|e| e.into_inner());
+            pack_rows(isa, x, m, pw.n_in, &mut rows);
+            let a = &rows[..];
             (0..m_blocks * n_blocks).into_par_iter().for_each(|t| {
                 let (i0, j0) = ((t % m_blocks) * MC, (t / m_blocks) * NC);
                 let (i1, j1) = ((i0 + MC).min(m), (j0 + NC).min(n));

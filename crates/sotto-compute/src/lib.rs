@@ -9,6 +9,7 @@
 //! CPU detection.
 
 mod attention;
+pub mod attention_bf16;
 mod bf16;
 mod conv;
 pub mod kernels;
@@ -25,7 +26,7 @@ pub use bf16::{
 pub use half::f16;
 pub use packed_attention::PackedKv;
 pub use sotto_isa::Isa;
-pub use sotto_quant::QuantType;
+pub use sotto_quant::{QuantTiles, QuantType};
 pub use tiled::F16Tiles;
 
 /// Errors from the compute ops: a shape or length that does not fit, or a pool that could not start.
@@ -55,6 +56,9 @@ pub enum Weight {
     F16Tiled(F16Tiles),
     /// bf16 packed for the many-row GEMM on AVX-512 BF16 (see [`Weight::for_bf16_gemm`]).
     Bf16(Bf16Packed),
+    /// ggml-quantized rows regrouped for the decoder's few-row products (see
+    /// [`Weight::for_decoding`]).
+    QuantTiled(QuantTiles),
     /// `n_out` rows of `n_in` values, each `t.row_bytes(n_in)` bytes (n_in a multiple of 32).
     Quant {
         t: QuantType,
@@ -72,6 +76,7 @@ impl Weight {
             Weight::F16(w) => w.len(),
             Weight::F16Tiled(t) => t.n_out() * t.n_in(),
             Weight::Bf16(p) => p.n_out() * p.n_in(),
+            Weight::QuantTiled(q) => q.n_out() * q.n_in(),
             Weight::Quant { n_out, n_in, .. } => n_out * n_in,
         }
     }
@@ -80,13 +85,37 @@ impl Weight {
         self.len() == 0
     }
 
-    /// The same weight laid out for products with a few input rows (decoding): f16 rows
-    /// of an `n_out × n_in` weight become [`F16Tiles`] on x86-64, where the tiled kernels
-    /// stream memory about three times faster; anything else is returned as it is.
+    /// The same weight laid out for products with a few input rows (decoding): on x86-64,
+    /// f16 rows of an `n_out × n_in` weight become [`F16Tiles`] (the tiled kernels stream
+    /// memory about three times faster) and quantized rows [`QuantTiles`] (all input rows
+    /// in one pass, no horizontal sums); anything else is returned as it is.
     pub fn for_decoding(self, n_out: usize, n_in: usize) -> Result<Self> {
         match self {
             Weight::F16(rows) if cfg!(target_arch = "x86_64") => {
                 Ok(Weight::F16Tiled(F16Tiles::new(&rows, n_out, n_in)?))
+            }
+            Weight::Quant {
+                t,
+                data,
+                n_out: qo,
+                n_in: qi,
+            } if cfg!(target_arch = "x86_64") => {
+                let ok = (qo, qi) == (n_out, n_in)
+                    && n_in > 0
+                    && n_in.is_multiple_of(QuantType::BLOCK)
+                    && t != QuantType::Q8_1
+                    && data.len() == n_out * t.row_bytes(n_in);
+                if !ok {
+                    return Err(shape_err(
+                        "quantized tiles",
+                        format!(
+                            "{t} weight [{qo}, {qi}] with {} bytes for {n_out}×{n_in} rows \
+                             (rows must be whole blocks of 32)",
+                            data.len()
+                        ),
+                    ));
+                }
+                Ok(Weight::QuantTiled(QuantTiles::new(t, &data, n_out, n_in)))
             }
             other => Ok(other),
         }
@@ -101,6 +130,7 @@ impl Weight {
             Weight::F16(w) => kernels::f16_to_f32(sotto_isa::isa(), &w[start..end], out),
             Weight::F16Tiled(t) => t.read_f32(start, out),
             Weight::Bf16(p) => p.read_f32(start, out),
+            Weight::QuantTiled(q) => q.read_f32(start, out),
             Weight::Quant { t, data, n_in, .. } => {
                 assert!(end <= self.len(), "read_f32: {start}..{end} past the end");
                 let (rb, mut row) = (t.row_bytes(*n_in), vec![0.0f32; *n_in]);
@@ -160,6 +190,19 @@ impl Linear {
                         "f16 tiles [{}, {}] for a {n_out}×{n_in} layer",
                         t.n_out(),
                         t.n_in()
+                    ),
+                ));
+            }
+        }
+        if let Weight::QuantTiled(q) = &weight {
+            if (q.n_out(), q.n_in()) != (n_out, n_in) {
+                return Err(shape_err(
+                    "linear",
+                    format!(
+                        "{} tiles [{}, {}] for a {n_out}×{n_in} layer",
+                        q.quant_type(),
+                        q.n_out(),
+                        q.n_in()
                     ),
                 ));
             }
@@ -235,6 +278,9 @@ pub struct CpuBackend {
     pool: rayon::ThreadPool,
     threads: usize,
     isa: Isa,
+    /// The bf16 GEMM's packed activations, kept between calls: a fresh 6 MiB buffer per
+    /// encoder product cost its page faults every time.
+    bf16_rows: std::sync::Mutex<Vec<u32>>,
 }
 
 impl std::fmt::Debug for CpuBackend {
@@ -273,6 +319,7 @@ impl CpuBackend {
             pool,
             threads,
             isa: kernels::checked(isa),
+            bf16_rows: Default::default(),
         })
     }
 

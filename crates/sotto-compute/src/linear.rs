@@ -2,11 +2,13 @@
 //! decoder: 1 row greedy, a few rows for beams), with f16 widened in registers and
 //! quantized rows dotted against quantized activations.
 
+use std::cell::Cell;
+
 use rayon::prelude::*;
-use sotto_quant::QuantType;
+use sotto_quant::{QuantActs, QuantType, GROUP_ROWS};
 
 use crate::kernels::{self, WRows, TILE_ROWS};
-use crate::{shape_err, CpuBackend, F16Tiles, Isa, Linear, OutPtr, Result, Weight};
+use crate::{shape_err, CpuBackend, F16Tiles, Isa, Linear, OutPtr, QuantTiles, Result, Weight};
 
 /// Up to this many input rows, each weight row is streamed once for all inputs.
 const SMALL_M: usize = 8;
@@ -62,6 +64,16 @@ impl CpuBackend {
             self.small_m(x, m, w, out, gelu);
         } else if matches!(w.weight, Weight::Bf16(_)) && crate::bf16::simd(self.isa) {
             self.linear_bf16(x, m, w, out, gelu);
+        } else if matches!(w.weight, Weight::F16Tiled(_) | Weight::QuantTiled(_)) {
+            // Decoder weights meeting a prompt (~100–225 rows): the tiled kernels, a few
+            // rows at a time, stream the weights once per chunk; the gemm path would widen
+            // the whole matrix to a fresh f32 copy on every call.
+            for (xc, oc) in x
+                .chunks(SMALL_M * w.n_in)
+                .zip(out.chunks_mut(SMALL_M * w.n_out))
+            {
+                self.small_m(xc, xc.len() / w.n_in, w, oc, gelu);
+            }
         } else {
             self.install(|| self.gemm_linear(x, m, w, out));
             if gelu {
@@ -75,6 +87,9 @@ impl CpuBackend {
     fn small_m(&self, x: &[f32], m: usize, w: &Linear, out: &mut [f32], gelu: bool) {
         if let Weight::F16Tiled(t) = &w.weight {
             return self.small_m_tiled(x, m, t, w.bias.as_deref(), out, gelu);
+        }
+        if let Weight::QuantTiled(q) = &w.weight {
+            return self.small_m_quant(x, m, q, w.bias.as_deref(), out, gelu);
         }
         let (n, k, isa) = (w.n_out, w.n_in, self.isa);
         let act = quantized_activations(&w.weight, x, m, k);
@@ -90,7 +105,9 @@ impl CpuBackend {
                 Weight::Quant { t, data, .. } => {
                     quant_block(isa, *t, k, data, &act, r0, m, chunk);
                 }
-                Weight::F16Tiled(_) => unreachable!("tiled weights take small_m_tiled"),
+                Weight::F16Tiled(_) | Weight::QuantTiled(_) => {
+                    unreachable!("tiled weights take their own paths")
+                }
                 Weight::Bf16(p) => {
                     let mut wf = vec![0.0f32; rows * k];
                     p.read_f32(r0 * k, &mut wf);
@@ -157,20 +174,8 @@ impl CpuBackend {
                 let ldb = (b1 - b0) * TILE_ROWS;
                 let block = &mut buf[..ldb * m];
                 kernels::matmul_tiled(isa, x, m, k, &t.data()[b0 * tl..b1 * tl], block);
-                for (i, src) in block.chunks_exact_mut(ldb).enumerate() {
-                    let src = &mut src[..r1 - r0];
-                    if let Some(b) = bias {
-                        src.iter_mut().zip(&b[r0..r1]).for_each(|(v, bj)| *v += bj);
-                    }
-                    if gelu {
-                        kernels::gelu(isa, src);
-                    }
-                    // SAFETY: i < m and r0..r1 lies in 0..n, so the run lies in `out`
-                    // ([m, n]); tasks cover disjoint rows r, so no two writers share one.
-                    unsafe {
-                        std::ptr::copy_nonoverlapping(src.as_ptr(), dst.at(i * n + r0), r1 - r0)
-                    };
-                }
+                // SAFETY: r0..r1 lies in 0..n, and tasks cover disjoint rows.
+                unsafe { finish_block(isa, block, ldb, r0..r1, bias, gelu, dst, n) };
             }
         };
         if n * k * 2 <= INLINE_BYTES || self.threads() == 1 {
@@ -183,6 +188,52 @@ impl CpuBackend {
                     .for_each(|c| run(c * per, ((c + 1) * per).min(n_tiles)))
             });
         }
+    }
+
+    /// [`CpuBackend::small_m`] for quantized tiles: the inputs quantized once into a
+    /// per-thread buffer, then contiguous runs of groups split across threads as in
+    /// [`CpuBackend::small_m_tiled`].
+    ///
+    /// `x` Shape: [m, k]; `out` Shape: [m, n].
+    fn small_m_quant(
+        &self,
+        x: &[f32],
+        m: usize,
+        q: &QuantTiles,
+        bias: Option<&[f32]>,
+        out: &mut [f32],
+        gelu: bool,
+    ) {
+        let (n, isa, n_groups) = (q.n_out(), self.isa, q.groups());
+        // Taken, not borrowed: rayon may run another product on this thread while it
+        // waits below, and that one then starts from an empty buffer instead of panicking.
+        let mut acts = ACTS.with(Cell::take);
+        acts.quantize(q.quant_type(), x, m, q.n_in());
+        let dst = OutPtr(out.as_mut_ptr());
+        let acts_ref = &acts;
+        let run = |g0: usize, g1: usize| {
+            let mut buf = [0.0f32; LOCAL_GROUPS * GROUP_ROWS * SMALL_M];
+            for b0 in (g0..g1).step_by(LOCAL_GROUPS) {
+                let b1 = (b0 + LOCAL_GROUPS).min(g1);
+                let (r0, r1) = (b0 * GROUP_ROWS, (b1 * GROUP_ROWS).min(n));
+                let ldb = (b1 - b0) * GROUP_ROWS;
+                let block = &mut buf[..ldb * m];
+                sotto_quant::tiled_matmul(isa, q, b0..b1, acts_ref, block, ldb);
+                // SAFETY: r0..r1 lies in 0..n, and tasks cover disjoint rows.
+                unsafe { finish_block(isa, block, ldb, r0..r1, bias, gelu, dst, n) };
+            }
+        };
+        if q.data().len() <= INLINE_BYTES || self.threads() == 1 {
+            run(0, n_groups);
+        } else {
+            let per = n_groups.div_ceil(self.threads() * 4);
+            self.install(|| {
+                (0..n_groups.div_ceil(per))
+                    .into_par_iter()
+                    .for_each(|c| run(c * per, ((c + 1) * per).min(n_groups)))
+            });
+        }
+        ACTS.with(|c| c.set(acts));
     }
 
     fn gemm_linear(&self, x: &[f32], m: usize, w: &Linear, out: &mut [f32]) {
@@ -242,6 +293,49 @@ impl CpuBackend {
 
 /// Tiles per local output block of [`CpuBackend::small_m_tiled`] (an 8 KiB stack buffer).
 const LOCAL_TILES: usize = 4;
+/// Groups per local output block of [`CpuBackend::small_m_quant`] (a 4 KiB stack buffer).
+const LOCAL_GROUPS: usize = 8;
+
+thread_local! {
+    /// The calling thread's quantized activations, kept so steady-state products reuse them.
+    static ACTS: Cell<QuantActs> = const { Cell::new(QuantActs::new()) };
+}
+
+/// Adds the bias and applies the GELU to a local block of outputs for weight rows `rows`
+/// (Shape: [m, ldb], the first `rows.len()` columns valid), then copies each input row's
+/// run to its columns of `out` ([m, n] behind `dst`).
+///
+/// # Safety
+/// `rows` must lie in `0..n`, `dst` must point at `m·n` writable values, and no other task
+/// may write these rows' columns meanwhile.
+#[allow(clippy::too_many_arguments)]
+unsafe fn finish_block(
+    isa: Isa,
+    block: &mut [f32],
+    ldb: usize,
+    rows: std::ops::Range<usize>,
+    bias: Option<&[f32]>,
+    gelu: bool,
+    dst: OutPtr,
+    n: usize,
+) {
+    for (i, src) in block.chunks_exact_mut(ldb).enumerate() {
+        let src = &mut src[..rows.len()];
+        if let Some(b) = bias {
+            src.iter_mut()
+                .zip(&b[rows.clone()])
+                .for_each(|(v, bj)| *v += bj);
+        }
+        if gelu {
+            kernels::gelu(isa, src);
+        }
+        // SAFETY: i < m and `rows` lies in 0..n, so the run lies in `out` ([m, n]); the
+        // caller guarantees no other writer.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.as_ptr(), dst.at(i * n + rows.start), rows.len())
+        };
+    }
+}
 
 /// Weight rows per parallel task: about four tasks per thread, a multiple of 4 rows.
 fn rows_per_task(n: usize, threads: usize) -> usize {
@@ -400,6 +494,82 @@ mod tests {
         assert!(Linear::new(q(32), None, 1, 32).is_ok());
         assert!(Linear::new(q(31), None, 1, 31).is_err());
         assert!(Linear::new(q(32), None, 2, 16).is_err());
+    }
+
+    /// Quantized rows regrouped for decoding against the same rows as they are: the same
+    /// quantized activations, so only the summation order differs; the many-row path reads
+    /// the tiles back as f32.
+    #[test]
+    fn linear_quant_tiles_match_plain_quant_rows() {
+        for (threads, isa) in [1, 3]
+            .into_iter()
+            .flat_map(|t| sotto_isa::available().into_iter().map(move |i| (t, i)))
+        {
+            let be = CpuBackend::with_isa(threads, isa).unwrap();
+            for t in QuantType::WEIGHTS {
+                for &(m, n, k) in &[
+                    (1, 37, 64),
+                    (3, 300, 96),
+                    (5, 9, 32),
+                    (8, 2100, 384),
+                    (12, 40, 64),
+                ] {
+                    let x = rand_vec(m * k, 1);
+                    let w = rand_vec(n * k, 2);
+                    let rb = t.row_bytes(k);
+                    let mut data = vec![0u8; n * rb];
+                    for (wr, q) in w.chunks_exact(k).zip(data.chunks_exact_mut(rb)) {
+                        sotto_quant::quantize_row(t, wr, q);
+                    }
+                    let plain = Weight::Quant {
+                        t,
+                        data,
+                        n_out: n,
+                        n_in: k,
+                    };
+                    let tiled = Weight::QuantTiled(match plain.clone().for_decoding(n, k) {
+                        Ok(Weight::QuantTiled(q)) => q,
+                        Ok(_) if !cfg!(target_arch = "x86_64") => return,
+                        other => panic!("for_decoding gave {other:?}"),
+                    });
+                    let mut deq = vec![0.0; n * k];
+                    plain.read_f32(0, &mut deq);
+                    let mut deq_t = vec![f32::NAN; n * k];
+                    tiled.read_f32(0, &mut deq_t);
+                    assert!(deq == deq_t, "{t}: tiles read back other values");
+                    let b = rand_vec(n, 3);
+                    for bias in [None, Some(b.clone())] {
+                        let lp = Linear::new(plain.clone(), bias.clone(), n, k).unwrap();
+                        let lt = Linear::new(tiled.clone(), bias.clone(), n, k).unwrap();
+                        let (mut want, mut got) = (vec![f32::NAN; m * n], vec![f32::NAN; m * n]);
+                        be.linear(&x, m, &lp, &mut want).unwrap();
+                        be.linear(&x, m, &lt, &mut got).unwrap();
+                        let err = max_abs_diff(&got, &want);
+                        // Past SMALL_M plain rows take the f32 gemm while tiles still
+                        // quantize the activations (q8): allow for that rounding.
+                        let tol = if m <= SMALL_M { 1e-4 } else { 0.05 };
+                        assert!(err < tol, "{isa:?} {threads}t {t} {m}×{n}×{k}: {err}");
+                        let mut g = vec![f32::NAN; m * n];
+                        be.linear_gelu(&x, m, &lt, &mut g).unwrap();
+                        crate::kernels::gelu(Isa::Scalar, &mut got);
+                        let err = max_abs_diff(&g, &got);
+                        assert!(err < 1e-5, "{isa:?} {threads}t {t} gelu {m}×{n}×{k}: {err}");
+                    }
+                }
+            }
+        }
+        let q = Weight::Quant {
+            t: QuantType::Q8_0,
+            data: vec![0; 34],
+            n_out: 1,
+            n_in: 32,
+        };
+        let tiled = q.clone().for_decoding(1, 32).unwrap();
+        assert!(Linear::new(tiled.clone(), None, 1, 32).is_ok());
+        assert!(Linear::new(tiled, None, 2, 16).is_err());
+        if cfg!(target_arch = "x86_64") {
+            assert!(q.clone().for_decoding(2, 16).is_err());
+        }
     }
 
     #[test]

@@ -12,8 +12,9 @@
 //! The first step runs on the prompt's single sequence; the batch becomes `beam_size`
 //! sequences after it (CTranslate2's `expand_after_first_step` on the CPU).
 
-use crate::greedy::{log_softmax, normalised, start, DecodeTask, DecodingResult, Search};
+use crate::greedy::{normalised, start, DecodeTask, DecodingResult, Search};
 use crate::inference::Inference;
+use crate::math::log_softmax_shifted;
 use crate::{DecodeError, Result};
 
 /// Beam search at temperature 0.
@@ -93,8 +94,8 @@ impl Search for BeamSearch {
                 for f in task.filters {
                     f.apply(row, &beam.tokens);
                 }
-                log_softmax(row);
-                row.iter_mut().for_each(|v| *v += beam.score);
+                // The beam's score folded into the normalisation: one pass over the row.
+                log_softmax_shifted(row, beam.score);
             }
             let mut cands = top_k(&logits, 2 * k);
             if step > 0 && step == task.forced.len() {

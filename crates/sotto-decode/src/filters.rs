@@ -102,21 +102,13 @@ impl ApplyTimestampRules {
     fn timestamp_is_likelier(&self, logits: &[f32]) -> bool {
         let tb = (self.timestamp_begin as usize).min(logits.len());
         let (text, stamps) = logits.split_at(tb);
-        let max_text = text.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let max_text = crate::math::max(text);
         // Both sides share log_softmax's normalizer, so compare raw logits.
         logsumexp(stamps) > max_text
     }
 }
 
-/// log(sum(exp(x))), -inf for an empty or all -inf slice.
-pub(crate) fn logsumexp(x: &[f32]) -> f32 {
-    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    if max == f32::NEG_INFINITY {
-        return max;
-    }
-    let sum: f32 = x.iter().map(|v| (v - max).exp()).sum();
-    max + sum.ln()
-}
+pub(crate) use crate::math::logsumexp;
 
 impl LogitFilter for ApplyTimestampRules {
     fn apply(&self, logits: &mut [f32], generated: &[u32]) {

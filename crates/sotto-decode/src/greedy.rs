@@ -265,10 +265,7 @@ fn softmax_at(logits: &[f32], i: usize) -> f64 {
 }
 
 pub(crate) fn log_softmax(x: &mut [f32]) {
-    let lse = logsumexp(x);
-    if lse.is_finite() {
-        x.iter_mut().for_each(|v| *v -= lse);
-    }
+    crate::math::log_softmax_shifted(x, 0.0);
 }
 
 /// First index of the maximum (CTranslate2's and torch's argmax tie rule).

@@ -20,6 +20,7 @@ pub mod fallback;
 pub mod filters;
 pub mod greedy;
 pub mod inference;
+mod math;
 mod segments;
 pub mod tokenizer;
 pub mod transcribe;

@@ -88,6 +88,29 @@ impl Storage {
         })
     }
 
+    /// Drops this view's pages of a mapped file from the process's resident memory; touched
+    /// again, they are read back from the page cache. Model loaders call it once a tensor
+    /// is converted, so a load peaks at the converted weights, not those plus the whole
+    /// file. Best effort: owned buffers and failed advice are left as they are.
+    pub fn release(&self) {
+        #[cfg(unix)]
+        if let Buf::Mapped(map) = &self.buf {
+            if self.range.is_empty() {
+                return;
+            }
+            // SAFETY: the map is a read-only shared file mapping: MADV_DONTNEED only drops
+            // resident pages, and later reads refault the same file bytes, so every live
+            // `&[u8]` into it keeps seeing the same contents. The range lies in the map.
+            let _ = unsafe {
+                map.unchecked_advise_range(
+                    memmap2::UncheckedAdvice::DontNeed,
+                    self.range.start,
+                    self.range.len(),
+                )
+            };
+        }
+    }
+
     /// Whether the bytes live in a memory map (true for tensors of loaded files).
     pub fn is_mapped(&self) -> bool {
         matches!(self.buf, Buf::Mapped(_))

@@ -18,6 +18,10 @@ pub(crate) struct KvCache {
     batch: usize,
     /// Positions filled in every sequence.
     len: usize,
+    /// Positions `..shared` hold the same keys and values in every sequence: they were
+    /// filled while the batch was one sequence (the prompt, before it is broadcast to the
+    /// beams), and rows below `len` are never written again. Reorders skip them.
+    shared: usize,
     /// Rows saved while a reorder overwrites their slots.
     scratch: Vec<f32>,
 }
@@ -33,6 +37,7 @@ impl KvCache {
             capacity: 1,
             batch: 1,
             len: 0,
+            shared: 0,
             scratch: Vec::new(),
         }
     }
@@ -54,6 +59,7 @@ impl KvCache {
     pub fn clear(&mut self) {
         self.batch = 1;
         self.len = 0;
+        self.shared = 0;
     }
 
     /// Marks `n` more positions filled in every sequence.
@@ -82,10 +88,20 @@ impl KvCache {
 
     /// New sequence `i` becomes old sequence `src[i]`; only the filled rows are copied, and
     /// only for slots whose source differs. `src` entries must be below `batch()`.
+    ///
+    /// While the batch does not grow, rows `..shared` are the same in every slot, so only
+    /// the rows decoded since the prompt move: a few dozen instead of hundreds per step.
     pub fn reorder(&mut self, src: &[usize]) {
         debug_assert!(src.iter().all(|&s| s < self.batch));
+        if self.batch == 1 {
+            self.shared = self.len;
+        }
+        let grows = src.len() > self.batch;
         self.reserve(src.len());
-        let (stride, valid) = (self.stride(), self.len * self.d);
+        let (stride, d) = (self.stride(), self.d);
+        // Slots past the old batch hold stale rows: a growing batch copies everything.
+        let rows = if grows { 0 } else { self.shared * d }..self.len * d;
+        let n = rows.len();
         let moved = |i: usize| src.get(i).is_some_and(|&s| s != i);
         // Sources whose own slot is about to be overwritten are saved first.
         let saved: Vec<usize> = src
@@ -95,20 +111,23 @@ impl KvCache {
             .collect::<std::collections::BTreeSet<_>>()
             .into_iter()
             .collect();
-        self.scratch.resize(saved.len() * valid, 0.0);
+        self.scratch.resize(saved.len() * n, 0.0);
         for layer in self.k.iter_mut().chain(self.v.iter_mut()) {
             for (j, &s) in saved.iter().enumerate() {
-                self.scratch[j * valid..(j + 1) * valid]
-                    .copy_from_slice(&layer[s * stride..s * stride + valid]);
+                let at = s * stride + rows.start;
+                self.scratch[j * n..(j + 1) * n].copy_from_slice(&layer[at..at + n]);
             }
             for (i, &s) in src.iter().enumerate() {
                 if s == i {
                     continue;
                 }
+                let dst = i * stride + rows.start;
                 match saved.binary_search(&s) {
-                    Ok(j) => layer[i * stride..i * stride + valid]
-                        .copy_from_slice(&self.scratch[j * valid..(j + 1) * valid]),
-                    Err(_) => layer.copy_within(s * stride..s * stride + valid, i * stride),
+                    Ok(j) => layer[dst..dst + n].copy_from_slice(&self.scratch[j * n..(j + 1) * n]),
+                    Err(_) => {
+                        let from = s * stride + rows.start;
+                        layer.copy_within(from..from + n, dst)
+                    }
                 }
             }
         }
@@ -161,6 +180,40 @@ mod tests {
         c.reorder(&[2]);
         assert_eq!(c.batch(), 1);
         assert_eq!(first(&c, 1, 0, 1), (1001.0, -1001.0));
+    }
+
+    #[test]
+    fn reorder_after_broadcast_moves_only_rows_past_the_prompt() {
+        // A 2-position prompt in one sequence, broadcast to 3, then one row per sequence.
+        let mut c = filled(1, 2);
+        c.reorder(&[0; 3]);
+        let stride = c.stride();
+        for l in 0..2 {
+            for b in 0..3 {
+                let x = (100 * b + 2 + 1000 * l) as f32;
+                c.k[l][b * stride + 2 * 3..][..3].fill(x);
+                c.v[l][b * stride + 2 * 3..][..3].fill(-x);
+            }
+        }
+        c.advance(1);
+        c.reorder(&[2, 2, 0]);
+        let at = |b: usize, p: usize, l: usize| {
+            let x = (100 * b + p + 1000 * l) as f32;
+            (x, -x)
+        };
+        for l in 0..2 {
+            for (slot, from) in [(0, 2), (1, 2), (2, 0)] {
+                assert_eq!(first(&c, l, slot, 0), at(0, 0, l));
+                assert_eq!(first(&c, l, slot, 1), at(0, 1, l));
+                assert_eq!(first(&c, l, slot, 2), at(from, 2, l));
+            }
+        }
+        // Growing again copies whole sequences into the new slots.
+        c.reorder(&[1, 0, 2, 2]);
+        for l in 0..2 {
+            assert_eq!(first(&c, l, 3, 1), at(0, 1, l));
+            assert_eq!(first(&c, l, 3, 2), at(0, 2, l));
+        }
     }
 
     #[test]

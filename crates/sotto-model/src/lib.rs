@@ -88,16 +88,45 @@ pub struct Whisper {
     hparams: Hparams,
     pub(crate) encoder: Encoder,
     pub(crate) decoder: Decoder,
+    /// The encoder's precision as it runs on this CPU (F32 where bf16 is unsupported).
+    pub(crate) encoder_precision: EncoderPrecision,
+}
+
+/// The encoder's arithmetic on the CPU. The bf16 levels need AVX-512 BF16; elsewhere they
+/// run as [`EncoderPrecision::F32`] (see [`bf16_encoder_supported`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EncoderPrecision {
+    /// Every product in f32 (weights widened from f16): the reference path.
+    F32,
+    /// The encoder's linear layers and convs, and the cross-attention K/V projections, as
+    /// bf16 GEMMs with f32 accumulation (twice the FLOPs per instruction); in the
+    /// self-attention the scores QKᵀ and the softmax stay f32 and only P·V runs in bf16.
+    /// Transcripts stay within the WER of the f32 path on the shared clips (see the README).
+    #[default]
+    Bf16,
+    /// [`EncoderPrecision::Bf16`] with QKᵀ in bf16 too: faster again, but the rounded
+    /// scores move more transcripts (tiny.en beam 5: +1 WER point on the shared clips),
+    /// so it is opt-in.
+    Bf16Attention,
 }
 
 /// How a model's weights are prepared at load.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LoadOptions {
-    /// Run the encoder-only products (encoder blocks, convs, cross-attention K/V) as bf16
-    /// GEMMs with f32 accumulation on CPUs with AVX-512 BF16 (ignored elsewhere): about
-    /// twice the FLOPs per instruction, at bf16 rounding of weights and activations.
-    /// Default false.
-    pub encoder_bf16: bool,
+    /// Default [`EncoderPrecision::Bf16`].
+    pub encoder: EncoderPrecision,
+}
+
+/// Whether this CPU runs the bf16 encoder levels: AVX-512 BF16.
+pub fn bf16_encoder_supported() -> bool {
+    sotto_compute::bf16_gemm_supported()
+}
+
+impl LoadOptions {
+    /// Every weight and activation in f32 or the file's precision: the reference path.
+    pub const F32: LoadOptions = LoadOptions {
+        encoder: EncoderPrecision::F32,
+    };
 }
 
 impl Whisper {

@@ -1,10 +1,11 @@
 //! Building [`Whisper`] from a [`WhisperFile`]'s canonical (whisper.cpp-named) tensors.
 
 use half::f16;
+use rayon::prelude::*;
 use sotto_compute::{Linear, Norm, QuantType, Weight};
 use sotto_formats::{DType, Hparams, TensorData, WhisperFile};
 
-use crate::{Attention, Block, Decoder, Encoder, ModelError, Whisper};
+use crate::{Attention, Block, Decoder, Encoder, EncoderPrecision, ModelError, Whisper};
 
 const LN_EPS: f32 = 1e-5;
 
@@ -18,7 +19,7 @@ struct Loader<'a> {
     /// Whether encoder-only weights (encoder blocks, convs, cross-attention K/V) go to f32.
     widen: bool,
     /// Whether encoder-only weights are packed for the bf16 GEMM
-    /// ([`crate::LoadOptions::encoder_bf16`]).
+    /// ([`crate::LoadOptions::encoder`]).
     bf16: bool,
 }
 
@@ -77,6 +78,15 @@ impl<'a> Loader<'a> {
     /// weights only ever used in large matrix products); bf16 is widened to f32; ggml block
     /// types stay quantized.
     fn weight(&self, name: &str, shape: &[usize], widen: bool) -> Result<Weight, ModelError> {
+        let w = self.weight_copy(name, shape, widen);
+        // Converted (or failed): the file's copy need not stay resident.
+        if let Some(t) = self.f.tensors.get(name) {
+            t.data.release();
+        }
+        w
+    }
+
+    fn weight_copy(&self, name: &str, shape: &[usize], widen: bool) -> Result<Weight, ModelError> {
         let t = self.get(name, shape)?;
         let bytes = t.data.as_bytes();
         let (n_out, n_in) = (shape[0], shape[1..].iter().product::<usize>());
@@ -85,7 +95,18 @@ impl<'a> Loader<'a> {
             DType::F16 => 2,
             DType::BF16 => return Ok(Weight::F32(t.to_f32().map_err(|e| self.err(name, e))?)),
             other => match quant_type(other) {
-                Some(qt) => return self.quant(name, qt, bytes, n_out, n_in),
+                Some(qt) => {
+                    let w = self.quant(name, qt, bytes, n_out, n_in)?;
+                    // Encoder-only weights meet only many-row products, which have no
+                    // quantized kernel: dequantized once here, not on every window.
+                    return Ok(if widen {
+                        let mut f = vec![0.0f32; w.len()];
+                        w.read_f32(0, &mut f);
+                        Weight::F32(f)
+                    } else {
+                        w
+                    });
+                }
                 None => return Err(self.err(name, format!("unsupported type {other:?}"))),
             },
         };
@@ -271,34 +292,49 @@ fn check_hparams(f: &WhisperFile) -> Result<(), ModelError> {
 
 pub(crate) fn build(f: &WhisperFile, opts: crate::LoadOptions) -> Result<Whisper, ModelError> {
     check_hparams(f)?;
+    let precision = match opts.encoder {
+        _ if !crate::bf16_encoder_supported() => EncoderPrecision::F32,
+        p => p,
+    };
     let h: Hparams = f.hparams;
     let enc_params = h.n_audio_layer * 12 * h.n_audio_state * h.n_audio_state;
     let l = Loader {
         f,
         widen: enc_params <= WIDEN_MAX_PARAMS,
-        bf16: opts.encoder_bf16,
+        bf16: precision != EncoderPrecision::F32,
     };
     let (da, dt) = (h.n_audio_state, h.n_text_state);
-    let encoder = Encoder {
-        conv1: l.conv("encoder.conv1", da, h.n_mels)?,
-        conv2: l.conv("encoder.conv2", da, da)?,
-        pos: l.vector("encoder.positional_embedding", h.n_audio_ctx * da)?,
-        blocks: (0..h.n_audio_layer)
-            .map(|i| l.block(&format!("encoder.blocks.{i}"), da, None))
-            .collect::<Result<_, _>>()?,
-        ln_post: l.norm("encoder.ln_post", da)?,
+    // Converting and re-laying out the weights is most of a load: layers in parallel.
+    let blocks = |part: &str, n: usize, d: usize, cross: Option<usize>| {
+        (0..n)
+            .into_par_iter()
+            .map(|i| l.block(&format!("{part}.blocks.{i}"), d, cross))
+            .collect::<Result<Vec<_>, _>>()
     };
-    let decoder = Decoder {
-        token_embedding: l.linear("decoder.token_embedding", h.n_vocab, dt, false)?,
-        pos: l.vector("decoder.positional_embedding", h.n_text_ctx * dt)?,
-        blocks: (0..h.n_text_layer)
-            .map(|i| l.block(&format!("decoder.blocks.{i}"), dt, Some(da)))
-            .collect::<Result<_, _>>()?,
-        ln: l.norm("decoder.ln", dt)?,
-    };
+    let (encoder, decoder) = rayon::join(
+        || -> Result<Encoder, ModelError> {
+            Ok(Encoder {
+                conv1: l.conv("encoder.conv1", da, h.n_mels)?,
+                conv2: l.conv("encoder.conv2", da, da)?,
+                pos: l.vector("encoder.positional_embedding", h.n_audio_ctx * da)?,
+                blocks: blocks("encoder", h.n_audio_layer, da, None)?,
+                ln_post: l.norm("encoder.ln_post", da)?,
+            })
+        },
+        || -> Result<Decoder, ModelError> {
+            Ok(Decoder {
+                token_embedding: l.linear("decoder.token_embedding", h.n_vocab, dt, false)?,
+                pos: l.vector("decoder.positional_embedding", h.n_text_ctx * dt)?,
+                blocks: blocks("decoder", h.n_text_layer, dt, Some(da))?,
+                ln: l.norm("decoder.ln", dt)?,
+            })
+        },
+    );
+    let (encoder, decoder) = (encoder?, decoder?);
     Ok(Whisper {
         hparams: h,
         encoder,
         decoder,
+        encoder_precision: precision,
     })
 }

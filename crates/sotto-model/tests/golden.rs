@@ -43,7 +43,7 @@ fn golden() -> Golden {
 
 fn session(name: &str, threads: usize) -> Session {
     let file = sotto_formats::load(&sotto_testdata::model_dir(name)).unwrap();
-    let model = Arc::new(Whisper::from_file(&file).unwrap());
+    let model = Arc::new(Whisper::from_file_with(&file, sotto_model::LoadOptions::F32).unwrap());
     Session::new(model, threads).unwrap()
 }
 
@@ -161,15 +161,16 @@ fn tiny_en_greedy_matches_ctranslate2() {
     assert_eq!(got, want);
 }
 
-/// The bf16 encoder (`LoadOptions::encoder_bf16`, where the CPU has AVX-512 BF16): bf16
+/// The bf16 encoder (`EncoderPrecision::Bf16` and `Bf16Attention`, where the CPU has
+/// AVX-512 BF16): bf16
 /// rounding of weights and activations moves the encoder output by up to ~0.06 (tiny.en)
 /// and ~0.8 (base, on values up to ~±20) and the first logits by ~0.03–0.06; the bounds
 /// leave ~2x headroom, and the argmax must stay. Elsewhere the option changes nothing and
 /// the f32 tolerances apply.
-fn check_bf16(name: &str) {
+fn check_bf16(name: &str, encoder: sotto_model::EncoderPrecision) {
     let g = golden();
     let file = sotto_formats::load(&sotto_testdata::model_dir(name)).unwrap();
-    let opts = sotto_model::LoadOptions { encoder_bf16: true };
+    let opts = sotto_model::LoadOptions { encoder };
     let model = Arc::new(Whisper::from_file_with(&file, opts).unwrap());
     let mut s = Session::new(model, 2).unwrap();
     s.encode(&g.mel).unwrap();
@@ -185,17 +186,19 @@ fn check_bf16(name: &str) {
     } else {
         LOGIT_TOL
     };
-    eprintln!("{name} bf16 encoder: logits max|diff| {diff:.2e} (bound {bound})");
+    eprintln!("{name} {encoder:?} encoder: logits max|diff| {diff:.2e} (bound {bound})");
     assert!(diff < bound, "{name}: bf16 logits max |diff| {diff}");
     assert_eq!(top_k(&logits, 1), top_k(&want, 1), "{name}: argmax");
 }
 
 #[test]
 fn tiny_en_bf16_encoder_stays_close() {
-    check_bf16("tiny.en");
+    check_bf16("tiny.en", sotto_model::EncoderPrecision::Bf16);
+    check_bf16("tiny.en", sotto_model::EncoderPrecision::Bf16Attention);
 }
 
 #[test]
 fn base_bf16_encoder_stays_close() {
-    check_bf16("base");
+    check_bf16("base", sotto_model::EncoderPrecision::Bf16);
+    check_bf16("base", sotto_model::EncoderPrecision::Bf16Attention);
 }

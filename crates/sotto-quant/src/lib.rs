@@ -20,6 +20,9 @@
 //! with [`quantize_activations`] (into [`QuantType::activation_type`] blocks, as ggml's
 //! `vec_dot_type`) and then calls [`vec_dot`] per weight row.
 //!
+//! For the decoder's few-row products, [`QuantTiles`] regroups the rows 16 at a time and
+//! [`tiled_matmul`] computes all input rows ([`QuantActs`]) in one pass over them.
+//!
 //! Lengths are a contract, not input: every function panics when a length is not a whole
 //! number of blocks or a buffer does not have exactly the size the type implies. The
 //! checks run once per call (never per block), so they stay on in release builds, where
@@ -28,12 +31,18 @@
 #[cfg(target_arch = "aarch64")]
 mod neon;
 mod reference;
+mod tiled;
+#[cfg(target_arch = "x86_64")]
+mod tiled_x86;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 #[cfg(target_arch = "x86_64")]
 mod x86_512;
 
 pub use sotto_isa::Isa;
+pub use tiled::{
+    tiled_matmul, tiled_matmul_ref, tiled_matmul_variant, QuantActs, QuantTiles, GROUP_ROWS,
+};
 
 /// A ggml block-quantized type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -36,7 +36,7 @@ pub use sotto_formats as formats;
 pub use sotto_hub as hub;
 pub use sotto_isa::isa;
 pub use sotto_model as model;
-pub use sotto_model::LoadOptions;
+pub use sotto_model::{bf16_encoder_supported, EncoderPrecision, LoadOptions};
 
 /// Everything that can go wrong, by layer. Each message names the input and the problem.
 #[derive(Debug, thiserror::Error)]
@@ -97,25 +97,32 @@ impl Model {
             d => d,
         };
         let mut file = sotto_formats::load(path)?;
-        let weights = match device {
-            Device::Cuda => cuda_weights(&file)?,
-            _ => Weights::Cpu(Arc::new(
-                sotto_model::Whisper::from_file_with(&file, opts).map_err(|source| {
-                    Error::Model {
+        let vocab = std::mem::take(&mut file.vocab);
+        let merges = file.config.bpe_merges.take();
+        let n_vocab = file.hparams.n_vocab;
+        // The tokenizer's merge table (~40 ms) is built beside the weights.
+        let (weights, tokenizer) = std::thread::scope(|s| {
+            let tokenizer = s.spawn(move || match merges {
+                // faster-whisper encodes prompts with the folder's tokenizer.json merges,
+                // which differ from tiktoken's for the multilingual models.
+                Some(merges) => Tokenizer::with_merges(vocab, n_vocab, &merges),
+                None => Tokenizer::new(vocab, n_vocab),
+            });
+            let weights = match device {
+                Device::Cuda => cuda_weights(&file),
+                _ => sotto_model::Whisper::from_file_with(&file, opts)
+                    .map(|w| Weights::Cpu(Arc::new(w)))
+                    .map_err(|source| Error::Model {
                         path: path.to_path_buf(),
                         source,
-                    }
-                })?,
-            )),
-        };
-        let vocab = std::mem::take(&mut file.vocab);
-        // faster-whisper encodes prompts with the folder's tokenizer.json merges, which
-        // differ from tiktoken's for the multilingual models; use them when present.
-        let tokenizer = match file.config.bpe_merges.take() {
-            Some(merges) => Tokenizer::with_merges(vocab, file.hparams.n_vocab, &merges),
-            None => Tokenizer::new(vocab, file.hparams.n_vocab),
-        }
-        .map_err(|e| Error::Invalid(format!("{}: vocabulary: {e}", path.display())))?;
+                    }),
+            };
+            let tokenizer = tokenizer.join().expect("tokenizer thread does not panic");
+            (weights, tokenizer)
+        });
+        let weights = weights?;
+        let tokenizer = tokenizer
+            .map_err(|e| Error::Invalid(format!("{}: vocabulary: {e}", path.display())))?;
         Ok(Model {
             inner: Arc::new(ModelInner {
                 path: path.to_path_buf(),

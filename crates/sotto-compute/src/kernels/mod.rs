@@ -12,7 +12,11 @@ mod neon;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 #[cfg(target_arch = "x86_64")]
+pub(crate) mod x86_attn_f32;
+#[cfg(target_arch = "x86_64")]
 pub(crate) mod x86_bf16;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86_bf16_attn;
 #[cfg(target_arch = "x86_64")]
 mod x86_decode;
 

@@ -1,0 +1,838 @@
+//! Encoder self-attention (no mask) with bf16 operands on CPUs with AVX-512 BF16, flash
+//! style: keys in tiles of 256 with an online softmax, so no [tq, tk] score matrix
+//! is ever held.
+//!
+//! Arithmetic, per head (what [`attention_bf16_reference`] models element by element):
+//! - Q and K are rounded to bf16 (nearest even) unscaled; a score s = q·k accumulates in f32,
+//!   k pairs high element first (as `vdpbf16ps`). The 1/sqrt(d_head) scale is applied in
+//!   f32 inside the exponent, so it costs no extra rounding of Q.
+//! - Per key tile: m' = max(m, max_j s_j); p_j = bf16(2^(s_j·c − m'·c)) with
+//!   c = log2(e)/sqrt(d_head) and a cubic 2^x (relative error < 7.6e-5, far below bf16's
+//!   2^-8); the running denominator l = l·2^((m − m')·c) + Σ p_j sums the *rounded* p, so
+//!   the weights that multiply V sum to one.
+//! - O = O·2^((m − m')·c) + P·V with V rounded to bf16, accumulated in f32 (k pairs along
+//!   the keys), and O/l at the end.
+//!
+//! K and V are rounded and packed once per call into the panels the `vdpbf16ps` tile
+//! streams: K per head in panels of 32 keys × d_head pairs, V per head in panels of
+//! 32 columns × key pairs.
+//!
+//! [`CpuBackend::attention_mixed`] keeps Q·Kᵀ in f32 (unrounded Q and K, products added
+//! in order of d_head by fused multiply-adds, K packed in f32 panels of 32 keys) and
+//! shares the rest: the softmax as above and the bf16 P·V.
+
+use crate::bf16::{bf16_to_f32, f32_to_bf16};
+use crate::{shape_err, CpuBackend, Mask, Result};
+
+/// Query rows per parallel task (a multiple of the tile's 8 rows).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+const Q_BLOCK: usize = 64;
+/// Keys per tile of the online softmax (a multiple of the 32-key panels).
+const K_TILE: usize = 256;
+
+/// Coefficients of the cubic for 2^f, f ∈ [−0.5, 0.5] (relative error < 7.6e-5).
+pub(crate) const EXP2_C: [f32; 4] = [0.999_928_2, 0.693_261, 0.242_609_35, 0.055_170_838];
+/// Exponents are clamped here: 2^−127 is subnormal and rounds to a bf16 zero.
+pub(crate) const EXP2_FLOOR: f32 = -127.0;
+
+/// 2^t (for t ≤ 0) the way the SIMD kernel computes it: clamp to [`EXP2_FLOOR`], split
+/// t = n + f with n the nearest integer (ties to even), a cubic in f (fused multiply-adds),
+/// times 2^n.
+pub(crate) fn exp2_model(t: f32) -> f32 {
+    let t = t.max(EXP2_FLOOR);
+    let n = t.round_ties_even();
+    let f = t - n;
+    let p = EXP2_C[3]
+        .mul_add(f, EXP2_C[2])
+        .mul_add(f, EXP2_C[1])
+        .mul_add(f, EXP2_C[0]);
+    libm::ldexpf(p, n as i32)
+}
+
+/// The shape checks of [`CpuBackend::attention`] for one sequence; returns d.
+fn check_shapes(
+    q: &[f32],
+    tq: usize,
+    k: &[f32],
+    v: &[f32],
+    tk: usize,
+    n_head: usize,
+    out: &[f32],
+) -> Result<usize> {
+    let d = q.len().checked_div(tq).unwrap_or(0);
+    if tq == 0 || n_head == 0 || d == 0 || !d.is_multiple_of(n_head) || q.len() != tq * d {
+        return Err(shape_err(
+            "attention",
+            format!(
+                "q has {} elements for 1×{tq} rows and {n_head} heads",
+                q.len()
+            ),
+        ));
+    }
+    if tk == 0 || k.len() != tk * d || v.len() != tk * d || out.len() != tq * d {
+        return Err(shape_err(
+            "attention",
+            format!(
+                "k {}, v {}, out {} elements for batch 1, stride 0, tk {tk}, tq {tq}, d {d}",
+                k.len(),
+                v.len(),
+                out.len()
+            ),
+        ));
+    }
+    Ok(d)
+}
+
+impl CpuBackend {
+    /// `out = softmax(Q_h K_hᵀ / sqrt(d_head)) V_h` per head h, heads concatenated, with
+    /// bf16 operands and f32 accumulation and softmax (see the module docs for the exact
+    /// arithmetic); every query sees every key. Same shapes and shape errors as
+    /// [`CpuBackend::attention`].
+    ///
+    /// On a backend whose kernel path is not AVX-512 on a CPU with AVX-512 BF16 (see
+    /// [`crate::bf16_gemm_supported`]), this runs the f32 [`CpuBackend::attention`].
+    ///
+    /// `q` Shape: [tq, d]; `k`, `v` Shape: [tk, d]; `out` Shape: [tq, d]; d = n_head · d_head.
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention_bf16(
+        &self,
+        q: &[f32],
+        tq: usize,
+        k: &[f32],
+        v: &[f32],
+        tk: usize,
+        n_head: usize,
+        out: &mut [f32],
+    ) -> Result<()> {
+        if !crate::bf16::simd(self.isa()) {
+            return self.attention(q, tq, k, v, tk, n_head, Mask::None, out);
+        }
+        let d = check_shapes(q, tq, k, v, tk, n_head, out)?;
+        #[cfg(target_arch = "x86_64")]
+        self.install(|| x86::attention(q, tq, k, v, tk, d, n_head, false, out));
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = d;
+        Ok(())
+    }
+}
+
+impl CpuBackend {
+    /// [`CpuBackend::attention_bf16`] with f32 scores: Q·Kᵀ on the unrounded inputs in f32
+    /// (see the module docs), then the same softmax and bf16 P·V; every query sees every
+    /// key. Same shapes, shape errors and fallback as [`CpuBackend::attention_bf16`].
+    ///
+    /// `q` Shape: [tq, d]; `k`, `v` Shape: [tk, d]; `out` Shape: [tq, d]; d = n_head · d_head.
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention_mixed(
+        &self,
+        q: &[f32],
+        tq: usize,
+        k: &[f32],
+        v: &[f32],
+        tk: usize,
+        n_head: usize,
+        out: &mut [f32],
+    ) -> Result<()> {
+        if !crate::bf16::simd(self.isa()) {
+            return self.attention(q, tq, k, v, tk, n_head, Mask::None, out);
+        }
+        let d = check_shapes(q, tq, k, v, tk, n_head, out)?;
+        #[cfg(target_arch = "x86_64")]
+        self.install(|| x86::attention(q, tq, k, v, tk, d, n_head, true, out));
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = d;
+        Ok(())
+    }
+}
+
+/// Scalar model of [`CpuBackend::attention_bf16`]'s arithmetic (same roundings, key tiles,
+/// exponential and accumulation order; only the order of the softmax denominator's sum
+/// and the hardware's pair sums differ), used to test it.
+///
+/// `q` Shape: [tq, d]; `k`, `v` Shape: [tk, d]; `out` Shape: [tq, d]; d = n_head · d_head.
+pub fn attention_bf16_reference(
+    q: &[f32],
+    tq: usize,
+    k: &[f32],
+    v: &[f32],
+    tk: usize,
+    n_head: usize,
+    out: &mut [f32],
+) -> Result<()> {
+    reference(q, tq, k, v, tk, n_head, false, out)
+}
+
+/// Scalar model of [`CpuBackend::attention_mixed`]'s arithmetic, as
+/// [`attention_bf16_reference`] is of `attention_bf16`'s; the scores are f32 sums in order
+/// of d_head, as the SIMD tile adds them.
+///
+/// `q` Shape: [tq, d]; `k`, `v` Shape: [tk, d]; `out` Shape: [tq, d]; d = n_head · d_head.
+pub fn attention_mixed_reference(
+    q: &[f32],
+    tq: usize,
+    k: &[f32],
+    v: &[f32],
+    tk: usize,
+    n_head: usize,
+    out: &mut [f32],
+) -> Result<()> {
+    reference(q, tq, k, v, tk, n_head, true, out)
+}
+
+/// The two references: `f32_scores` keeps Q and K unrounded with sequential f32 dots.
+#[allow(clippy::too_many_arguments)]
+fn reference(
+    q: &[f32],
+    tq: usize,
+    k: &[f32],
+    v: &[f32],
+    tk: usize,
+    n_head: usize,
+    f32_scores: bool,
+    out: &mut [f32],
+) -> Result<()> {
+    let d = check_shapes(q, tq, k, v, tk, n_head, out)?;
+    let dh = d / n_head;
+    let c = std::f32::consts::LOG2_E / (dh as f32).sqrt();
+    let round = |x: &f32| bf16_to_f32(f32_to_bf16(*x));
+    let qk_round = |x: &f32| if f32_scores { *x } else { round(x) };
+    let (qb, kb, vb): (Vec<f32>, Vec<f32>, Vec<f32>) = (
+        q.iter().map(qk_round).collect(),
+        k.iter().map(qk_round).collect(),
+        v.iter().map(round).collect(),
+    );
+    let mut s = vec![0.0f32; K_TILE];
+    for h in 0..n_head {
+        let c0 = h * dh;
+        for i in 0..tq {
+            let qi = &qb[i * d + c0..][..dh];
+            let o = &mut out[i * d + c0..][..dh];
+            o.fill(0.0);
+            let (mut m, mut l) = (f32::NEG_INFINITY, 0.0f32);
+            for j0 in (0..tk).step_by(K_TILE) {
+                let nk = K_TILE.min(tk - j0);
+                let s = &mut s[..nk];
+                for (j, sj) in s.iter_mut().enumerate() {
+                    let kj = &kb[(j0 + j) * d + c0..][..dh];
+                    *sj = if f32_scores {
+                        qi.iter()
+                            .zip(kj)
+                            .fold(0.0, |acc, (a, b)| a.mul_add(*b, acc))
+                    } else {
+                        pair_dot(dh, |e| qi[e], |e| kj[e])
+                    };
+                }
+                let m_new = s.iter().copied().fold(m, f32::max);
+                let mc = m_new * c;
+                for sj in s.iter_mut() {
+                    *sj = round(&exp2_model(sj.mul_add(c, -mc)));
+                }
+                let corr = ((m - m_new) * c).exp2();
+                l = l * corr + s.iter().sum::<f32>();
+                m = m_new;
+                for (col, oc) in o.iter_mut().enumerate() {
+                    let vv = |j: usize| vb[(j0 + j) * d + c0 + col];
+                    let init = *oc * corr;
+                    *oc = pair_dot_from(init, nk, |j| s[j], vv);
+                }
+            }
+            let inv = 1.0 / l;
+            o.iter_mut().for_each(|x| *x *= inv);
+        }
+    }
+    Ok(())
+}
+
+/// `Σ_e a(e)·b(e)` over e < n in f32 as `vdpbf16ps` adds it: pair (2p, 2p + 1) in order,
+/// the high element's product first, a missing last element zero.
+fn pair_dot(n: usize, a: impl Fn(usize) -> f32, b: impl Fn(usize) -> f32) -> f32 {
+    pair_dot_from(0.0, n, a, b)
+}
+
+/// [`pair_dot`] added onto `init`.
+fn pair_dot_from(init: f32, n: usize, a: impl Fn(usize) -> f32, b: impl Fn(usize) -> f32) -> f32 {
+    let mut acc = init;
+    for p in 0..n.div_ceil(2) {
+        if 2 * p + 1 < n {
+            acc += a(2 * p + 1) * b(2 * p + 1);
+        }
+        acc += a(2 * p) * b(2 * p);
+    }
+    acc
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use rayon::prelude::*;
+
+    use super::{K_TILE, Q_BLOCK};
+    use crate::bf16::{MR, NR};
+    use crate::kernels::{self, x86_attn_f32, x86_bf16, x86_bf16_attn};
+    use crate::{Isa, OutPtr};
+
+    // The f32 score tile fills whole row tiles of a query block and whole key panels.
+    const _: () = assert!(
+        Q_BLOCK.is_multiple_of(x86_attn_f32::MR)
+            && x86_attn_f32::NR == NR
+            && K_TILE.is_multiple_of(NR)
+    );
+
+    /// K and V of every head rounded to bf16 and packed for the tile kernel (K in f32
+    /// for f32 scores).
+    struct Panels {
+        /// Per head: `k_panels` panels of Shape: [kp, NR] (pairs along d_head × keys);
+        /// empty for f32 scores.
+        k: Vec<u32>,
+        /// Per head: `k_panels` panels of Shape: [dh, NR] (f32, keys past tk zero); empty
+        /// for bf16 scores.
+        kf: Vec<f32>,
+        /// Per head: `v_panels` panels of Shape: [tkp, NR] (pairs along keys × columns).
+        v: Vec<u32>,
+        dh: usize,
+        /// d_head pairs.
+        kp: usize,
+        /// Key pairs.
+        tkp: usize,
+        k_panels: usize,
+        v_panels: usize,
+    }
+
+    impl Panels {
+        /// Packs `k`, `v` (Shape: [tk, d]) for `n_head` heads of `dh`, in parallel; K in
+        /// f32 for `f32_scores`.
+        fn new(k: &[f32], v: &[f32], tk: usize, d: usize, n_head: usize, f32_scores: bool) -> Self {
+            let dh = d / n_head;
+            let (kp, tkp) = (dh.div_ceil(2), tk.div_ceil(2));
+            let (k_panels, v_panels) = (tk.div_ceil(NR), dh.div_ceil(NR));
+            let v_len = v_panels * tkp * NR;
+            let (mut pk, mut kf) = (Vec::new(), Vec::new());
+            if f32_scores {
+                let k_len = k_panels * dh * NR;
+                kf = vec![0.0f32; n_head * k_len];
+                kf.par_chunks_mut(k_len).enumerate().for_each(|(h, kf)| {
+                    for (jp, panel) in kf.chunks_exact_mut(dh * NR).enumerate() {
+                        let rows = NR.min(tk - jp * NR);
+                        let src = &k[jp * NR * d + h * dh..][..(rows - 1) * d + dh];
+                        // SAFETY: AVX-512 F runs (checked by the caller); `src` holds rows
+                        // ≤ NR keys of dh values d apart, the panel dh·NR values.
+                        unsafe {
+                            x86_attn_f32::pack_k_panel(
+                                src.as_ptr(),
+                                d,
+                                rows,
+                                dh,
+                                panel.as_mut_ptr(),
+                            )
+                        };
+                    }
+                });
+            } else {
+                let k_len = k_panels * kp * NR;
+                pk = vec![0u32; n_head * k_len];
+                pk.par_chunks_mut(k_len).enumerate().for_each(|(h, pk)| {
+                    let c0 = h * dh;
+                    let mut row = vec![0u32; kp];
+                    for j in 0..tk {
+                        // SAFETY: `attention_bf16` checked the CPU has AVX-512 F and BF16.
+                        unsafe { x86_bf16::to_pairs(&k[j * d + c0..][..dh], &mut row) };
+                        let panel = &mut pk[(j / NR) * kp * NR..][..kp * NR];
+                        for (p, &x) in row.iter().enumerate() {
+                            panel[p * NR + j % NR] = x;
+                        }
+                    }
+                });
+            }
+            let mut pv = vec![0u32; n_head * v_len];
+            pv.par_chunks_mut(v_len).enumerate().for_each(|(h, pv)| {
+                let c0 = h * dh;
+                for (cp, panel) in pv.chunks_exact_mut(tkp * NR).enumerate() {
+                    let cols = NR.min(dh - cp * NR);
+                    // SAFETY: AVX-512 F/BW/BF16 as above; rows < tk of v from column
+                    // c0 + cp·NR hold `cols` values each (that ends by d), and the
+                    // panel has tkp·NR pairs.
+                    unsafe {
+                        x86_bf16_attn::pack_v_panel(
+                            v.as_ptr().add(c0 + cp * NR),
+                            d,
+                            tk,
+                            cols,
+                            panel.as_mut_ptr(),
+                        )
+                    };
+                }
+            });
+            Self {
+                k: pk,
+                kf,
+                v: pv,
+                dh,
+                kp,
+                tkp,
+                k_panels,
+                v_panels,
+            }
+        }
+
+        /// f32 key panel `jp` of head `h`. Shape: [dh, NR].
+        fn kf_panel(&self, h: usize, jp: usize) -> &[f32] {
+            &self.kf[(h * self.k_panels + jp) * self.dh * NR..][..self.dh * NR]
+        }
+
+        /// Key panel `jp` of head `h`. Shape: [kp, NR].
+        fn k_panel(&self, h: usize, jp: usize) -> &[u32] {
+            &self.k[(h * self.k_panels + jp) * self.kp * NR..][..self.kp * NR]
+        }
+
+        /// Column panel `cp` of head `h`. Shape: [tkp, NR].
+        fn v_panel(&self, h: usize, cp: usize) -> &[u32] {
+            &self.v[(h * self.v_panels + cp) * self.tkp * NR..][..self.tkp * NR]
+        }
+    }
+
+    /// Per-thread buffers, reused across tasks.
+    struct Scratch {
+        /// Query block as bf16 pairs. Shape: [Q_BLOCK, kp].
+        qa: Vec<u32>,
+        /// Query block in f32 for f32 scores, rows past the block zero (else empty).
+        /// Shape: [Q_BLOCK, dh].
+        qf: Vec<f32>,
+        /// Score tile. Shape: [Q_BLOCK, K_TILE].
+        s: Vec<f32>,
+        /// Probability tile as bf16 pairs. Shape: [Q_BLOCK, K_TILE / 2].
+        pa: Vec<u32>,
+        /// Running row max and softmax denominator. Shape: [Q_BLOCK].
+        m: Vec<f32>,
+        l: Vec<f32>,
+    }
+
+    /// The SIMD path of [`crate::CpuBackend::attention_bf16`] (or, with `f32_scores`, of
+    /// `attention_mixed`), inside the backend's pool; the caller checked the shapes and
+    /// that AVX-512 BF16 runs.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn attention(
+        q: &[f32],
+        tq: usize,
+        k: &[f32],
+        v: &[f32],
+        tk: usize,
+        d: usize,
+        n_head: usize,
+        f32_scores: bool,
+        out: &mut [f32],
+    ) {
+        let panels = Panels::new(k, v, tk, d, n_head, f32_scores);
+        let qf_len = if f32_scores { Q_BLOCK * panels.dh } else { 0 };
+        let n_blocks = tq.div_ceil(Q_BLOCK);
+        let dst = OutPtr(out.as_mut_ptr());
+        let kp = panels.kp;
+        (0..n_head * n_blocks).into_par_iter().for_each_init(
+            || Scratch {
+                qa: vec![0; Q_BLOCK * kp],
+                qf: vec![0.0; qf_len],
+                s: vec![0.0; Q_BLOCK * K_TILE],
+                pa: vec![0; Q_BLOCK * K_TILE / 2],
+                m: vec![0.0; Q_BLOCK],
+                l: vec![0.0; Q_BLOCK],
+            },
+            |sc, t| {
+                let (h, b) = (t / n_blocks, t % n_blocks);
+                let i0 = b * Q_BLOCK;
+                let i1 = (i0 + Q_BLOCK).min(tq);
+                block(q, d, &panels, h, i0, i1, tk, dst, sc);
+            },
+        );
+    }
+
+    /// Head `h`, query rows `i0..i1`: writes `out` rows i0..i1, columns h·dh..(h + 1)·dh,
+    /// which no other task touches.
+    #[allow(clippy::too_many_arguments)]
+    fn block(
+        q: &[f32],
+        d: usize,
+        pn: &Panels,
+        h: usize,
+        i0: usize,
+        i1: usize,
+        tk: usize,
+        out: OutPtr,
+        sc: &mut Scratch,
+    ) {
+        let (bq, kp, dh) = (i1 - i0, pn.kp, pn.dh);
+        let c0 = h * dh;
+        let c = std::f32::consts::LOG2_E / (dh as f32).sqrt();
+        let f32_scores = !pn.kf.is_empty();
+        if f32_scores {
+            for r in 0..bq.div_ceil(x86_attn_f32::MR) * x86_attn_f32::MR {
+                let dst = &mut sc.qf[r * dh..][..dh];
+                match q.get((i0 + r) * d + c0..).filter(|_| r < bq) {
+                    Some(src) => dst.copy_from_slice(&src[..dh]),
+                    None => dst.fill(0.0),
+                }
+            }
+        } else {
+            for r in 0..bq {
+                // SAFETY: `attention` runs only where AVX-512 F and BF16 are available.
+                unsafe {
+                    x86_bf16::to_pairs(&q[(i0 + r) * d + c0..][..dh], &mut sc.qa[r * kp..][..kp])
+                };
+            }
+        }
+        sc.m[..bq].fill(f32::NEG_INFINITY);
+        sc.l[..bq].fill(0.0);
+        let lp = K_TILE / 2;
+        for j0 in (0..tk).step_by(K_TILE) {
+            let nk = K_TILE.min(tk - j0);
+            if f32_scores {
+                f32_scores_tile(sc, pn, h, j0, nk, bq);
+            }
+            // S = Q·Kᵀ for this key tile, one 32-key panel at a time.
+            for jp in (0..nk.div_ceil(NR)).filter(|_| !f32_scores) {
+                let panel = pn.k_panel(h, j0 / NR + jp);
+                let cols = NR.min(nk - jp * NR);
+                for ic in (0..bq).step_by(MR) {
+                    // SAFETY: AVX-512 BF16 runs; qa holds Q_BLOCK ≥ ic + MR rows of kp
+                    // pairs, the panel kp·NR pairs; rows ic..ic + MR.min(bq − ic) and
+                    // columns jp·NR..+cols of the [Q_BLOCK, K_TILE] score tile exist.
+                    unsafe {
+                        x86_bf16::tile(
+                            kp,
+                            sc.qa[ic * kp..].as_ptr(),
+                            kp,
+                            panel.as_ptr(),
+                            sc.s[ic * K_TILE + jp * NR..].as_mut_ptr(),
+                            K_TILE,
+                            MR.min(bq - ic),
+                            cols,
+                            false,
+                            None,
+                        )
+                    };
+                }
+            }
+            // Online softmax: P as bf16 pairs, O rows rescaled to the new max.
+            let kc = nk.div_ceil(2);
+            for r in 0..bq {
+                let row = &sc.s[r * K_TILE..][..nk];
+                let m_new = kernels::max(Isa::Avx512, row).max(sc.m[r]);
+                let p = &mut sc.pa[r * lp..][..kc];
+                // SAFETY: AVX-512 F and BF16 run; p has nk.div_ceil(2) pairs.
+                let sum = unsafe { x86_bf16_attn::exp2_pairs(row, c, m_new * c, p) };
+                let corr = ((sc.m[r] - m_new) * c).exp2();
+                sc.l[r] = sc.l[r] * corr + sum;
+                sc.m[r] = m_new;
+                if j0 > 0 && corr != 1.0 {
+                    // SAFETY: row i0 + r, columns c0..c0 + dh of `out` belong to this task.
+                    let o =
+                        unsafe { std::slice::from_raw_parts_mut(out.at((i0 + r) * d + c0), dh) };
+                    kernels::scale(Isa::Avx512, o, corr);
+                }
+            }
+            // O += P·V, one 32-column panel at a time.
+            for cp in 0..pn.v_panels {
+                let panel = &pn.v_panel(h, cp)[(j0 / 2) * NR..][..kc * NR];
+                let cols = NR.min(dh - cp * NR);
+                for ic in (0..bq).step_by(MR) {
+                    // SAFETY: AVX-512 BF16 runs; pa holds Q_BLOCK ≥ ic + MR rows of lp ≥ kc
+                    // pairs, the panel slice kc·NR pairs; rows i0 + ic..+MR.min(bq − ic),
+                    // columns c0 + cp·NR..+cols of `out` ([tq, d]) belong to this task.
+                    unsafe {
+                        x86_bf16::tile(
+                            kc,
+                            sc.pa[ic * lp..].as_ptr(),
+                            lp,
+                            panel.as_ptr(),
+                            out.at((i0 + ic) * d + c0 + cp * NR),
+                            d,
+                            MR.min(bq - ic),
+                            cols,
+                            j0 > 0,
+                            None,
+                        )
+                    };
+                }
+            }
+        }
+        for r in 0..bq {
+            // SAFETY: row i0 + r, columns c0..c0 + dh of `out` belong to this task.
+            let o = unsafe { std::slice::from_raw_parts_mut(out.at((i0 + r) * d + c0), dh) };
+            kernels::scale(Isa::Avx512, o, 1.0 / sc.l[r]);
+        }
+    }
+
+    /// S = Q·Kᵀ in f32 for keys `j0..j0 + nk` into the score tile, from `sc.qf` and the f32
+    /// key panels of head `h`.
+    fn f32_scores_tile(sc: &mut Scratch, pn: &Panels, h: usize, j0: usize, nk: usize, bq: usize) {
+        let dh = pn.dh;
+        for jp in 0..nk.div_ceil(NR) {
+            let panel = pn.kf_panel(h, j0 / NR + jp);
+            for ic in (0..bq).step_by(x86_attn_f32::MR) {
+                // SAFETY: AVX-512 F runs; sc.qf holds Q_BLOCK ≥ ic + MR rows of dh (Q_BLOCK
+                // is a multiple of MR), the panel dh·NR values, and the [Q_BLOCK, K_TILE]
+                // score tile rows ic..ic + MR, columns jp·NR..(jp + 1)·NR ≤ K_TILE.
+                unsafe {
+                    x86_attn_f32::scores(
+                        dh,
+                        sc.qf[ic * dh..].as_ptr(),
+                        panel.as_ptr(),
+                        sc.s[ic * K_TILE + jp * NR..].as_mut_ptr(),
+                        K_TILE,
+                    )
+                };
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{max_abs_diff, rand_vec};
+    use crate::Isa;
+
+    /// bf16's unit roundoff (8 significant bits).
+    const U: f64 = 1.0 / 256.0;
+
+    /// Exact attention in f64 on the unrounded inputs.
+    fn naive(q: &[f32], tq: usize, k: &[f32], v: &[f32], tk: usize, nh: usize) -> Vec<f32> {
+        let d = q.len() / tq;
+        let dh = d / nh;
+        let mut out = vec![0.0f32; tq * d];
+        for h in 0..nh {
+            for i in 0..tq {
+                let s: Vec<f64> = (0..tk)
+                    .map(|j| {
+                        (0..dh)
+                            .map(|c| q[i * d + h * dh + c] as f64 * k[j * d + h * dh + c] as f64)
+                            .sum::<f64>()
+                            / (dh as f64).sqrt()
+                    })
+                    .collect();
+                let m = s.iter().copied().fold(f64::MIN, f64::max);
+                let e: Vec<f64> = s.iter().map(|x| (x - m).exp()).collect();
+                let z: f64 = e.iter().sum();
+                for c in 0..dh {
+                    let o: f64 = (0..tk).map(|j| e[j] * v[j * d + h * dh + c] as f64).sum();
+                    out[i * d + h * dh + c] = (o / z) as f32;
+                }
+            }
+        }
+        out
+    }
+
+    /// The worst-case error of the bf16 arithmetic against exact attention: every
+    /// log-weight moves by at most E = A·(2u + u² + dh·2⁻²³) (Q, K rounding and the f32
+    /// dot, A = max_ij Σ_c |q_ic·k_jc| / sqrt(dh)) + 7.6e-5 (the cubic) + u(1 + u) (P
+    /// rounding) + |s|·c·2⁻²² (the exponent's argument), so Σ_j |w̃_j − w_j| ≤ e^{2E} − 1;
+    /// V rounding adds u·max|v|, the f32 sums tk·2⁻²³·max|v|.
+    fn bound(q: &[f32], tq: usize, k: &[f32], v: &[f32], tk: usize, nh: usize) -> f64 {
+        let d = q.len() / tq;
+        let dh = d / nh;
+        let scale = 1.0 / (dh as f64).sqrt();
+        let mut a = 0.0f64;
+        for h in 0..nh {
+            for i in 0..tq {
+                for j in 0..tk {
+                    let s: f64 = (0..dh)
+                        .map(|c| {
+                            (q[i * d + h * dh + c] as f64 * k[j * d + h * dh + c] as f64).abs()
+                        })
+                        .sum();
+                    a = a.max(s * scale);
+                }
+            }
+        }
+        let vmax = v.iter().fold(0.0f64, |m, x| m.max(x.abs() as f64));
+        let f32_eps = 2f64.powi(-23);
+        let e = a * (2.0 * U + U * U + dh as f64 * f32_eps)
+            + 7.6e-5
+            + U * (1.0 + U)
+            + a * std::f64::consts::LOG2_E * 4.0 * f32_eps;
+        ((2.0 * e).exp_m1() * (1.0 + U) + U + tk as f64 * f32_eps) * vmax
+    }
+
+    fn inputs(tq: usize, tk: usize, d: usize, q_gain: f32) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+        let q = rand_vec(tq * d, 1).iter().map(|x| x * q_gain).collect();
+        (q, rand_vec(tk * d, 2), rand_vec(tk * d, 3))
+    }
+
+    // (tq, tk, n_head, d_head)
+    const SHAPES: [(usize, usize, usize, usize); 8] = [
+        (1, 1, 1, 64),
+        (7, 65, 2, 40),
+        (65, 7, 3, 64),
+        (300, 1, 1, 40),
+        (65, 300, 6, 64),
+        (129, 513, 2, 5),
+        (1500, 1500, 1, 64),
+        (300, 1500, 6, 64),
+    ];
+
+    #[test]
+    fn exp2_model_is_close_to_exp2() {
+        for i in 0..=4000 {
+            let t = -(i as f32) * 0.01;
+            let (got, want) = (exp2_model(t) as f64, (t as f64).exp2());
+            assert!(
+                (got - want).abs() <= 7.6e-5 * want,
+                "2^{t}: {got} vs {want}"
+            );
+        }
+        assert_eq!(exp2_model(-200.0), libm::ldexpf(EXP2_C[0], -127));
+        assert_eq!(f32_to_bf16(exp2_model(f32::NEG_INFINITY)), 0);
+    }
+
+    #[test]
+    fn simd_matches_reference() {
+        for threads in [1, 3] {
+            let be = CpuBackend::new(threads).unwrap();
+            if !crate::bf16::simd(be.isa()) {
+                eprintln!("skipped: no AVX-512 BF16");
+                return;
+            }
+            for (tq, tk, nh, dh) in SHAPES {
+                let d = nh * dh;
+                let (q, k, v) = inputs(tq, tk, d, 3.0);
+                let mut want = vec![0.0; tq * d];
+                attention_bf16_reference(&q, tq, &k, &v, tk, nh, &mut want).unwrap();
+                let mut got = vec![f32::NAN; tq * d];
+                be.attention_bf16(&q, tq, &k, &v, tk, nh, &mut got).unwrap();
+                let scale = want.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+                let err = max_abs_diff(&got, &want);
+                eprintln!("{threads} threads {tq}×{tk} {nh}×{dh}: {:.1e}", err / scale);
+                assert!(
+                    err <= 1e-4 * scale,
+                    "{threads} threads, {tq}×{tk}, {nh}×{dh}: {err} (scale {scale})"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn reference_is_within_bf16_error_of_exact() {
+        // (q gain, shapes, typical limit): a gain of 3 gives scores of about unit spread,
+        // 12 a sharp softmax, where Q·K's rounding weighs more.
+        for (q_gain, shapes, typical) in
+            [(3.0, &SHAPES[..7], 2.0 * U), (12.0, &SHAPES[4..6], 6.0 * U)]
+        {
+            for &(tq, tk, nh, dh) in shapes {
+                let d = nh * dh;
+                let (q, k, v) = inputs(tq, tk, d, q_gain);
+                let mut got = vec![f32::NAN; tq * d];
+                attention_bf16_reference(&q, tq, &k, &v, tk, nh, &mut got).unwrap();
+                let want = naive(&q, tq, &k, &v, tk, nh);
+                let err = max_abs_diff(&got, &want) as f64;
+                let bound = bound(&q, tq, &k, &v, tk, nh);
+                eprintln!("gain {q_gain} {tq}×{tk} {nh}×{dh}: err {err:.2e} bound {bound:.2e}");
+                assert!(err <= bound, "{tq}×{tk}, {nh}×{dh}: {err} > {bound}");
+                // The bound is worst case; random roundings land far inside it.
+                assert!(err <= typical, "{tq}×{tk}, {nh}×{dh}: {err}");
+            }
+        }
+    }
+
+    #[test]
+    fn mixed_simd_matches_reference() {
+        for threads in [1, 3] {
+            let be = CpuBackend::new(threads).unwrap();
+            if !crate::bf16::simd(be.isa()) {
+                eprintln!("skipped: no AVX-512 BF16");
+                return;
+            }
+            for (tq, tk, nh, dh) in SHAPES {
+                let d = nh * dh;
+                let (q, k, v) = inputs(tq, tk, d, 3.0);
+                let mut want = vec![0.0; tq * d];
+                attention_mixed_reference(&q, tq, &k, &v, tk, nh, &mut want).unwrap();
+                let mut got = vec![f32::NAN; tq * d];
+                be.attention_mixed(&q, tq, &k, &v, tk, nh, &mut got)
+                    .unwrap();
+                let scale = want.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+                let err = max_abs_diff(&got, &want);
+                assert!(
+                    err <= 1e-4 * scale,
+                    "{threads} threads, {tq}×{tk}, {nh}×{dh}: {err} (scale {scale})"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn mixed_reference_beats_bf16_on_sharp_softmax() {
+        // f32 scores leave only P's and V's rounding: within about U of exact, where bf16
+        // scores, amplified by a sharp softmax, drift further.
+        for (q_gain, typical) in [(3.0, 1.5 * U), (12.0, 1.5 * U)] {
+            for &(tq, tk, nh, dh) in &SHAPES[4..6] {
+                let d = nh * dh;
+                let (q, k, v) = inputs(tq, tk, d, q_gain);
+                let want = naive(&q, tq, &k, &v, tk, nh);
+                let mut mixed = vec![f32::NAN; tq * d];
+                attention_mixed_reference(&q, tq, &k, &v, tk, nh, &mut mixed).unwrap();
+                let mut bf16 = vec![f32::NAN; tq * d];
+                attention_bf16_reference(&q, tq, &k, &v, tk, nh, &mut bf16).unwrap();
+                let (e_mixed, e_bf16) = (max_abs_diff(&mixed, &want), max_abs_diff(&bf16, &want));
+                eprintln!(
+                    "gain {q_gain} {tq}×{tk} {nh}×{dh}: mixed {e_mixed:.2e} bf16 {e_bf16:.2e}"
+                );
+                assert!(e_mixed as f64 <= typical, "{tq}×{tk}, {nh}×{dh}: {e_mixed}");
+                if q_gain > 10.0 {
+                    assert!(
+                        e_mixed < e_bf16,
+                        "{tq}×{tk}, {nh}×{dh}: {e_mixed} ≥ {e_bf16}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn falls_back_to_f32_without_bf16_simd() {
+        let (tq, tk, nh, dh) = (70, 300, 3, 40);
+        let d = nh * dh;
+        let (q, k, v) = inputs(tq, tk, d, 3.0);
+        for isa in [Isa::Scalar, Isa::Avx2] {
+            let be = CpuBackend::with_isa(2, isa).unwrap();
+            let mut want = vec![0.0; tq * d];
+            be.attention(&q, tq, &k, &v, tk, nh, Mask::None, &mut want)
+                .unwrap();
+            let mut got = vec![f32::NAN; tq * d];
+            be.attention_bf16(&q, tq, &k, &v, tk, nh, &mut got).unwrap();
+            assert_eq!(got, want, "{isa:?}");
+            let mut got = vec![f32::NAN; tq * d];
+            be.attention_mixed(&q, tq, &k, &v, tk, nh, &mut got)
+                .unwrap();
+            assert_eq!(got, want, "{isa:?} mixed");
+        }
+    }
+
+    #[test]
+    fn attention_bf16_rejects_bad_shapes() {
+        for isa in sotto_isa::available() {
+            let be = CpuBackend::with_isa(1, isa).unwrap();
+            let mut out = vec![0.0; 4];
+            // 4 columns do not split into 3 heads.
+            assert!(be
+                .attention_bf16(&[0.0; 4], 1, &[0.0; 4], &[0.0; 4], 1, 3, &mut out)
+                .is_err());
+            // k has 2 keys, v 1.
+            assert!(be
+                .attention_bf16(&[0.0; 4], 1, &[0.0; 8], &[0.0; 4], 2, 2, &mut out)
+                .is_err());
+            assert!(be
+                .attention_bf16(&[0.0; 4], 0, &[0.0; 4], &[0.0; 4], 1, 2, &mut out)
+                .is_err());
+            assert!(be
+                .attention_bf16(&[0.0; 4], 1, &[0.0; 4], &[0.0; 4], 1, 2, &mut out[..3])
+                .is_err());
+            let mut out = vec![0.0; 4];
+            assert!(attention_bf16_reference(&[0.0; 4], 1, &[], &[], 0, 2, &mut out).is_err());
+            assert!(attention_mixed_reference(&[0.0; 4], 1, &[], &[], 0, 2, &mut out).is_err());
+            // k has 2 keys, v 1.
+            assert!(be
+                .attention_mixed(&[0.0; 4], 1, &[0.0; 8], &[0.0; 4], 2, 2, &mut out)
+                .is_err());
+            assert!(be
+                .attention_mixed(&[0.0; 4], 1, &[0.0; 4], &[0.0; 4], 1, 3, &mut out)
+                .is_err());
+        }
+    }
+}

@@ -1,0 +1,351 @@
+//! AVX-512 f32 micro-kernels for the many-query attention of [`crate::CpuBackend::attention`]:
+//! an `MR × NR` score tile (S = Q·Kᵀ, keys packed in panels of `NR`), one row of the
+//! online softmax (2^(s − m) with a degree-6 polynomial), and an `MR × NR` value tile
+//! (O = corr · O + P·V, values packed in panels of `NR` columns).
+//! Both keep their `MR × NR` outputs in 16 registers and stream one panel row per step:
+//! two loads and `2·MR` fused multiply-adds with broadcast operands.
+
+use std::arch::x86_64::*;
+
+/// Query rows per tile.
+pub(crate) const MR: usize = 8;
+/// Keys (score tile) or value columns (value tile) per panel: two 16-lane registers.
+pub(crate) const NR: usize = 32;
+
+/// `s[r·lds + j] = Σ_{p < dh} q[r·dh + p] · k[p·NR + j]` for `r < MR`, `j < NR`.
+///
+/// `q` Shape: [MR, dh] (one query row block); `k` Shape: [dh, NR] (one key panel: key j's
+/// element p at `p·NR + j`); `s` Shape: [MR, lds].
+///
+/// # Safety
+/// The CPU must have AVX-512 F; `q` must hold `MR·dh` values, `k` `dh·NR`, and `s` rows
+/// `0..MR` must be writable at columns `0..NR`.
+#[target_feature(enable = "avx512f")]
+pub(crate) unsafe fn scores(dh: usize, q: *const f32, k: *const f32, s: *mut f32, lds: usize) {
+    let mut c0 = [_mm512_setzero_ps(); MR];
+    let mut c1 = [_mm512_setzero_ps(); MR];
+    for p in 0..dh {
+        // SAFETY: p < dh, so k[p·NR..(p + 1)·NR] and q[r·dh + p] (r < MR) are in bounds.
+        unsafe {
+            let b0 = _mm512_loadu_ps(k.add(p * NR));
+            let b1 = _mm512_loadu_ps(k.add(p * NR + 16));
+            for r in 0..MR {
+                let a = _mm512_set1_ps(*q.add(r * dh + p));
+                c0[r] = _mm512_fmadd_ps(a, b0, c0[r]);
+                c1[r] = _mm512_fmadd_ps(a, b1, c1[r]);
+            }
+        }
+    }
+    for r in 0..MR {
+        // SAFETY: row r < MR of s, columns 0..NR, writable by the caller's contract.
+        unsafe {
+            _mm512_storeu_ps(s.add(r * lds), c0[r]);
+            _mm512_storeu_ps(s.add(r * lds + 16), c1[r]);
+        }
+    }
+}
+
+/// `o[r·ldo + c] = o[r·ldo + c] · corr[r] + Σ_{j < kc} p[r·ldp + j] · v[j·NR + c]` for
+/// `r < MR`, `c < NR`; with `corr` None the old `o` is not read (taken as zero).
+///
+/// `p` Shape: [MR, ldp] (probabilities, `kc` used); `v` Shape: [kc, NR] (one value panel:
+/// key j's column c at `j·NR + c`); `o` Shape: [MR, ldo]; `corr` Shape: [MR].
+///
+/// # Safety
+/// The CPU must have AVX-512 F; `p` must hold `MR` rows of `ldp ≥ kc` values, `v` `kc·NR`
+/// values, `corr` (when given) `MR`, and `o` rows `0..MR` columns `0..NR` must be valid
+/// for reads and writes.
+#[target_feature(enable = "avx512f")]
+pub(crate) unsafe fn values(
+    kc: usize,
+    p: *const f32,
+    ldp: usize,
+    v: *const f32,
+    o: *mut f32,
+    ldo: usize,
+    corr: Option<*const f32>,
+) {
+    let mut c0 = [_mm512_setzero_ps(); MR];
+    let mut c1 = [_mm512_setzero_ps(); MR];
+    if let Some(corr) = corr {
+        for r in 0..MR {
+            // SAFETY: corr[r] and o's row r, columns 0..NR, are in bounds (contract).
+            unsafe {
+                let f = _mm512_set1_ps(*corr.add(r));
+                c0[r] = _mm512_mul_ps(_mm512_loadu_ps(o.add(r * ldo)), f);
+                c1[r] = _mm512_mul_ps(_mm512_loadu_ps(o.add(r * ldo + 16)), f);
+            }
+        }
+    }
+    for j in 0..kc {
+        // SAFETY: j < kc, so v[j·NR..(j + 1)·NR] and p[r·ldp + j] (r < MR) are in bounds.
+        unsafe {
+            let b0 = _mm512_loadu_ps(v.add(j * NR));
+            let b1 = _mm512_loadu_ps(v.add(j * NR + 16));
+            for r in 0..MR {
+                let a = _mm512_set1_ps(*p.add(r * ldp + j));
+                c0[r] = _mm512_fmadd_ps(a, b0, c0[r]);
+                c1[r] = _mm512_fmadd_ps(a, b1, c1[r]);
+            }
+        }
+    }
+    for r in 0..MR {
+        // SAFETY: row r < MR of o, columns 0..NR (contract).
+        unsafe {
+            _mm512_storeu_ps(o.add(r * ldo), c0[r]);
+            _mm512_storeu_ps(o.add(r * ldo + 16), c1[r]);
+        }
+    }
+}
+
+/// One key panel: `panel[p·NR + j] = k[j·ld + p]` for keys `j < rows`, `p < dh`; keys
+/// `rows..NR` zero. Transposes 16 × 16 blocks in registers.
+///
+/// `k` Shape: [rows, ld] (first `dh` of each row used); `panel` Shape: [dh, NR].
+///
+/// # Safety
+/// The CPU must have AVX-512 F; `rows ≤ NR`; `k` must hold `(rows − 1)·ld + dh` values
+/// and `panel` `dh·NR`.
+#[target_feature(enable = "avx512f")]
+pub(crate) unsafe fn pack_k_panel(
+    k: *const f32,
+    ld: usize,
+    rows: usize,
+    dh: usize,
+    panel: *mut f32,
+) {
+    debug_assert!(rows <= NR);
+    for g in 0..NR / 16 {
+        let keys = rows.saturating_sub(16 * g).min(16);
+        for p0 in (0..dh).step_by(16) {
+            let cols = (dh - p0).min(16);
+            let mut r = [_mm512_setzero_ps(); 16];
+            for (i, r) in r.iter_mut().enumerate().take(keys) {
+                // SAFETY: key 16g + i < rows, columns p0..p0 + cols ≤ dh: inside `k`.
+                *r =
+                    unsafe { _mm512_maskz_loadu_ps(low_mask(cols), k.add((16 * g + i) * ld + p0)) };
+            }
+            let w = transpose16(r);
+            for (c, w) in w.iter().enumerate().take(cols) {
+                // SAFETY: row p0 + c < dh of the panel, keys 16g..16g + 16 ≤ NR.
+                unsafe { _mm512_storeu_ps(panel.add((p0 + c) * NR + 16 * g), *w) };
+            }
+        }
+    }
+}
+
+/// The 16 × 16 transpose: lane i of result c is lane c of `r[i]`.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn transpose16(r: [__m512; 16]) -> [__m512; 16] {
+    let mut t = [_mm512_setzero_ps(); 16];
+    for i in 0..8 {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    // Within each 128-bit lane l of u[4i + c]: lane 4l + c of rows 4i..4i + 4.
+    let mut u = [_mm512_setzero_ps(); 16];
+    for i in 0..4 {
+        let (a, b, c, d) = (t[4 * i], t[4 * i + 1], t[4 * i + 2], t[4 * i + 3]);
+        u[4 * i] = _mm512_shuffle_ps::<0x44>(a, c);
+        u[4 * i + 1] = _mm512_shuffle_ps::<0xee>(a, c);
+        u[4 * i + 2] = _mm512_shuffle_ps::<0x44>(b, d);
+        u[4 * i + 3] = _mm512_shuffle_ps::<0xee>(b, d);
+    }
+    let mut v = [_mm512_setzero_ps(); 16];
+    for h in 0..2 {
+        for c in 0..4 {
+            let (a, b) = (u[8 * h + c], u[8 * h + 4 + c]);
+            v[8 * h + c] = _mm512_shuffle_f32x4::<0x88>(a, b);
+            v[8 * h + 4 + c] = _mm512_shuffle_f32x4::<0xdd>(a, b);
+        }
+    }
+    let mut w = [_mm512_setzero_ps(); 16];
+    for c in 0..8 {
+        w[c] = _mm512_shuffle_f32x4::<0x88>(v[c], v[8 + c]);
+        w[8 + c] = _mm512_shuffle_f32x4::<0xdd>(v[c], v[8 + c]);
+    }
+    w
+}
+
+/// A mask of the low `n` of 16 lanes.
+#[inline(always)]
+fn low_mask(n: usize) -> __mmask16 {
+    debug_assert!(n <= 16);
+    ((1u32 << n) - 1) as __mmask16
+}
+
+/// Coefficients of the degree-6 polynomial for 2^f, f ∈ [−0.5, 0.5] (relative error
+/// < 1e-7 evaluated in f32, about one rounding).
+const EXP2_P: [f32; 7] = [
+    1.0,
+    std::f32::consts::LN_2,
+    0.240_226_46,
+    0.055_503_286,
+    0.009_618_489,
+    0.001_339_993_1,
+    0.000_153_458_07,
+];
+
+/// 2^t lane by lane for the lanes in `keep` (finite t there), else 0: t = r + f with r
+/// the nearest integer, a degree-6 polynomial in f, times 2^r (0 or subnormal below
+/// 2^−126).
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn exp2(t: __m512, keep: __mmask16) -> __m512 {
+    let r = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(t);
+    let f = _mm512_sub_ps(t, r);
+    let mut p = _mm512_set1_ps(EXP2_P[6]);
+    for c in EXP2_P[..6].iter().rev() {
+        p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(*c));
+    }
+    _mm512_maskz_scalef_ps(keep, p, r)
+}
+
+/// One row of the online softmax over a key tile, scores in log2 units: with
+/// m' = max(m, s_0..s_lim), `row[j] = 2^(s_j − m')` for j < lim and 0 for j ≥ lim.
+/// Returns (m', Σ_j row[j], 2^(m − m')); a row with m' = −∞ (no score and no earlier max)
+/// is all zeros and returns (−∞, 0, 1). Scores must be finite.
+///
+/// # Safety
+/// The CPU must have AVX-512 F. Panics unless `lim ≤ row.len()`.
+#[target_feature(enable = "avx512f")]
+pub(crate) unsafe fn softmax_row(row: &mut [f32], lim: usize, m: f32) -> (f32, f32, f32) {
+    assert!(lim <= row.len(), "softmax_row: lim past the row");
+    let (n, px) = (row.len(), row.as_mut_ptr());
+    let mut mv = _mm512_set1_ps(m);
+    let mut i = 0;
+    while i < lim {
+        let lanes = low_mask((lim - i).min(16));
+        // SAFETY: the mask keeps the load inside row[i..lim].
+        mv = unsafe { _mm512_mask_max_ps(mv, lanes, mv, _mm512_maskz_loadu_ps(lanes, px.add(i))) };
+        i += 16;
+    }
+    let m_new = _mm512_reduce_max_ps(mv);
+    if m_new == f32::NEG_INFINITY {
+        row.fill(0.0);
+        return (m_new, 0.0, 1.0);
+    }
+    let mv = _mm512_set1_ps(m_new);
+    let mut sum = _mm512_setzero_ps();
+    let mut i = 0;
+    while i < n {
+        let lanes = low_mask((n - i).min(16));
+        let live = low_mask(lim.saturating_sub(i).min(16));
+        // SAFETY: the masks keep the load and store inside row[i..n]; lanes past `lim`
+        // are stored as zero.
+        unsafe {
+            let t = _mm512_sub_ps(_mm512_maskz_loadu_ps(live, px.add(i)), mv);
+            let y = exp2(t, live);
+            _mm512_mask_storeu_ps(px.add(i), lanes, y);
+            sum = _mm512_add_ps(sum, y);
+        }
+        i += 16;
+    }
+    // No earlier max: nothing to rescale (and 2^−∞ would give NaN here).
+    let corr = if m == f32::NEG_INFINITY {
+        0.0
+    } else {
+        _mm512_cvtss_f32(exp2(_mm512_set1_ps(m - m_new), 1))
+    };
+    (m_new, _mm512_reduce_add_ps(sum), corr)
+}
+
+/// Prefetches into L2 the first `len` floats of `rows` rows `ld` apart from `base`: the
+/// strided query and output rows of a block, whose cache misses would otherwise stall
+/// the task. Nothing is dereferenced, so any address is fine.
+pub(crate) fn prefetch_rows(base: *const f32, rows: usize, ld: usize, len: usize) {
+    for r in 0..rows {
+        for c in (0..len).step_by(16) {
+            let p = base.wrapping_add(r * ld + c);
+            // SAFETY: a prefetch is only a hint: it never faults and reads nothing back.
+            unsafe { _mm_prefetch::<_MM_HINT_T1>(p as *const i8) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::rand_vec;
+
+    fn avx512() -> bool {
+        let ok = sotto_isa::Isa::Avx512.is_supported();
+        if !ok {
+            eprintln!("skipped: no AVX-512");
+        }
+        ok
+    }
+
+    #[test]
+    fn pack_k_panel_transposes() {
+        if !avx512() {
+            return;
+        }
+        for rows in [1, 15, 16, 17, 32] {
+            for dh in [1, 5, 16, 40, 64] {
+                let ld = dh + 3;
+                let k = rand_vec((rows - 1) * ld + dh, 7);
+                let mut panel = vec![f32::NAN; dh * NR];
+                // SAFETY: AVX-512 F runs; k and panel have the documented lengths.
+                unsafe { pack_k_panel(k.as_ptr(), ld, rows, dh, panel.as_mut_ptr()) };
+                for p in 0..dh {
+                    for j in 0..NR {
+                        let want = if j < rows { k[j * ld + p] } else { 0.0 };
+                        assert_eq!(panel[p * NR + j], want, "rows {rows} dh {dh} p {p} j {j}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn softmax_row_matches_exp2() {
+        if !avx512() {
+            return;
+        }
+        for (n, lim, m) in [
+            (37, 37, f32::NEG_INFINITY),
+            (64, 20, 3.0),
+            (33, 0, 1.5),
+            (16, 9, 40.0),
+        ] {
+            let s: Vec<f32> = rand_vec(n, 3).iter().map(|x| x * 20.0).collect();
+            let mut row = s.clone();
+            // SAFETY: AVX-512 F runs.
+            let (m_new, sum, corr) = unsafe { softmax_row(&mut row, lim, m) };
+            let want_m = s[..lim].iter().copied().fold(m, f32::max);
+            assert_eq!(m_new, want_m);
+            let mut want_sum = 0.0f64;
+            for (j, (&got, &x)) in row.iter().zip(&s).enumerate() {
+                let want = if j < lim {
+                    ((x - want_m) as f64).exp2()
+                } else {
+                    0.0
+                };
+                want_sum += want;
+                assert!(
+                    (got as f64 - want).abs() <= 2e-7 * want,
+                    "{n} {lim} {j}: {got} {want}"
+                );
+            }
+            assert!(
+                (sum as f64 - want_sum).abs() <= 1e-6 * want_sum,
+                "{sum} {want_sum}"
+            );
+            let want_corr = if m == f32::NEG_INFINITY {
+                0.0
+            } else {
+                ((m - want_m) as f64).exp2()
+            };
+            assert!(
+                (corr as f64 - want_corr).abs() <= 2e-7 * want_corr,
+                "{corr} {want_corr}"
+            );
+        }
+        let mut empty = [0.0f32; 5];
+        // SAFETY: AVX-512 F runs.
+        let got = unsafe { softmax_row(&mut empty, 0, f32::NEG_INFINITY) };
+        assert_eq!(got, (f32::NEG_INFINITY, 0.0, 1.0));
+    }
+}

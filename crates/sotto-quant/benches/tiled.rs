@@ -1,0 +1,52 @@
+//! `cargo bench -p sotto-quant --bench tiled`: the grouped small-M kernel at tiny.en's
+//! decoder shapes (vocabulary 51864×384, MLP 1536×384 and 384×1536), m = 1 and 5 input
+//! rows, one thread, best ISA path; throughput in weight bytes.
+
+use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use sotto_quant::{quantize_row, tiled_matmul, QuantActs, QuantTiles, QuantType, GROUP_ROWS};
+
+fn data(n: usize, seed: u32) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(2_654_435_761).max(1);
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            (s as f32 / u32::MAX as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+fn bench(c: &mut Criterion) {
+    let isa = sotto_isa::isa();
+    for t in QuantType::WEIGHTS {
+        let mut group = c.benchmark_group(format!("tiled_matmul/{t}"));
+        for (n, k) in [(51864usize, 384usize), (1536, 384), (384, 1536)] {
+            let rb = t.row_bytes(k);
+            let mut rows = vec![0u8; n * rb];
+            for (r, q) in rows.chunks_exact_mut(rb).enumerate() {
+                quantize_row(t, &data(k, r as u32 + 1), q);
+            }
+            let w = QuantTiles::new(t, &rows, n, k);
+            drop(rows);
+            group.throughput(Throughput::Bytes(w.data().len() as u64));
+            for m in [1usize, 5] {
+                let x = data(m * k, 99);
+                let mut acts = QuantActs::new();
+                let ldo = w.groups() * GROUP_ROWS;
+                let mut out = vec![0.0f32; m * ldo];
+                let id = BenchmarkId::new(format!("{}/m{m}", isa.name()), format!("{n}x{k}"));
+                group.bench_function(id, |b| {
+                    b.iter(|| {
+                        acts.quantize(t, black_box(&x), m, k);
+                        tiled_matmul(isa, &w, 0..w.groups(), &acts, &mut out, ldo)
+                    })
+                });
+            }
+        }
+        group.finish();
+    }
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

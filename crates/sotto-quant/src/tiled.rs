@@ -1,0 +1,469 @@
+//! Quantized weight rows re-laid out in groups for products with a few input rows (the
+//! decoder), and the kernels over them.
+//!
+//! A row-major product reads one weight row per output and needs a horizontal sum per
+//! (row, input) pair. Here [`GROUP_ROWS`] = 16 rows are interleaved so that one 64-byte
+//! load holds 4 bytes of each of the 16 rows: VNNI's `vpdpbusd` against a broadcast
+//! dword of activations then adds one 4-element dot into each row's own i32 lane. The 16
+//! lanes are 16 outputs, so there is nothing to reduce across lanes, every input row
+//! reuses each load, and a thread reads one contiguous stream.
+//!
+//! Layout of group `g` (rows `16g..16g + 16`, rows past `n_out` zero): its blocks one
+//! after another, block `b` (values `32b..32b + 32` of every row) being `16 ×
+//! t.block_bytes()` bytes:
+//!
+//! | part | bytes | content |
+//! |---|---|---|
+//! | `d` | 32 | the 16 rows' f16 scales |
+//! | `m` (q4_1, q5_1) | 32 | the 16 rows' f16 offsets |
+//! | `qh` (q5_0, q5_1) | 64 | for chunk c = 0..4: a u64 whose bit `4l + j` is the fifth bit of element `4c + j` of row `l`, then a u64 for element `16 + 4c + j` |
+//! | `qs` | 256 or 512 | chunk c: 4 bytes per row (row l at `4l`); nibble types hold `qs[4c..4c + 4]`, q8_0 holds `qs[4c..4c + 4] ^ 0x80` (unsigned, for `vpdpbusd`) |
+//!
+//! Every original byte is kept (the q8_0 flip and the qh bit shuffle are bijections),
+//! so [`QuantTiles::row_bytes_into`] gives back the ggml row exactly.
+
+use std::ops::Range;
+
+use half::f16;
+
+use crate::{reference, Isa, QuantType};
+
+/// Weight rows per group: one 16-lane register of i32 or f32 outputs.
+pub const GROUP_ROWS: usize = 16;
+
+const QK: usize = QuantType::BLOCK;
+const R: usize = GROUP_ROWS;
+
+/// Byte offsets inside one group block: (`m`, `qh`, `qs`), `usize::MAX` where absent.
+pub(crate) const fn parts(t: QuantType) -> (usize, usize, usize) {
+    const NO: usize = usize::MAX;
+    match t {
+        QuantType::Q4_0 => (NO, NO, 32),
+        QuantType::Q4_1 => (32, NO, 64),
+        QuantType::Q5_0 => (NO, 32, 96),
+        QuantType::Q5_1 => (32, 64, 128),
+        QuantType::Q8_0 | QuantType::Q8_1 => (NO, NO, 32),
+    }
+}
+
+/// `(m, qh, qs)` offsets inside an original ggml block.
+const fn ggml_parts(t: QuantType) -> (usize, usize, usize) {
+    match t {
+        QuantType::Q4_0 => (0, 0, 2),
+        QuantType::Q4_1 => (2, 0, 4),
+        QuantType::Q5_0 => (0, 2, 6),
+        QuantType::Q5_1 => (2, 4, 8),
+        QuantType::Q8_0 => (0, 0, 2),
+        QuantType::Q8_1 => (0, 0, 4),
+    }
+}
+
+/// `n_out × n_in` ggml-quantized weights in groups of [`GROUP_ROWS`] rows (layout in the
+/// module docs).
+#[derive(Clone, Debug)]
+pub struct QuantTiles {
+    t: QuantType,
+    data: Vec<u8>,
+    n_out: usize,
+    n_in: usize,
+}
+
+impl QuantTiles {
+    /// Groups `rows` (`n_out` ggml rows of `n_in` values, `t.row_bytes(n_in)` bytes each).
+    /// Panics (a contract, as elsewhere in this crate) when `t` is q8_1, `n_in` is not a
+    /// whole number of blocks, or `rows` has another length.
+    pub fn new(t: QuantType, rows: &[u8], n_out: usize, n_in: usize) -> Self {
+        assert!(t != QuantType::Q8_1, "q8_1 is not a weight type");
+        assert!(n_in > 0, "QuantTiles: rows of 0 values");
+        let rb = t.row_bytes(n_in);
+        assert!(
+            rows.len() == n_out * rb,
+            "QuantTiles: {} bytes for {n_out} {t} rows of {n_in} values (expected {})",
+            rows.len(),
+            n_out * rb
+        );
+        let mut tiles = Self {
+            t,
+            data: vec![0u8; n_out.div_ceil(R) * R * rb],
+            n_out,
+            n_in,
+        };
+        let (bb, gbb) = (t.block_bytes(), tiles.group_block_bytes());
+        for (r, row) in rows.chunks_exact(rb.max(1)).enumerate() {
+            let group = &mut tiles.data[r / R * R * rb..][..R * rb];
+            for (b, src) in row.chunks_exact(bb).enumerate() {
+                scatter(t, src, &mut group[b * gbb..(b + 1) * gbb], r % R);
+            }
+        }
+        tiles
+    }
+
+    pub fn quant_type(&self) -> QuantType {
+        self.t
+    }
+
+    pub fn n_out(&self) -> usize {
+        self.n_out
+    }
+
+    pub fn n_in(&self) -> usize {
+        self.n_in
+    }
+
+    /// Number of groups, `ceil(n_out / GROUP_ROWS)`.
+    pub fn groups(&self) -> usize {
+        self.n_out.div_ceil(R)
+    }
+
+    /// Bytes of one group block (16 rows × 32 values).
+    pub fn group_block_bytes(&self) -> usize {
+        R * self.t.block_bytes()
+    }
+
+    /// Bytes of one group (16 whole rows).
+    pub fn group_bytes(&self) -> usize {
+        R * self.t.row_bytes(self.n_in)
+    }
+
+    /// All groups. Shape: [groups(), group_bytes()].
+    pub fn data(&self) -> &[u8] {
+        &self.data
+    }
+
+    /// Writes ggml row `r` (`t.row_bytes(n_in)` bytes), exactly the bytes it was built from.
+    /// Panics when `r ≥ n_out` or `out` has another length.
+    pub fn row_bytes_into(&self, r: usize, out: &mut [u8]) {
+        assert!(r < self.n_out, "row {r} of {} rows", self.n_out);
+        let (bb, gbb) = (self.t.block_bytes(), self.group_block_bytes());
+        assert_eq!(out.len(), self.t.row_bytes(self.n_in), "row_bytes_into");
+        let group = &self.data[r / R * self.group_bytes()..][..self.group_bytes()];
+        for (b, dst) in out.chunks_exact_mut(bb).enumerate() {
+            gather(self.t, &group[b * gbb..(b + 1) * gbb], r % R, dst);
+        }
+    }
+
+    /// Copies logical (row-major) elements `start..start + out.len()` into `out` as f32,
+    /// each exactly what [`crate::dequantize_row`] gives for the original row. Touches only
+    /// the rows in the range. Panics when the range passes the end.
+    pub fn read_f32(&self, start: usize, out: &mut [f32]) {
+        let (k, end) = (self.n_in, start + out.len());
+        assert!(
+            end <= self.n_out * k,
+            "read_f32: {start}..{end} past the end"
+        );
+        let (bb, gbb, gb) = (
+            self.t.block_bytes(),
+            self.group_block_bytes(),
+            self.group_bytes(),
+        );
+        let (mut block, mut vals) = ([0u8; 36], [0.0f32; QK]);
+        let mut at = start;
+        while at < end {
+            let (r, p) = (at / k, at % k);
+            let group = &self.data[r / R * gb..][..gb];
+            let b = p / QK;
+            gather(
+                self.t,
+                &group[b * gbb..(b + 1) * gbb],
+                r % R,
+                &mut block[..bb],
+            );
+            reference::dequantize(self.t, &block[..bb], &mut vals);
+            let (from, to) = (p % QK, (QK - p % QK).min(end - at));
+            out[at - start..at - start + to].copy_from_slice(&vals[from..from + to]);
+            at += to;
+        }
+    }
+}
+
+/// Puts ggml block `src` as row `l` of the group block `dst`.
+fn scatter(t: QuantType, src: &[u8], dst: &mut [u8], l: usize) {
+    let (m, qh, qs) = parts(t);
+    let (gm, gqh, gqs) = ggml_parts(t);
+    dst[2 * l..2 * l + 2].copy_from_slice(&src[..2]);
+    if m != usize::MAX {
+        dst[m + 2 * l..m + 2 * l + 2].copy_from_slice(&src[gm..gm + 2]);
+    }
+    let flip = if t == QuantType::Q8_0 { 0x80 } else { 0 };
+    let qs_len = if t == QuantType::Q8_0 { QK } else { QK / 2 };
+    for c in 0..qs_len / 4 {
+        for j in 0..4 {
+            dst[qs + 64 * c + 4 * l + j] = src[gqs + 4 * c + j] ^ flip;
+        }
+    }
+    if qh != usize::MAX {
+        let bits = u32::from_le_bytes(src[gqh..gqh + 4].try_into().expect("4 bytes"));
+        for c in 0..4 {
+            for (half, at) in [(0, qh + 16 * c), (16, qh + 16 * c + 8)] {
+                let mut mask = u64::from_le_bytes(dst[at..at + 8].try_into().expect("8 bytes"));
+                for j in 0..4 {
+                    let bit = u64::from((bits >> (half + 4 * c + j)) & 1);
+                    mask |= bit << (4 * l + j);
+                }
+                dst[at..at + 8].copy_from_slice(&mask.to_le_bytes());
+            }
+        }
+    }
+}
+
+/// The inverse of [`scatter`]: row `l` of group block `src` as a ggml block.
+fn gather(t: QuantType, src: &[u8], l: usize, dst: &mut [u8]) {
+    let (m, qh, qs) = parts(t);
+    let (gm, gqh, gqs) = ggml_parts(t);
+    dst[..2].copy_from_slice(&src[2 * l..2 * l + 2]);
+    if m != usize::MAX {
+        dst[gm..gm + 2].copy_from_slice(&src[m + 2 * l..m + 2 * l + 2]);
+    }
+    let flip = if t == QuantType::Q8_0 { 0x80 } else { 0 };
+    let qs_len = if t == QuantType::Q8_0 { QK } else { QK / 2 };
+    for c in 0..qs_len / 4 {
+        for j in 0..4 {
+            dst[gqs + 4 * c + j] = src[qs + 64 * c + 4 * l + j] ^ flip;
+        }
+    }
+    if qh != usize::MAX {
+        let mut bits = 0u32;
+        for c in 0..4 {
+            for (half, at) in [(0, qh + 16 * c), (16, qh + 16 * c + 8)] {
+                let mask = u64::from_le_bytes(src[at..at + 8].try_into().expect("8 bytes"));
+                for j in 0..4 {
+                    let bit = ((mask >> (4 * l + j)) & 1) as u32;
+                    bits |= bit << (half + 4 * c + j);
+                }
+            }
+        }
+        dst[gqh..gqh + 4].copy_from_slice(&bits.to_le_bytes());
+    }
+}
+
+/// `m` activation rows quantized once for a product with [`QuantTiles`] of one weight
+/// type: q8_0 (or q8_1 for q4_1/q5_1) blocks with the reference rounding, split into
+/// parts a kernel loads directly. Reuse one across calls: [`QuantActs::quantize`] keeps
+/// the buffers, so steady-state products allocate nothing.
+#[derive(Clone, Debug, Default)]
+pub struct QuantActs {
+    t: Option<QuantType>,
+    m: usize,
+    k: usize,
+    /// Shape: [nb, m, 32]
+    pub(crate) q: Vec<i8>,
+    /// Block scales. Shape: [nb, m]
+    pub(crate) d: Vec<f32>,
+    /// Σq per block. Shape: [nb, m]
+    pub(crate) sum: Vec<i32>,
+    /// q8_1's stored `d·Σq` (f16, widened); zero for q8_0. Shape: [nb, m]
+    pub(crate) s: Vec<f32>,
+}
+
+impl QuantActs {
+    pub const fn new() -> Self {
+        Self {
+            t: None,
+            m: 0,
+            k: 0,
+            q: Vec::new(),
+            d: Vec::new(),
+            sum: Vec::new(),
+            s: Vec::new(),
+        }
+    }
+
+    /// Quantizes `x` (Shape: [m, k]) for weights of type `t` (as [`crate::quantize_activations`]
+    /// does, so the blocks are the ones [`crate::vec_dot`] would get). Panics unless `k` is a
+    /// whole number of blocks and `x.len() == m·k`.
+    pub fn quantize(&mut self, t: QuantType, x: &[f32], m: usize, k: usize) {
+        let at = t.activation_type();
+        let nb = at.row_bytes(k) / at.block_bytes();
+        assert_eq!(x.len(), m * k, "QuantActs::quantize: x is not {m}×{k}");
+        self.t = Some(t);
+        (self.m, self.k) = (m, k);
+        self.q.resize(nb * m * QK, 0);
+        self.d.resize(nb * m, 0.0);
+        self.sum.resize(nb * m, 0);
+        self.s.resize(nb * m, 0.0);
+        let qoff = if at == QuantType::Q8_1 { 4 } else { 2 };
+        let mut block = [0u8; 36];
+        let blk = &mut block[..at.block_bytes()];
+        for (i, row) in x.chunks_exact(k.max(1)).enumerate() {
+            for (b, xb) in row.chunks_exact(QK).enumerate() {
+                reference::quantize(at, xb, blk);
+                let e = b * m + i;
+                let q = &mut self.q[e * QK..(e + 1) * QK];
+                for (dst, &src) in q.iter_mut().zip(&blk[qoff..qoff + QK]) {
+                    *dst = src as i8;
+                }
+                self.d[e] = reference::f16_at(blk, 0);
+                self.sum[e] = q.iter().map(|&v| i32::from(v)).sum();
+                self.s[e] = if qoff == 4 {
+                    reference::f16_at(blk, 2)
+                } else {
+                    0.0
+                };
+            }
+        }
+    }
+
+    /// Input rows.
+    pub fn m(&self) -> usize {
+        self.m
+    }
+
+    /// Values per input row.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// The weight type these activations were quantized for (None before the first call).
+    pub fn weight_type(&self) -> Option<QuantType> {
+        self.t
+    }
+}
+
+/// `out[i·ldo + 16(g − groups.start) + l] = row (16g + l) · act_i` for every group g in
+/// `groups`, all 16 lanes (rows past `n_out` give 0) and every input row i of `acts`, on
+/// the `isa` path (one this CPU lacks falls back to the best below it).
+///
+/// SIMD paths sum in a different order than [`tiled_matmul_ref`]; results agree to f32
+/// rounding. Panics when `acts` were quantized for another type or width, the groups
+/// pass the end, or `out` is too short for `[m, ldo]` with `ldo ≥ 16·groups.len()`.
+pub fn tiled_matmul(
+    isa: Isa,
+    w: &QuantTiles,
+    groups: Range<usize>,
+    acts: &QuantActs,
+    out: &mut [f32],
+    ldo: usize,
+) {
+    check(w, &groups, acts, out.len(), ldo);
+    if groups.is_empty() || acts.m == 0 {
+        return;
+    }
+    let data = &w.data[groups.start * w.group_bytes()..groups.end * w.group_bytes()];
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 | Isa::Avx2 if Isa::Avx2.is_supported() => {
+            let vnni =
+                isa == Isa::Avx512 && Isa::Avx512.is_supported() && crate::x86_512::has_vnni();
+            // SAFETY: AVX2/FMA/F16C checked above, AVX-512 F/BW/VL/VNNI when `vnni`;
+            // `check` sized `out` and the activations, `data` holds whole groups.
+            unsafe { crate::tiled_x86::matmul(vnni, w.t, w.n_in, data, acts, out, ldo) };
+        }
+        _ => scalar(w.t, w.n_in, data, acts, out, ldo),
+    }
+}
+
+/// [`tiled_matmul`] on the scalar path: each lane summed block by block as the SIMD paths
+/// do, with exact integer block dots (the test oracle).
+pub fn tiled_matmul_ref(
+    w: &QuantTiles,
+    groups: Range<usize>,
+    acts: &QuantActs,
+    out: &mut [f32],
+    ldo: usize,
+) {
+    check(w, &groups, acts, out.len(), ldo);
+    let data = &w.data[groups.start * w.group_bytes()..groups.end * w.group_bytes()];
+    scalar(w.t, w.n_in, data, acts, out, ldo);
+}
+
+#[doc(hidden)]
+/// Test hook: [`tiled_matmul`] through the AVX2 kernel (`vnni` false) or the AVX-512 VNNI
+/// one; false when this CPU cannot run it.
+pub fn tiled_matmul_variant(
+    vnni: bool,
+    w: &QuantTiles,
+    groups: Range<usize>,
+    acts: &QuantActs,
+    out: &mut [f32],
+    ldo: usize,
+) -> bool {
+    check(w, &groups, acts, out.len(), ldo);
+    #[cfg(target_arch = "x86_64")]
+    {
+        let ok = if vnni {
+            Isa::Avx512.is_supported() && crate::x86_512::has_vnni()
+        } else {
+            Isa::Avx2.is_supported()
+        };
+        if ok && !groups.is_empty() && acts.m > 0 {
+            let data = &w.data[groups.start * w.group_bytes()..groups.end * w.group_bytes()];
+            // SAFETY: CPU features checked just above; shapes by `check`.
+            unsafe { crate::tiled_x86::matmul(vnni, w.t, w.n_in, data, acts, out, ldo) };
+        }
+        ok
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (vnni, out);
+        false
+    }
+}
+
+fn check(w: &QuantTiles, groups: &Range<usize>, acts: &QuantActs, out: usize, ldo: usize) {
+    assert!(
+        acts.t == Some(w.t) && acts.k == w.n_in,
+        "tiled_matmul: activations for {:?} × {} against {} weights of width {}",
+        acts.t,
+        acts.k,
+        w.t,
+        w.n_in
+    );
+    assert!(
+        groups.start <= groups.end && groups.end <= w.groups(),
+        "tiled_matmul: groups {groups:?} of {}",
+        w.groups()
+    );
+    let cols = groups.len() * R;
+    assert!(
+        ldo >= cols && (acts.m == 0 || out >= (acts.m - 1) * ldo + cols),
+        "tiled_matmul: out of {out} for {} rows of {cols} (ldo {ldo})",
+        acts.m
+    );
+}
+
+/// Element `e` of row `l` of a group block as its signed code (minus the `_0` types'
+/// offset), read from the group layout.
+fn code(t: QuantType, blk: &[u8], l: usize, e: usize) -> i32 {
+    let (_, qh, qs) = parts(t);
+    if t == QuantType::Q8_0 {
+        return i32::from((blk[qs + 64 * (e / 4) + 4 * l + e % 4] ^ 0x80) as i8);
+    }
+    let (c, j, high) = (e % 16 / 4, e % 4, e >= 16);
+    let byte = blk[qs + 64 * c + 4 * l + j];
+    let mut v = i32::from(if high { byte >> 4 } else { byte & 0x0F });
+    if qh != usize::MAX {
+        let at = qh + 16 * c + if high { 8 } else { 0 };
+        let mask = u64::from_le_bytes(blk[at..at + 8].try_into().expect("8 bytes"));
+        v |= (((mask >> (4 * l + j)) & 1) as i32) << 4;
+    }
+    v - match t {
+        QuantType::Q4_0 => 8,
+        QuantType::Q5_0 => 16,
+        _ => 0,
+    }
+}
+
+fn scalar(t: QuantType, k: usize, data: &[u8], acts: &QuantActs, out: &mut [f32], ldo: usize) {
+    let (nb, m) = (k / QK, acts.m);
+    let gbb = R * t.block_bytes();
+    let (mo, _, _) = parts(t);
+    for (g, group) in data.chunks_exact(nb * gbb).enumerate() {
+        for l in 0..R {
+            for i in 0..m {
+                let mut acc = 0.0f32;
+                for (b, blk) in group.chunks_exact(gbb).enumerate() {
+                    let e = b * m + i;
+                    let a = &acts.q[e * QK..(e + 1) * QK];
+                    let sumi: i32 = (0..QK).map(|j| code(t, blk, l, j) * i32::from(a[j])).sum();
+                    let dw = f16::from_le_bytes([blk[2 * l], blk[2 * l + 1]]).to_f32();
+                    acc += sumi as f32 * (dw * acts.d[e]);
+                    if mo != usize::MAX {
+                        let mw = f16::from_le_bytes([blk[mo + 2 * l], blk[mo + 2 * l + 1]]);
+                        acc += mw.to_f32() * acts.s[e];
+                    }
+                }
+                out[i * ldo + g * R + l] = acc;
+            }
+        }
+    }
+}

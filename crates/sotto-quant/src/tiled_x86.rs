@@ -1,0 +1,303 @@
+//! x86-64 kernels over [`crate::QuantTiles`] (layout in `tiled.rs`): 16 weight rows per
+//! group, each in its own i32/f32 lane, all input rows against every load.
+//!
+//! AVX-512 VNNI: `vpdpbusd` takes unsigned weight codes (q8_0 stored `^ 0x80`) times signed
+//! activation bytes, and the codes' offset (8, 16 or 128) comes off once per block as
+//! `offset · Σq_act`, exact in i32. AVX2 (16 registers) does each group as two halves of
+//! 8 rows and at most 4 input rows per pass, with `vpmaddubsw` (for q8_0 on the signed
+//! values, to keep its i16 pair sums from saturating).
+
+use std::arch::x86_64::*;
+
+use crate::tiled::{parts, QuantActs, GROUP_ROWS};
+use crate::x86::bits_to_bytes;
+use crate::QuantType;
+
+const QK: usize = QuantType::BLOCK;
+const NO: usize = usize::MAX;
+
+const Q4_0: u8 = 0;
+const Q4_1: u8 = 1;
+const Q5_0: u8 = 2;
+const Q5_1: u8 = 3;
+const Q8_0: u8 = 4;
+
+const fn qtype(t: u8) -> QuantType {
+    match t {
+        Q4_0 => QuantType::Q4_0,
+        Q4_1 => QuantType::Q4_1,
+        Q5_0 => QuantType::Q5_0,
+        Q5_1 => QuantType::Q5_1,
+        _ => QuantType::Q8_0,
+    }
+}
+
+/// One pass's activation rows: element (block b, row i) at `b·m + i`.
+#[derive(Clone, Copy)]
+struct Acts {
+    q: *const i8,
+    d: *const f32,
+    sum: *const i32,
+    s: *const f32,
+    m: usize,
+}
+
+#[inline]
+unsafe fn dword(p: *const i8) -> i32 {
+    // SAFETY: the caller guarantees 4 readable bytes.
+    unsafe { p.cast::<i32>().read_unaligned() }
+}
+
+#[inline]
+unsafe fn qword(p: *const u8) -> u64 {
+    // SAFETY: the caller guarantees 8 readable bytes.
+    u64::from_le(unsafe { p.cast::<u64>().read_unaligned() })
+}
+
+/// Groups `0..ng` of `w` against the M activation rows of `a`, AVX-512 VNNI.
+///
+/// # Safety
+/// AVX-512 F/BW/VL/VNNI, AVX2, FMA, F16C; `w` holds `ng` groups of `nb` blocks of type T;
+/// `a` holds `nb` blocks of ≥ M rows; `out` rows i < M hold `16·ng` values `ldo` apart.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+unsafe fn kernel_vnni<const T: u8, const M: usize>(
+    w: *const u8,
+    ng: usize,
+    nb: usize,
+    a: Acts,
+    out: *mut f32,
+    ldo: usize,
+) {
+    let t = qtype(T);
+    let (mo, qho, qso) = parts(t);
+    let bb = GROUP_ROWS * t.block_bytes();
+    let off: i32 = match T {
+        Q4_0 => 8,
+        Q5_0 => 16,
+        Q8_0 => 128,
+        _ => 0,
+    };
+    let (low4, bit4) = (_mm512_set1_epi8(0x0F), _mm512_set1_epi8(0x10));
+    // SAFETY (whole body): every pointer stays inside the extents the caller guarantees.
+    unsafe {
+        for g in 0..ng {
+            let mut acc = [_mm512_setzero_ps(); M];
+            for b in 0..nb {
+                let blk = w.add((g * nb + b) * bb);
+                let e0 = b * a.m;
+                let aq = a.q.add(e0 * QK);
+                let mut ia = [_mm512_setzero_si512(); M];
+                if off != 0 {
+                    for (i, v) in ia.iter_mut().enumerate() {
+                        *v = _mm512_set1_epi32(-off * *a.sum.add(e0 + i));
+                    }
+                }
+                if T == Q8_0 {
+                    for c in 0..8 {
+                        let v = _mm512_loadu_si512(blk.add(qso + 64 * c).cast());
+                        for (i, s) in ia.iter_mut().enumerate() {
+                            let x = _mm512_set1_epi32(dword(aq.add(i * QK + 4 * c)));
+                            *s = _mm512_dpbusd_epi32(*s, v, x);
+                        }
+                    }
+                } else {
+                    for c in 0..4 {
+                        let v = _mm512_loadu_si512(blk.add(qso + 64 * c).cast());
+                        let mut lo = _mm512_and_si512(v, low4);
+                        let mut hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+                        if qho != NO {
+                            let (kl, kh) = (
+                                qword(blk.add(qho + 16 * c)),
+                                qword(blk.add(qho + 16 * c + 8)),
+                            );
+                            lo = _mm512_mask_add_epi8(lo, kl, lo, bit4);
+                            hi = _mm512_mask_add_epi8(hi, kh, hi, bit4);
+                        }
+                        for (i, s) in ia.iter_mut().enumerate() {
+                            let xl = _mm512_set1_epi32(dword(aq.add(i * QK + 4 * c)));
+                            let xh = _mm512_set1_epi32(dword(aq.add(i * QK + 16 + 4 * c)));
+                            *s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(*s, lo, xl), hi, xh);
+                        }
+                    }
+                }
+                let dw = _mm512_cvtph_ps(_mm256_loadu_si256(blk.cast()));
+                for (i, (acc_i, s)) in acc.iter_mut().zip(&ia).enumerate() {
+                    let d = _mm512_mul_ps(dw, _mm512_set1_ps(*a.d.add(e0 + i)));
+                    *acc_i = _mm512_fmadd_ps(_mm512_cvtepi32_ps(*s), d, *acc_i);
+                }
+                if mo != NO {
+                    let mw = _mm512_cvtph_ps(_mm256_loadu_si256(blk.add(mo).cast()));
+                    for (i, acc_i) in acc.iter_mut().enumerate() {
+                        *acc_i = _mm512_fmadd_ps(mw, _mm512_set1_ps(*a.s.add(e0 + i)), *acc_i);
+                    }
+                }
+            }
+            for (i, acc_i) in acc.iter().enumerate() {
+                _mm512_storeu_ps(out.add(i * ldo + g * GROUP_ROWS), *acc_i);
+            }
+        }
+    }
+}
+
+/// As [`kernel_vnni`] on AVX2: per group, two halves of 8 rows.
+///
+/// # Safety
+/// AVX2, FMA, F16C; extents as for [`kernel_vnni`].
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn kernel_avx2<const T: u8, const M: usize>(
+    w: *const u8,
+    ng: usize,
+    nb: usize,
+    a: Acts,
+    out: *mut f32,
+    ldo: usize,
+) {
+    let t = qtype(T);
+    let (mo, qho, qso) = parts(t);
+    let bb = GROUP_ROWS * t.block_bytes();
+    let off: i32 = match T {
+        Q4_0 => 8,
+        Q5_0 => 16,
+        _ => 0,
+    };
+    let (low4, bit4) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(0x10));
+    let (ones, flip) = (_mm256_set1_epi16(1), _mm256_set1_epi8(-128));
+    // SAFETY (whole body): every pointer stays inside the extents the caller guarantees.
+    unsafe {
+        for g in 0..ng {
+            for h in 0..2 {
+                let mut acc = [_mm256_setzero_ps(); M];
+                for b in 0..nb {
+                    let blk = w.add((g * nb + b) * bb);
+                    let e0 = b * a.m;
+                    let aq = a.q.add(e0 * QK);
+                    let mut ia = [_mm256_setzero_si256(); M];
+                    if off != 0 {
+                        for (i, v) in ia.iter_mut().enumerate() {
+                            *v = _mm256_set1_epi32(-off * *a.sum.add(e0 + i));
+                        }
+                    }
+                    if T == Q8_0 {
+                        for c in 0..8 {
+                            let v = _mm256_loadu_si256(blk.add(qso + 64 * c + 32 * h).cast());
+                            let ws = _mm256_xor_si256(v, flip);
+                            let aw = _mm256_abs_epi8(ws);
+                            for (i, s) in ia.iter_mut().enumerate() {
+                                let x = _mm256_set1_epi32(dword(aq.add(i * QK + 4 * c)));
+                                let p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(x, ws));
+                                *s = _mm256_add_epi32(*s, _mm256_madd_epi16(p, ones));
+                            }
+                        }
+                    } else {
+                        for c in 0..4 {
+                            let v = _mm256_loadu_si256(blk.add(qso + 64 * c + 32 * h).cast());
+                            let mut lo = _mm256_and_si256(v, low4);
+                            let mut hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+                            if qho != NO {
+                                let at = blk.add(qho + 16 * c + 4 * h);
+                                let kl = bits_to_bytes(crate::x86::read_u32(at));
+                                let kh = bits_to_bytes(crate::x86::read_u32(at.add(8)));
+                                lo = _mm256_or_si256(lo, _mm256_and_si256(kl, bit4));
+                                hi = _mm256_or_si256(hi, _mm256_and_si256(kh, bit4));
+                            }
+                            for (i, s) in ia.iter_mut().enumerate() {
+                                let xl = _mm256_set1_epi32(dword(aq.add(i * QK + 4 * c)));
+                                let xh = _mm256_set1_epi32(dword(aq.add(i * QK + 16 + 4 * c)));
+                                // Codes ≤ 31 and |x| ≤ 127: the i16 sums stay below 2^15.
+                                let p = _mm256_add_epi16(
+                                    _mm256_maddubs_epi16(lo, xl),
+                                    _mm256_maddubs_epi16(hi, xh),
+                                );
+                                *s = _mm256_add_epi32(*s, _mm256_madd_epi16(p, ones));
+                            }
+                        }
+                    }
+                    let dw = _mm256_cvtph_ps(_mm_loadu_si128(blk.add(16 * h).cast()));
+                    for (i, (acc_i, s)) in acc.iter_mut().zip(&ia).enumerate() {
+                        let d = _mm256_mul_ps(dw, _mm256_set1_ps(*a.d.add(e0 + i)));
+                        *acc_i = _mm256_fmadd_ps(_mm256_cvtepi32_ps(*s), d, *acc_i);
+                    }
+                    if mo != NO {
+                        let mw = _mm256_cvtph_ps(_mm_loadu_si128(blk.add(mo + 16 * h).cast()));
+                        for (i, acc_i) in acc.iter_mut().enumerate() {
+                            *acc_i = _mm256_fmadd_ps(mw, _mm256_set1_ps(*a.s.add(e0 + i)), *acc_i);
+                        }
+                    }
+                }
+                for (i, acc_i) in acc.iter().enumerate() {
+                    _mm256_storeu_ps(out.add(i * ldo + g * GROUP_ROWS + 8 * h), *acc_i);
+                }
+            }
+        }
+    }
+}
+
+/// Calls `$f::<T, G>(args)` for the run-time type `$t` and pass size `$g`.
+macro_rules! call {
+    ($f:ident, $t:expr, $g:expr, [$($m:literal),*], $args:tt) => {{
+        macro_rules! by_m {
+            ($T:ident) => {
+                match $g {
+                    $($m => $f::<$T, $m> $args,)*
+                    _ => unreachable!("pass sizes are capped"),
+                }
+            };
+        }
+        match $t {
+            QuantType::Q4_0 => by_m!(Q4_0),
+            QuantType::Q4_1 => by_m!(Q4_1),
+            QuantType::Q5_0 => by_m!(Q5_0),
+            QuantType::Q5_1 => by_m!(Q5_1),
+            QuantType::Q8_0 => by_m!(Q8_0),
+            QuantType::Q8_1 => unreachable!("not a weight type"),
+        }
+    }};
+}
+
+/// `out[i·ldo + 16g + l] = row (16g + l) · act_i` for the whole groups in `data`.
+///
+/// # Safety
+/// The CPU has AVX2, FMA and F16C, and AVX-512 F/BW/VL/VNNI when `vnni`; `data` is whole
+/// groups of `t` rows of `k > 0` values; `acts` were quantized for `t` and `k`; `out`
+/// holds `[acts.m, ldo]` with `ldo ≥ 16 · groups`.
+pub(crate) unsafe fn matmul(
+    vnni: bool,
+    t: QuantType,
+    k: usize,
+    data: &[u8],
+    acts: &QuantActs,
+    out: &mut [f32],
+    ldo: usize,
+) {
+    let nb = k / QK;
+    let ng = data.len() / (GROUP_ROWS * t.row_bytes(k));
+    let (w, max_pass) = (data.as_ptr(), if vnni { 8 } else { 4 });
+    let mut i0 = 0;
+    while i0 < acts.m() {
+        let g = (acts.m() - i0).min(max_pass);
+        // SAFETY: i0 < m, so the offsets stay inside the [nb, m] activation parts and the
+        // [m, ldo] output; the kernels read rows i0..i0 + g only.
+        unsafe {
+            let a = Acts {
+                q: acts.q.as_ptr().add(i0 * QK),
+                d: acts.d.as_ptr().add(i0),
+                sum: acts.sum.as_ptr().add(i0),
+                s: acts.s.as_ptr().add(i0),
+                m: acts.m(),
+            };
+            let o = out.as_mut_ptr().add(i0 * ldo);
+            if vnni {
+                call!(
+                    kernel_vnni,
+                    t,
+                    g,
+                    [1, 2, 3, 4, 5, 6, 7, 8],
+                    (w, ng, nb, a, o, ldo)
+                );
+            } else {
+                call!(kernel_avx2, t, g, [1, 2, 3, 4], (w, ng, nb, a, o, ldo));
+            }
+        }
+        i0 += g;
+    }
+}
