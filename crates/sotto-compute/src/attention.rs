@@ -109,7 +109,8 @@ impl CpuBackend {
                 d,
                 n_head,
             };
-            self.install(|| simd::attention(q, k, v, shape, mask, scale, out));
+            let pool = &self.scratch_f32;
+            self.install(|| simd::attention(q, k, v, shape, mask, scale, out, pool));
             return Ok(());
         }
         let n_blocks = tq.div_ceil(Q_BLOCK);
@@ -294,6 +295,7 @@ mod simd {
 
     use super::{Mask, Q_BLOCK};
     use crate::kernels::x86_attn_f32::{self as tile, MR, NR};
+    use crate::scratch::Pool;
     use crate::OutPtr;
 
     /// Keys per tile of the online softmax: wider than the gemm path's, as the per-tile
@@ -329,13 +331,13 @@ mod simd {
 
     impl Panels {
         /// Packs K and V (Shape: [tk, d] per sequence, `stride` apart), in parallel.
-        fn new(k: &[f32], v: &[f32], sh: Shape) -> Self {
+        fn new(k: &[f32], v: &[f32], sh: Shape, pool: &Pool<f32>) -> Self {
             let (tk, d) = (sh.tk, sh.d);
             let dh = d / sh.n_head;
             let (k_panels, v_panels) = (tk.div_ceil(NR), dh.div_ceil(NR));
             let (k_len, v_len) = (k_panels * dh * NR, v_panels * tk * NR);
             let n = sh.batch * sh.n_head;
-            let (mut pk, mut pv) = (vec![0.0f32; n * k_len], vec![0.0f32; n * v_len]);
+            let (mut pk, mut pv) = (pool.take(n * k_len), pool.take(n * v_len));
             let pack = |t: usize, pk: &mut [f32], pv: &mut [f32]| {
                 let (s, h) = (t / sh.n_head, t % sh.n_head);
                 let c0 = s * sh.stride + h * dh;
@@ -417,6 +419,7 @@ mod simd {
     /// caller checked the shapes and that AVX-512 runs.
     ///
     /// `q`, `out` Shape: [batch, tq, d]; `k`, `v` Shape: [(batch − 1) · stride + tk · d].
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn attention(
         q: &[f32],
         k: &[f32],
@@ -425,8 +428,9 @@ mod simd {
         mask: Mask,
         scale: f32,
         out: &mut [f32],
+        pool: &Pool<f32>,
     ) {
-        let panels = Panels::new(k, v, sh);
+        let panels = Panels::new(k, v, sh, pool);
         // Scores in log2 units, so the softmax takes 2^x.
         let scale = scale * std::f32::consts::LOG2_E;
         let n_blocks = sh.tq.div_ceil(Q_BLOCK);
@@ -445,6 +449,8 @@ mod simd {
                 .into_par_iter()
                 .for_each_init(|| Scratch::new(&panels), task);
         }
+        pool.give(panels.k);
+        pool.give(panels.v);
     }
 
     /// (Sequence, head) `sq` = s · n_head + h, query rows `i0..i1` of sequence s: writes

@@ -109,7 +109,8 @@ impl CpuBackend {
         }
         let d = check_shapes(q, tq, k, v, tk, n_head, out)?;
         #[cfg(target_arch = "x86_64")]
-        self.install(|| x86::attention(q, tq, k, v, tk, d, n_head, false, out));
+        let pools = (&self.scratch_f32, &self.scratch_u32);
+        self.install(|| x86::attention(q, tq, k, v, tk, d, n_head, false, out, pools));
         #[cfg(not(target_arch = "x86_64"))]
         let _ = d;
         Ok(())
@@ -138,7 +139,8 @@ impl CpuBackend {
         }
         let d = check_shapes(q, tq, k, v, tk, n_head, out)?;
         #[cfg(target_arch = "x86_64")]
-        self.install(|| x86::attention(q, tq, k, v, tk, d, n_head, true, out));
+        let pools = (&self.scratch_f32, &self.scratch_u32);
+        self.install(|| x86::attention(q, tq, k, v, tk, d, n_head, true, out, pools));
         #[cfg(not(target_arch = "x86_64"))]
         let _ = d;
         Ok(())
@@ -268,6 +270,7 @@ mod x86 {
     use super::{K_TILE, Q_BLOCK};
     use crate::bf16::{MR, NR};
     use crate::kernels::{self, x86_attn_f32, x86_bf16, x86_bf16_attn};
+    use crate::scratch::Pool;
     use crate::{Isa, OutPtr};
 
     // The f32 score tile fills whole row tiles of a query block and whole key panels.
@@ -300,7 +303,16 @@ mod x86 {
     impl Panels {
         /// Packs `k`, `v` (Shape: [tk, d]) for `n_head` heads of `dh`, in parallel; K in
         /// f32 for `f32_scores`.
-        fn new(k: &[f32], v: &[f32], tk: usize, d: usize, n_head: usize, f32_scores: bool) -> Self {
+        #[allow(clippy::too_many_arguments)]
+        fn new(
+            k: &[f32],
+            v: &[f32],
+            tk: usize,
+            d: usize,
+            n_head: usize,
+            f32_scores: bool,
+            pools: (&Pool<f32>, &Pool<u32>),
+        ) -> Self {
             let dh = d / n_head;
             let (kp, tkp) = (dh.div_ceil(2), tk.div_ceil(2));
             let (k_panels, v_panels) = (tk.div_ceil(NR), dh.div_ceil(NR));
@@ -308,7 +320,7 @@ mod x86 {
             let (mut pk, mut kf) = (Vec::new(), Vec::new());
             if f32_scores {
                 let k_len = k_panels * dh * NR;
-                kf = vec![0.0f32; n_head * k_len];
+                kf = pools.0.take(n_head * k_len);
                 kf.par_chunks_mut(k_len).enumerate().for_each(|(h, kf)| {
                     for (jp, panel) in kf.chunks_exact_mut(dh * NR).enumerate() {
                         let rows = NR.min(tk - jp * NR);
@@ -328,7 +340,7 @@ mod x86 {
                 });
             } else {
                 let k_len = k_panels * kp * NR;
-                pk = vec![0u32; n_head * k_len];
+                pk = pools.1.take(n_head * k_len);
                 pk.par_chunks_mut(k_len).enumerate().for_each(|(h, pk)| {
                     let c0 = h * dh;
                     let mut row = vec![0u32; kp];
@@ -342,7 +354,7 @@ mod x86 {
                     }
                 });
             }
-            let mut pv = vec![0u32; n_head * v_len];
+            let mut pv = pools.1.take(n_head * v_len);
             pv.par_chunks_mut(v_len).enumerate().for_each(|(h, pv)| {
                 let c0 = h * dh;
                 for (cp, panel) in pv.chunks_exact_mut(tkp * NR).enumerate() {
@@ -419,8 +431,9 @@ mod x86 {
         n_head: usize,
         f32_scores: bool,
         out: &mut [f32],
+        pools: (&Pool<f32>, &Pool<u32>),
     ) {
-        let panels = Panels::new(k, v, tk, d, n_head, f32_scores);
+        let panels = Panels::new(k, v, tk, d, n_head, f32_scores, pools);
         let qf_len = if f32_scores { Q_BLOCK * panels.dh } else { 0 };
         let n_blocks = tq.div_ceil(Q_BLOCK);
         let dst = OutPtr(out.as_mut_ptr());
@@ -441,6 +454,9 @@ mod x86 {
                 block(q, d, &panels, h, i0, i1, tk, dst, sc);
             },
         );
+        pools.0.give(panels.kf);
+        pools.1.give(panels.k);
+        pools.1.give(panels.v);
     }
 
     /// Head `h`, query rows `i0..i1`: writes `out` rows i0..i1, columns h·dh..(h + 1)·dh,

@@ -16,6 +16,7 @@ pub mod kernels;
 mod linear;
 mod ops;
 mod packed_attention;
+mod scratch;
 mod tiled;
 
 pub use attention::Mask;
@@ -281,6 +282,9 @@ pub struct CpuBackend {
     /// The bf16 GEMM's packed activations, kept between calls: a fresh 6 MiB buffer per
     /// encoder product cost its page faults every time.
     bf16_rows: std::sync::Mutex<Vec<u32>>,
+    /// Packed attention K/V between calls.
+    pub(crate) scratch_f32: scratch::Pool<f32>,
+    pub(crate) scratch_u32: scratch::Pool<u32>,
 }
 
 impl std::fmt::Debug for CpuBackend {
@@ -320,6 +324,8 @@ impl CpuBackend {
             threads,
             isa: kernels::checked(isa),
             bf16_rows: Default::default(),
+            scratch_f32: Default::default(),
+            scratch_u32: Default::default(),
         })
     }
 
