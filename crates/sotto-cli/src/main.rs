@@ -128,7 +128,7 @@ fn dedup_chain(msgs: &[String]) -> String {
     out
 }
 
-/// Load options from `--encoder-precision` (`auto`, `bf16`, `bf16-attention` or `f32`).
+/// Load options from `--encoder-precision` (`auto`, `bf16`, `bf16-fast` or `f32`).
 /// A bf16 level asked for by name on a CPU without AVX-512 BF16 is an error rather than a
 /// silent f32 run; `auto` is bf16 where the CPU has it.
 pub(crate) fn load_options(encoder_precision: &str) -> anyhow::Result<sotto::LoadOptions> {
@@ -136,13 +136,13 @@ pub(crate) fn load_options(encoder_precision: &str) -> anyhow::Result<sotto::Loa
     let encoder = match encoder_precision {
         "auto" => P::Bf16,
         "f32" => P::F32,
-        "bf16" | "bf16-attention" if !sotto::bf16_encoder_supported() => anyhow::bail!(
+        "bf16" | "bf16-fast" if !sotto::bf16_encoder_supported() => anyhow::bail!(
             "--encoder-precision {encoder_precision}: this CPU lacks AVX-512 BF16 (use auto or f32)"
         ),
         "bf16" => P::Bf16,
-        "bf16-attention" => P::Bf16Attention,
+        "bf16-fast" => P::Bf16Fast,
         other => {
-            anyhow::bail!("--encoder-precision {other}: expected auto, bf16, bf16-attention or f32")
+            anyhow::bail!("--encoder-precision {other}: expected auto, bf16, bf16-fast or f32")
         }
     };
     Ok(sotto::LoadOptions { encoder })

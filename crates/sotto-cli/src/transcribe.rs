@@ -46,13 +46,13 @@ pub struct Args {
     device: String,
 
     /// Encoder arithmetic: `bf16` (linear layers and attention's P·V in bf16 with f32 sums;
-    /// needs AVX-512 BF16), `bf16-attention` (the attention scores too: faster, less
-    /// accurate), `f32` (the reference path), or `auto`: bf16 where the CPU has it, else f32
+    /// needs AVX-512 BF16), `bf16-fast` (the attention scores and the decoder's
+    /// prompt pass too: faster, less accurate), `f32` (the reference path), or `auto`: bf16 where the CPU has it, else f32
     #[arg(
         long,
         env = "SOTTO_ENCODER_PRECISION",
         default_value = "auto",
-        value_parser = ["auto", "bf16", "bf16-attention", "f32"]
+        value_parser = ["auto", "bf16", "bf16-fast", "f32"]
     )]
     encoder_precision: String,
 

@@ -282,6 +282,8 @@ pub struct CpuBackend {
     /// The bf16 GEMM's packed activations, kept between calls: a fresh 6 MiB buffer per
     /// encoder product cost its page faults every time.
     bf16_rows: std::sync::Mutex<Vec<u32>>,
+    /// Whether f16 decoder tiles meeting many rows (a prompt) may run as bf16 GEMMs.
+    tiles_bf16: bool,
     /// Packed attention K/V between calls.
     pub(crate) scratch_f32: scratch::Pool<f32>,
     pub(crate) scratch_u32: scratch::Pool<u32>,
@@ -324,6 +326,7 @@ impl CpuBackend {
             threads,
             isa: kernels::checked(isa),
             bf16_rows: Default::default(),
+            tiles_bf16: false,
             scratch_f32: Default::default(),
             scratch_u32: Default::default(),
         })
@@ -336,6 +339,19 @@ impl CpuBackend {
     /// The kernel path every op runs.
     pub fn isa(&self) -> Isa {
         self.isa
+    }
+
+    /// Lets products of f16 tiles ([`Weight::F16Tiled`]) with many rows (32 or more: a
+    /// decoder's prompt) run as bf16 GEMMs, the tiles rounded to bf16 per call, on CPUs
+    /// with AVX-512 BF16: about 1.6× faster prompts, at bf16 rounding. Off by default.
+    pub fn with_bf16_tiles(mut self, on: bool) -> Self {
+        self.tiles_bf16 = on;
+        self
+    }
+
+    /// Whether tiled products of many rows may take the bf16 GEMM here.
+    pub(crate) fn tiles_bf16(&self) -> bool {
+        self.tiles_bf16 && bf16::simd(self.isa)
     }
 
     /// Runs `f` inside this backend's pool (so nested rayon work uses its threads).

@@ -12,6 +12,9 @@ use crate::{shape_err, CpuBackend, F16Tiles, Isa, Linear, OutPtr, QuantTiles, Re
 
 /// Up to this many input rows, each weight row is streamed once for all inputs.
 const SMALL_M: usize = 8;
+/// From this many rows f16 decoder tiles are rounded to bf16 per call for the bf16 GEMM
+/// (where the CPU has it): the conversion costs about as much as 16 rows of tile kernel.
+const TILES_BF16_M: usize = 32;
 /// Up to this many multiply-adds a small-M product runs on the calling thread: a rayon
 /// fork/join from outside the pool measured ~17 µs on 2 cores, while a 1536×384 f16
 /// product takes ~25 µs on one core (weights in cache).
@@ -64,6 +67,10 @@ impl CpuBackend {
             self.small_m(x, m, w, out, gelu);
         } else if matches!(w.weight, Weight::Bf16(_)) && crate::bf16::simd(self.isa) {
             self.linear_bf16(x, m, w, out, gelu);
+        } else if let (Weight::F16Tiled(t), true) =
+            (&w.weight, m >= TILES_BF16_M && self.tiles_bf16())
+        {
+            self.linear_tiles_bf16(x, m, t, w.bias.as_deref(), out, gelu);
         } else if matches!(w.weight, Weight::F16Tiled(_) | Weight::QuantTiled(_)) {
             // Decoder weights meeting a prompt (~100–225 rows): the tiled kernels, a few
             // rows at a time, stream the weights once per chunk; the gemm path would widen
@@ -403,7 +410,9 @@ mod tests {
             .into_iter()
             .flat_map(|t| sotto_isa::available().into_iter().map(move |i| (t, i)))
         {
-            let be = CpuBackend::with_isa(threads, isa).unwrap();
+            let be = CpuBackend::with_isa(threads, isa)
+                .unwrap()
+                .with_bf16_tiles(true);
             for &(m, n, k) in &[
                 (1, 7, 13),
                 (3, 33, 65),
@@ -415,6 +424,7 @@ mod tests {
                 (1, 1000, 100),
                 (5, 1001, 385),
                 (7, 300, 64),
+                (40, 97, 65),
             ] {
                 let x = rand_vec(m * k, 1);
                 let w32 = rand_vec(n * k, 2);
@@ -435,7 +445,26 @@ mod tests {
                     let lt = Linear::new(tiled, bias.clone(), n, k).unwrap();
                     out.fill(f32::NAN);
                     be.linear(&x, m, &lt, &mut out).unwrap();
-                    assert!(max_abs_diff(&out, &want) < 1e-4, "tiled {m} {n} {k}");
+                    if m >= TILES_BF16_M && crate::bf16::simd(isa) {
+                        // Many rows on tiles take the bf16 GEMM: against its scalar model.
+                        let packed = crate::bf16::Bf16Packed::new(&w16_as32, n, k).unwrap();
+                        let mut want_bf = vec![0.0; m * n];
+                        crate::bf16::linear_reference(
+                            &x,
+                            m,
+                            &packed,
+                            bias.as_deref(),
+                            &mut want_bf,
+                        )
+                        .unwrap();
+                        assert!(
+                            max_abs_diff(&out, &want_bf) < 1e-4,
+                            "tiled bf16 {m} {n} {k}"
+                        );
+                        assert!(max_abs_diff(&out, &want) < 5e-2, "tiled bf16 {m} {n} {k}");
+                    } else {
+                        assert!(max_abs_diff(&out, &want) < 1e-4, "tiled {m} {n} {k}");
+                    }
                     let mut g = vec![f32::NAN; m * n];
                     be.linear_gelu(&x, m, &lt, &mut g).unwrap();
                     // Against the same product, so only the GELU is compared.

@@ -104,10 +104,11 @@ pub enum EncoderPrecision {
     /// Transcripts stay within the WER of the f32 path on the shared clips (see the README).
     #[default]
     Bf16,
-    /// [`EncoderPrecision::Bf16`] with QKᵀ in bf16 too: faster again, but the rounded
-    /// scores move more transcripts (tiny.en beam 5: +1 WER point on the shared clips),
-    /// so it is opt-in.
-    Bf16Attention,
+    /// [`EncoderPrecision::Bf16`] with the attention scores QKᵀ in bf16 too, and the
+    /// decoder's prompt pass (the previous window's text, ~100–225 tokens per window) as
+    /// bf16 GEMMs over its f16 weights: faster again, but the extra rounding moves more
+    /// transcripts (tiny.en beam 5: +1 WER point on the shared clips), so it is opt-in.
+    Bf16Fast,
 }
 
 /// How a model's weights are prepared at load.

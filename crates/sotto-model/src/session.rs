@@ -144,7 +144,9 @@ impl Session {
             .map(|_| PackedKv::new(ctx, h.n_text_head, dt))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
-            be: CpuBackend::new(threads)?,
+            // The fast level also takes the decoder's prompt pass through bf16 GEMMs.
+            be: CpuBackend::new(threads)?
+                .with_bf16_tiles(model.encoder_precision == crate::EncoderPrecision::Bf16Fast),
             enc: EncBuffers {
                 x: vec![0.0; ctx * da],
                 h: vec![0.0; (ctx * da).max(n_frames * h.n_mels)],
@@ -213,7 +215,7 @@ impl Session {
                 crate::EncoderPrecision::Bf16 => {
                     be.attention_mixed(q, ctx, k, v, ctx, h.n_audio_head, att)?
                 }
-                crate::EncoderPrecision::Bf16Attention => {
+                crate::EncoderPrecision::Bf16Fast => {
                     be.attention_bf16(q, ctx, k, v, ctx, h.n_audio_head, att)?
                 }
             }

@@ -161,7 +161,7 @@ fn tiny_en_greedy_matches_ctranslate2() {
     assert_eq!(got, want);
 }
 
-/// The bf16 encoder (`EncoderPrecision::Bf16` and `Bf16Attention`, where the CPU has
+/// The bf16 encoder (`EncoderPrecision::Bf16` and `Bf16Fast`, where the CPU has
 /// AVX-512 BF16): bf16
 /// rounding of weights and activations moves the encoder output by up to ~0.06 (tiny.en)
 /// and ~0.8 (base, on values up to ~±20) and the first logits by ~0.03–0.06; the bounds
@@ -194,11 +194,11 @@ fn check_bf16(name: &str, encoder: sotto_model::EncoderPrecision) {
 #[test]
 fn tiny_en_bf16_encoder_stays_close() {
     check_bf16("tiny.en", sotto_model::EncoderPrecision::Bf16);
-    check_bf16("tiny.en", sotto_model::EncoderPrecision::Bf16Attention);
+    check_bf16("tiny.en", sotto_model::EncoderPrecision::Bf16Fast);
 }
 
 #[test]
 fn base_bf16_encoder_stays_close() {
     check_bf16("base", sotto_model::EncoderPrecision::Bf16);
-    check_bf16("base", sotto_model::EncoderPrecision::Bf16Attention);
+    check_bf16("base", sotto_model::EncoderPrecision::Bf16Fast);
 }
