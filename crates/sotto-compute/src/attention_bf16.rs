@@ -104,16 +104,7 @@ impl CpuBackend {
         n_head: usize,
         out: &mut [f32],
     ) -> Result<()> {
-        if !crate::bf16::simd(self.isa()) {
-            return self.attention(q, tq, k, v, tk, n_head, Mask::None, out);
-        }
-        let d = check_shapes(q, tq, k, v, tk, n_head, out)?;
-        #[cfg(target_arch = "x86_64")]
-        let pools = (&self.scratch_f32, &self.scratch_u32);
-        self.install(|| x86::attention(q, tq, k, v, tk, d, n_head, false, out, pools));
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = d;
-        Ok(())
+        self.bf16_attention(q, tq, k, v, tk, n_head, false, out)
     }
 }
 
@@ -134,15 +125,34 @@ impl CpuBackend {
         n_head: usize,
         out: &mut [f32],
     ) -> Result<()> {
+        self.bf16_attention(q, tq, k, v, tk, n_head, true, out)
+    }
+
+    /// The shared body of [`CpuBackend::attention_bf16`] (`f32_scores` false) and
+    /// [`CpuBackend::attention_mixed`] (true).
+    #[allow(clippy::too_many_arguments)]
+    fn bf16_attention(
+        &self,
+        q: &[f32],
+        tq: usize,
+        k: &[f32],
+        v: &[f32],
+        tk: usize,
+        n_head: usize,
+        f32_scores: bool,
+        out: &mut [f32],
+    ) -> Result<()> {
         if !crate::bf16::simd(self.isa()) {
             return self.attention(q, tq, k, v, tk, n_head, Mask::None, out);
         }
         let d = check_shapes(q, tq, k, v, tk, n_head, out)?;
         #[cfg(target_arch = "x86_64")]
-        let pools = (&self.scratch_f32, &self.scratch_u32);
-        self.install(|| x86::attention(q, tq, k, v, tk, d, n_head, true, out, pools));
+        {
+            let pools = (&self.scratch_f32, &self.scratch_u32);
+            self.install(|| x86::attention(q, tq, k, v, tk, d, n_head, f32_scores, out, pools));
+        }
         #[cfg(not(target_arch = "x86_64"))]
-        let _ = d;
+        let _ = (d, f32_scores);
         Ok(())
     }
 }

@@ -284,7 +284,8 @@ pub struct CpuBackend {
     bf16_rows: std::sync::Mutex<Vec<u32>>,
     /// Whether f16 decoder tiles meeting many rows (a prompt) may run as bf16 GEMMs.
     tiles_bf16: bool,
-    /// Packed attention K/V between calls.
+    /// Packed attention K/V between calls (x86-64 kernels only).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     pub(crate) scratch_f32: scratch::Pool<f32>,
     pub(crate) scratch_u32: scratch::Pool<u32>,
 }
