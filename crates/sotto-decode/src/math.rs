@@ -40,7 +40,8 @@ pub(crate) fn exp_nonpos(x: f32) -> f32 {
 }
 
 /// The largest value, NaN skipped; -inf for an empty or all-NaN slice.
-pub(crate) fn max(x: &[f32]) -> f32 {
+#[inline(always)]
+fn max_lanes(x: &[f32]) -> f32 {
     let mut acc = [f32::NEG_INFINITY; LANES];
     let chunks = x.chunks_exact(LANES);
     let tail = chunks.remainder();
@@ -55,7 +56,8 @@ pub(crate) fn max(x: &[f32]) -> f32 {
 }
 
 /// `Σ e^(x_i − m)` for `m ≥ max(x)`.
-pub(crate) fn sum_exp_sub(x: &[f32], m: f32) -> f32 {
+#[inline(always)]
+fn sum_exp_sub_lanes(x: &[f32], m: f32) -> f32 {
     let mut acc = [0.0f32; LANES];
     let chunks = x.chunks_exact(LANES);
     let tail = chunks.remainder();
@@ -66,6 +68,42 @@ pub(crate) fn sum_exp_sub(x: &[f32], m: f32) -> f32 {
     }
     acc.iter().sum::<f32>() + tail.iter().map(|&v| exp_nonpos(v - m)).sum::<f32>()
 }
+
+/// Runs `$body` (a call of an `#[inline(always)]` function) compiled for AVX-512 F or
+/// AVX2 + FMA where the CPU has them (the default target is SSE2): 4–8× the lanes on the
+/// same code. The explicit lane accumulators fix the summation order, so every path
+/// gives the same bits.
+macro_rules! widest {
+    ($name:ident($($arg:ident: $ty:ty),*) -> $ret:ty = $body:expr) => {
+        pub(crate) fn $name($($arg: $ty),*) -> $ret {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx512f")]
+                fn avx512($($arg: $ty),*) -> $ret {
+                    $body
+                }
+                #[target_feature(enable = "avx2,fma")]
+                fn avx2($($arg: $ty),*) -> $ret {
+                    $body
+                }
+                if std::arch::is_x86_feature_detected!("avx512f") {
+                    // SAFETY: the CPU has AVX-512 F (checked on the line above).
+                    return unsafe { avx512($($arg),*) };
+                }
+                if std::arch::is_x86_feature_detected!("avx2")
+                    && std::arch::is_x86_feature_detected!("fma")
+                {
+                    // SAFETY: the CPU has AVX2 and FMA (checked above).
+                    return unsafe { avx2($($arg),*) };
+                }
+            }
+            $body
+        }
+    };
+}
+
+widest!(max(x: &[f32]) -> f32 = max_lanes(x));
+widest!(sum_exp_sub(x: &[f32], m: f32) -> f32 = sum_exp_sub_lanes(x, m));
 
 /// log(Σ e^x), -inf for an empty or all -inf slice.
 pub(crate) fn logsumexp(x: &[f32]) -> f32 {
