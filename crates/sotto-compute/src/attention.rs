@@ -567,45 +567,7 @@ mod simd {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{max_abs_diff, rand_vec};
-
-    #[allow(clippy::too_many_arguments)]
-    fn naive(
-        q: &[f32],
-        tq: usize,
-        k: &[f32],
-        v: &[f32],
-        tk: usize,
-        nh: usize,
-        pos0: Option<usize>,
-    ) -> Vec<f32> {
-        let d = q.len() / tq;
-        let dh = d / nh;
-        let mut out = vec![0.0f32; tq * d];
-        for h in 0..nh {
-            for i in 0..tq {
-                let lim = pos0.map_or(tk, |p| p + i + 1);
-                let s: Vec<f64> = (0..lim)
-                    .map(|j| {
-                        (0..dh)
-                            .map(|c| q[i * d + h * dh + c] as f64 * k[j * d + h * dh + c] as f64)
-                            .sum::<f64>()
-                            / (dh as f64).sqrt()
-                    })
-                    .collect();
-                let m = s.iter().copied().fold(f64::MIN, f64::max);
-                let e: Vec<f64> = s.iter().map(|x| (x - m).exp()).collect();
-                let z: f64 = e.iter().sum();
-                for c in 0..dh {
-                    let o: f64 = (0..lim)
-                        .map(|j| e[j] / z * v[j * d + h * dh + c] as f64)
-                        .sum();
-                    out[i * d + h * dh + c] = o as f32;
-                }
-            }
-        }
-        out
-    }
+    use crate::testutil::{max_abs_diff, naive_attention as naive, rand_vec};
 
     #[test]
     fn attention_matches_naive() {

@@ -612,38 +612,11 @@ mod x86 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{max_abs_diff, rand_vec};
+    use crate::testutil::{max_abs_diff, naive_attention, rand_vec};
     use crate::Isa;
 
     /// bf16's unit roundoff (8 significant bits).
     const U: f64 = 1.0 / 256.0;
-
-    /// Exact attention in f64 on the unrounded inputs.
-    fn naive(q: &[f32], tq: usize, k: &[f32], v: &[f32], tk: usize, nh: usize) -> Vec<f32> {
-        let d = q.len() / tq;
-        let dh = d / nh;
-        let mut out = vec![0.0f32; tq * d];
-        for h in 0..nh {
-            for i in 0..tq {
-                let s: Vec<f64> = (0..tk)
-                    .map(|j| {
-                        (0..dh)
-                            .map(|c| q[i * d + h * dh + c] as f64 * k[j * d + h * dh + c] as f64)
-                            .sum::<f64>()
-                            / (dh as f64).sqrt()
-                    })
-                    .collect();
-                let m = s.iter().copied().fold(f64::MIN, f64::max);
-                let e: Vec<f64> = s.iter().map(|x| (x - m).exp()).collect();
-                let z: f64 = e.iter().sum();
-                for c in 0..dh {
-                    let o: f64 = (0..tk).map(|j| e[j] * v[j * d + h * dh + c] as f64).sum();
-                    out[i * d + h * dh + c] = (o / z) as f32;
-                }
-            }
-        }
-        out
-    }
 
     /// The worst-case error of the bf16 arithmetic against exact attention: every
     /// log-weight moves by at most E = A·(2u + u² + dh·2⁻²³) (Q, K rounding and the f32
@@ -745,7 +718,7 @@ mod tests {
                 let (q, k, v) = inputs(tq, tk, d, q_gain);
                 let mut got = vec![f32::NAN; tq * d];
                 attention_bf16_reference(&q, tq, &k, &v, tk, nh, &mut got).unwrap();
-                let want = naive(&q, tq, &k, &v, tk, nh);
+                let want = naive_attention(&q, tq, &k, &v, tk, nh, None);
                 let err = max_abs_diff(&got, &want) as f64;
                 let bound = bound(&q, tq, &k, &v, tk, nh);
                 eprintln!("gain {q_gain} {tq}×{tk} {nh}×{dh}: err {err:.2e} bound {bound:.2e}");
@@ -790,7 +763,7 @@ mod tests {
             for &(tq, tk, nh, dh) in &SHAPES[4..6] {
                 let d = nh * dh;
                 let (q, k, v) = inputs(tq, tk, d, q_gain);
-                let want = naive(&q, tq, &k, &v, tk, nh);
+                let want = naive_attention(&q, tq, &k, &v, tk, nh, None);
                 let mut mixed = vec![f32::NAN; tq * d];
                 attention_mixed_reference(&q, tq, &k, &v, tk, nh, &mut mixed).unwrap();
                 let mut bf16 = vec![f32::NAN; tq * d];

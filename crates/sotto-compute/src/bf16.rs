@@ -271,11 +271,11 @@ impl CpuBackend {
         let kc = kp.div_ceil(k_blocks);
         let dst = OutPtr(out.as_mut_ptr());
         self.install(|| {
-            // A poisoned lock only means another call panicked mid-pack: the buffer is
-            // refilled here anyway.
-            let mut rows = self.bf16_rows.lock().unwrap_or_else(|e| e.into_inner());
-            pack_rows(isa, x, m, pw.n_in, &mut rows);
-            let a = &rows[..];
+            // Kept between calls: a fresh 6 MiB buffer per encoder product cost its page
+            // faults every time.
+            let mut packed = self.scratch_u32.take(0);
+            pack_rows(isa, x, m, pw.n_in, &mut packed);
+            let a = &packed[..];
             (0..m_blocks * n_blocks).into_par_iter().for_each(|t| {
                 let (i0, j0) = ((t % m_blocks) * MC, (t / m_blocks) * NC);
                 let (i1, j1) = ((i0 + MC).min(m), (j0 + NC).min(n));
@@ -322,6 +322,7 @@ impl CpuBackend {
                     }
                 }
             });
+            self.scratch_u32.give(packed);
         });
     }
 }

@@ -279,12 +279,10 @@ pub struct CpuBackend {
     pool: rayon::ThreadPool,
     threads: usize,
     isa: Isa,
-    /// The bf16 GEMM's packed activations, kept between calls: a fresh 6 MiB buffer per
-    /// encoder product cost its page faults every time.
-    bf16_rows: std::sync::Mutex<Vec<u32>>,
     /// Whether f16 decoder tiles meeting many rows (a prompt) may run as bf16 GEMMs.
     tiles_bf16: bool,
-    /// Packed attention K/V between calls (x86-64 kernels only).
+    /// Large per-call buffers kept between calls: packed attention K/V and bf16 GEMM
+    /// operands (x86-64 kernels only).
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     pub(crate) scratch_f32: scratch::Pool<f32>,
     pub(crate) scratch_u32: scratch::Pool<u32>,
@@ -326,7 +324,6 @@ impl CpuBackend {
             pool,
             threads,
             isa: kernels::checked(isa),
-            bf16_rows: Default::default(),
             tiles_bf16: false,
             scratch_f32: Default::default(),
             scratch_u32: Default::default(),
@@ -376,6 +373,46 @@ pub(crate) mod testutil {
                 ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
             })
             .collect()
+    }
+
+    /// Exact attention in f64 on the unrounded inputs; `pos0`: causal, query i at
+    /// position pos0 + i.
+    #[allow(clippy::too_many_arguments)]
+    pub fn naive_attention(
+        q: &[f32],
+        tq: usize,
+        k: &[f32],
+        v: &[f32],
+        tk: usize,
+        nh: usize,
+        pos0: Option<usize>,
+    ) -> Vec<f32> {
+        let d = q.len() / tq;
+        let dh = d / nh;
+        let mut out = vec![0.0f32; tq * d];
+        for h in 0..nh {
+            for i in 0..tq {
+                let lim = pos0.map_or(tk, |p| p + i + 1);
+                let s: Vec<f64> = (0..lim)
+                    .map(|j| {
+                        (0..dh)
+                            .map(|c| q[i * d + h * dh + c] as f64 * k[j * d + h * dh + c] as f64)
+                            .sum::<f64>()
+                            / (dh as f64).sqrt()
+                    })
+                    .collect();
+                let m = s.iter().copied().fold(f64::MIN, f64::max);
+                let e: Vec<f64> = s.iter().map(|x| (x - m).exp()).collect();
+                let z: f64 = e.iter().sum();
+                for c in 0..dh {
+                    let o: f64 = (0..lim)
+                        .map(|j| e[j] / z * v[j * d + h * dh + c] as f64)
+                        .sum();
+                    out[i * d + h * dh + c] = o as f32;
+                }
+            }
+        }
+        out
     }
 
     pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {

@@ -1,5 +1,5 @@
-//! Large buffers that a backend's ops need per call (attention's packed K and V: 2–10 MiB
-//! per encoder layer), kept between calls. A fresh allocation that size pays its page
+//! Large buffers that a backend's ops need per call (attention's packed K and V, the bf16
+//! GEMM's packed operands: 2–10 MiB per encoder layer), kept between calls. A fresh allocation that size pays its page
 //! faults on every call; kept here, it is paid once per session and freed with it.
 
 use std::sync::Mutex;
@@ -8,7 +8,8 @@ use std::sync::Mutex;
 #[derive(Debug, Default)]
 pub(crate) struct Pool<T>(Mutex<Vec<Vec<T>>>);
 
-/// Most buffers a pool keeps (an op holds at most two at once).
+/// Most buffers a pool keeps (an op holds at most two at once: K and V, or a bf16 GEMM's
+/// weight panels and activations).
 const KEEP: usize = 2;
 
 impl<T: Copy + Default> Pool<T> {
