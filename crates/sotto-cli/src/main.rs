@@ -128,22 +128,26 @@ fn dedup_chain(msgs: &[String]) -> String {
     out
 }
 
-/// Load options from `--encoder-precision` (`auto`, `bf16`, `bf16-fast` or `f32`).
-/// A bf16 level asked for by name on a CPU without AVX-512 BF16 is an error rather than a
-/// silent f32 run; `auto` is bf16 where the CPU has it.
+/// Load options from `--encoder-precision` (`auto`, `int8`, `bf16`, `bf16-fast` or `f32`).
+/// A level asked for by name on a CPU without its instructions is an error rather than a
+/// silent f32 run; `auto` picks per model file and CPU ([`sotto::EncoderPrecision::Auto`]).
 pub(crate) fn load_options(encoder_precision: &str) -> anyhow::Result<sotto::LoadOptions> {
     use sotto::EncoderPrecision as P;
     let encoder = match encoder_precision {
-        "auto" => P::Bf16,
+        "auto" => P::Auto,
         "f32" => P::F32,
         "bf16" | "bf16-fast" if !sotto::bf16_encoder_supported() => anyhow::bail!(
             "--encoder-precision {encoder_precision}: this CPU lacks AVX-512 BF16 (use auto or f32)"
         ),
+        "int8" if !sotto::int8_encoder_supported() => anyhow::bail!(
+            "--encoder-precision int8: this CPU lacks AVX-512 VNNI (use auto, bf16 or f32)"
+        ),
         "bf16" => P::Bf16,
         "bf16-fast" => P::Bf16Fast,
-        other => {
-            anyhow::bail!("--encoder-precision {other}: expected auto, bf16, bf16-fast or f32")
-        }
+        "int8" => P::Int8,
+        other => anyhow::bail!(
+            "--encoder-precision {other}: expected auto, int8, bf16, bf16-fast or f32"
+        ),
     };
     Ok(sotto::LoadOptions { encoder })
 }

@@ -177,6 +177,36 @@ fn decoder_quant_1t(c: &mut Criterion) {
     }
     g.finish();
 }
+/// An encoder MLP product at base's shape (1500×512 · 512×2048) on one thread, per weight
+/// format of the many-row GEMM: f32 (gemm crate), bf16 and int8 (where the CPU has them).
+fn encoder_gemm_formats_1t(c: &mut Criterion) {
+    let mut g = c.benchmark_group("encoder_gemm_1t");
+    g.sample_size(10);
+    let be = CpuBackend::new(1).unwrap();
+    let (m, n, k) = (1500, 2048, 512);
+    g.throughput(Throughput::Elements((2 * m * n * k) as u64));
+    let x = vals(m * k, 3);
+    let mut out = vec![0.0; m * n];
+    let w = vals(n * k, 4);
+    let formats = [
+        ("f32", Weight::F32(w.clone())),
+        (
+            "bf16",
+            Weight::F32(w.clone()).for_bf16_gemm(n, k, true).unwrap(),
+        ),
+        ("int8", Weight::F32(w).for_int8_gemm(n, k, true).unwrap()),
+    ];
+    for (name, weight) in formats {
+        if name != "f32" && matches!(weight, Weight::F32(_)) {
+            continue; // this CPU lacks the format's kernel
+        }
+        let lin = Linear::new(weight, Some(vals(n, 5)), n, k).unwrap();
+        g.bench_function(format!("{name}_{m}x{k}x{n}"), |b| {
+            b.iter(|| be.linear_gelu(&x, m, &lin, &mut out).unwrap())
+        });
+    }
+    g.finish();
+}
 
 /// What one rayon fork/join costs at the decoder's op granularity.
 fn pool_overhead(c: &mut Criterion) {
@@ -193,6 +223,7 @@ criterion_group!(
     decoder_linear,
     encoder_ops,
     encoder_attention_bf16,
+    encoder_gemm_formats_1t,
     decoder_quant_1t,
     pool_overhead
 );

@@ -12,6 +12,7 @@ mod attention;
 pub mod attention_bf16;
 mod bf16;
 mod conv;
+mod int8;
 pub mod kernels;
 mod linear;
 mod ops;
@@ -25,6 +26,7 @@ pub use bf16::{
     Bf16Packed,
 };
 pub use half::f16;
+pub use int8::{int8_gemm_supported, linear_reference as int8_linear_reference, I8Packed};
 pub use packed_attention::PackedKv;
 pub use sotto_isa::Isa;
 pub use sotto_quant::{QuantTiles, QuantType};
@@ -57,6 +59,9 @@ pub enum Weight {
     F16Tiled(F16Tiles),
     /// bf16 packed for the many-row GEMM on AVX-512 BF16 (see [`Weight::for_bf16_gemm`]).
     Bf16(Bf16Packed),
+    /// int8 per output channel, packed for the many-row GEMM on AVX-512 VNNI (see
+    /// [`Weight::for_int8_gemm`]).
+    Int8(I8Packed),
     /// ggml-quantized rows regrouped for the decoder's few-row products (see
     /// [`Weight::for_decoding`]).
     QuantTiled(QuantTiles),
@@ -77,6 +82,7 @@ impl Weight {
             Weight::F16(w) => w.len(),
             Weight::F16Tiled(t) => t.n_out() * t.n_in(),
             Weight::Bf16(p) => p.n_out() * p.n_in(),
+            Weight::Int8(p) => p.n_out() * p.n_in(),
             Weight::QuantTiled(q) => q.n_out() * q.n_in(),
             Weight::Quant { n_out, n_in, .. } => n_out * n_in,
         }
@@ -131,6 +137,7 @@ impl Weight {
             Weight::F16(w) => kernels::f16_to_f32(sotto_isa::isa(), &w[start..end], out),
             Weight::F16Tiled(t) => t.read_f32(start, out),
             Weight::Bf16(p) => p.read_f32(start, out),
+            Weight::Int8(p) => p.read_f32(start, out),
             Weight::QuantTiled(q) => q.read_f32(start, out),
             Weight::Quant { t, data, n_in, .. } => {
                 assert!(end <= self.len(), "read_f32: {start}..{end} past the end");
@@ -208,17 +215,16 @@ impl Linear {
                 ));
             }
         }
-        if let Weight::Bf16(p) = &weight {
-            if (p.n_out(), p.n_in()) != (n_out, n_in) {
-                return Err(shape_err(
-                    "linear",
-                    format!(
-                        "bf16 [{}, {}] for a {n_out}×{n_in} layer",
-                        p.n_out(),
-                        p.n_in()
-                    ),
-                ));
-            }
+        let packed = match &weight {
+            Weight::Bf16(p) => Some(("bf16", p.n_out(), p.n_in())),
+            Weight::Int8(p) => Some(("int8", p.n_out(), p.n_in())),
+            _ => None,
+        };
+        if let Some((kind, po, pi)) = packed.filter(|&(_, po, pi)| (po, pi) != (n_out, n_in)) {
+            return Err(shape_err(
+                "linear",
+                format!("{kind} [{po}, {pi}] for a {n_out}×{n_in} layer"),
+            ));
         }
         if weight.len() != n_out * n_in {
             return Err(shape_err(

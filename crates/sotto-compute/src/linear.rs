@@ -67,6 +67,8 @@ impl CpuBackend {
             self.small_m(x, m, w, out, gelu);
         } else if matches!(w.weight, Weight::Bf16(_)) && crate::bf16::simd(self.isa) {
             self.linear_bf16(x, m, w, out, gelu);
+        } else if matches!(w.weight, Weight::Int8(_)) && crate::int8::simd(self.isa) {
+            self.linear_int8(x, m, w, out, gelu);
         } else if let (Weight::F16Tiled(t), true) =
             (&w.weight, m >= TILES_BF16_M && self.tiles_bf16())
         {
@@ -115,9 +117,9 @@ impl CpuBackend {
                 Weight::F16Tiled(_) | Weight::QuantTiled(_) => {
                     unreachable!("tiled weights take their own paths")
                 }
-                Weight::Bf16(p) => {
+                Weight::Bf16(_) | Weight::Int8(_) => {
                     let mut wf = vec![0.0f32; rows * k];
-                    p.read_f32(r0 * k, &mut wf);
+                    w.weight.read_f32(r0 * k, &mut wf);
                     kernels::matmul_t(isa, x, m, k, WRows::F32(&wf), chunk)
                 }
             }

@@ -96,31 +96,47 @@ pub struct Whisper {
 /// run as [`EncoderPrecision::F32`] (see [`bf16_encoder_supported`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum EncoderPrecision {
+    /// [`EncoderPrecision::Int8`] for ggml block-quantized model files (q8_0 and coarser:
+    /// their weights carry no more than int8 precision), [`EncoderPrecision::Bf16`] for
+    /// f16/f32 ones; each where the CPU has it, else the next level down.
+    #[default]
+    Auto,
     /// Every product in f32 (weights widened from f16): the reference path.
     F32,
     /// The encoder's linear layers and convs, and the cross-attention K/V projections, as
     /// bf16 GEMMs with f32 accumulation (twice the FLOPs per instruction); in the
     /// self-attention the scores QKᵀ and the softmax stay f32 and only P·V runs in bf16.
     /// Transcripts stay within the WER of the f32 path on the shared clips (see the README).
-    #[default]
     Bf16,
     /// [`EncoderPrecision::Bf16`] with the attention scores QKᵀ in bf16 too, and the
     /// decoder's prompt pass (the previous window's text, ~100–225 tokens per window) as
     /// bf16 GEMMs over its f16 weights: faster again, but the extra rounding moves more
     /// transcripts (tiny.en beam 5: +1 WER point on the shared clips), so it is opt-in.
     Bf16Fast,
+    /// The encoder's linear layers and convs, and the cross-attention K/V projections, as
+    /// int8 GEMMs (AVX-512 VNNI): weights quantized per output channel at load, activations
+    /// per row on every call, exact i32 sums, as faster-whisper's `int8` does. Attention as
+    /// in [`EncoderPrecision::Bf16`]. About twice the bf16 GEMM's rate; the default for
+    /// ggml-quantized model files, whose weights are int8-or-coarser already. Runs as
+    /// [`EncoderPrecision::Bf16`] (or F32) where the CPU lacks VNNI.
+    Int8,
 }
 
 /// How a model's weights are prepared at load.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LoadOptions {
-    /// Default [`EncoderPrecision::Bf16`].
+    /// Default [`EncoderPrecision::Auto`].
     pub encoder: EncoderPrecision,
 }
 
 /// Whether this CPU runs the bf16 encoder levels: AVX-512 BF16.
 pub fn bf16_encoder_supported() -> bool {
     sotto_compute::bf16_gemm_supported()
+}
+
+/// Whether this CPU runs [`EncoderPrecision::Int8`]: AVX-512 VNNI.
+pub fn int8_encoder_supported() -> bool {
+    sotto_compute::int8_gemm_supported()
 }
 
 impl LoadOptions {
@@ -146,6 +162,11 @@ impl Whisper {
 
     pub fn hparams(&self) -> &Hparams {
         &self.hparams
+    }
+
+    /// The encoder precision this model runs on this CPU (never `Auto`).
+    pub fn encoder_precision(&self) -> EncoderPrecision {
+        self.encoder_precision
     }
 
     /// Mel frames in one window (2 · n_audio_ctx, 3000 for Whisper).

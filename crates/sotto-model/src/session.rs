@@ -212,12 +212,11 @@ impl Session {
                 crate::EncoderPrecision::F32 => {
                     be.attention(q, ctx, k, v, ctx, h.n_audio_head, Mask::None, att)?
                 }
-                crate::EncoderPrecision::Bf16 => {
-                    be.attention_mixed(q, ctx, k, v, ctx, h.n_audio_head, att)?
-                }
                 crate::EncoderPrecision::Bf16Fast => {
                     be.attention_bf16(q, ctx, k, v, ctx, h.n_audio_head, att)?
                 }
+                // Bf16 and Int8 (Auto is resolved at load).
+                _ => be.attention_mixed(q, ctx, k, v, ctx, h.n_audio_head, att)?,
             }
             be.linear(att, ctx, &blk.attn.out, hb)?;
             be.add(x, hb)?;

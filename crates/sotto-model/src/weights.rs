@@ -18,9 +18,9 @@ struct Loader<'a> {
     f: &'a WhisperFile,
     /// Whether encoder-only weights (encoder blocks, convs, cross-attention K/V) go to f32.
     widen: bool,
-    /// Whether encoder-only weights are packed for the bf16 GEMM
-    /// ([`crate::LoadOptions::encoder`]).
-    bf16: bool,
+    /// How encoder-only weights are packed for the many-row GEMMs (the encoder precision
+    /// this CPU runs, [`crate::LoadOptions::encoder`]).
+    precision: EncoderPrecision,
 }
 
 fn quant_type(d: DType) -> Option<QuantType> {
@@ -180,10 +180,8 @@ impl<'a> Loader<'a> {
     ) -> Result<Linear, ModelError> {
         let wname = format!("{prefix}.weight");
         let mut weight = self.weight(&wname, &[n_out, n_in], self.widen_prefix(prefix))?;
-        if self.bf16 && encoder_only(prefix) {
-            weight = weight
-                .for_bf16_gemm(n_out, n_in, true)
-                .map_err(|e| self.err(&wname, e.to_string()))?;
+        if encoder_only(prefix) {
+            weight = self.for_gemm(&wname, weight, n_out, n_in)?;
         }
         if decodes(prefix) {
             weight = weight
@@ -196,6 +194,24 @@ impl<'a> Loader<'a> {
             None
         };
         Linear::new(weight, bias, n_out, n_in).map_err(|e| self.err(&wname, e.to_string()))
+    }
+
+    /// An encoder-only weight packed for the GEMM of this load's precision.
+    fn for_gemm(
+        &self,
+        name: &str,
+        w: Weight,
+        n_out: usize,
+        n_in: usize,
+    ) -> Result<Weight, ModelError> {
+        match self.precision {
+            EncoderPrecision::F32 => Ok(w),
+            EncoderPrecision::Auto | EncoderPrecision::Bf16 | EncoderPrecision::Bf16Fast => {
+                w.for_bf16_gemm(n_out, n_in, true)
+            }
+            EncoderPrecision::Int8 => w.for_int8_gemm(n_out, n_in, true),
+        }
+        .map_err(|e| self.err(name, e.to_string()))
     }
 
     fn norm(&self, prefix: &str, d: usize) -> Result<Norm, ModelError> {
@@ -236,10 +252,8 @@ impl<'a> Loader<'a> {
 
     fn conv(&self, prefix: &str, d: usize, c_in: usize) -> Result<Linear, ModelError> {
         let wname = format!("{prefix}.weight");
-        let weight = self
-            .weight(&wname, &[d, c_in, 3], self.widen)?
-            .for_bf16_gemm(d, c_in * 3, self.bf16)
-            .map_err(|e| self.err(&wname, e.to_string()))?;
+        let weight = self.weight(&wname, &[d, c_in, 3], self.widen)?;
+        let weight = self.for_gemm(&wname, weight, d, c_in * 3)?;
         let bias = self.vector(&format!("{prefix}.bias"), d)?;
         Linear::new(weight, Some(bias), d, c_in * 3).map_err(|e| self.err(&wname, e.to_string()))
     }
@@ -258,6 +272,24 @@ fn decodes(prefix: &str) -> bool {
     prefix.starts_with("decoder.")
         && !prefix.ends_with("cross_attn.key")
         && !prefix.ends_with("cross_attn.value")
+}
+
+/// The precision `asked` runs as on this CPU, for a file whose encoder weights are
+/// ggml-quantized (`quantized`) or not: `Auto` chosen, then each level stepped down to the
+/// best the CPU has.
+fn resolve_precision(asked: EncoderPrecision, quantized: bool) -> EncoderPrecision {
+    use EncoderPrecision as P;
+    let p = match asked {
+        P::Auto if quantized => P::Int8,
+        P::Auto => P::Bf16,
+        p => p,
+    };
+    match p {
+        P::Int8 if crate::int8_encoder_supported() => P::Int8,
+        _ if !crate::bf16_encoder_supported() => P::F32,
+        P::Int8 => P::Bf16,
+        p => p,
+    }
 }
 
 fn check_hparams(f: &WhisperFile) -> Result<(), ModelError> {
@@ -292,16 +324,17 @@ fn check_hparams(f: &WhisperFile) -> Result<(), ModelError> {
 
 pub(crate) fn build(f: &WhisperFile, opts: crate::LoadOptions) -> Result<Whisper, ModelError> {
     check_hparams(f)?;
-    let precision = match opts.encoder {
-        _ if !crate::bf16_encoder_supported() => EncoderPrecision::F32,
-        p => p,
-    };
+    let quantized = f
+        .tensors
+        .get("encoder.blocks.0.mlp.0.weight")
+        .is_some_and(|t| quant_type(t.dtype).is_some());
+    let precision = resolve_precision(opts.encoder, quantized);
     let h: Hparams = f.hparams;
     let enc_params = h.n_audio_layer * 12 * h.n_audio_state * h.n_audio_state;
     let l = Loader {
         f,
         widen: enc_params <= WIDEN_MAX_PARAMS,
-        bf16: precision != EncoderPrecision::F32,
+        precision,
     };
     let (da, dt) = (h.n_audio_state, h.n_text_state);
     // Converting and re-laying out the weights is most of a load: layers in parallel.

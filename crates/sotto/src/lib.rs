@@ -36,7 +36,9 @@ pub use sotto_formats as formats;
 pub use sotto_hub as hub;
 pub use sotto_isa::isa;
 pub use sotto_model as model;
-pub use sotto_model::{bf16_encoder_supported, EncoderPrecision, LoadOptions};
+pub use sotto_model::{
+    bf16_encoder_supported, int8_encoder_supported, EncoderPrecision, LoadOptions,
+};
 
 /// Everything that can go wrong, by layer. Each message names the input and the problem.
 #[derive(Debug, thiserror::Error)]
@@ -194,6 +196,15 @@ impl Model {
     /// The device the model's sessions run on.
     pub fn device(&self) -> Device {
         self.inner.weights.device()
+    }
+
+    /// The encoder arithmetic a CPU model runs (`Auto` resolved); `None` on a GPU.
+    pub fn encoder_precision(&self) -> Option<EncoderPrecision> {
+        match &self.inner.weights {
+            engine::Weights::Cpu(w) => Some(w.encoder_precision()),
+            #[cfg(feature = "cuda")]
+            engine::Weights::Cuda(_) => None,
+        }
     }
 
     pub fn path(&self) -> &Path {

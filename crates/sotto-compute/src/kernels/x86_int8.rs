@@ -1,0 +1,125 @@
+//! AVX-512 VNNI kernels for [`crate::int8`]: f32 rows to int8 quads, and the `MR × NR`
+//! register-blocked product tile built on `vpdpbusd` (unsigned weight bytes × signed
+//! activation bytes, four products summed per 32-bit lane).
+
+use std::arch::x86_64::*;
+
+use crate::int8::{Epilogue, MR, NR};
+
+/// A mask of the low `n` of 16 lanes.
+#[inline(always)]
+fn low_mask(n: usize) -> __mmask16 {
+    debug_assert!(n <= 16);
+    ((1u32 << n) - 1) as __mmask16
+}
+
+/// `x` quantized symmetrically into `d` (quads of signed bytes, the tail past `x.len()`
+/// zero): returns the scale `max|x| / 127` and the sum of the quantized values, as the
+/// scalar `quantize_row` does (round to nearest even). Panics unless
+/// `d.len() == x.len().div_ceil(4)`.
+///
+/// # Safety
+/// The CPU must have AVX-512 F and BW.
+#[target_feature(enable = "avx512f,avx512bw")]
+pub(crate) unsafe fn quantize_row(x: &[f32], d: &mut [u32]) -> (f32, i32) {
+    assert_eq!(d.len(), x.len().div_ceil(4), "quantize_row: lengths differ");
+    let (n, s, o) = (x.len(), x.as_ptr(), d.as_mut_ptr() as *mut i8);
+    let mut vmax = _mm512_setzero_ps();
+    for i in (0..n).step_by(16) {
+        // SAFETY: the mask keeps the load inside x[i..n].
+        let v = unsafe { _mm512_maskz_loadu_ps(low_mask((n - i).min(16)), s.add(i)) };
+        vmax = _mm512_max_ps(vmax, _mm512_abs_ps(v));
+    }
+    let amax = _mm512_reduce_max_ps(vmax);
+    if amax == 0.0 || !amax.is_finite() {
+        d.fill(0);
+        return (0.0, 0);
+    }
+    let inv = _mm512_set1_ps(127.0 / amax);
+    let mut sum = _mm512_setzero_si512();
+    let bytes = 4 * d.len();
+    for i in (0..bytes).step_by(16) {
+        // SAFETY: the load mask keeps inside x[i..n] (lanes past it read as zero and
+        // quantize to zero); the store mask inside the 4·d.len() bytes of d.
+        unsafe {
+            let v = _mm512_maskz_loadu_ps(low_mask(n.saturating_sub(i).min(16)), s.add(i));
+            let q = _mm512_cvt_roundps_epi32::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
+                _mm512_mul_ps(v, inv),
+            );
+            sum = _mm512_add_epi32(sum, q);
+            let packed = _mm512_cvtepi32_epi8(q);
+            _mm_mask_storeu_epi8(o.add(i), low_mask((bytes - i).min(16)), packed);
+        }
+    }
+    (amax / 127.0, _mm512_reduce_add_epi32(sum))
+}
+
+/// One output tile: `c[r·ldc + j] = (Σ_p a[r·k4 + p] · b[p·NR + j] − 128·a_sums[r]) ·
+/// a_scales[r] · w_scales[j] (+ bias[j])` for `r < rows`, `j < cols`.
+///
+/// `a` Shape: [MR, k4] quads of signed bytes (rows of activations); `b` Shape: [k4, NR]
+/// quads of unsigned bytes (one packed column panel, `q + 128`); `c` Shape: [rows, ldc] f32.
+///
+/// # Safety
+/// The CPU must have AVX-512 F, BW and VNNI; `a` must hold `MR·k4` quads (all `MR` rows are
+/// read, so pad past the last real row) and `b` `k4·NR`; `c` rows `0..rows` must be
+/// writable at columns `0..cols`; `rows <= MR`, `cols <= NR`; `a_scales` and `a_sums` must
+/// hold `MR` values, `epi.w_scales` `NR` and `epi.bias`, when given, `cols`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn tile(
+    k4: usize,
+    a: *const u32,
+    b: *const u32,
+    c: *mut f32,
+    ldc: usize,
+    rows: usize,
+    cols: usize,
+    a_scales: &[f32],
+    a_sums: &[i32],
+    epi: &Epilogue,
+) {
+    debug_assert!(rows <= MR && cols <= NR && a_scales.len() >= MR && a_sums.len() >= MR);
+    let mut c0 = [_mm512_setzero_si512(); MR];
+    let mut c1 = [_mm512_setzero_si512(); MR];
+    for p in 0..k4 {
+        // SAFETY: p < k4, so b[p·NR..(p + 1)·NR] and a[r·k4 + p] are in bounds.
+        unsafe {
+            let b0 = _mm512_loadu_si512(b.add(p * NR) as *const _);
+            let b1 = _mm512_loadu_si512(b.add(p * NR + 16) as *const _);
+            for r in 0..MR {
+                let av = _mm512_set1_epi32(*a.add(r * k4 + p) as i32);
+                c0[r] = _mm512_dpbusd_epi32(c0[r], b0, av);
+                c1[r] = _mm512_dpbusd_epi32(c1[r], b1, av);
+            }
+        }
+    }
+    let (m0, m1) = (low_mask(cols.min(16)), low_mask(cols.saturating_sub(16)));
+    // SAFETY: w_scales holds NR values; bias cols, which the masks do not pass.
+    let (ws0, ws1, bv0, bv1) = unsafe {
+        let ws = epi.w_scales.as_ptr();
+        let (bv0, bv1) = match epi.bias {
+            Some(bias) => (
+                _mm512_maskz_loadu_ps(m0, bias.as_ptr()),
+                _mm512_maskz_loadu_ps(m1, bias.as_ptr().add(16.min(cols))),
+            ),
+            None => (_mm512_setzero_ps(), _mm512_setzero_ps()),
+        };
+        (_mm512_loadu_ps(ws), _mm512_loadu_ps(ws.add(16)), bv0, bv1)
+    };
+    for r in 0..rows {
+        let corr = _mm512_set1_epi32(128 * a_sums[r]);
+        let s = _mm512_set1_ps(a_scales[r]);
+        let v0 = _mm512_cvtepi32_ps(_mm512_sub_epi32(c0[r], corr));
+        let v1 = _mm512_cvtepi32_ps(_mm512_sub_epi32(c1[r], corr));
+        // Scale, then bias, in the reference's order: the bias of a missing one is 0 + x.
+        let v0 = _mm512_add_ps(_mm512_mul_ps(v0, _mm512_mul_ps(ws0, s)), bv0);
+        let v1 = _mm512_add_ps(_mm512_mul_ps(v1, _mm512_mul_ps(ws1, s)), bv1);
+        // SAFETY: row r < rows of c, columns masked to 0..cols (an all-off mask touches
+        // nothing, so the second half's address may lie past the end).
+        unsafe {
+            _mm512_mask_storeu_ps(c.add(r * ldc), m0, v0);
+            _mm512_mask_storeu_ps(c.add(r * ldc).wrapping_add(16), m1, v1);
+        }
+    }
+}
