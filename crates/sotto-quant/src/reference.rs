@@ -24,6 +24,7 @@ fn qh_at(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
+#[inline]
 pub(crate) fn quantize(t: QuantType, x: &[f32], out: &mut [u8]) {
     let blocks = x
         .chunks_exact(QK)
@@ -126,7 +127,8 @@ fn q5_1(x: &[f32], y: &mut [u8]) {
     y[4..8].copy_from_slice(&qh.to_le_bytes());
 }
 
-fn q8_0(x: &[f32], y: &mut [u8]) {
+#[inline(always)]
+pub(crate) fn q8_0(x: &[f32], y: &mut [u8]) {
     let amax = x.iter().fold(0.0f32, |a, v| a.max(v.abs()));
     let d = amax / 127.0;
     let id = inverse(d);
@@ -137,7 +139,8 @@ fn q8_0(x: &[f32], y: &mut [u8]) {
     }
 }
 
-fn q8_1(x: &[f32], y: &mut [u8]) {
+#[inline(always)]
+pub(crate) fn q8_1(x: &[f32], y: &mut [u8]) {
     let amax = x.iter().fold(0.0f32, |a, v| a.max(v.abs()));
     let d = amax / 127.0;
     let id = inverse(d);
