@@ -18,6 +18,7 @@ mod ops;
 mod packed_attention;
 mod scratch;
 mod tiled;
+mod tiled_many;
 
 pub use attention::Mask;
 pub use bf16::{
