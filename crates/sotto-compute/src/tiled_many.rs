@@ -42,6 +42,25 @@ impl CpuBackend {
         let (n, k, isa, tl) = (t.n_out(), t.n_in(), self.isa, t.tile_len());
         let n_tiles = n.div_ceil(TILE_ROWS);
         let dst = OutPtr(out.as_mut_ptr());
+        #[cfg(target_arch = "x86_64")]
+        if kernels::checked(isa) == crate::Isa::Avx512 {
+            use crate::kernels::x86_tiles_many::{tile_rows, Panel};
+            let run = |t0: usize, t1: usize| {
+                let (mut buf, mut panel) = (vec![0.0f32; m * TILE_ROWS], [0.0; _]);
+                let panel: &mut Panel = &mut panel;
+                for tile in t0..t1 {
+                    let w = &t.data()[tile * tl..(tile + 1) * tl];
+                    let rows = tile * TILE_ROWS..((tile + 1) * TILE_ROWS).min(n);
+                    // SAFETY: `checked` returned Avx512: the CPU has AVX-512 F/BW/VL, AVX2,
+                    // FMA and F16C.
+                    unsafe { tile_rows(x, m, k, w, &mut buf, TILE_ROWS, panel) };
+                    // SAFETY: rows lie in 0..n, so the block's runs lie in `out` ([m, n]);
+                    // tasks cover disjoint tiles.
+                    unsafe { finish_block(isa, &mut buf, TILE_ROWS, rows, bias, gelu, dst, n) };
+                }
+            };
+            return self.split(n_tiles, run);
+        }
         let run = |t0: usize, t1: usize| {
             let mut buf = [0.0f32; ROW_CHUNK * TILE_ROWS];
             for tile in t0..t1 {

@@ -19,6 +19,8 @@ pub(crate) mod x86_bf16;
 pub(crate) mod x86_bf16_attn;
 #[cfg(target_arch = "x86_64")]
 mod x86_decode;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86_tiles_many;
 
 use half::f16;
 pub use sotto_isa::Isa;
