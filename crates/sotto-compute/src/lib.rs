@@ -19,6 +19,7 @@ mod ops;
 mod packed_attention;
 mod scratch;
 mod tiled;
+mod tiled_many;
 
 pub use attention::Mask;
 pub use bf16::{

@@ -11,7 +11,7 @@ use crate::kernels::{self, WRows, TILE_ROWS};
 use crate::{shape_err, CpuBackend, F16Tiles, Isa, Linear, OutPtr, QuantTiles, Result, Weight};
 
 /// Up to this many input rows, each weight row is streamed once for all inputs.
-const SMALL_M: usize = 8;
+pub(crate) const SMALL_M: usize = 8;
 /// From this many rows f16 decoder tiles are rounded to bf16 per call for the bf16 GEMM
 /// (where the CPU has it): the conversion costs about as much as 16 rows of tile kernel.
 const TILES_BF16_M: usize = 32;
@@ -73,16 +73,13 @@ impl CpuBackend {
             (&w.weight, m >= TILES_BF16_M && self.tiles_bf16())
         {
             self.linear_tiles_bf16(x, m, t, w.bias.as_deref(), out, gelu);
-        } else if matches!(w.weight, Weight::F16Tiled(_) | Weight::QuantTiled(_)) {
-            // Decoder weights meeting a prompt (~100–225 rows): the tiled kernels, a few
-            // rows at a time, stream the weights once per chunk; the gemm path would widen
-            // the whole matrix to a fresh f32 copy on every call.
-            for (xc, oc) in x
-                .chunks(SMALL_M * w.n_in)
-                .zip(out.chunks_mut(SMALL_M * w.n_out))
-            {
-                self.small_m(xc, xc.len() / w.n_in, w, oc, gelu);
-            }
+        } else if let Weight::F16Tiled(t) = &w.weight {
+            // Decoder weights meeting a prompt (~100–225 rows): the tiled kernels, each
+            // tile against every row; the gemm path would widen the whole matrix to a
+            // fresh f32 copy on every call.
+            self.many_rows_tiled(x, m, t, w.bias.as_deref(), out, gelu);
+        } else if let Weight::QuantTiled(q) = &w.weight {
+            self.many_rows_quant(x, m, q, w.bias.as_deref(), out, gelu);
         } else {
             self.install(|| self.gemm_linear(x, m, w, out));
             if gelu {
@@ -318,7 +315,7 @@ thread_local! {
 /// `rows` must lie in `0..n`, `dst` must point at `m·n` writable values, and no other task
 /// may write these rows' columns meanwhile.
 #[allow(clippy::too_many_arguments)]
-unsafe fn finish_block(
+pub(crate) unsafe fn finish_block(
     isa: Isa,
     block: &mut [f32],
     ldb: usize,

@@ -21,6 +21,8 @@ pub(crate) mod x86_bf16_attn;
 mod x86_decode;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86_int8;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86_tiles_many;
 
 use half::f16;
 pub use sotto_isa::Isa;
