@@ -68,6 +68,12 @@ enum Command {
         /// Block type of the 2-D weights.
         #[arg(value_parser = ["q4_0", "q4_1", "q5_0", "q5_1", "q8_0"])]
         r#type: String,
+        /// Choose each block's scale (and minimum) to minimise its squared error instead of
+        /// ggml's rule (largest value at the end of the code range): same format, whisper.cpp
+        /// loads it, lower error for the 4- and 5-bit types; not byte-identical to
+        /// `whisper-quantize`'s output.
+        #[arg(long)]
+        refine: bool,
     },
 }
 
@@ -220,7 +226,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             input,
             output,
             r#type,
-        } => quantize(&hub, &input, &output, &r#type),
+            refine,
+        } => quantize(&hub, &input, &output, &r#type, refine),
     }
 }
 
@@ -271,6 +278,7 @@ fn quantize(
     input: &str,
     output: &std::path::Path,
     kind: &str,
+    refine: bool,
 ) -> anyhow::Result<ExitCode> {
     use sotto::formats::DType;
     use sotto_quant::QuantType;
@@ -289,8 +297,15 @@ fn quantize(
         Some(f) => f.clone(),
         None => sotto::audio::mel_filters(file.hparams.n_mels),
     };
-    let quantize_row = |x: &[f32], out: &mut [u8]| sotto_quant::quantize_row(t, x, out);
+    let quantize_row = |x: &[f32], out: &mut [u8]| {
+        if refine {
+            sotto_quant::quantize_row_refined(t, x, out)
+        } else {
+            sotto_quant::quantize_row(t, x, out)
+        }
+    };
     sotto::formats::ggml::write_quantized(&file, &filters, output, dtype, &quantize_row)?;
-    eprintln!("wrote {} ({t})", output.display());
+    let how = if refine { ", refined scales" } else { "" };
+    eprintln!("wrote {} ({t}{how})", output.display());
     Ok(ExitCode::SUCCESS)
 }

@@ -31,6 +31,7 @@
 #[cfg(target_arch = "aarch64")]
 mod neon;
 mod reference;
+mod refine;
 mod tiled;
 #[cfg(target_arch = "x86_64")]
 mod tiled_x86;
@@ -168,6 +169,20 @@ fn check_row(t: QuantType, n: usize, q: usize, what: &str) {
 pub fn quantize_row(t: QuantType, x: &[f32], out: &mut [u8]) {
     check_row(t, x.len(), out.len(), "quantize_row");
     reference::quantize(t, x, out);
+}
+
+/// Quantizes `x` (a whole number of blocks) into `out` in `t`'s format, each block's scale
+/// (and minimum) chosen to minimise its squared error rather than by ggml's max rule: same
+/// layout, so whisper.cpp reads it; lower error for the 4- and 5-bit types (q8_0 is as
+/// [`quantize_row`]).
+pub fn quantize_row_refined(t: QuantType, x: &[f32], out: &mut [u8]) {
+    check_row(t, x.len(), out.len(), "quantize_row_refined");
+    for (xb, yb) in x
+        .chunks_exact(QuantType::BLOCK)
+        .zip(out.chunks_exact_mut(t.block_bytes()))
+    {
+        refine::quantize_block(t, xb, yb);
+    }
 }
 
 /// Expands `q` (`t.row_bytes(out.len())` bytes) into `out`, as ggml's `dequantize_row_*`.

@@ -77,7 +77,7 @@ fn inverse(d: f32) -> f32 {
 
 /// Packs 32 codes (each < 16 after masking) into 16 bytes; returns the fifth bits as `qh`.
 #[inline]
-fn pack(codes: &[u8; QK], qs: &mut [u8]) -> u32 {
+pub(crate) fn pack(codes: &[u8; QK], qs: &mut [u8]) -> u32 {
     let mut qh = 0u32;
     for j in 0..QK / 2 {
         let (a, b) = (codes[j], codes[j + QK / 2]);
