@@ -225,7 +225,7 @@ fn quantize_rows(isa: Isa, x: &[f32], m: usize, k: usize, data: Vec<u32>) -> Qua
 fn quantize_into(isa: Isa, x: &[f32], d: &mut [u32]) -> (f32, i32) {
     #[cfg(target_arch = "x86_64")]
     if simd(isa) {
-        // SAFETY: `simd` checked AVX-512 F/BW; d holds x.len().div_ceil(4) quads.
+        // SAFETY: `simd` checked AVX-512 F/BW/VL; d holds x.len().div_ceil(4) quads.
         return unsafe { kernels::x86_int8::quantize_row(x, d) };
     }
     let _ = isa;

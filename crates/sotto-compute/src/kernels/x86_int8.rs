@@ -19,8 +19,8 @@ fn low_mask(n: usize) -> __mmask16 {
 /// `d.len() == x.len().div_ceil(4)`.
 ///
 /// # Safety
-/// The CPU must have AVX-512 F and BW.
-#[target_feature(enable = "avx512f,avx512bw")]
+/// The CPU must have AVX-512 F, BW and VL.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
 pub(crate) unsafe fn quantize_row(x: &[f32], d: &mut [u32]) -> (f32, i32) {
     assert_eq!(d.len(), x.len().div_ceil(4), "quantize_row: lengths differ");
     let (n, s, o) = (x.len(), x.as_ptr(), d.as_mut_ptr() as *mut i8);
