@@ -287,3 +287,50 @@ fn whisper_cpp_loads_converted_file() {
     );
     assert_eq!(normalise(&String::from_utf8_lossy(&result.stdout)), JFK);
 }
+
+/// `sotto quantize --refine` writes the same format with least-squares scales: sotto reads
+/// it back (the header names the type) and transcribes jfk; where `SOTTO_WHISPERCPP_PYTHON`
+/// is set, whisper.cpp loads it and transcribes it the same.
+#[test]
+fn refined_quantization_loads_in_both_engines() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ggml-tiny.en-q5_1-refined.bin");
+    let model = sotto_testdata::model_dir("tiny.en");
+    sotto()
+        .arg("quantize")
+        .arg(&model)
+        .arg(&out)
+        .args(["q5_1", "--refine"])
+        .assert()
+        .success();
+    let file = sotto::formats::load(&out).unwrap();
+    let t = &file.tensors["decoder.blocks.0.mlp.0.weight"];
+    assert_eq!(t.dtype, sotto::formats::DType::Q5_1);
+    let text = sotto()
+        .args(["transcribe", "-t", "2", "--no-timestamps", "-m"])
+        .arg(&out)
+        .arg(jfk())
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    assert_eq!(normalise(&String::from_utf8(text).unwrap()), JFK);
+    let Some(python) = std::env::var_os("SOTTO_WHISPERCPP_PYTHON") else {
+        eprintln!("whisper.cpp part skipped: SOTTO_WHISPERCPP_PYTHON is not set");
+        return;
+    };
+    let script = sotto_testdata::workspace_root().join("scripts/whispercpp-transcribe.py");
+    let result = std::process::Command::new(python)
+        .arg(script)
+        .arg(&out)
+        .arg(jfk())
+        .output()
+        .expect("run whisper.cpp");
+    assert!(
+        result.status.success(),
+        "{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    assert_eq!(normalise(&String::from_utf8_lossy(&result.stdout)), JFK);
+}

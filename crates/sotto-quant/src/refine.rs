@@ -151,7 +151,9 @@ mod tests {
     fn weights(n: usize, seed: u64) -> Vec<f32> {
         let mut s = seed;
         let mut uniform = move || {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5
         };
         (0..n)
