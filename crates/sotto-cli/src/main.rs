@@ -68,7 +68,7 @@ enum Command {
         /// Block type of the 2-D weights.
         #[arg(value_parser = ["q4_0", "q4_1", "q5_0", "q5_1", "q8_0"])]
         r#type: String,
-        /// Choose each block's scale (and minimum) to minimise its squared error instead of
+        /// Choose each block's scale (and minimum) by weighted least squares instead of
         /// ggml's rule (largest value at the end of the code range): same format, whisper.cpp
         /// loads it, lower error for the 4- and 5-bit types; not byte-identical to
         /// `whisper-quantize`'s output.

@@ -172,9 +172,9 @@ pub fn quantize_row(t: QuantType, x: &[f32], out: &mut [u8]) {
 }
 
 /// Quantizes `x` (a whole number of blocks) into `out` in `t`'s format, each block's scale
-/// (and minimum) chosen to minimise its squared error rather than by ggml's max rule: same
-/// layout, so whisper.cpp reads it; lower error for the 4- and 5-bit types (q8_0 is as
-/// [`quantize_row`]).
+/// (and minimum) chosen to minimise its weighted squared error rather than by ggml's max
+/// rule: same layout, so whisper.cpp reads it; lower error for the 4- and 5-bit types (q8_0
+/// is as [`quantize_row`]).
 pub fn quantize_row_refined(t: QuantType, x: &[f32], out: &mut [u8]) {
     check_row(t, x.len(), out.len(), "quantize_row_refined");
     for (xb, yb) in x
