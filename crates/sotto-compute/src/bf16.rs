@@ -373,7 +373,7 @@ pub fn linear_reference(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{max_abs_diff, rand_vec};
+    use crate::testutil::{check_packed_fallback, check_packed_gemm, rand_vec};
 
     #[test]
     fn bf16_rounding() {
@@ -414,75 +414,26 @@ mod tests {
 
     #[test]
     fn simd_matches_reference_and_f32() {
-        let shapes = [
-            (9, 1, 1),
-            (13, 33, 3),
-            (17, 31, 64),
-            (67, 45, 101),
-            (100, 300, 385),
-            (9, 257, 450),
-            (203, 70, 33),
-        ];
-        for threads in [1, 3] {
-            let be = CpuBackend::new(threads).unwrap();
-            if !simd(be.isa()) {
-                eprintln!("skipped: no AVX-512 BF16");
-                return;
-            }
-            for &(m, n, k) in &shapes {
-                let x = rand_vec(m * k, 1);
-                let w = rand_vec(n * k, 2);
-                let b = rand_vec(n, 3);
-                for bias in [None, Some(b.clone())] {
-                    let weight = Weight::F32(w.clone()).for_bf16_gemm(n, k, true).unwrap();
-                    let Weight::Bf16(pw) = &weight else {
-                        panic!("not packed")
-                    };
-                    let mut want = vec![0.0; m * n];
-                    linear_reference(&x, m, pw, bias.as_deref(), &mut want).unwrap();
-                    let lin = Linear::new(weight.clone(), bias.clone(), n, k).unwrap();
-                    let mut got = vec![f32::NAN; m * n];
-                    be.linear(&x, m, &lin, &mut got).unwrap();
-                    // Same roundings and order: only the hardware's pair sum may differ.
-                    let err = max_abs_diff(&got, &want);
-                    assert!(err <= 1e-5 * k as f32, "{m}×{n}×{k} vs reference: {err}");
-                    // Against f32: each operand is off by up to 2^-9 relative.
-                    let f32_lin = Linear::new(Weight::F32(w.clone()), bias.clone(), n, k);
-                    let mut exact = vec![0.0; m * n];
-                    be.linear(&x, m, &f32_lin.unwrap(), &mut exact).unwrap();
-                    let err = max_abs_diff(&got, &exact);
-                    assert!(err < 0.01 * (k as f32).sqrt(), "{m}×{n}×{k} vs f32: {err}");
-                    be.linear_gelu(&x, m, &lin, &mut got).unwrap();
-                    kernels::gelu(Isa::Scalar, &mut want);
-                    let err = max_abs_diff(&got, &want);
-                    assert!(err <= 1e-5 * k as f32, "{m}×{n}×{k} gelu: {err}");
-                }
-            }
+        if !simd(Isa::Avx512) {
+            eprintln!("skipped: no AVX-512 BF16");
+            return;
         }
+        let pack = |w: &[f32], n, k| Weight::F32(w.to_vec()).for_bf16_gemm(n, k, true).ok();
+        let reference = |x: &[f32], m, w: &Weight, bias: Option<&[f32]>, out: &mut [f32]| {
+            let Weight::Bf16(pw) = w else { unreachable!() };
+            linear_reference(x, m, pw, bias, out).unwrap()
+        };
+        // Same roundings and order as the reference: only the hardware's pair sums differ;
+        // against f32 each operand is off by up to 2^-9 relative.
+        let sqrt_k = |k: usize| 0.01 * (k as f32).sqrt();
+        check_packed_gemm(&pack, &reference, &|k| 1e-5 * k as f32, &sqrt_k);
     }
 
     #[test]
     fn bf16_weight_without_simd_takes_f32_path() {
-        let (m, n, k) = (20, 40, 30);
-        let x = rand_vec(m * k, 1);
-        let w = rand_vec(n * k, 2);
-        let Ok(Weight::Bf16(pw)) = Weight::F32(w).for_bf16_gemm(n, k, true) else {
-            eprintln!("skipped: no AVX-512 BF16");
-            return;
-        };
-        let mut want = vec![0.0; n * k];
-        pw.read_f32(0, &mut want);
-        let lin = Linear::new(Weight::Bf16(pw), None, n, k).unwrap();
-        let lin32 = Linear::new(Weight::F32(want), None, n, k).unwrap();
-        for isa in [Isa::Scalar, Isa::Avx2] {
-            let be = CpuBackend::with_isa(2, isa).unwrap();
-            for rows in [3, m] {
-                let mut got = vec![0.0; rows * n];
-                let mut exact = vec![0.0; rows * n];
-                be.linear(&x[..rows * k], rows, &lin, &mut got).unwrap();
-                be.linear(&x[..rows * k], rows, &lin32, &mut exact).unwrap();
-                assert!(max_abs_diff(&got, &exact) < 1e-5, "{isa:?} m={rows}");
-            }
+        match Weight::F32(rand_vec(40 * 30, 2)).for_bf16_gemm(40, 30, true) {
+            Ok(p @ Weight::Bf16(_)) => check_packed_fallback(p, 40, 30),
+            _ => eprintln!("skipped: no AVX-512 BF16"),
         }
     }
 }

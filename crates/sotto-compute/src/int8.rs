@@ -337,7 +337,7 @@ pub fn linear_reference(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{max_abs_diff, rand_vec};
+    use crate::testutil::{check_packed_fallback, check_packed_gemm, max_abs_diff, rand_vec};
 
     #[test]
     fn rows_quantize_symmetric_ties_even() {
@@ -384,51 +384,17 @@ mod tests {
 
     #[test]
     fn simd_matches_reference_and_f32() {
-        let shapes = [
-            (9, 1, 1),
-            (13, 33, 3),
-            (17, 31, 64),
-            (67, 45, 101),
-            (100, 300, 385),
-            (9, 257, 450),
-            (203, 70, 33),
-        ];
-        for threads in [1, 3] {
-            let be = CpuBackend::new(threads).unwrap();
-            if !simd(be.isa()) {
-                eprintln!("skipped: no AVX-512 VNNI");
-                return;
-            }
-            for &(m, n, k) in &shapes {
-                let x = rand_vec(m * k, 1);
-                let w = rand_vec(n * k, 2);
-                let b = rand_vec(n, 3);
-                for bias in [None, Some(b.clone())] {
-                    let weight = Weight::F32(w.clone()).for_int8_gemm(n, k, true).unwrap();
-                    let Weight::Int8(pw) = &weight else {
-                        panic!("not packed")
-                    };
-                    let mut want = vec![0.0; m * n];
-                    linear_reference(&x, m, pw, bias.as_deref(), &mut want).unwrap();
-                    let lin = Linear::new(weight.clone(), bias.clone(), n, k).unwrap();
-                    let mut got = vec![f32::NAN; m * n];
-                    be.linear(&x, m, &lin, &mut got).unwrap();
-                    // Exact integer sums; only the f32 scaling may round differently.
-                    let err = max_abs_diff(&got, &want);
-                    assert!(err <= 1e-5, "{m}×{n}×{k} vs reference: {err}");
-                    // Against f32: each operand is off by up to half a step of 1/127.
-                    let f32_lin = Linear::new(Weight::F32(w.clone()), bias.clone(), n, k);
-                    let mut exact = vec![0.0; m * n];
-                    be.linear(&x, m, &f32_lin.unwrap(), &mut exact).unwrap();
-                    let err = max_abs_diff(&got, &exact);
-                    assert!(err < 0.01 * (k as f32).sqrt(), "{m}×{n}×{k} vs f32: {err}");
-                    be.linear_gelu(&x, m, &lin, &mut got).unwrap();
-                    kernels::gelu(Isa::Scalar, &mut want);
-                    let err = max_abs_diff(&got, &want);
-                    assert!(err <= 1e-5, "{m}×{n}×{k} gelu: {err}");
-                }
-            }
-        }
+        let pack = |w: &[f32], n, k| match Weight::F32(w.to_vec()).for_int8_gemm(n, k, true) {
+            Ok(p @ Weight::Int8(_)) => Some(p),
+            _ => None,
+        };
+        let reference = |x: &[f32], m, w: &Weight, bias: Option<&[f32]>, out: &mut [f32]| {
+            let Weight::Int8(pw) = w else { unreachable!() };
+            linear_reference(x, m, pw, bias, out).unwrap()
+        };
+        // Exact integer sums (only the f32 scaling may round differently); against f32 each
+        // operand is off by up to half a step of 1/127.
+        check_packed_gemm(&pack, &reference, &|_| 1e-5, &|k| 0.01 * (k as f32).sqrt());
     }
 
     #[test]
@@ -454,26 +420,9 @@ mod tests {
 
     #[test]
     fn int8_weight_without_simd_takes_f32_path() {
-        let (m, n, k) = (20, 40, 30);
-        let x = rand_vec(m * k, 1);
-        let w = rand_vec(n * k, 2);
-        let Ok(Weight::Int8(pw)) = Weight::F32(w).for_int8_gemm(n, k, true) else {
-            eprintln!("skipped: no AVX-512 VNNI");
-            return;
-        };
-        let mut want = vec![0.0; n * k];
-        pw.read_f32(0, &mut want);
-        let lin = Linear::new(Weight::Int8(pw), None, n, k).unwrap();
-        let lin32 = Linear::new(Weight::F32(want), None, n, k).unwrap();
-        for isa in [Isa::Scalar, Isa::Avx2] {
-            let be = CpuBackend::with_isa(2, isa).unwrap();
-            for rows in [3, m] {
-                let mut got = vec![0.0; rows * n];
-                let mut exact = vec![0.0; rows * n];
-                be.linear(&x[..rows * k], rows, &lin, &mut got).unwrap();
-                be.linear(&x[..rows * k], rows, &lin32, &mut exact).unwrap();
-                assert!(max_abs_diff(&got, &exact) < 1e-5, "{isa:?} m={rows}");
-            }
+        match Weight::F32(rand_vec(40 * 30, 2)).for_int8_gemm(40, 30, true) {
+            Ok(p @ Weight::Int8(_)) => check_packed_fallback(p, 40, 30),
+            _ => eprintln!("skipped: no AVX-512 VNNI"),
         }
     }
 }

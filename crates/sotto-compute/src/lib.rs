@@ -367,6 +367,8 @@ impl CpuBackend {
 
 #[cfg(test)]
 pub(crate) mod testutil {
+    use crate::{CpuBackend, Isa, Linear, Weight};
+
     /// Deterministic pseudo-random values in [-1, 1).
     pub fn rand_vec(n: usize, seed: u64) -> Vec<f32> {
         let mut s = seed
@@ -420,6 +422,80 @@ pub(crate) mod testutil {
             }
         }
         out
+    }
+
+    /// A scalar model of a packed many-row GEMM: `out = x · Wᵀ + b` for `m` rows of `x`.
+    pub type GemmReference<'a> = &'a dyn Fn(&[f32], usize, &Weight, Option<&[f32]>, &mut [f32]);
+
+    /// Checks a packed weight format of the many-row GEMM (`pack`: f32 rows `[n, k]` to the
+    /// format, `None` where this CPU lacks its kernel) at odd shapes around its tiles, on
+    /// 1 and 3 threads, with and without bias and GELU: within `ref_tol(k)` of its scalar
+    /// model `reference`, and within `f32_tol(k)` of the f32 product of the unrounded weights.
+    pub fn check_packed_gemm(
+        pack: &dyn Fn(&[f32], usize, usize) -> Option<Weight>,
+        reference: GemmReference,
+        ref_tol: &dyn Fn(usize) -> f32,
+        f32_tol: &dyn Fn(usize) -> f32,
+    ) {
+        let shapes = [
+            (9, 1, 1),
+            (13, 33, 3),
+            (17, 31, 64),
+            (67, 45, 101),
+            (100, 300, 385),
+            (9, 257, 450),
+            (203, 70, 33),
+        ];
+        for threads in [1, 3] {
+            let be = CpuBackend::new(threads).unwrap();
+            for &(m, n, k) in &shapes {
+                let (x, w, b) = (rand_vec(m * k, 1), rand_vec(n * k, 2), rand_vec(n, 3));
+                let Some(weight) = pack(&w, n, k) else {
+                    eprintln!("skipped: this CPU lacks the format's kernel");
+                    return;
+                };
+                for bias in [None, Some(b.clone())] {
+                    let mut want = vec![0.0; m * n];
+                    reference(&x, m, &weight, bias.as_deref(), &mut want);
+                    let lin = Linear::new(weight.clone(), bias.clone(), n, k).unwrap();
+                    let mut got = vec![f32::NAN; m * n];
+                    be.linear(&x, m, &lin, &mut got).unwrap();
+                    let err = max_abs_diff(&got, &want);
+                    assert!(err <= ref_tol(k), "{m}×{n}×{k} vs reference: {err}");
+                    let f32_lin = Linear::new(Weight::F32(w.clone()), bias.clone(), n, k);
+                    let mut exact = vec![0.0; m * n];
+                    be.linear(&x, m, &f32_lin.unwrap(), &mut exact).unwrap();
+                    let err = max_abs_diff(&got, &exact);
+                    assert!(err < f32_tol(k), "{m}×{n}×{k} vs f32: {err}");
+                    be.linear_gelu(&x, m, &lin, &mut got).unwrap();
+                    crate::kernels::gelu(Isa::Scalar, &mut want);
+                    let err = max_abs_diff(&got, &want);
+                    assert!(err <= ref_tol(k), "{m}×{n}×{k} gelu: {err}");
+                }
+            }
+        }
+    }
+
+    /// A packed weight on a backend whose kernel path cannot run its GEMM (scalar, AVX2)
+    /// takes the f32 path over its rounded values, for few rows and for many. `packed`
+    /// Shape: [n, k].
+    pub fn check_packed_fallback(packed: Weight, n: usize, k: usize) {
+        let m = 20;
+        let x = rand_vec(m * k, 1);
+        let mut rounded = vec![0.0; n * k];
+        packed.read_f32(0, &mut rounded);
+        let lin = Linear::new(packed, None, n, k).unwrap();
+        let lin32 = Linear::new(Weight::F32(rounded), None, n, k).unwrap();
+        for isa in [Isa::Scalar, Isa::Avx2] {
+            let be = CpuBackend::with_isa(2, isa).unwrap();
+            for rows in [3, m] {
+                let mut got = vec![0.0; rows * n];
+                let mut exact = vec![0.0; rows * n];
+                be.linear(&x[..rows * k], rows, &lin, &mut got).unwrap();
+                be.linear(&x[..rows * k], rows, &lin32, &mut exact).unwrap();
+                assert!(max_abs_diff(&got, &exact) < 1e-5, "{isa:?} m={rows}");
+            }
+        }
     }
 
     pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
