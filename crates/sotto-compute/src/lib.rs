@@ -427,12 +427,15 @@ pub(crate) mod testutil {
     /// A scalar model of a packed many-row GEMM: `out = x · Wᵀ + b` for `m` rows of `x`.
     pub type GemmReference<'a> = &'a dyn Fn(&[f32], usize, &Weight, Option<&[f32]>, &mut [f32]);
 
+    /// Packs f32 rows `[n, k]` into a GEMM format; `None` where this CPU lacks its kernel.
+    pub type GemmPack<'a> = &'a dyn Fn(&[f32], usize, usize) -> Option<Weight>;
+
     /// Checks a packed weight format of the many-row GEMM (`pack`: f32 rows `[n, k]` to the
     /// format, `None` where this CPU lacks its kernel) at odd shapes around its tiles, on
     /// 1 and 3 threads, with and without bias and GELU: within `ref_tol(k)` of its scalar
     /// model `reference`, and within `f32_tol(k)` of the f32 product of the unrounded weights.
     pub fn check_packed_gemm(
-        pack: &dyn Fn(&[f32], usize, usize) -> Option<Weight>,
+        pack: GemmPack,
         reference: GemmReference,
         ref_tol: &dyn Fn(usize) -> f32,
         f32_tol: &dyn Fn(usize) -> f32,
