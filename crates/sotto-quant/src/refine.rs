@@ -246,4 +246,28 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn hostile_values_do_not_panic() {
+        let cases: [[f32; QK]; 5] = [
+            [f32::NAN; QK],
+            std::array::from_fn(|i| if i == 3 { f32::INFINITY } else { 0.1 }),
+            std::array::from_fn(|i| if i == 7 { f32::NEG_INFINITY } else { -0.2 }),
+            std::array::from_fn(|i| if i % 2 == 0 { 6.0e4 } else { -6.0e4 }),
+            std::array::from_fn(|i| (i as f32) * 1e-30),
+        ];
+        for t in [
+            QuantType::Q4_0,
+            QuantType::Q4_1,
+            QuantType::Q5_0,
+            QuantType::Q5_1,
+        ] {
+            for x in &cases {
+                let mut q = vec![0u8; t.block_bytes()];
+                crate::quantize_row_refined(t, x, &mut q);
+                let mut back = [0.0f32; QK];
+                crate::dequantize_row(t, &q, &mut back);
+            }
+        }
+    }
 }
