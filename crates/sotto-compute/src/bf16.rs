@@ -27,12 +27,10 @@ const NC: usize = 8 * NR;
 
 /// Whether this CPU has AVX-512 F/BW/VL and BF16, which the bf16 GEMM needs.
 pub fn bf16_gemm_supported() -> bool {
+    // std caches the detection: no cache of our own needed.
     #[cfg(target_arch = "x86_64")]
     {
-        static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *HAS.get_or_init(|| {
-            Isa::Avx512.is_supported() && std::arch::is_x86_feature_detected!("avx512bf16")
-        })
+        Isa::Avx512.is_supported() && std::arch::is_x86_feature_detected!("avx512bf16")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {

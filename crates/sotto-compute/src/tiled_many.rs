@@ -167,6 +167,30 @@ mod tests {
         out
     }
 
+    /// The many-row product of `lin`, with and without GELU, must equal the small-M path's
+    /// bit for bit, and (without GELU) lie within `tol` of `exact`.
+    fn check_rows(be: &CpuBackend, x: &[f32], lin: &Linear, exact: &[f32], tol: f32, at: &str) {
+        let m = x.len() / lin.n_in;
+        for gelu in [false, true] {
+            let mut got = vec![f32::NAN; m * lin.n_out];
+            if gelu {
+                be.linear_gelu(x, m, lin, &mut got).unwrap();
+            } else {
+                be.linear(x, m, lin, &mut got).unwrap();
+            }
+            let want = by_small_chunks(be, x, lin, gelu);
+            let same = got
+                .iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "{at} gelu {gelu}");
+            if !gelu {
+                let err = max_abs_diff(&got, exact);
+                assert!(err < tol, "{at}: {err}");
+            }
+        }
+    }
+
     /// `x · Wᵀ + b` in f64. `w` Shape: [n, k].
     fn naive(x: &[f32], w: &[f32], b: &[f32], n: usize, k: usize) -> Vec<f32> {
         let mut out = Vec::with_capacity(x.len() / k * n);
@@ -202,24 +226,8 @@ mod tests {
                 let b = rand_vec(n, 3);
                 let tiles = Weight::F16Tiled(F16Tiles::new(&w16, n, k).unwrap());
                 let lin = Linear::new(tiles, Some(b.clone()), n, k).unwrap();
-                for gelu in [false, true] {
-                    let mut got = vec![f32::NAN; m * n];
-                    if gelu {
-                        be.linear_gelu(&x, m, &lin, &mut got).unwrap();
-                    } else {
-                        be.linear(&x, m, &lin, &mut got).unwrap();
-                    }
-                    let want = by_small_chunks(&be, &x, &lin, gelu);
-                    let same = got
-                        .iter()
-                        .zip(&want)
-                        .all(|(a, b)| a.to_bits() == b.to_bits());
-                    assert!(same, "{isa:?} {threads}t {m}×{n}×{k} gelu {gelu}");
-                    if !gelu {
-                        let err = max_abs_diff(&got, &naive(&x, &w32, &b, n, k));
-                        assert!(err < 1e-4, "{isa:?} {threads}t {m}×{n}×{k}: {err}");
-                    }
-                }
+                let at = format!("{isa:?} {threads}t {m}×{n}×{k}");
+                check_rows(&be, &x, &lin, &naive(&x, &w32, &b, n, k), 1e-4, &at);
             }
         }
     }
@@ -255,25 +263,9 @@ mod tests {
                     plain.read_f32(0, &mut deq);
                     let b = rand_vec(n, 3);
                     let lin = Linear::new(tiled, Some(b.clone()), n, k).unwrap();
-                    for gelu in [false, true] {
-                        let mut got = vec![f32::NAN; m * n];
-                        if gelu {
-                            be.linear_gelu(&x, m, &lin, &mut got).unwrap();
-                        } else {
-                            be.linear(&x, m, &lin, &mut got).unwrap();
-                        }
-                        let want = by_small_chunks(&be, &x, &lin, gelu);
-                        let same = got
-                            .iter()
-                            .zip(&want)
-                            .all(|(a, b)| a.to_bits() == b.to_bits());
-                        assert!(same, "{isa:?} {threads}t {t} {m}×{n}×{k} gelu {gelu}");
-                        if !gelu {
-                            // The activations are quantized (q8): allow for that rounding.
-                            let err = max_abs_diff(&got, &naive(&x, &deq, &b, n, k));
-                            assert!(err < 0.05, "{isa:?} {threads}t {t} {m}×{n}×{k}: {err}");
-                        }
-                    }
+                    let at = format!("{isa:?} {threads}t {t} {m}×{n}×{k}");
+                    // The activations are quantized (q8): allow for that rounding.
+                    check_rows(&be, &x, &lin, &naive(&x, &deq, &b, n, k), 0.05, &at);
                 }
             }
         }
