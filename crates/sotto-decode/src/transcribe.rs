@@ -419,16 +419,17 @@ pub fn detect_language(
     tok: &Tokenizer,
     mel: &MelView,
 ) -> Result<LanguageDetection> {
-    detect_language_at(inf, tok, mel, 0)
+    detect_language_at(inf, tok, mel, 0).map(|(d, _)| d)
 }
 
-/// [`detect_language`] on the 30 s from frame `start`.
+/// [`detect_language`] on the 30 s from frame `start`; also returns that window's mel, which
+/// `inf` holds encoded.
 fn detect_language_at(
     inf: &mut dyn Inference,
     tok: &Tokenizer,
     mel: &MelView,
     start: usize,
-) -> Result<LanguageDetection> {
+) -> Result<(LanguageDetection, Vec<f32>)> {
     mel.check()?;
     if !tok.is_multilingual() {
         return Err(DecodeError::InvalidOption {
@@ -437,8 +438,14 @@ fn detect_language_at(
         });
     }
     check_vocab(inf, tok)?;
-    inf.encode(&mel.window(start, N_FRAMES))
-        .map_err(DecodeError::Inference)?;
+    let window = mel.window(start, N_FRAMES);
+    inf.encode(&window).map_err(DecodeError::Inference)?;
+    let detection = detect_encoded(inf, tok)?;
+    Ok((detection, window))
+}
+
+/// The language of the window `inf` has just encoded.
+fn detect_encoded(inf: &mut dyn Inference, tok: &Tokenizer) -> Result<LanguageDetection> {
     inf.reset();
     let mut logits = vec![0f32; tok.n_vocab()];
     inf.decode(&[tok.sot()], &[0], &mut logits)
@@ -473,15 +480,15 @@ fn check_vocab(inf: &dyn Inference, tok: &Tokenizer) -> Result<()> {
 
 /// The language to decode with and its probability (faster-whisper's `transcribe`, which
 /// detects it from the first clip's start, truncated to a frame, when that is inside the
-/// audio).
+/// audio), and the mel window detection left encoded in `inf`, if any.
 fn resolve_language(
     inf: &mut dyn Inference,
     tok: &Tokenizer,
     mel: &MelView,
     opts: &TranscribeOptions,
-) -> Result<(String, f64)> {
+) -> Result<(String, f64, Option<Vec<f32>>)> {
     match opts.language.as_deref() {
-        _ if !tok.is_multilingual() => Ok(("en".into(), 1.0)),
+        _ if !tok.is_multilingual() => Ok(("en".into(), 1.0, None)),
         None => {
             let first = opts.clip_timestamps.first().map_or(0.0, |t| t * 100.0);
             let start = if first < mel.content_frames() as f64 {
@@ -489,10 +496,11 @@ fn resolve_language(
             } else {
                 0
             };
-            detect_language_at(inf, tok, mel, start).map(|d| (d.language.into(), d.probability))
+            detect_language_at(inf, tok, mel, start)
+                .map(|(d, window)| (d.language.into(), d.probability, Some(window)))
         }
         Some(code) => match tok.language_token(code) {
-            Some(_) => Ok((code.into(), 1.0)),
+            Some(_) => Ok((code.into(), 1.0, None)),
             None => Err(DecodeError::UnknownLanguage {
                 code: code.into(),
                 known: tok.n_languages(),
@@ -670,7 +678,9 @@ pub fn transcribe(
     let mut zero = opts.zero_search()?;
     opts.check_window_options()?;
     let content_frames = mel.content_frames();
-    let (language, language_probability) = resolve_language(inf, tok, mel, opts)?;
+    // The window language detection encoded: a first window with the same mel (audio of
+    // 30 s or more) reuses it instead of running the encoder twice.
+    let (language, language_probability, mut encoded) = resolve_language(inf, tok, mel, opts)?;
     let mut out = Transcript {
         language,
         language_probability,
@@ -735,8 +745,12 @@ pub fn transcribe(
             seek += segment_size;
             continue;
         }
-        inf.encode(&mel.window(seek, segment_size))
-            .map_err(DecodeError::Inference)?;
+        let window = mel.window(seek, segment_size);
+        if encoded.take().is_some_and(|w| w == window) {
+            inf.reset();
+        } else {
+            inf.encode(&window).map_err(DecodeError::Inference)?;
+        }
         let window_prefix = prefix.as_deref().filter(|_| seek == 0);
         let previous = carry_prompt(&carried, &all_tokens, prompt_reset_since);
         let p = prompt(

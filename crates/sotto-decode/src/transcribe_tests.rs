@@ -323,6 +323,41 @@ fn language_is_detected_on_multilingual_models() {
     assert!(detect_language(&mut inf, &en, &view(&data)).is_err());
 }
 
+#[test]
+fn detection_window_is_encoded_once() {
+    let tok = multilingual();
+    let (n, sot, tb, eot) = (tok.n_vocab(), tok.sot(), tok.timestamp_begin(), tok.eot());
+    let de = tok.language_token("de").unwrap();
+    let mut inf = MockInference::new(n, move |ctx: &Ctx| {
+        if ctx.sequence == [sot] {
+            return one_hot(n, de, 3.0);
+        }
+        let script = [vec![tb], text("ja"), vec![tb + 50]].concat();
+        one_hot(
+            n,
+            script.get(ctx.generated.len()).copied().unwrap_or(eot),
+            10.0,
+        )
+    });
+    // 40 s: the first window's mel is the one detection saw, so it is encoded once.
+    let data = mel_data(4001);
+    let t = transcribe(
+        &mut inf,
+        &tok,
+        &view(&data),
+        &Default::default(),
+        &mut |_| true,
+    )
+    .unwrap();
+    assert_eq!(t.language, "de");
+    assert_eq!(inf.windows.len(), 2, "detection + one more window");
+    assert_eq!((inf.windows[0][0], inf.windows[1][0]), (1.0, 3001.0));
+    // The reused window still decodes from a fresh sequence.
+    assert_eq!(inf.prompts[0], vec![sot]);
+    assert_eq!(inf.prompts[1], vec![sot, de, tok.transcribe()]);
+    assert_eq!(spans(&t)[0], (0.0, 1.0, "ja"));
+}
+
 /// Pseudo-random logits from a seed and the sequence: a model that babbles, constrained only
 /// by the filters, with timestamps kept inside the window's content.
 fn babbler(tok: &Tokenizer, seed: u64) -> MockInference {
