@@ -26,8 +26,6 @@ pub struct PackedKv {
     k: Vec<f16>,
     /// Shape: [n_head, tk, dhp], dhp = dh rounded up to VALUE_ALIGN; padding columns are 0.
     v: Vec<f16>,
-    /// Shape: [tk, d]: keys converted before the transpose.
-    staging: Vec<f16>,
     tk: usize,
     n_head: usize,
     dh: usize,
@@ -47,7 +45,6 @@ impl PackedKv {
         Ok(Self {
             k: vec![f16::ZERO; n_head * nb * dh * KEY_BLOCK],
             v: vec![f16::ZERO; n_head * tk * dhp],
-            staging: vec![f16::ZERO; tk * d],
             tk,
             n_head,
             dh,
@@ -87,7 +84,8 @@ impl PackedKv {
         &self.v[h * n..(h + 1) * n]
     }
 
-    /// Packs `k` and `v` (Shape: [tk, d] each, f32), rounding to f16.
+    /// Packs `k` and `v` (Shape: [tk, d] each, f32), rounding to f16, heads in parallel on
+    /// the current rayon pool (call it inside [`CpuBackend::install`]).
     pub fn pack(&mut self, k: &[f32], v: &[f32]) -> Result<()> {
         let (tk, d, dh, dhp, nb) = (self.tk, self.d(), self.dh, self.dhp(), self.nb());
         if k.len() != tk * d || v.len() != tk * d {
@@ -96,20 +94,28 @@ impl PackedKv {
                 format!("k {} and v {} values for {tk}×{d}", k.len(), v.len()),
             ));
         }
-        self.staging.convert_from_f32_slice(k);
-        for (h, kh) in self.k.chunks_exact_mut(nb * dh * KEY_BLOCK).enumerate() {
-            for (j, row) in self.staging.chunks_exact(d).enumerate() {
-                let (b, l) = (j / KEY_BLOCK, j % KEY_BLOCK);
-                for (c, &x) in row[h * dh..(h + 1) * dh].iter().enumerate() {
-                    kh[(b * dh + c) * KEY_BLOCK + l] = x;
+        // Heads in parallel (on the caller's pool): a base window packs 9 M values.
+        self.k
+            .par_chunks_mut(nb * dh * KEY_BLOCK)
+            .enumerate()
+            .for_each(|(h, kh)| {
+                let mut row = vec![f16::ZERO; dh];
+                for (j, src) in k.chunks_exact(d).enumerate() {
+                    row.convert_from_f32_slice(&src[h * dh..(h + 1) * dh]);
+                    let block = &mut kh[(j / KEY_BLOCK) * dh * KEY_BLOCK..][..dh * KEY_BLOCK];
+                    for (c, &x) in row.iter().enumerate() {
+                        block[c * KEY_BLOCK + j % KEY_BLOCK] = x;
+                    }
                 }
-            }
-        }
-        for (h, vh) in self.v.chunks_exact_mut(tk * dhp).enumerate() {
-            for (row, dst) in v.chunks_exact(d).zip(vh.chunks_exact_mut(dhp)) {
-                dst[..dh].convert_from_f32_slice(&row[h * dh..(h + 1) * dh]);
-            }
-        }
+            });
+        self.v
+            .par_chunks_mut(tk * dhp)
+            .enumerate()
+            .for_each(|(h, vh)| {
+                for (row, dst) in v.chunks_exact(d).zip(vh.chunks_exact_mut(dhp)) {
+                    dst[..dh].convert_from_f32_slice(&row[h * dh..(h + 1) * dh]);
+                }
+            });
         Ok(())
     }
 }

@@ -233,7 +233,8 @@ impl Session {
                 .expect("decoder blocks have cross-attention");
             be.linear(&self.enc_out, ctx, &cross.key, cross_k)?;
             be.linear(&self.enc_out, ctx, &cross.value, cross_v)?;
-            self.cross[l].pack(cross_k, cross_v)?;
+            let kv = &mut self.cross[l];
+            be.install(|| kv.pack(cross_k, cross_v))?;
         }
         self.encoded = true;
         Ok(())
