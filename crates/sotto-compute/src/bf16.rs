@@ -234,10 +234,34 @@ impl CpuBackend {
     ///
     /// `x` Shape: [m, n_in]; `out` Shape: [m, n_out].
     pub(crate) fn linear_bf16(&self, x: &[f32], m: usize, w: &Linear, out: &mut [f32], gelu: bool) {
-        let Weight::Bf16(pw) = &w.weight else {
-            unreachable!("linear_bf16 takes bf16 weights only")
+        self.linears_bf16(x, m, &mut [(w, out)], gelu);
+    }
+
+    /// [`CpuBackend::linear_bf16`] for several weights of the same `n_in` meeting the same
+    /// `x`: the activations are rounded and packed once.
+    pub(crate) fn linears_bf16(
+        &self,
+        x: &[f32],
+        m: usize,
+        products: &mut [(&Linear, &mut [f32])],
+        gelu: bool,
+    ) {
+        let Some(n_in) = products.first().map(|(w, _)| w.n_in) else {
+            return;
         };
-        self.gemm_bf16(x, m, pw, w.bias.as_deref(), out, gelu);
+        self.install(|| {
+            // Kept between calls: a fresh 6 MiB buffer per encoder product cost its page
+            // faults every time.
+            let mut packed = self.scratch_u32.take(0);
+            pack_rows(self.isa, x, m, n_in, &mut packed);
+            for (w, out) in products.iter_mut() {
+                let Weight::Bf16(pw) = &w.weight else {
+                    unreachable!("linear_bf16 takes bf16 weights only")
+                };
+                self.gemm_bf16_packed(&packed, m, pw, w.bias.as_deref(), out, gelu);
+            }
+            self.scratch_u32.give(packed);
+        });
     }
 
     /// [`CpuBackend::linear_bf16`] for f16 decoder tiles meeting many rows (a prompt of
@@ -255,13 +279,19 @@ impl CpuBackend {
     ) {
         let buf = self.scratch_u32.take(0);
         let pw = self.install(|| Bf16Packed::from_tiles(t, self.isa, buf));
-        self.gemm_bf16(x, m, &pw, bias, out, gelu);
+        self.install(|| {
+            let mut packed = self.scratch_u32.take(0);
+            pack_rows(self.isa, x, m, pw.n_in, &mut packed);
+            self.gemm_bf16_packed(&packed, m, &pw, bias, out, gelu);
+            self.scratch_u32.give(packed);
+        });
         self.scratch_u32.give(pw.data);
     }
 
-    fn gemm_bf16(
+    /// The bf16 product of rows packed by [`pack_rows`] (`a`) with `pw`, inside the pool.
+    fn gemm_bf16_packed(
         &self,
-        x: &[f32],
+        a: &[u32],
         m: usize,
         pw: &Bf16Packed,
         bias: Option<&[f32]>,
@@ -273,59 +303,51 @@ impl CpuBackend {
         let k_blocks = kp.div_ceil(KC).max(1);
         let kc = kp.div_ceil(k_blocks);
         let dst = OutPtr(out.as_mut_ptr());
-        self.install(|| {
-            // Kept between calls: a fresh 6 MiB buffer per encoder product cost its page
-            // faults every time.
-            let mut packed = self.scratch_u32.take(0);
-            pack_rows(isa, x, m, pw.n_in, &mut packed);
-            let a = &packed[..];
-            (0..m_blocks * n_blocks).into_par_iter().for_each(|t| {
-                let (i0, j0) = ((t % m_blocks) * MC, (t / m_blocks) * NC);
-                let (i1, j1) = ((i0 + MC).min(m), (j0 + NC).min(n));
-                for p0 in (0..kp).step_by(kc) {
-                    let len = kc.min(kp - p0);
-                    let last = p0 + len == kp;
-                    for jc in (j0..j1).step_by(NR) {
-                        let cols = NR.min(j1 - jc);
-                        let b = &pw.panel(jc / NR)[p0 * NR..(p0 + len) * NR];
-                        let bias = bias.filter(|_| last).map(|b| &b[jc..jc + cols]);
-                        for ic in (i0..i1).step_by(MR) {
-                            let rows = MR.min(i1 - ic);
-                            let ap = &a[ic * kp + p0..(ic + MR - 1) * kp + p0 + len];
-                            // SAFETY: `simd` holds (the caller's check); ap holds MR rows of
-                            // kp pairs from p0 (len used) and b len·NR pairs; rows ic..ic + rows and columns jc..jc + cols
-                            // lie in `out` ([m, n]) and in this task's block, which no other
-                            // task writes.
-                            #[cfg(target_arch = "x86_64")]
-                            unsafe {
-                                kernels::x86_bf16::tile(
-                                    len,
-                                    ap.as_ptr(),
-                                    kp,
-                                    b.as_ptr(),
-                                    dst.at(ic * n + jc),
-                                    n,
-                                    rows,
-                                    cols,
-                                    p0 > 0,
-                                    bias,
-                                )
-                            };
-                            #[cfg(not(target_arch = "x86_64"))]
-                            let _ = (ap, b, bias, rows);
-                        }
+        (0..m_blocks * n_blocks).into_par_iter().for_each(|t| {
+            let (i0, j0) = ((t % m_blocks) * MC, (t / m_blocks) * NC);
+            let (i1, j1) = ((i0 + MC).min(m), (j0 + NC).min(n));
+            for p0 in (0..kp).step_by(kc) {
+                let len = kc.min(kp - p0);
+                let last = p0 + len == kp;
+                for jc in (j0..j1).step_by(NR) {
+                    let cols = NR.min(j1 - jc);
+                    let b = &pw.panel(jc / NR)[p0 * NR..(p0 + len) * NR];
+                    let bias = bias.filter(|_| last).map(|b| &b[jc..jc + cols]);
+                    for ic in (i0..i1).step_by(MR) {
+                        let rows = MR.min(i1 - ic);
+                        let ap = &a[ic * kp + p0..(ic + MR - 1) * kp + p0 + len];
+                        // SAFETY: `simd` holds (the caller's check); ap holds MR rows of
+                        // kp pairs from p0 (len used) and b len·NR pairs; rows ic..ic + rows and columns jc..jc + cols
+                        // lie in `out` ([m, n]) and in this task's block, which no other
+                        // task writes.
+                        #[cfg(target_arch = "x86_64")]
+                        unsafe {
+                            kernels::x86_bf16::tile(
+                                len,
+                                ap.as_ptr(),
+                                kp,
+                                b.as_ptr(),
+                                dst.at(ic * n + jc),
+                                n,
+                                rows,
+                                cols,
+                                p0 > 0,
+                                bias,
+                            )
+                        };
+                        #[cfg(not(target_arch = "x86_64"))]
+                        let _ = (ap, b, bias, rows);
                     }
                 }
-                if gelu {
-                    for i in i0..i1 {
-                        // SAFETY: row i, columns j0..j1 lie in this task's block of `out`.
-                        let row =
-                            unsafe { std::slice::from_raw_parts_mut(dst.at(i * n + j0), j1 - j0) };
-                        kernels::gelu(isa, row);
-                    }
+            }
+            if gelu {
+                for i in i0..i1 {
+                    // SAFETY: row i, columns j0..j1 lie in this task's block of `out`.
+                    let row =
+                        unsafe { std::slice::from_raw_parts_mut(dst.at(i * n + j0), j1 - j0) };
+                    kernels::gelu(isa, row);
                 }
-            });
-            self.scratch_u32.give(packed);
+            }
         });
     }
 }

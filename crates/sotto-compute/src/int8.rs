@@ -239,6 +239,32 @@ impl CpuBackend {
     ///
     /// `x` Shape: [m, n_in]; `out` Shape: [m, n_out].
     pub(crate) fn linear_int8(&self, x: &[f32], m: usize, w: &Linear, out: &mut [f32], gelu: bool) {
+        self.linears_int8(x, m, &mut [(w, out)], gelu);
+    }
+
+    /// [`CpuBackend::linear_int8`] for several weights of the same `n_in` meeting the same
+    /// `x`: the activations are quantized once.
+    pub(crate) fn linears_int8(
+        &self,
+        x: &[f32],
+        m: usize,
+        products: &mut [(&Linear, &mut [f32])],
+        gelu: bool,
+    ) {
+        let Some(n_in) = products.first().map(|(w, _)| w.n_in) else {
+            return;
+        };
+        self.install(|| {
+            let qr = quantize_rows(self.isa, x, m, n_in, self.scratch_u32.take(0));
+            for (w, out) in products.iter_mut() {
+                self.gemm_int8(&qr, m, w, out, gelu);
+            }
+            self.scratch_u32.give(qr.data);
+        });
+    }
+
+    /// The int8 product of quantized rows `qr` with `w`, inside the pool.
+    fn gemm_int8(&self, qr: &QuantRows, m: usize, w: &Linear, out: &mut [f32], gelu: bool) {
         let Weight::Int8(pw) = &w.weight else {
             unreachable!("linear_int8 takes int8 weights only")
         };
@@ -246,55 +272,51 @@ impl CpuBackend {
         let (m_blocks, n_blocks) = (m.div_ceil(MC), n.div_ceil(NC));
         let bias = w.bias.as_deref();
         let dst = OutPtr(out.as_mut_ptr());
-        self.install(|| {
-            let qr = quantize_rows(isa, x, m, pw.n_in, self.scratch_u32.take(0));
-            (0..m_blocks * n_blocks).into_par_iter().for_each(|t| {
-                let (i0, j0) = ((t % m_blocks) * MC, (t / m_blocks) * NC);
-                let (i1, j1) = ((i0 + MC).min(m), (j0 + NC).min(n));
-                for jc in (j0..j1).step_by(NR) {
-                    let cols = NR.min(j1 - jc);
-                    let b = pw.panel(jc / NR);
-                    let epi = Epilogue {
-                        w_scales: &pw.scales[jc..jc + NR],
-                        bias: bias.map(|b| &b[jc..jc + cols]),
+        (0..m_blocks * n_blocks).into_par_iter().for_each(|t| {
+            let (i0, j0) = ((t % m_blocks) * MC, (t / m_blocks) * NC);
+            let (i1, j1) = ((i0 + MC).min(m), (j0 + NC).min(n));
+            for jc in (j0..j1).step_by(NR) {
+                let cols = NR.min(j1 - jc);
+                let b = pw.panel(jc / NR);
+                let epi = Epilogue {
+                    w_scales: &pw.scales[jc..jc + NR],
+                    bias: bias.map(|b| &b[jc..jc + cols]),
+                };
+                for ic in (i0..i1).step_by(MR) {
+                    let rows = MR.min(i1 - ic);
+                    let a = &qr.data[ic * k4..(ic + MR) * k4];
+                    let (a_scales, a_sums) = (&qr.scales[ic..ic + MR], &qr.sums[ic..ic + MR]);
+                    // SAFETY: `simd` holds (the caller's check); a holds MR rows of k4
+                    // quads and b k4·NR; rows ic..ic + rows and columns jc..jc + cols
+                    // lie in `out` ([m, n]) and in this task's block, which no other
+                    // task writes.
+                    #[cfg(target_arch = "x86_64")]
+                    unsafe {
+                        kernels::x86_int8::tile(
+                            k4,
+                            a.as_ptr(),
+                            b.as_ptr(),
+                            dst.at(ic * n + jc),
+                            n,
+                            rows,
+                            cols,
+                            a_scales,
+                            a_sums,
+                            &epi,
+                        )
                     };
-                    for ic in (i0..i1).step_by(MR) {
-                        let rows = MR.min(i1 - ic);
-                        let a = &qr.data[ic * k4..(ic + MR) * k4];
-                        let (a_scales, a_sums) = (&qr.scales[ic..ic + MR], &qr.sums[ic..ic + MR]);
-                        // SAFETY: `simd` holds (the caller's check); a holds MR rows of k4
-                        // quads and b k4·NR; rows ic..ic + rows and columns jc..jc + cols
-                        // lie in `out` ([m, n]) and in this task's block, which no other
-                        // task writes.
-                        #[cfg(target_arch = "x86_64")]
-                        unsafe {
-                            kernels::x86_int8::tile(
-                                k4,
-                                a.as_ptr(),
-                                b.as_ptr(),
-                                dst.at(ic * n + jc),
-                                n,
-                                rows,
-                                cols,
-                                a_scales,
-                                a_sums,
-                                &epi,
-                            )
-                        };
-                        #[cfg(not(target_arch = "x86_64"))]
-                        let _ = (a, b, rows, a_scales, a_sums, &epi);
-                    }
+                    #[cfg(not(target_arch = "x86_64"))]
+                    let _ = (a, b, rows, a_scales, a_sums, &epi);
                 }
-                if gelu {
-                    for i in i0..i1 {
-                        // SAFETY: row i, columns j0..j1 lie in this task's block of `out`.
-                        let row =
-                            unsafe { std::slice::from_raw_parts_mut(dst.at(i * n + j0), j1 - j0) };
-                        kernels::gelu(isa, row);
-                    }
+            }
+            if gelu {
+                for i in i0..i1 {
+                    // SAFETY: row i, columns j0..j1 lie in this task's block of `out`.
+                    let row =
+                        unsafe { std::slice::from_raw_parts_mut(dst.at(i * n + j0), j1 - j0) };
+                    kernels::gelu(isa, row);
                 }
-            });
-            self.scratch_u32.give(qr.data);
+            }
         });
     }
 }

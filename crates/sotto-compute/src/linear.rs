@@ -40,6 +40,42 @@ impl CpuBackend {
         self.linear_act(x, m, w, out, true)
     }
 
+    /// `out_i = x · W_iᵀ + b_i` for several weights meeting the same `x` (attention's
+    /// q, k, v; every decoder layer's cross-attention k, v): on the encoder's bf16 and int8
+    /// GEMMs `x` is rounded or quantized once for all of them, otherwise each is a
+    /// [`CpuBackend::linear`].
+    ///
+    /// `x` Shape: [m, n_in]; each `out_i` Shape: [m, n_out_i].
+    pub fn linears(
+        &self,
+        x: &[f32],
+        m: usize,
+        products: &mut [(&Linear, &mut [f32])],
+    ) -> Result<()> {
+        for (w, out) in products.iter() {
+            check_shapes(x, m, w, out)?;
+        }
+        let n_in = products.first().map_or(0, |(w, _)| w.n_in);
+        let same = |f: fn(&Weight) -> bool| {
+            products
+                .iter()
+                .all(|(w, _)| f(&w.weight) && w.n_in == n_in && w.n_out > 0)
+        };
+        if m > SMALL_M && same(|w| matches!(w, Weight::Bf16(_))) && crate::bf16::simd(self.isa) {
+            self.linears_bf16(x, m, products, false);
+        } else if m > SMALL_M
+            && same(|w| matches!(w, Weight::Int8(_)))
+            && crate::int8::simd(self.isa)
+        {
+            self.linears_int8(x, m, products, false);
+        } else {
+            for (w, out) in products.iter_mut() {
+                self.linear_act(x, m, w, out, false)?;
+            }
+        }
+        Ok(())
+    }
+
     fn linear_act(
         &self,
         x: &[f32],
@@ -48,18 +84,7 @@ impl CpuBackend {
         out: &mut [f32],
         gelu: bool,
     ) -> Result<()> {
-        if x.len() != m * w.n_in || out.len() != m * w.n_out {
-            return Err(shape_err(
-                "linear",
-                format!(
-                    "x has {} elements and out {}, expected {m}×{} and {m}×{}",
-                    x.len(),
-                    out.len(),
-                    w.n_in,
-                    w.n_out
-                ),
-            ));
-        }
+        check_shapes(x, m, w, out)?;
         if m == 0 || w.n_out == 0 {
             return Ok(());
         }
@@ -383,6 +408,22 @@ fn quant_block(
     }
 }
 
+fn check_shapes(x: &[f32], m: usize, w: &Linear, out: &[f32]) -> Result<()> {
+    if x.len() != m * w.n_in || out.len() != m * w.n_out {
+        return Err(shape_err(
+            "linear",
+            format!(
+                "x has {} elements and out {}, expected {m}×{} and {m}×{}",
+                x.len(),
+                out.len(),
+                w.n_in,
+                w.n_out
+            ),
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -598,6 +639,56 @@ mod tests {
         if cfg!(target_arch = "x86_64") {
             assert!(q.clone().for_decoding(2, 16).is_err());
         }
+    }
+
+    #[test]
+    fn linears_equal_one_linear_each() {
+        // Shared-input products are the same arithmetic as one linear each, bit for bit,
+        // on every weight format the encoder uses (bf16 and int8 where the CPU has them).
+        let (m, k) = (37, 70);
+        let x = rand_vec(m * k, 11);
+        for threads in [1, 3] {
+            let be = CpuBackend::new(threads).unwrap();
+            for format in 0..3 {
+                let lins: Vec<Linear> = [33, 64, 5]
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &n)| {
+                        let w = Weight::F32(rand_vec(n * k, 20 + i as u64));
+                        let w = match format {
+                            0 => w,
+                            1 => w.for_bf16_gemm(n, k, true).unwrap(),
+                            _ => w.for_int8_gemm(n, k, true).unwrap(),
+                        };
+                        let b = rand_vec(n, 30 + i as u64);
+                        Linear::new(w, Some(b), n, k).unwrap()
+                    })
+                    .collect();
+                let mut got: Vec<Vec<f32>> =
+                    lins.iter().map(|l| vec![f32::NAN; m * l.n_out]).collect();
+                let mut products: Vec<(&Linear, &mut [f32])> = lins
+                    .iter()
+                    .zip(got.iter_mut())
+                    .map(|(l, o)| (l, &mut o[..]))
+                    .collect();
+                be.linears(&x, m, &mut products).unwrap();
+                for (l, g) in lins.iter().zip(&got) {
+                    let mut want = vec![0.0; m * l.n_out];
+                    be.linear(&x, m, l, &mut want).unwrap();
+                    assert_eq!(
+                        g, &want,
+                        "format {format}, {threads} threads, n {}",
+                        l.n_out
+                    );
+                }
+            }
+        }
+        let be = CpuBackend::new(1).unwrap();
+        let l = Linear::new(Weight::F32(vec![0.0; 6]), None, 2, 3).unwrap();
+        let (mut a, mut b) = (vec![0.0; 2], vec![0.0; 3]);
+        assert!(be
+            .linears(&[0.0; 3], 1, &mut [(&l, &mut a), (&l, &mut b)])
+            .is_err());
     }
 
     #[test]

@@ -205,9 +205,8 @@ impl Session {
             let (k, rest) = rest.split_at_mut(ctx * d);
             let (v, att) = rest.split_at_mut(ctx * d);
             be.layer_norm(x, &blk.attn_ln, hb)?;
-            be.linear(hb, ctx, &blk.attn.query, q)?;
-            be.linear(hb, ctx, &blk.attn.key, k)?;
-            be.linear(hb, ctx, &blk.attn.value, v)?;
+            let a = &blk.attn;
+            be.linears(hb, ctx, &mut [(&a.query, q), (&a.key, k), (&a.value, v)])?;
             match model.encoder_precision {
                 crate::EncoderPrecision::F32 => {
                     be.attention(q, ctx, k, v, ctx, h.n_audio_head, Mask::None, att)?
@@ -231,8 +230,11 @@ impl Session {
                 .cross
                 .as_ref()
                 .expect("decoder blocks have cross-attention");
-            be.linear(&self.enc_out, ctx, &cross.key, cross_k)?;
-            be.linear(&self.enc_out, ctx, &cross.value, cross_v)?;
+            be.linears(
+                &self.enc_out,
+                ctx,
+                &mut [(&cross.key, cross_k), (&cross.value, cross_v)],
+            )?;
             let kv = &mut self.cross[l];
             be.install(|| kv.pack(cross_k, cross_v))?;
         }
