@@ -258,12 +258,12 @@ fn multilingual() -> Tokenizer {
     Tokenizer::new(vocab, 51865).unwrap()
 }
 
-#[test]
-fn language_is_detected_on_multilingual_models() {
-    let tok = multilingual();
+/// A model that hears German (logit 3 for "de", 2 for the next language) and says "ja"
+/// from 0 to 1 s in every window.
+fn says_ja_in_german(tok: &Tokenizer) -> MockInference {
     let (n, sot, tb, eot) = (tok.n_vocab(), tok.sot(), tok.timestamp_begin(), tok.eot());
     let de = tok.language_token("de").unwrap();
-    let mut inf = MockInference::new(n, move |ctx: &Ctx| {
+    MockInference::new(n, move |ctx: &Ctx| {
         if ctx.sequence == [sot] {
             let mut l = one_hot(n, de, 3.0);
             l[de as usize + 1] = 2.0;
@@ -275,7 +275,14 @@ fn language_is_detected_on_multilingual_models() {
             script.get(ctx.generated.len()).copied().unwrap_or(eot),
             10.0,
         )
-    });
+    })
+}
+
+#[test]
+fn language_is_detected_on_multilingual_models() {
+    let tok = multilingual();
+    let (sot, de) = (tok.sot(), tok.language_token("de").unwrap());
+    let mut inf = says_ja_in_german(&tok);
     let data = mel_data(201);
     let t = transcribe(
         &mut inf,
@@ -326,19 +333,8 @@ fn language_is_detected_on_multilingual_models() {
 #[test]
 fn detection_window_is_encoded_once() {
     let tok = multilingual();
-    let (n, sot, tb, eot) = (tok.n_vocab(), tok.sot(), tok.timestamp_begin(), tok.eot());
-    let de = tok.language_token("de").unwrap();
-    let mut inf = MockInference::new(n, move |ctx: &Ctx| {
-        if ctx.sequence == [sot] {
-            return one_hot(n, de, 3.0);
-        }
-        let script = [vec![tb], text("ja"), vec![tb + 50]].concat();
-        one_hot(
-            n,
-            script.get(ctx.generated.len()).copied().unwrap_or(eot),
-            10.0,
-        )
-    });
+    let (sot, de) = (tok.sot(), tok.language_token("de").unwrap());
+    let mut inf = says_ja_in_german(&tok);
     // 40 s: the first window's mel is the one detection saw, so it is encoded once.
     let data = mel_data(4001);
     let t = transcribe(
