@@ -310,12 +310,8 @@ impl CpuBackend {
                 }
             }
             if gelu {
-                for i in i0..i1 {
-                    // SAFETY: row i, columns j0..j1 lie in this task's block of `out`.
-                    let row =
-                        unsafe { std::slice::from_raw_parts_mut(dst.at(i * n + j0), j1 - j0) };
-                    kernels::gelu(isa, row);
-                }
+                // SAFETY: rows i0..i1, columns j0..j1 are this task's block of `out`.
+                unsafe { dst.gelu_block(isa, n, i0..i1, j0..j1) };
             }
         });
     }

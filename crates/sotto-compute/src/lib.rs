@@ -269,6 +269,25 @@ impl OutPtr {
         // SAFETY: the caller keeps i in bounds.
         unsafe { self.0.add(i) }
     }
+
+    /// GELU over rows `rows`, columns `cols` of the `[_, n]` output this points into.
+    ///
+    /// # Safety
+    /// That block must lie inside the output and belong to the calling task alone.
+    pub(crate) unsafe fn gelu_block(
+        self,
+        isa: Isa,
+        n: usize,
+        rows: std::ops::Range<usize>,
+        cols: std::ops::Range<usize>,
+    ) {
+        for i in rows {
+            // SAFETY: row i, columns `cols` lie in the caller's block (this fn's contract).
+            let row =
+                unsafe { std::slice::from_raw_parts_mut(self.at(i * n + cols.start), cols.len()) };
+            kernels::gelu(isa, row);
+        }
+    }
 }
 
 /// Layer norm parameters.

@@ -284,14 +284,7 @@ fn language_is_detected_on_multilingual_models() {
     let (sot, de) = (tok.sot(), tok.language_token("de").unwrap());
     let mut inf = says_ja_in_german(&tok);
     let data = mel_data(201);
-    let t = transcribe(
-        &mut inf,
-        &tok,
-        &view(&data),
-        &Default::default(),
-        &mut |_| true,
-    )
-    .unwrap();
+    let t = run(&mut inf, &tok, 201, &Default::default());
     assert_eq!(t.language, "de");
     // softmax over 99 language logits: e^3 / (e^3 + e^2 + 97).
     let p = 3f64.exp() / (3f64.exp() + 2f64.exp() + 97.0);
@@ -336,15 +329,7 @@ fn detection_window_is_encoded_once() {
     let (sot, de) = (tok.sot(), tok.language_token("de").unwrap());
     let mut inf = says_ja_in_german(&tok);
     // 40 s: the first window's mel is the one detection saw, so it is encoded once.
-    let data = mel_data(4001);
-    let t = transcribe(
-        &mut inf,
-        &tok,
-        &view(&data),
-        &Default::default(),
-        &mut |_| true,
-    )
-    .unwrap();
+    let t = run(&mut inf, &tok, 4001, &Default::default());
     assert_eq!(t.language, "de");
     assert_eq!(inf.windows.len(), 2, "detection + one more window");
     assert_eq!((inf.windows[0][0], inf.windows[1][0]), (1.0, 3001.0));
