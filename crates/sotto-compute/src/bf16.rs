@@ -11,8 +11,10 @@ use rayon::prelude::*;
 
 use half::slice::HalfFloatSliceExt;
 
+#[cfg(target_arch = "x86_64")]
+use crate::kernels;
 use crate::kernels::TILE_ROWS;
-use crate::{kernels, shape_err, CpuBackend, F16Tiles, Isa, Linear, OutPtr, Result, Weight};
+use crate::{shape_err, CpuBackend, F16Tiles, Isa, Linear, OutPtr, Result, Weight};
 
 /// Rows per microkernel tile.
 pub(crate) const MR: usize = 8;

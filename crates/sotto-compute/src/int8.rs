@@ -12,7 +12,9 @@
 
 use rayon::prelude::*;
 
-use crate::{kernels, shape_err, CpuBackend, Isa, Linear, OutPtr, Result, Weight};
+#[cfg(target_arch = "x86_64")]
+use crate::kernels;
+use crate::{shape_err, CpuBackend, Isa, Linear, OutPtr, Result, Weight};
 
 /// Rows per microkernel tile.
 pub(crate) const MR: usize = 8;
