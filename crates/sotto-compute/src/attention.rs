@@ -38,12 +38,16 @@ impl CpuBackend {
         mask: Mask,
         out: &mut [f32],
     ) -> Result<()> {
-        self.attention_batch(q, 1, tq, k, v, 0, tk, n_head, mask, out)
+        self.attention_batch(q, 1, tq, k, v, 0, tk, 0, n_head, mask, out)
     }
 
     /// [`CpuBackend::attention`] for `batch` sequences in one parallel pass (one fork/join
     /// for all beams): sequence s has queries `q[s·tq·d..][..tq·d]` and keys and values
     /// `k[s·stride..][..tk·d]` (`v` alike), and writes `out[s·tq·d..][..tq·d]`.
+    ///
+    /// Keys and values `..shared` must be the same in every sequence (a prompt broadcast
+    /// to the beams): a few-query batch reads them once, from sequence 0, for all sequences,
+    /// with the same results as reading each sequence's own copy. `shared` 0 says nothing is.
     ///
     /// `q`, `out` Shape: [batch, tq, d]; `k`, `v` Shape: [(batch − 1) · stride + tk · d].
     #[allow(clippy::too_many_arguments)]
@@ -56,6 +60,7 @@ impl CpuBackend {
         v: &[f32],
         stride: usize,
         tk: usize,
+        shared: usize,
         n_head: usize,
         mask: Mask,
         out: &mut [f32],
@@ -113,9 +118,22 @@ impl CpuBackend {
             self.install(|| simd::attention(q, k, v, shape, mask, scale, out, pool));
             return Ok(());
         }
+        let isa = self.isa();
+        if batch > 1 && shared > 0 && tq <= SMALL_Q {
+            let shared = shared.min(tk);
+            let shape = (batch, tq, tk, stride, d, dh);
+            let task = |h: usize| few_queries_shared(isa, q, k, v, shape, h, shared, mask, scale);
+            let heads: Vec<Vec<f32>> =
+                self.install(|| (0..n_head).into_par_iter().map(task).collect());
+            for (h, o) in heads.iter().enumerate() {
+                for (r, row) in o.chunks_exact(dh).enumerate() {
+                    out[r * d + h * dh..][..dh].copy_from_slice(row);
+                }
+            }
+            return Ok(());
+        }
         let n_blocks = tq.div_ceil(Q_BLOCK);
         let per_seq = n_head * n_blocks;
-        let isa = self.isa();
         let task = |t: usize| {
             let (s, h, b) = (t / per_seq, t % per_seq / n_blocks, t % n_blocks);
             let (q, kv) = (&q[s * tq * d..][..tq * d], s * stride..s * stride + tk * d);
@@ -282,6 +300,76 @@ fn few_queries(
         kernels::dot_rows(isa, qi, &k[c0..], d, scale, s);
         kernels::softmax(isa, s);
         kernels::axpy_rows(isa, s, &v[c0..], d, o);
+    }
+    out
+}
+
+/// Keys per chunk of the shared prefix in [`few_queries_shared`]: one head's chunk
+/// (64 keys × 64 columns × 4 bytes = 16 KiB) stays in L1 while every sequence reads it.
+const SHARED_CHUNK: usize = 64;
+
+/// [`few_queries`] for head `h` of every sequence of a batch whose keys and values `..shared`
+/// are the same in every sequence: that prefix is read from sequence 0, a chunk at a time
+/// for all rows, so a prompt broadcast to 5 beams streams from memory once instead of 5
+/// times. Each row's dot products, softmax and value sums are the ones [`few_queries`] runs,
+/// in the same order, so the results are the same bits.
+/// `shape` is (batch, tq, tk, stride, d, dh). Returns Shape: [batch · tq, dh].
+#[allow(clippy::too_many_arguments)]
+fn few_queries_shared(
+    isa: Isa,
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    shape: (usize, usize, usize, usize, usize, usize),
+    h: usize,
+    shared: usize,
+    mask: Mask,
+    scale: f32,
+) -> Vec<f32> {
+    let (batch, tq, tk, stride, d, dh) = shape;
+    let (rows, c0) = (batch * tq, h * dh);
+    // Row r (sequence r / tq, query r % tq) sees keys ..lim(r), of which ..pre(r) shared.
+    let lim = |r: usize| match mask {
+        Mask::None => tk,
+        Mask::Causal { q_pos0 } => (q_pos0 + r % tq + 1).min(tk),
+    };
+    let pre = |r: usize| shared.min(lim(r));
+    let query = |r: usize| &q[r * d + c0..][..dh];
+    let own = |r: usize| (r / tq) * stride + pre(r) * d + c0;
+    let mut scores = vec![0.0f32; rows * tk];
+    let mut out = vec![0.0f32; rows * dh];
+    for j0 in (0..shared).step_by(SHARED_CHUNK) {
+        for r in 0..rows {
+            let j1 = (j0 + SHARED_CHUNK).min(pre(r));
+            if j0 < j1 {
+                let s = &mut scores[r * tk + j0..r * tk + j1];
+                kernels::dot_rows(isa, query(r), &k[j0 * d + c0..], d, scale, s);
+            }
+        }
+    }
+    for r in 0..rows {
+        let s = &mut scores[r * tk..r * tk + lim(r)];
+        if pre(r) < lim(r) {
+            kernels::dot_rows(isa, query(r), &k[own(r)..], d, scale, &mut s[pre(r)..]);
+        }
+        kernels::softmax(isa, s);
+    }
+    for j0 in (0..shared).step_by(SHARED_CHUNK) {
+        for (r, o) in out.chunks_exact_mut(dh).enumerate() {
+            let j1 = (j0 + SHARED_CHUNK).min(pre(r));
+            if j0 < j1 {
+                let p = &scores[r * tk + j0..r * tk + j1];
+                kernels::axpy_rows(isa, p, &v[j0 * d + c0..], d, o);
+            }
+        }
+    }
+    for (r, o) in out
+        .chunks_exact_mut(dh)
+        .enumerate()
+        .filter(|&(r, _)| pre(r) < lim(r))
+    {
+        let p = &scores[r * tk + pre(r)..r * tk + lim(r)];
+        kernels::axpy_rows(isa, p, &v[own(r)..], d, o);
     }
     out
 }
@@ -674,7 +762,7 @@ mod tests {
             let (k, v) = (rand_vec(kv_len, 2), rand_vec(kv_len, 3));
             let mask = Mask::Causal { q_pos0: pos0 };
             let mut out = vec![f32::NAN; batch * tq * d];
-            be.attention_batch(&q, batch, tq, &k, &v, stride, tk, nh, mask, &mut out)
+            be.attention_batch(&q, batch, tq, &k, &v, stride, tk, 0, nh, mask, &mut out)
                 .unwrap();
             for s in 0..batch {
                 let (qs, kv) = (&q[s * tq * d..][..tq * d], s * stride..s * stride + tk * d);
@@ -685,8 +773,50 @@ mod tests {
             }
             let short = &k[..kv_len - 1];
             assert!(be
-                .attention_batch(&q, batch, tq, short, &v, stride, tk, nh, mask, &mut out)
+                .attention_batch(&q, batch, tq, short, &v, stride, tk, 0, nh, mask, &mut out)
                 .is_err());
+        }
+    }
+
+    #[test]
+    fn shared_prefix_is_read_once_with_the_same_results() {
+        let be = CpuBackend::new(2).unwrap();
+        for (batch, tq, tk, shared, nh, dh, mask) in [
+            (5, 1, 210, 200, 2, 64, Mask::Causal { q_pos0: 209 }),
+            (3, 2, 150, 70, 3, 16, Mask::Causal { q_pos0: 148 }),
+            (2, 3, 40, 40, 2, 5, Mask::Causal { q_pos0: 37 }),
+            (4, 1, 90, 130, 1, 8, Mask::None),
+            (2, 8, 65, 64, 2, 4, Mask::Causal { q_pos0: 50 }),
+        ] {
+            let (d, cap) = (nh * dh, tk + 3);
+            let stride = cap * d;
+            let q = rand_vec(batch * tq * d, 4);
+            let kv_len = (batch - 1) * stride + tk * d;
+            let (mut k, mut v) = (rand_vec(kv_len, 5), rand_vec(kv_len, 6));
+            // Every sequence holds sequence 0's prefix, as a broadcast prompt does.
+            let pre = shared.min(tk) * d;
+            for s in 1..batch {
+                k.copy_within(..pre, s * stride);
+                v.copy_within(..pre, s * stride);
+            }
+            let run = |k: &[f32], v: &[f32], shared| {
+                let mut out = vec![f32::NAN; batch * tq * d];
+                be.attention_batch(&q, batch, tq, k, v, stride, tk, shared, nh, mask, &mut out)
+                    .unwrap();
+                out
+            };
+            let want = run(&k, &v, 0);
+            assert_eq!(
+                run(&k, &v, shared),
+                want,
+                "batch {batch}, tq {tq}, shared {shared}"
+            );
+            // Only sequence 0's copy of the prefix is read.
+            for s in 1..batch {
+                k[s * stride..s * stride + pre].fill(f32::NAN);
+                v[s * stride..s * stride + pre].fill(f32::NAN);
+            }
+            assert_eq!(run(&k, &v, shared), want, "batch {batch}, prefix read once");
         }
     }
 

@@ -50,6 +50,11 @@ impl KvCache {
         self.len
     }
 
+    /// Positions `..shared()` hold the same keys and values in every sequence.
+    pub fn shared(&self) -> usize {
+        self.shared
+    }
+
     #[cfg(test)]
     pub fn capacity(&self) -> usize {
         self.capacity

@@ -498,6 +498,7 @@ fn decoder_step(
             &kv.v[l][..kv_len],
             stride,
             pos0 + n_new,
+            kv.shared(),
             h.n_text_head,
             Mask::Causal { q_pos0: pos0 },
             &mut b.att,
