@@ -4,6 +4,7 @@
 //! the `sotto` library.
 
 mod bench;
+mod gptq;
 mod progress;
 mod transcribe;
 mod writers;
@@ -74,6 +75,16 @@ enum Command {
         /// `whisper-quantize`'s output.
         #[arg(long)]
         refine: bool,
+        /// GPTQ: transcribe these audio files first (on the CPU, greedy) and record every
+        /// layer's inputs, then quantize each weight matrix column by column, passing each
+        /// rounding error on to the columns not yet rounded so the layer's outputs on those
+        /// inputs stay close. Same format; whisper.cpp loads it. A few minutes of speech
+        /// like the audio the model will hear is enough.
+        #[arg(long, value_name = "AUDIO", num_args = 1..)]
+        calibrate: Vec<PathBuf>,
+        /// Worker threads for --calibrate [default: all cores].
+        #[arg(short, long)]
+        threads: Option<usize>,
     },
 }
 
@@ -227,7 +238,17 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             output,
             r#type,
             refine,
-        } => quantize(&hub, &input, &output, &r#type, refine),
+            calibrate,
+            threads,
+        } => quantize(
+            &hub,
+            &input,
+            &output,
+            &r#type,
+            refine,
+            &calibrate,
+            threads.unwrap_or(0),
+        ),
     }
 }
 
@@ -272,13 +293,16 @@ fn detect_language(
 }
 
 /// `sotto quantize`: load any model, write its 2-D weights as `kind` blocks. A ggml
-/// input keeps its own mel filters (as whisper-quantize copies them).
+/// input keeps its own mel filters (as whisper-quantize copies them). With `calibrate`
+/// clips, GPTQ from the inputs the model's layers see while transcribing them.
 fn quantize(
     hub: &sotto::hub::Hub,
     input: &str,
     output: &std::path::Path,
     kind: &str,
     refine: bool,
+    calibrate: &[PathBuf],
+    threads: usize,
 ) -> anyhow::Result<ExitCode> {
     use sotto::formats::DType;
     use sotto_quant::QuantType;
@@ -297,15 +321,78 @@ fn quantize(
         Some(f) => f.clone(),
         None => sotto::audio::mel_filters(file.hparams.n_mels),
     };
-    let quantize_row = |x: &[f32], out: &mut [u8]| {
-        if refine {
-            sotto_quant::quantize_row_refined(t, x, out)
-        } else {
-            sotto_quant::quantize_row(t, x, out)
+    let stats = if calibrate.is_empty() {
+        Default::default()
+    } else {
+        calibration_stats(&path, calibrate, threads)?
+    };
+    let gptq = gptq::Factors::new(stats);
+    let quantize = |name: &str, x: &[f32], n: usize, out: &mut [u8]| {
+        if gptq.quantize(name, t, x, n, out) {
+            return;
+        }
+        let row_bytes = t.row_bytes(n);
+        for (xr, qr) in x.chunks_exact(n).zip(out.chunks_exact_mut(row_bytes)) {
+            if refine {
+                sotto_quant::quantize_row_refined(t, xr, qr)
+            } else {
+                sotto_quant::quantize_row(t, xr, qr)
+            }
         }
     };
-    sotto::formats::ggml::write_quantized(&file, &filters, output, dtype, &quantize_row)?;
-    let how = if refine { ", refined scales" } else { "" };
+    sotto::formats::ggml::write_quantized_matrices(&file, &filters, output, dtype, &quantize)?;
+    if let Some(e) = gptq.error() {
+        // Not the file asked for: some matrices missed their GPTQ step.
+        let _ = std::fs::remove_file(output);
+        anyhow::bail!("GPTQ: {e}");
+    }
+    let how = match (gptq.used(), refine) {
+        (0, false) => String::new(),
+        (0, true) => ", refined scales".into(),
+        (k, _) => format!(", GPTQ on {k} matrices"),
+    };
     eprintln!("wrote {} ({t}{how})", output.display());
     Ok(ExitCode::SUCCESS)
+}
+
+/// Transcribes the calibration clips with the f32 encoder and returns every linear
+/// layer's input statistics.
+fn calibration_stats(
+    path: &std::path::Path,
+    clips: &[PathBuf],
+    threads: usize,
+) -> anyhow::Result<std::collections::BTreeMap<String, sotto::model::InputStats>> {
+    let opts = sotto::LoadOptions {
+        encoder: sotto::EncoderPrecision::F32,
+    };
+    let model = sotto::Model::load_with(path, sotto::Device::Cpu, opts)?;
+    let audio = clips
+        .iter()
+        .map(|p| {
+            sotto::audio::load_16k_mono(&p.to_string_lossy())
+                .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let seconds: f64 = audio.iter().map(|a| a.len() as f64 / 16_000.0).sum();
+    eprintln!(
+        "calibrating on {} clips ({seconds:.0} s of audio)",
+        audio.len()
+    );
+    let threads = if threads == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        threads
+    };
+    let decode = sotto::TranscribeOptions {
+        beam_size: 1,
+        ..Default::default()
+    };
+    let stats = model.calibrate(&audio, threads, &decode, &mut |i, t| {
+        eprintln!(
+            "  {}: {} words",
+            clips[i].display(),
+            t.text().split_whitespace().count()
+        );
+    })?;
+    Ok(stats)
 }

@@ -327,3 +327,61 @@ fn refined_quantization_loads_in_both_engines() {
         assert_eq!(text, JFK);
     }
 }
+
+/// `sotto quantize --calibrate` (GPTQ from the layers' inputs on real speech) writes the
+/// same format: sotto and whisper.cpp both read it and transcribe jfk.
+#[test]
+fn calibrated_quantization_loads_in_both_engines() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ggml-tiny.en-q5_0-gptq.bin");
+    let model = sotto_testdata::model_dir("tiny.en");
+    let assert = sotto()
+        .arg("quantize")
+        .arg(&model)
+        .arg(&out)
+        .args(["q5_0", "-t", "2", "--calibrate"])
+        .arg(jfk())
+        .assert()
+        .success();
+    let log = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
+    // Every 2-D weight: 4 per attention, 2 MLPs per block (4 encoder + 4 decoder blocks
+    // with cross-attention), and the token embedding.
+    assert!(log.contains("GPTQ on 65 matrices"), "{log}");
+    let file = sotto::formats::load(&out).unwrap();
+    let t = &file.tensors["decoder.token_embedding.weight"];
+    assert_eq!(t.dtype, sotto::formats::DType::Q5_0);
+    let text = sotto()
+        .args(["transcribe", "-t", "2", "--no-timestamps", "-m"])
+        .arg(&out)
+        .arg(jfk())
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    assert_eq!(normalise(&String::from_utf8(text).unwrap()), JFK);
+    if let Some(text) = whisper_cpp_jfk(&out) {
+        assert_eq!(text, JFK);
+    }
+}
+
+/// Calibration audio that cannot be read is an error naming it, before anything is written.
+#[test]
+fn unreadable_calibration_audio_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("never.bin");
+    let bad = dir.path().join("noise.wav");
+    std::fs::write(&bad, b"RIFF\x04\x00\x00\x00WAVEjunk").unwrap();
+    let model = sotto_testdata::model_dir("tiny.en");
+    let assert = sotto()
+        .arg("quantize")
+        .arg(&model)
+        .arg(&out)
+        .args(["q4_0", "--calibrate"])
+        .arg(&bad)
+        .assert()
+        .failure();
+    let err = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
+    assert!(err.contains("noise.wav"), "{err}");
+    assert!(!out.exists());
+}

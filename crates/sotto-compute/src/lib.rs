@@ -17,6 +17,7 @@ pub mod kernels;
 mod linear;
 mod ops;
 mod packed_attention;
+mod probe;
 mod scratch;
 mod tiled;
 mod tiled_many;
@@ -29,6 +30,7 @@ pub use bf16::{
 pub use half::f16;
 pub use int8::{int8_gemm_supported, linear_reference as int8_linear_reference, I8Packed};
 pub use packed_attention::PackedKv;
+pub use probe::{accumulate_gram, LinearProbe};
 pub use sotto_isa::Isa;
 pub use sotto_quant::{QuantTiles, QuantType};
 pub use tiled::F16Tiles;
@@ -312,6 +314,8 @@ pub struct CpuBackend {
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     pub(crate) scratch_f32: scratch::Pool<f32>,
     pub(crate) scratch_u32: scratch::Pool<u32>,
+    /// Sees every linear product's input (calibration); normally none.
+    probe: Option<std::sync::Arc<dyn LinearProbe>>,
 }
 
 impl std::fmt::Debug for CpuBackend {
@@ -353,6 +357,7 @@ impl CpuBackend {
             tiles_bf16: false,
             scratch_f32: Default::default(),
             scratch_u32: Default::default(),
+            probe: None,
         })
     }
 

@@ -30,6 +30,7 @@ impl CpuBackend {
     ///
     /// `x` Shape: [m, n_in]; `out` Shape: [m, n_out].
     pub fn linear(&self, x: &[f32], m: usize, w: &Linear, out: &mut [f32]) -> Result<()> {
+        self.observe(&[w], x, m);
         self.linear_act(x, m, w, out, false)
     }
 
@@ -37,6 +38,7 @@ impl CpuBackend {
     ///
     /// `x` Shape: [m, n_in]; `out` Shape: [m, n_out].
     pub fn linear_gelu(&self, x: &[f32], m: usize, w: &Linear, out: &mut [f32]) -> Result<()> {
+        self.observe(&[w], x, m);
         self.linear_act(x, m, w, out, true)
     }
 
@@ -54,6 +56,10 @@ impl CpuBackend {
     ) -> Result<()> {
         for (w, out) in products.iter() {
             check_shapes(x, m, w, out)?;
+        }
+        if self.probe.is_some() {
+            let ws: Vec<&Linear> = products.iter().map(|(w, _)| *w).collect();
+            self.observe(&ws, x, m);
         }
         let n_in = products.first().map_or(0, |(w, _)| w.n_in);
         let same = |f: fn(&Weight) -> bool| {

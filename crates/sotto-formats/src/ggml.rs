@@ -255,6 +255,28 @@ pub fn write_quantized(
     dtype: DType,
     quantize_row: RowQuantizer,
 ) -> Result<()> {
+    let per_row = |_: &str, x: &[f32], n: usize, q: &mut [u8]| {
+        let row_bytes = q.len() / (x.len() / n);
+        for (xr, qr) in x.chunks_exact(n).zip(q.chunks_exact_mut(row_bytes)) {
+            quantize_row(xr, qr);
+        }
+    };
+    write_quantized_matrices(file, mel_filters, out, dtype, &per_row)
+}
+
+/// Quantizes one 2-D weight at once: its tensor name, its values as f32 (Shape: [rows, n],
+/// rows along the input dimension), `n`, and the bytes to fill (`rows` rows of `n`
+/// values in the target type), for quantizers that look at whole matrices (GPTQ).
+pub type MatrixQuantizer<'a> = &'a dyn Fn(&str, &[f32], usize, &mut [u8]);
+
+/// As [`write_quantized`], each 2-D weight quantized whole by `quantize`.
+pub fn write_quantized_matrices(
+    file: &WhisperFile,
+    mel_filters: &[f32],
+    out: &Path,
+    dtype: DType,
+    quantize: MatrixQuantizer,
+) -> Result<()> {
     if quantized_ftype(dtype).is_none() {
         return Err(FormatError::Unsupported {
             path: out.to_path_buf(),
@@ -273,7 +295,7 @@ pub fn write_quantized(
             });
         }
     }
-    write_file(file, mel_filters, out, Some((dtype, quantize_row)))
+    write_file(file, mel_filters, out, Some((dtype, quantize)))
 }
 
 /// ggml's version of the quantized block layouts (`GGML_QNT_VERSION`).
@@ -291,7 +313,7 @@ fn quantized_ftype(dtype: DType) -> Option<i32> {
     })
 }
 
-type Quantize<'a> = Option<(DType, RowQuantizer<'a>)>;
+type Quantize<'a> = Option<(DType, MatrixQuantizer<'a>)>;
 
 fn write_file(file: &WhisperFile, mel_filters: &[f32], out: &Path, quant: Quantize) -> Result<()> {
     let invalid = |msg: String| FormatError::Invalid {
@@ -421,8 +443,8 @@ fn write_to(
         }
         w.write_all(spec.name.as_bytes())?;
         match quant {
-            Some((dtype, quantize_row)) if target == dtype => {
-                write_quantized_data(t, dtype, quantize_row, w)?
+            Some((dtype, quantize)) if target == dtype => {
+                write_quantized_data(&spec.name, t, dtype, quantize, w)?
             }
             _ => write_data(t, target, w)?,
         }
@@ -455,41 +477,31 @@ fn write_data(t: &TensorData, target: DType, w: &mut impl Write) -> std::io::Res
     Ok(())
 }
 
-/// Quantizes a float tensor row by row (rows run along the last, fastest dimension).
+/// Quantizes a float tensor (rows run along the last, fastest dimension) as a whole.
 fn write_quantized_data(
+    name: &str,
     t: &TensorData,
     dtype: DType,
-    quantize_row: RowQuantizer,
+    quantize: MatrixQuantizer,
     w: &mut impl Write,
 ) -> std::io::Result<()> {
     let bad = |msg: String| std::io::Error::new(std::io::ErrorKind::InvalidData, msg);
     let n = t.shape.last().copied().unwrap_or(0);
-    let src = t.data.as_bytes();
-    let width = t.dtype.block().1;
-    if n == 0 || t.dtype.nbytes(t.numel()) != Some(src.len()) {
+    if n == 0 || t.dtype.nbytes(t.numel()) != Some(t.data.len()) {
         return Err(bad(format!(
             "{:?} tensor {:?} holds {} bytes",
             t.dtype,
             t.shape,
-            src.len()
+            t.data.len()
         )));
     }
     let out_bytes = dtype
         .nbytes(n)
         .ok_or_else(|| bad(format!("row of {n} values")))?;
-    let (mut row, mut q) = (vec![0f32; n], vec![0u8; out_bytes]);
-    for bytes in src.chunks_exact(n * width) {
-        for (v, c) in row.iter_mut().zip(bytes.chunks_exact(width)) {
-            *v = match t.dtype {
-                DType::F16 => f16::from_le_bytes([c[0], c[1]]).to_f32(),
-                DType::BF16 => half::bf16::from_le_bytes([c[0], c[1]]).to_f32(),
-                _ => f32::from_le_bytes([c[0], c[1], c[2], c[3]]),
-            };
-        }
-        quantize_row(&row, &mut q);
-        w.write_all(&q)?;
-    }
-    Ok(())
+    let values = t.to_f32().map_err(bad)?;
+    let mut q = vec![0u8; values.len() / n * out_bytes];
+    quantize(name, &values, n, &mut q);
+    w.write_all(&q)
 }
 
 #[cfg(test)]

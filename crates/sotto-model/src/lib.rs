@@ -5,10 +5,12 @@
 //! current 30 s window, the cross-attention K/V computed from it once, and the
 //! self-attention KV cache of the text decoded so far.
 
+mod calibrate;
 mod kv;
 mod session;
 mod weights;
 
+pub use calibrate::{Calibration, InputStats};
 pub use session::{check_decode_input, Session};
 pub use sotto_compute::ComputeError;
 pub use sotto_formats::Hparams;

@@ -165,6 +165,12 @@ impl Session {
         &self.model
     }
 
+    /// Shows `probe` the input of every later linear product (calibration, see
+    /// [`crate::Calibration`]); `None` stops it.
+    pub fn set_probe(&mut self, probe: Option<Arc<dyn sotto_compute::LinearProbe>>) {
+        self.be.set_probe(probe);
+    }
+
     /// Runs the encoder on one window, computes every decoder layer's cross-attention K/V
     /// from it, and starts a new text sequence.
     ///

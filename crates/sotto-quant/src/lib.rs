@@ -28,6 +28,7 @@
 //! checks run once per call (never per block), so they stay on in release builds, where
 //! they also guard the SIMD kernels' unchecked loads.
 
+mod gptq;
 #[cfg(target_arch = "aarch64")]
 mod neon;
 mod reference;
@@ -40,6 +41,7 @@ mod x86;
 #[cfg(target_arch = "x86_64")]
 mod x86_512;
 
+pub use gptq::{GptqError, GptqFactor};
 pub use sotto_isa::Isa;
 pub use tiled::{
     tiled_matmul, tiled_matmul_ref, tiled_matmul_variant, QuantActs, QuantTiles, GROUP_ROWS,

@@ -19,12 +19,13 @@ const STEPS: i32 = 12;
 /// Quantizes one block of 32 values `x` into `y` (`t.block_bytes()` bytes).
 pub(crate) fn quantize_block(t: QuantType, x: &[f32], y: &mut [u8]) {
     match t {
-        QuantType::Q4_0 => symmetric(x, 8, y, 2),
-        QuantType::Q5_0 => symmetric(x, 16, y, 6),
-        QuantType::Q4_1 => asymmetric(x, 15, y, 4),
-        QuantType::Q5_1 => asymmetric(x, 31, y, 8),
         // 8 bits leave little to gain; ggml's rule as it is.
         QuantType::Q8_0 | QuantType::Q8_1 => crate::reference::quantize(t, x, y),
+        _ => {
+            let g = Grid::fit(t, x, &weights(x));
+            let codes: [i32; QK] = std::array::from_fn(|j| g.code(x[j]));
+            g.store(t, &codes, y);
+        }
     }
 }
 
@@ -32,13 +33,85 @@ fn f16_round(v: f32) -> f32 {
     f16::from_f32(v).to_f32()
 }
 
-/// Codes for value = (c − nmax)·d, c in 0..2·nmax, as q4_0 (nmax 8) and q5_0 (16) store them.
-fn symmetric(x: &[f32], nmax: i32, y: &mut [u8], qs_at: usize) {
+/// One block's code grid: code `c` (in `lo..=hi`) stands for `c·d + m`. The scale and
+/// minimum are already rounded to f16, as stored, so [`Grid::value`] is what a reader gets.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Grid {
+    d: f32,
+    m: f32,
+    lo: i32,
+    hi: i32,
+}
+
+impl Grid {
+    /// The grid minimising `Σ w_i (x_i − value(code(x_i)))²` over a few candidate scales
+    /// (ggml's max rule the middle one); q8_0 keeps ggml's rule.
+    pub(crate) fn fit(t: QuantType, x: &[f32], w: &[f64]) -> Grid {
+        match t {
+            QuantType::Q4_0 => symmetric(x, w, 8),
+            QuantType::Q5_0 => symmetric(x, w, 16),
+            QuantType::Q4_1 => asymmetric(x, w, 15),
+            QuantType::Q5_1 => asymmetric(x, w, 31),
+            QuantType::Q8_0 | QuantType::Q8_1 => {
+                let amax = x.iter().fold(0.0f32, |a, v| a.max(v.abs()));
+                Grid {
+                    d: f16_round(amax / 127.0),
+                    m: 0.0,
+                    lo: -127,
+                    hi: 127,
+                }
+            }
+        }
+    }
+
+    /// The nearest code to `v` (0 for a zero scale, or for NaN).
+    #[inline]
+    pub(crate) fn code(&self, v: f32) -> i32 {
+        let id = if self.d != 0.0 { 1.0 / self.d } else { 0.0 };
+        (((v - self.m) * id).round() as i32).clamp(self.lo, self.hi)
+    }
+
+    #[inline]
+    pub(crate) fn value(&self, c: i32) -> f32 {
+        c as f32 * self.d + self.m
+    }
+
+    /// Writes the block: header, then the codes in `t`'s layout.
+    pub(crate) fn store(&self, t: QuantType, codes: &[i32; QK], y: &mut [u8]) {
+        y[..2].copy_from_slice(&f16::from_f32(self.d).to_le_bytes());
+        let (qs_at, offset) = match t {
+            QuantType::Q4_0 => (2, 8),
+            QuantType::Q5_0 => (6, 16),
+            QuantType::Q4_1 => (4, 0),
+            QuantType::Q5_1 => (8, 0),
+            QuantType::Q8_1 => unreachable!("q8_1 is an activation type, never stored as a grid"),
+            QuantType::Q8_0 => {
+                for (q, &c) in y[2..2 + QK].iter_mut().zip(codes) {
+                    *q = c as i8 as u8;
+                }
+                return;
+            }
+        };
+        if matches!(t, QuantType::Q4_1 | QuantType::Q5_1) {
+            y[2..4].copy_from_slice(&f16::from_f32(self.m).to_le_bytes());
+        }
+        let codes: [u8; QK] = std::array::from_fn(|j| (codes[j] + offset) as u8);
+        store(
+            &codes,
+            y,
+            qs_at,
+            matches!(t, QuantType::Q5_0 | QuantType::Q5_1),
+        );
+    }
+}
+
+/// Codes for value = c·d, c in −nmax..nmax, as q4_0 (nmax 8) and q5_0 (16) store them
+/// (offset by nmax).
+fn symmetric(x: &[f32], w: &[f64], nmax: i32) -> Grid {
     // ggml's scale maps the value of largest magnitude to −nmax.
     let max = x
         .iter()
         .fold(0.0f32, |m, &v| if v.abs() > m.abs() { v } else { m });
-    let w = weights(x);
     let mut best = (f32::INFINITY, 0.0f32);
     if max != 0.0 {
         for step in -STEPS..=STEPS {
@@ -48,7 +121,7 @@ fn symmetric(x: &[f32], nmax: i32, y: &mut [u8], qs_at: usize) {
             }
             // Codes for this scale, then the scale that fits those codes best.
             let (mut sxq, mut sqq) = (0.0f64, 0.0f64);
-            for (&v, &wi) in x.iter().zip(&w) {
+            for (&v, &wi) in x.iter().zip(w) {
                 let q = ((v / d).round() as i32).clamp(-nmax, nmax - 1) as f64;
                 sxq += wi * v as f64 * q;
                 sqq += wi * q * q;
@@ -57,18 +130,18 @@ fn symmetric(x: &[f32], nmax: i32, y: &mut [u8], qs_at: usize) {
                 continue;
             }
             let d = f16_round((sxq / sqq) as f32);
-            let err = sym_error(x, &w, d, nmax);
+            let err = sym_error(x, w, d, nmax);
             if err < best.0 {
                 best = (err, d);
             }
         }
     }
-    let d = best.1;
-    y[..2].copy_from_slice(&f16::from_f32(d).to_le_bytes());
-    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-    let codes: [u8; QK] =
-        std::array::from_fn(|j| (((x[j] * id).round() as i32).clamp(-nmax, nmax - 1) + nmax) as u8);
-    store(&codes, y, qs_at, nmax == 16);
+    Grid {
+        d: best.1,
+        m: 0.0,
+        lo: -nmax,
+        hi: nmax - 1,
+    }
 }
 
 fn sym_error(x: &[f32], w: &[f64], d: f32, nmax: i32) -> f32 {
@@ -92,11 +165,10 @@ fn weights(x: &[f32]) -> [f64; QK] {
 }
 
 /// Codes for value = c·d + m, c in 0..=cmax, as q4_1 (cmax 15) and q5_1 (31) store them.
-fn asymmetric(x: &[f32], cmax: i32, y: &mut [u8], qs_at: usize) {
+fn asymmetric(x: &[f32], w: &[f64], cmax: i32) -> Grid {
     let (min, max) = x
         .iter()
         .fold((f32::MAX, f32::MIN), |(lo, hi), &v| (lo.min(v), hi.max(v)));
-    let w = weights(x);
     let mut best = (f32::INFINITY, 0.0f32, f16_round(min));
     if max > min {
         for step in -STEPS..=STEPS {
@@ -104,7 +176,7 @@ fn asymmetric(x: &[f32], cmax: i32, y: &mut [u8], qs_at: usize) {
             // Codes for this scale (the minimum kept), then the least-squares d and m for
             // them: [Σq² Σq; Σq n]·[d; m] = [Σxq; Σx].
             let (mut sq, mut sqq, mut sx, mut sxq, mut n) = (0.0f64, 0.0, 0.0, 0.0, 0.0);
-            for (&v, &wi) in x.iter().zip(&w) {
+            for (&v, &wi) in x.iter().zip(w) {
                 let q = (((v - min) / d).round() as i32).clamp(0, cmax) as f64;
                 sq += wi * q;
                 sqq += wi * q * q;
@@ -121,19 +193,19 @@ fn asymmetric(x: &[f32], cmax: i32, y: &mut [u8], qs_at: usize) {
             if d <= 0.0 {
                 continue;
             }
-            let err = asym_error(x, &w, d, m, cmax);
+            let err = asym_error(x, w, d, m, cmax);
             if err < best.0 {
                 best = (err, d, m);
             }
         }
     }
     let (_, d, m) = best;
-    y[..2].copy_from_slice(&f16::from_f32(d).to_le_bytes());
-    y[2..4].copy_from_slice(&f16::from_f32(m).to_le_bytes());
-    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-    let codes: [u8; QK] =
-        std::array::from_fn(|j| (((x[j] - m) * id).round() as i32).clamp(0, cmax) as u8);
-    store(&codes, y, qs_at, cmax == 31);
+    Grid {
+        d,
+        m,
+        lo: 0,
+        hi: cmax,
+    }
 }
 
 fn asym_error(x: &[f32], w: &[f64], d: f32, m: f32, cmax: i32) -> f32 {

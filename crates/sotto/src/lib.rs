@@ -193,6 +193,47 @@ impl Model {
         })
     }
 
+    /// Transcribes `clips` (16 kHz mono) on the CPU while summing `x xᵀ` over the inputs
+    /// of every linear layer: the statistics GPTQ quantization needs
+    /// (`sotto_quant::GptqFactor`), keyed by weight tensor name. `on_clip` sees each
+    /// clip's transcript as it is done.
+    pub fn calibrate(
+        &self,
+        clips: &[Vec<f32>],
+        threads: usize,
+        opts: &TranscribeOptions,
+        on_clip: &mut dyn FnMut(usize, &Transcript),
+    ) -> Result<std::collections::BTreeMap<String, sotto_model::InputStats>> {
+        let weights = match &self.inner.weights {
+            Weights::Cpu(w) => w.clone(),
+            #[cfg(feature = "cuda")]
+            Weights::Cuda(_) => {
+                return Err(Error::Device(
+                    "calibration runs on the CPU: load the model with --device cpu".into(),
+                ))
+            }
+        };
+        let calibration = Arc::new(sotto_model::Calibration::default());
+        let mut forward =
+            sotto_model::Session::new(weights.clone(), threads.max(1)).map_err(|source| {
+                Error::Model {
+                    path: self.inner.path.clone(),
+                    source,
+                }
+            })?;
+        forward.set_probe(Some(calibration.clone()));
+        let mut session = Session {
+            model: self.clone(),
+            inner: Box::new(forward),
+        };
+        for (i, clip) in clips.iter().enumerate() {
+            let t = session.transcribe(clip, opts, &mut |_| true)?;
+            on_clip(i, &t);
+        }
+        drop(session);
+        Ok(calibration.stats(&weights))
+    }
+
     /// The device the model's sessions run on.
     pub fn device(&self) -> Device {
         self.inner.weights.device()
