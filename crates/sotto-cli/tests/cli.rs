@@ -296,26 +296,24 @@ fn whisper_cpp_loads_converted_file() {
     }
 }
 
-/// `sotto quantize --refine` writes the same format with least-squares scales: sotto reads
-/// it back (the header names the type) and transcribes jfk, and so does whisper.cpp.
-#[test]
-fn refined_quantization_loads_in_both_engines() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("ggml-tiny.en-q5_1-refined.bin");
-    let model = sotto_testdata::model_dir("tiny.en");
+/// `sotto quantize <tiny.en> out args…`.
+fn quantize_tiny_en(out: &Path, args: &[&str]) -> assert_cmd::assert::Assert {
     sotto()
         .arg("quantize")
-        .arg(&model)
-        .arg(&out)
-        .args(["q5_1", "--refine"])
+        .arg(sotto_testdata::model_dir("tiny.en"))
+        .arg(out)
+        .args(args)
         .assert()
-        .success();
-    let file = sotto::formats::load(&out).unwrap();
-    let t = &file.tensors["decoder.blocks.0.mlp.0.weight"];
-    assert_eq!(t.dtype, sotto::formats::DType::Q5_1);
+}
+
+/// The ggml file `model` holds `tensor` as `dtype`, and sotto, and whisper.cpp where it is
+/// installed, transcribe jfk from it.
+fn check_quantized(model: &Path, tensor: &str, dtype: sotto::formats::DType) {
+    let file = sotto::formats::load(model).unwrap();
+    assert_eq!(file.tensors[tensor].dtype, dtype);
     let text = sotto()
         .args(["transcribe", "-t", "2", "--no-timestamps", "-m"])
-        .arg(&out)
+        .arg(model)
         .arg(jfk())
         .assert()
         .success()
@@ -323,9 +321,23 @@ fn refined_quantization_loads_in_both_engines() {
         .stdout
         .clone();
     assert_eq!(normalise(&String::from_utf8(text).unwrap()), JFK);
-    if let Some(text) = whisper_cpp_jfk(&out) {
+    if let Some(text) = whisper_cpp_jfk(model) {
         assert_eq!(text, JFK);
     }
+}
+
+/// `sotto quantize --refine` writes the same format with least-squares scales: sotto reads
+/// it back (the header names the type) and transcribes jfk, and so does whisper.cpp.
+#[test]
+fn refined_quantization_loads_in_both_engines() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ggml-tiny.en-q5_1-refined.bin");
+    quantize_tiny_en(&out, &["q5_1", "--refine"]).success();
+    check_quantized(
+        &out,
+        "decoder.blocks.0.mlp.0.weight",
+        sotto::formats::DType::Q5_1,
+    );
 }
 
 /// `sotto quantize --calibrate` (GPTQ from the layers' inputs on real speech) writes the
@@ -334,35 +346,21 @@ fn refined_quantization_loads_in_both_engines() {
 fn calibrated_quantization_loads_in_both_engines() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("ggml-tiny.en-q5_0-gptq.bin");
-    let model = sotto_testdata::model_dir("tiny.en");
-    let assert = sotto()
-        .arg("quantize")
-        .arg(&model)
-        .arg(&out)
-        .args(["q5_0", "-t", "2", "--calibrate"])
-        .arg(jfk())
-        .assert()
-        .success();
+    let jfk = jfk();
+    let assert = quantize_tiny_en(
+        &out,
+        &["q5_0", "-t", "2", "--calibrate", jfk.to_str().unwrap()],
+    )
+    .success();
     let log = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
     // Every 2-D weight: 4 per attention, 2 MLPs per block (4 encoder + 4 decoder blocks
     // with cross-attention), and the token embedding.
     assert!(log.contains("GPTQ on 65 matrices"), "{log}");
-    let file = sotto::formats::load(&out).unwrap();
-    let t = &file.tensors["decoder.token_embedding.weight"];
-    assert_eq!(t.dtype, sotto::formats::DType::Q5_0);
-    let text = sotto()
-        .args(["transcribe", "-t", "2", "--no-timestamps", "-m"])
-        .arg(&out)
-        .arg(jfk())
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    assert_eq!(normalise(&String::from_utf8(text).unwrap()), JFK);
-    if let Some(text) = whisper_cpp_jfk(&out) {
-        assert_eq!(text, JFK);
-    }
+    check_quantized(
+        &out,
+        "decoder.token_embedding.weight",
+        sotto::formats::DType::Q5_0,
+    );
 }
 
 /// Calibration audio that cannot be read is an error naming it, before anything is written.
@@ -372,15 +370,7 @@ fn unreadable_calibration_audio_is_an_error() {
     let out = dir.path().join("never.bin");
     let bad = dir.path().join("noise.wav");
     std::fs::write(&bad, b"RIFF\x04\x00\x00\x00WAVEjunk").unwrap();
-    let model = sotto_testdata::model_dir("tiny.en");
-    let assert = sotto()
-        .arg("quantize")
-        .arg(&model)
-        .arg(&out)
-        .args(["q4_0", "--calibrate"])
-        .arg(&bad)
-        .assert()
-        .failure();
+    let assert = quantize_tiny_en(&out, &["q4_0", "--calibrate", bad.to_str().unwrap()]).failure();
     let err = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
     assert!(err.contains("noise.wav"), "{err}");
     assert!(!out.exists());
