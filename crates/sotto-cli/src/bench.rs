@@ -9,6 +9,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+/// Ordinary tokens of previous text in the long-prompt beam figure: about what a 30 s
+/// window of speech leaves for the next one.
+const PREVIOUS_TEXT: usize = 100;
+
 use sotto::{Model, TranscribeOptions};
 
 #[derive(clap::Args)]
@@ -196,6 +200,29 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
         "decoder / step    {:9.2} ms  (batch {beams}: {:.2} ms per beam-token)",
         ms(per_step),
         ms(per_step) / beams as f64
+    );
+
+    // The same after a long-form window's prompt: the previous window's text (here 100
+    // ordinary tokens) before the start token, which the beams share.
+    let long_prompt: Vec<u32> = std::iter::once(tok.sot_prev())
+        .chain((0..PREVIOUS_TEXT).map(|i| 400 + i as u32))
+        .chain(std::iter::once(tok.sot()))
+        .collect();
+    let steps_long = steps.min(hp.n_text_ctx.saturating_sub(long_prompt.len()));
+    let per_step_long = measure(args.runs, || {
+        raw.reset_text();
+        dev(raw.decode(&long_prompt, &[long_prompt.len() - 1], &mut logits))?;
+        dev(raw.reorder(&[0; 5]))?;
+        let t = Instant::now();
+        for _ in 0..steps_long {
+            dev(raw.decode_batch(&tokens, beams, &mut batch_logits))?;
+        }
+        Ok(t.elapsed() / steps_long.max(1) as u32)
+    })?;
+    println!(
+        "decoder / step    {:9.2} ms  (batch {beams} after a {}-token prompt)",
+        ms(per_step_long),
+        long_prompt.len()
     );
 
     if let Some(file) = &args.file {

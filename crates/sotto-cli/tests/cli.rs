@@ -375,3 +375,27 @@ fn unreadable_calibration_audio_is_an_error() {
     assert!(err.contains("noise.wav"), "{err}");
     assert!(!out.exists());
 }
+
+/// `sotto bench` prints every figure, the long-prompt beam step included.
+#[test]
+fn bench_prints_every_figure() {
+    let out = sotto()
+        .args(["bench", "-t", "2", "--runs", "1", "--tokens", "2", "-m"])
+        .arg(sotto_testdata::model_dir("tiny.en"))
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let out = String::from_utf8(out).unwrap();
+    for figure in [
+        "mel / 30 s",
+        "encoder / window",
+        "(batch 1)",
+        "(batch 5: ",
+        "(batch 5 after a 102-token prompt)",
+        "peak RSS",
+    ] {
+        assert!(out.contains(figure), "{figure} missing from:\n{out}");
+    }
+}
