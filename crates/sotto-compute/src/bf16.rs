@@ -215,10 +215,14 @@ impl Weight {
 }
 
 /// Fills `a` with `x` as bf16 pairs, Shape: [m.next_multiple_of(MR), k.div_ceil(2)], the
-/// rows past `m` zero (the microkernel reads whole tiles). `a` keeps its allocation.
+/// rows past `m` zero (the microkernel reads whole tiles). `a` keeps its allocation and
+/// may hold anything on entry: every element is written (no serial memset of a buffer of
+/// up to 6 MB per product first).
 fn pack_rows(isa: Isa, x: &[f32], m: usize, k: usize, a: &mut Vec<u32>) {
     let kp = k.div_ceil(2);
-    a.resize(m.next_multiple_of(MR) * kp, 0);
+    let len = m.next_multiple_of(MR) * kp;
+    a.truncate(len);
+    a.resize(len, 0);
     a[m * kp..].fill(0);
     a.par_chunks_mut(kp * MR)
         .zip(x.par_chunks(k * MR))
@@ -254,7 +258,7 @@ impl CpuBackend {
         self.install(|| {
             // Kept between calls: a fresh 6 MiB buffer per encoder product cost its page
             // faults every time.
-            let mut packed = self.scratch_u32.take(0);
+            let mut packed = self.scratch_u32.take_dirty();
             pack_rows(self.isa, x, m, n_in, &mut packed);
             for (w, out) in products.iter_mut() {
                 let Weight::Bf16(pw) = &w.weight else {
@@ -282,7 +286,7 @@ impl CpuBackend {
         let buf = self.scratch_u32.take(0);
         let pw = self.install(|| Bf16Packed::from_tiles(t, self.isa, buf));
         self.install(|| {
-            let mut packed = self.scratch_u32.take(0);
+            let mut packed = self.scratch_u32.take_dirty();
             pack_rows(self.isa, x, m, pw.n_in, &mut packed);
             self.gemm_bf16_packed(&packed, m, &pw, bias, out, gelu);
             self.scratch_u32.give(packed);

@@ -197,7 +197,8 @@ struct QuantRows {
     sums: Vec<i32>,
 }
 
-/// Quantizes `x` (Shape: [m, k]) row by row into `data` (reused), on the current pool.
+/// Quantizes `x` (Shape: [m, k]) row by row into `data` (reused, any contents), on the
+/// current pool.
 fn quantize_rows(isa: Isa, x: &[f32], m: usize, k: usize, data: Vec<u32>) -> QuantRows {
     let (k4, rows) = (k.div_ceil(4), m.next_multiple_of(MR));
     let mut qr = QuantRows {
@@ -205,8 +206,14 @@ fn quantize_rows(isa: Isa, x: &[f32], m: usize, k: usize, data: Vec<u32>) -> Qua
         scales: vec![0.0; rows],
         sums: vec![0; rows],
     };
-    qr.data.clear();
+    // Rows < m are written whole when k fills its quads; otherwise (and for the padding
+    // rows) the buffer must hold zeros, not the last call's bytes.
+    if !k.is_multiple_of(4) {
+        qr.data.clear();
+    }
+    qr.data.truncate(rows * k4);
     qr.data.resize(rows * k4, 0);
+    qr.data[m * k4..].fill(0);
     qr.data
         .par_chunks_mut(k4 * MR)
         .zip(qr.scales.par_chunks_mut(MR))
@@ -257,7 +264,7 @@ impl CpuBackend {
             return;
         };
         self.install(|| {
-            let qr = quantize_rows(self.isa, x, m, n_in, self.scratch_u32.take(0));
+            let qr = quantize_rows(self.isa, x, m, n_in, self.scratch_u32.take_dirty());
             for (w, out) in products.iter_mut() {
                 self.gemm_int8(&qr, m, w, out, gelu);
             }

@@ -648,6 +648,39 @@ mod tests {
     }
 
     #[test]
+    fn reused_gemm_buffers_leave_no_trace() {
+        // The bf16 and int8 GEMMs reuse their packed-activation buffers without zeroing
+        // them: a product after a larger one (more rows, longer rows, an odd width) must
+        // equal the same product on a fresh backend.
+        let shapes = [
+            (40, 96, 24),
+            (21, 64, 8),
+            (9, 31, 5),
+            (19, 64, 8),
+            (13, 32, 5),
+        ];
+        for format in 1..3 {
+            let used = CpuBackend::new(2).unwrap();
+            for (i, &(m, k, n)) in shapes.iter().enumerate() {
+                let w = Weight::F32(rand_vec(n * k, 40 + i as u64));
+                let w = match format {
+                    1 => w.for_bf16_gemm(n, k, true).unwrap(),
+                    _ => w.for_int8_gemm(n, k, true).unwrap(),
+                };
+                let l = Linear::new(w, None, n, k).unwrap();
+                let x = rand_vec(m * k, 50 + i as u64);
+                let (mut got, mut want) = (vec![f32::NAN; m * n], vec![f32::NAN; m * n]);
+                used.linear(&x, m, &l, &mut got).unwrap();
+                CpuBackend::new(2)
+                    .unwrap()
+                    .linear(&x, m, &l, &mut want)
+                    .unwrap();
+                assert_eq!(got, want, "format {format}, shape {:?}", (m, k, n));
+            }
+        }
+    }
+
+    #[test]
     fn linears_equal_one_linear_each() {
         // Shared-input products are the same arithmetic as one linear each, bit for bit,
         // on every weight format the encoder uses (bf16 and int8 where the CPU has them).

@@ -5,11 +5,10 @@
 use std::cell::RefCell;
 
 use half::f16;
-use half::slice::HalfFloatSliceExt;
 use rayon::prelude::*;
 
 use crate::kernels::{self, KEY_BLOCK, VALUE_ALIGN};
-use crate::{shape_err, CpuBackend, OutPtr, Result};
+use crate::{shape_err, CpuBackend, Isa, OutPtr, Result};
 
 /// Query rows per parallel task (and per pass over a head's keys and values).
 const Q_CHUNK: usize = 24;
@@ -84,9 +83,9 @@ impl PackedKv {
         &self.v[h * n..(h + 1) * n]
     }
 
-    /// Packs `k` and `v` (Shape: [tk, d] each, f32), rounding to f16, heads in parallel on
-    /// the current rayon pool (call it inside [`CpuBackend::install`]).
-    pub fn pack(&mut self, k: &[f32], v: &[f32]) -> Result<()> {
+    /// Packs `k` and `v` (Shape: [tk, d] each, f32), rounding to f16 on kernel path `isa`,
+    /// heads in parallel on the current rayon pool (call it inside [`CpuBackend::install`]).
+    pub fn pack(&mut self, isa: Isa, k: &[f32], v: &[f32]) -> Result<()> {
         let (tk, d, dh, dhp, nb) = (self.tk, self.d(), self.dh, self.dhp(), self.nb());
         if k.len() != tk * d || v.len() != tk * d {
             return Err(shape_err(
@@ -101,7 +100,7 @@ impl PackedKv {
             .for_each(|(h, kh)| {
                 let mut row = vec![f16::ZERO; dh];
                 for (j, src) in k.chunks_exact(d).enumerate() {
-                    row.convert_from_f32_slice(&src[h * dh..(h + 1) * dh]);
+                    kernels::f32_to_f16(isa, &src[h * dh..(h + 1) * dh], &mut row);
                     let block = &mut kh[(j / KEY_BLOCK) * dh * KEY_BLOCK..][..dh * KEY_BLOCK];
                     for (c, &x) in row.iter().enumerate() {
                         block[c * KEY_BLOCK + j % KEY_BLOCK] = x;
@@ -113,7 +112,7 @@ impl PackedKv {
             .enumerate()
             .for_each(|(h, vh)| {
                 for (row, dst) in v.chunks_exact(d).zip(vh.chunks_exact_mut(dhp)) {
-                    dst[..dh].convert_from_f32_slice(&row[h * dh..(h + 1) * dh]);
+                    kernels::f32_to_f16(isa, &row[h * dh..(h + 1) * dh], &mut dst[..dh]);
                 }
             });
         Ok(())
@@ -251,7 +250,7 @@ mod tests {
                 let q: Vec<f32> = rand_vec(tq * d, 1).iter().map(|x| x * 3.0).collect();
                 let (k, v) = (rand_vec(tk * d, 2), rand_vec(tk * d, 3));
                 let mut kv = PackedKv::new(tk, nh, d).unwrap();
-                kv.pack(&k, &v).unwrap();
+                kv.pack(isa, &k, &v).unwrap();
                 let mut got = vec![f32::NAN; tq * d];
                 be.attention_packed(&q, tq, &kv, &mut got).unwrap();
                 let (kr, vr) = (rounded(&k), rounded(&v));
@@ -282,7 +281,7 @@ mod tests {
     fn packed_rejects_bad_shapes() {
         assert!(PackedKv::new(4, 3, 8).is_err());
         let mut kv = PackedKv::new(4, 2, 8).unwrap();
-        assert!(kv.pack(&[0.0; 32], &[0.0; 31]).is_err());
+        assert!(kv.pack(Isa::Scalar, &[0.0; 32], &[0.0; 31]).is_err());
         let be = CpuBackend::new(1).unwrap();
         assert!(be
             .attention_packed(&[0.0; 8], 1, &kv, &mut [0.0; 7])

@@ -4,7 +4,8 @@
 
 use std::sync::Mutex;
 
-/// Buffers of one element type; `take` hands out a zeroed one, `give` returns it.
+/// Buffers of one element type; `take` hands out a zeroed one (`take_dirty` one as it was
+/// left), `give` returns it.
 #[derive(Debug, Default)]
 pub(crate) struct Pool<T>(Mutex<Vec<Vec<T>>>);
 
@@ -21,6 +22,13 @@ impl<T: Copy + Default> Pool<T> {
         v.clear();
         v.resize(len, T::default());
         v
+    }
+
+    /// A kept buffer as it was given back (any length, old contents), or an empty one: for
+    /// callers that size it and write every element themselves, so only growth is zeroed.
+    pub(crate) fn take_dirty(&self) -> Vec<T> {
+        let kept = self.0.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        kept.unwrap_or_default()
     }
 
     /// Keeps `v` for a later `take` (dropped when the pool is full or `v` never held

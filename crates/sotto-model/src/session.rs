@@ -242,7 +242,7 @@ impl Session {
                 &mut [(&cross.key, cross_k), (&cross.value, cross_v)],
             )?;
             let kv = &mut self.cross[l];
-            be.install(|| kv.pack(cross_k, cross_v))?;
+            be.install(|| kv.pack(be.isa(), cross_k, cross_v))?;
         }
         self.encoded = true;
         Ok(())

@@ -91,6 +91,12 @@ pub fn f16_to_f32(isa: Isa, src: &[f16], dst: &mut [f32]) {
     dispatch!(isa, f16_to_f32(src, dst))
 }
 
+/// Rounds f32 to f16 (to nearest even). Panics if the lengths differ.
+pub fn f32_to_f16(isa: Isa, src: &[f32], dst: &mut [f16]) {
+    assert_eq!(src.len(), dst.len(), "f32_to_f16: lengths differ");
+    dispatch!(isa, f32_to_f16(src, dst))
+}
+
 /// `out_t[r·m + i] = x_i · w_r` for every weight row r: all `m` input rows share each weight
 /// load, and f16 weights are widened in registers.
 ///

@@ -37,6 +37,11 @@ pub(super) unsafe fn f16_to_f32(src: &[f16], dst: &mut [f32]) {
 }
 
 #[target_feature(enable = "neon")]
+pub(super) unsafe fn f32_to_f16(src: &[f32], dst: &mut [f16]) {
+    scalar::f32_to_f16(src, dst)
+}
+
+#[target_feature(enable = "neon")]
 pub(super) unsafe fn matmul_t(x: &[f32], m: usize, k: usize, w: WRows<'_>, out_t: &mut [f32]) {
     const CHUNK: usize = 64;
     let mut buf = [0.0f32; CHUNK];

@@ -27,6 +27,12 @@ pub(super) fn f16_to_f32(src: &[f16], dst: &mut [f32]) {
     }
 }
 
+pub(super) fn f32_to_f16(src: &[f32], dst: &mut [f16]) {
+    for (d, &s) in dst.iter_mut().zip(src) {
+        *d = f16::from_f32(s);
+    }
+}
+
 pub(super) fn matmul_t(x: &[f32], m: usize, k: usize, w: WRows<'_>, out_t: &mut [f32]) {
     let mut row = vec![0.0f32; k];
     for (r, o) in out_t.chunks_exact_mut(m).enumerate() {

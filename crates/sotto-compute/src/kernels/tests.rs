@@ -26,6 +26,25 @@ fn dot_and_f16_match_scalar() {
             f16_to_f32(isa, &h, &mut got);
             let want: Vec<f32> = h.iter().map(|v| v.to_f32()).collect();
             assert_eq!(got, want, "{isa:?} {n}");
+            // And back, rounding as `f16::from_f32` (values off the f16 grid, beyond its
+            // range, and subnormal).
+            let wide: Vec<f32> = a
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| match i % 5 {
+                    0 => v * 1e5,
+                    1 => v * 1e-6,
+                    _ => v * 3.1,
+                })
+                .collect();
+            let mut got = vec![f16::NAN; n];
+            f32_to_f16(isa, &wide, &mut got);
+            let want: Vec<f16> = wide.iter().map(|&v| f16::from_f32(v)).collect();
+            assert_eq!(
+                got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                "{isa:?} {n}"
+            );
         }
     }
 }

@@ -246,6 +246,23 @@ pub(super) mod avx512 {
         }
     }
 
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c")]
+    pub(crate) unsafe fn f32_to_f16(src: &[f32], dst: &mut [f16]) {
+        let n = src.len();
+        let mut i = 0;
+        // SAFETY: each step reads and writes i..i+16 ≤ n, or masks the tail to n.
+        unsafe {
+            while i < n {
+                let m = tail_mask((n - i).min(16));
+                let v = _mm512_maskz_loadu_ps(m, src.as_ptr().add(i));
+                // Round to nearest even, as `f16::from_f32`.
+                let h = _mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v);
+                _mm256_mask_storeu_epi16(dst.as_mut_ptr().add(i) as *mut i16, m, h);
+                i += 16;
+            }
+        }
+    }
+
     /// Applies `f` to 16-lane chunks of `x` in place (tail masked; masked lanes stay put).
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
@@ -566,6 +583,23 @@ pub(super) mod avx2 {
             s += a[j] * b[j];
         }
         s
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(crate) unsafe fn f32_to_f16(src: &[f32], dst: &mut [f16]) {
+        let n = src.len();
+        let mut i = 0;
+        // SAFETY: each step reads and writes i..i+8 ≤ n.
+        unsafe {
+            while i + 8 <= n {
+                let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_loadu_ps(
+                    src.as_ptr().add(i),
+                ));
+                _mm_storeu_si128(dst.as_mut_ptr().add(i) as *mut __m128i, h);
+                i += 8;
+            }
+        }
+        super::super::scalar::f32_to_f16(&src[i..], &mut dst[i..]);
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
