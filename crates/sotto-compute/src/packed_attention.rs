@@ -93,26 +93,41 @@ impl PackedKv {
                 format!("k {} and v {} values for {tk}×{d}", k.len(), v.len()),
             ));
         }
-        // Heads in parallel (on the caller's pool): a base window packs 9 M values.
-        self.k
-            .par_chunks_mut(nb * dh * KEY_BLOCK)
+        // Blocks of KEY_BLOCK positions in parallel (on the caller's pool; a base window
+        // packs 9 M values), each reading its rows of k and v front to back, all heads at
+        // once: per head, the rows' 2 KiB stride left every load waiting on memory.
+        let kb = dh * KEY_BLOCK;
+        type Dst<'a> = (Vec<&'a mut [f16]>, Vec<&'a mut [f16]>);
+        let mut blocks: Vec<Dst> = (0..nb).map(|_| (Vec::new(), Vec::new())).collect();
+        for kh in self.k.chunks_exact_mut(nb * kb) {
+            for (blk, dst) in blocks.iter_mut().zip(kh.chunks_exact_mut(kb)) {
+                blk.0.push(dst);
+            }
+        }
+        for vh in self.v.chunks_exact_mut(tk * dhp) {
+            for (blk, dst) in blocks.iter_mut().zip(vh.chunks_mut(KEY_BLOCK * dhp)) {
+                blk.1.push(dst);
+            }
+        }
+        blocks
+            .into_par_iter()
             .enumerate()
-            .for_each(|(h, kh)| {
-                let mut row = vec![f16::ZERO; dh];
-                for (j, src) in k.chunks_exact(d).enumerate() {
-                    kernels::f32_to_f16(isa, &src[h * dh..(h + 1) * dh], &mut row);
-                    let block = &mut kh[(j / KEY_BLOCK) * dh * KEY_BLOCK..][..dh * KEY_BLOCK];
-                    for (c, &x) in row.iter().enumerate() {
-                        block[c * KEY_BLOCK + j % KEY_BLOCK] = x;
+            .for_each(|(b, (mut kd, mut vd))| {
+                let mut row = vec![f16::ZERO; d];
+                let rows = (b * KEY_BLOCK..tk.min((b + 1) * KEY_BLOCK)).enumerate();
+                for (jj, j) in rows {
+                    // Keys: f16 rows, then each head's values spread across its block's
+                    // [dh, KEY_BLOCK] columns. Keys past tk stay zero from `new`.
+                    kernels::f32_to_f16(isa, &k[j * d..(j + 1) * d], &mut row);
+                    for (head, dst) in row.chunks_exact(dh).zip(kd.iter_mut()) {
+                        for (c, &x) in head.iter().enumerate() {
+                            dst[c * KEY_BLOCK + jj] = x;
+                        }
                     }
-                }
-            });
-        self.v
-            .par_chunks_mut(tk * dhp)
-            .enumerate()
-            .for_each(|(h, vh)| {
-                for (row, dst) in v.chunks_exact(d).zip(vh.chunks_exact_mut(dhp)) {
-                    kernels::f32_to_f16(isa, &row[h * dh..(h + 1) * dh], &mut dst[..dh]);
+                    let src = &v[j * d..(j + 1) * d];
+                    for (head, dst) in src.chunks_exact(dh).zip(vd.iter_mut()) {
+                        kernels::f32_to_f16(isa, head, &mut dst[jj * dhp..jj * dhp + dh]);
+                    }
                 }
             });
         Ok(())
