@@ -46,21 +46,29 @@ impl CpuBackend {
             ));
         }
         let kc = c_in * KERNEL;
-        let mut cols = vec![0.0f32; t_out * kc];
+        // Kept between calls (a base window's conv2 columns are 9 MB: fresh, they cost
+        // their page faults every window); every element is written below.
+        let mut cols = self.scratch_f32.take_dirty();
+        cols.truncate(t_out * kc);
+        cols.resize(t_out * kc, 0.0);
         self.install(|| {
             cols.par_chunks_mut(kc).enumerate().for_each(|(t, col)| {
                 for kk in 0..KERNEL {
                     // Input time t·stride + kk − 1; outside [0, t_in) is the zero padding.
-                    let Some(ti) = (t * stride + kk).checked_sub(1).filter(|&ti| ti < t_in) else {
-                        continue;
-                    };
-                    for (c, &v) in x[ti * c_in..(ti + 1) * c_in].iter().enumerate() {
-                        col[c * KERNEL + kk] = v;
+                    match (t * stride + kk).checked_sub(1).filter(|&ti| ti < t_in) {
+                        Some(ti) => {
+                            for (c, &v) in x[ti * c_in..(ti + 1) * c_in].iter().enumerate() {
+                                col[c * KERNEL + kk] = v;
+                            }
+                        }
+                        None => (0..c_in).for_each(|c| col[c * KERNEL + kk] = 0.0),
                     }
                 }
             })
         });
-        self.linear(&cols, t_out, w, out)?;
+        let result = self.linear(&cols, t_out, w, out);
+        self.scratch_f32.give(cols);
+        result?;
         Ok(t_out)
     }
 }
@@ -103,13 +111,15 @@ mod tests {
     #[test]
     fn conv1d_matches_naive() {
         let be = CpuBackend::new(2).unwrap();
-        for &(t_in, c_in, c_out, stride) in &[
+        let shapes = [
             (1, 1, 1, 1),
             (7, 3, 5, 1),
             (7, 3, 5, 2),
             (30, 8, 11, 2),
             (31, 5, 4, 2),
-        ] {
+        ];
+        // Twice: the second pass reuses the column buffer of a larger input.
+        for &(t_in, c_in, c_out, stride) in shapes.iter().chain(&shapes) {
             let x = rand_vec(t_in * c_in, 1);
             let w = rand_vec(c_out * c_in * 3, 2);
             let b = rand_vec(c_out, 3);
