@@ -5,6 +5,7 @@
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use sotto::model::InputStats;
@@ -14,7 +15,7 @@ pub struct Factors {
     stats: BTreeMap<String, InputStats>,
     /// Factors by a hash of their statistics' bits.
     cache: Mutex<HashMap<u64, Arc<GptqFactor>>>,
-    used: Mutex<usize>,
+    used: AtomicUsize,
     error: Mutex<Option<String>>,
 }
 
@@ -23,7 +24,7 @@ impl Factors {
         Self {
             stats,
             cache: Mutex::default(),
-            used: Mutex::new(0),
+            used: AtomicUsize::new(0),
             error: Mutex::new(None),
         }
     }
@@ -60,13 +61,13 @@ impl Factors {
             },
         };
         factor.quantize(t, x, out);
-        *self.lock(&self.used) += 1;
+        self.used.fetch_add(1, Ordering::Relaxed);
         true
     }
 
     /// Matrices quantized by GPTQ so far.
     pub fn used(&self) -> usize {
-        *self.lock(&self.used)
+        self.used.load(Ordering::Relaxed)
     }
 
     /// The first statistics that could not be used, if any.

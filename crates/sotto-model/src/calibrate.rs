@@ -2,7 +2,7 @@
 //! session transcribes real audio, [`Calibration`] sums `x xᵀ` over the inputs of every
 //! linear layer, and hands them out under the layer's weight tensor name.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
 
 use sotto_compute::{accumulate_gram, Linear, LinearProbe};
@@ -10,8 +10,11 @@ use sotto_compute::{accumulate_gram, Linear, LinearProbe};
 use crate::{Attention, Block, Whisper};
 
 /// Input second moments per linear layer, gathered through [`crate::Session::set_probe`].
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Calibration {
+    /// The layers worth summing: the model's 2-D weights (the convolutions, which no
+    /// quantizer touches, would cost base a 1536-wide `x xᵀ` of 1500 rows per window).
+    wanted: HashSet<usize>,
     /// Keyed by the address of the layer's [`Linear`] inside the model (stable: the model
     /// is behind an `Arc` and never moves). Value: (H Shape: [n_in, n_in], rows seen).
     stats: Mutex<Stats>,
@@ -34,8 +37,17 @@ pub struct InputStats {
     pub rows: u64,
 }
 
+fn key(lin: &Linear) -> usize {
+    lin as *const Linear as usize
+}
+
 impl LinearProbe for Calibration {
     fn observe(&self, weights: &[&Linear], x: &[f32], m: usize) {
+        let weights: Vec<&Linear> = weights
+            .iter()
+            .copied()
+            .filter(|w| self.wanted.contains(&key(w)))
+            .collect();
         let Some(n) = weights.first().map(|w| w.n_in) else {
             return;
         };
@@ -45,8 +57,9 @@ impl LinearProbe for Calibration {
         scratch.resize(n * n, 0.0);
         accumulate_gram(x, m, n, scratch);
         for w in weights {
-            let key = *w as *const Linear as usize;
-            let (h, rows) = by_layer.entry(key).or_insert_with(|| (vec![0.0; n * n], 0));
+            let (h, rows) = by_layer
+                .entry(key(w))
+                .or_insert_with(|| (vec![0.0; n * n], 0));
             h.iter_mut().zip(scratch.iter()).for_each(|(a, b)| *a += b);
             *rows += m as u64;
         }
@@ -54,6 +67,18 @@ impl LinearProbe for Calibration {
 }
 
 impl Calibration {
+    /// Statistics for `model`'s 2-D weights (see [`Whisper::named_linears`]), empty.
+    pub fn new(model: &Whisper) -> Self {
+        Self {
+            wanted: model
+                .named_linears()
+                .into_iter()
+                .map(|(_, l)| key(l))
+                .collect(),
+            stats: Mutex::default(),
+        }
+    }
+
     /// The statistics of `model`'s 2-D weights (those whisper.cpp quantizes), by tensor
     /// name; layers that never ran are left out.
     pub fn stats(&self, model: &Whisper) -> BTreeMap<String, InputStats> {
@@ -62,7 +87,7 @@ impl Calibration {
             .named_linears()
             .into_iter()
             .filter_map(|(name, lin)| {
-                let (h, rows) = stats.by_layer.get(&(lin as *const Linear as usize))?;
+                let (h, rows) = stats.by_layer.get(&key(lin))?;
                 Some((
                     name,
                     InputStats {
@@ -124,7 +149,7 @@ mod tests {
     #[test]
     fn every_linear_is_seen_with_its_own_inputs() {
         let model = Arc::new(Whisper::from_file(&file()).unwrap());
-        let cal = Arc::new(Calibration::default());
+        let cal = Arc::new(Calibration::new(&model));
         let mut s = Session::new(model.clone(), 2).unwrap();
         s.set_probe(Some(cal.clone()));
         let mel: Vec<f32> = (0..HP.n_mels * 2 * HP.n_audio_ctx)

@@ -105,11 +105,6 @@ impl GptqFactor {
         Err(GptqError::NotPositiveDefinite)
     }
 
-    /// Inputs per row.
-    pub fn n(&self) -> usize {
-        self.n
-    }
-
     /// Quantizes `w` (Shape: [rows, n] row-major) into `out` (`rows · t.row_bytes(n)`
     /// bytes) in `t`'s format. Panics on lengths that do not match, or for q8_1 (an
     /// activation type).

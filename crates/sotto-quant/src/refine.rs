@@ -38,12 +38,19 @@ fn f16_round(v: f32) -> f32 {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Grid {
     d: f32,
+    /// `1/d`, or 0 for a zero scale.
+    id: f32,
     m: f32,
     lo: i32,
     hi: i32,
 }
 
 impl Grid {
+    fn new(d: f32, m: f32, lo: i32, hi: i32) -> Grid {
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        Grid { d, id, m, lo, hi }
+    }
+
     /// The grid minimising `Σ w_i (x_i − value(code(x_i)))²` over a few candidate scales
     /// (ggml's max rule the middle one); q8_0 keeps ggml's rule.
     pub(crate) fn fit(t: QuantType, x: &[f32], w: &[f64]) -> Grid {
@@ -54,12 +61,7 @@ impl Grid {
             QuantType::Q5_1 => asymmetric(x, w, 31),
             QuantType::Q8_0 | QuantType::Q8_1 => {
                 let amax = x.iter().fold(0.0f32, |a, v| a.max(v.abs()));
-                Grid {
-                    d: f16_round(amax / 127.0),
-                    m: 0.0,
-                    lo: -127,
-                    hi: 127,
-                }
+                Grid::new(f16_round(amax / 127.0), 0.0, -127, 127)
             }
         }
     }
@@ -67,8 +69,7 @@ impl Grid {
     /// The nearest code to `v` (0 for a zero scale, or for NaN).
     #[inline]
     pub(crate) fn code(&self, v: f32) -> i32 {
-        let id = if self.d != 0.0 { 1.0 / self.d } else { 0.0 };
-        (((v - self.m) * id).round() as i32).clamp(self.lo, self.hi)
+        (((v - self.m) * self.id).round() as i32).clamp(self.lo, self.hi)
     }
 
     #[inline]
@@ -136,12 +137,7 @@ fn symmetric(x: &[f32], w: &[f64], nmax: i32) -> Grid {
             }
         }
     }
-    Grid {
-        d: best.1,
-        m: 0.0,
-        lo: -nmax,
-        hi: nmax - 1,
-    }
+    Grid::new(best.1, 0.0, -nmax, nmax - 1)
 }
 
 fn sym_error(x: &[f32], w: &[f64], d: f32, nmax: i32) -> f32 {
@@ -200,12 +196,7 @@ fn asymmetric(x: &[f32], w: &[f64], cmax: i32) -> Grid {
         }
     }
     let (_, d, m) = best;
-    Grid {
-        d,
-        m,
-        lo: 0,
-        hi: cmax,
-    }
+    Grid::new(d, m, 0, cmax)
 }
 
 fn asym_error(x: &[f32], w: &[f64], d: f32, m: f32, cmax: i32) -> f32 {

@@ -213,7 +213,7 @@ impl Model {
                 ))
             }
         };
-        let calibration = Arc::new(sotto_model::Calibration::default());
+        let calibration = Arc::new(sotto_model::Calibration::new(&weights));
         let mut forward =
             sotto_model::Session::new(weights.clone(), threads.max(1)).map_err(|source| {
                 Error::Model {
