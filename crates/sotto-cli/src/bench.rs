@@ -44,6 +44,12 @@ pub struct Args {
     )]
     encoder_precision: String,
 
+    /// Compute every logit from the f16 vocabulary rows. By default an f16 model's
+    /// vocabulary projection reads a q8_0 screen and recomputes only the tokens that could
+    /// rank among the best (same choices, half the bytes per decoder step)
+    #[arg(long, env = "SOTTO_EXACT_LOGITS")]
+    exact_logits: bool,
+
     /// Repetitions per figure (the median is reported).
     #[arg(long, default_value_t = 5)]
     runs: usize,
@@ -121,7 +127,7 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
         hub,
         &mut crate::progress::Download::new(),
         device,
-        crate::load_options(&args.encoder_precision)?,
+        crate::load_options(&args.encoder_precision, args.exact_logits)?,
     )?;
     let load = t.elapsed();
     let mut session = model.session(threads)?;
@@ -169,6 +175,14 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
     let prompt = [tok.sot()];
     let steps = args.tokens.min(hp.n_text_ctx / 2);
     let mut logits = vec![0f32; hp.n_vocab];
+    // What transcription's searches ask for: the best token (greedy) or 2 per beam, plus
+    // the two a blank start may mask.
+    let need = |best: usize| sotto::LogitNeed::Top {
+        top: best + 2,
+        text_end: tok.eot(),
+        never: Vec::new(),
+    };
+    raw.set_logit_need(&need(1));
     let per_token = measure(args.runs, || {
         raw.reset_text();
         dev(raw.decode(&prompt, &[0], &mut logits))?;
@@ -186,6 +200,7 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
     let beams = 5;
     let tokens: Vec<u32> = (0..beams as u32).map(|b| 400 + b).collect();
     let mut batch_logits = vec![0f32; beams * hp.n_vocab];
+    raw.set_logit_need(&need(2 * beams));
     let per_step = measure(args.runs, || {
         raw.reset_text();
         dev(raw.decode(&prompt, &[0], &mut logits))?;

@@ -148,7 +148,10 @@ fn dedup_chain(msgs: &[String]) -> String {
 /// Load options from `--encoder-precision` (`auto`, `int8`, `bf16`, `bf16-fast` or `f32`).
 /// A level asked for by name on a CPU without its instructions is an error rather than a
 /// silent f32 run; `auto` picks per model file and CPU ([`sotto::EncoderPrecision::Auto`]).
-pub(crate) fn load_options(encoder_precision: &str) -> anyhow::Result<sotto::LoadOptions> {
+pub(crate) fn load_options(
+    encoder_precision: &str,
+    exact_logits: bool,
+) -> anyhow::Result<sotto::LoadOptions> {
     use sotto::EncoderPrecision as P;
     let encoder = match encoder_precision {
         "auto" => P::Auto,
@@ -166,7 +169,10 @@ pub(crate) fn load_options(encoder_precision: &str) -> anyhow::Result<sotto::Loa
             "--encoder-precision {other}: expected auto, int8, bf16, bf16-fast or f32"
         ),
     };
-    Ok(sotto::LoadOptions { encoder })
+    Ok(sotto::LoadOptions {
+        encoder,
+        exact_logits,
+    })
 }
 
 /// Resolves `--device`, printing once on stderr why `auto` chose the CPU when it did.
@@ -364,6 +370,7 @@ fn calibration_stats(
 ) -> anyhow::Result<std::collections::BTreeMap<String, sotto::model::InputStats>> {
     let opts = sotto::LoadOptions {
         encoder: sotto::EncoderPrecision::F32,
+        exact_logits: true,
     };
     let model = sotto::Model::load_with(path, sotto::Device::Cpu, opts)?;
     let audio = clips

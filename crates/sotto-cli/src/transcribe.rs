@@ -59,6 +59,12 @@ pub struct Args {
     )]
     encoder_precision: String,
 
+    /// Compute every logit from the f16 vocabulary rows. By default an f16 model's
+    /// vocabulary projection reads a q8_0 screen and recomputes only the tokens that could
+    /// rank among the best (same choices, half the bytes per decoder step)
+    #[arg(long, env = "SOTTO_EXACT_LOGITS")]
+    exact_logits: bool,
+
     /// Initial prompt: text that precedes the audio, to steer spelling and style.
     #[arg(long, value_name = "TEXT")]
     prompt: Option<String>,
@@ -375,7 +381,7 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
         hub,
         &mut progress::Download::new(),
         device,
-        crate::load_options(&args.encoder_precision)?,
+        crate::load_options(&args.encoder_precision, args.exact_logits)?,
     )?;
     let load_time = t_load.elapsed();
     let mut session = model.session(threads)?;

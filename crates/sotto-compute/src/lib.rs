@@ -21,6 +21,7 @@ mod probe;
 mod scratch;
 mod tiled;
 mod tiled_many;
+mod vocab;
 
 pub use attention::Mask;
 pub use bf16::{
@@ -34,6 +35,7 @@ pub use probe::{accumulate_gram, LinearProbe};
 pub use sotto_isa::Isa;
 pub use sotto_quant::{QuantTiles, QuantType};
 pub use tiled::F16Tiles;
+pub use vocab::{VocabTop, VocabWeights};
 
 /// Errors from the compute ops: a shape or length that does not fit, or a pool that could not start.
 #[derive(Debug, thiserror::Error)]
@@ -75,6 +77,8 @@ pub enum Weight {
         n_out: usize,
         n_in: usize,
     },
+    /// A vocabulary projection screened by its q8_0 plane (see [`Weight::for_vocab`]).
+    Vocab(Box<VocabWeights>),
 }
 
 impl Weight {
@@ -88,6 +92,7 @@ impl Weight {
             Weight::Int8(p) => p.n_out() * p.n_in(),
             Weight::QuantTiled(q) => q.n_out() * q.n_in(),
             Weight::Quant { n_out, n_in, .. } => n_out * n_in,
+            Weight::Vocab(v) => v.n_out() * v.n_in(),
         }
     }
 
@@ -131,6 +136,38 @@ impl Weight {
         }
     }
 
+    /// The vocabulary projection (the token embedding, `n_out` rows) of a Whisper decoder
+    /// for [`CpuBackend::vocab_logits`]: on x86-64, f16 rows become [`VocabWeights`] with
+    /// the first `n_text` rows (the text tokens) screened; anything else goes to
+    /// [`Weight::for_decoding`].
+    /// From f16 little-endian bytes, as [`Weight::for_vocab`] would make of them; `None`
+    /// where the projection is not screened here (see there), so the caller builds the
+    /// weight as usual.
+    pub fn vocab_from_f16_bytes(
+        rows: &[u8],
+        n_out: usize,
+        n_in: usize,
+        n_text: usize,
+    ) -> Option<Result<Self>> {
+        (cfg!(target_arch = "x86_64") && n_in.is_multiple_of(QuantType::BLOCK)).then(|| {
+            VocabWeights::from_f16_bytes(rows, n_out, n_in, n_text)
+                .map(|v| Weight::Vocab(Box::new(v)))
+        })
+    }
+
+    pub fn for_vocab(self, n_out: usize, n_in: usize, n_text: usize) -> Result<Self> {
+        match self {
+            Weight::F16(rows)
+                if cfg!(target_arch = "x86_64") && n_in.is_multiple_of(QuantType::BLOCK) =>
+            {
+                Ok(Weight::Vocab(Box::new(VocabWeights::new(
+                    &rows, n_out, n_in, n_text,
+                )?)))
+            }
+            other => other.for_decoding(n_out, n_in),
+        }
+    }
+
     /// Copies elements `start..start + out.len()` into `out` as f32. Panics when the range
     /// passes the end.
     pub fn read_f32(&self, start: usize, out: &mut [f32]) {
@@ -142,6 +179,7 @@ impl Weight {
             Weight::Bf16(p) => p.read_f32(start, out),
             Weight::Int8(p) => p.read_f32(start, out),
             Weight::QuantTiled(q) => q.read_f32(start, out),
+            Weight::Vocab(v) => v.read_f32(start, out),
             Weight::Quant { t, data, n_in, .. } => {
                 assert!(end <= self.len(), "read_f32: {start}..{end} past the end");
                 let (rb, mut row) = (t.row_bytes(*n_in), vec![0.0f32; *n_in]);

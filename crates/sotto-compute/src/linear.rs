@@ -82,7 +82,7 @@ impl CpuBackend {
         Ok(())
     }
 
-    fn linear_act(
+    pub(crate) fn linear_act(
         &self,
         x: &[f32],
         m: usize,
@@ -92,6 +92,17 @@ impl CpuBackend {
     ) -> Result<()> {
         check_shapes(x, m, w, out)?;
         if m == 0 || w.n_out == 0 {
+            return Ok(());
+        }
+        if let Weight::Vocab(v) = &w.weight {
+            self.vocab_exact(x, m, v, out);
+            if let Some(b) = &w.bias {
+                out.chunks_exact_mut(w.n_out)
+                    .for_each(|o| o.iter_mut().zip(b).for_each(|(v, bj)| *v += bj));
+            }
+            if gelu {
+                self.gelu(out);
+            }
             return Ok(());
         }
         if m <= SMALL_M {
@@ -142,8 +153,8 @@ impl CpuBackend {
                 Weight::Quant { t, data, .. } => {
                     quant_block(isa, *t, k, data, &act, r0, m, chunk);
                 }
-                Weight::F16Tiled(_) | Weight::QuantTiled(_) => {
-                    unreachable!("tiled weights take their own paths")
+                Weight::F16Tiled(_) | Weight::QuantTiled(_) | Weight::Vocab(_) => {
+                    unreachable!("tiled and vocabulary weights take their own paths")
                 }
                 Weight::Bf16(_) | Weight::Int8(_) => {
                     let mut wf = vec![0.0f32; rows * k];

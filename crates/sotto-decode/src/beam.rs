@@ -81,6 +81,8 @@ impl Search for BeamSearch {
     fn search(&mut self, inf: &mut dyn Inference, task: &DecodeTask) -> Result<DecodingResult> {
         let max_finished = self.max_finished()?;
         let (k, n) = (self.beam_size, inf.n_vocab());
+        // The step keeps the best 2k (beam, token) pairs: at most 2k from any one beam.
+        inf.set_logit_need(&task.logit_need(2 * k));
         let (mut logits, no_speech_prob) = start(inf, task)?;
         let mut beams = vec![Beam {
             tokens: task.forced.to_vec(),

@@ -10,6 +10,24 @@ use crate::tokenizer::Tokenizer;
 pub trait LogitFilter {
     /// `logits`: Shape [n_vocab], the next token's. `generated`: tokens sampled after the prompt.
     fn apply(&self, logits: &mut [f32], generated: &[u32]);
+
+    /// Which text tokens this filter may mask, so that a search can tell the model which
+    /// logits it needs in full (see [`crate::LogitNeed`]). The default, `Unknown`, asks
+    /// for every logit.
+    fn text_masks(&self) -> TextMasks {
+        TextMasks::Unknown
+    }
+}
+
+/// The text tokens (those below `<|endoftext|>`) a [`LogitFilter`] masks one by one.
+/// Masking every text token at once, or special tokens, is not counted: with every text
+/// token masked the choice is among special tokens, whose logits are always in full.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TextMasks {
+    /// Any of them, at any step.
+    Unknown,
+    /// `always` at every step, and at most `sometimes` others at some steps.
+    Known { always: Vec<u32>, sometimes: usize },
 }
 
 fn suppress(logits: &mut [f32], ids: impl IntoIterator<Item = u32>) {
@@ -45,6 +63,13 @@ impl LogitFilter for SuppressTokens {
     fn apply(&self, logits: &mut [f32], _generated: &[u32]) {
         suppress(logits, self.ids.iter().copied());
     }
+
+    fn text_masks(&self) -> TextMasks {
+        TextMasks::Known {
+            always: self.ids.clone(),
+            sometimes: 0,
+        }
+    }
 }
 
 /// At the first step, forbids a blank start: `encode(" ")` and `<|endoftext|>`
@@ -67,6 +92,13 @@ impl LogitFilter for SuppressBlank {
     fn apply(&self, logits: &mut [f32], generated: &[u32]) {
         if generated.is_empty() {
             suppress(logits, self.ids.iter().copied());
+        }
+    }
+
+    fn text_masks(&self) -> TextMasks {
+        TextMasks::Known {
+            always: Vec::new(),
+            sometimes: self.ids.len(),
         }
     }
 }
@@ -111,6 +143,14 @@ impl ApplyTimestampRules {
 pub(crate) use crate::math::logsumexp;
 
 impl LogitFilter for ApplyTimestampRules {
+    /// Only ranges: every text token, or timestamps.
+    fn text_masks(&self) -> TextMasks {
+        TextMasks::Known {
+            always: Vec::new(),
+            sometimes: 0,
+        }
+    }
+
     fn apply(&self, logits: &mut [f32], generated: &[u32]) {
         let (tb, eot) = (self.timestamp_begin as usize, self.eot as usize);
         suppress(logits, [self.no_timestamps]);

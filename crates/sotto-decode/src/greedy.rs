@@ -3,8 +3,8 @@
 //! A [`Search`] turns a prompt into one [`DecodingResult`]: [`Greedy`] and [`Sampling`]
 //! here, [`BeamSearch`](crate::BeamSearch) beside them.
 
-use crate::filters::{logsumexp, LogitFilter};
-use crate::inference::Inference;
+use crate::filters::{logsumexp, LogitFilter, TextMasks};
+use crate::inference::{Inference, LogitNeed};
 use crate::{DecodeError, Result};
 
 /// What to decode: the prompt and the rules of one window.
@@ -25,6 +25,30 @@ pub struct DecodeTask<'a> {
     pub max_steps: usize,
     /// Applied in order before each token is chosen.
     pub filters: &'a [&'a dyn LogitFilter],
+}
+
+impl DecodeTask<'_> {
+    /// What a search that chooses among the `best` highest tokens of each row needs in
+    /// full, given what the filters mask.
+    pub fn logit_need(&self, best: usize) -> LogitNeed {
+        let (mut never, mut top) = (Vec::new(), best);
+        for f in self.filters {
+            match f.text_masks() {
+                TextMasks::Unknown => return LogitNeed::All,
+                TextMasks::Known { always, sometimes } => {
+                    never.extend(always);
+                    top += sometimes;
+                }
+            }
+        }
+        never.sort_unstable();
+        never.dedup();
+        LogitNeed::Top {
+            top,
+            text_end: self.eot,
+            never,
+        }
+    }
 }
 
 /// One decoded sequence.
@@ -55,6 +79,7 @@ pub struct Greedy;
 
 impl Search for Greedy {
     fn search(&mut self, inf: &mut dyn Inference, task: &DecodeTask) -> Result<DecodingResult> {
+        inf.set_logit_need(&task.logit_need(1));
         run(inf, task, argmax)
     }
 }
@@ -96,6 +121,7 @@ impl Search for Sampling<'_> {
     fn search(&mut self, inf: &mut dyn Inference, task: &DecodeTask) -> Result<DecodingResult> {
         let n = inf.n_vocab();
         let k = self.best_of.max(1);
+        inf.set_logit_need(&LogitNeed::All);
         let (first, no_speech_prob) = start(inf, task)?;
         if k > 1 {
             inf.reorder(&vec![0; k]).map_err(DecodeError::Inference)?;
@@ -376,6 +402,70 @@ mod tests {
         let mut t = task(&[11, 13], &[]);
         t.max_steps = 2;
         assert_eq!(Greedy.search(&mut inf, &t).unwrap().tokens, vec![3, 4]);
+    }
+
+    /// A filter this crate cannot see into.
+    struct Opaque;
+    impl LogitFilter for Opaque {
+        fn apply(&self, _logits: &mut [f32], _generated: &[u32]) {}
+    }
+
+    #[test]
+    fn each_search_asks_for_the_logits_it_reads() {
+        let eot_only = |_: &crate::mock::Ctx| {
+            let mut l = vec![0.0; N];
+            l[EOT as usize] = 5.0;
+            l
+        };
+        let mut inf = MockInference::new(N, eot_only);
+        inf.encode(&[]).unwrap();
+        let (sup, blank) = (SuppressTokens::new(vec![7, 3, 7]), Blank2);
+        let filters: [&dyn LogitFilter; 2] = [&sup, &blank];
+        let t = task(&[14, 15], &filters);
+        Greedy.search(&mut inf, &t).unwrap();
+        crate::BeamSearch {
+            beam_size: 3,
+            patience: 1.0,
+            length_penalty: 1.0,
+        }
+        .search(&mut inf, &t)
+        .unwrap();
+        let mut rng = Rng::new(1);
+        Sampling {
+            temperature: 0.5,
+            best_of: 2,
+            length_penalty: 1.0,
+            rng: &mut rng,
+        }
+        .search(&mut inf, &t)
+        .unwrap();
+        let top = |top| LogitNeed::Top {
+            top,
+            text_end: EOT,
+            never: vec![3, 7],
+        };
+        // The best one (greedy) or 2 per beam, plus the 2 a blank start masks.
+        assert_eq!(inf.needs, vec![top(3), top(8), LogitNeed::All]);
+        let opaque = Opaque;
+        let filters: [&dyn LogitFilter; 2] = [&sup, &opaque];
+        assert_eq!(task(&[14, 15], &filters).logit_need(1), LogitNeed::All);
+    }
+
+    /// Masks two tokens at the first step, as `SuppressBlank` does.
+    struct Blank2;
+    impl LogitFilter for Blank2 {
+        fn apply(&self, logits: &mut [f32], generated: &[u32]) {
+            if generated.is_empty() {
+                logits[1] = f32::NEG_INFINITY;
+                logits[2] = f32::NEG_INFINITY;
+            }
+        }
+        fn text_masks(&self) -> TextMasks {
+            TextMasks::Known {
+                always: Vec::new(),
+                sometimes: 2,
+            }
+        }
     }
 
     #[test]

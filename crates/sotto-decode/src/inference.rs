@@ -11,9 +11,31 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// sequences (broadcast the prompt to the beams, follow the beams' origins, drop finished
 /// candidates), and [`Inference::decode_batch`] extends every sequence of the batch in one
 /// decoder pass. All sequences of a batch have the same length.
+/// Which logits a search needs in full (see [`Inference::set_logit_need`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LogitNeed {
+    /// Every logit (sampling reads the whole distribution).
+    All,
+    /// The `top` highest logits among the text tokens (those below `text_end`, the first
+    /// special token) that are not in `never`, and every logit from `text_end` on. Any
+    /// other may be an approximation that ranks below those `top`, within a small bound of
+    /// the model's value.
+    Top {
+        top: usize,
+        text_end: u32,
+        never: Vec<u32>,
+    },
+}
+
 pub trait Inference {
     /// Logits per decoded row (the vocabulary size).
     fn n_vocab(&self) -> usize;
+
+    /// Tells the model which logits later `decode`/`decode_batch` calls must give in full,
+    /// so that it may compute the others more cheaply. The default computes them all.
+    fn set_logit_need(&mut self, need: &LogitNeed) {
+        let _ = need;
+    }
 
     /// Encodes one 30 s window of log-mel. Shape: [n_mels, 3000], row-major.
     fn encode(&mut self, mel: &[f32]) -> Result<(), BoxError>;

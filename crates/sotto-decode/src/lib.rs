@@ -31,9 +31,9 @@ mod mock;
 pub use align::{default_alignment_heads, Word, APPEND_PUNCTUATIONS, PREPEND_PUNCTUATIONS};
 pub use beam::BeamSearch;
 pub use fallback::{compression_ratio, generate_with_fallback, Fallback, FallbackOptions};
-pub use filters::{ApplyTimestampRules, LogitFilter, SuppressBlank, SuppressTokens};
+pub use filters::{ApplyTimestampRules, LogitFilter, SuppressBlank, SuppressTokens, TextMasks};
 pub use greedy::{DecodeTask, DecodingResult, Greedy, Rng, Sampling, Search};
-pub use inference::{BoxError, Inference};
+pub use inference::{BoxError, Inference, LogitNeed};
 pub use tokenizer::{Task, Tokenizer, LANGUAGES};
 pub use transcribe::{
     detect_language, suppressed_tokens, transcribe, LanguageDetection, MelView, Segment,

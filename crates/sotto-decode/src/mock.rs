@@ -1,6 +1,6 @@
 //! A scripted stand-in for the model: logits come from a closure of the sequence so far.
 
-use crate::inference::{BoxError, Inference};
+use crate::inference::{BoxError, Inference, LogitNeed};
 
 /// What the mock knows when asked for one row's logits.
 #[derive(Default)]
@@ -37,6 +37,8 @@ pub struct MockInference {
     pub reorders: Vec<Vec<usize>>,
     /// The batch size of every `decode_batch` call.
     pub batches: Vec<usize>,
+    /// Every `set_logit_need` call.
+    pub needs: Vec<LogitNeed>,
 }
 
 impl MockInference {
@@ -53,6 +55,7 @@ impl MockInference {
             fail_encode: None,
             reorders: Vec::new(),
             batches: Vec::new(),
+            needs: Vec::new(),
         }
     }
 
@@ -128,6 +131,10 @@ impl Inference for MockInference {
 
     fn reset(&mut self) {
         self.seqs = vec![Vec::new()];
+    }
+
+    fn set_logit_need(&mut self, need: &LogitNeed) {
+        self.needs.push(need.clone());
     }
 
     fn decode(

@@ -12,7 +12,7 @@ mod weights;
 
 pub use calibrate::{Calibration, InputStats};
 pub use session::{check_decode_input, Session};
-pub use sotto_compute::ComputeError;
+pub use sotto_compute::{ComputeError, VocabTop};
 pub use sotto_formats::Hparams;
 
 use std::path::PathBuf;
@@ -129,6 +129,10 @@ pub enum EncoderPrecision {
 pub struct LoadOptions {
     /// Default [`EncoderPrecision::Auto`].
     pub encoder: EncoderPrecision,
+    /// Keep the vocabulary projection of f16 Whisper files as f16 tiles, every logit
+    /// computed from the f16 rows, instead of screened q8_0 planes (see
+    /// `sotto_compute::VocabWeights` and [`Session::set_logit_need`]). Default false.
+    pub exact_logits: bool,
 }
 
 /// Whether this CPU runs the bf16 encoder levels: AVX-512 BF16.
@@ -145,6 +149,7 @@ impl LoadOptions {
     /// Every weight and activation in f32 or the file's precision: the reference path.
     pub const F32: LoadOptions = LoadOptions {
         encoder: EncoderPrecision::F32,
+        exact_logits: true,
     };
 }
 

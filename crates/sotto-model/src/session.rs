@@ -71,6 +71,8 @@ pub struct Session {
     cross: Vec<PackedKv>,
     kv: KvCache,
     dec: DecBuffers,
+    /// The logits the searches need in full (see [`Session::set_logit_need`]); None: all.
+    top: Option<sotto_compute::VocabTop>,
 }
 
 impl std::fmt::Debug for Session {
@@ -157,12 +159,24 @@ impl Session {
             cross,
             kv: KvCache::new(h.n_text_layer, h.n_text_ctx, dt),
             dec: DecBuffers::default(),
+            top: None,
             model,
         })
     }
 
     pub fn model(&self) -> &Arc<Whisper> {
         &self.model
+    }
+
+    /// Which logits later `decode`/`decode_batch` calls must give in full: with a
+    /// [`sotto_compute::VocabTop`], the vocabulary projection is screened and only the k
+    /// best text tokens (not counting the excluded ones), every token from its `text_end`
+    /// on, and any that might rank among them are computed in full; the rest keep values
+    /// that rank below those, within a small bound (see `sotto_compute::VocabWeights`).
+    /// `None` (the default) computes every logit. Only models loaded with a screened
+    /// vocabulary (f16 Whisper files on x86-64, `LoadOptions::exact_logits` off) screen.
+    pub fn set_logit_need(&mut self, top: Option<sotto_compute::VocabTop>) {
+        self.top = top;
     }
 
     /// Shows `probe` the input of every later linear product (calibration, see
@@ -455,8 +469,8 @@ impl Session {
         logits: &mut [f32],
     ) -> Result<(), ModelError> {
         let (model, be, b, kv) = (&*self.model, &self.be, &mut self.dec, &mut self.kv);
-        let cross_kv = &self.cross[..];
-        be.install(|| decoder_step(model, be, b, kv, cross_kv, tokens, batch, rows, logits))
+        let (cross_kv, top) = (&self.cross[..], self.top.as_ref());
+        be.install(|| decoder_step(model, be, b, kv, cross_kv, top, tokens, batch, rows, logits))
     }
 }
 
@@ -468,6 +482,7 @@ fn decoder_step(
     b: &mut DecBuffers,
     kv: &mut KvCache,
     cross_kv: &[PackedKv],
+    top: Option<&sotto_compute::VocabTop>,
     tokens: &[u32],
     batch: usize,
     rows: &[usize],
@@ -530,7 +545,7 @@ fn decoder_step(
         out.copy_from_slice(&b.x[r * d..(r + 1) * d]);
     }
     be.layer_norm(&b.sel, &dec.ln, &mut b.normed)?;
-    be.linear(&b.normed, rows.len(), &dec.token_embedding, logits)?;
+    be.vocab_logits(&b.normed, rows.len(), &dec.token_embedding, top, logits)?;
     Ok(())
 }
 

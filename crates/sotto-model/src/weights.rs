@@ -21,6 +21,8 @@ struct Loader<'a> {
     /// How encoder-only weights are packed for the many-row GEMMs (the encoder precision
     /// this CPU runs, [`crate::LoadOptions::encoder`]).
     precision: EncoderPrecision,
+    /// [`crate::LoadOptions::exact_logits`].
+    exact_logits: bool,
 }
 
 fn quant_type(d: DType) -> Option<QuantType> {
@@ -196,6 +198,30 @@ impl<'a> Loader<'a> {
         Linear::new(weight, bias, n_out, n_in).map_err(|e| self.err(&wname, e.to_string()))
     }
 
+    /// The token embedding, which is also the vocabulary projection: screened (see
+    /// `sotto_compute::VocabWeights`) for a Whisper vocabulary unless `exact_logits`.
+    fn vocab(&self, prefix: &str, n_out: usize, n_in: usize) -> Result<Linear, ModelError> {
+        let wname = format!("{prefix}.weight");
+        let t = self.get(&wname, &[n_out, n_in])?;
+        if let (Some(n_text), DType::F16, false) = (text_tokens(n_out), t.dtype, self.exact_logits)
+        {
+            // Straight from the file's bytes: no f16 copy of the 51 864 rows.
+            if let Some(w) = Weight::vocab_from_f16_bytes(t.data.as_bytes(), n_out, n_in, n_text) {
+                let w = w.map_err(|e| self.err(&wname, e.to_string()));
+                t.data.release();
+                return Linear::new(w?, None, n_out, n_in)
+                    .map_err(|e| self.err(&wname, e.to_string()));
+            }
+        }
+        let weight = self.weight(&wname, &[n_out, n_in], false)?;
+        let weight = match text_tokens(n_out) {
+            Some(n_text) if !self.exact_logits => weight.for_vocab(n_out, n_in, n_text),
+            _ => weight.for_decoding(n_out, n_in),
+        }
+        .map_err(|e| self.err(&wname, e.to_string()))?;
+        Linear::new(weight, None, n_out, n_in).map_err(|e| self.err(&wname, e.to_string()))
+    }
+
     /// An encoder-only weight packed for the GEMM of this load's precision.
     fn for_gemm(
         &self,
@@ -264,6 +290,17 @@ fn encoder_only(prefix: &str) -> bool {
     prefix.starts_with("encoder.")
         || prefix.ends_with("cross_attn.key")
         || prefix.ends_with("cross_attn.value")
+}
+
+/// The ordinary (text) tokens of a Whisper vocabulary of `n_vocab` tokens, which come
+/// first: all but the 1 608 special and timestamp ones of English-only models, one more
+/// of those (a language) in every multilingual one. None for other vocabularies.
+fn text_tokens(n_vocab: usize) -> Option<usize> {
+    match n_vocab {
+        51864 => Some(50256),
+        n if n > 51864 => Some(50257),
+        _ => None,
+    }
 }
 
 /// Weights under `prefix` that multiply the few rows of a decoder step (everything in the
@@ -335,6 +372,7 @@ pub(crate) fn build(f: &WhisperFile, opts: crate::LoadOptions) -> Result<Whisper
         f,
         widen: enc_params <= WIDEN_MAX_PARAMS,
         precision,
+        exact_logits: opts.exact_logits,
     };
     let (da, dt) = (h.n_audio_state, h.n_text_state);
     // Converting and re-laying out the weights is most of a load: layers in parallel.
@@ -356,7 +394,7 @@ pub(crate) fn build(f: &WhisperFile, opts: crate::LoadOptions) -> Result<Whisper
         },
         || -> Result<Decoder, ModelError> {
             Ok(Decoder {
-                token_embedding: l.linear("decoder.token_embedding", h.n_vocab, dt, false)?,
+                token_embedding: l.vocab("decoder.token_embedding", h.n_vocab, dt)?,
                 pos: l.vector("decoder.positional_embedding", h.n_text_ctx * dt)?,
                 blocks: blocks("decoder", h.n_text_layer, dt, Some(da))?,
                 ln: l.norm("decoder.ln", dt)?,

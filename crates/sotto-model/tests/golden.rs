@@ -171,7 +171,10 @@ fn tiny_en_greedy_matches_ctranslate2() {
 fn check_fast(name: &str, encoder: sotto_model::EncoderPrecision) {
     let g = golden();
     let file = sotto_formats::load(&sotto_testdata::model_dir(name)).unwrap();
-    let opts = sotto_model::LoadOptions { encoder };
+    let opts = sotto_model::LoadOptions {
+        encoder,
+        exact_logits: false,
+    };
     let model = Arc::new(Whisper::from_file_with(&file, opts).unwrap());
     let ran = model.encoder_precision();
     let mut s = Session::new(model, 2).unwrap();
@@ -207,4 +210,70 @@ fn base_fast_encoders_stay_close() {
     check_fast("base", sotto_model::EncoderPrecision::Bf16);
     check_fast("base", sotto_model::EncoderPrecision::Bf16Fast);
     check_fast("base", sotto_model::EncoderPrecision::Int8);
+}
+
+/// The screened vocabulary (`sotto_compute::VocabWeights`) on real weights and audio,
+/// along a greedy decode: every logit of its full product stays within 2e-3 of the f16
+/// rows' (the two q8_0 planes and the split input), and a screened step asking for the k
+/// best gives those k (and every special token) as its full product does, and the rest
+/// below them.
+fn check_screened_vocabulary(name: &str) {
+    let g = golden();
+    let file = sotto_formats::load(&sotto_testdata::model_dir(name)).unwrap();
+    let load = |exact_logits| {
+        let opts = sotto_model::LoadOptions {
+            encoder: sotto_model::EncoderPrecision::F32,
+            exact_logits,
+        };
+        let mut s =
+            Session::new(Arc::new(Whisper::from_file_with(&file, opts).unwrap()), 2).unwrap();
+        s.encode(&g.mel).unwrap();
+        s
+    };
+    let (mut exact, mut full, mut screened) = (load(true), load(false), load(false));
+    let n = exact.model().hparams().n_vocab;
+    let eot = if n > 51864 { 50257 } else { 50256 };
+    let k = 12;
+    screened.set_logit_need(Some(sotto_model::VocabTop::new(k, eot, &[])));
+    let (mut le, mut lf, mut ls) = (vec![0f32; n], vec![0f32; n], vec![0f32; n]);
+    let mut input = prompt(&g, name);
+    let mut worst = 0f32;
+    for _ in 0..12 {
+        let row = [input.len() - 1];
+        exact.decode(&input, &row, &mut le).unwrap();
+        full.decode(&input, &row, &mut lf).unwrap();
+        screened.decode(&input, &row, &mut ls).unwrap();
+        worst = worst.max(max_abs_diff(&le, &lf));
+        let best = top_k(&lf[..eot], k);
+        for &t in best.iter().chain(&(eot..n).collect::<Vec<_>>()) {
+            assert!(
+                (ls[t] - lf[t]).abs() < 1e-4,
+                "{name}: token {t}: {} vs {}",
+                ls[t],
+                lf[t]
+            );
+        }
+        let kth = lf[best[k - 1]];
+        assert!(ls[..eot]
+            .iter()
+            .enumerate()
+            .all(|(t, &v)| best.contains(&t) || v <= kth + 1e-4));
+        assert_eq!(top_k(&ls, 1), top_k(&le, 1), "{name}: argmax");
+        input = vec![top_k(&ls, 1)[0] as u32];
+        if input[0] as usize == eot {
+            break;
+        }
+    }
+    eprintln!("{name}: screened vocabulary, full product max|diff| to f16 {worst:.2e}");
+    assert!(worst < 2e-3, "{name}: {worst}");
+}
+
+#[test]
+fn tiny_en_screened_vocabulary_keeps_the_best_tokens() {
+    check_screened_vocabulary("tiny.en");
+}
+
+#[test]
+fn base_screened_vocabulary_keeps_the_best_tokens() {
+    check_screened_vocabulary("base");
 }

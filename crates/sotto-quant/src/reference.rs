@@ -127,27 +127,59 @@ fn q5_1(x: &[f32], y: &mut [u8]) {
     y[4..8].copy_from_slice(&qh.to_le_bytes());
 }
 
+/// `roundf` (halves away from zero, as `f32::round`) for |x| < 2^23, in a form that
+/// vectorizes: adding the largest f32 below ½ rounds x + ½ up exactly when x's fraction
+/// is ½ or more.
+#[inline(always)]
+fn round_away(x: f32) -> f32 {
+    (x + 0.49999997f32.copysign(x)).trunc()
+}
+
+/// The largest |x|, NaN ignored as `f32::max` ignores it, as an integer max over the
+/// bit patterns (non-negative floats order as their bits), which vectorizes.
+#[inline(always)]
+fn abs_max(x: &[f32]) -> f32 {
+    let bits = x
+        .iter()
+        .map(|v| {
+            let b = v.to_bits() & 0x7fff_ffff;
+            if b > 0x7f80_0000 {
+                0
+            } else {
+                b
+            }
+        })
+        .fold(0u32, u32::max);
+    f32::from_bits(bits)
+}
+
+/// `x as i8` (saturating, NaN to 0) through i32, which vectorizes where a direct
+/// float-to-i8 cast is done one lane at a time.
+#[inline(always)]
+fn to_i8(x: f32) -> i8 {
+    x.clamp(-128.0, 127.0) as i32 as i8
+}
+
 #[inline(always)]
 pub(crate) fn q8_0(x: &[f32], y: &mut [u8]) {
-    let amax = x.iter().fold(0.0f32, |a, v| a.max(v.abs()));
+    let amax = abs_max(x);
     let d = amax / 127.0;
     let id = inverse(d);
     put_f16(y, 0, d);
     for (q, &v) in y[2..34].iter_mut().zip(x) {
-        // `roundf`: halves away from zero, as f32::round.
-        *q = (v * id).round() as i8 as u8;
+        *q = to_i8(round_away(v * id)) as u8;
     }
 }
 
 #[inline(always)]
 pub(crate) fn q8_1(x: &[f32], y: &mut [u8]) {
-    let amax = x.iter().fold(0.0f32, |a, v| a.max(v.abs()));
+    let amax = abs_max(x);
     let d = amax / 127.0;
     let id = inverse(d);
     put_f16(y, 0, d);
     let mut sum = 0i32;
     for (q, &v) in y[4..36].iter_mut().zip(x) {
-        let r = (v * id).round() as i8;
+        let r = to_i8(round_away(v * id));
         sum += i32::from(r);
         *q = r as u8;
     }

@@ -24,6 +24,8 @@
 
 use std::ops::Range;
 
+use rayon::prelude::*;
+
 use half::f16;
 
 use crate::{reference, Isa, QuantType};
@@ -89,12 +91,18 @@ impl QuantTiles {
             n_in,
         };
         let (bb, gbb) = (t.block_bytes(), tiles.group_block_bytes());
-        for (r, row) in rows.chunks_exact(rb.max(1)).enumerate() {
-            let group = &mut tiles.data[r / R * R * rb..][..R * rb];
-            for (b, src) in row.chunks_exact(bb).enumerate() {
-                scatter(t, src, &mut group[b * gbb..(b + 1) * gbb], r % R);
-            }
-        }
+        // Groups in parallel: a vocabulary's worth (~28 MB) regroups at load.
+        tiles
+            .data
+            .par_chunks_mut(R * rb)
+            .zip(rows.par_chunks(R * rb))
+            .for_each(|(group, src_rows)| {
+                for (l, row) in src_rows.chunks_exact(rb).enumerate() {
+                    for (b, src) in row.chunks_exact(bb).enumerate() {
+                        scatter(t, src, &mut group[b * gbb..(b + 1) * gbb], l);
+                    }
+                }
+            });
         tiles
     }
 
@@ -142,6 +150,34 @@ impl QuantTiles {
         }
     }
 
+    /// Row `r` as f32 (`out.len() == n_in`), as [`QuantTiles::read_f32`] gives it; q8_0
+    /// rows straight from the group layout (a screened vocabulary recomputes a few hundred
+    /// rows per decoder step this way). Panics when `r ≥ n_out` or `out` has another length.
+    pub fn row_f32(&self, r: usize, out: &mut [f32]) {
+        assert!(
+            r < self.n_out && out.len() == self.n_in,
+            "row_f32: row {r} of {}, {} values for {}",
+            self.n_out,
+            out.len(),
+            self.n_in
+        );
+        if self.t != QuantType::Q8_0 {
+            return self.read_f32(r * self.n_in, out);
+        }
+        let (gbb, l) = (self.group_block_bytes(), r % R);
+        let (_, _, qs) = parts(self.t);
+        let group = &self.data[r / R * self.group_bytes()..][..self.group_bytes()];
+        for (blk, ob) in group.chunks_exact(gbb).zip(out.chunks_exact_mut(QK)) {
+            let d = reference::f16_at(blk, 2 * l);
+            for (c, o4) in ob.chunks_exact_mut(4).enumerate() {
+                let at = qs + 64 * c + 4 * l;
+                for (o, &b) in o4.iter_mut().zip(&blk[at..at + 4]) {
+                    *o = f32::from((b ^ 0x80) as i8) * d;
+                }
+            }
+        }
+    }
+
     /// Copies logical (row-major) elements `start..start + out.len()` into `out` as f32,
     /// each exactly what [`crate::dequantize_row`] gives for the original row. Touches only
     /// the rows in the range. Panics when the range passes the end.
@@ -178,6 +214,15 @@ impl QuantTiles {
 
 /// Puts ggml block `src` as row `l` of the group block `dst`.
 fn scatter(t: QuantType, src: &[u8], dst: &mut [u8], l: usize) {
+    if t == QuantType::Q8_0 {
+        // The common case at load (a vocabulary's two planes): four bytes at a time.
+        dst[2 * l..2 * l + 2].copy_from_slice(&src[..2]);
+        for (c, s4) in src[2..34].chunks_exact(4).enumerate() {
+            let w = u32::from_le_bytes([s4[0], s4[1], s4[2], s4[3]]) ^ 0x8080_8080;
+            dst[32 + 64 * c + 4 * l..][..4].copy_from_slice(&w.to_le_bytes());
+        }
+        return;
+    }
     let (m, qh, qs) = parts(t);
     let (gm, gqh, gqs) = ggml_parts(t);
     dst[2 * l..2 * l + 2].copy_from_slice(&src[..2]);
@@ -343,6 +388,25 @@ impl QuantActs {
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn fill_avx2(&mut self, at: QuantType, x: &[f32]) {
         self.fill(at, x)
+    }
+
+    /// Input row `i` as the kernels see it: each block's codes times its scale.
+    /// Panics unless `i < m` and `out.len() == k`.
+    pub fn dequantize(&self, i: usize, out: &mut [f32]) {
+        assert!(
+            i < self.m && out.len() == self.k,
+            "QuantActs::dequantize: row {i} of {}, {} values for {}",
+            self.m,
+            out.len(),
+            self.k
+        );
+        for (b, ob) in out.chunks_exact_mut(QK).enumerate() {
+            let e = b * self.m + i;
+            let d = self.d[e];
+            for (o, &q) in ob.iter_mut().zip(&self.q[e * QK..(e + 1) * QK]) {
+                *o = f32::from(q) * d;
+            }
+        }
     }
 
     /// Input rows.

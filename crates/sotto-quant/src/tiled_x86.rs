@@ -271,7 +271,9 @@ pub(crate) unsafe fn matmul(
 ) {
     let nb = k / QK;
     let ng = data.len() / (GROUP_ROWS * t.row_bytes(k));
-    let (w, max_pass) = (data.as_ptr(), if vnni { 8 } else { 4 });
+    // Ten rows (twenty VNNI accumulators) still fit the 32 registers: five beams with
+    // split activations (see `sotto_compute`'s screened vocabulary) in one pass.
+    let (w, max_pass) = (data.as_ptr(), if vnni { 10 } else { 4 });
     let mut i0 = 0;
     while i0 < acts.m() {
         let g = (acts.m() - i0).min(max_pass);
@@ -291,7 +293,7 @@ pub(crate) unsafe fn matmul(
                     kernel_vnni,
                     t,
                     g,
-                    [1, 2, 3, 4, 5, 6, 7, 8],
+                    [1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
                     (w, ng, nb, a, o, ldo)
                 );
             } else {

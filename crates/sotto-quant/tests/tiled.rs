@@ -137,7 +137,8 @@ fn every_path_matches_the_oracle_and_vec_dot() {
             let ab = t.activation_type().row_bytes(k);
             let ng = w.groups();
             let deq = dequantized(t, &q, n, k);
-            for m in 1..=8 {
+            // Up to 10 rows run in one VNNI pass; 11 takes a second.
+            for m in 1..=11 {
                 let x = data(m * k, (7 * m + k) as u32, 3.0);
                 let mut acts = QuantActs::new();
                 acts.quantize(t, &x, m, k);
@@ -224,4 +225,37 @@ fn activations_for_another_type_panic() {
     let mut acts = QuantActs::new();
     acts.quantize(QuantType::Q4_1, &[0.0; 32], 1, 32);
     tiled_matmul(Isa::Scalar, &w, 0..1, &acts, &mut [0.0; 16], 16);
+}
+
+#[test]
+fn dequantized_activations_are_what_the_kernels_multiply() {
+    let (m, k) = (3, 96);
+    let x = data(m * k, 11, 5.0);
+    for t in QuantType::WEIGHTS {
+        let mut acts = QuantActs::new();
+        acts.quantize(t, &x, m, k);
+        let at = t.activation_type();
+        let mut bytes = vec![0u8; at.row_bytes(k)];
+        let (mut got, mut want) = (vec![0f32; k], vec![0f32; k]);
+        for i in 0..m {
+            quantize_activations(t, &x[i * k..(i + 1) * k], &mut bytes);
+            dequantize_row(at, &bytes, &mut want);
+            acts.dequantize(i, &mut got);
+            assert_eq!(got, want, "{t} row {i}");
+        }
+    }
+}
+
+#[test]
+fn whole_rows_read_as_read_f32_gives_them() {
+    let (n, k) = (37, 96);
+    for t in QuantType::WEIGHTS {
+        let w = QuantTiles::new(t, &rows(t, n, k, 5), n, k);
+        let (mut a, mut b) = (vec![0f32; k], vec![0f32; k]);
+        for r in 0..n {
+            w.row_f32(r, &mut a);
+            w.read_f32(r * k, &mut b);
+            assert_eq!(a, b, "{t} row {r}");
+        }
+    }
 }

@@ -32,6 +32,10 @@ pub trait Forward: Send {
     ) -> Result<(), BoxError>;
     /// Makes sequence `i` a copy of sequence `src[i]`.
     fn reorder(&mut self, src: &[usize]) -> Result<(), BoxError>;
+    /// Which logits later decoder calls must give in full (see
+    /// [`sotto_decode::Inference::set_logit_need`]); devices that always compute them all
+    /// ignore it.
+    fn set_logit_need(&mut self, _need: &sotto_decode::LogitNeed) {}
     /// Cross-attention scores of the alignment `heads` for `tokens` decoded from scratch;
     /// see `sotto_model::Session::align`. Devices without it say so.
     fn align(
@@ -87,6 +91,18 @@ macro_rules! delegate_forward {
 
 impl Forward for sotto_model::Session {
     delegate_forward!(sotto_model::Session);
+
+    fn set_logit_need(&mut self, need: &sotto_decode::LogitNeed) {
+        let top = match need {
+            sotto_decode::LogitNeed::All => None,
+            sotto_decode::LogitNeed::Top {
+                top,
+                text_end,
+                never,
+            } => Some(sotto_model::VocabTop::new(*top, *text_end as usize, never)),
+        };
+        sotto_model::Session::set_logit_need(self, top);
+    }
 
     fn align(
         &mut self,

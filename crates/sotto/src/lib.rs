@@ -29,7 +29,7 @@ pub use sotto_audio as audio;
 #[cfg(feature = "cuda")]
 pub use sotto_cuda as cuda;
 pub use sotto_decode::{
-    LanguageDetection, Segment, Task, Tokenizer, TranscribeOptions, Transcript, Word,
+    LanguageDetection, LogitNeed, Segment, Task, Tokenizer, TranscribeOptions, Transcript, Word,
     APPEND_PUNCTUATIONS, PREPEND_PUNCTUATIONS,
 };
 pub use sotto_formats as formats;
@@ -468,6 +468,10 @@ impl sotto_decode::Inference for TimedInference<'_> {
 
     fn reset(&mut self) {
         self.session.reset_text();
+    }
+
+    fn set_logit_need(&mut self, need: &sotto_decode::LogitNeed) {
+        self.session.set_logit_need(need);
     }
 
     fn decode(
