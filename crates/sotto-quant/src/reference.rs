@@ -153,11 +153,18 @@ fn abs_max(x: &[f32]) -> f32 {
     f32::from_bits(bits)
 }
 
-/// `x as i8` (saturating, NaN to 0) through i32, which vectorizes where a direct
-/// float-to-i8 cast is done one lane at a time.
+/// `x as i8` (saturating, NaN to 0) for a rounded (integer-valued) x, read from the low
+/// bits of x + 1.5·2^23 (exact for integers that small): integer ops that vectorize,
+/// where a float-to-int cast checks every lane.
 #[inline(always)]
 fn to_i8(x: f32) -> i8 {
-    x.clamp(-128.0, 127.0) as i32 as i8
+    const MAGIC: f32 = 12_582_912.0;
+    let c = x.clamp(-128.0, 127.0);
+    if c.is_nan() {
+        0
+    } else {
+        (c + MAGIC).to_bits().wrapping_sub(MAGIC.to_bits()) as i8
+    }
 }
 
 #[inline(always)]

@@ -110,89 +110,24 @@ pub fn matmul_t(isa: Isa, x: &[f32], m: usize, k: usize, w: WRows<'_>, out_t: &m
     dispatch!(isa, matmul_t(x, m, k, w, out_t))
 }
 
-/// `w` (whole blocks of 32) as q8_0 blocks in ggml's byte layout (an f16 scale, 32
-/// codes): each block's scale its largest |value| / 127 in f16, codes rounded (ties to
-/// even) against that f16 scale; NaN counts as 0 in the scale. Not ggml's bytes to the bit: an internal
-/// format (the screened vocabulary's planes), quantized ~50M values per load, so the
-/// same Rust is compiled for wider vectors where the CPU has them.
-pub fn quantize_q8(isa: Isa, w: &[f32], out: &mut [u8]) {
-    assert!(
-        w.len().is_multiple_of(32) && out.len() == w.len() / 32 * 34,
-        "quantize_q8: {} values into {} bytes",
-        w.len(),
-        out.len()
-    );
-    // 64 blocks at a time: their scales, rounded to f16 by the SIMD converter, then codes.
-    let (mut d, mut dh) = ([0f32; 64], [f16::ZERO; 64]);
-    for (wc, oc) in w.chunks(64 * 32).zip(out.chunks_mut(64 * 34)) {
-        let nb = wc.len() / 32;
-        let (d, dh) = (&mut d[..nb], &mut dh[..nb]);
-        q8_dispatch!(isa, q8_scales(wc, d));
-        f32_to_f16(isa, d, dh);
-        q8_dispatch!(isa, q8_codes(wc, dh, oc));
-    }
-}
-
 /// Calls `$f` compiled for the widest vectors `isa` allows.
-macro_rules! q8_dispatch {
+macro_rules! wide_dispatch {
     ($isa:expr, $f:ident($($arg:expr),*)) => {
         match checked($isa) {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: `checked` returned Avx512, so the CPU has AVX-512 F/BW/VL, AVX2, FMA, F16C.
-            Isa::Avx512 => unsafe { q8_wide::avx512::$f($($arg),*) },
+            Isa::Avx512 => unsafe { wide::avx512::$f($($arg),*) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: `checked` returned Avx2, so the CPU has AVX2, FMA and F16C.
-            Isa::Avx2 => unsafe { q8_wide::avx2::$f($($arg),*) },
-            _ => q8_wide::$f($($arg),*),
+            Isa::Avx2 => unsafe { wide::avx2::$f($($arg),*) },
+            _ => wide::$f($($arg),*),
         }
     };
 }
-use q8_dispatch;
 
-/// The q8 quantizer's and the vocabulary screen's loops, plain and (on x86-64) compiled
-/// for AVX2 and AVX-512.
-mod q8_wide {
-    use half::f16;
-
-    /// Each 32-value block's largest |value| / 127; NaN counts as 0.
-    #[inline(always)]
-    pub(super) fn q8_scales(w: &[f32], d: &mut [f32]) {
-        for (db, wb) in d.iter_mut().zip(w.chunks_exact(32)) {
-            // Non-negative floats order as their bits.
-            let bits = wb
-                .iter()
-                .map(|v| {
-                    let b = v.to_bits() & 0x7fff_ffff;
-                    if b > 0x7f80_0000 {
-                        0
-                    } else {
-                        b
-                    }
-                })
-                .fold(0u32, u32::max);
-            *db = f32::from_bits(bits) / 127.0;
-        }
-    }
-
-    /// The blocks' bytes: the f16 scale, then each value rounded against it.
-    #[inline(always)]
-    pub(super) fn q8_codes(w: &[f32], dh: &[f16], out: &mut [u8]) {
-        // Adding 1.5·2^23 to |x| < 2^22 rounds it to an integer (ties to even) held in the
-        // low mantissa bits: integer ops from there, which vectorize where a float-to-int
-        // cast checks every lane. A NaN value gets some code (its payload's low bits).
-        const MAGIC: f32 = 12_582_912.0;
-        const MAGIC_BITS: u32 = 0x4B40_0000;
-        for ((ob, wb), d) in out.chunks_exact_mut(34).zip(w.chunks_exact(32)).zip(dh) {
-            ob[..2].copy_from_slice(&d.to_le_bytes());
-            let dv = d.to_f32();
-            let id = if dv > 0.0 { 1.0 / dv } else { 0.0 };
-            for (q, &v) in ob[2..].iter_mut().zip(wb) {
-                let x = (v * id).clamp(-127.0, 127.0);
-                *q = (x + MAGIC).to_bits().wrapping_sub(MAGIC_BITS) as u8;
-            }
-        }
-    }
-
+/// The vocabulary screen's loops, plain and (on x86-64) the same Rust compiled for AVX2
+/// and AVX-512.
+mod wide {
     /// [`super::screen_floor`] for k > 0, the k best so far kept ascending in `best`.
     #[inline(always)]
     pub(super) fn screen_floor(
@@ -264,8 +199,6 @@ mod q8_wide {
         ($name:ident, $feat:literal) => {
             #[cfg(target_arch = "x86_64")]
             pub(super) mod $name {
-                use half::f16;
-
                 #[target_feature(enable = $feat)]
                 pub(in super::super) unsafe fn screen_floor(
                     s: &[f32],
@@ -288,16 +221,6 @@ mod q8_wide {
                 ) {
                     super::screen_reach(s, c, xn, tau, out)
                 }
-
-                #[target_feature(enable = $feat)]
-                pub(in super::super) unsafe fn q8_scales(w: &[f32], d: &mut [f32]) {
-                    super::q8_scales(w, d)
-                }
-
-                #[target_feature(enable = $feat)]
-                pub(in super::super) unsafe fn q8_codes(w: &[f32], dh: &[f16], out: &mut [u8]) {
-                    super::q8_codes(w, dh, out)
-                }
             }
         };
     }
@@ -314,13 +237,13 @@ pub fn screen_floor(isa: Isa, s: &[f32], c: &[f32], xn: f32, k: usize, excluded:
         return f32::INFINITY;
     }
     let mut best = Vec::with_capacity(k + 1);
-    q8_dispatch!(isa, screen_floor(s, c, xn, k, excluded, &mut best))
+    wide_dispatch!(isa, screen_floor(s, c, xn, k, excluded, &mut best))
 }
 
 /// Appends to `out` every row r whose upper bound `s_r + c_r·xn` reaches `tau` (or is NaN).
 pub fn screen_reach(isa: Isa, s: &[f32], c: &[f32], xn: f32, tau: f32, out: &mut Vec<u32>) {
     assert_eq!(s.len(), c.len(), "screen_reach: lengths differ");
-    q8_dispatch!(isa, screen_reach(s, c, xn, tau, out))
+    wide_dispatch!(isa, screen_reach(s, c, xn, tau, out))
 }
 
 /// `out[i·(tiles·TILE_ROWS) + r] = x_i · w_r` for every row r of whole [`crate::F16Tiles`]
