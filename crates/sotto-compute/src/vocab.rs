@@ -29,6 +29,9 @@ use crate::{shape_err, CpuBackend, Linear, OutPtr, Result, Weight};
 /// dozen exactly summed integer block dots times f32 scales, and the recomputation sums
 /// n_in f32 products, each erring by far less than 1e-6 of `Σ|w'_i x̃_i|`.
 const SUM_SLACK: f32 = 1e-5;
+/// Input rows per pass of the full product: their 10 split rows are one pass of the VNNI
+/// kernel, so 5 sampled candidates read each plane once.
+const EXACT_PASS: usize = 5;
 /// Groups per local output block of the kernels (at most 2 · SMALL_M split rows).
 const LOCAL_GROUPS: usize = 8;
 
@@ -392,14 +395,14 @@ impl CpuBackend {
     }
 
     /// [`CpuBackend::linear`] for [`VocabWeights`]: every row in full, both planes against
-    /// at most SMALL_M / 2 input rows per pass, then the f16 tail.
+    /// at most [`EXACT_PASS`] input rows per pass, then the f16 tail.
     pub(crate) fn vocab_exact(&self, x: &[f32], m: usize, v: &VocabWeights, out: &mut [f32]) {
         let (k, n) = (v.n_in, v.n_out);
         let mut acts = SPLIT.with(Cell::take);
         let mut tilde = Vec::new();
-        let mut part = vec![0f32; (SMALL_M / 2) * n];
-        for i0 in (0..m).step_by(SMALL_M / 2) {
-            let g = (m - i0).min(SMALL_M / 2);
+        let mut part = vec![0f32; EXACT_PASS * n];
+        for i0 in (0..m).step_by(EXACT_PASS) {
+            let g = (m - i0).min(EXACT_PASS);
             split(&x[i0 * k..(i0 + g) * k], g, k, &mut acts, &mut tilde);
             let o = &mut part[..g * n];
             self.planes(v, &acts, g, true, o);
