@@ -240,6 +240,23 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
         long_prompt.len()
     );
 
+    // Best-of-5 sampling (the temperature fallback) reads every logit.
+    raw.set_logit_need(&sotto::LogitNeed::All);
+    let per_sample_step = measure(args.runs, || {
+        raw.reset_text();
+        dev(raw.decode(&prompt, &[0], &mut logits))?;
+        dev(raw.reorder(&[0; 5]))?;
+        let t = Instant::now();
+        for _ in 0..steps {
+            dev(raw.decode_batch(&tokens, beams, &mut batch_logits))?;
+        }
+        Ok(t.elapsed() / steps as u32)
+    })?;
+    println!(
+        "decoder / step    {:9.2} ms  (batch {beams}, every logit: best-of-{beams} sampling)",
+        ms(per_sample_step)
+    );
+
     if let Some(file) = &args.file {
         let audio = sotto::audio::load_16k_mono(&file.to_string_lossy())?;
         let duration = audio.len() as f64 / sotto::audio::SAMPLE_RATE as f64;

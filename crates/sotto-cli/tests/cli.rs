@@ -394,6 +394,7 @@ fn bench_prints_every_figure() {
         "(batch 1)",
         "(batch 5: ",
         "(batch 5 after a 102-token prompt)",
+        "(batch 5, every logit: best-of-5 sampling)",
         "peak RSS",
     ] {
         assert!(out.contains(figure), "{figure} missing from:\n{out}");
