@@ -20,7 +20,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "int8" => P::Int8,
         _ => P::Auto,
     };
-    let opts = sotto::LoadOptions { encoder };
+    // The reference distributions come from the f16 rows themselves (no screened
+    // vocabulary; quantized files are not screened anyway).
+    let opts = sotto::LoadOptions {
+        encoder,
+        exact_logits: true,
+    };
     let m = sotto::Model::load_with(Path::new(model), sotto::Device::Cpu, opts)?;
     let hp = *m.hparams();
     let tok = m.tokenizer();
