@@ -232,19 +232,23 @@ impl VocabWeights {
 pub struct VocabTop {
     k: usize,
     text_end: usize,
-    /// Bit r set: row r is excluded. Shape: [text_end.div_ceil(64)]
+    /// Bit r set: row r is excluded (rows past its end are not).
     excluded: Vec<u64>,
 }
 
 impl VocabTop {
     /// `excluded` ids at or past `text_end` are ignored (those rows are exact anyway).
     pub fn new(k: usize, text_end: usize, excluded: &[u32]) -> Self {
-        let mut bits = vec![0u64; text_end.div_ceil(64)];
-        for &id in excluded {
-            let id = id as usize;
-            if id < text_end {
-                bits[id / 64] |= 1 << (id % 64);
-            }
+        let kept = || {
+            excluded
+                .iter()
+                .map(|&id| id as usize)
+                .filter(|&id| id < text_end)
+        };
+        // Sized by the ids, not by text_end (which a caller may pass as large as it likes).
+        let mut bits = vec![0u64; kept().max().map_or(0, |m| m / 64 + 1)];
+        for id in kept() {
+            bits[id / 64] |= 1 << (id % 64);
         }
         VocabTop {
             k,
@@ -730,6 +734,15 @@ mod tests {
             let few = kernels::screen_floor(isa, &s[..3], &c[..3], xn, 5, &[]);
             assert_eq!(few, f32::NEG_INFINITY);
         }
+    }
+
+    #[test]
+    fn a_top_request_is_sized_by_its_exclusions() {
+        let top = VocabTop::new(3, usize::MAX, &[5, 70, 70]);
+        assert_eq!(top.excluded, vec![1 << 5, 1 << 6]);
+        let top = VocabTop::new(3, 60, &[5, 70]);
+        assert_eq!(top.excluded, vec![1 << 5]);
+        assert!(VocabTop::new(1, 100, &[]).excluded.is_empty());
     }
 
     #[test]
