@@ -57,6 +57,39 @@ fn default_output_has_timestamped_lines() {
         );
 }
 
+/// The screened vocabulary (the default for f16 files) and `--exact-logits` (the f16 rows)
+/// choose the same tokens and timestamps on jfk, greedy and beam 5, base and tiny.en.
+#[test]
+fn exact_logits_changes_no_choice_on_jfk() {
+    for (name, beams) in [("tiny.en", "1"), ("tiny.en", "5"), ("base", "5")] {
+        let run = |extra: &[&str]| {
+            let out = sotto()
+                .args([
+                    "transcribe",
+                    "-t",
+                    "2",
+                    "--beam-size",
+                    beams,
+                    "-l",
+                    "en",
+                    "-m",
+                ])
+                .arg(sotto_testdata::model_dir(name))
+                .args(extra)
+                .arg(jfk())
+                .assert()
+                .success()
+                .get_output()
+                .stdout
+                .clone();
+            String::from_utf8(out).unwrap()
+        };
+        let (screened, exact) = (run(&[]), run(&["--exact-logits"]));
+        assert!(screened.contains("ask not what your country"), "{screened}");
+        assert_eq!(screened, exact, "{name}, beam {beams}");
+    }
+}
+
 #[test]
 fn writes_json_and_srt_into_a_folder() {
     let model = sotto_testdata::model_dir("tiny.en");
