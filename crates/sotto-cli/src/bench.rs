@@ -196,21 +196,26 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
     })?;
     println!("decoder / token   {:9.2} ms  (batch 1)", ms(per_token));
 
-    // Five beams: the prompt once, broadcast, then one token per beam per step.
+    // Five beams: the prompt once, broadcast, then one token per beam per step. `prompt`'s
+    // last row gives the first logits; each figure is the time per step.
     let beams = 5;
     let tokens: Vec<u32> = (0..beams as u32).map(|b| 400 + b).collect();
     let mut batch_logits = vec![0f32; beams * hp.n_vocab];
-    raw.set_logit_need(&need(2 * beams));
-    let per_step = measure(args.runs, || {
-        raw.reset_text();
-        dev(raw.decode(&prompt, &[0], &mut logits))?;
-        dev(raw.reorder(&[0; 5]))?;
-        let t = Instant::now();
-        for _ in 0..steps {
-            dev(raw.decode_batch(&tokens, beams, &mut batch_logits))?;
-        }
-        Ok(t.elapsed() / steps as u32)
-    })?;
+    let mut batch_steps = |prompt: &[u32], need: &sotto::LogitNeed| {
+        raw.set_logit_need(need);
+        let steps = steps.min(hp.n_text_ctx.saturating_sub(prompt.len())).max(1);
+        measure(args.runs, || {
+            raw.reset_text();
+            dev(raw.decode(prompt, &[prompt.len() - 1], &mut logits))?;
+            dev(raw.reorder(&[0; 5]))?;
+            let t = Instant::now();
+            for _ in 0..steps {
+                dev(raw.decode_batch(&tokens, beams, &mut batch_logits))?;
+            }
+            Ok(t.elapsed() / steps as u32)
+        })
+    };
+    let per_step = batch_steps(&prompt, &need(2 * beams))?;
     println!(
         "decoder / step    {:9.2} ms  (batch {beams}: {:.2} ms per beam-token)",
         ms(per_step),
@@ -223,17 +228,7 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
         .chain((0..PREVIOUS_TEXT).map(|i| 400 + i as u32))
         .chain(std::iter::once(tok.sot()))
         .collect();
-    let steps_long = steps.min(hp.n_text_ctx.saturating_sub(long_prompt.len()));
-    let per_step_long = measure(args.runs, || {
-        raw.reset_text();
-        dev(raw.decode(&long_prompt, &[long_prompt.len() - 1], &mut logits))?;
-        dev(raw.reorder(&[0; 5]))?;
-        let t = Instant::now();
-        for _ in 0..steps_long {
-            dev(raw.decode_batch(&tokens, beams, &mut batch_logits))?;
-        }
-        Ok(t.elapsed() / steps_long.max(1) as u32)
-    })?;
+    let per_step_long = batch_steps(&long_prompt, &need(2 * beams))?;
     println!(
         "decoder / step    {:9.2} ms  (batch {beams} after a {}-token prompt)",
         ms(per_step_long),
@@ -241,17 +236,7 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
     );
 
     // Best-of-5 sampling (the temperature fallback) reads every logit.
-    raw.set_logit_need(&sotto::LogitNeed::All);
-    let per_sample_step = measure(args.runs, || {
-        raw.reset_text();
-        dev(raw.decode(&prompt, &[0], &mut logits))?;
-        dev(raw.reorder(&[0; 5]))?;
-        let t = Instant::now();
-        for _ in 0..steps {
-            dev(raw.decode_batch(&tokens, beams, &mut batch_logits))?;
-        }
-        Ok(t.elapsed() / steps as u32)
-    })?;
+    let per_sample_step = batch_steps(&prompt, &sotto::LogitNeed::All)?;
     println!(
         "decoder / step    {:9.2} ms  (batch {beams}, every logit: best-of-{beams} sampling)",
         ms(per_sample_step)

@@ -229,12 +229,7 @@ impl CpuBackend {
         if n * k * 2 <= INLINE_BYTES || self.threads() == 1 {
             run(0, n_tiles);
         } else {
-            let per = n_tiles.div_ceil(self.threads() * 4);
-            self.install(|| {
-                (0..n_tiles.div_ceil(per))
-                    .into_par_iter()
-                    .for_each(|c| run(c * per, ((c + 1) * per).min(n_tiles)))
-            });
+            self.in_runs(n_tiles, run);
         }
     }
 
@@ -274,12 +269,7 @@ impl CpuBackend {
         if q.data().len() <= INLINE_BYTES || self.threads() == 1 {
             run(0, n_groups);
         } else {
-            let per = n_groups.div_ceil(self.threads() * 4);
-            self.install(|| {
-                (0..n_groups.div_ceil(per))
-                    .into_par_iter()
-                    .for_each(|c| run(c * per, ((c + 1) * per).min(n_groups)))
-            });
+            self.in_runs(n_groups, run);
         }
         ACTS.with(|c| c.set(acts));
     }

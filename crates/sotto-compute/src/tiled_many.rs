@@ -59,7 +59,7 @@ impl CpuBackend {
                     unsafe { finish_block(isa, &mut buf, TILE_ROWS, rows, bias, gelu, dst, n) };
                 }
             };
-            return self.split(n_tiles, run);
+            return self.in_runs(n_tiles, run);
         }
         let run = |t0: usize, t1: usize| {
             let mut buf = [0.0f32; ROW_CHUNK * TILE_ROWS];
@@ -79,7 +79,7 @@ impl CpuBackend {
                 }
             }
         };
-        self.split(n_tiles, run);
+        self.in_runs(n_tiles, run);
     }
 
     /// As [`CpuBackend::many_rows_tiled`] for quantized tiles: each row chunk's activations
@@ -124,14 +124,14 @@ impl CpuBackend {
                 }
             }
         };
-        self.split(n_groups, run);
+        self.in_runs(n_groups, run);
         CHUNK_ACTS.with(|c| *c.borrow_mut() = acts);
     }
 
     /// Runs `run(u0, u1)` over `0..units` in contiguous runs: about four per thread, or all
-    /// on the calling thread with one thread or one unit.
-    fn split(&self, units: usize, run: impl Fn(usize, usize) + Sync) {
-        if self.threads() == 1 || units == 1 {
+    /// on the calling thread with one thread or at most one unit.
+    pub(crate) fn in_runs(&self, units: usize, run: impl Fn(usize, usize) + Sync) {
+        if self.threads() == 1 || units <= 1 {
             return run(0, units);
         }
         let per = units.div_ceil(self.threads() * 4);

@@ -458,16 +458,7 @@ impl CpuBackend {
                 }
             }
         };
-        if self.threads() == 1 {
-            run(0, n_groups);
-        } else {
-            let per = n_groups.div_ceil(self.threads() * 4);
-            self.install(|| {
-                (0..n_groups.div_ceil(per))
-                    .into_par_iter()
-                    .for_each(|c| run(c * per, ((c + 1) * per).min(n_groups)))
-            });
-        }
+        self.in_runs(n_groups, run);
     }
 
     /// The f16 rows past the text ones into `logits[i][n_text..]`.
