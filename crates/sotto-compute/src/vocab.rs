@@ -207,6 +207,20 @@ impl VocabWeights {
             end <= self.n_out * k,
             "read_f32: {start}..{end} past the end"
         );
+        // Whole rows (the token embedding's lookups, every decoder step) straight into `out`,
+        // with a stack scratch: the decode loop allocates nothing.
+        if start.is_multiple_of(k) && out.len().is_multiple_of(k) && k <= 2048 {
+            let mut scratch = [0f32; 2048];
+            for (r, dst) in (start / k..).zip(out.chunks_exact_mut(k)) {
+                match &self.tail {
+                    Some(tail) if r >= self.n_text => {
+                        tail.weight.read_f32((r - self.n_text) * k, dst)
+                    }
+                    _ => self.text_row(r, dst, &mut scratch[..k]),
+                }
+            }
+            return;
+        }
         let (mut row, mut lo) = (vec![0f32; k], vec![0f32; k]);
         let mut at = start;
         while at < end {
@@ -557,7 +571,13 @@ mod tests {
                 }
             }
         }
-        // A range starting and ending inside rows reads the same values.
+        // Whole rows (the lookup path; across the text/tail boundary too) and a range starting
+        // and ending inside rows read the same values.
+        for r in [7, n_text - 1] {
+            let mut rows2 = vec![0f32; 2 * k];
+            w.weight.read_f32(r * k, &mut rows2);
+            assert_eq!(rows2, got[r * k..(r + 2) * k], "rows {r}..{}", r + 2);
+        }
         let mut part = vec![0f32; 3 * k];
         w.weight.read_f32(n_text * k - k - 5, &mut part);
         assert_eq!(part, got[n_text * k - k - 5..n_text * k + 2 * k - 5]);
