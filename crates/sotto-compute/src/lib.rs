@@ -77,7 +77,8 @@ pub enum Weight {
         n_out: usize,
         n_in: usize,
     },
-    /// A vocabulary projection screened by its q8_0 plane (see [`Weight::for_vocab`]).
+    /// A vocabulary projection screened by its q8_0 plane (see
+    /// [`Weight::vocab_from_f16_bytes`]).
     Vocab(Box<VocabWeights>),
 }
 
@@ -137,12 +138,10 @@ impl Weight {
     }
 
     /// The vocabulary projection (the token embedding, `n_out` rows) of a Whisper decoder
-    /// for [`CpuBackend::vocab_logits`]: on x86-64, f16 rows become [`VocabWeights`] with
-    /// the first `n_text` rows (the text tokens) screened; anything else goes to
-    /// [`Weight::for_decoding`].
-    /// From f16 little-endian bytes, as [`Weight::for_vocab`] would make of them; `None`
-    /// where the projection is not screened here (see there), so the caller builds the
-    /// weight as usual.
+    /// for [`CpuBackend::vocab_logits`], from its f16 rows' little-endian bytes: on x86-64,
+    /// [`VocabWeights`] with the first `n_text` rows (the text tokens) screened. `None`
+    /// where it is not screened (another CPU, rows not whole blocks of 32): the caller
+    /// builds the weight as usual ([`Weight::for_decoding`]).
     pub fn vocab_from_f16_bytes(
         rows: &[u8],
         n_out: usize,
@@ -153,19 +152,6 @@ impl Weight {
             VocabWeights::from_f16_bytes(rows, n_out, n_in, n_text)
                 .map(|v| Weight::Vocab(Box::new(v)))
         })
-    }
-
-    pub fn for_vocab(self, n_out: usize, n_in: usize, n_text: usize) -> Result<Self> {
-        match self {
-            Weight::F16(rows)
-                if cfg!(target_arch = "x86_64") && n_in.is_multiple_of(QuantType::BLOCK) =>
-            {
-                Ok(Weight::Vocab(Box::new(VocabWeights::new(
-                    &rows, n_out, n_in, n_text,
-                )?)))
-            }
-            other => other.for_decoding(n_out, n_in),
-        }
     }
 
     /// Copies elements `start..start + out.len()` into `out` as f32. Panics when the range

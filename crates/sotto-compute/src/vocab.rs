@@ -73,15 +73,10 @@ fn norm_up(v: &[f32]) -> f32 {
 }
 
 impl VocabWeights {
-    /// Splits f16 `rows` (Shape: [n_out, n_in]) into the planes; `n_text ≤ n_out` rows are
-    /// screened, and `n_in` must be a whole number of 32-value blocks.
-    pub fn new(rows: &[f16], n_out: usize, n_in: usize, n_text: usize) -> Result<Self> {
-        let bytes: Vec<u8> = rows.iter().flat_map(|v| v.to_le_bytes()).collect();
-        Self::from_f16_bytes(&bytes, n_out, n_in, n_text)
-    }
-
-    /// [`VocabWeights::new`] from the rows' little-endian bytes, at any alignment (a mapped
-    /// model file's), without an f16 copy of them.
+    /// Splits f16 rows (Shape: [n_out, n_in]), given as little-endian bytes at any
+    /// alignment (a mapped model file's), into the planes without an f16 copy of them;
+    /// `n_text ≤ n_out` rows are screened, and `n_in` must be a whole number of 32-value
+    /// blocks.
     pub fn from_f16_bytes(rows: &[u8], n_out: usize, n_in: usize, n_text: usize) -> Result<Self> {
         let q8 = QuantType::Q8_0;
         if rows.len() != 2 * n_out * n_in
@@ -287,7 +282,7 @@ thread_local! {
 /// nothing.
 #[derive(Default)]
 struct Recompute {
-    /// The recomputed values.
+    /// The threshold's running best, then the recomputed values.
     lower: Vec<f32>,
     /// Rows to recompute.
     cands: Vec<u32>,
@@ -308,7 +303,15 @@ impl Recompute {
         xt: &[f32],
     ) {
         let k = v.n_in;
-        select(isa, v, top, row, norm_up(xt), &mut self.cands);
+        select(
+            isa,
+            v,
+            top,
+            row,
+            norm_up(xt),
+            &mut self.lower,
+            &mut self.cands,
+        );
         if self.cands.is_empty() {
             return;
         }
@@ -417,21 +420,15 @@ impl CpuBackend {
     pub(crate) fn vocab_exact(&self, x: &[f32], m: usize, v: &VocabWeights, out: &mut [f32]) {
         let (k, n) = (v.n_in, v.n_out);
         let mut acts = SPLIT.with(Cell::take);
-        let mut tilde = Vec::new();
-        let mut part = vec![0f32; EXACT_PASS * n];
+        let mut tilde = self.scratch_f32.take_dirty();
         for i0 in (0..m).step_by(EXACT_PASS) {
             let g = (m - i0).min(EXACT_PASS);
             split(&x[i0 * k..(i0 + g) * k], g, k, &mut acts, &mut tilde);
-            let o = &mut part[..g * n];
-            self.planes(v, &acts, g, true, o);
-            for (d, s) in out[i0 * n..(i0 + g) * n]
-                .chunks_exact_mut(n)
-                .zip(o.chunks_exact(n))
-            {
-                d[..v.n_text].copy_from_slice(&s[..v.n_text]);
-            }
+            // The planes write each row's text columns; the tail fills the rest below.
+            self.planes(v, &acts, g, true, &mut out[i0 * n..(i0 + g) * n]);
         }
         SPLIT.with(|c| c.set(acts));
+        self.scratch_f32.give(tilde);
         self.tail(v, x, m, out)
             .expect("the tail's shapes follow from the checked ones");
     }
@@ -502,12 +499,13 @@ fn select(
     top: &VocabTop,
     row: &[f32],
     xn: f32,
+    best: &mut Vec<f32>,
     cands: &mut Vec<u32>,
 ) {
     let end = top.text_end.min(v.n_text);
     cands.clear();
     let (s, c) = (&row[..end], &v.slack[..end]);
-    let tau = kernels::screen_floor(isa, s, c, xn, top.k, &top.excluded);
+    let tau = kernels::screen_floor(isa, s, c, xn, top.k, &top.excluded, best);
     kernels::screen_reach(isa, s, c, xn, tau, cands);
     cands.extend(end as u32..v.n_text as u32);
 }
@@ -533,9 +531,13 @@ mod tests {
         (rows, x)
     }
 
+    fn bytes(rows: &[f16]) -> Vec<u8> {
+        rows.iter().flat_map(|v| v.to_le_bytes()).collect()
+    }
+
     fn vocab(rows: &[f16], n_out: usize, k: usize, n_text: usize) -> Linear {
-        let w = Weight::F16(rows.to_vec())
-            .for_vocab(n_out, k, n_text)
+        let w = Weight::vocab_from_f16_bytes(&bytes(rows), n_out, k, n_text)
+            .unwrap()
             .unwrap();
         assert!(matches!(w, Weight::Vocab(_)));
         Linear::new(w, None, n_out, k).unwrap()
@@ -691,11 +693,11 @@ mod tests {
                     assert!(g[r] <= kth + 1e-5 * kth.abs(), "m={m} input {i} row {r}");
                 }
                 // The screen spared most rows the second plane.
-                let mut cands = Vec::new();
+                let (mut best, mut cands) = (Vec::new(), Vec::new());
                 let mut screened = vec![0f32; m * n_out];
                 be.planes(v, &split_acts(&x, m, k), m, false, &mut screened);
                 let row = &screened[i * n_out..i * n_out + n_text];
-                select(isa, v, &top, row, xn, &mut cands);
+                select(isa, v, &top, row, xn, &mut best, &mut cands);
                 let n_c = cands.len();
                 assert!(n_c >= top_k && n_c < text_end / 10, "{n_c} rows recomputed");
             }
@@ -723,9 +725,10 @@ mod tests {
             .map(|r| s[r] - c[r] * xn)
             .collect();
         lbs.sort_by(|a, b| b.total_cmp(a));
+        let mut best = vec![9.0];
         for isa in sotto_isa::available() {
             for k in [1, 3, 12] {
-                let tau = kernels::screen_floor(isa, &s, &c, xn, k, &excluded);
+                let tau = kernels::screen_floor(isa, &s, &c, xn, k, &excluded, &mut best);
                 assert_eq!(tau, lbs[k - 1], "{} k={k}", isa.name());
                 let mut out = Vec::new();
                 kernels::screen_reach(isa, &s, &c, xn, tau, &mut out);
@@ -739,10 +742,10 @@ mod tests {
                 assert!(out.contains(&5), "NaN rows reach");
             }
             assert_eq!(
-                kernels::screen_floor(isa, &s, &c, xn, 0, &[]),
+                kernels::screen_floor(isa, &s, &c, xn, 0, &[], &mut best),
                 f32::INFINITY
             );
-            let few = kernels::screen_floor(isa, &s[..3], &c[..3], xn, 5, &[]);
+            let few = kernels::screen_floor(isa, &s[..3], &c[..3], xn, 5, &[], &mut best);
             assert_eq!(few, f32::NEG_INFINITY);
         }
     }
@@ -758,12 +761,10 @@ mod tests {
 
     #[test]
     fn bad_shapes_are_errors_and_odd_widths_keep_f16_tiles() {
-        assert!(VocabWeights::new(&[f16::ZERO; 64], 2, 32, 3).is_err());
-        assert!(VocabWeights::new(&[f16::ZERO; 60], 2, 30, 1).is_err());
-        let w = Weight::F16(vec![f16::ZERO; 60])
-            .for_vocab(2, 30, 1)
-            .unwrap();
-        assert!(matches!(w, Weight::F16Tiled(_)));
+        assert!(VocabWeights::from_f16_bytes(&[0; 128], 2, 32, 3).is_err());
+        assert!(VocabWeights::from_f16_bytes(&[0; 120], 2, 30, 1).is_err());
+        // Rows that are not whole blocks are left to the caller's f16 tiles.
+        assert!(Weight::vocab_from_f16_bytes(&[0; 120], 2, 30, 1).is_none());
         let (rows, x) = case(40, 32, 1, 9);
         let w = vocab(&rows, 40, 32, 40);
         let be = CpuBackend::new(1).unwrap();

@@ -213,12 +213,10 @@ impl<'a> Loader<'a> {
                     .map_err(|e| self.err(&wname, e.to_string()));
             }
         }
-        let weight = self.weight(&wname, &[n_out, n_in], false)?;
-        let weight = match text_tokens(n_out) {
-            Some(n_text) if !self.exact_logits => weight.for_vocab(n_out, n_in, n_text),
-            _ => weight.for_decoding(n_out, n_in),
-        }
-        .map_err(|e| self.err(&wname, e.to_string()))?;
+        let weight = self
+            .weight(&wname, &[n_out, n_in], false)?
+            .for_decoding(n_out, n_in)
+            .map_err(|e| self.err(&wname, e.to_string()))?;
         Linear::new(weight, None, n_out, n_in).map_err(|e| self.err(&wname, e.to_string()))
     }
 

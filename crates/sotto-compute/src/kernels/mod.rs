@@ -230,14 +230,22 @@ mod wide {
 
 /// The k-th largest lower bound `s_r − c_r·xn` over the rows r not set in the bitmask
 /// `excluded` (NaN skipped): +inf for k = 0, -inf when fewer than k rows count. The
-/// screened vocabulary's threshold (`crate::VocabTop`).
-pub fn screen_floor(isa: Isa, s: &[f32], c: &[f32], xn: f32, k: usize, excluded: &[u64]) -> f32 {
+/// screened vocabulary's threshold (`crate::VocabTop`); `best` is the caller's scratch.
+pub fn screen_floor(
+    isa: Isa,
+    s: &[f32],
+    c: &[f32],
+    xn: f32,
+    k: usize,
+    excluded: &[u64],
+    best: &mut Vec<f32>,
+) -> f32 {
     assert_eq!(s.len(), c.len(), "screen_floor: lengths differ");
     if k == 0 {
         return f32::INFINITY;
     }
-    let mut best = Vec::with_capacity(k + 1);
-    wide_dispatch!(isa, screen_floor(s, c, xn, k, excluded, &mut best))
+    best.clear();
+    wide_dispatch!(isa, screen_floor(s, c, xn, k, excluded, best))
 }
 
 /// Appends to `out` every row r whose upper bound `s_r + c_r·xn` reaches `tau` (or is NaN).
