@@ -36,7 +36,9 @@ pub struct Args {
     #[arg(long, value_parser = ["transcribe", "translate"])]
     task: Option<String>,
 
-    /// Worker threads [default: all cores].
+    /// Worker threads [default: all cores]. While another process keeps cores busy,
+    /// decoder steps drop to one thread when that is faster (same results);
+    /// `SOTTO_FIXED_THREADS=1` keeps them on all.
     #[arg(short, long)]
     threads: Option<usize>,
 

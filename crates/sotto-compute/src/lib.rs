@@ -12,6 +12,7 @@ mod attention;
 pub mod attention_bf16;
 mod bf16;
 mod conv;
+mod governor;
 mod int8;
 pub mod kernels;
 mod linear;
@@ -28,6 +29,7 @@ pub use bf16::{
     bf16_gemm_supported, bf16_to_f32, f32_to_bf16, linear_reference as bf16_linear_reference,
     Bf16Packed,
 };
+pub use governor::{ThreadGovernor, Threads};
 pub use half::f16;
 pub use int8::{int8_gemm_supported, linear_reference as int8_linear_reference, I8Packed};
 pub use packed_attention::PackedKv;
@@ -326,10 +328,15 @@ pub struct Norm {
     pub eps: f32,
 }
 
-/// The CPU backend: a rayon pool with a fixed number of threads that every op runs on.
+/// The CPU backend: a rayon pool with a fixed number of threads that every op runs on,
+/// or, while [`CpuBackend::set_solo`] is on, a pool of one.
 pub struct CpuBackend {
     pool: rayon::ThreadPool,
     threads: usize,
+    /// One worker, for running on a single thread when the machine's other cores are
+    /// taken (see [`crate::ThreadGovernor`]); None for a one-thread backend.
+    solo_pool: Option<rayon::ThreadPool>,
+    solo: bool,
     isa: Isa,
     /// Whether f16 decoder tiles meeting many rows (a prompt) may run as bf16 GEMMs.
     tiles_bf16: bool,
@@ -366,17 +373,27 @@ impl CpuBackend {
         } else {
             threads
         };
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|i| format!("sotto-cpu-{i}"))
-            .build()
-            .map_err(|e| ComputeError::ThreadPool {
-                threads,
-                msg: e.to_string(),
-            })?;
+        let build = |n: usize, name: &'static str| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(n)
+                .thread_name(move |i| format!("{name}-{i}"))
+                .build()
+                .map_err(|e| ComputeError::ThreadPool {
+                    threads: n,
+                    msg: e.to_string(),
+                })
+        };
+        let pool = build(threads, "sotto-cpu")?;
+        let solo_pool = if threads > 1 {
+            Some(build(1, "sotto-solo")?)
+        } else {
+            None
+        };
         Ok(Self {
             pool,
             threads,
+            solo_pool,
+            solo: false,
             isa: kernels::checked(isa),
             tiles_bf16: false,
             scratch_f32: Default::default(),
@@ -385,8 +402,30 @@ impl CpuBackend {
         })
     }
 
+    /// The threads ops run on now: 1 while [`CpuBackend::set_solo`] is on.
     pub fn threads(&self) -> usize {
+        if self.solo {
+            1
+        } else {
+            self.threads
+        }
+    }
+
+    /// The threads this backend was built with.
+    pub fn max_threads(&self) -> usize {
         self.threads
+    }
+
+    /// Runs every op on one thread (`true`) or on all of them (`false`, the default).
+    /// The results are the same bits either way; only the time differs. A no-op on a
+    /// one-thread backend.
+    pub fn set_solo(&mut self, on: bool) {
+        self.solo = on && self.solo_pool.is_some();
+    }
+
+    /// Whether ops run on one thread now (see [`CpuBackend::set_solo`]).
+    pub fn solo(&self) -> bool {
+        self.solo
     }
 
     /// The kernel path every op runs.
@@ -407,9 +446,13 @@ impl CpuBackend {
         self.tiles_bf16 && bf16::simd(self.isa)
     }
 
-    /// Runs `f` inside this backend's pool (so nested rayon work uses its threads).
+    /// Runs `f` inside this backend's pool (so nested rayon work uses its threads), or
+    /// its one-thread pool while solo.
     pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
-        self.pool.install(f)
+        match &self.solo_pool {
+            Some(solo) if self.solo => solo.install(f),
+            _ => self.pool.install(f),
+        }
     }
 }
 

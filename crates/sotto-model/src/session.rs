@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use sotto_compute::{CpuBackend, Linear, Mask, PackedKv};
+use sotto_compute::{CpuBackend, Linear, Mask, PackedKv, ThreadGovernor, Threads};
 
 use crate::kv::KvCache;
 use crate::{Block, ModelError, Whisper};
@@ -73,6 +73,9 @@ pub struct Session {
     dec: DecBuffers,
     /// The logits the searches need in full (see [`Session::set_logit_need`]); None: all.
     top: Option<sotto_compute::VocabTop>,
+    /// Picks all threads or one per decoder step (see [`Session::set_adaptive_threads`]);
+    /// None: always all.
+    governor: Option<ThreadGovernor>,
 }
 
 impl std::fmt::Debug for Session {
@@ -145,10 +148,13 @@ impl Session {
         let cross = (0..h.n_text_layer)
             .map(|_| PackedKv::new(ctx, h.n_text_head, dt))
             .collect::<Result<Vec<_>, _>>()?;
+        // The fast level also takes the decoder's prompt pass through bf16 GEMMs.
+        let be = CpuBackend::new(threads)?
+            .with_bf16_tiles(model.encoder_precision == crate::EncoderPrecision::Bf16Fast);
+        let governor =
+            (adaptive_by_default() && be.max_threads() > 1).then(ThreadGovernor::default);
         Ok(Self {
-            // The fast level also takes the decoder's prompt pass through bf16 GEMMs.
-            be: CpuBackend::new(threads)?
-                .with_bf16_tiles(model.encoder_precision == crate::EncoderPrecision::Bf16Fast),
+            be,
             enc: EncBuffers {
                 x: vec![0.0; ctx * da],
                 h: vec![0.0; (ctx * da).max(n_frames * h.n_mels)],
@@ -160,8 +166,20 @@ impl Session {
             kv: KvCache::new(h.n_text_layer, h.n_text_ctx, dt),
             dec: DecBuffers::default(),
             top: None,
+            governor,
             model,
         })
+    }
+
+    /// Whether decoder steps may drop to one thread while that is faster: when another
+    /// process keeps a core busy, a step's many short fork/joins wait for workers the
+    /// scheduler has paused, and one thread decodes faster (see
+    /// `sotto_compute::ThreadGovernor`). On by default for sessions of several threads;
+    /// `SOTTO_FIXED_THREADS=1` turns it off for new sessions. The results are the same
+    /// bits either way; the encoder always uses every thread.
+    pub fn set_adaptive_threads(&mut self, on: bool) {
+        self.governor = (on && self.be.max_threads() > 1).then(ThreadGovernor::default);
+        self.be.set_solo(false);
     }
 
     pub fn model(&self) -> &Arc<Whisper> {
@@ -204,60 +222,12 @@ impl Session {
         }
         self.encoded = false;
         self.kv.clear();
+        self.be.set_solo(false);
         let (model, be, b) = (&*self.model, &self.be, &mut self.enc);
-        let enc = &model.encoder;
-        let (ctx, d) = (h.n_audio_ctx, h.n_audio_state);
-        let (x, hb, work) = (&mut b.x, &mut b.h, &mut b.work[..]);
-        let (mel_t, conv1) = (&mut hb[..n_frames * h.n_mels], &mut work[..n_frames * d]);
-        for (m, row) in mel.chunks_exact(n_frames).enumerate() {
-            for (t, &v) in row.iter().enumerate() {
-                mel_t[t * h.n_mels + m] = v;
-            }
-        }
-        be.conv1d(mel_t, h.n_mels, &enc.conv1, 1, conv1)?;
-        be.gelu(conv1);
-        be.conv1d(conv1, d, &enc.conv2, 2, x)?;
-        be.gelu(x);
-        be.add(x, &enc.pos)?;
-        let hb = &mut hb[..ctx * d];
-        for blk in &enc.blocks {
-            let (q, rest) = work[..4 * ctx * d].split_at_mut(ctx * d);
-            let (k, rest) = rest.split_at_mut(ctx * d);
-            let (v, att) = rest.split_at_mut(ctx * d);
-            be.layer_norm(x, &blk.attn_ln, hb)?;
-            let a = &blk.attn;
-            be.linears(hb, ctx, &mut [(&a.query, q), (&a.key, k), (&a.value, v)])?;
-            match model.encoder_precision {
-                crate::EncoderPrecision::F32 => {
-                    be.attention(q, ctx, k, v, ctx, h.n_audio_head, Mask::None, att)?
-                }
-                crate::EncoderPrecision::Bf16Fast => {
-                    be.attention_bf16(q, ctx, k, v, ctx, h.n_audio_head, att)?
-                }
-                // Bf16 and Int8 (Auto is resolved at load).
-                _ => be.attention_mixed(q, ctx, k, v, ctx, h.n_audio_head, att)?,
-            }
-            be.linear(att, ctx, &blk.attn.out, hb)?;
-            be.add(x, hb)?;
-            mlp(be, blk, ctx, x, hb, &mut work[..4 * ctx * d])?;
-        }
-        be.layer_norm(x, &enc.ln_post, &mut self.enc_out)?;
-        let dt = h.n_text_state;
-        let (cross_k, rest) = work.split_at_mut(ctx * dt);
-        let cross_v = &mut rest[..ctx * dt];
-        for (l, blk) in model.decoder.blocks.iter().enumerate() {
-            let (_, cross) = blk
-                .cross
-                .as_ref()
-                .expect("decoder blocks have cross-attention");
-            be.linears(
-                &self.enc_out,
-                ctx,
-                &mut [(&cross.key, cross_k), (&cross.value, cross_v)],
-            )?;
-            let kv = &mut self.cross[l];
-            be.install(|| kv.pack(be.isa(), cross_k, cross_v))?;
-        }
+        let (enc_out, cross) = (&mut self.enc_out[..], &mut self.cross[..]);
+        // On a worker of the pool, as the decoder step: each op's fork/join is then a
+        // local one instead of a wake-up of the pool from outside.
+        be.install(|| encoder_pass(model, be, b, enc_out, cross, mel))?;
         self.encoded = true;
         Ok(())
     }
@@ -382,6 +352,7 @@ impl Session {
             ));
         }
         self.check_decode("align", tokens, 0, rows, logits)?;
+        self.be.set_solo(false);
         let (model, be, b) = (&*self.model, &self.be, &mut self.dec);
         let dec = &model.decoder;
         let (m, d, ctx) = (tokens.len(), h.n_text_state, h.n_audio_ctx);
@@ -468,10 +439,94 @@ impl Session {
         rows: &[usize],
         logits: &mut [f32],
     ) -> Result<(), ModelError> {
+        let class = ThreadGovernor::class(tokens.len(), self.top.is_none());
+        let governed = self.governor.as_mut().zip(class);
+        let mode = governed.map_or(Threads::All, |(g, c)| g.next(c));
+        self.be.set_solo(mode == Threads::One);
+        let start = std::time::Instant::now();
         let (model, be, b, kv) = (&*self.model, &self.be, &mut self.dec, &mut self.kv);
         let (cross_kv, top) = (&self.cross[..], self.top.as_ref());
-        be.install(|| decoder_step(model, be, b, kv, cross_kv, top, tokens, batch, rows, logits))
+        let done = be
+            .install(|| decoder_step(model, be, b, kv, cross_kv, top, tokens, batch, rows, logits));
+        if let Some((g, c)) = self.governor.as_mut().zip(class) {
+            g.record(c, mode, start.elapsed().as_secs_f64());
+        }
+        done
     }
+}
+
+/// [`Session::encode`]'s work, on split borrows of the session: the encoder over `mel`,
+/// then every decoder layer's cross-attention K/V packed into `cross_kv`.
+fn encoder_pass(
+    model: &Whisper,
+    be: &CpuBackend,
+    b: &mut EncBuffers,
+    enc_out: &mut [f32],
+    cross_kv: &mut [PackedKv],
+    mel: &[f32],
+) -> Result<(), ModelError> {
+    let h = *model.hparams();
+    let n_frames = model.n_frames();
+    let enc = &model.encoder;
+    let (ctx, d) = (h.n_audio_ctx, h.n_audio_state);
+    let (x, hb, work) = (&mut b.x, &mut b.h, &mut b.work[..]);
+    let (mel_t, conv1) = (&mut hb[..n_frames * h.n_mels], &mut work[..n_frames * d]);
+    for (m, row) in mel.chunks_exact(n_frames).enumerate() {
+        for (t, &v) in row.iter().enumerate() {
+            mel_t[t * h.n_mels + m] = v;
+        }
+    }
+    be.conv1d(mel_t, h.n_mels, &enc.conv1, 1, conv1)?;
+    be.gelu(conv1);
+    be.conv1d(conv1, d, &enc.conv2, 2, x)?;
+    be.gelu(x);
+    be.add(x, &enc.pos)?;
+    let hb = &mut hb[..ctx * d];
+    for blk in &enc.blocks {
+        let (q, rest) = work[..4 * ctx * d].split_at_mut(ctx * d);
+        let (k, rest) = rest.split_at_mut(ctx * d);
+        let (v, att) = rest.split_at_mut(ctx * d);
+        be.layer_norm(x, &blk.attn_ln, hb)?;
+        let a = &blk.attn;
+        be.linears(hb, ctx, &mut [(&a.query, q), (&a.key, k), (&a.value, v)])?;
+        match model.encoder_precision {
+            crate::EncoderPrecision::F32 => {
+                be.attention(q, ctx, k, v, ctx, h.n_audio_head, Mask::None, att)?
+            }
+            crate::EncoderPrecision::Bf16Fast => {
+                be.attention_bf16(q, ctx, k, v, ctx, h.n_audio_head, att)?
+            }
+            // Bf16 and Int8 (Auto is resolved at load).
+            _ => be.attention_mixed(q, ctx, k, v, ctx, h.n_audio_head, att)?,
+        }
+        be.linear(att, ctx, &blk.attn.out, hb)?;
+        be.add(x, hb)?;
+        mlp(be, blk, ctx, x, hb, &mut work[..4 * ctx * d])?;
+    }
+    be.layer_norm(x, &enc.ln_post, enc_out)?;
+    let dt = h.n_text_state;
+    let (cross_k, rest) = work.split_at_mut(ctx * dt);
+    let cross_v = &mut rest[..ctx * dt];
+    for (l, blk) in model.decoder.blocks.iter().enumerate() {
+        let (_, cross) = blk
+            .cross
+            .as_ref()
+            .expect("decoder blocks have cross-attention");
+        be.linears(
+            enc_out,
+            ctx,
+            &mut [(&cross.key, cross_k), (&cross.value, cross_v)],
+        )?;
+        let kv = &mut cross_kv[l];
+        kv.pack(be.isa(), cross_k, cross_v)?;
+    }
+    Ok(())
+}
+
+/// Whether new sessions adapt their decoder's threads: unless `SOTTO_FIXED_THREADS` is set
+/// (to anything but `0` or nothing).
+fn adaptive_by_default() -> bool {
+    std::env::var("SOTTO_FIXED_THREADS").map_or(true, |v| v.is_empty() || v == "0")
 }
 
 /// [`Session::forward`]'s work, on split borrows of the session.
