@@ -278,3 +278,57 @@ fn tiny_en_screened_vocabulary_keeps_the_best_tokens() {
 fn base_screened_vocabulary_keeps_the_best_tokens() {
     check_screened_vocabulary("base");
 }
+
+/// One thread or two give the same bits: the thread governor switches a session's decoder
+/// steps between them mid-decode (see `sotto_compute::ThreadGovernor`). Default load
+/// (bf16 or int8 encoder where the CPU has it, screened vocabulary), a greedy prompt pass
+/// and steps, then steps of 5 beams.
+fn check_thread_counts(name: &str) {
+    let g = golden();
+    let file = sotto_formats::load(&sotto_testdata::model_dir(name)).unwrap();
+    let model = Arc::new(Whisper::from_file_with(&file, Default::default()).unwrap());
+    let n = model.hparams().n_vocab;
+    let eot = if n > 51864 { 50257 } else { 50256 };
+    let run = |threads: usize| {
+        let mut s = Session::new(model.clone(), threads).unwrap();
+        s.set_adaptive_threads(false);
+        s.encode(&g.mel).unwrap();
+        let mut out = s.encoder_output().to_vec();
+        s.set_logit_need(Some(sotto_model::VocabTop::new(1, eot, &[])));
+        let mut logits = vec![0f32; n];
+        let mut input = prompt(&g, name);
+        for _ in 0..8 {
+            s.decode(&input, &[input.len() - 1], &mut logits).unwrap();
+            out.extend_from_slice(&logits);
+            input = vec![top_k(&logits[..eot], 1)[0] as u32];
+        }
+        s.reorder(&[0; 5]).unwrap();
+        s.set_logit_need(Some(sotto_model::VocabTop::new(10, eot, &[])));
+        let mut logits = vec![0f32; 5 * n];
+        for step in 0..4u32 {
+            let tokens: Vec<u32> = (0..5).map(|b| 262 + 17 * b + step).collect();
+            s.decode_batch(&tokens, 5, &mut logits).unwrap();
+            out.extend_from_slice(&logits);
+        }
+        out
+    };
+    let (one, two) = (run(1), run(2));
+    let same = one
+        .iter()
+        .zip(&two)
+        .all(|(a, b)| a.to_bits() == b.to_bits());
+    assert!(
+        same && one.len() == two.len(),
+        "{name}: 1 and 2 threads differ"
+    );
+}
+
+#[test]
+fn tiny_en_same_bits_on_one_thread_or_two() {
+    check_thread_counts("tiny.en");
+}
+
+#[test]
+fn base_same_bits_on_one_thread_or_two() {
+    check_thread_counts("base");
+}
