@@ -440,8 +440,7 @@ impl Session {
         logits: &mut [f32],
     ) -> Result<(), ModelError> {
         let class = ThreadGovernor::class(tokens.len(), self.top.is_none());
-        let governed = self.governor.as_mut().zip(class);
-        let mode = governed.map_or(Threads::All, |(g, c)| g.next(c));
+        let mode = (self.governor.as_mut().zip(class)).map_or(Threads::All, |(g, c)| g.next(c));
         self.be.set_solo(mode == Threads::One);
         let start = std::time::Instant::now();
         let (model, be, b, kv) = (&*self.model, &self.be, &mut self.dec, &mut self.kv);
