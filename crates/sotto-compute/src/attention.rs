@@ -119,17 +119,8 @@ impl CpuBackend {
             return Ok(());
         }
         let isa = self.isa();
-        if batch > 1 && shared > 0 && tq <= SMALL_Q {
-            let shared = shared.min(tk);
-            let shape = (batch, tq, tk, stride, d, dh);
-            let task = |h: usize| few_queries_shared(isa, q, k, v, shape, h, shared, mask, scale);
-            let heads: Vec<Vec<f32>> =
-                self.install(|| (0..n_head).into_par_iter().map(task).collect());
-            for (h, o) in heads.iter().enumerate() {
-                for (r, row) in o.chunks_exact(dh).enumerate() {
-                    out[r * d + h * dh..][..dh].copy_from_slice(row);
-                }
-            }
+        if tq <= SMALL_Q {
+            self.few_query_heads(q, batch, tq, k, v, stride, tk, shared, n_head, mask, out);
             return Ok(());
         }
         let n_blocks = tq.div_ceil(Q_BLOCK);
@@ -158,6 +149,93 @@ impl CpuBackend {
     }
 }
 
+impl CpuBackend {
+    /// [`CpuBackend::attention_batch`] for at most [`SMALL_Q`] queries per sequence (decoder
+    /// steps), without allocating once warm: each (sequence, head) task, or each head when
+    /// the batch shares a prefix, writes its rows into a kept buffer laid out by task
+    /// (Shape: [tasks, rows per task, dh]), with per-thread scores; then the rows are put
+    /// in place in `out`. Arguments as [`CpuBackend::attention_batch`], already checked.
+    #[allow(clippy::too_many_arguments)]
+    fn few_query_heads(
+        &self,
+        q: &[f32],
+        batch: usize,
+        tq: usize,
+        k: &[f32],
+        v: &[f32],
+        stride: usize,
+        tk: usize,
+        shared: usize,
+        n_head: usize,
+        mask: Mask,
+        out: &mut [f32],
+    ) {
+        let (isa, d) = (self.isa(), out.len() / (batch * tq));
+        let dh = d / n_head;
+        let scale = 1.0 / (dh as f32).sqrt();
+        // With a shared prefix one task per head covers every sequence (it reads the prefix
+        // once for all); otherwise one task per (sequence, head).
+        let shared = if batch > 1 { shared.min(tk) } else { 0 };
+        let per_task = if shared > 0 { batch * tq } else { tq };
+        let mut heads = self.scratch_f32.take_dirty();
+        heads.resize(batch * tq * d, 0.0);
+        let task = |(t, o): (usize, &mut [f32])| {
+            SCORES.with(|cell| {
+                let scores = &mut cell.borrow_mut();
+                if shared > 0 {
+                    let shape = (batch, tq, tk, stride, d, dh);
+                    few_queries_shared(isa, q, k, v, shape, t, shared, mask, scale, scores, o);
+                } else {
+                    let (s, h) = (t / n_head, t % n_head);
+                    let kv = s * stride..s * stride + tk * d;
+                    let (q, k, v) = (&q[s * tq * d..][..tq * d], &k[kv.clone()], &v[kv]);
+                    let (c0, lim) = (h * dh, tk);
+                    few_queries(isa, q, k, v, d, c0, dh, 0, lim, mask, scale, scores, o);
+                }
+            })
+        };
+        let chunks = heads.chunks_exact_mut(per_task * dh).enumerate();
+        if chunks.len() == 1 {
+            chunks.for_each(task);
+        } else {
+            self.install(|| {
+                heads
+                    .par_chunks_exact_mut(per_task * dh)
+                    .enumerate()
+                    .for_each(task)
+            });
+        }
+        for (t, o) in heads.chunks_exact(per_task * dh).enumerate() {
+            // Task t's rows: sequence s's queries at head h, or head t's of every sequence.
+            let (r0, h) = if shared > 0 {
+                (0, t)
+            } else {
+                (t / n_head * tq, t % n_head)
+            };
+            for (r, row) in o.chunks_exact(dh).enumerate() {
+                out[(r0 + r) * d + h * dh..][..dh].copy_from_slice(row);
+            }
+        }
+        self.scratch_f32.give(heads);
+    }
+}
+
+thread_local! {
+    /// Each thread's score rows for [`few_queries`] and [`few_queries_shared`], kept so that
+    /// decoder steps allocate nothing.
+    static SCORES: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// `v` resized to `n`, its capacity grown in steps of 4096 values, so that a text that
+/// grows by a token per step (a Whisper decoder's is at most 448, times 5 beams) reaches
+/// its final size in one or two allocations rather than by doubling.
+fn sized(v: &mut Vec<f32>, n: usize) {
+    if v.capacity() < n {
+        v.reserve_exact(n.next_multiple_of(4096) - v.len());
+    }
+    v.resize(n, 0.0);
+}
+
 /// One head (columns `c0..c0 + dh`) for query rows `i0..i1`, flash style: keys in tiles of
 /// [`K_TILE`] with an online softmax, so no [tq, tk] score matrix is ever held.
 /// Returns Shape: [i1 − i0, dh].
@@ -183,7 +261,23 @@ fn head_block(
         Mask::Causal { q_pos0 } => (q_pos0 + i1).min(tk),
     };
     if bq <= SMALL_Q {
-        return few_queries(isa, q, k, v, d, c0, dh, i0, i1, tk, mask, scale);
+        let (mut scores, mut out) = (Vec::new(), vec![0.0f32; bq * dh]);
+        few_queries(
+            isa,
+            q,
+            k,
+            v,
+            d,
+            c0,
+            dh,
+            i0,
+            tk,
+            mask,
+            scale,
+            &mut scores,
+            &mut out,
+        );
+        return out;
     }
     let mut out = vec![0.0f32; bq * dh];
     let mut scores = vec![0.0f32; bq * K_TILE.min(tk)];
@@ -270,8 +364,9 @@ fn head_block(
     out
 }
 
-/// [`head_block`] for a few query rows: one [tk] score row at a time (at most 1500 floats
-/// for Whisper), then `out = Σ_j p_j · v_j`. `tk` is already cut to the causal limit.
+/// [`head_block`] for a few query rows `i0..` (as many as `out` holds, Shape: [rows, dh]):
+/// one [tk] score row at a time (at most 1500 floats for Whisper) in `scores`, then
+/// `out = Σ_j p_j · v_j`.
 #[allow(clippy::too_many_arguments)]
 fn few_queries(
     isa: Isa,
@@ -282,13 +377,13 @@ fn few_queries(
     c0: usize,
     dh: usize,
     i0: usize,
-    i1: usize,
     tk: usize,
     mask: Mask,
     scale: f32,
-) -> Vec<f32> {
-    let mut out = vec![0.0f32; (i1 - i0) * dh];
-    let mut scores = vec![0.0f32; tk];
+    scores: &mut Vec<f32>,
+    out: &mut [f32],
+) {
+    sized(scores, tk);
     for (r, o) in out.chunks_exact_mut(dh).enumerate() {
         let i = i0 + r;
         let lim = match mask {
@@ -299,9 +394,9 @@ fn few_queries(
         let s = &mut scores[..lim];
         kernels::dot_rows(isa, qi, &k[c0..], d, scale, s);
         kernels::softmax(isa, s);
+        o.fill(0.0);
         kernels::axpy_rows(isa, s, &v[c0..], d, o);
     }
-    out
 }
 
 /// Keys per chunk of the shared prefix in [`few_queries_shared`]: one head's chunk
@@ -313,7 +408,7 @@ const SHARED_CHUNK: usize = 64;
 /// for all rows, so a prompt broadcast to 5 beams streams from memory once instead of 5
 /// times. Each row's dot products, softmax and value sums are the ones [`few_queries`] runs,
 /// in the same order, so the results are the same bits.
-/// `shape` is (batch, tq, tk, stride, d, dh). Returns Shape: [batch · tq, dh].
+/// `shape` is (batch, tq, tk, stride, d, dh); `scores` is scratch; `out` Shape: [batch · tq, dh].
 #[allow(clippy::too_many_arguments)]
 fn few_queries_shared(
     isa: Isa,
@@ -325,7 +420,9 @@ fn few_queries_shared(
     shared: usize,
     mask: Mask,
     scale: f32,
-) -> Vec<f32> {
+    scores: &mut Vec<f32>,
+    out: &mut [f32],
+) {
     let (batch, tq, tk, stride, d, dh) = shape;
     let (rows, c0) = (batch * tq, h * dh);
     // Row r (sequence r / tq, query r % tq) sees keys ..lim(r), of which ..pre(r) shared.
@@ -336,8 +433,8 @@ fn few_queries_shared(
     let pre = |r: usize| shared.min(lim(r));
     let query = |r: usize| &q[r * d + c0..][..dh];
     let own = |r: usize| (r / tq) * stride + pre(r) * d + c0;
-    let mut scores = vec![0.0f32; rows * tk];
-    let mut out = vec![0.0f32; rows * dh];
+    sized(scores, rows * tk);
+    out.fill(0.0);
     for j0 in (0..shared).step_by(SHARED_CHUNK) {
         for r in 0..rows {
             let j1 = (j0 + SHARED_CHUNK).min(pre(r));
@@ -371,7 +468,6 @@ fn few_queries_shared(
         let p = &scores[r * tk + pre(r)..r * tk + lim(r)];
         kernels::axpy_rows(isa, p, &v[own(r)..], d, o);
     }
-    out
 }
 
 /// The many-query path on AVX-512: K and V of every (sequence, head) packed once per call

@@ -32,6 +32,8 @@ const SUM_SLACK: f32 = 1e-5;
 /// Input rows per pass of the full product: their 10 split rows are one pass of the VNNI
 /// kernel, so 5 sampled candidates read each plane once.
 const EXACT_PASS: usize = 5;
+/// Candidate rows each thread's [`Recompute`] buffers hold from the start.
+const KEEP_CANDS: usize = 64;
 /// Groups per local output block of the kernels (at most 2 · SMALL_M split rows).
 const LOCAL_GROUPS: usize = 8;
 
@@ -292,6 +294,17 @@ struct Recompute {
 }
 
 impl Recompute {
+    /// Room for [`KEEP_CANDS`] candidate rows of `k` values, so the buffers seldom grow
+    /// during a decode (a step recomputes a few to a few dozen rows).
+    fn reserve(&mut self, k: usize) {
+        let grow = |v: &mut Vec<f32>, n: usize| v.reserve(n.saturating_sub(v.len()));
+        grow(&mut self.lower, KEEP_CANDS);
+        grow(&mut self.rows, KEEP_CANDS * k);
+        grow(&mut self.scratch, k);
+        self.cands
+            .reserve(KEEP_CANDS.saturating_sub(self.cands.len()));
+    }
+
     /// Recomputes in full the text rows of `row` (the screened values of input `x̃`) that
     /// `top` needs or that might rank with them.
     fn recompute(
@@ -303,6 +316,7 @@ impl Recompute {
         xt: &[f32],
     ) {
         let k = v.n_in;
+        self.reserve(k);
         select(
             isa,
             v,

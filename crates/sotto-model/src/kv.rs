@@ -24,6 +24,8 @@ pub(crate) struct KvCache {
     shared: usize,
     /// Rows saved while a reorder overwrites their slots.
     scratch: Vec<f32>,
+    /// The sequences whose rows `scratch` holds.
+    saved: Vec<usize>,
 }
 
 impl KvCache {
@@ -39,6 +41,7 @@ impl KvCache {
             len: 0,
             shared: 0,
             scratch: Vec::new(),
+            saved: Vec::new(),
         }
     }
 
@@ -109,13 +112,19 @@ impl KvCache {
         let n = rows.len();
         let moved = |i: usize| src.get(i).is_some_and(|&s| s != i);
         // Sources whose own slot is about to be overwritten are saved first.
-        let saved: Vec<usize> = src
-            .iter()
-            .copied()
-            .filter(|&s| moved(s))
-            .collect::<std::collections::BTreeSet<_>>()
-            .into_iter()
-            .collect();
+        // Sorted and unique, in a kept buffer (the decode loop allocates nothing).
+        let mut saved = std::mem::take(&mut self.saved);
+        saved.clear();
+        saved.extend(src.iter().copied().filter(|&s| moved(s)));
+        saved.sort_unstable();
+        saved.dedup();
+        if self.scratch.capacity() < saved.len() * n {
+            // Once, at the most a reorder can save (every sequence's rows of one layer):
+            // address space only, as pages are touched as rows are saved, and the buffer
+            // then never grows while a text gets longer.
+            let most = self.capacity * self.n_ctx * d;
+            self.scratch.reserve_exact(most - self.scratch.len());
+        }
         self.scratch.resize(saved.len() * n, 0.0);
         for layer in self.k.iter_mut().chain(self.v.iter_mut()) {
             for (j, &s) in saved.iter().enumerate() {
@@ -137,6 +146,7 @@ impl KvCache {
             }
         }
         self.batch = src.len();
+        self.saved = saved;
     }
 }
 

@@ -76,6 +76,8 @@ pub struct Session {
     /// Picks all threads or one per decoder step (see [`Session::set_adaptive_threads`]);
     /// None: always all.
     governor: Option<ThreadGovernor>,
+    /// [`Session::decode_batch`]'s logit rows, kept (the decode loop allocates nothing).
+    last_rows: Vec<usize>,
 }
 
 impl std::fmt::Debug for Session {
@@ -167,6 +169,7 @@ impl Session {
             dec: DecBuffers::default(),
             top: None,
             governor,
+            last_rows: Vec::new(),
             model,
         })
     }
@@ -297,9 +300,14 @@ impl Session {
             ));
         }
         let n_new = tokens.len() / batch;
-        let rows: Vec<usize> = (1..=batch).map(|b| b * n_new - 1).collect();
-        self.check_decode("decode_batch", tokens, n_new, &rows, logits)?;
-        self.forward(tokens, batch, &rows, logits)
+        let mut rows = std::mem::take(&mut self.last_rows);
+        rows.clear();
+        rows.extend((1..=batch).map(|b| b * n_new - 1));
+        let done = self
+            .check_decode("decode_batch", tokens, n_new, &rows, logits)
+            .and_then(|()| self.forward(tokens, batch, &rows, logits));
+        self.last_rows = rows;
+        done
     }
 
     /// Rebuilds the batch: new sequence `i` is current sequence `src[i]` (its cache rows are
