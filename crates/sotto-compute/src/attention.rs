@@ -226,6 +226,17 @@ thread_local! {
     static SCORES: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// Sizes this thread's [`SCORES`] for `shapes`: a task's rows (at most all of a step's,
+/// when the batch shares a prefix) times the most keys.
+pub(crate) fn reserve_thread(shapes: &crate::DecodeShapes) {
+    SCORES.with_borrow_mut(|v| {
+        let n = shapes.rows * shapes.text_keys;
+        if v.capacity() < n {
+            v.reserve_exact(n.next_multiple_of(4096) - v.len());
+        }
+    });
+}
+
 /// `v` resized to `n`, its capacity grown in steps of 4096 values, so that a text that
 /// grows by a token per step (a Whisper decoder's is at most 448, times 5 beams) reaches
 /// its final size in one or two allocations rather than by doubling.

@@ -1,5 +1,5 @@
 //! Encoder self-attention (no mask) with bf16 operands on CPUs with AVX-512 BF16, flash
-//! style: keys in tiles of 256 with an online softmax, so no [tq, tk] score matrix
+//! style: keys in tiles of 512 with an online softmax, so no [tq, tk] score matrix
 //! is ever held.
 //!
 //! Arithmetic, per head (what [`attention_bf16_reference`] models element by element):
@@ -27,8 +27,11 @@ use crate::{shape_err, CpuBackend, Mask, Result};
 /// Query rows per parallel task (a multiple of the tile's 8 rows).
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 const Q_BLOCK: usize = 64;
-/// Keys per tile of the online softmax (a multiple of the 32-key panels).
-const K_TILE: usize = 256;
+/// Keys per tile of the online softmax (a multiple of the 32-key panels). 512 rather than
+/// 256: fewer rescales of the output rows, ~2% faster at Whisper's 1500 keys on one
+/// thread (1024 and whole rows measured the same as 512); a task's [64, 512] score tile
+/// is 128 KiB, in L2.
+const K_TILE: usize = 512;
 
 /// Coefficients of the cubic for 2^f, f ∈ [−0.5, 0.5] (relative error < 7.6e-5).
 pub(crate) const EXP2_C: [f32; 4] = [0.999_928_2, 0.693_261, 0.242_609_35, 0.055_170_838];
@@ -458,7 +461,8 @@ mod x86 {
                 l: vec![0.0; Q_BLOCK],
             },
             |sc, t| {
-                let (h, b) = (t / n_blocks, t % n_blocks);
+                // Query blocks outermost, as the GEMMs' row blocks (each worker a run of rows).
+                let (h, b) = (t % n_head, t / n_head);
                 let i0 = b * Q_BLOCK;
                 let i1 = (i0 + Q_BLOCK).min(tq);
                 block(q, d, &panels, h, i0, i1, tk, dst, sc);

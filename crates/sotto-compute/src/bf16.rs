@@ -314,7 +314,9 @@ impl CpuBackend {
         let kc = kp.div_ceil(k_blocks);
         let dst = OutPtr(out.as_mut_ptr());
         (0..m_blocks * n_blocks).into_par_iter().for_each(|t| {
-            let (i0, j0) = ((t % m_blocks) * MC, (t / m_blocks) * NC);
+            // Row blocks outermost: rayon's halving gives each worker a run of rows,
+            // which the ops before and after touch on the same worker too.
+            let (i0, j0) = ((t / n_blocks) * MC, (t % n_blocks) * NC);
             let (i1, j1) = ((i0 + MC).min(m), (j0 + NC).min(n));
             for p0 in (0..kp).step_by(kc) {
                 let len = kc.min(kp - p0);

@@ -1,4 +1,6 @@
-//! 1-D convolution (kernel 3, padding 1) as im2col followed by a linear layer.
+//! 1-D convolution (kernel 3, padding 1) as im2col followed by a linear layer. The weight
+//! is taps first ([`crate::Weight::taps_first`]), so a column row is three input time
+//! steps side by side: three copies, no per-element scatter.
 
 use rayon::prelude::*;
 
@@ -9,8 +11,9 @@ const KERNEL: usize = 3;
 impl CpuBackend {
     /// Conv1d with kernel 3, padding 1 and the given stride, on time-major data.
     ///
-    /// `x` Shape: [t_in, c_in]; `w.weight` Shape: [c_out, c_in, 3] (PyTorch order, seen as a
-    /// linear layer with n_in = c_in·3); `out` Shape: [t_out, c_out] with
+    /// `x` Shape: [t_in, c_in]; `w.weight` Shape: [c_out, 3, c_in] (taps first: PyTorch's
+    /// [c_out, c_in, 3] through [`crate::Weight::taps_first`]), a linear layer with
+    /// n_in = 3·c_in; `out` Shape: [t_out, c_out] with
     /// t_out = (t_in − 1) / stride + 1. Returns t_out.
     pub fn conv1d(
         &self,
@@ -53,15 +56,11 @@ impl CpuBackend {
         cols.resize(t_out * kc, 0.0);
         self.install(|| {
             cols.par_chunks_mut(kc).enumerate().for_each(|(t, col)| {
-                for kk in 0..KERNEL {
+                for (kk, dst) in col.chunks_exact_mut(c_in).enumerate() {
                     // Input time t·stride + kk − 1; outside [0, t_in) is the zero padding.
                     match (t * stride + kk).checked_sub(1).filter(|&ti| ti < t_in) {
-                        Some(ti) => {
-                            for (c, &v) in x[ti * c_in..(ti + 1) * c_in].iter().enumerate() {
-                                col[c * KERNEL + kk] = v;
-                            }
-                        }
-                        None => (0..c_in).for_each(|c| col[c * KERNEL + kk] = 0.0),
+                        Some(ti) => dst.copy_from_slice(&x[ti * c_in..(ti + 1) * c_in]),
+                        None => dst.fill(0.0),
                     }
                 }
             })
@@ -123,8 +122,8 @@ mod tests {
             let x = rand_vec(t_in * c_in, 1);
             let w = rand_vec(c_out * c_in * 3, 2);
             let b = rand_vec(c_out, 3);
-            let lin =
-                Linear::new(Weight::F32(w.clone()), Some(b.clone()), c_out, c_in * 3).unwrap();
+            let taps = Weight::F32(w.clone()).taps_first(c_out, c_in, 3).unwrap();
+            let lin = Linear::new(taps, Some(b.clone()), c_out, c_in * 3).unwrap();
             let t_out = (t_in - 1) / stride + 1;
             let mut out = vec![f32::NAN; t_out * c_out];
             assert_eq!(be.conv1d(&x, c_in, &lin, stride, &mut out).unwrap(), t_out);

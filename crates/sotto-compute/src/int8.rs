@@ -282,7 +282,9 @@ impl CpuBackend {
         let bias = w.bias.as_deref();
         let dst = OutPtr(out.as_mut_ptr());
         (0..m_blocks * n_blocks).into_par_iter().for_each(|t| {
-            let (i0, j0) = ((t % m_blocks) * MC, (t / m_blocks) * NC);
+            // Row blocks outermost: rayon's halving gives each worker a run of rows,
+            // which the ops before and after touch on the same worker too.
+            let (i0, j0) = ((t / n_blocks) * MC, (t % n_blocks) * NC);
             let (i1, j1) = ((i0 + MC).min(m), (j0 + NC).min(n));
             for jc in (j0..j1).step_by(NR) {
                 let cols = NR.min(j1 - jc);

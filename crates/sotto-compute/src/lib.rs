@@ -103,6 +103,45 @@ impl Weight {
         self.len() == 0
     }
 
+    /// A conv1d weight in PyTorch's order, Shape: [c_out, c_in, taps], reordered taps
+    /// first, Shape: [c_out, taps, c_in], the order [`CpuBackend::conv1d`] reads: each
+    /// input column of the product is then a whole time step (one copy, not a scatter).
+    /// f32 and f16 stay what they are; quantized rows are dequantized (their blocks run
+    /// along the old order); packed layouts are an error.
+    pub fn taps_first(self, c_out: usize, c_in: usize, taps: usize) -> Result<Self> {
+        let n = c_out * c_in * taps;
+        if self.len() != n {
+            return Err(shape_err(
+                "conv weight",
+                format!("{} values for [{c_out}, {c_in}, {taps}]", self.len()),
+            ));
+        }
+        fn reorder<T: Copy + Default>(w: &[T], c_in: usize, taps: usize) -> Vec<T> {
+            let mut out = vec![T::default(); w.len()];
+            for (src, dst) in w
+                .chunks_exact(c_in * taps)
+                .zip(out.chunks_exact_mut(c_in * taps))
+            {
+                for (c, tap_vals) in src.chunks_exact(taps).enumerate() {
+                    for (k, &v) in tap_vals.iter().enumerate() {
+                        dst[k * c_in + c] = v;
+                    }
+                }
+            }
+            out
+        }
+        match self {
+            Weight::F32(w) => Ok(Weight::F32(reorder(&w, c_in, taps))),
+            Weight::F16(w) => Ok(Weight::F16(reorder(&w, c_in, taps))),
+            w @ Weight::Quant { .. } => {
+                let mut f = vec![0.0f32; n];
+                w.read_f32(0, &mut f);
+                Ok(Weight::F32(reorder(&f, c_in, taps)))
+            }
+            _ => Err(shape_err("conv weight", "already packed for a product")),
+        }
+    }
+
     /// The same weight laid out for products with a few input rows (decoding): on x86-64,
     /// f16 rows of an `n_out × n_in` weight become [`F16Tiles`] (the tiled kernels stream
     /// memory about three times faster) and quantized rows [`QuantTiles`] (all input rows
@@ -318,6 +357,22 @@ impl OutPtr {
     }
 }
 
+/// The largest decoder step a session runs, for [`CpuBackend::reserve_decode`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DecodeShapes {
+    /// Token rows in one step, all sequences together (5 for 5 beams).
+    pub rows: usize,
+    /// Widest input of a product (the MLP's second layer: 4·d).
+    pub n_in: usize,
+    /// Width and heads of the decoder.
+    pub d: usize,
+    pub n_head: usize,
+    /// Most self-attention keys per sequence (the text context).
+    pub text_keys: usize,
+    /// Cross-attention keys (the audio context).
+    pub audio_keys: usize,
+}
+
 /// Layer norm parameters.
 #[derive(Clone, Debug)]
 pub struct Norm {
@@ -444,6 +499,22 @@ impl CpuBackend {
     /// Whether tiled products of many rows may take the bf16 GEMM here.
     pub(crate) fn tiles_bf16(&self) -> bool {
         self.tiles_bf16 && bf16::simd(self.isa)
+    }
+
+    /// Sizes every worker's own scratch (of both pools) for decoder steps up to `shapes`,
+    /// so that steps that size never allocate, on whichever worker their tasks land.
+    /// Growing only: a smaller `shapes` later keeps what is there.
+    pub fn reserve_decode(&self, shapes: &DecodeShapes) {
+        let reserve = |_: rayon::BroadcastContext<'_>| {
+            attention::reserve_thread(shapes);
+            packed_attention::reserve_thread(shapes);
+            linear::reserve_thread(shapes);
+            vocab::reserve_thread(shapes);
+        };
+        self.pool.broadcast(reserve);
+        if let Some(solo) = &self.solo_pool {
+            solo.broadcast(reserve);
+        }
     }
 
     /// Runs `f` inside this backend's pool (so nested rayon work uses its threads), or

@@ -339,6 +339,13 @@ thread_local! {
     static ACTS: Cell<QuantActs> = const { Cell::new(QuantActs::new()) };
 }
 
+/// Sizes this thread's [`ACTS`] for the quantized few-row products of `shapes`.
+pub(crate) fn reserve_thread(shapes: &crate::DecodeShapes) {
+    let mut acts = ACTS.take();
+    acts.reserve(shapes.rows.min(SMALL_M), shapes.n_in);
+    ACTS.set(acts);
+}
+
 /// Adds the bias and applies the GELU to a local block of outputs for weight rows `rows`
 /// (Shape: [m, ldb], the first `rows.len()` columns valid), then copies each input row's
 /// run to its columns of `out` ([m, n] behind `dst`).

@@ -18,6 +18,19 @@ thread_local! {
     static SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
+/// Sizes this thread's [`SCRATCH`] for cross-attention over `shapes.audio_keys` keys.
+pub(crate) fn reserve_thread(shapes: &crate::DecodeShapes) {
+    let dh = shapes.d / shapes.n_head.max(1);
+    let n = scratch_len(shapes.audio_keys, dh);
+    SCRATCH.with_borrow_mut(|v| v.reserve(n.saturating_sub(v.len())));
+}
+
+/// A task's scratch: [`Q_CHUNK`] rows of scores over `tk` keys (whole key blocks), of
+/// `dh` outputs (padded), and of inverse sums.
+fn scratch_len(tk: usize, dh: usize) -> usize {
+    Q_CHUNK * (tk.div_ceil(KEY_BLOCK) * KEY_BLOCK + dh.next_multiple_of(VALUE_ALIGN) + 1)
+}
+
 /// Keys and values of `n_head` heads over `tk` positions, f16.
 #[derive(Clone, Debug)]
 pub struct PackedKv {
@@ -166,7 +179,7 @@ impl CpuBackend {
             let (h, i0) = (t / chunks, t % chunks * Q_CHUNK);
             let n = Q_CHUNK.min(tq - i0);
             SCRATCH.with_borrow_mut(|buf| {
-                buf.resize(Q_CHUNK * (lds + dhp + 1), 0.0);
+                buf.resize(scratch_len(tk, dh), 0.0);
                 let (s, rest) = buf.split_at_mut(Q_CHUNK * lds);
                 let (o, inv) = rest.split_at_mut(Q_CHUNK * dhp);
                 let qh = &q[i0 * d + h * dh..];

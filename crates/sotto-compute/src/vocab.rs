@@ -280,6 +280,17 @@ thread_local! {
     static RECOMPUTE: Cell<Recompute> = Cell::new(Recompute::default());
 }
 
+/// Sizes this thread's [`SPLIT`] (each row and its remainder: twice the rows) and
+/// [`RECOMPUTE`] for `shapes`.
+pub(crate) fn reserve_thread(shapes: &crate::DecodeShapes) {
+    let mut acts = SPLIT.take();
+    acts.reserve(2 * shapes.rows, shapes.d);
+    SPLIT.set(acts);
+    let mut r = RECOMPUTE.take();
+    r.reserve(shapes.d);
+    RECOMPUTE.set(r);
+}
+
 /// Buffers for finishing one screened row, kept per thread so a decoder step allocates
 /// nothing.
 #[derive(Default)]

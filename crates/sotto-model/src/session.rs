@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use sotto_compute::{CpuBackend, Linear, Mask, PackedKv, ThreadGovernor, Threads};
+use sotto_compute::{CpuBackend, DecodeShapes, Linear, Mask, PackedKv, ThreadGovernor, Threads};
 
 use crate::kv::KvCache;
 use crate::{Block, ModelError, Whisper};
@@ -78,6 +78,8 @@ pub struct Session {
     governor: Option<ThreadGovernor>,
     /// [`Session::decode_batch`]'s logit rows, kept (the decode loop allocates nothing).
     last_rows: Vec<usize>,
+    /// The step the workers' own scratch is sized for (grown with the batch).
+    reserved: DecodeShapes,
 }
 
 impl std::fmt::Debug for Session {
@@ -155,6 +157,17 @@ impl Session {
             .with_bf16_tiles(model.encoder_precision == crate::EncoderPrecision::Bf16Fast);
         let governor =
             (adaptive_by_default() && be.max_threads() > 1).then(ThreadGovernor::default);
+        // Every worker's scratch sized for one sequence now; `reorder` grows it with the
+        // batch. Decoder steps then allocate nothing on any worker.
+        let reserved = DecodeShapes {
+            rows: 1,
+            n_in: 4 * dt,
+            d: dt,
+            n_head: h.n_text_head,
+            text_keys: h.n_text_ctx,
+            audio_keys: ctx,
+        };
+        be.reserve_decode(&reserved);
         Ok(Self {
             be,
             enc: EncBuffers {
@@ -170,6 +183,7 @@ impl Session {
             top: None,
             governor,
             last_rows: Vec::new(),
+            reserved,
             model,
         })
     }
@@ -322,6 +336,10 @@ impl Session {
             ));
         }
         self.kv.reorder(src);
+        if src.len() > self.reserved.rows {
+            self.reserved.rows = src.len();
+            self.be.reserve_decode(&self.reserved);
+        }
         Ok(())
     }
 

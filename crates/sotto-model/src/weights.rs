@@ -277,6 +277,9 @@ impl<'a> Loader<'a> {
     fn conv(&self, prefix: &str, d: usize, c_in: usize) -> Result<Linear, ModelError> {
         let wname = format!("{prefix}.weight");
         let weight = self.weight(&wname, &[d, c_in, 3], self.widen)?;
+        let weight = weight
+            .taps_first(d, c_in, 3)
+            .map_err(|e| self.err(&wname, e.to_string()))?;
         let weight = self.for_gemm(&wname, weight, d, c_in * 3)?;
         let bias = self.vector(&format!("{prefix}.bias"), d)?;
         Linear::new(weight, Some(bias), d, c_in * 3).map_err(|e| self.err(&wname, e.to_string()))

@@ -313,6 +313,16 @@ impl QuantActs {
         }
     }
 
+    /// Room for `m` rows of `k` values (any weight type; `k` a whole number of blocks),
+    /// so that quantizing that many never allocates.
+    pub fn reserve(&mut self, m: usize, k: usize) {
+        let n = k.div_ceil(QK) * m;
+        self.q.reserve((n * QK).saturating_sub(self.q.len()));
+        self.d.reserve(n.saturating_sub(self.d.len()));
+        self.sum.reserve(n.saturating_sub(self.sum.len()));
+        self.s.reserve(n.saturating_sub(self.s.len()));
+    }
+
     /// Quantizes `x` (Shape: [m, k]) for weights of type `t` (as [`crate::quantize_activations`]
     /// does, so the blocks are the ones [`crate::vec_dot`] would get). Panics unless `k` is a
     /// whole number of blocks and `x.len() == m·k`.

@@ -30,7 +30,7 @@ fn exp2(t: __m512) -> __m512 {
 }
 
 /// `p` = bf16 pairs of `exp2(s[j]·c − mc)` (nearest even; a missing last element zero);
-/// returns the f32 sum of the rounded values (lane by lane, then across lanes).
+/// returns the f32 sum of the rounded values (by pairs into 16 lanes, then across lanes).
 ///
 /// `s` Shape: [n]; `p` Shape: [n.div_ceil(2)]. Panics on other lengths.
 ///
@@ -40,26 +40,24 @@ fn exp2(t: __m512) -> __m512 {
 pub(crate) unsafe fn exp2_pairs(s: &[f32], c: f32, mc: f32, p: &mut [u32]) -> f32 {
     assert_eq!(p.len(), s.len().div_ceil(2), "exp2_pairs: lengths differ");
     let (cv, mcv) = (_mm512_set1_ps(c), _mm512_set1_ps(mc));
-    let hi_mask = _mm512_set1_epi32(0xffff_0000u32 as i32);
+    // bf16 pairs (1, 1): one `vdpbf16ps` adds both rounded values of a pair, exactly.
+    let one = _mm512_set1_ps(1.0);
+    let ones = _mm512_cvtne2ps_pbh(one, one);
     let (sp, pp) = (s.as_ptr(), p.as_mut_ptr() as *mut i32);
-    let (mut acc0, mut acc1) = (_mm512_setzero_ps(), _mm512_setzero_ps());
+    let mut acc = _mm512_setzero_ps();
     let mut i = 0;
-    // Adds the rounded values in `v` (32 bf16) to the two accumulators.
-    macro_rules! add {
-        ($v:expr) => {
-            acc0 = _mm512_add_ps(acc0, _mm512_castsi512_ps(_mm512_slli_epi32::<16>($v)));
-            acc1 = _mm512_add_ps(acc1, _mm512_castsi512_ps(_mm512_and_si512($v, hi_mask)));
-        };
-    }
     while i + 32 <= s.len() {
         // SAFETY: s[i..i + 32] and p[i / 2..i / 2 + 16] are in bounds (loop condition and
         // the length check above).
         unsafe {
             let lo = exp2(_mm512_fmsub_ps(_mm512_loadu_ps(sp.add(i)), cv, mcv));
             let hi = exp2(_mm512_fmsub_ps(_mm512_loadu_ps(sp.add(i + 16)), cv, mcv));
-            let v: __m512i = std::mem::transmute(_mm512_cvtne2ps_pbh(hi, lo));
-            _mm512_storeu_si512(pp.add(i / 2) as *mut __m512i, v);
-            add!(v);
+            let v = _mm512_cvtne2ps_pbh(hi, lo);
+            _mm512_storeu_si512(
+                pp.add(i / 2) as *mut __m512i,
+                std::mem::transmute::<__m512bh, __m512i>(v),
+            );
+            acc = _mm512_dpbf16_ps(acc, v, ones);
         }
         i += 32;
     }
@@ -74,12 +72,13 @@ pub(crate) unsafe fn exp2_pairs(s: &[f32], c: f32, mc: f32, p: &mut [u32]) -> f3
             let x_hi = _mm512_maskz_loadu_ps(m_hi, sp.add(i + 16.min(rest)));
             let lo = _mm512_maskz_mov_ps(m_lo, exp2(_mm512_fmsub_ps(x_lo, cv, mcv)));
             let hi = _mm512_maskz_mov_ps(m_hi, exp2(_mm512_fmsub_ps(x_hi, cv, mcv)));
-            let v: __m512i = std::mem::transmute(_mm512_cvtne2ps_pbh(hi, lo));
-            _mm512_mask_storeu_epi32(pp.add(i / 2), low_mask(rest.div_ceil(2)), v);
-            add!(v);
+            let v = _mm512_cvtne2ps_pbh(hi, lo);
+            let pairs: __m512i = std::mem::transmute(v);
+            _mm512_mask_storeu_epi32(pp.add(i / 2), low_mask(rest.div_ceil(2)), pairs);
+            acc = _mm512_dpbf16_ps(acc, v, ones);
         }
     }
-    _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1))
+    _mm512_reduce_add_ps(acc)
 }
 
 /// One value panel: `panel[p·NR + c] = (bf16 v[2p·ld + c], bf16 v[(2p + 1)·ld + c])` for
