@@ -229,21 +229,21 @@ thread_local! {
 /// Sizes this thread's [`SCORES`] for `shapes`: a task's rows (at most all of a step's,
 /// when the batch shares a prefix) times the most keys.
 pub(crate) fn reserve_thread(shapes: &crate::DecodeShapes) {
-    SCORES.with_borrow_mut(|v| {
-        let n = shapes.rows * shapes.text_keys;
-        if v.capacity() < n {
-            v.reserve_exact(n.next_multiple_of(4096) - v.len());
-        }
-    });
+    SCORES.with_borrow_mut(|v| grow(v, shapes.rows * shapes.text_keys));
+}
+
+/// Capacity for `n` values, grown in steps of 4096 (see [`sized`]).
+fn grow(v: &mut Vec<f32>, n: usize) {
+    if v.capacity() < n {
+        v.reserve_exact(n.next_multiple_of(4096) - v.len());
+    }
 }
 
 /// `v` resized to `n`, its capacity grown in steps of 4096 values, so that a text that
 /// grows by a token per step (a Whisper decoder's is at most 448, times 5 beams) reaches
 /// its final size in one or two allocations rather than by doubling.
 fn sized(v: &mut Vec<f32>, n: usize) {
-    if v.capacity() < n {
-        v.reserve_exact(n.next_multiple_of(4096) - v.len());
-    }
+    grow(v, n);
     v.resize(n, 0.0);
 }
 
