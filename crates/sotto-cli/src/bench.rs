@@ -63,6 +63,11 @@ pub struct Args {
     /// Also transcribe this file end to end (default options) for the real-time factor.
     #[arg(long, value_name = "AUDIO")]
     file: Option<PathBuf>,
+
+    /// Skip measuring this CPU's peak rates and the encoder's limit at them (about a
+    /// second, after every other figure).
+    #[arg(long)]
+    no_limits: bool,
 }
 
 fn median(mut xs: Vec<Duration>) -> Duration {
@@ -98,6 +103,32 @@ fn peak_rss_mib() -> Option<f64> {
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib / 1024.0)
+}
+
+/// This CPU's measured peaks on `threads` threads, and the encoder's time (`encode`, per
+/// window) against the least its `work` can take at them.
+fn print_limits(threads: usize, work: &sotto::EncoderWork, encode: Duration) {
+    let p = sotto::measure_peaks(sotto::isa(), threads);
+    let rate = |name: &str, r: Option<f64>, unit: &str| {
+        r.map(|r| format!(", {name} {r:.0} {unit}"))
+            .unwrap_or_default()
+    };
+    println!(
+        "peaks             f32 FMA {:.0} GFLOP/s{}{}, memory read {:.1} GB/s ({threads} threads)",
+        p.f32_gflops,
+        rate("bf16 dot", p.bf16_gflops, "GFLOP/s"),
+        rate("int8 dot", p.int8_gops, "GOP/s"),
+        p.read_gbs
+    );
+    match work.limit(&p) {
+        Some(limit) => println!(
+            "encoder limit     {:9.1} ms  ({:.1} G operations at the peaks: this encoder takes {:.2}× it)",
+            ms(limit),
+            work.total() / 1e9,
+            encode.as_secs_f64() / limit.as_secs_f64()
+        ),
+        None => println!("encoder limit     (its precision needs an instruction this CPU lacks)"),
+    }
 }
 
 /// A deterministic 30 s test signal: a chirp with a little noise, so the mel is not flat.
@@ -264,6 +295,11 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
     }
     if let Some(rss) = peak_rss_mib() {
         println!("peak RSS          {rss:9.1} MiB");
+    }
+    if let (false, Some(work)) = (args.no_limits, model.encoder_work()) {
+        // The session's workers must not share the cores with the measurement.
+        drop(session);
+        print_limits(threads, &work, encode);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -429,6 +429,8 @@ fn bench_prints_every_figure() {
         "(batch 5 after a 102-token prompt)",
         "(batch 5, every logit: best-of-5 sampling)",
         "peak RSS",
+        "peaks             f32 FMA ",
+        "encoder limit",
     ] {
         assert!(out.contains(figure), "{figure} missing from:\n{out}");
     }

@@ -117,6 +117,11 @@ fn encoder_attention_bf16(c: &mut Criterion) {
     g.bench_function("mixed_1500x1500_6x64_1t", |b| {
         b.iter(|| be.attention_mixed(&q, t, &k, &v, t, nh, &mut att).unwrap())
     });
+    // The encoder's default on two threads, for the scaling (half the one-thread time is ideal).
+    let be2 = CpuBackend::new(2).unwrap();
+    g.bench_function("mixed_1500x1500_6x64_2t", |b| {
+        b.iter(|| be2.attention_mixed(&q, t, &k, &v, t, nh, &mut att).unwrap())
+    });
     // The gemm-crate path that AVX2 keeps (its products still run the gemm crate's own
     // AVX-512 kernels where the CPU has them; only the softmax is 8 lanes wide).
     let gemm_path = CpuBackend::with_isa(1, sotto_compute::Isa::Avx2).unwrap();

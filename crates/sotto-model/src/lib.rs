@@ -9,11 +9,13 @@ mod calibrate;
 mod kv;
 mod session;
 mod weights;
+mod work;
 
 pub use calibrate::{Calibration, InputStats};
 pub use session::{check_decode_input, Session};
-pub use sotto_compute::{ComputeError, VocabTop};
+pub use sotto_compute::{measure_peaks, ComputeError, Peaks, VocabTop};
 pub use sotto_formats::Hparams;
+pub use work::EncoderWork;
 
 use std::path::PathBuf;
 
@@ -174,6 +176,11 @@ impl Whisper {
     /// The encoder precision this model runs on this CPU (never `Auto`).
     pub fn encoder_precision(&self) -> EncoderPrecision {
         self.encoder_precision
+    }
+
+    /// The products of one [`Session::encode`] at this model's encoder precision.
+    pub fn encoder_work(&self) -> EncoderWork {
+        EncoderWork::new(&self.hparams, self.encoder_precision)
     }
 
     /// Mel frames in one window (2 · n_audio_ctx, 3000 for Whisper).

@@ -37,7 +37,8 @@ pub use sotto_hub as hub;
 pub use sotto_isa::isa;
 pub use sotto_model as model;
 pub use sotto_model::{
-    bf16_encoder_supported, int8_encoder_supported, EncoderPrecision, LoadOptions,
+    bf16_encoder_supported, int8_encoder_supported, measure_peaks, EncoderPrecision, EncoderWork,
+    LoadOptions, Peaks,
 };
 
 /// Everything that can go wrong, by layer. Each message names the input and the problem.
@@ -246,6 +247,12 @@ impl Model {
             #[cfg(feature = "cuda")]
             engine::Weights::Cuda(_) => None,
         }
+    }
+
+    /// The products of one encoder window on the CPU, by precision; `None` on a GPU.
+    pub fn encoder_work(&self) -> Option<EncoderWork> {
+        self.encoder_precision()
+            .map(|p| EncoderWork::new(self.hparams(), p))
     }
 
     pub fn path(&self) -> &Path {

@@ -22,6 +22,8 @@ mod x86_decode;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86_int8;
 #[cfg(target_arch = "x86_64")]
+pub(crate) mod x86_peak;
+#[cfg(target_arch = "x86_64")]
 pub(crate) mod x86_tiles_many;
 
 use half::f16;
@@ -399,6 +401,27 @@ pub fn add(isa: Isa, a: &mut [f32], b: &[f32]) {
 /// Exact-erf GELU in place (the SIMD paths use an erf with |error| < 2e-7).
 pub fn gelu(isa: Isa, x: &mut [f32]) {
     dispatch!(isa, gelu(x))
+}
+
+/// `iters` rounds of independent fused multiply-add chains on path `isa`, for
+/// [`crate::peak`]: (f32 operations per round, a value that depends on every round).
+pub(crate) fn fma_peak(isa: Isa, iters: u64) -> (u64, f32) {
+    match checked(isa) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `checked` returned Avx512, so the CPU has AVX-512 F.
+        Isa::Avx512 => (x86_peak::FMA_AVX512_FLOPS, unsafe {
+            x86_peak::fma_avx512(iters)
+        }),
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `checked` returned Avx2, so the CPU has AVX2 and FMA.
+        Isa::Avx2 => (x86_peak::FMA_AVX2_FLOPS, unsafe {
+            x86_peak::fma_avx2(iters)
+        }),
+        #[cfg(target_arch = "aarch64")]
+        // SAFETY: NEON is part of the aarch64 baseline.
+        Isa::Neon => (neon::FMA_PEAK_FLOPS, unsafe { neon::fma_peak(iters) }),
+        _ => (scalar::FMA_PEAK_FLOPS, scalar::fma_peak(iters)),
+    }
 }
 
 /// One row of layer norm. All slices Shape: `[d]`. Panics if the lengths differ.

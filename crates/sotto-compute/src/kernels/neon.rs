@@ -167,3 +167,19 @@ pub(super) unsafe fn axpy_rows(p: &[f32], v: &[f32], ld: usize, out: &mut [f32])
         unsafe { axpy(pj, &v[j * ld..j * ld + n], out) };
     }
 }
+
+/// f32 operations per iteration of [`fma_peak`]: 16 chains × 4 lanes × (mul + add).
+pub(super) const FMA_PEAK_FLOPS: u64 = 16 * 4 * 2;
+
+/// `iters` rounds of 16 independent 4-lane fused multiply-adds (see [`crate::peak`]).
+#[target_feature(enable = "neon")]
+pub(super) unsafe fn fma_peak(iters: u64) -> f32 {
+    let (a, b) = (vdupq_n_f32(0.999_999), vdupq_n_f32(1e-7));
+    let mut acc = [vdupq_n_f32(0.0); 16];
+    for _ in 0..iters {
+        for r in acc.iter_mut() {
+            *r = vfmaq_f32(*r, a, b);
+        }
+    }
+    acc.iter().map(|&r| vaddvq_f32(r)).sum()
+}

@@ -164,3 +164,22 @@ pub(super) fn axpy_rows(p: &[f32], v: &[f32], ld: usize, out: &mut [f32]) {
         axpy(pj, &v[j * ld..j * ld + n], out);
     }
 }
+
+/// f32 operations per iteration of [`fma_peak`]: 32 chains × (mul + add).
+pub(super) const FMA_PEAK_FLOPS: u64 = 32 * 2;
+
+/// `iters` rounds of 32 independent multiply-adds (unfused: a fused one is a library call
+/// on CPUs without FMA), the portable stand-in for the SIMD loops of [`crate::peak`].
+pub(super) fn fma_peak(iters: u64) -> f32 {
+    let (a, b) = (
+        std::hint::black_box(0.999_999f32),
+        std::hint::black_box(1e-7f32),
+    );
+    let mut acc = [0f32; 32];
+    for _ in 0..iters {
+        for r in acc.iter_mut() {
+            *r = *r * a + b;
+        }
+    }
+    acc.iter().sum()
+}
