@@ -542,7 +542,9 @@ mod simd {
                     // SAFETY: AVX-512 runs (the caller's check); rows ≤ NR keys of dh
                     // values d apart are in `src`, NR·d fits an i32 for any d a real
                     // model has, and the panel has dh·NR values.
-                    unsafe { tile::pack_k_panel(src.as_ptr(), d, rows, dh, panel.as_mut_ptr()) };
+                    unsafe {
+                        tile::pack_k_panel::<NR>(src.as_ptr(), d, rows, dh, panel.as_mut_ptr())
+                    };
                 }
                 for (cp, panel) in pv.chunks_exact_mut(tk * NR).enumerate() {
                     let cols = NR.min(dh - cp * NR);
@@ -696,7 +698,7 @@ mod simd {
                     // rows of dh, the panel dh·NR values, and the [Q_BLOCK, K_TILE] score
                     // tile has rows ic..ic + MR and columns jp·NR..(jp + 1)·NR ≤ K_TILE.
                     unsafe {
-                        tile::scores(
+                        tile::scores::<MR, { NR / 16 }>(
                             dh,
                             sc.q[ic * dh..].as_ptr(),
                             panel.as_ptr(),

@@ -14,20 +14,25 @@
 //!   the keys), and O/l at the end.
 //!
 //! K and V are rounded and packed once per call into the panels the `vdpbf16ps` tile
-//! streams: K per head in panels of 32 keys × d_head pairs, V per head in panels of
-//! 32 columns × key pairs.
+//! streams: K per head in panels of 64 keys × d_head pairs, V per head in panels of
+//! 64 columns × key pairs.
 //!
 //! [`CpuBackend::attention_mixed`] keeps Q·Kᵀ in f32 (unrounded Q and K, products added
-//! in order of d_head by fused multiply-adds, K packed in f32 panels of 32 keys) and
+//! in order of d_head by fused multiply-adds, K packed in f32 panels of 64 keys) and
 //! shares the rest: the softmax as above and the bf16 P·V.
 
 use crate::bf16::{bf16_to_f32, f32_to_bf16};
 use crate::{shape_err, CpuBackend, Mask, Result};
 
-/// Query rows per parallel task (a multiple of the tile's 8 rows).
+/// Query rows per parallel task (a multiple of [`MR`]; Whisper's 1500 are 25 blocks).
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-const Q_BLOCK: usize = 64;
-/// Keys per tile of the online softmax (a multiple of the 32-key panels). 512 rather than
+const Q_BLOCK: usize = 60;
+/// Rows and columns of every product tile here (scores in f32 or bf16, P·V in bf16): 6 × 4
+/// vectors, as the bf16 GEMM's, so loads do not cap the products; key and value panels
+/// are [`NR`] wide (a 64-wide head is one value panel).
+pub(crate) const MR: usize = 6;
+pub(crate) const NR: usize = 64;
+/// Keys per tile of the online softmax (a multiple of the 64-key panels). 512 rather than
 /// 256: fewer rescales of the output rows, ~2% faster at Whisper's 1500 keys on one
 /// thread (1024 and whole rows measured the same as 512); a task's [64, 512] score tile
 /// is 128 KiB, in L2.
@@ -280,18 +285,13 @@ fn pair_dot_from(init: f32, n: usize, a: impl Fn(usize) -> f32, b: impl Fn(usize
 mod x86 {
     use rayon::prelude::*;
 
-    use super::{K_TILE, Q_BLOCK};
-    use crate::bf16::{MR, NR};
+    use super::{K_TILE, MR, NR, Q_BLOCK};
     use crate::kernels::{self, x86_attn_f32, x86_bf16, x86_bf16_attn};
     use crate::scratch::Pool;
     use crate::{Isa, OutPtr};
 
     // The f32 score tile fills whole row tiles of a query block and whole key panels.
-    const _: () = assert!(
-        Q_BLOCK.is_multiple_of(x86_attn_f32::MR)
-            && x86_attn_f32::NR == NR
-            && K_TILE.is_multiple_of(NR)
-    );
+    const _: () = assert!(Q_BLOCK.is_multiple_of(MR) && K_TILE.is_multiple_of(NR));
 
     /// K and V of every head rounded to bf16 and packed for the tile kernel (K in f32
     /// for f32 scores).
@@ -341,7 +341,7 @@ mod x86 {
                         // SAFETY: AVX-512 F runs (checked by the caller); `src` holds rows
                         // ≤ NR keys of dh values d apart, the panel dh·NR values.
                         unsafe {
-                            x86_attn_f32::pack_k_panel(
+                            x86_attn_f32::pack_k_panel::<NR>(
                                 src.as_ptr(),
                                 d,
                                 rows,
@@ -492,7 +492,7 @@ mod x86 {
         let c = std::f32::consts::LOG2_E / (dh as f32).sqrt();
         let f32_scores = !pn.kf.is_empty();
         if f32_scores {
-            for r in 0..bq.div_ceil(x86_attn_f32::MR) * x86_attn_f32::MR {
+            for r in 0..bq.div_ceil(MR) * MR {
                 let dst = &mut sc.qf[r * dh..][..dh];
                 match q.get((i0 + r) * d + c0..).filter(|_| r < bq) {
                     Some(src) => dst.copy_from_slice(&src[..dh]),
@@ -515,7 +515,7 @@ mod x86 {
             if f32_scores {
                 f32_scores_tile(sc, pn, h, j0, nk, bq);
             }
-            // S = Q·Kᵀ for this key tile, one 32-key panel at a time.
+            // S = Q·Kᵀ for this key tile, one NR-key panel at a time.
             for jp in (0..nk.div_ceil(NR)).filter(|_| !f32_scores) {
                 let panel = pn.k_panel(h, j0 / NR + jp);
                 let cols = NR.min(nk - jp * NR);
@@ -524,7 +524,7 @@ mod x86 {
                     // pairs, the panel kp·NR pairs; rows ic..ic + MR.min(bq − ic) and
                     // columns jp·NR..+cols of the [Q_BLOCK, K_TILE] score tile exist.
                     unsafe {
-                        x86_bf16::tile(
+                        x86_bf16::tile::<MR, { NR / 16 }>(
                             kp,
                             sc.qa[ic * kp..].as_ptr(),
                             kp,
@@ -557,7 +557,7 @@ mod x86 {
                     kernels::scale(Isa::Avx512, o, corr);
                 }
             }
-            // O += P·V, one 32-column panel at a time.
+            // O += P·V, one NR-column panel at a time.
             for cp in 0..pn.v_panels {
                 let panel = &pn.v_panel(h, cp)[(j0 / 2) * NR..][..kc * NR];
                 let cols = NR.min(dh - cp * NR);
@@ -566,7 +566,7 @@ mod x86 {
                     // pairs, the panel slice kc·NR pairs; rows i0 + ic..+MR.min(bq − ic),
                     // columns c0 + cp·NR..+cols of `out` ([tq, d]) belong to this task.
                     unsafe {
-                        x86_bf16::tile(
+                        x86_bf16::tile::<MR, { NR / 16 }>(
                             kc,
                             sc.pa[ic * lp..].as_ptr(),
                             lp,
@@ -595,12 +595,12 @@ mod x86 {
         let dh = pn.dh;
         for jp in 0..nk.div_ceil(NR) {
             let panel = pn.kf_panel(h, j0 / NR + jp);
-            for ic in (0..bq).step_by(x86_attn_f32::MR) {
+            for ic in (0..bq).step_by(MR) {
                 // SAFETY: AVX-512 F runs; sc.qf holds Q_BLOCK ≥ ic + MR rows of dh (Q_BLOCK
                 // is a multiple of MR), the panel dh·NR values, and the [Q_BLOCK, K_TILE]
                 // score tile rows ic..ic + MR, columns jp·NR..(jp + 1)·NR ≤ K_TILE.
                 unsafe {
-                    x86_attn_f32::scores(
+                    x86_attn_f32::scores::<MR, { NR / 16 }>(
                         dh,
                         sc.qf[ic * dh..].as_ptr(),
                         panel.as_ptr(),
@@ -659,7 +659,7 @@ mod tests {
     }
 
     // (tq, tk, n_head, d_head)
-    const SHAPES: [(usize, usize, usize, usize); 8] = [
+    const SHAPES: [(usize, usize, usize, usize); 9] = [
         (1, 1, 1, 64),
         (7, 65, 2, 40),
         (65, 7, 3, 64),
@@ -668,6 +668,8 @@ mod tests {
         (129, 513, 2, 5),
         (1500, 1500, 1, 64),
         (300, 1500, 6, 64),
+        // Two value panels, the second partial; a partial last query block and key panel.
+        (61, 130, 2, 80),
     ];
 
     #[test]

@@ -17,9 +17,12 @@ use crate::kernels::TILE_ROWS;
 use crate::{shape_err, CpuBackend, F16Tiles, Isa, Linear, OutPtr, Result, Weight};
 
 /// Rows per microkernel tile.
-pub(crate) const MR: usize = 8;
-/// Columns per microkernel tile (and per packed weight panel): two 16-lane registers.
-pub(crate) const NR: usize = 32;
+pub(crate) const MR: usize = 6;
+/// Columns per microkernel tile (and per packed weight panel): four 16-lane registers.
+/// 6 × 64 rather than 8 × 32: 24 accumulators fed by 4 weight loads and 6 broadcasts per
+/// pair instead of 16 by 2 and 8, so loads no longer cap `vdpbf16ps` on cores that issue
+/// two a cycle (Zen 5: 95% of peak in L1 against 86%).
+pub(crate) const NR: usize = 64;
 /// Most k pairs per cache block: a weight panel block of `KC·NR` pairs is 32 KiB (L1).
 /// 256 rather than 192: a 512-wide input is then one block, so each output tile is
 /// stored once instead of loaded and stored again. Base's encoder shapes ran 3–7% faster
@@ -27,9 +30,9 @@ pub(crate) const NR: usize = 32;
 /// way: every tile adds its k pairs in order, across blocks too.
 const KC: usize = 256;
 /// Rows per task block (a multiple of [`MR`]); its activation block stays in L2.
-const MC: usize = 12 * MR;
+const MC: usize = 16 * MR;
 /// Columns per task block (a multiple of [`NR`]).
-const NC: usize = 8 * NR;
+const NC: usize = 4 * NR;
 
 /// Whether this CPU has AVX-512 F/BW/VL and BF16, which the bf16 GEMM needs.
 pub fn bf16_gemm_supported() -> bool {
@@ -334,7 +337,7 @@ impl CpuBackend {
                         // task writes.
                         #[cfg(target_arch = "x86_64")]
                         unsafe {
-                            kernels::x86_bf16::tile(
+                            kernels::x86_bf16::tile::<MR, { NR / 16 }>(
                                 len,
                                 ap.as_ptr(),
                                 kp,

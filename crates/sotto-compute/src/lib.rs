@@ -612,6 +612,7 @@ pub(crate) mod testutil {
             (100, 300, 385),
             (9, 257, 450),
             (203, 70, 33),
+            (31, 70, 1100),
         ];
         for threads in [1, 3] {
             let be = CpuBackend::new(threads).unwrap();

@@ -12,35 +12,45 @@ pub(crate) const MR: usize = 8;
 /// Keys (score tile) or value columns (value tile) per panel: two 16-lane registers.
 pub(crate) const NR: usize = 32;
 
-/// `s[r·lds + j] = Σ_{p < dh} q[r·dh + p] · k[p·NR + j]` for `r < MR`, `j < NR`.
+/// `s[r·lds + j] = Σ_{p < dh} q[r·dh + p] · k[p·W + j]` for `r < M`, `j < W`, W = 16·V
+/// (a multiply-add per p, in order). [`CpuBackend::attention`](crate::CpuBackend::attention)
+/// runs it as [`MR`] × [`NR`]; the mixed attention as 6 × 64.
 ///
-/// `q` Shape: [MR, dh] (one query row block); `k` Shape: [dh, NR] (one key panel: key j's
-/// element p at `p·NR + j`); `s` Shape: [MR, lds].
+/// `q` Shape: [M, dh] (one query row block); `k` Shape: [dh, W] (one key panel: key j's
+/// element p at `p·W + j`); `s` Shape: [M, lds].
 ///
 /// # Safety
-/// The CPU must have AVX-512 F; `q` must hold `MR·dh` values, `k` `dh·NR`, and `s` rows
-/// `0..MR` must be writable at columns `0..NR`.
+/// The CPU must have AVX-512 F; `q` must hold `M·dh` values, `k` `dh·W`, and `s` rows
+/// `0..M` must be writable at columns `0..W`.
 #[target_feature(enable = "avx512f")]
-pub(crate) unsafe fn scores(dh: usize, q: *const f32, k: *const f32, s: *mut f32, lds: usize) {
-    let mut c0 = [_mm512_setzero_ps(); MR];
-    let mut c1 = [_mm512_setzero_ps(); MR];
+pub(crate) unsafe fn scores<const M: usize, const V: usize>(
+    dh: usize,
+    q: *const f32,
+    k: *const f32,
+    s: *mut f32,
+    lds: usize,
+) {
+    let w = 16 * V;
+    let mut c = [[_mm512_setzero_ps(); V]; M];
     for p in 0..dh {
-        // SAFETY: p < dh, so k[p·NR..(p + 1)·NR] and q[r·dh + p] (r < MR) are in bounds.
+        // SAFETY: p < dh, so k[p·W..(p + 1)·W] and q[r·dh + p] (r < M) are in bounds.
         unsafe {
-            let b0 = _mm512_loadu_ps(k.add(p * NR));
-            let b1 = _mm512_loadu_ps(k.add(p * NR + 16));
-            for r in 0..MR {
+            let mut b = [_mm512_setzero_ps(); V];
+            for (v, x) in b.iter_mut().enumerate() {
+                *x = _mm512_loadu_ps(k.add(p * w + 16 * v));
+            }
+            for (r, row) in c.iter_mut().enumerate() {
                 let a = _mm512_set1_ps(*q.add(r * dh + p));
-                c0[r] = _mm512_fmadd_ps(a, b0, c0[r]);
-                c1[r] = _mm512_fmadd_ps(a, b1, c1[r]);
+                for (x, &bx) in row.iter_mut().zip(&b) {
+                    *x = _mm512_fmadd_ps(a, bx, *x);
+                }
             }
         }
     }
-    for r in 0..MR {
-        // SAFETY: row r < MR of s, columns 0..NR, writable by the caller's contract.
-        unsafe {
-            _mm512_storeu_ps(s.add(r * lds), c0[r]);
-            _mm512_storeu_ps(s.add(r * lds + 16), c1[r]);
+    for (r, row) in c.iter().enumerate() {
+        for (v, &x) in row.iter().enumerate() {
+            // SAFETY: row r < M of s, columns 0..W, writable by the caller's contract.
+            unsafe { _mm512_storeu_ps(s.add(r * lds + 16 * v), x) };
         }
     }
 }
@@ -98,24 +108,24 @@ pub(crate) unsafe fn values(
     }
 }
 
-/// One key panel: `panel[p·NR + j] = k[j·ld + p]` for keys `j < rows`, `p < dh`; keys
-/// `rows..NR` zero. Transposes 16 × 16 blocks in registers.
+/// One key panel `W` keys wide (a multiple of 16): `panel[p·W + j] = k[j·ld + p]` for keys
+/// `j < rows`, `p < dh`; keys `rows..W` zero. Transposes 16 × 16 blocks in registers.
 ///
-/// `k` Shape: [rows, ld] (first `dh` of each row used); `panel` Shape: [dh, NR].
+/// `k` Shape: [rows, ld] (first `dh` of each row used); `panel` Shape: [dh, W].
 ///
 /// # Safety
-/// The CPU must have AVX-512 F; `rows ≤ NR`; `k` must hold `(rows − 1)·ld + dh` values
-/// and `panel` `dh·NR`.
+/// The CPU must have AVX-512 F; `rows ≤ W`; `k` must hold `(rows − 1)·ld + dh` values
+/// and `panel` `dh·W`.
 #[target_feature(enable = "avx512f")]
-pub(crate) unsafe fn pack_k_panel(
+pub(crate) unsafe fn pack_k_panel<const W: usize>(
     k: *const f32,
     ld: usize,
     rows: usize,
     dh: usize,
     panel: *mut f32,
 ) {
-    debug_assert!(rows <= NR);
-    for g in 0..NR / 16 {
+    debug_assert!(rows <= W);
+    for g in 0..W / 16 {
         let keys = rows.saturating_sub(16 * g).min(16);
         for p0 in (0..dh).step_by(16) {
             let cols = (dh - p0).min(16);
@@ -127,8 +137,8 @@ pub(crate) unsafe fn pack_k_panel(
             }
             let w = transpose16(r);
             for (c, w) in w.iter().enumerate().take(cols) {
-                // SAFETY: row p0 + c < dh of the panel, keys 16g..16g + 16 ≤ NR.
-                unsafe { _mm512_storeu_ps(panel.add((p0 + c) * NR + 16 * g), *w) };
+                // SAFETY: row p0 + c < dh of the panel, keys 16g..16g + 16 ≤ W.
+                unsafe { _mm512_storeu_ps(panel.add((p0 + c) * W + 16 * g), *w) };
             }
         }
     }
@@ -282,21 +292,26 @@ mod tests {
         if !avx512() {
             return;
         }
-        for rows in [1, 15, 16, 17, 32] {
-            for dh in [1, 5, 16, 40, 64] {
-                let ld = dh + 3;
-                let k = rand_vec((rows - 1) * ld + dh, 7);
-                let mut panel = vec![f32::NAN; dh * NR];
-                // SAFETY: AVX-512 F runs; k and panel have the documented lengths.
-                unsafe { pack_k_panel(k.as_ptr(), ld, rows, dh, panel.as_mut_ptr()) };
-                for p in 0..dh {
-                    for j in 0..NR {
-                        let want = if j < rows { k[j * ld + p] } else { 0.0 };
-                        assert_eq!(panel[p * NR + j], want, "rows {rows} dh {dh} p {p} j {j}");
+        fn check<const W: usize>() {
+            for rows in [1, 15, 16, 17, 32, W - 1, W] {
+                for dh in [1, 5, 16, 40, 64] {
+                    let ld = dh + 3;
+                    let k = rand_vec((rows - 1) * ld + dh, 7);
+                    let mut panel = vec![f32::NAN; dh * W];
+                    // SAFETY: AVX-512 F runs; k and panel have the documented lengths.
+                    unsafe { pack_k_panel::<W>(k.as_ptr(), ld, rows, dh, panel.as_mut_ptr()) };
+                    for p in 0..dh {
+                        for j in 0..W {
+                            let want = if j < rows { k[j * ld + p] } else { 0.0 };
+                            let got = panel[p * W + j];
+                            assert_eq!(got, want, "W {W} rows {rows} dh {dh} p {p} j {j}");
+                        }
                     }
                 }
             }
         }
+        check::<NR>();
+        check::<64>();
     }
 
     #[test]

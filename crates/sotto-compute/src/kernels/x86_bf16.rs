@@ -1,12 +1,10 @@
 //! AVX-512 BF16 kernels for [`crate::bf16`]: f32 rows to bf16 pairs, and the
-//! `MR × NR` register-blocked product tile built on `vdpbf16ps`.
+//! register-blocked product tile built on `vdpbf16ps`.
 //!
 //! A bf16 pair is one u32: element `2p` in the low half, `2p + 1` in the high half, which
 //! is the order `vdpbf16ps` multiplies in within each 32-bit lane.
 
 use std::arch::x86_64::*;
-
-use crate::bf16::{MR, NR};
 
 /// `dst[p]` = the bf16 pair (`src[2p]`, `src[2p + 1]`), rounded to nearest even; a
 /// missing last element (odd length) is zero. Panics unless `dst.len() == src.len().div_ceil(2)`.
@@ -52,20 +50,22 @@ fn low_mask(n: usize) -> __mmask16 {
     ((1u32 << n) - 1) as __mmask16
 }
 
-/// One output tile: `c[r·ldc + j] = (acc ? c : 0) + Σ_p a[r·lda + p] · b[p·NR + j]
-/// (+ bias[j])` for `r < rows`, `j < cols`, with f32 accumulation in pair order.
+/// One output tile of `M` rows × `16·V` columns: `c[r·ldc + j] = (acc ? c : 0) +
+/// Σ_p a[r·lda + p] · b[p·16V + j] (+ bias[j])` for `r < rows`, `j < cols`, with f32
+/// accumulation in pair order. The GEMM runs it as `M × V` = [`crate::bf16::MR`] × [`crate::bf16::NR`]/16; the
+/// encoder attention's panels as 8 × 2.
 ///
-/// `a` Shape: [MR, lda] bf16 pairs (rows of activations, `kc` used); `b` Shape: [kc, NR]
+/// `a` Shape: [M, lda] bf16 pairs (rows of activations, `kc` used); `b` Shape: [kc, 16·V]
 /// bf16 pairs (one packed column panel); `c` Shape: [rows, ldc] f32.
 ///
 /// # Safety
-/// The CPU must have AVX-512 F and BF16; `a` must hold `MR` rows of `lda ≥ kc` values
-/// (all `MR` are read, so pad past the last real row) and `b` `kc·NR` values;
-/// `c` rows `0..rows` must be writable at columns `0..cols`; `rows <= MR`, `cols <= NR`;
+/// The CPU must have AVX-512 F and BF16; `a` must hold `M` rows of `lda ≥ kc` values
+/// (all `M` are read, so pad past the last real row) and `b` `kc·16·V` values;
+/// `c` rows `0..rows` must be writable at columns `0..cols`; `rows <= M`, `cols <= 16·V`;
 /// `bias`, when given, must hold `cols` values.
 #[target_feature(enable = "avx512f,avx512bf16")]
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn tile(
+pub(crate) unsafe fn tile<const M: usize, const V: usize>(
     kc: usize,
     a: *const u32,
     lda: usize,
@@ -77,53 +77,50 @@ pub(crate) unsafe fn tile(
     acc: bool,
     bias: Option<&[f32]>,
 ) {
-    debug_assert!(rows <= MR && cols <= NR);
-    let (m0, m1) = (low_mask(cols.min(16)), low_mask(cols.saturating_sub(16)));
-    let mut c0 = [_mm512_setzero_ps(); MR];
-    let mut c1 = [_mm512_setzero_ps(); MR];
+    debug_assert!(rows <= M && cols <= 16 * V);
+    // Column vector v's mask and first column; a vector past `cols` has an all-off mask,
+    // which touches no memory.
+    let mask = |v: usize| low_mask(cols.saturating_sub(16 * v).min(16));
+    let at = |v: usize| (16 * v).min(cols);
+    let mut cv = [[_mm512_setzero_ps(); V]; M];
     if acc {
-        for r in 0..rows {
-            // SAFETY: row r < rows of c, columns masked to 0..cols (an all-off mask touches
-            // nothing, so the second half's address may lie past the end).
-            unsafe {
-                c0[r] = _mm512_maskz_loadu_ps(m0, c.add(r * ldc));
-                c1[r] = _mm512_maskz_loadu_ps(m1, c.add(r * ldc).wrapping_add(16));
+        for (r, row) in cv.iter_mut().enumerate().take(rows) {
+            for (v, x) in row.iter_mut().enumerate() {
+                // SAFETY: row r < rows of c, columns masked to 0..cols.
+                *x = unsafe { _mm512_maskz_loadu_ps(mask(v), c.add(r * ldc + at(v))) };
             }
         }
     }
+    let w = 16 * V;
     for p in 0..kc {
-        // SAFETY: p < kc, so b[p·NR..(p + 1)·NR] and a[r·lda + p] are in bounds.
+        // SAFETY: p < kc, so b[p·w..(p + 1)·w] and a[r·lda + p] are in bounds.
         unsafe {
-            let b0: __m512bh = std::mem::transmute(_mm512_loadu_si512(b.add(p * NR) as *const _));
-            let b1: __m512bh =
-                std::mem::transmute(_mm512_loadu_si512(b.add(p * NR + 16) as *const _));
-            for r in 0..MR {
+            let mut bv = [_mm512_setzero_ps(); V];
+            for (v, x) in bv.iter_mut().enumerate() {
+                *x = _mm512_castsi512_ps(_mm512_loadu_si512(b.add(p * w + 16 * v) as *const _));
+            }
+            for (r, row) in cv.iter_mut().enumerate() {
                 let av: __m512bh =
                     std::mem::transmute(_mm512_set1_epi32(*a.add(r * lda + p) as i32));
-                c0[r] = _mm512_dpbf16_ps(c0[r], av, b0);
-                c1[r] = _mm512_dpbf16_ps(c1[r], av, b1);
+                for (x, &bx) in row.iter_mut().zip(&bv) {
+                    *x = _mm512_dpbf16_ps(*x, av, std::mem::transmute::<__m512, __m512bh>(bx));
+                }
             }
         }
     }
     if let Some(bias) = bias {
-        // SAFETY: bias holds cols values; the masks read no further.
-        let (bv0, bv1) = unsafe {
-            (
-                _mm512_maskz_loadu_ps(m0, bias.as_ptr()),
-                _mm512_maskz_loadu_ps(m1, bias.as_ptr().add(16.min(cols))),
-            )
-        };
-        for r in 0..rows {
-            c0[r] = _mm512_add_ps(c0[r], bv0);
-            c1[r] = _mm512_add_ps(c1[r], bv1);
+        for v in 0..V {
+            // SAFETY: bias holds cols values; the mask reads no further.
+            let bb = unsafe { _mm512_maskz_loadu_ps(mask(v), bias.as_ptr().add(at(v))) };
+            for row in cv.iter_mut().take(rows) {
+                row[v] = _mm512_add_ps(row[v], bb);
+            }
         }
     }
-    for r in 0..rows {
-        // SAFETY: row r < rows of c, columns masked to 0..cols (an all-off mask touches
-        // nothing, so the second half's address may lie past the end).
-        unsafe {
-            _mm512_mask_storeu_ps(c.add(r * ldc), m0, c0[r]);
-            _mm512_mask_storeu_ps(c.add(r * ldc).wrapping_add(16), m1, c1[r]);
+    for (r, row) in cv.iter().enumerate().take(rows) {
+        for (v, &x) in row.iter().enumerate() {
+            // SAFETY: row r < rows of c, columns masked to 0..cols.
+            unsafe { _mm512_mask_storeu_ps(c.add(r * ldc + at(v)), mask(v), x) };
         }
     }
 }

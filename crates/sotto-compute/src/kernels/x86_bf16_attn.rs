@@ -4,8 +4,8 @@
 
 use std::arch::x86_64::*;
 
+use crate::attention_bf16::NR;
 use crate::attention_bf16::{EXP2_C, EXP2_FLOOR};
-use crate::bf16::NR;
 
 /// A mask of the low `n` of 16 lanes.
 #[inline(always)]
