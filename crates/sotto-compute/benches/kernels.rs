@@ -199,7 +199,14 @@ fn encoder_gemm_formats_1t(c: &mut Criterion) {
             "bf16",
             Weight::F32(w.clone()).for_bf16_gemm(n, k, true).unwrap(),
         ),
-        ("int8", Weight::F32(w).for_int8_gemm(n, k, true).unwrap()),
+        (
+            "int8",
+            Weight::F32(w.clone()).for_int8_gemm(n, k, true).unwrap(),
+        ),
+        (
+            "f32_packed",
+            Weight::F32(w).for_f32_gemm(n, k, true).unwrap(),
+        ),
     ];
     for (name, weight) in formats {
         if name != "f32" && matches!(weight, Weight::F32(_)) {

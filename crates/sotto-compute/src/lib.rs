@@ -12,6 +12,7 @@ mod attention;
 pub mod attention_bf16;
 mod bf16;
 mod conv;
+mod f32gemm;
 mod governor;
 mod int8;
 pub mod kernels;
@@ -30,6 +31,7 @@ pub use bf16::{
     bf16_gemm_supported, bf16_to_f32, f32_to_bf16, linear_reference as bf16_linear_reference,
     Bf16Packed,
 };
+pub use f32gemm::{linear_reference as f32_linear_reference, F32Packed};
 pub use governor::{ThreadGovernor, Threads};
 pub use half::f16;
 pub use int8::{int8_gemm_supported, linear_reference as int8_linear_reference, I8Packed};
@@ -68,6 +70,8 @@ pub enum Weight {
     F16Tiled(F16Tiles),
     /// bf16 packed for the many-row GEMM on AVX-512 BF16 (see [`Weight::for_bf16_gemm`]).
     Bf16(Bf16Packed),
+    /// f32 packed for the many-row f32 GEMM on AVX-512 (see [`Weight::for_f32_gemm`]).
+    F32Packed(F32Packed),
     /// int8 per output channel, packed for the many-row GEMM on AVX-512 VNNI (see
     /// [`Weight::for_int8_gemm`]).
     Int8(I8Packed),
@@ -94,6 +98,7 @@ impl Weight {
             Weight::F16(w) => w.len(),
             Weight::F16Tiled(t) => t.n_out() * t.n_in(),
             Weight::Bf16(p) => p.n_out() * p.n_in(),
+            Weight::F32Packed(p) => p.n_out() * p.n_in(),
             Weight::Int8(p) => p.n_out() * p.n_in(),
             Weight::QuantTiled(q) => q.n_out() * q.n_in(),
             Weight::Quant { n_out, n_in, .. } => n_out * n_in,
@@ -206,6 +211,7 @@ impl Weight {
             Weight::F16(w) => kernels::f16_to_f32(sotto_isa::isa(), &w[start..end], out),
             Weight::F16Tiled(t) => t.read_f32(start, out),
             Weight::Bf16(p) => p.read_f32(start, out),
+            Weight::F32Packed(p) => p.read_f32(start, out),
             Weight::Int8(p) => p.read_f32(start, out),
             Weight::QuantTiled(q) => q.read_f32(start, out),
             Weight::Vocab(v) => v.read_f32(start, out),
@@ -287,6 +293,7 @@ impl Linear {
         }
         let packed = match &weight {
             Weight::Bf16(p) => Some(("bf16", p.n_out(), p.n_in())),
+            Weight::F32Packed(p) => Some(("f32", p.n_out(), p.n_in())),
             Weight::Int8(p) => Some(("int8", p.n_out(), p.n_in())),
             _ => None,
         };

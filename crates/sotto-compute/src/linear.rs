@@ -111,6 +111,8 @@ impl CpuBackend {
             self.linear_bf16(x, m, w, out, gelu);
         } else if matches!(w.weight, Weight::Int8(_)) && crate::int8::simd(self.isa) {
             self.linear_int8(x, m, w, out, gelu);
+        } else if matches!(w.weight, Weight::F32Packed(_)) && crate::f32gemm::simd(self.isa) {
+            self.linear_f32(x, m, w, out, gelu);
         } else if let (Weight::F16Tiled(t), true) =
             (&w.weight, m >= TILES_BF16_M && self.tiles_bf16())
         {
@@ -156,7 +158,7 @@ impl CpuBackend {
                 Weight::F16Tiled(_) | Weight::QuantTiled(_) | Weight::Vocab(_) => {
                     unreachable!("tiled and vocabulary weights take their own paths")
                 }
-                Weight::Bf16(_) | Weight::Int8(_) => {
+                Weight::Bf16(_) | Weight::Int8(_) | Weight::F32Packed(_) => {
                     let mut wf = vec![0.0f32; rows * k];
                     w.weight.read_f32(r0 * k, &mut wf);
                     kernels::matmul_t(isa, x, m, k, WRows::F32(&wf), chunk)

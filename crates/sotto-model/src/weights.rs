@@ -229,7 +229,7 @@ impl<'a> Loader<'a> {
         n_in: usize,
     ) -> Result<Weight, ModelError> {
         match self.precision {
-            EncoderPrecision::F32 => Ok(w),
+            EncoderPrecision::F32 => w.for_f32_gemm(n_out, n_in, true),
             EncoderPrecision::Auto | EncoderPrecision::Bf16 | EncoderPrecision::Bf16Fast => {
                 w.for_bf16_gemm(n_out, n_in, true)
             }

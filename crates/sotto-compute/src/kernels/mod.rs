@@ -20,6 +20,8 @@ pub(crate) mod x86_bf16_attn;
 #[cfg(target_arch = "x86_64")]
 mod x86_decode;
 #[cfg(target_arch = "x86_64")]
+pub(crate) mod x86_f32;
+#[cfg(target_arch = "x86_64")]
 pub(crate) mod x86_int8;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86_peak;
