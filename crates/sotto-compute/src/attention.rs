@@ -5,8 +5,8 @@ use rayon::prelude::*;
 
 use crate::{kernels, shape_err, CpuBackend, Isa, Result};
 
-/// Query rows per parallel task.
-const Q_BLOCK: usize = 64;
+/// Query rows per parallel task (a multiple of the SIMD tile's 6 rows; Whisper's 1500 are 25).
+const Q_BLOCK: usize = 60;
 /// Up to this many query rows (decoding), a head is done with dot products and axpys:
 /// gemm would pack every K and V tile for a single row.
 const SMALL_Q: usize = 8;
@@ -807,7 +807,7 @@ mod tests {
         }
     }
 
-    /// Shapes of the many-query path: tq and tk off every block size, d_head 64 and 40,
+    /// Shapes of the many-query path: tq and tk off every block size, d_head 64, 40 and 80,
     /// causal with q_pos0 > 0; each kernel path on 1 and 3 threads.
     #[test]
     fn many_queries_match_naive() {
@@ -825,6 +825,9 @@ mod tests {
             (300, 300, 2, 40, Some(0)),
             (129, 200, 2, 40, Some(71)),
             (65, 1500, 1, 64, Some(1435)),
+            // Two value panels, the second partial.
+            (61, 130, 2, 80, None),
+            (61, 130, 2, 80, Some(69)),
         ];
         let backends: Vec<CpuBackend> = sotto_isa::available()
             .into_iter()
