@@ -199,7 +199,14 @@ fn row_ops_match_scalar() {
 #[test]
 fn strided_rows_match_scalar() {
     for isa in simd_paths() {
-        for (rows, n, ld) in [(1, 1, 1), (5, 17, 20), (9, 64, 384), (3, 33, 33)] {
+        for (rows, n, ld) in [
+            (1, 1, 1),
+            (5, 17, 20),
+            (9, 64, 384),
+            (3, 33, 33),
+            (7, 80, 100),
+            (4, 130, 131),
+        ] {
             let q = rand_vec(n, 1);
             let k = rand_vec((rows - 1) * ld + n, 2);
             let (mut a, mut b) = (vec![0.0; rows], vec![0.0; rows]);
@@ -212,6 +219,27 @@ fn strided_rows_match_scalar() {
             scalar::axpy_rows(&p, &k, ld, &mut b);
             assert!(max_abs_diff(&a, &b) < 1e-5, "{isa:?}");
         }
+    }
+}
+
+/// The AVX-512 value sums keep each column's fused multiply-adds in order of rows: the bits
+/// of the one-row-at-a-time loop (what `few_queries` and its shared-prefix twin rely on).
+#[test]
+fn axpy_rows_keeps_the_order_of_rows() {
+    if !Isa::Avx512.is_supported() {
+        eprintln!("skipped: no AVX-512");
+        return;
+    }
+    for (rows, n, ld) in [(1, 1, 1), (300, 64, 384), (17, 80, 100), (5, 130, 131)] {
+        let (p, v) = (rand_vec(rows, 3), rand_vec((rows - 1) * ld + n, 2));
+        let (mut a, mut b) = (rand_vec(n, 4), rand_vec(n, 4));
+        axpy_rows(Isa::Avx512, &p, &v, ld, &mut a);
+        for (j, &pj) in p.iter().enumerate() {
+            for (c, o) in b.iter_mut().enumerate() {
+                *o = pj.mul_add(v[j * ld + c], *o);
+            }
+        }
+        assert_eq!(a, b, "{rows} rows of {n}");
     }
 }
 

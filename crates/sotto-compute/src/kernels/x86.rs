@@ -487,12 +487,38 @@ pub(super) mod avx512 {
         }
     }
 
+    /// Columns of `out` per pass of [`axpy_rows`]: four registers of sums.
+    const AXPY_COLS: usize = 64;
+
+    /// `out += Σ_j p[j] · v[j·ld..]`, 64 columns at a time with the sums in registers across
+    /// every j (a load and store of `out` per row kept each sum waiting on the store), each
+    /// column's fused multiply-adds in order of j as before: the same bits.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
     pub(crate) unsafe fn axpy_rows(p: &[f32], v: &[f32], ld: usize, out: &mut [f32]) {
         let n = out.len();
-        for (j, &pj) in p.iter().enumerate() {
-            // SAFETY: same features as this function; the caller checked v's length.
-            unsafe { axpy(pj, &v[j * ld..j * ld + n], out) };
+        let (vp, op) = (v.as_ptr(), out.as_mut_ptr());
+        for c in (0..n).step_by(AXPY_COLS) {
+            let m: [__mmask16; 4] =
+                std::array::from_fn(|t| tail_mask((n - c).saturating_sub(16 * t).min(16)));
+            // Offsets of the four registers' columns, kept inside the row (an all-off
+            // mask reads and writes nothing).
+            let at: [usize; 4] = std::array::from_fn(|t| c + (16 * t).min(n - c));
+            // SAFETY: `out` holds n values, the masks keep every access below n.
+            let mut acc: [__m512; 4] =
+                std::array::from_fn(|t| unsafe { _mm512_maskz_loadu_ps(m[t], op.add(at[t])) });
+            for (j, &pj) in p.iter().enumerate() {
+                let a = _mm512_set1_ps(pj);
+                for t in 0..4 {
+                    // SAFETY: the caller checked v holds (p.len() − 1)·ld + n values;
+                    // row j's columns at[t].. are masked below n.
+                    let x = unsafe { _mm512_maskz_loadu_ps(m[t], vp.add(j * ld + at[t])) };
+                    acc[t] = _mm512_fmadd_ps(a, x, acc[t]);
+                }
+            }
+            for t in 0..4 {
+                // SAFETY: as the loads of `out` above.
+                unsafe { _mm512_mask_storeu_ps(op.add(at[t]), m[t], acc[t]) };
+            }
         }
     }
 }
