@@ -148,6 +148,39 @@ fn beam_of_one_is_greedy() {
     assert!((r.sum_logprob - g.sum_logprob).abs() < 1e-5);
 }
 
+/// Scores from a small set (many ties), some NaN and −∞, across many chunks: the same
+/// list as a stable sort of every score.
+#[test]
+fn top_k_equals_a_full_sort() {
+    let mut state = 0x9e37_79b9u32;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 17;
+        state ^= state << 5;
+        state
+    };
+    for len in [1, 63, 64, 65, 1000, 5 * 51_864] {
+        let s: Vec<f32> = (0..len)
+            .map(|_| match next() % 50 {
+                0 => f32::NAN,
+                1 => f32::NEG_INFINITY,
+                r => (r % 23) as f32 * 0.25 - 2.0,
+            })
+            .collect();
+        let mut all: Vec<(usize, f32)> = s
+            .iter()
+            .copied()
+            .enumerate()
+            .filter(|(_, v)| !v.is_nan())
+            .collect();
+        all.sort_by(|a, b| b.1.total_cmp(&a.1));
+        for m in [1, 2, 10] {
+            let got: Vec<(usize, f32)> = top_k(&s, m).iter().map(|c| (c.flat, c.score)).collect();
+            assert_eq!(got, all[..m.min(all.len())], "len {len}, m {m}");
+        }
+    }
+}
+
 #[test]
 fn top_k_is_sorted_and_keeps_the_first_of_ties() {
     let s = [0.5, f32::NAN, 2.0, 0.5, -1.0, 2.0, f32::NEG_INFINITY];

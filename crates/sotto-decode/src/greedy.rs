@@ -296,14 +296,27 @@ pub(crate) fn log_softmax(x: &mut [f32]) {
 
 /// First index of the maximum (CTranslate2's and torch's argmax tie rule).
 fn argmax(x: &[f32]) -> u32 {
-    let mut best = 0;
-    for (i, &v) in x.iter().enumerate() {
-        if v > x[best] {
-            best = i;
+    let Some(&first) = x.first() else {
+        return 0;
+    };
+    let (mut best, mut top) = (0, first);
+    for (c, chunk) in x.chunks(ARGMAX_CHUNK).enumerate() {
+        // A chunk with nothing above the best so far changes nothing: one branch-free
+        // (vectorized) pass over it instead of a branch per logit.
+        if !chunk.iter().fold(false, |any, &v| any | (v > top)) {
+            continue;
+        }
+        for (i, &v) in chunk.iter().enumerate() {
+            if v > top {
+                (best, top) = (c * ARGMAX_CHUNK + i, v);
+            }
         }
     }
     best as u32
 }
+
+/// Logits per pre-checked chunk of [`argmax`].
+const ARGMAX_CHUNK: usize = 64;
 
 /// Draws from softmax(logprobs / temperature).
 fn sample(logprobs: &[f32], temperature: f64, rng: &mut Rng) -> u32 {
@@ -355,6 +368,24 @@ impl Rng {
 
 #[cfg(test)]
 mod tests {
+    /// The first index of the maximum across chunks, NaN never chosen over a number after
+    /// it, a leading NaN kept (as the one-branch-per-logit loop did).
+    #[test]
+    fn argmax_keeps_the_first_maximum() {
+        let mut x = vec![0.0f32; 51_864];
+        assert_eq!(super::argmax(&x), 0);
+        x[70] = 1.0;
+        x[700] = 1.0;
+        x[69] = f32::NAN;
+        assert_eq!(super::argmax(&x), 70);
+        x[51_863] = 2.0;
+        assert_eq!(super::argmax(&x), 51_863);
+        x[0] = f32::NAN;
+        assert_eq!(super::argmax(&x), 0);
+        assert_eq!(super::argmax(&[]), 0);
+        assert_eq!(super::argmax(&[f32::NEG_INFINITY, -1.0]), 1);
+    }
+
     use super::*;
     use crate::filters::SuppressTokens;
     use crate::mock::MockInference;
