@@ -105,9 +105,16 @@ fn peak_rss_mib() -> Option<f64> {
     Some(kib / 1024.0)
 }
 
-/// This CPU's measured peaks on `threads` threads, and the encoder's time (`encode`, per
-/// window) against the least its `work` can take at them.
-fn print_limits(threads: usize, work: &sotto::EncoderWork, encode: Duration) {
+/// This CPU's measured peaks on `threads` threads; the encoder's time (`encode`, per window)
+/// against the least its `work` can take at them, and a one-row decoder step's (`token`)
+/// against the time to read its `step_bytes` at the measured read rate.
+fn print_limits(
+    threads: usize,
+    work: &sotto::EncoderWork,
+    encode: Duration,
+    step_bytes: usize,
+    token: Duration,
+) {
     let p = sotto::measure_peaks(sotto::isa(), threads);
     let rate = |name: &str, r: Option<f64>, unit: &str| {
         r.map(|r| format!(", {name} {r:.0} {unit}"))
@@ -129,6 +136,13 @@ fn print_limits(threads: usize, work: &sotto::EncoderWork, encode: Duration) {
         ),
         None => println!("encoder limit     (its precision needs an instruction this CPU lacks)"),
     }
+    let floor = step_bytes as f64 / (p.read_gbs * 1e9);
+    println!(
+        "decoder floor     {:9.2} ms  ({:.1} MB of weights and cross K/V per step at the read rate: a token takes {:.2}× it)",
+        floor * 1e3,
+        step_bytes as f64 / 1e6,
+        token.as_secs_f64() / floor
+    );
 }
 
 /// A deterministic 30 s test signal: a chirp with a little noise, so the mel is not flat.
@@ -296,10 +310,14 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
     if let Some(rss) = peak_rss_mib() {
         println!("peak RSS          {rss:9.1} MiB");
     }
-    if let (false, Some(work)) = (args.no_limits, model.encoder_work()) {
+    if let (false, Some(work), Some(bytes)) = (
+        args.no_limits,
+        model.encoder_work(),
+        model.decoder_step_bytes(),
+    ) {
         // The session's workers must not share the cores with the measurement.
         drop(session);
-        print_limits(threads, &work, encode);
+        print_limits(threads, &work, encode, bytes, per_token);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -431,6 +431,7 @@ fn bench_prints_every_figure() {
         "peak RSS",
         "peaks             f32 FMA ",
         "encoder limit",
+        "decoder floor",
     ] {
         assert!(out.contains(figure), "{figure} missing from:\n{out}");
     }

@@ -106,6 +106,20 @@ impl Weight {
         }
     }
 
+    /// Bytes one product reads from this weight: what a decoder step streams from memory
+    /// for it (the screened plane of a vocabulary projection, not the rows it recomputes).
+    pub fn stream_bytes(&self) -> usize {
+        match self {
+            Weight::F32(w) => 4 * w.len(),
+            Weight::F32Packed(_) => 4 * self.len(),
+            Weight::F16(_) | Weight::F16Tiled(_) | Weight::Bf16(_) => 2 * self.len(),
+            Weight::Int8(p) => p.n_out() * (p.n_in() + 4),
+            Weight::QuantTiled(q) => q.n_out() * q.quant_type().row_bytes(q.n_in()),
+            Weight::Quant { data, .. } => data.len(),
+            Weight::Vocab(v) => v.screen_bytes(),
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -243,6 +257,11 @@ pub struct Linear {
 }
 
 impl Linear {
+    /// Bytes one product reads: the weight's ([`Weight::stream_bytes`]) and the bias.
+    pub fn stream_bytes(&self) -> usize {
+        self.weight.stream_bytes() + 4 * self.bias.as_ref().map_or(0, |b| b.len())
+    }
+
     /// Checks that the weight and bias lengths match `n_out × n_in`.
     pub fn new(weight: Weight, bias: Option<Vec<f32>>, n_out: usize, n_in: usize) -> Result<Self> {
         if let Weight::Quant {

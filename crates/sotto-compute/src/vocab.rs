@@ -58,6 +58,15 @@ pub struct VocabWeights {
     tail: Option<Linear>,
 }
 
+impl VocabWeights {
+    /// Bytes a screened step streams: the first q8_0 plane and the unscreened tail rows
+    /// (the rows a step recomputes with both planes come on top, a few per step).
+    pub fn screen_bytes(&self) -> usize {
+        let plane = self.n_text * QuantType::Q8_0.row_bytes(self.n_in);
+        plane + self.tail.as_ref().map_or(0, |t| t.stream_bytes())
+    }
+}
+
 /// `‖v‖₂` of f32 values summed in f64, rounded up so that it bounds the true norm.
 fn norm_up(v: &[f32]) -> f32 {
     // Eight partial sums, so the loop vectorizes.

@@ -183,6 +183,32 @@ impl Whisper {
         EncoderWork::new(&self.hparams, self.encoder_precision)
     }
 
+    /// Bytes one decoder step streams however few its rows: every decoder layer's weights
+    /// (self-attention, cross-attention queries and outputs, MLP), its cross-attention K and
+    /// V (f16, one window's positions) and the vocabulary projection (its screened plane, or
+    /// the f16 rows with exact logits). The self-attention cache (~2·layers·d·4 bytes per
+    /// token so far) and the few rows a screen recomputes are not counted.
+    pub fn decoder_step_bytes(&self) -> usize {
+        let h = &self.hparams;
+        let per_layer = |b: &Block| {
+            let a = &b.attn;
+            let cross = b.cross.as_ref().map_or(0, |(_, c)| {
+                c.query.stream_bytes()
+                    + c.out.stream_bytes()
+                    + 2 * 2 * h.n_audio_ctx * h.n_text_state
+            });
+            a.query.stream_bytes()
+                + a.key.stream_bytes()
+                + a.value.stream_bytes()
+                + a.out.stream_bytes()
+                + cross
+                + b.mlp_0.stream_bytes()
+                + b.mlp_2.stream_bytes()
+        };
+        self.decoder.blocks.iter().map(per_layer).sum::<usize>()
+            + self.decoder.token_embedding.stream_bytes()
+    }
+
     /// Mel frames in one window (2 · n_audio_ctx, 3000 for Whisper).
     pub fn n_frames(&self) -> usize {
         2 * self.hparams.n_audio_ctx

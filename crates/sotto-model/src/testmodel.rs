@@ -234,3 +234,20 @@ fn from_file_names_missing_and_misshapen_tensors() {
         Err(ModelError::Hparams { .. })
     ));
 }
+
+/// The bytes a step streams, counted by hand for this model (d = 8, MLP 32, 8 audio
+/// positions; 2-D weights f16 but `mlp.2` f32; 50 vocabulary rows left f16: too narrow to
+/// screen).
+#[test]
+fn decoder_step_bytes_by_hand() {
+    let model = Whisper::from_file(&file()).unwrap();
+    let (w, b) = (2, 4);
+    let self_attn = 4 * 8 * 8 * w + 3 * 8 * b; // q, k, v, out; k has no bias
+    let cross = 2 * 8 * 8 * w + 2 * 8 * b + 2 * 8 * 8 * w; // q, out; K and V of 8 positions
+    let mlp = 32 * 8 * w + 8 * 32 * 4 + (32 + 8) * b;
+    let vocab = 50 * 8 * w;
+    assert_eq!(
+        model.decoder_step_bytes(),
+        2 * (self_attn + cross + mlp) + vocab
+    );
+}

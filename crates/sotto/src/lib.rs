@@ -249,6 +249,16 @@ impl Model {
         }
     }
 
+    /// Bytes one decoder step streams on the CPU (see
+    /// [`sotto_model::Whisper::decoder_step_bytes`]); `None` on a GPU.
+    pub fn decoder_step_bytes(&self) -> Option<usize> {
+        match &self.inner.weights {
+            engine::Weights::Cpu(w) => Some(w.decoder_step_bytes()),
+            #[cfg(feature = "cuda")]
+            engine::Weights::Cuda(_) => None,
+        }
+    }
+
     /// The products of one encoder window on the CPU, by precision; `None` on a GPU.
     pub fn encoder_work(&self) -> Option<EncoderWork> {
         self.encoder_precision()
