@@ -414,6 +414,21 @@ mod x86 {
         }
     }
 
+    thread_local! {
+        /// Each worker's [`Scratch`], kept between calls: a fresh set per rayon split cost
+        /// its allocation and zeroing (a 120 KiB score tile) dozens of times per call.
+        static SCRATCH: std::cell::RefCell<Scratch> = const {
+            std::cell::RefCell::new(Scratch {
+                qa: Vec::new(),
+                qf: Vec::new(),
+                s: Vec::new(),
+                pa: Vec::new(),
+                m: Vec::new(),
+                l: Vec::new(),
+            })
+        };
+    }
+
     /// Per-thread buffers, reused across tasks.
     struct Scratch {
         /// Query block as bf16 pairs. Shape: [Q_BLOCK, kp].
@@ -451,23 +466,22 @@ mod x86 {
         let n_blocks = tq.div_ceil(Q_BLOCK);
         let dst = OutPtr(out.as_mut_ptr());
         let kp = panels.kp;
-        (0..n_head * n_blocks).into_par_iter().for_each_init(
-            || Scratch {
-                qa: vec![0; Q_BLOCK * kp],
-                qf: vec![0.0; qf_len],
-                s: vec![0.0; Q_BLOCK * K_TILE],
-                pa: vec![0; Q_BLOCK * K_TILE / 2],
-                m: vec![0.0; Q_BLOCK],
-                l: vec![0.0; Q_BLOCK],
-            },
-            |sc, t| {
-                // Query blocks outermost, as the GEMMs' row blocks (each worker a run of rows).
-                let (h, b) = (t % n_head, t / n_head);
-                let i0 = b * Q_BLOCK;
-                let i1 = (i0 + Q_BLOCK).min(tq);
+        (0..n_head * n_blocks).into_par_iter().for_each(|t| {
+            // Query blocks outermost, as the GEMMs' row blocks (each worker a run of rows).
+            let (h, b) = (t % n_head, t / n_head);
+            let i0 = b * Q_BLOCK;
+            let i1 = (i0 + Q_BLOCK).min(tq);
+            SCRATCH.with_borrow_mut(|sc| {
+                // Every element a task reads it writes first, so old contents do not matter.
+                sc.qa.resize(Q_BLOCK * kp, 0);
+                sc.qf.resize(qf_len, 0.0);
+                sc.s.resize(Q_BLOCK * K_TILE, 0.0);
+                sc.pa.resize(Q_BLOCK * K_TILE / 2, 0);
+                sc.m.resize(Q_BLOCK, 0.0);
+                sc.l.resize(Q_BLOCK, 0.0);
                 block(q, d, &panels, h, i0, i1, tk, dst, sc);
-            },
-        );
+            });
+        });
         pools.0.give(panels.kf);
         pools.1.give(panels.k);
         pools.1.give(panels.v);
