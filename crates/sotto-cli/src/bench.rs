@@ -2,7 +2,8 @@
 //!
 //! Mel per 30 s, encoder per 30 s window, decoder per token (one sequence, and a batch
 //! of beams where the model supports it), the end-to-end real-time factor on a file,
-//! and the process's peak RSS. Each figure is the median of `--runs` repetitions after
+//! the process's peak RSS, and (CPU) the machine's measured peaks with the encoder and a
+//! decoder step set against them. Each figure is the median of `--runs` repetitions after
 //! one warm-up.
 
 use std::path::PathBuf;
@@ -64,8 +65,8 @@ pub struct Args {
     #[arg(long, value_name = "AUDIO")]
     file: Option<PathBuf>,
 
-    /// Skip measuring this CPU's peak rates and the encoder's limit at them (about a
-    /// second, after every other figure).
+    /// Skip measuring this CPU's peak rates, and the encoder's limit and the decoder's
+    /// floor at them (about a second, after every other figure).
     #[arg(long)]
     no_limits: bool,
 }
