@@ -30,7 +30,9 @@ const Q_BLOCK: usize = 60;
 /// Rows and columns of every product tile here (scores in f32 or bf16, P·V in bf16): 6 × 4
 /// vectors, as the bf16 GEMM's, so loads do not cap the products; key and value panels
 /// are [`NR`] wide (a 64-wide head is one value panel).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) const MR: usize = 6;
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) const NR: usize = 64;
 /// Keys per tile of the online softmax (a multiple of the 64-key panels). 512 rather than
 /// 256: fewer rescales of the output rows, ~2% faster at Whisper's 1500 keys on one
