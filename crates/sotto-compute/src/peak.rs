@@ -22,7 +22,8 @@ pub struct Peaks {
     pub bf16_gflops: Option<f64>,
     /// `vpdpbusd` (quads of u8 × i8 products into i32), GOP/s; `None` without AVX-512 VNNI.
     pub int8_gops: Option<f64>,
-    /// Every thread reading its share of a [`READ_BYTES`] buffer, GB/s.
+    /// Every thread reading its share of a [`READ_BYTES`] buffer (smaller where that cannot
+    /// be allocated; NaN where nothing can), GB/s.
     pub read_gbs: f64,
 }
 
@@ -98,7 +99,19 @@ fn rate(threads: usize, ops_per_iter: u64, run: impl Fn(u64) + Sync) -> f64 {
 
 /// Bytes per second of every thread summing its share of a buffer far larger than the caches.
 fn read_rate(threads: usize) -> f64 {
-    let words = vec![1u64; READ_BYTES / 8];
+    // A machine that cannot spare the buffer gets a quarter of it (still past most caches)
+    // rather than an abort.
+    let mut words = Vec::new();
+    for bytes in [READ_BYTES, READ_BYTES / 4, READ_BYTES / 16] {
+        if words.try_reserve_exact(bytes / 8).is_ok() {
+            words.resize(bytes / 8, 1u64);
+            break;
+        }
+    }
+    if words.is_empty() {
+        return f64::NAN;
+    }
+    let bytes = 8 * words.len();
     let share = words.len().div_ceil(threads);
     (0..REPEATS)
         .map(|_| {
@@ -107,7 +120,7 @@ fn read_rate(threads: usize) -> f64 {
                 // XOR folds vectorize on every target and cost less than the loads.
                 black_box(part.iter().fold(0u64, |a, &w| a ^ w));
             });
-            READ_BYTES as f64 / secs
+            bytes as f64 / secs
         })
         .fold(0.0, f64::max)
 }
