@@ -139,18 +139,34 @@ fn round_away(x: f32) -> f32 {
 /// bit patterns (non-negative floats order as their bits), which vectorizes.
 #[inline(always)]
 fn abs_max(x: &[f32]) -> f32 {
-    let bits = x
-        .iter()
-        .map(|v| {
-            let b = v.to_bits() & 0x7fff_ffff;
-            if b > 0x7f80_0000 {
-                0
-            } else {
-                b
-            }
-        })
-        .fold(0u32, u32::max);
-    f32::from_bits(bits)
+    let key = |v: &f32| {
+        let b = v.to_bits() & 0x7fff_ffff;
+        if b > 0x7f80_0000 {
+            0
+        } else {
+            b
+        }
+    };
+    // Sixteen lanes, then halved in a tree: a plain fold ended in sixteen extracts and
+    // compares per block.
+    let mut lanes = [0u32; 16];
+    let mut chunks = x.chunks_exact(16);
+    for c in &mut chunks {
+        for (l, v) in lanes.iter_mut().zip(c) {
+            *l = (*l).max(key(v));
+        }
+    }
+    for (l, v) in lanes.iter_mut().zip(chunks.remainder()) {
+        *l = (*l).max(key(v));
+    }
+    let mut w = 8;
+    while w > 0 {
+        for i in 0..w {
+            lanes[i] = lanes[i].max(lanes[i + w]);
+        }
+        w /= 2;
+    }
+    f32::from_bits(lanes[0])
 }
 
 /// `x as i8` (saturating, NaN to 0) for a rounded (integer-valued) x, read from the low
