@@ -11,10 +11,11 @@ use rayon::prelude::*;
 
 use half::slice::HalfFloatSliceExt;
 
+use crate::blocked::{for_each_tile, Blocks};
 #[cfg(target_arch = "x86_64")]
 use crate::kernels;
 use crate::kernels::TILE_ROWS;
-use crate::{shape_err, CpuBackend, F16Tiles, Isa, Linear, OutPtr, Result, Weight};
+use crate::{shape_err, CpuBackend, F16Tiles, Isa, Linear, Result, Weight};
 
 /// Rows per microkernel tile.
 pub(crate) const MR: usize = 6;
@@ -311,54 +312,38 @@ impl CpuBackend {
         out: &mut [f32],
         gelu: bool,
     ) {
-        let (n, kp, isa) = (pw.n_out, pw.pairs(), self.isa);
-        let (m_blocks, n_blocks) = (m.div_ceil(MC), n.div_ceil(NC));
-        let k_blocks = kp.div_ceil(KC).max(1);
-        let kc = kp.div_ceil(k_blocks);
-        let dst = OutPtr(out.as_mut_ptr());
-        (0..m_blocks * n_blocks).into_par_iter().for_each(|t| {
-            // Row blocks outermost: rayon's halving gives each worker a run of rows,
-            // which the ops before and after touch on the same worker too.
-            let (i0, j0) = ((t / n_blocks) * MC, (t % n_blocks) * NC);
-            let (i1, j1) = ((i0 + MC).min(m), (j0 + NC).min(n));
-            for p0 in (0..kp).step_by(kc) {
-                let len = kc.min(kp - p0);
-                let last = p0 + len == kp;
-                for jc in (j0..j1).step_by(NR) {
-                    let cols = NR.min(j1 - jc);
-                    let b = &pw.panel(jc / NR)[p0 * NR..(p0 + len) * NR];
-                    let bias = bias.filter(|_| last).map(|b| &b[jc..jc + cols]);
-                    for ic in (i0..i1).step_by(MR) {
-                        let rows = MR.min(i1 - ic);
-                        let ap = &a[ic * kp + p0..(ic + MR - 1) * kp + p0 + len];
-                        // SAFETY: `simd` holds (the caller's check); ap holds MR rows of
-                        // kp pairs from p0 (len used) and b len·NR pairs; rows ic..ic + rows and columns jc..jc + cols
-                        // lie in `out` ([m, n]) and in this task's block, which no other
-                        // task writes.
-                        #[cfg(target_arch = "x86_64")]
-                        unsafe {
-                            kernels::x86_bf16::tile::<MR, { NR / 16 }>(
-                                len,
-                                ap.as_ptr(),
-                                kp,
-                                b.as_ptr(),
-                                dst.at(ic * n + jc),
-                                n,
-                                rows,
-                                cols,
-                                p0 > 0,
-                                bias,
-                            )
-                        };
-                        #[cfg(not(target_arch = "x86_64"))]
-                        let _ = (ap, b, bias, rows);
-                    }
-                }
-            }
-            if gelu {
-                // SAFETY: rows i0..i1, columns j0..j1 are this task's block of `out`.
-                unsafe { dst.gelu_block(isa, n, i0..i1, j0..j1) };
-            }
+        let (n, kp) = (pw.n_out, pw.pairs());
+        let blocks = Blocks {
+            mr: MR,
+            nr: NR,
+            mc: MC,
+            nc: NC,
+            kc: KC,
+        };
+        for_each_tile(self.isa, blocks, (m, n, kp), out, gelu, |t, dst| {
+            let b = &pw.panel(t.jc / NR)[t.p0 * NR..(t.p0 + t.len) * NR];
+            let bias = bias.filter(|_| t.last).map(|b| &b[t.jc..t.jc + t.cols]);
+            let ap = &a[t.ic * kp + t.p0..(t.ic + MR - 1) * kp + t.p0 + t.len];
+            // SAFETY: `simd` holds (the caller's check); ap holds MR rows of kp pairs from
+            // p0 (len used) and b len·NR pairs; the tile's rows and columns lie in `out`
+            // ([m, n]) and in its task's block, which no other task writes.
+            #[cfg(target_arch = "x86_64")]
+            unsafe {
+                kernels::x86_bf16::tile::<MR, { NR / 16 }>(
+                    t.len,
+                    ap.as_ptr(),
+                    kp,
+                    b.as_ptr(),
+                    dst.at(t.ic * n + t.jc),
+                    n,
+                    t.rows,
+                    t.cols,
+                    !t.first,
+                    bias,
+                )
+            };
+            #[cfg(not(target_arch = "x86_64"))]
+            let _ = (ap, b, bias, dst);
         });
     }
 }

@@ -12,9 +12,10 @@
 
 use rayon::prelude::*;
 
+use crate::blocked::{for_each_tile, Blocks};
 #[cfg(target_arch = "x86_64")]
 use crate::kernels;
-use crate::{shape_err, CpuBackend, Isa, Linear, OutPtr, Result, Weight};
+use crate::{shape_err, CpuBackend, Isa, Linear, Result, Weight};
 
 /// Rows per microkernel tile.
 pub(crate) const MR: usize = 8;
@@ -277,53 +278,44 @@ impl CpuBackend {
         let Weight::Int8(pw) = &w.weight else {
             unreachable!("linear_int8 takes int8 weights only")
         };
-        let (n, k4, isa) = (pw.n_out, pw.quads(), self.isa);
-        let (m_blocks, n_blocks) = (m.div_ceil(MC), n.div_ceil(NC));
+        let (n, k4) = (pw.n_out, pw.quads());
         let bias = w.bias.as_deref();
-        let dst = OutPtr(out.as_mut_ptr());
-        (0..m_blocks * n_blocks).into_par_iter().for_each(|t| {
-            // Row blocks outermost: rayon's halving gives each worker a run of rows,
-            // which the ops before and after touch on the same worker too.
-            let (i0, j0) = ((t / n_blocks) * MC, (t % n_blocks) * NC);
-            let (i1, j1) = ((i0 + MC).min(m), (j0 + NC).min(n));
-            for jc in (j0..j1).step_by(NR) {
-                let cols = NR.min(j1 - jc);
-                let b = pw.panel(jc / NR);
-                let epi = Epilogue {
-                    w_scales: &pw.scales[jc..jc + NR],
-                    bias: bias.map(|b| &b[jc..jc + cols]),
-                };
-                for ic in (i0..i1).step_by(MR) {
-                    let rows = MR.min(i1 - ic);
-                    let a = &qr.data[ic * k4..(ic + MR) * k4];
-                    let (a_scales, a_sums) = (&qr.scales[ic..ic + MR], &qr.sums[ic..ic + MR]);
-                    // SAFETY: `simd` holds (the caller's check); a holds MR rows of k4
-                    // quads and b k4·NR; rows ic..ic + rows and columns jc..jc + cols
-                    // lie in `out` ([m, n]) and in this task's block, which no other
-                    // task writes.
-                    #[cfg(target_arch = "x86_64")]
-                    unsafe {
-                        kernels::x86_int8::tile(
-                            k4,
-                            a.as_ptr(),
-                            b.as_ptr(),
-                            dst.at(ic * n + jc),
-                            n,
-                            rows,
-                            cols,
-                            a_scales,
-                            a_sums,
-                            &epi,
-                        )
-                    };
-                    #[cfg(not(target_arch = "x86_64"))]
-                    let _ = (a, b, rows, a_scales, a_sums, &epi);
-                }
-            }
-            if gelu {
-                // SAFETY: rows i0..i1, columns j0..j1 are this task's block of `out`.
-                unsafe { dst.gelu_block(isa, n, i0..i1, j0..j1) };
-            }
+        // Whole rows of k per tile: the tile has no sums to continue from.
+        let blocks = Blocks {
+            mr: MR,
+            nr: NR,
+            mc: MC,
+            nc: NC,
+            kc: usize::MAX,
+        };
+        for_each_tile(self.isa, blocks, (m, n, k4), out, gelu, |t, dst| {
+            let b = pw.panel(t.jc / NR);
+            let epi = Epilogue {
+                w_scales: &pw.scales[t.jc..t.jc + NR],
+                bias: bias.map(|b| &b[t.jc..t.jc + t.cols]),
+            };
+            let a = &qr.data[t.ic * k4..(t.ic + MR) * k4];
+            let (a_scales, a_sums) = (&qr.scales[t.ic..t.ic + MR], &qr.sums[t.ic..t.ic + MR]);
+            // SAFETY: `simd` holds (the caller's check); a holds MR rows of k4 quads and b
+            // k4·NR; the tile's rows and columns lie in `out` ([m, n]) and in its task's
+            // block, which no other task writes.
+            #[cfg(target_arch = "x86_64")]
+            unsafe {
+                kernels::x86_int8::tile(
+                    k4,
+                    a.as_ptr(),
+                    b.as_ptr(),
+                    dst.at(t.ic * n + t.jc),
+                    n,
+                    t.rows,
+                    t.cols,
+                    a_scales,
+                    a_sums,
+                    &epi,
+                )
+            };
+            #[cfg(not(target_arch = "x86_64"))]
+            let _ = (a, b, a_scales, a_sums, &epi, dst);
         });
     }
 }

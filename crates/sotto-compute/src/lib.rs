@@ -11,6 +11,7 @@
 mod attention;
 pub mod attention_bf16;
 mod bf16;
+mod blocked;
 mod conv;
 mod f32gemm;
 mod governor;

@@ -26,6 +26,8 @@ pub(crate) mod x86_int8;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86_peak;
 #[cfg(target_arch = "x86_64")]
+mod x86_tile;
+#[cfg(target_arch = "x86_64")]
 pub(crate) mod x86_tiles_many;
 
 use half::f16;

@@ -6,6 +6,8 @@
 
 use std::arch::x86_64::*;
 
+use super::x86_tile;
+
 /// `dst[p]` = the bf16 pair (`src[2p]`, `src[2p + 1]`), rounded to nearest even; a
 /// missing last element (odd length) is zero. Panics unless `dst.len() == src.len().div_ceil(2)`.
 ///
@@ -78,19 +80,12 @@ pub(crate) unsafe fn tile<const M: usize, const V: usize>(
     bias: Option<&[f32]>,
 ) {
     debug_assert!(rows <= M && cols <= 16 * V);
-    // Column vector v's mask and first column; a vector past `cols` has an all-off mask,
-    // which touches no memory.
-    let mask = |v: usize| low_mask(cols.saturating_sub(16 * v).min(16));
-    let at = |v: usize| (16 * v).min(cols);
-    let mut cv = [[_mm512_setzero_ps(); V]; M];
-    if acc {
-        for (r, row) in cv.iter_mut().enumerate().take(rows) {
-            for (v, x) in row.iter_mut().enumerate() {
-                // SAFETY: row r < rows of c, columns masked to 0..cols.
-                *x = unsafe { _mm512_maskz_loadu_ps(mask(v), c.add(r * ldc + at(v))) };
-            }
-        }
-    }
+    let mut cv = if acc {
+        // SAFETY: c rows 0..rows are readable at columns 0..cols (this fn's contract).
+        unsafe { x86_tile::load::<M, V>(c, ldc, rows, cols) }
+    } else {
+        [[_mm512_setzero_ps(); V]; M]
+    };
     let w = 16 * V;
     for p in 0..kc {
         // SAFETY: p < kc, so b[p·w..(p + 1)·w] and a[r·lda + p] are in bounds.
@@ -109,18 +104,8 @@ pub(crate) unsafe fn tile<const M: usize, const V: usize>(
         }
     }
     if let Some(bias) = bias {
-        for v in 0..V {
-            // SAFETY: bias holds cols values; the mask reads no further.
-            let bb = unsafe { _mm512_maskz_loadu_ps(mask(v), bias.as_ptr().add(at(v))) };
-            for row in cv.iter_mut().take(rows) {
-                row[v] = _mm512_add_ps(row[v], bb);
-            }
-        }
+        x86_tile::add_bias(&mut cv, bias, cols);
     }
-    for (r, row) in cv.iter().enumerate().take(rows) {
-        for (v, &x) in row.iter().enumerate() {
-            // SAFETY: row r < rows of c, columns masked to 0..cols.
-            unsafe { _mm512_mask_storeu_ps(c.add(r * ldc + at(v)), mask(v), x) };
-        }
-    }
+    // SAFETY: c rows 0..rows are writable at columns 0..cols (this fn's contract).
+    unsafe { x86_tile::store(&cv, c, ldc, rows, cols) };
 }
