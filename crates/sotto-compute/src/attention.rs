@@ -704,6 +704,7 @@ mod simd {
                             panel.as_ptr(),
                             sc.s[ic * K_TILE + jp * NR..].as_mut_ptr(),
                             K_TILE,
+                            None,
                         )
                     };
                 }

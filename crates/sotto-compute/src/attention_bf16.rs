@@ -425,6 +425,7 @@ mod x86 {
                 qf: Vec::new(),
                 s: Vec::new(),
                 pa: Vec::new(),
+                mv: Vec::new(),
                 m: Vec::new(),
                 l: Vec::new(),
             })
@@ -442,6 +443,9 @@ mod x86 {
         s: Vec<f32>,
         /// Probability tile as bf16 pairs. Shape: [Q_BLOCK, K_TILE / 2].
         pa: Vec<u32>,
+        /// Per row, 16 lane maxima of the key tile's f32 scores (their max is the row's).
+        /// Shape: [Q_BLOCK, 16].
+        mv: Vec<f32>,
         /// Running row max and softmax denominator. Shape: [Q_BLOCK].
         m: Vec<f32>,
         l: Vec<f32>,
@@ -479,6 +483,7 @@ mod x86 {
                 sc.qf.resize(qf_len, 0.0);
                 sc.s.resize(Q_BLOCK * K_TILE, 0.0);
                 sc.pa.resize(Q_BLOCK * K_TILE / 2, 0);
+                sc.mv.resize(Q_BLOCK * 16, 0.0);
                 sc.m.resize(Q_BLOCK, 0.0);
                 sc.l.resize(Q_BLOCK, 0.0);
                 block(q, d, &panels, h, i0, i1, tk, dst, sc);
@@ -559,7 +564,15 @@ mod x86 {
             let kc = nk.div_ceil(2);
             for r in 0..bq {
                 let row = &sc.s[r * K_TILE..][..nk];
-                let m_new = kernels::max(Isa::Avx512, row).max(sc.m[r]);
+                let tile_max = if f32_scores {
+                    sc.mv[r * 16..][..16]
+                        .iter()
+                        .copied()
+                        .fold(f32::NEG_INFINITY, f32::max)
+                } else {
+                    kernels::max(Isa::Avx512, row)
+                };
+                let m_new = tile_max.max(sc.m[r]);
                 let p = &mut sc.pa[r * lp..][..kc];
                 // SAFETY: AVX-512 F and BF16 run; p has nk.div_ceil(2) pairs.
                 let sum = unsafe { x86_bf16_attn::exp2_pairs(row, c, m_new * c, p) };
@@ -606,15 +619,17 @@ mod x86 {
     }
 
     /// S = Q·Kᵀ in f32 for keys `j0..j0 + nk` into the score tile, from `sc.qf` and the f32
-    /// key panels of head `h`.
+    /// key panels of head `h`; each row's lane maxima over those keys into `sc.mv`.
     fn f32_scores_tile(sc: &mut Scratch, pn: &Panels, h: usize, j0: usize, nk: usize, bq: usize) {
         let dh = pn.dh;
+        sc.mv.fill(f32::NEG_INFINITY);
         for jp in 0..nk.div_ceil(NR) {
             let panel = pn.kf_panel(h, j0 / NR + jp);
             for ic in (0..bq).step_by(MR) {
                 // SAFETY: AVX-512 F runs; sc.qf holds Q_BLOCK ≥ ic + MR rows of dh (Q_BLOCK
-                // is a multiple of MR), the panel dh·NR values, and the [Q_BLOCK, K_TILE]
-                // score tile rows ic..ic + MR, columns jp·NR..(jp + 1)·NR ≤ K_TILE.
+                // is a multiple of MR), the panel dh·NR values, the [Q_BLOCK, K_TILE]
+                // score tile rows ic..ic + MR, columns jp·NR..(jp + 1)·NR ≤ K_TILE, and
+                // sc.mv ([Q_BLOCK, 16]) rows ic..ic + MR.
                 unsafe {
                     x86_attn_f32::scores::<MR, { NR / 16 }>(
                         dh,
@@ -622,6 +637,7 @@ mod x86 {
                         panel.as_ptr(),
                         sc.s[ic * K_TILE + jp * NR..].as_mut_ptr(),
                         K_TILE,
+                        Some((sc.mv[ic * 16..].as_mut_ptr(), nk - jp * NR)),
                     )
                 };
             }

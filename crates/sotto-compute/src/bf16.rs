@@ -11,7 +11,7 @@ use rayon::prelude::*;
 
 use half::slice::HalfFloatSliceExt;
 
-use crate::blocked::{for_each_tile, Blocks};
+use crate::blocked::{for_each_tile, Blocks, Epi};
 #[cfg(target_arch = "x86_64")]
 use crate::kernels;
 use crate::kernels::TILE_ROWS;
@@ -242,13 +242,13 @@ fn pack_rows(isa: Isa, x: &[f32], m: usize, k: usize, a: &mut Vec<u32>) {
 }
 
 impl CpuBackend {
-    /// `out = x · Wᵀ + b` (then GELU when `gelu`) with bf16 operands and f32 accumulation,
+    /// `out = x · Wᵀ + b` (then as `epi` says) with bf16 operands and f32 accumulation,
     /// on this backend's threads. Only for [`Weight::Bf16`] on a backend where [`simd`]
     /// holds; the caller has checked the shapes.
     ///
     /// `x` Shape: [m, n_in]; `out` Shape: [m, n_out].
-    pub(crate) fn linear_bf16(&self, x: &[f32], m: usize, w: &Linear, out: &mut [f32], gelu: bool) {
-        self.linears_bf16(x, m, &mut [(w, out)], gelu);
+    pub(crate) fn linear_bf16(&self, x: &[f32], m: usize, w: &Linear, out: &mut [f32], epi: Epi) {
+        self.linears_bf16(x, m, &mut [(w, out)], epi);
     }
 
     /// [`CpuBackend::linear_bf16`] for several weights of the same `n_in` meeting the same
@@ -258,7 +258,7 @@ impl CpuBackend {
         x: &[f32],
         m: usize,
         products: &mut [(&Linear, &mut [f32])],
-        gelu: bool,
+        epi: Epi,
     ) {
         let Some(n_in) = products.first().map(|(w, _)| w.n_in) else {
             return;
@@ -272,9 +272,53 @@ impl CpuBackend {
                 let Weight::Bf16(pw) = &w.weight else {
                     unreachable!("linear_bf16 takes bf16 weights only")
                 };
-                self.gemm_bf16_packed(&packed, m, pw, w.bias.as_deref(), out, gelu);
+                let kp = pw.pairs();
+                self.gemm_bf16_packed(&packed, kp, m, pw, w.bias.as_deref(), out, epi);
             }
             self.scratch_u32.give(packed);
+        });
+    }
+
+    /// Conv1d (kernel 3, padding 1, `stride`) of `x` (Shape: [t_in, c_in], c_in even) by
+    /// the taps-first bf16 weight `w` into `out` (Shape: [t_out, n_out]), finished as
+    /// `epi` says. Output t's column row, input steps t·stride − 1 ..= t·stride + 1, is a
+    /// slice of x; so x is rounded to pairs once behind a zero row (the left padding), and
+    /// the GEMM reads row t at pair t·stride·c_in/2, rows stride·c_in/2 pairs apart.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn conv_bf16(
+        &self,
+        x: &[f32],
+        c_in: usize,
+        w: &Linear,
+        stride: usize,
+        t_out: usize,
+        out: &mut [f32],
+        epi: Epi,
+    ) {
+        let Weight::Bf16(pw) = &w.weight else {
+            unreachable!("conv_bf16 takes bf16 weights only")
+        };
+        let (cp, kp) = (c_in / 2, pw.pairs());
+        debug_assert!(c_in.is_multiple_of(2) && kp == 3 * cp);
+        let (lda, t_in) = (stride * cp, x.len() / c_in);
+        // Every tile reads MR rows; rows past the input (right padding, tile padding) are zero.
+        let len = ((t_out.next_multiple_of(MR) - 1) * lda + kp).max((t_in + 1) * cp);
+        self.install(|| {
+            let mut a = self.scratch_u32.take_dirty();
+            a.truncate(len);
+            a.resize(len, 0);
+            a[..cp].fill(0);
+            a[(t_in + 1) * cp..].fill(0);
+            a[cp..(t_in + 1) * cp]
+                .par_chunks_mut(cp * MC)
+                .zip(x.par_chunks(c_in * MC))
+                .for_each(|(dst, src)| {
+                    for (d, s) in dst.chunks_exact_mut(cp).zip(src.chunks_exact(c_in)) {
+                        to_pairs(self.isa, s, d);
+                    }
+                });
+            self.gemm_bf16_packed(&a, lda, t_out, pw, w.bias.as_deref(), out, epi);
+            self.scratch_u32.give(a);
         });
     }
 
@@ -289,28 +333,32 @@ impl CpuBackend {
         t: &F16Tiles,
         bias: Option<&[f32]>,
         out: &mut [f32],
-        gelu: bool,
+        epi: Epi,
     ) {
         let buf = self.scratch_u32.take(0);
         let pw = self.install(|| Bf16Packed::from_tiles(t, self.isa, buf));
         self.install(|| {
             let mut packed = self.scratch_u32.take_dirty();
             pack_rows(self.isa, x, m, pw.n_in, &mut packed);
-            self.gemm_bf16_packed(&packed, m, &pw, bias, out, gelu);
+            self.gemm_bf16_packed(&packed, pw.pairs(), m, &pw, bias, out, epi);
             self.scratch_u32.give(packed);
         });
         self.scratch_u32.give(pw.data);
     }
 
-    /// The bf16 product of rows packed by [`pack_rows`] (`a`) with `pw`, inside the pool.
+    /// The bf16 product of `m` rows of pairs (`a`, row i at pair i·`lda`, as
+    /// [`pack_rows`] packs them with `lda` = the pairs of a row) with `pw`, inside the pool.
+    /// `a` must hold m.next_multiple_of(MR) rows: tiles read all MR of theirs.
+    #[allow(clippy::too_many_arguments)]
     fn gemm_bf16_packed(
         &self,
         a: &[u32],
+        lda: usize,
         m: usize,
         pw: &Bf16Packed,
         bias: Option<&[f32]>,
         out: &mut [f32],
-        gelu: bool,
+        epi: Epi,
     ) {
         let (n, kp) = (pw.n_out, pw.pairs());
         let blocks = Blocks {
@@ -320,25 +368,25 @@ impl CpuBackend {
             nc: NC,
             kc: KC,
         };
-        for_each_tile(self.isa, blocks, (m, n, kp), out, gelu, |t, dst| {
+        for_each_tile(self.isa, blocks, (m, n, kp), out, epi, |t, dst| {
             let b = &pw.panel(t.jc / NR)[t.p0 * NR..(t.p0 + t.len) * NR];
             let bias = bias.filter(|_| t.last).map(|b| &b[t.jc..t.jc + t.cols]);
-            let ap = &a[t.ic * kp + t.p0..(t.ic + MR - 1) * kp + t.p0 + t.len];
-            // SAFETY: `simd` holds (the caller's check); ap holds MR rows of kp pairs from
-            // p0 (len used) and b len·NR pairs; the tile's rows and columns lie in `out`
+            let ap = &a[t.ic * lda + t.p0..(t.ic + MR - 1) * lda + t.p0 + t.len];
+            // SAFETY: `simd` holds (the caller's check); ap holds MR rows lda apart of
+            // len pairs from p0 and b len·NR pairs; the tile's rows and columns lie in `out`
             // ([m, n]) and in its task's block, which no other task writes.
             #[cfg(target_arch = "x86_64")]
             unsafe {
                 kernels::x86_bf16::tile::<MR, { NR / 16 }>(
                     t.len,
                     ap.as_ptr(),
-                    kp,
+                    lda,
                     b.as_ptr(),
                     dst.at(t.ic * n + t.jc),
                     n,
                     t.rows,
                     t.cols,
-                    !t.first,
+                    t.acc,
                     bias,
                 )
             };

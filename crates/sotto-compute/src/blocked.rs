@@ -1,11 +1,33 @@
 //! The blocked loop nest the many-row GEMMs share (bf16 in `bf16.rs`, f32 in
 //! `f32gemm.rs`, int8 in `int8.rs`): output blocks of `mc × nc` in parallel, row blocks outermost; within a
 //! block, k in cache blocks of at most `kc`, then column panels of `nr`, then row tiles of
-//! `mr`; GELU on each finished block while it is hot.
+//! `mr`; GELU on each finished block while it is hot, or the sums added onto `out` (a
+//! residual connection) instead of stored.
 
 use rayon::prelude::*;
 
 use crate::{Isa, OutPtr};
+
+/// What a blocked GEMM leaves in `out` besides the product and bias.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Epi {
+    /// `out = x·Wᵀ + b`.
+    Store,
+    /// `out = gelu(x·Wᵀ + b)`.
+    Gelu,
+    /// `out += x·Wᵀ + b`: the first k block continues from `out`'s values.
+    Add,
+}
+
+impl Epi {
+    pub(crate) fn gelu(gelu: bool) -> Epi {
+        if gelu {
+            Epi::Gelu
+        } else {
+            Epi::Store
+        }
+    }
+}
 
 /// Tile and block sizes of one GEMM (`mc` a multiple of `mr`, `nc` of `nr`).
 #[derive(Clone, Copy)]
@@ -19,7 +41,8 @@ pub(crate) struct Blocks {
 }
 
 /// One microkernel call: output rows `ic..ic + rows`, columns `jc..jc + cols`, k units
-/// `p0..p0 + len` (`first`: nothing accumulated yet; `last`: the bias goes on now).
+/// `p0..p0 + len` (`acc`: add onto the tile's values in `out`, which earlier k blocks or
+/// the caller ([`Epi::Add`]) left; `last`: the bias goes on now).
 #[derive(Clone, Copy)]
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // the tiles are x86 kernels
 pub(crate) struct Tile {
@@ -29,7 +52,7 @@ pub(crate) struct Tile {
     pub cols: usize,
     pub p0: usize,
     pub len: usize,
-    pub first: bool,
+    pub acc: bool,
     pub last: bool,
 }
 
@@ -41,7 +64,7 @@ pub(crate) fn for_each_tile(
     b: Blocks,
     (m, n, k): (usize, usize, usize),
     out: &mut [f32],
-    gelu: bool,
+    epi: Epi,
     tile: impl Fn(Tile, OutPtr) + Sync,
 ) {
     let (m_blocks, n_blocks) = (m.div_ceil(b.mc), n.div_ceil(b.nc));
@@ -58,7 +81,7 @@ pub(crate) fn for_each_tile(
             for jc in (j0..j1).step_by(b.nr) {
                 for ic in (i0..i1).step_by(b.mr) {
                     let (rows, cols) = (b.mr.min(i1 - ic), b.nr.min(j1 - jc));
-                    let (first, last) = (p0 == 0, p0 + len >= k);
+                    let (acc, last) = (p0 > 0 || epi == Epi::Add, p0 + len >= k);
                     let t = Tile {
                         ic,
                         jc,
@@ -66,14 +89,14 @@ pub(crate) fn for_each_tile(
                         cols,
                         p0,
                         len,
-                        first,
+                        acc,
                         last,
                     };
                     tile(t, dst);
                 }
             }
         }
-        if gelu {
+        if epi == Epi::Gelu {
             // SAFETY: rows i0..i1, columns j0..j1 are this task's block of `out`.
             unsafe { dst.gelu_block(isa, n, i0..i1, j0..j1) };
         }

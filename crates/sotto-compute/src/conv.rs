@@ -1,10 +1,12 @@
-//! 1-D convolution (kernel 3, padding 1) as im2col followed by a linear layer. The weight
+//! 1-D convolution (kernel 3, padding 1) as a linear layer over im2col rows. The weight
 //! is taps first ([`crate::Weight::taps_first`]), so a column row is three input time
-//! steps side by side: three copies, no per-element scatter.
+//! steps side by side, which is a slice of the input itself: the bf16 GEMM reads those
+//! slices in place (rows `stride·c_in` apart, see `CpuBackend::conv_bf16`); the other
+//! paths copy them into a column matrix.
 
 use rayon::prelude::*;
 
-use crate::{shape_err, CpuBackend, Linear, Result};
+use crate::{shape_err, CpuBackend, Linear, Result, Weight};
 
 const KERNEL: usize = 3;
 
@@ -22,6 +24,30 @@ impl CpuBackend {
         w: &Linear,
         stride: usize,
         out: &mut [f32],
+    ) -> Result<usize> {
+        self.conv1d_act(x, c_in, w, stride, out, false)
+    }
+
+    /// [`CpuBackend::conv1d`] then GELU, applied to each output block while it is hot.
+    pub fn conv1d_gelu(
+        &self,
+        x: &[f32],
+        c_in: usize,
+        w: &Linear,
+        stride: usize,
+        out: &mut [f32],
+    ) -> Result<usize> {
+        self.conv1d_act(x, c_in, w, stride, out, true)
+    }
+
+    fn conv1d_act(
+        &self,
+        x: &[f32],
+        c_in: usize,
+        w: &Linear,
+        stride: usize,
+        out: &mut [f32],
+        gelu: bool,
     ) -> Result<usize> {
         if c_in == 0 || stride == 0 || !x.len().is_multiple_of(c_in) || w.n_in != c_in * KERNEL {
             return Err(shape_err(
@@ -48,6 +74,17 @@ impl CpuBackend {
                 ),
             ));
         }
+        // In place needs whole bf16 pairs per input row; a probe sees the column rows.
+        if t_out > crate::linear::SMALL_M
+            && c_in.is_multiple_of(2)
+            && matches!(w.weight, Weight::Bf16(_))
+            && crate::bf16::simd(self.isa)
+            && self.probe.is_none()
+        {
+            let epi = crate::blocked::Epi::gelu(gelu);
+            self.conv_bf16(x, c_in, w, stride, t_out, out, epi);
+            return Ok(t_out);
+        }
         let kc = c_in * KERNEL;
         // Kept between calls (a base window's conv2 columns are 9 MB: fresh, they cost
         // their page faults every window); every element is written below.
@@ -65,7 +102,8 @@ impl CpuBackend {
                 }
             })
         });
-        let result = self.linear(&cols, t_out, w, out);
+        self.observe(&[w], &cols, t_out);
+        let result = self.linear_act(&cols, t_out, w, out, gelu);
         self.scratch_f32.give(cols);
         result?;
         Ok(t_out)
@@ -130,8 +168,64 @@ mod tests {
             assert!(max_abs_diff(&out, &naive(&x, c_in, &w, &b, c_out, stride)) < 1e-5);
         }
         let lin = Linear::new(Weight::F32(vec![0.0; 6]), None, 1, 6).unwrap();
+        assert!(be
+            .conv1d_gelu(&[0.0; 4], 2, &lin, 2, &mut [0.0; 2])
+            .is_err());
         assert!(be.conv1d(&[0.0; 4], 2, &lin, 2, &mut [0.0; 2]).is_err());
         assert!(be.conv1d(&[0.0; 5], 2, &lin, 2, &mut [0.0; 1]).is_err());
         assert!(be.conv1d(&[0.0; 4], 2, &lin, 0, &mut [0.0; 1]).is_err());
+    }
+
+    /// The in-place bf16 path against im2col columns through the same bf16 linear: the
+    /// same pairs meet the same weights in the same order, so the bits match.
+    #[test]
+    fn bf16_in_place_matches_columns() {
+        if !crate::bf16_gemm_supported() {
+            eprintln!("skipped: no AVX-512 BF16");
+            return;
+        }
+        let be = CpuBackend::new(2).unwrap();
+        // (t_in, c_in, c_out, stride): odd and even lengths, a partial last row tile and
+        // block, Whisper's conv1 and conv2 shapes (scaled down in time).
+        let shapes = [
+            (9, 2, 3, 1),
+            (20, 6, 70, 2),
+            (21, 6, 70, 2),
+            (131, 80, 96, 1),
+            (300, 384, 384, 2),
+            (301, 8, 300, 2),
+        ];
+        for (t_in, c_in, c_out, stride) in shapes {
+            let x = rand_vec(t_in * c_in, 4);
+            let w = rand_vec(c_out * c_in * 3, 5);
+            let b = rand_vec(c_out, 6);
+            let taps = Weight::F32(w).taps_first(c_out, c_in, 3).unwrap();
+            let taps = taps.for_bf16_gemm(c_out, c_in * 3, true).unwrap();
+            let lin = Linear::new(taps, Some(b), c_out, c_in * 3).unwrap();
+            let t_out = (t_in - 1) / stride + 1;
+            let mut cols = vec![0.0; t_out * 3 * c_in];
+            for (t, col) in cols.chunks_exact_mut(3 * c_in).enumerate() {
+                for (kk, dst) in col.chunks_exact_mut(c_in).enumerate() {
+                    if let Some(ti) = (t * stride + kk).checked_sub(1).filter(|&ti| ti < t_in) {
+                        dst.copy_from_slice(&x[ti * c_in..(ti + 1) * c_in]);
+                    }
+                }
+            }
+            for gelu in [false, true] {
+                let mut want = vec![0.0; t_out * c_out];
+                let mut got = vec![f32::NAN; t_out * c_out];
+                if gelu {
+                    be.linear_gelu(&cols, t_out, &lin, &mut want).unwrap();
+                    be.conv1d_gelu(&x, c_in, &lin, stride, &mut got).unwrap();
+                } else {
+                    be.linear(&cols, t_out, &lin, &mut want).unwrap();
+                    be.conv1d(&x, c_in, &lin, stride, &mut got).unwrap();
+                }
+                assert_eq!(
+                    got, want,
+                    "{t_in}×{c_in} → {c_out}, stride {stride}, gelu {gelu}"
+                );
+            }
+        }
     }
 }

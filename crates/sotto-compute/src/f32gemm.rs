@@ -10,7 +10,7 @@
 
 use rayon::prelude::*;
 
-use crate::blocked::{for_each_tile, Blocks};
+use crate::blocked::{for_each_tile, Blocks, Epi};
 #[cfg(target_arch = "x86_64")]
 use crate::kernels;
 use crate::{shape_err, CpuBackend, Isa, Linear, Result, Weight};
@@ -126,12 +126,12 @@ impl Weight {
 }
 
 impl CpuBackend {
-    /// `out = x · Wᵀ + b` (then GELU when `gelu`) in f32 on this backend's threads. Only for
+    /// `out = x · Wᵀ + b` (then as `epi` says) in f32 on this backend's threads. Only for
     /// [`Weight::F32Packed`] on a backend where [`simd`] holds; the caller has checked the
     /// shapes.
     ///
     /// `x` Shape: [m, n_in]; `out` Shape: [m, n_out].
-    pub(crate) fn linear_f32(&self, x: &[f32], m: usize, w: &Linear, out: &mut [f32], gelu: bool) {
+    pub(crate) fn linear_f32(&self, x: &[f32], m: usize, w: &Linear, out: &mut [f32], epi: Epi) {
         let Weight::F32Packed(pw) = &w.weight else {
             unreachable!("linear_f32 takes packed f32 weights only")
         };
@@ -141,7 +141,7 @@ impl CpuBackend {
         let full = m / MR * MR;
         let mut tail = self.scratch_f32.take(if full < m { MR * k } else { 0 });
         tail[..(m - full) * k].copy_from_slice(&x[full * k..]);
-        self.install(|| self.gemm_f32_packed(x, &tail, m, pw, w.bias.as_deref(), out, gelu));
+        self.install(|| self.gemm_f32_packed(x, &tail, m, pw, w.bias.as_deref(), out, epi));
         self.scratch_f32.give(tail);
     }
 
@@ -155,7 +155,7 @@ impl CpuBackend {
         pw: &F32Packed,
         bias: Option<&[f32]>,
         out: &mut [f32],
-        gelu: bool,
+        epi: Epi,
     ) {
         let (n, k) = (pw.n_out, pw.n_in);
         let full = m / MR * MR;
@@ -166,7 +166,7 @@ impl CpuBackend {
             nc: NC,
             kc: KC,
         };
-        for_each_tile(self.isa, blocks, (m, n, k), out, gelu, |t, dst| {
+        for_each_tile(self.isa, blocks, (m, n, k), out, epi, |t, dst| {
             let b = &pw.panel(t.jc / NR)[t.p0 * NR..(t.p0 + t.len) * NR];
             let bias = bias.filter(|_| t.last).map(|b| &b[t.jc..t.jc + t.cols]);
             let a = if t.ic < full {
@@ -188,7 +188,7 @@ impl CpuBackend {
                     n,
                     t.rows,
                     t.cols,
-                    !t.first,
+                    t.acc,
                     bias,
                 )
             };

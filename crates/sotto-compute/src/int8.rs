@@ -12,7 +12,7 @@
 
 use rayon::prelude::*;
 
-use crate::blocked::{for_each_tile, Blocks};
+use crate::blocked::{for_each_tile, Blocks, Epi};
 #[cfg(target_arch = "x86_64")]
 use crate::kernels;
 use crate::{shape_err, CpuBackend, Isa, Linear, Result, Weight};
@@ -288,35 +288,42 @@ impl CpuBackend {
             nc: NC,
             kc: usize::MAX,
         };
-        for_each_tile(self.isa, blocks, (m, n, k4), out, gelu, |t, dst| {
-            let b = pw.panel(t.jc / NR);
-            let epi = Epilogue {
-                w_scales: &pw.scales[t.jc..t.jc + NR],
-                bias: bias.map(|b| &b[t.jc..t.jc + t.cols]),
-            };
-            let a = &qr.data[t.ic * k4..(t.ic + MR) * k4];
-            let (a_scales, a_sums) = (&qr.scales[t.ic..t.ic + MR], &qr.sums[t.ic..t.ic + MR]);
-            // SAFETY: `simd` holds (the caller's check); a holds MR rows of k4 quads and b
-            // k4·NR; the tile's rows and columns lie in `out` ([m, n]) and in its task's
-            // block, which no other task writes.
-            #[cfg(target_arch = "x86_64")]
-            unsafe {
-                kernels::x86_int8::tile(
-                    k4,
-                    a.as_ptr(),
-                    b.as_ptr(),
-                    dst.at(t.ic * n + t.jc),
-                    n,
-                    t.rows,
-                    t.cols,
-                    a_scales,
-                    a_sums,
-                    &epi,
-                )
-            };
-            #[cfg(not(target_arch = "x86_64"))]
-            let _ = (a, b, a_scales, a_sums, &epi, dst);
-        });
+        for_each_tile(
+            self.isa,
+            blocks,
+            (m, n, k4),
+            out,
+            Epi::gelu(gelu),
+            |t, dst| {
+                let b = pw.panel(t.jc / NR);
+                let epi = Epilogue {
+                    w_scales: &pw.scales[t.jc..t.jc + NR],
+                    bias: bias.map(|b| &b[t.jc..t.jc + t.cols]),
+                };
+                let a = &qr.data[t.ic * k4..(t.ic + MR) * k4];
+                let (a_scales, a_sums) = (&qr.scales[t.ic..t.ic + MR], &qr.sums[t.ic..t.ic + MR]);
+                // SAFETY: `simd` holds (the caller's check); a holds MR rows of k4 quads and b
+                // k4·NR; the tile's rows and columns lie in `out` ([m, n]) and in its task's
+                // block, which no other task writes.
+                #[cfg(target_arch = "x86_64")]
+                unsafe {
+                    kernels::x86_int8::tile(
+                        k4,
+                        a.as_ptr(),
+                        b.as_ptr(),
+                        dst.at(t.ic * n + t.jc),
+                        n,
+                        t.rows,
+                        t.cols,
+                        a_scales,
+                        a_sums,
+                        &epi,
+                    )
+                };
+                #[cfg(not(target_arch = "x86_64"))]
+                let _ = (a, b, a_scales, a_sums, &epi, dst);
+            },
+        );
     }
 }
 

@@ -623,7 +623,7 @@ pub(crate) mod testutil {
 
     /// Checks a packed weight format of the many-row GEMM (`pack`: f32 rows `[n, k]` to the
     /// format, `None` where this CPU lacks its kernel) at odd shapes around its tiles, on
-    /// 1 and 3 threads, with and without bias and GELU: within `ref_tol(k)` of its scalar
+    /// 1 and 3 threads, with and without bias, GELU and a residual: within `ref_tol(k)` of its scalar
     /// model `reference`, and within `f32_tol(k)` of the f32 product of the unrounded weights.
     pub fn check_packed_gemm(
         pack: GemmPack,
@@ -666,6 +666,15 @@ pub(crate) mod testutil {
                     crate::kernels::gelu(Isa::Scalar, &mut want);
                     let err = max_abs_diff(&got, &want);
                     assert!(err <= ref_tol(k), "{m}×{n}×{k} gelu: {err}");
+                    // Onto a residual (values of the product's size: one more rounding).
+                    let base = rand_vec(m * n, 4);
+                    let mut got = base.clone();
+                    be.linear_residual(&x, m, &lin, &mut got).unwrap();
+                    reference(&x, m, &weight, bias.as_deref(), &mut want);
+                    want.iter_mut().zip(&base).for_each(|(w, b)| *w += b);
+                    let err = max_abs_diff(&got, &want);
+                    let tol = ref_tol(k) + 4.0 * f32::EPSILON * (k as f32).sqrt();
+                    assert!(err <= tol, "{m}×{n}×{k} residual: {err}");
                 }
             }
         }

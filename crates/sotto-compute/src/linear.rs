@@ -7,6 +7,7 @@ use std::cell::Cell;
 use rayon::prelude::*;
 use sotto_quant::{QuantActs, QuantType, GROUP_ROWS};
 
+use crate::blocked::Epi;
 use crate::kernels::{self, WRows, TILE_ROWS};
 use crate::{shape_err, CpuBackend, F16Tiles, Isa, Linear, OutPtr, QuantTiles, Result, Weight};
 
@@ -42,6 +43,30 @@ impl CpuBackend {
         self.linear_act(x, m, w, out, true)
     }
 
+    /// `out += x · Wᵀ + b`: a residual connection. On the encoder's bf16 and f32 GEMMs the
+    /// tiles start from `out`'s values (no pass of its own for the add, and the bias goes
+    /// on last); elsewhere the product goes through a buffer and [`CpuBackend::add`].
+    ///
+    /// `x` Shape: [m, n_in]; `out` Shape: [m, n_out].
+    pub fn linear_residual(&self, x: &[f32], m: usize, w: &Linear, out: &mut [f32]) -> Result<()> {
+        check_shapes(x, m, w, out)?;
+        self.observe(&[w], x, m);
+        let many = m > SMALL_M && w.n_out > 0;
+        if many && matches!(w.weight, Weight::Bf16(_)) && crate::bf16::simd(self.isa) {
+            self.linear_bf16(x, m, w, out, Epi::Add);
+        } else if many && matches!(w.weight, Weight::F32Packed(_)) && crate::f32gemm::simd(self.isa)
+        {
+            self.linear_f32(x, m, w, out, Epi::Add);
+        } else {
+            let mut y = self.scratch_f32.take(out.len());
+            let done = self.linear_act(x, m, w, &mut y, false);
+            let done = done.and_then(|()| self.add(out, &y));
+            self.scratch_f32.give(y);
+            done?;
+        }
+        Ok(())
+    }
+
     /// `out_i = x · W_iᵀ + b_i` for several weights meeting the same `x` (attention's
     /// q, k, v; every decoder layer's cross-attention k, v): on the encoder's bf16 and int8
     /// GEMMs `x` is rounded or quantized once for all of them, otherwise each is a
@@ -68,7 +93,7 @@ impl CpuBackend {
                 .all(|(w, _)| f(&w.weight) && w.n_in == n_in && w.n_out > 0)
         };
         if m > SMALL_M && same(|w| matches!(w, Weight::Bf16(_))) && crate::bf16::simd(self.isa) {
-            self.linears_bf16(x, m, products, false);
+            self.linears_bf16(x, m, products, Epi::Store);
         } else if m > SMALL_M
             && same(|w| matches!(w, Weight::Int8(_)))
             && crate::int8::simd(self.isa)
@@ -108,15 +133,15 @@ impl CpuBackend {
         if m <= SMALL_M {
             self.small_m(x, m, w, out, gelu);
         } else if matches!(w.weight, Weight::Bf16(_)) && crate::bf16::simd(self.isa) {
-            self.linear_bf16(x, m, w, out, gelu);
+            self.linear_bf16(x, m, w, out, Epi::gelu(gelu));
         } else if matches!(w.weight, Weight::Int8(_)) && crate::int8::simd(self.isa) {
             self.linear_int8(x, m, w, out, gelu);
         } else if matches!(w.weight, Weight::F32Packed(_)) && crate::f32gemm::simd(self.isa) {
-            self.linear_f32(x, m, w, out, gelu);
+            self.linear_f32(x, m, w, out, Epi::gelu(gelu));
         } else if let (Weight::F16Tiled(t), true) =
             (&w.weight, m >= TILES_BF16_M && self.tiles_bf16())
         {
-            self.linear_tiles_bf16(x, m, t, w.bias.as_deref(), out, gelu);
+            self.linear_tiles_bf16(x, m, t, w.bias.as_deref(), out, Epi::gelu(gelu));
         } else if let Weight::F16Tiled(t) = &w.weight {
             // Decoder weights meeting a prompt (~100–225 rows): the tiled kernels, each
             // tile against every row; the gemm path would widen the whole matrix to a

@@ -126,17 +126,14 @@ impl PackedKv {
             .into_par_iter()
             .enumerate()
             .for_each(|(b, (mut kd, mut vd))| {
-                let mut row = vec![f16::ZERO; d];
-                let rows = (b * KEY_BLOCK..tk.min((b + 1) * KEY_BLOCK)).enumerate();
-                for (jj, j) in rows {
-                    // Keys: f16 rows, then each head's values spread across its block's
-                    // [dh, KEY_BLOCK] columns. Keys past tk stay zero from `new`.
-                    kernels::f32_to_f16(isa, &k[j * d..(j + 1) * d], &mut row);
-                    for (head, dst) in row.chunks_exact(dh).zip(kd.iter_mut()) {
-                        for (c, &x) in head.iter().enumerate() {
-                            dst[c * KEY_BLOCK + jj] = x;
-                        }
-                    }
+                let (j0, j1) = (b * KEY_BLOCK, tk.min((b + 1) * KEY_BLOCK));
+                // Keys: each head's [rows, dh] block turned into its [dh, KEY_BLOCK]
+                // columns. Keys past tk stay zero from `new`.
+                for (h, dst) in kd.iter_mut().enumerate() {
+                    let src = &k[j0 * d + h * dh..(j1 - 1) * d + (h + 1) * dh];
+                    kernels::transpose_to_f16(isa, src, d, j1 - j0, dh, dst, KEY_BLOCK);
+                }
+                for (jj, j) in (j0..j1).enumerate() {
                     let src = &v[j * d..(j + 1) * d];
                     for (head, dst) in src.chunks_exact(dh).zip(vd.iter_mut()) {
                         kernels::f32_to_f16(isa, head, &mut dst[jj * dhp..jj * dhp + dh]);

@@ -501,10 +501,8 @@ fn encoder_pass(
             mel_t[t * h.n_mels + m] = v;
         }
     }
-    be.conv1d(mel_t, h.n_mels, &enc.conv1, 1, conv1)?;
-    be.gelu(conv1);
-    be.conv1d(conv1, d, &enc.conv2, 2, x)?;
-    be.gelu(x);
+    be.conv1d_gelu(mel_t, h.n_mels, &enc.conv1, 1, conv1)?;
+    be.conv1d_gelu(conv1, d, &enc.conv2, 2, x)?;
     be.add(x, &enc.pos)?;
     let hb = &mut hb[..ctx * d];
     for blk in &enc.blocks {
@@ -524,8 +522,7 @@ fn encoder_pass(
             // Bf16 and Int8 (Auto is resolved at load).
             _ => be.attention_mixed(q, ctx, k, v, ctx, h.n_audio_head, att)?,
         }
-        be.linear(att, ctx, &blk.attn.out, hb)?;
-        be.add(x, hb)?;
+        be.linear_residual(att, ctx, &blk.attn.out, x)?;
         mlp(be, blk, ctx, x, hb, &mut work[..4 * ctx * d])?;
     }
     be.layer_norm(x, &enc.ln_post, enc_out)?;
@@ -629,7 +626,8 @@ fn decoder_step(
     Ok(())
 }
 
-/// `x += mlp.2(gelu(mlp.0(ln(x))))`. `x`, `h` Shape: [m, d]; `buf` Shape: [m, 4·d].
+/// `x += mlp.2(gelu(mlp.0(ln(x))))`, the add inside the encoder GEMM's tiles.
+/// `x`, `h` Shape: [m, d]; `buf` Shape: [m, 4·d].
 fn mlp(
     be: &CpuBackend,
     blk: &Block,
@@ -640,8 +638,7 @@ fn mlp(
 ) -> Result<(), ModelError> {
     be.layer_norm(x, &blk.mlp_ln, h)?;
     linear_gelu(be, h, m, &blk.mlp_0, buf)?;
-    be.linear(buf, m, &blk.mlp_2, h)?;
-    be.add(x, h)?;
+    be.linear_residual(buf, m, &blk.mlp_2, x)?;
     Ok(())
 }
 

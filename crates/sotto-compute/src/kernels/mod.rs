@@ -103,6 +103,54 @@ pub fn f32_to_f16(isa: Isa, src: &[f32], dst: &mut [f16]) {
     dispatch!(isa, f32_to_f16(src, dst))
 }
 
+/// `dst[c·ldd + r] = f16(src[r·ld + c])` (nearest even) for `r < rows`, `c < cols`: a
+/// block of rows stored as columns. Panics if a slice is too short or `cols > ld`.
+#[allow(clippy::too_many_arguments)]
+pub fn transpose_to_f16(
+    isa: Isa,
+    src: &[f32],
+    ld: usize,
+    rows: usize,
+    cols: usize,
+    dst: &mut [f16],
+    ldd: usize,
+) {
+    if rows == 0 || cols == 0 {
+        return;
+    }
+    assert!(
+        cols <= ld && rows <= ldd && src.len() >= (rows - 1) * ld + cols,
+        "transpose_to_f16: {} values for {rows}×{cols} rows {ld} apart",
+        src.len()
+    );
+    assert!(
+        dst.len() >= (cols - 1) * ldd + rows,
+        "transpose_to_f16: {} values for {cols} columns {ldd} apart",
+        dst.len()
+    );
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx512 {
+        // SAFETY: Avx512 is only selected where F, BW and VL run; the lengths are checked.
+        unsafe {
+            x86_attn_f32::transpose_to_f16(
+                src.as_ptr(),
+                ld,
+                rows,
+                cols,
+                dst.as_mut_ptr() as *mut u16,
+                ldd,
+            )
+        };
+        return;
+    }
+    let _ = isa;
+    for r in 0..rows {
+        for c in 0..cols {
+            dst[c * ldd + r] = f16::from_f32(src[r * ld + c]);
+        }
+    }
+}
+
 /// `out_t[r·m + i] = x_i · w_r` for every weight row r: all `m` input rows share each weight
 /// load, and f16 weights are widened in registers.
 ///

@@ -304,3 +304,30 @@ fn gelu_dense_sweep() {
         assert!(err < 1e-6, "{isa:?} {err:e}");
     }
 }
+
+#[test]
+fn transpose_to_f16_matches_scalar() {
+    // (rows, cols, ld, ldd): partial 16-blocks both ways, and strides wider than the block.
+    for (rows, cols, ld, ldd) in [
+        (1, 1, 1, 1),
+        (5, 3, 3, 7),
+        (17, 33, 40, 32),
+        (32, 64, 384, 32),
+    ] {
+        let src: Vec<f32> = rand_vec(rows * ld, 9).iter().map(|v| v * 3.1).collect();
+        let mut want = vec![f16::NAN; (cols - 1) * ldd + rows];
+        transpose_to_f16(Isa::Scalar, &src, ld, rows, cols, &mut want, ldd);
+        for r in 0..rows {
+            for c in 0..cols {
+                assert_eq!(want[c * ldd + r], f16::from_f32(src[r * ld + c]));
+            }
+        }
+        for isa in simd_paths() {
+            // NaN fill: entries between columns must stay untouched.
+            let mut got = vec![f16::NAN; want.len()];
+            transpose_to_f16(isa, &src, ld, rows, cols, &mut got, ldd);
+            let bits = |v: &[f16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "{isa:?} {rows}×{cols}");
+        }
+    }
+}

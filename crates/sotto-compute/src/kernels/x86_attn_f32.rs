@@ -18,12 +18,16 @@ pub(crate) const NR: usize = 64;
 /// (a multiply-add per p, in order). [`CpuBackend::attention`](crate::CpuBackend::attention)
 /// runs it as [`MR`] × [`NR`]; the mixed attention as 6 × 64.
 ///
+/// With `row_max` = (`mv`, `cols`), also folds each row's scores at columns `< cols` into
+/// that row's 16 running lane maxima, `mv[r·16..(r + 1)·16]`, while they are in registers
+/// (the softmax then needs no pass over the row for its max).
+///
 /// `q` Shape: [M, dh] (one query row block); `k` Shape: [dh, W] (one key panel: key j's
-/// element p at `p·W + j`); `s` Shape: [M, lds].
+/// element p at `p·W + j`); `s` Shape: [M, lds]; `mv` Shape: [M, 16].
 ///
 /// # Safety
 /// The CPU must have AVX-512 F; `q` must hold `M·dh` values, `k` `dh·W`, and `s` rows
-/// `0..M` must be writable at columns `0..W`.
+/// `0..M` must be writable at columns `0..W`; `mv`, when given, `M·16` values.
 #[target_feature(enable = "avx512f")]
 pub(crate) unsafe fn scores<const M: usize, const V: usize>(
     dh: usize,
@@ -31,6 +35,7 @@ pub(crate) unsafe fn scores<const M: usize, const V: usize>(
     k: *const f32,
     s: *mut f32,
     lds: usize,
+    row_max: Option<(*mut f32, usize)>,
 ) {
     let w = 16 * V;
     let mut c = [[_mm512_setzero_ps(); V]; M];
@@ -53,6 +58,20 @@ pub(crate) unsafe fn scores<const M: usize, const V: usize>(
         for (v, &x) in row.iter().enumerate() {
             // SAFETY: row r < M of s, columns 0..W, writable by the caller's contract.
             unsafe { _mm512_storeu_ps(s.add(r * lds + 16 * v), x) };
+        }
+    }
+    if let Some((mv, cols)) = row_max {
+        for (r, row) in c.iter().enumerate() {
+            // SAFETY: mv holds M·16 values (the caller's contract).
+            unsafe {
+                let at = mv.add(16 * r);
+                let mut mx = _mm512_loadu_ps(at);
+                for (v, &x) in row.iter().enumerate() {
+                    let n = cols.saturating_sub(16 * v).min(16);
+                    mx = _mm512_mask_max_ps(mx, ((1u32 << n) - 1) as __mmask16, mx, x);
+                }
+                _mm512_storeu_ps(at, mx);
+            }
         }
     }
 }
@@ -144,6 +163,45 @@ pub(crate) unsafe fn pack_k_panel<const W: usize>(
             for (c, w) in w.iter().enumerate().take(cols) {
                 // SAFETY: row p0 + c < dh of the panel, keys 16g..16g + 16 ≤ W.
                 unsafe { _mm512_storeu_ps(panel.add((p0 + c) * W + 16 * g), *w) };
+            }
+        }
+    }
+}
+
+/// `dst[c·ldd + r] = f16(src[r·ld + c])` (nearest even) for `r < rows`, `c < cols`, in
+/// 16 × 16 blocks transposed in registers.
+///
+/// # Safety
+/// The CPU must have AVX-512 F, BW and VL; `src` must hold `(rows − 1)·ld + cols` values
+/// and `dst` `(cols − 1)·ldd + rows` (nothing when either count is zero).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+pub(crate) unsafe fn transpose_to_f16(
+    src: *const f32,
+    ld: usize,
+    rows: usize,
+    cols: usize,
+    dst: *mut u16,
+    ldd: usize,
+) {
+    for r0 in (0..rows).step_by(16) {
+        let nr = (rows - r0).min(16);
+        for c0 in (0..cols).step_by(16) {
+            let nc = (cols - c0).min(16);
+            let mut r = [_mm512_setzero_ps(); 16];
+            for (i, r) in r.iter_mut().enumerate().take(nr) {
+                // SAFETY: row r0 + i < rows, columns c0..c0 + nc ≤ cols: inside `src`.
+                *r = unsafe { _mm512_maskz_loadu_ps(low_mask(nc), src.add((r0 + i) * ld + c0)) };
+            }
+            for (c, w) in transpose16(r).iter().enumerate().take(nc) {
+                let h = _mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(*w);
+                // SAFETY: column c0 + c < cols, rows r0..r0 + nr ≤ rows: inside `dst`.
+                unsafe {
+                    _mm256_mask_storeu_epi16(
+                        dst.add((c0 + c) * ldd + r0) as *mut i16,
+                        low_mask(nr),
+                        h,
+                    )
+                };
             }
         }
     }

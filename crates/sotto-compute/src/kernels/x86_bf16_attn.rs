@@ -44,7 +44,8 @@ pub(crate) unsafe fn exp2_pairs(s: &[f32], c: f32, mc: f32, p: &mut [u32]) -> f3
     let one = _mm512_set1_ps(1.0);
     let ones = _mm512_cvtne2ps_pbh(one, one);
     let (sp, pp) = (s.as_ptr(), p.as_mut_ptr() as *mut i32);
-    let mut acc = _mm512_setzero_ps();
+    // Two sums, so consecutive pair blocks do not wait on each other's `vdpbf16ps`.
+    let (mut acc, mut acc1) = (_mm512_setzero_ps(), _mm512_setzero_ps());
     let mut i = 0;
     while i + 32 <= s.len() {
         // SAFETY: s[i..i + 32] and p[i / 2..i / 2 + 16] are in bounds (loop condition and
@@ -59,8 +60,10 @@ pub(crate) unsafe fn exp2_pairs(s: &[f32], c: f32, mc: f32, p: &mut [u32]) -> f3
             );
             acc = _mm512_dpbf16_ps(acc, v, ones);
         }
+        std::mem::swap(&mut acc, &mut acc1);
         i += 32;
     }
+    acc = _mm512_add_ps(acc, acc1);
     let rest = s.len() - i;
     if rest > 0 {
         let (m_lo, m_hi) = (low_mask(rest.min(16)), low_mask(rest.saturating_sub(16)));
