@@ -68,6 +68,15 @@ fn encoder_ops(c: &mut Criterion) {
     )
     .unwrap();
     let mut out = vec![0.0; t * 4 * d];
+    let norm = sotto_compute::Norm {
+        gamma: vals(d, 6),
+        beta: vals(d, 7),
+        eps: 1e-5,
+    };
+    let mut ln_out = vec![0.0; t * d];
+    g.bench_function("layer_norm_1500x384", |b| {
+        b.iter(|| be.layer_norm(&x, &norm, &mut ln_out).unwrap())
+    });
     g.bench_function("linear_gelu_1500x384x1536_f32", |b| {
         b.iter(|| be.linear_gelu(&x, t, &lin, &mut out).unwrap())
     });

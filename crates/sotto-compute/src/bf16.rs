@@ -11,7 +11,7 @@ use rayon::prelude::*;
 
 use half::slice::HalfFloatSliceExt;
 
-use crate::blocked::{for_each_tile, Blocks, Epi};
+use crate::blocked::{for_each_tile, Blocks, Epi, Out};
 #[cfg(target_arch = "x86_64")]
 use crate::kernels;
 use crate::kernels::TILE_ROWS;
@@ -79,7 +79,7 @@ fn pair(lo: f32, hi: f32) -> u32 {
 }
 
 /// `src` as bf16 pairs, a missing last element zero. `dst` Shape: [src.len().div_ceil(2)].
-fn to_pairs(isa: Isa, src: &[f32], dst: &mut [u32]) {
+pub(crate) fn to_pairs(isa: Isa, src: &[f32], dst: &mut [u32]) {
     #[cfg(target_arch = "x86_64")]
     if simd(isa) {
         // SAFETY: `simd` checked that the CPU has AVX-512 F and BF16.
@@ -273,6 +273,7 @@ impl CpuBackend {
                     unreachable!("linear_bf16 takes bf16 weights only")
                 };
                 let kp = pw.pairs();
+                let out = Out::Whole(out);
                 self.gemm_bf16_packed(&packed, kp, m, pw, w.bias.as_deref(), out, epi);
             }
             self.scratch_u32.give(packed);
@@ -317,6 +318,7 @@ impl CpuBackend {
                         to_pairs(self.isa, s, d);
                     }
                 });
+            let out = Out::Whole(out);
             self.gemm_bf16_packed(&a, lda, t_out, pw, w.bias.as_deref(), out, epi);
             self.scratch_u32.give(a);
         });
@@ -340,6 +342,7 @@ impl CpuBackend {
         self.install(|| {
             let mut packed = self.scratch_u32.take_dirty();
             pack_rows(self.isa, x, m, pw.n_in, &mut packed);
+            let out = Out::Whole(out);
             self.gemm_bf16_packed(&packed, pw.pairs(), m, &pw, bias, out, epi);
             self.scratch_u32.give(packed);
         });
@@ -350,14 +353,14 @@ impl CpuBackend {
     /// [`pack_rows`] packs them with `lda` = the pairs of a row) with `pw`, inside the pool.
     /// `a` must hold m.next_multiple_of(MR) rows: tiles read all MR of theirs.
     #[allow(clippy::too_many_arguments)]
-    fn gemm_bf16_packed(
+    pub(crate) fn gemm_bf16_packed(
         &self,
         a: &[u32],
         lda: usize,
         m: usize,
         pw: &Bf16Packed,
         bias: Option<&[f32]>,
-        out: &mut [f32],
+        out: Out<'_>,
         epi: Epi,
     ) {
         let (n, kp) = (pw.n_out, pw.pairs());
@@ -368,13 +371,13 @@ impl CpuBackend {
             nc: NC,
             kc: KC,
         };
-        for_each_tile(self.isa, blocks, (m, n, kp), out, epi, |t, dst| {
+        for_each_tile(self.isa, blocks, (m, n, kp), out, epi, |t, c, ldc| {
             let b = &pw.panel(t.jc / NR)[t.p0 * NR..(t.p0 + t.len) * NR];
             let bias = bias.filter(|_| t.last).map(|b| &b[t.jc..t.jc + t.cols]);
             let ap = &a[t.ic * lda + t.p0..(t.ic + MR - 1) * lda + t.p0 + t.len];
             // SAFETY: `simd` holds (the caller's check); ap holds MR rows lda apart of
-            // len pairs from p0 and b len·NR pairs; the tile's rows and columns lie in `out`
-            // ([m, n]) and in its task's block, which no other task writes.
+            // len pairs from p0 and b len·NR pairs; the tile's rows and columns lie at `c`
+            // (ldc apart) in its task's block, which no other task writes.
             #[cfg(target_arch = "x86_64")]
             unsafe {
                 kernels::x86_bf16::tile::<MR, { NR / 16 }>(
@@ -382,8 +385,8 @@ impl CpuBackend {
                     ap.as_ptr(),
                     lda,
                     b.as_ptr(),
-                    dst.at(t.ic * n + t.jc),
-                    n,
+                    c,
+                    ldc,
                     t.rows,
                     t.cols,
                     t.acc,
@@ -391,7 +394,7 @@ impl CpuBackend {
                 )
             };
             #[cfg(not(target_arch = "x86_64"))]
-            let _ = (ap, b, bias, dst);
+            let _ = (ap, b, bias, c, ldc);
         });
     }
 }

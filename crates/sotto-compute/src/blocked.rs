@@ -4,6 +4,9 @@
 //! `mr`; GELU on each finished block while it is hot, or the sums added onto `out` (a
 //! residual connection) instead of stored.
 
+use std::cell::RefCell;
+use std::ops::Range;
+
 use rayon::prelude::*;
 
 use crate::{Isa, OutPtr};
@@ -56,49 +59,101 @@ pub(crate) struct Tile {
     pub last: bool,
 }
 
-/// Runs `tile` over every tile of `out` (Shape: [m, n], `k` units deep), inside the current
-/// pool; each tile's rows and columns lie in one task's block, which no other task writes.
-/// An empty k still visits every tile once (`len` 0), so outputs get their bias.
+/// Takes a finished block: its rows, its columns, the block (row i − rows.start holds row
+/// i's columns) and its row stride.
+pub(crate) type FinishBlock = dyn Fn(Range<usize>, Range<usize>, &[f32], usize) + Sync;
+
+/// Where a blocked GEMM's sums go.
+pub(crate) enum Out<'a> {
+    /// Shape: [m, n].
+    Whole(&'a mut [f32]),
+    /// Each task makes its block in a per-thread buffer and hands it, finished (GELU
+    /// applied), to the closure with its rows, columns and row stride: row i − rows.start
+    /// of the slice holds row i's columns `cols`. The block never reaches memory as f32.
+    Blocks(&'a FinishBlock),
+}
+
+thread_local! {
+    /// The block of [`Out::Blocks`], kept between calls.
+    static BLOCK: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `tile` over every tile of `out` (m × n, `k` units deep), inside the current pool;
+/// `tile` gets the tile and where its sums go (row r of the tile at `c + r·ldc`). Each
+/// tile's rows and columns lie in one task's block, which no other task writes. An empty k
+/// still visits every tile once (`len` 0), so outputs get their bias.
 pub(crate) fn for_each_tile(
     isa: Isa,
     b: Blocks,
     (m, n, k): (usize, usize, usize),
-    out: &mut [f32],
+    out: Out<'_>,
     epi: Epi,
-    tile: impl Fn(Tile, OutPtr) + Sync,
+    tile: impl Fn(Tile, *mut f32, usize) + Sync,
 ) {
     let (m_blocks, n_blocks) = (m.div_ceil(b.mc), n.div_ceil(b.nc));
     let k_blocks = k.div_ceil(b.kc).max(1);
     let kc = k.div_ceil(k_blocks).max(1);
-    let dst = OutPtr(out.as_mut_ptr());
+    let (dst, finish) = match out {
+        Out::Whole(out) => {
+            assert_eq!(
+                out.len(),
+                m * n,
+                "GEMM output: {} values for {m}×{n}",
+                out.len()
+            );
+            (Some(OutPtr(out.as_mut_ptr())), None)
+        }
+        Out::Blocks(f) => {
+            assert!(
+                epi != Epi::Add,
+                "a per-thread block has nothing to add onto"
+            );
+            (None, Some(f))
+        }
+    };
     (0..m_blocks * n_blocks).into_par_iter().for_each(|t| {
         // Row blocks outermost: rayon's halving gives each worker a run of rows, which the
         // ops before and after touch on the same worker too.
         let (i0, j0) = ((t / n_blocks) * b.mc, (t % n_blocks) * b.nc);
         let (i1, j1) = ((i0 + b.mc).min(m), (j0 + b.nc).min(n));
-        for p0 in (0..k.max(1)).step_by(kc) {
-            let len = kc.min(k - p0);
-            for jc in (j0..j1).step_by(b.nr) {
-                for ic in (i0..i1).step_by(b.mr) {
-                    let (rows, cols) = (b.mr.min(i1 - ic), b.nr.min(j1 - jc));
-                    let (acc, last) = (p0 > 0 || epi == Epi::Add, p0 + len >= k);
-                    let t = Tile {
-                        ic,
-                        jc,
-                        rows,
-                        cols,
-                        p0,
-                        len,
-                        acc,
-                        last,
-                    };
-                    tile(t, dst);
+        let run = |base: OutPtr, ld: usize, origin: (usize, usize)| {
+            for p0 in (0..k.max(1)).step_by(kc) {
+                let len = kc.min(k - p0);
+                for jc in (j0..j1).step_by(b.nr) {
+                    for ic in (i0..i1).step_by(b.mr) {
+                        let (rows, cols) = (b.mr.min(i1 - ic), b.nr.min(j1 - jc));
+                        let (acc, last) = (p0 > 0 || epi == Epi::Add, p0 + len >= k);
+                        let t = Tile {
+                            ic,
+                            jc,
+                            rows,
+                            cols,
+                            p0,
+                            len,
+                            acc,
+                            last,
+                        };
+                        // SAFETY: (ic, jc) lies in this task's block, inside the output
+                        // `base` points into (`ld` apart, from `origin`).
+                        let c = unsafe { base.at((ic - origin.0) * ld + jc - origin.1) };
+                        tile(t, c, ld);
+                    }
                 }
             }
-        }
-        if epi == Epi::Gelu {
-            // SAFETY: rows i0..i1, columns j0..j1 are this task's block of `out`.
-            unsafe { dst.gelu_block(isa, n, i0..i1, j0..j1) };
+            if epi == Epi::Gelu {
+                let (r, c) = (i0 - origin.0..i1 - origin.0, j0 - origin.1..j1 - origin.1);
+                // SAFETY: rows i0..i1, columns j0..j1 are this task's block of the output.
+                unsafe { base.gelu_block(isa, ld, r, c) };
+            }
+        };
+        match (dst, finish) {
+            (Some(dst), _) => run(dst, n, (0, 0)),
+            (None, Some(finish)) => BLOCK.with_borrow_mut(|blk| {
+                blk.resize(b.mc * b.nc, 0.0);
+                run(OutPtr(blk.as_mut_ptr()), b.nc, (i0, j0));
+                finish(i0..i1, j0..j1, blk, b.nc);
+            }),
+            (None, None) => unreachable!("an output is either whole or in blocks"),
         }
     });
 }

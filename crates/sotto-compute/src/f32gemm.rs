@@ -10,7 +10,7 @@
 
 use rayon::prelude::*;
 
-use crate::blocked::{for_each_tile, Blocks, Epi};
+use crate::blocked::{for_each_tile, Blocks, Epi, Out};
 #[cfg(target_arch = "x86_64")]
 use crate::kernels;
 use crate::{shape_err, CpuBackend, Isa, Linear, Result, Weight};
@@ -166,35 +166,42 @@ impl CpuBackend {
             nc: NC,
             kc: KC,
         };
-        for_each_tile(self.isa, blocks, (m, n, k), out, epi, |t, dst| {
-            let b = &pw.panel(t.jc / NR)[t.p0 * NR..(t.p0 + t.len) * NR];
-            let bias = bias.filter(|_| t.last).map(|b| &b[t.jc..t.jc + t.cols]);
-            let a = if t.ic < full {
-                &x[t.ic * k + t.p0..(t.ic + MR - 1) * k + t.p0 + t.len]
-            } else {
-                &tail[t.p0..(MR - 1) * k + t.p0 + t.len]
-            };
-            // SAFETY: `simd` holds (the caller's check); a holds MR rows of k from p0 (len
-            // used) and b len·NR values; the tile's rows and columns lie in `out` ([m, n])
-            // and in its task's block, which no other task writes.
-            #[cfg(target_arch = "x86_64")]
-            unsafe {
-                kernels::x86_f32::tile::<MR, { NR / 16 }>(
-                    t.len,
-                    a.as_ptr(),
-                    k,
-                    b.as_ptr(),
-                    dst.at(t.ic * n + t.jc),
-                    n,
-                    t.rows,
-                    t.cols,
-                    t.acc,
-                    bias,
-                )
-            };
-            #[cfg(not(target_arch = "x86_64"))]
-            let _ = (a, b, bias, dst);
-        });
+        for_each_tile(
+            self.isa,
+            blocks,
+            (m, n, k),
+            Out::Whole(out),
+            epi,
+            |t, c, ldc| {
+                let b = &pw.panel(t.jc / NR)[t.p0 * NR..(t.p0 + t.len) * NR];
+                let bias = bias.filter(|_| t.last).map(|b| &b[t.jc..t.jc + t.cols]);
+                let a = if t.ic < full {
+                    &x[t.ic * k + t.p0..(t.ic + MR - 1) * k + t.p0 + t.len]
+                } else {
+                    &tail[t.p0..(MR - 1) * k + t.p0 + t.len]
+                };
+                // SAFETY: `simd` holds (the caller's check); a holds MR rows of k from p0 (len
+                // used) and b len·NR values; the tile's rows and columns lie at `c` (ldc apart)
+                // in its task's block, which no other task writes.
+                #[cfg(target_arch = "x86_64")]
+                unsafe {
+                    kernels::x86_f32::tile::<MR, { NR / 16 }>(
+                        t.len,
+                        a.as_ptr(),
+                        k,
+                        b.as_ptr(),
+                        c,
+                        ldc,
+                        t.rows,
+                        t.cols,
+                        t.acc,
+                        bias,
+                    )
+                };
+                #[cfg(not(target_arch = "x86_64"))]
+                let _ = (a, b, bias, c, ldc);
+            },
+        );
     }
 }
 

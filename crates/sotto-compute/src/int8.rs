@@ -12,7 +12,7 @@
 
 use rayon::prelude::*;
 
-use crate::blocked::{for_each_tile, Blocks, Epi};
+use crate::blocked::{for_each_tile, Blocks, Epi, Out};
 #[cfg(target_arch = "x86_64")]
 use crate::kernels;
 use crate::{shape_err, CpuBackend, Isa, Linear, Result, Weight};
@@ -292,9 +292,9 @@ impl CpuBackend {
             self.isa,
             blocks,
             (m, n, k4),
-            out,
+            Out::Whole(out),
             Epi::gelu(gelu),
-            |t, dst| {
+            |t, c, ldc| {
                 let b = pw.panel(t.jc / NR);
                 let epi = Epilogue {
                     w_scales: &pw.scales[t.jc..t.jc + NR],
@@ -303,7 +303,7 @@ impl CpuBackend {
                 let a = &qr.data[t.ic * k4..(t.ic + MR) * k4];
                 let (a_scales, a_sums) = (&qr.scales[t.ic..t.ic + MR], &qr.sums[t.ic..t.ic + MR]);
                 // SAFETY: `simd` holds (the caller's check); a holds MR rows of k4 quads and b
-                // k4·NR; the tile's rows and columns lie in `out` ([m, n]) and in its task's
+                // k4·NR; the tile's rows and columns lie at `c` (ldc apart) in its task's
                 // block, which no other task writes.
                 #[cfg(target_arch = "x86_64")]
                 unsafe {
@@ -311,8 +311,8 @@ impl CpuBackend {
                         k4,
                         a.as_ptr(),
                         b.as_ptr(),
-                        dst.at(t.ic * n + t.jc),
-                        n,
+                        c,
+                        ldc,
                         t.rows,
                         t.cols,
                         a_scales,
@@ -321,7 +321,7 @@ impl CpuBackend {
                     )
                 };
                 #[cfg(not(target_arch = "x86_64"))]
-                let _ = (a, b, a_scales, a_sums, &epi, dst);
+                let _ = (a, b, a_scales, a_sums, &epi, c, ldc);
             },
         );
     }

@@ -14,6 +14,7 @@ mod bf16;
 mod blocked;
 mod conv;
 mod f32gemm;
+mod fused;
 mod governor;
 mod int8;
 pub mod kernels;

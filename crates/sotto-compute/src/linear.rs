@@ -449,7 +449,7 @@ fn quant_block(
     }
 }
 
-fn check_shapes(x: &[f32], m: usize, w: &Linear, out: &[f32]) -> Result<()> {
+pub(crate) fn check_shapes(x: &[f32], m: usize, w: &Linear, out: &[f32]) -> Result<()> {
     if x.len() != m * w.n_in || out.len() != m * w.n_out {
         return Err(shape_err(
             "linear",

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use sotto_compute::{CpuBackend, DecodeShapes, Linear, Mask, PackedKv, ThreadGovernor, Threads};
+use sotto_compute::{CpuBackend, DecodeShapes, Mask, PackedKv, ThreadGovernor, Threads};
 
 use crate::kv::KvCache;
 use crate::{Block, ModelError, Whisper};
@@ -509,9 +509,9 @@ fn encoder_pass(
         let (q, rest) = work[..4 * ctx * d].split_at_mut(ctx * d);
         let (k, rest) = rest.split_at_mut(ctx * d);
         let (v, att) = rest.split_at_mut(ctx * d);
-        be.layer_norm(x, &blk.attn_ln, hb)?;
         let a = &blk.attn;
-        be.linears(hb, ctx, &mut [(&a.query, q), (&a.key, k), (&a.value, v)])?;
+        let qkv = &mut [(&a.query, &mut *q), (&a.key, &mut *k), (&a.value, &mut *v)];
+        be.layer_norm_linears(x, ctx, &blk.attn_ln, hb, qkv)?;
         match model.encoder_precision {
             crate::EncoderPrecision::F32 => {
                 be.attention(q, ctx, k, v, ctx, h.n_audio_head, Mask::None, att)?
@@ -626,8 +626,8 @@ fn decoder_step(
     Ok(())
 }
 
-/// `x += mlp.2(gelu(mlp.0(ln(x))))`, the add inside the encoder GEMM's tiles.
-/// `x`, `h` Shape: [m, d]; `buf` Shape: [m, 4·d].
+/// `x += mlp.2(gelu(mlp.0(ln(x))))` (on the encoder's bf16 GEMM, with ln(x) and the
+/// hidden activations passed as bf16 pairs). `x`, `h` Shape: [m, d]; `buf` Shape: [m, 4·d].
 fn mlp(
     be: &CpuBackend,
     blk: &Block,
@@ -636,20 +636,7 @@ fn mlp(
     h: &mut [f32],
     buf: &mut [f32],
 ) -> Result<(), ModelError> {
-    be.layer_norm(x, &blk.mlp_ln, h)?;
-    linear_gelu(be, h, m, &blk.mlp_0, buf)?;
-    be.linear_residual(buf, m, &blk.mlp_2, x)?;
-    Ok(())
-}
-
-fn linear_gelu(
-    be: &CpuBackend,
-    x: &[f32],
-    m: usize,
-    w: &Linear,
-    out: &mut [f32],
-) -> Result<(), ModelError> {
-    be.linear_gelu(x, m, w, out)?;
+    be.layer_norm_mlp(x, m, &blk.mlp_ln, &blk.mlp_0, &blk.mlp_2, h, buf)?;
     Ok(())
 }
 

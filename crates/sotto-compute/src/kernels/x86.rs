@@ -285,11 +285,16 @@ pub(super) mod avx512 {
         let mut i = 0;
         // SAFETY: loads and stores cover i..i+16 ≤ n or are masked to n.
         unsafe {
-            while i < n {
-                let m = tail_mask((n - i).min(16));
+            // Whole vectors unmasked: a masked store every step ran GELU at a third of
+            // its speed on Zen 5.
+            while i + 16 <= n {
+                _mm512_storeu_ps(p.add(i), f(_mm512_loadu_ps(p.add(i))));
+                i += 16;
+            }
+            if i < n {
+                let m = tail_mask(n - i);
                 let v = _mm512_maskz_loadu_ps(m, p.add(i));
                 _mm512_mask_storeu_ps(p.add(i), m, f(v));
-                i += 16;
             }
         }
     }

@@ -1,0 +1,274 @@
+//! A transformer block's layer norms fused with the products that read them, so that on
+//! the bf16 GEMM the activations between them pass as bf16 pairs and never as f32 in
+//! memory: the layer norm writes pairs row by row, and the MLP's hidden activations (4·d
+//! wide, the largest array of an encoder pass) leave the first GEMM block by block as
+//! pairs, GELU applied, for the second. Elsewhere these are the separate ops, in order.
+
+use std::ops::Range;
+
+use rayon::prelude::*;
+
+use crate::bf16::{self, Bf16Packed, MR};
+use crate::blocked::{Epi, Out};
+use crate::linear::{check_shapes, SMALL_M};
+use crate::{kernels, shape_err, CpuBackend, Linear, Norm, Result, Weight};
+
+/// A pairs buffer's base pointer, shared by tasks that write disjoint pairs.
+#[derive(Clone, Copy)]
+struct PairsPtr(*mut u32);
+
+// SAFETY: tasks only write pairs no other task touches (see `layer_norm_mlp`).
+unsafe impl Send for PairsPtr {}
+// SAFETY: as above.
+unsafe impl Sync for PairsPtr {}
+
+impl PairsPtr {
+    /// # Safety
+    /// `i` must lie inside the buffer this pointer was taken from.
+    unsafe fn at(self, i: usize) -> *mut u32 {
+        // SAFETY: the caller keeps i in bounds.
+        unsafe { self.0.add(i) }
+    }
+}
+
+impl CpuBackend {
+    /// `out_i = ln(x) · W_iᵀ + b_i` for each product (attention's q, k, v). `h` (Shape:
+    /// [m, d]) is scratch: it holds ln(x) on the paths that need it in f32, and is left
+    /// unspecified on the bf16 GEMM.
+    ///
+    /// `x` Shape: [m, d]; each `out_i` Shape: [m, n_out_i].
+    pub fn layer_norm_linears(
+        &self,
+        x: &[f32],
+        m: usize,
+        norm: &Norm,
+        h: &mut [f32],
+        products: &mut [(&Linear, &mut [f32])],
+    ) -> Result<()> {
+        check_norm(x, m, norm, h)?;
+        for (w, out) in products.iter() {
+            check_shapes(x, m, w, out)?;
+        }
+        let fused = products.iter().all(|(w, _)| self.fuses(w, m));
+        if !fused {
+            self.layer_norm(x, norm, h)?;
+            return self.linears(h, m, products);
+        }
+        self.install(|| {
+            let mut a = self.scratch_u32.take_dirty();
+            self.layer_norm_pairs(x, m, norm, &mut a);
+            for (w, out) in products.iter_mut() {
+                let pw = bf16_weight(w);
+                let (kp, bias) = (pw.n_in().div_ceil(2), w.bias.as_deref());
+                self.gemm_bf16_packed(&a, kp, m, pw, bias, Out::Whole(out), Epi::Store);
+            }
+            self.scratch_u32.give(a);
+        });
+        Ok(())
+    }
+
+    /// `x += W₂ · gelu(W₁ · ln(x) + b₁) + b₂`: a transformer block's MLP with its residual.
+    /// `h` (Shape: [m, d]) and `buf` (Shape: [m, n₁], n₁ = W₁'s outputs) are scratch, used
+    /// by the paths that hold ln(x) and the hidden activations in f32.
+    ///
+    /// `x` Shape: [m, d].
+    #[allow(clippy::too_many_arguments)]
+    pub fn layer_norm_mlp(
+        &self,
+        x: &mut [f32],
+        m: usize,
+        norm: &Norm,
+        w1: &Linear,
+        w2: &Linear,
+        h: &mut [f32],
+        buf: &mut [f32],
+    ) -> Result<()> {
+        check_norm(x, m, norm, h)?;
+        check_shapes(x, m, w1, buf)?;
+        check_shapes(buf, m, w2, x)?;
+        let n1 = w1.n_out;
+        if !(self.fuses(w1, m) && self.fuses(w2, m) && n1.is_multiple_of(2)) {
+            self.layer_norm(x, norm, h)?;
+            self.linear_gelu(h, m, w1, buf)?;
+            return self.linear_residual(buf, m, w2, x);
+        }
+        let (pw1, pw2) = (bf16_weight(w1), bf16_weight(w2));
+        let isa = self.isa();
+        self.install(|| {
+            let mut a = self.scratch_u32.take_dirty();
+            self.layer_norm_pairs(x, m, norm, &mut a);
+            // The hidden rows as pairs, MR-padded with zero rows for the second GEMM.
+            let hp = n1 / 2;
+            let mut hidden = self.scratch_u32.take_dirty();
+            hidden.truncate(m.next_multiple_of(MR) * hp);
+            hidden.resize(m.next_multiple_of(MR) * hp, 0);
+            hidden[m * hp..].fill(0);
+            let dst = PairsPtr(hidden.as_mut_ptr());
+            let finish = move |rows: Range<usize>, cols: Range<usize>, blk: &[f32], ld: usize| {
+                for (r, i) in rows.enumerate() {
+                    let src = &blk[r * ld..][..cols.len()];
+                    // SAFETY: row i < m, pairs cols.start/2..cols.end/2 of `hidden` (Shape:
+                    // [_, hp]; block columns start even and n1 is even) belong to this
+                    // task's block alone.
+                    let out = unsafe {
+                        std::slice::from_raw_parts_mut(
+                            dst.at(i * hp + cols.start / 2),
+                            cols.len() / 2,
+                        )
+                    };
+                    bf16::to_pairs(isa, src, out);
+                }
+            };
+            let kp = pw1.n_in().div_ceil(2);
+            let bias = w1.bias.as_deref();
+            self.gemm_bf16_packed(&a, kp, m, pw1, bias, Out::Blocks(&finish), Epi::Gelu);
+            let bias = w2.bias.as_deref();
+            self.gemm_bf16_packed(&hidden, hp, m, pw2, bias, Out::Whole(x), Epi::Add);
+            self.scratch_u32.give(hidden);
+            self.scratch_u32.give(a);
+        });
+        Ok(())
+    }
+
+    /// Whether `w` meeting `m` rows takes the bf16 GEMM that the fused paths feed.
+    fn fuses(&self, w: &Linear, m: usize) -> bool {
+        m > SMALL_M
+            && matches!(w.weight, Weight::Bf16(_))
+            && bf16::simd(self.isa())
+            && self.probe.is_none()
+    }
+
+    /// `a` = the rows of ln(x) as bf16 pairs (Shape: [m.next_multiple_of(MR), d/2 rounded
+    /// up]; padding rows zero), as `bf16::pack_rows` packs f32 rows, inside the pool.
+    fn layer_norm_pairs(&self, x: &[f32], m: usize, norm: &Norm, a: &mut Vec<u32>) {
+        let (d, isa) = (norm.gamma.len(), self.isa());
+        let kp = d.div_ceil(2);
+        let len = m.next_multiple_of(MR) * kp;
+        a.truncate(len);
+        a.resize(len, 0);
+        a[m * kp..].fill(0);
+        a[..m * kp]
+            .par_chunks_mut(kp * MR)
+            .zip(x.par_chunks(d * MR))
+            .for_each_init(
+                || vec![0.0f32; d],
+                |row, (dst, src)| {
+                    for (p, s) in dst.chunks_exact_mut(kp).zip(src.chunks_exact(d)) {
+                        kernels::layer_norm(isa, s, &norm.gamma, &norm.beta, norm.eps, row);
+                        bf16::to_pairs(isa, row, p);
+                    }
+                },
+            );
+    }
+}
+
+/// The packed weight of a linear that [`CpuBackend::fuses`] accepted.
+fn bf16_weight(w: &Linear) -> &Bf16Packed {
+    match &w.weight {
+        Weight::Bf16(pw) => pw,
+        _ => unreachable!("the fused paths take bf16 weights only"),
+    }
+}
+
+/// `x` (Shape: [m, d]) and the scratch `h` against a norm of width d.
+fn check_norm(x: &[f32], m: usize, norm: &Norm, h: &[f32]) -> Result<()> {
+    let d = norm.gamma.len();
+    if d == 0 || norm.beta.len() != d || x.len() != m * d || h.len() != m * d {
+        return Err(shape_err(
+            "layer norm",
+            format!(
+                "x has {} elements and h {} for {m} rows of gamma {d}, beta {}",
+                x.len(),
+                h.len(),
+                norm.beta.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::rand_vec;
+    use crate::Isa;
+
+    fn norm(d: usize) -> Norm {
+        Norm {
+            gamma: rand_vec(d, 11),
+            beta: rand_vec(d, 12),
+            eps: 1e-5,
+        }
+    }
+
+    fn linear(n: usize, k: usize, seed: u64, bf16: bool) -> Linear {
+        let w = Weight::F32(rand_vec(n * k, seed));
+        let w = w.for_bf16_gemm(n, k, bf16).unwrap();
+        Linear::new(w, Some(rand_vec(n, seed + 1)), n, k).unwrap()
+    }
+
+    /// The fused ops give the bits of the separate ones: the same pairs meet the same
+    /// weights in the same order (and on paths without the bf16 GEMM they are those ops).
+    #[test]
+    fn fused_match_separate_ops() {
+        // (m, d, n1): few rows (not fused), partial row tiles and blocks, an odd d, a d
+        // past one k block (kp > KC) and an odd n1 (not fused).
+        let shapes = [
+            (5, 64, 256),
+            (100, 64, 256),
+            (301, 97, 388),
+            (20, 600, 2400),
+            (30, 64, 255),
+        ];
+        let mut backends = vec![CpuBackend::new(2).unwrap()];
+        backends.push(CpuBackend::with_isa(2, Isa::Scalar).unwrap());
+        for be in &backends {
+            for (m, d, n1) in shapes {
+                let nm = norm(d);
+                let x = rand_vec(m * d, 13);
+                let (wq, wk) = (linear(d, d, 20, true), linear(d / 2 + 1, d, 22, true));
+                let (w1, w2) = (linear(n1, d, 24, true), linear(d, n1, 26, true));
+                let mut h = vec![0.0; m * d];
+                let (mut q, mut k) = (vec![0.0; m * d], vec![0.0; m * (d / 2 + 1)]);
+                be.layer_norm_linears(&x, m, &nm, &mut h, &mut [(&wq, &mut q), (&wk, &mut k)])
+                    .unwrap();
+                let (mut q2, mut k2) = (vec![0.0; m * d], vec![0.0; m * (d / 2 + 1)]);
+                be.layer_norm(&x, &nm, &mut h).unwrap();
+                be.linears(&h, m, &mut [(&wq, &mut q2), (&wk, &mut k2)])
+                    .unwrap();
+                assert_eq!((&q, &k), (&q2, &k2), "{:?} {m}×{d} linears", be.isa());
+
+                let mut got = x.clone();
+                let mut buf = vec![0.0; m * n1];
+                be.layer_norm_mlp(&mut got, m, &nm, &w1, &w2, &mut h, &mut buf)
+                    .unwrap();
+                let mut want = x.clone();
+                be.layer_norm(&want, &nm, &mut h).unwrap();
+                be.linear_gelu(&h, m, &w1, &mut buf).unwrap();
+                be.linear_residual(&buf, m, &w2, &mut want).unwrap();
+                assert_eq!(got, want, "{:?} {m}×{d}×{n1} mlp", be.isa());
+            }
+        }
+    }
+
+    #[test]
+    fn fused_reject_bad_shapes() {
+        let be = CpuBackend::new(1).unwrap();
+        let (nm, w) = (norm(8), linear(8, 8, 1, true));
+        let (mut h, mut out) = (vec![0.0; 80], vec![0.0; 80]);
+        let x = vec![0.0; 80];
+        // x holds 10 rows of 8, not 9.
+        assert!(be
+            .layer_norm_linears(&x, 9, &nm, &mut h, &mut [(&w, &mut out)])
+            .is_err());
+        // h is short.
+        assert!(be
+            .layer_norm_linears(&x, 10, &nm, &mut h[..72], &mut [(&w, &mut out)])
+            .is_err());
+        let mut x = x;
+        let mut buf = vec![0.0; 79];
+        assert!(be
+            .layer_norm_mlp(&mut x, 10, &nm, &w, &w, &mut h, &mut buf)
+            .is_err());
+    }
+}
