@@ -40,23 +40,21 @@ pub(crate) const NR: usize = 64;
 /// is 128 KiB, in L2.
 const K_TILE: usize = 512;
 
-/// Coefficients of the cubic for 2^f, f ∈ [−0.5, 0.5] (relative error < 7.6e-5).
-pub(crate) const EXP2_C: [f32; 4] = [0.999_928_2, 0.693_261, 0.242_609_35, 0.055_170_838];
-/// Exponents are clamped here: 2^−127 is subnormal and rounds to a bf16 zero.
-pub(crate) const EXP2_FLOOR: f32 = -127.0;
+/// Coefficients of the cubic for 2^f, f ∈ [0, 1) (relative error < 7.6e-5): √2 times the
+/// minimax cubic of 2^x on [−0.5, 0.5], moved to x = f − 0.5.
+pub(crate) const EXP2_C: [f32; 4] = [0.999_924_9, 0.695_835_2, 0.226_066_41, 0.078_023_344];
 
-/// 2^t (for t ≤ 0) the way the SIMD kernel computes it: clamp to [`EXP2_FLOOR`], split
-/// t = n + f with n the nearest integer (ties to even), a cubic in f (fused multiply-adds),
-/// times 2^n.
+/// 2^t (for t ≤ 0) the way the SIMD kernel computes it: t = n + f with n = floor(t) (−∞
+/// gives f = 0), a cubic in f (fused multiply-adds), times 2^n. Below 2^−126 the result is
+/// subnormal or zero, which bf16 rounding makes zero.
 pub(crate) fn exp2_model(t: f32) -> f32 {
-    let t = t.max(EXP2_FLOOR);
-    let n = t.round_ties_even();
-    let f = t - n;
+    let n = t.floor();
+    let f = if t.is_infinite() { 0.0 } else { t - n };
     let p = EXP2_C[3]
         .mul_add(f, EXP2_C[2])
         .mul_add(f, EXP2_C[1])
         .mul_add(f, EXP2_C[0]);
-    libm::ldexpf(p, n as i32)
+    libm::ldexpf(p, n.max(-1000.0) as i32)
 }
 
 /// The shape checks of [`CpuBackend::attention`] for one sequence; returns d.
@@ -574,7 +572,7 @@ mod x86 {
                 };
                 let m_new = tile_max.max(sc.m[r]);
                 let p = &mut sc.pa[r * lp..][..kc];
-                // SAFETY: AVX-512 F and BF16 run; p has nk.div_ceil(2) pairs.
+                // SAFETY: AVX-512 F, DQ and BF16 run; p has nk.div_ceil(2) pairs.
                 let sum = unsafe { x86_bf16_attn::exp2_pairs(row, c, m_new * c, p) };
                 let corr = ((sc.m[r] - m_new) * c).exp2();
                 sc.l[r] = sc.l[r] * corr + sum;
@@ -714,8 +712,46 @@ mod tests {
                 "2^{t}: {got} vs {want}"
             );
         }
-        assert_eq!(exp2_model(-200.0), libm::ldexpf(EXP2_C[0], -127));
-        assert_eq!(f32_to_bf16(exp2_model(f32::NEG_INFINITY)), 0);
+        assert_eq!(f32_to_bf16(exp2_model(-127.0)), 0);
+        assert_eq!(exp2_model(-200.0), 0.0);
+        assert_eq!(exp2_model(f32::NEG_INFINITY), 0.0);
+    }
+
+    /// The SIMD exponential of the softmax rounds to the model's bf16 values, specials and
+    /// the edges of the subnormal range included.
+    #[test]
+    fn exp2_pairs_matches_model() {
+        if !crate::bf16_gemm_supported() {
+            eprintln!("skipped: no AVX-512 BF16");
+            return;
+        }
+        let mut t: Vec<f32> = (0..=40_000).map(|i| -(i as f32) * 0.003_7).collect();
+        t.extend([
+            -1e-30,
+            -1e-7,
+            -0.5,
+            -126.0,
+            -126.5,
+            -127.0,
+            -149.5,
+            -1e30,
+            f32::NEG_INFINITY,
+        ]);
+        t.push(-0.0);
+        let mut p = vec![0u32; t.len().div_ceil(2)];
+        // SAFETY: the CPU has AVX-512 F and BF16 (checked above); p holds t.len()/2 pairs.
+        let sum = unsafe { crate::kernels::x86_bf16_attn::exp2_pairs(&t, 1.0, 0.0, &mut p) };
+        let mut want_sum = 0.0f64;
+        for (i, &ti) in t.iter().enumerate() {
+            let got = (p[i / 2] >> (16 * (i % 2))) as u16;
+            let want = f32_to_bf16(exp2_model(ti));
+            assert_eq!(got, want, "2^{ti}");
+            want_sum += bf16_to_f32(want) as f64;
+        }
+        assert!(
+            (sum as f64 - want_sum).abs() <= 1e-5 * want_sum,
+            "{sum} vs {want_sum}"
+        );
     }
 
     #[test]

@@ -35,12 +35,15 @@ const MC: usize = 16 * MR;
 /// Columns per task block (a multiple of [`NR`]).
 const NC: usize = 4 * NR;
 
-/// Whether this CPU has AVX-512 F/BW/VL and BF16, which the bf16 GEMM needs.
+/// Whether this CPU has AVX-512 F/BW/VL, DQ and BF16, which the bf16 GEMM and attention
+/// need (every CPU with BF16 has DQ).
 pub fn bf16_gemm_supported() -> bool {
     // std caches the detection: no cache of our own needed.
     #[cfg(target_arch = "x86_64")]
     {
-        Isa::Avx512.is_supported() && std::arch::is_x86_feature_detected!("avx512bf16")
+        Isa::Avx512.is_supported()
+            && std::arch::is_x86_feature_detected!("avx512bf16")
+            && std::arch::is_x86_feature_detected!("avx512dq")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {

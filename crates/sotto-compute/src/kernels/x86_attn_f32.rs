@@ -151,6 +151,13 @@ pub(crate) unsafe fn pack_k_panel<const W: usize>(
     debug_assert!(rows <= W);
     for g in 0..W / 16 {
         let keys = rows.saturating_sub(16 * g).min(16);
+        // The next 16 keys' rows (ld apart, so no stream the hardware follows) come in
+        // while these transpose.
+        for i in 16 * (g + 1)..rows.min(16 * (g + 2)) {
+            for p in (0..dh).step_by(16) {
+                _mm_prefetch::<_MM_HINT_T0>(k.wrapping_add(i * ld + p) as *const i8);
+            }
+        }
         for p0 in (0..dh).step_by(16) {
             let cols = (dh - p0).min(16);
             let mut r = [_mm512_setzero_ps(); 16];

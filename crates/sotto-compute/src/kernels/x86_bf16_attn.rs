@@ -4,8 +4,8 @@
 
 use std::arch::x86_64::*;
 
+use crate::attention_bf16::EXP2_C;
 use crate::attention_bf16::NR;
-use crate::attention_bf16::{EXP2_C, EXP2_FLOOR};
 
 /// A mask of the low `n` of 16 lanes.
 #[inline(always)]
@@ -14,19 +14,18 @@ fn low_mask(n: usize) -> __mmask16 {
     ((1u32 << n) - 1) as __mmask16
 }
 
-/// 2^t for t ≤ 0, as [`crate::attention_bf16::exp2_model`] computes it: t clamped to
-/// [`EXP2_FLOOR`], t = n + f with n the nearest integer, a cubic in f, scaled by 2^n.
+/// 2^t for t ≤ 0, as [`crate::attention_bf16::exp2_model`] computes it: f = t − floor(t)
+/// in one `vreduceps`, a cubic in f, scaled by 2^floor(t) in `vscalefps` (which floors t
+/// itself).
 #[inline]
-#[target_feature(enable = "avx512f")]
+#[target_feature(enable = "avx512f,avx512dq")]
 fn exp2(t: __m512) -> __m512 {
-    let t = _mm512_max_ps(t, _mm512_set1_ps(EXP2_FLOOR));
-    let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(t);
-    let f = _mm512_sub_ps(t, n);
+    let f = _mm512_reduce_ps::<{ _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC }>(t);
     let mut p = _mm512_set1_ps(EXP2_C[3]);
     p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(EXP2_C[2]));
     p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(EXP2_C[1]));
     p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(EXP2_C[0]));
-    _mm512_scalef_ps(p, n)
+    _mm512_scalef_ps(p, t)
 }
 
 /// `p` = bf16 pairs of `exp2(s[j]·c − mc)` (nearest even; a missing last element zero);
@@ -35,8 +34,8 @@ fn exp2(t: __m512) -> __m512 {
 /// `s` Shape: [n]; `p` Shape: [n.div_ceil(2)]. Panics on other lengths.
 ///
 /// # Safety
-/// The CPU must have AVX-512 F and BF16.
-#[target_feature(enable = "avx512f,avx512bf16")]
+/// The CPU must have AVX-512 F, DQ and BF16.
+#[target_feature(enable = "avx512f,avx512dq,avx512bf16")]
 pub(crate) unsafe fn exp2_pairs(s: &[f32], c: f32, mc: f32, p: &mut [u32]) -> f32 {
     assert_eq!(p.len(), s.len().div_ceil(2), "exp2_pairs: lengths differ");
     let (cv, mcv) = (_mm512_set1_ps(c), _mm512_set1_ps(mc));
