@@ -424,6 +424,8 @@ mod x86 {
                 s: Vec::new(),
                 pa: Vec::new(),
                 mv: Vec::new(),
+                corr: Vec::new(),
+                inv_l: Vec::new(),
                 m: Vec::new(),
                 l: Vec::new(),
             })
@@ -444,6 +446,9 @@ mod x86 {
         /// Per row, 16 lane maxima of the key tile's f32 scores (their max is the row's).
         /// Shape: [Q_BLOCK, 16].
         mv: Vec<f32>,
+        /// Per row, the key tile's rescale of O (2^((m − m')·c)), and 1/l. Shape: [Q_BLOCK].
+        corr: Vec<f32>,
+        inv_l: Vec<f32>,
         /// Running row max and softmax denominator. Shape: [Q_BLOCK].
         m: Vec<f32>,
         l: Vec<f32>,
@@ -482,6 +487,9 @@ mod x86 {
                 sc.s.resize(Q_BLOCK * K_TILE, 0.0);
                 sc.pa.resize(Q_BLOCK * K_TILE / 2, 0);
                 sc.mv.resize(Q_BLOCK * 16, 0.0);
+                // Rows past a partial block are never stored: any finite factor does.
+                sc.corr.resize(Q_BLOCK, 1.0);
+                sc.inv_l.resize(Q_BLOCK, 1.0);
                 sc.m.resize(Q_BLOCK, 0.0);
                 sc.l.resize(Q_BLOCK, 0.0);
                 block(q, d, &panels, h, i0, i1, tk, dst, sc);
@@ -554,19 +562,20 @@ mod x86 {
                             cols,
                             false,
                             None,
+                            (None, None),
                         )
                     };
                 }
             }
-            // Online softmax: P as bf16 pairs, O rows rescaled to the new max.
+            // Online softmax: P as bf16 pairs, and the factors that take each O row to the
+            // new max (applied by the P·V tile as it loads the row), and after the last
+            // key tile to 1/l.
             let kc = nk.div_ceil(2);
+            let last = j0 + nk == tk;
             for r in 0..bq {
                 let row = &sc.s[r * K_TILE..][..nk];
                 let tile_max = if f32_scores {
-                    sc.mv[r * 16..][..16]
-                        .iter()
-                        .copied()
-                        .fold(f32::NEG_INFINITY, f32::max)
+                    kernels::max(Isa::Avx512, &sc.mv[r * 16..][..16])
                 } else {
                     kernels::max(Isa::Avx512, row)
                 };
@@ -577,18 +586,16 @@ mod x86 {
                 let corr = ((sc.m[r] - m_new) * c).exp2();
                 sc.l[r] = sc.l[r] * corr + sum;
                 sc.m[r] = m_new;
-                if j0 > 0 && corr != 1.0 {
-                    // SAFETY: row i0 + r, columns c0..c0 + dh of `out` belong to this task.
-                    let o =
-                        unsafe { std::slice::from_raw_parts_mut(out.at((i0 + r) * d + c0), dh) };
-                    kernels::scale(Isa::Avx512, o, corr);
-                }
+                sc.corr[r] = corr;
+                sc.inv_l[r] = 1.0 / sc.l[r];
             }
             // O += P·V, one NR-column panel at a time.
             for cp in 0..pn.v_panels {
                 let panel = &pn.v_panel(h, cp)[(j0 / 2) * NR..][..kc * NR];
                 let cols = NR.min(dh - cp * NR);
                 for ic in (0..bq).step_by(MR) {
+                    let before = (j0 > 0).then(|| &sc.corr[ic..ic + MR]);
+                    let after = last.then(|| &sc.inv_l[ic..ic + MR]);
                     // SAFETY: AVX-512 BF16 runs; pa holds Q_BLOCK ≥ ic + MR rows of lp ≥ kc
                     // pairs, the panel slice kc·NR pairs; rows i0 + ic..+MR.min(bq − ic),
                     // columns c0 + cp·NR..+cols of `out` ([tq, d]) belong to this task.
@@ -604,15 +611,11 @@ mod x86 {
                             cols,
                             j0 > 0,
                             None,
+                            (before, after),
                         )
                     };
                 }
             }
-        }
-        for r in 0..bq {
-            // SAFETY: row i0 + r, columns c0..c0 + dh of `out` belong to this task.
-            let o = unsafe { std::slice::from_raw_parts_mut(out.at((i0 + r) * d + c0), dh) };
-            kernels::scale(Isa::Avx512, o, 1.0 / sc.l[r]);
         }
     }
 

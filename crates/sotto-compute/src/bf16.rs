@@ -394,6 +394,7 @@ impl CpuBackend {
                     t.cols,
                     t.acc,
                     bias,
+                    (None, None),
                 )
             };
             #[cfg(not(target_arch = "x86_64"))]

@@ -52,9 +52,10 @@ fn low_mask(n: usize) -> __mmask16 {
     ((1u32 << n) - 1) as __mmask16
 }
 
-/// One output tile of `M` rows × `16·V` columns: `c[r·ldc + j] = (acc ? c : 0) +
-/// Σ_p a[r·lda + p] · b[p·16V + j] (+ bias[j])` for `r < rows`, `j < cols`, with f32
-/// accumulation in pair order. The GEMM runs it as `M × V` = [`crate::bf16::MR`] × [`crate::bf16::NR`]/16; the
+/// One output tile of `M` rows × `16·V` columns: `c[r·ldc + j] = ((acc ? c·before[r] : 0) +
+/// Σ_p a[r·lda + p] · b[p·16V + j] (+ bias[j]))·after[r]` for `r < rows`, `j < cols`, with
+/// f32 accumulation in pair order; `scale` = (`before`, `after`), each factor 1 when None
+/// (the attention's online-softmax rescale and final 1/l). The GEMM runs it as `M × V` = [`crate::bf16::MR`] × [`crate::bf16::NR`]/16; the
 /// encoder attention's panels as 8 × 2.
 ///
 /// `a` Shape: [M, lda] bf16 pairs (rows of activations, `kc` used); `b` Shape: [kc, 16·V]
@@ -64,7 +65,7 @@ fn low_mask(n: usize) -> __mmask16 {
 /// The CPU must have AVX-512 F and BF16; `a` must hold `M` rows of `lda ≥ kc` values
 /// (all `M` are read, so pad past the last real row) and `b` `kc·16·V` values;
 /// `c` rows `0..rows` must be writable at columns `0..cols`; `rows <= M`, `cols <= 16·V`;
-/// `bias`, when given, must hold `cols` values.
+/// `bias`, when given, must hold `cols` values, and each of `scale`'s slices `M`.
 #[target_feature(enable = "avx512f,avx512bf16")]
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn tile<const M: usize, const V: usize>(
@@ -78,6 +79,7 @@ pub(crate) unsafe fn tile<const M: usize, const V: usize>(
     cols: usize,
     acc: bool,
     bias: Option<&[f32]>,
+    (before, after): (Option<&[f32]>, Option<&[f32]>),
 ) {
     debug_assert!(rows <= M && cols <= 16 * V);
     let mut cv = if acc {
@@ -86,6 +88,9 @@ pub(crate) unsafe fn tile<const M: usize, const V: usize>(
     } else {
         [[_mm512_setzero_ps(); V]; M]
     };
+    if let Some(f) = before.filter(|_| acc) {
+        x86_tile::scale_rows(&mut cv, f);
+    }
     let w = 16 * V;
     for p in 0..kc {
         // SAFETY: p < kc, so b[p·w..(p + 1)·w] and a[r·lda + p] are in bounds.
@@ -105,6 +110,9 @@ pub(crate) unsafe fn tile<const M: usize, const V: usize>(
     }
     if let Some(bias) = bias {
         x86_tile::add_bias(&mut cv, bias, cols);
+    }
+    if let Some(f) = after {
+        x86_tile::scale_rows(&mut cv, f);
     }
     // SAFETY: c rows 0..rows are writable at columns 0..cols (this fn's contract).
     unsafe { x86_tile::store(&cv, c, ldc, rows, cols) };

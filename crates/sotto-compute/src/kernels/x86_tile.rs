@@ -54,6 +54,19 @@ pub(crate) fn add_bias<const M: usize, const V: usize>(
     }
 }
 
+/// Multiplies row r of `cv` by `f[r]`.
+#[inline]
+#[target_feature(enable = "avx512f")]
+pub(crate) fn scale_rows<const M: usize, const V: usize>(cv: &mut [[__m512; V]; M], f: &[f32]) {
+    assert!(f.len() >= M, "a factor per tile row");
+    for (row, &f) in cv.iter_mut().zip(f) {
+        let f = _mm512_set1_ps(f);
+        for x in row.iter_mut() {
+            *x = _mm512_mul_ps(*x, f);
+        }
+    }
+}
+
 /// Stores rows `0..rows`, columns `0..cols` of `cv` into `c` (Shape: [rows, ldc]).
 ///
 /// # Safety
