@@ -229,7 +229,7 @@ impl Weight {
 /// rows past `m` zero (the microkernel reads whole tiles). `a` keeps its allocation and
 /// may hold anything on entry: every element is written (no serial memset of a buffer of
 /// up to 6 MB per product first).
-fn pack_rows(isa: Isa, x: &[f32], m: usize, k: usize, a: &mut Vec<u32>) {
+pub(crate) fn pack_rows(isa: Isa, x: &[f32], m: usize, k: usize, a: &mut Vec<u32>) {
     let kp = k.div_ceil(2);
     let len = m.next_multiple_of(MR) * kp;
     a.truncate(len);
@@ -250,8 +250,17 @@ impl CpuBackend {
     /// holds; the caller has checked the shapes.
     ///
     /// `x` Shape: [m, n_in]; `out` Shape: [m, n_out].
-    pub(crate) fn linear_bf16(&self, x: &[f32], m: usize, w: &Linear, out: &mut [f32], epi: Epi) {
-        self.linears_bf16(x, m, &mut [(w, out)], epi);
+    pub(crate) fn linear_bf16(&self, x: &[f32], m: usize, w: &Linear, out: Out<'_>, epi: Epi) {
+        let Weight::Bf16(pw) = &w.weight else {
+            unreachable!("linear_bf16 takes bf16 weights only")
+        };
+        self.install(|| {
+            let mut packed = self.scratch_u32.take_dirty();
+            pack_rows(self.isa, x, m, w.n_in, &mut packed);
+            let kp = pw.pairs();
+            self.gemm_bf16_packed(&packed, kp, m, pw, w.bias.as_deref(), out, epi);
+            self.scratch_u32.give(packed);
+        });
     }
 
     /// [`CpuBackend::linear_bf16`] for several weights of the same `n_in` meeting the same

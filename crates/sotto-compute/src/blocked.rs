@@ -1,15 +1,15 @@
 //! The blocked loop nest the many-row GEMMs share (bf16 in `bf16.rs`, f32 in
 //! `f32gemm.rs`, int8 in `int8.rs`): output blocks of `mc × nc` in parallel, row blocks outermost; within a
 //! block, k in cache blocks of at most `kc`, then column panels of `nr`, then row tiles of
-//! `mr`; GELU on each finished block while it is hot, or the sums added onto `out` (a
-//! residual connection) instead of stored.
+//! `mr`; GELU on each finished block while it is hot. A block can also be finished in a
+//! per-thread buffer and handed on ([`Out::Blocks`]): added onto a residual, or packed.
 
 use std::cell::RefCell;
 use std::ops::Range;
 
 use rayon::prelude::*;
 
-use crate::{Isa, OutPtr};
+use crate::{kernels, Isa, OutPtr};
 
 /// What a blocked GEMM leaves in `out` besides the product and bias.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,8 +18,6 @@ pub(crate) enum Epi {
     Store,
     /// `out = gelu(x·Wᵀ + b)`.
     Gelu,
-    /// `out += x·Wᵀ + b`: the first k block continues from `out`'s values.
-    Add,
 }
 
 impl Epi {
@@ -44,8 +42,8 @@ pub(crate) struct Blocks {
 }
 
 /// One microkernel call: output rows `ic..ic + rows`, columns `jc..jc + cols`, k units
-/// `p0..p0 + len` (`acc`: add onto the tile's values in `out`, which earlier k blocks or
-/// the caller ([`Epi::Add`]) left; `last`: the bias goes on now).
+/// `p0..p0 + len` (`acc`: add onto the sums earlier k blocks left; `last`: the bias goes
+/// on now).
 #[derive(Clone, Copy)]
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // the tiles are x86 kernels
 pub(crate) struct Tile {
@@ -61,7 +59,7 @@ pub(crate) struct Tile {
 
 /// Takes a finished block: its rows, its columns, the block (row i − rows.start holds row
 /// i's columns) and its row stride.
-pub(crate) type FinishBlock = dyn Fn(Range<usize>, Range<usize>, &[f32], usize) + Sync;
+pub(crate) type FinishBlock<'f> = dyn Fn(Range<usize>, Range<usize>, &[f32], usize) + Sync + 'f;
 
 /// Where a blocked GEMM's sums go.
 pub(crate) enum Out<'a> {
@@ -70,7 +68,27 @@ pub(crate) enum Out<'a> {
     /// Each task makes its block in a per-thread buffer and hands it, finished (GELU
     /// applied), to the closure with its rows, columns and row stride: row i − rows.start
     /// of the slice holds row i's columns `cols`. The block never reaches memory as f32.
-    Blocks(&'a FinishBlock),
+    Blocks(&'a FinishBlock<'a>),
+}
+
+/// A finish for [`Out::Blocks`] that adds each block onto its place in `out` (Shape:
+/// [_, n]): a residual connection, `out + (x·Wᵀ + b)` rounded as a product then an add.
+pub(crate) fn add_onto(
+    isa: Isa,
+    out: &mut [f32],
+    n: usize,
+) -> impl Fn(Range<usize>, Range<usize>, &[f32], usize) + Sync + '_ {
+    let rows = out.len().checked_div(n).unwrap_or(0);
+    let dst = OutPtr(out.as_mut_ptr());
+    move |r: Range<usize>, c: Range<usize>, blk: &[f32], ld: usize| {
+        assert!(r.end <= rows && c.end <= n, "block past the residual");
+        for (i, src) in r.zip(blk.chunks(ld)) {
+            // SAFETY: row i < rows, columns c < n lie in `out`, and a block's elements are
+            // its task's alone (`for_each_tile`).
+            let o = unsafe { std::slice::from_raw_parts_mut(dst.at(i * n + c.start), c.len()) };
+            kernels::add(isa, o, &src[..c.len()]);
+        }
+    }
 }
 
 thread_local! {
@@ -103,13 +121,7 @@ pub(crate) fn for_each_tile(
             );
             (Some(OutPtr(out.as_mut_ptr())), None)
         }
-        Out::Blocks(f) => {
-            assert!(
-                epi != Epi::Add,
-                "a per-thread block has nothing to add onto"
-            );
-            (None, Some(f))
-        }
+        Out::Blocks(f) => (None, Some(f)),
     };
     (0..m_blocks * n_blocks).into_par_iter().for_each(|t| {
         // Row blocks outermost: rayon's halving gives each worker a run of rows, which the
@@ -122,7 +134,7 @@ pub(crate) fn for_each_tile(
                 for jc in (j0..j1).step_by(b.nr) {
                     for ic in (i0..i1).step_by(b.mr) {
                         let (rows, cols) = (b.mr.min(i1 - ic), b.nr.min(j1 - jc));
-                        let (acc, last) = (p0 > 0 || epi == Epi::Add, p0 + len >= k);
+                        let (acc, last) = (p0 > 0, p0 + len >= k);
                         let t = Tile {
                             ic,
                             jc,

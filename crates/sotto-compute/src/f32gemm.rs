@@ -131,7 +131,7 @@ impl CpuBackend {
     /// shapes.
     ///
     /// `x` Shape: [m, n_in]; `out` Shape: [m, n_out].
-    pub(crate) fn linear_f32(&self, x: &[f32], m: usize, w: &Linear, out: &mut [f32], epi: Epi) {
+    pub(crate) fn linear_f32(&self, x: &[f32], m: usize, w: &Linear, out: Out<'_>, epi: Epi) {
         let Weight::F32Packed(pw) = &w.weight else {
             unreachable!("linear_f32 takes packed f32 weights only")
         };
@@ -154,7 +154,7 @@ impl CpuBackend {
         m: usize,
         pw: &F32Packed,
         bias: Option<&[f32]>,
-        out: &mut [f32],
+        out: Out<'_>,
         epi: Epi,
     ) {
         let (n, k) = (pw.n_out, pw.n_in);
@@ -166,42 +166,35 @@ impl CpuBackend {
             nc: NC,
             kc: KC,
         };
-        for_each_tile(
-            self.isa,
-            blocks,
-            (m, n, k),
-            Out::Whole(out),
-            epi,
-            |t, c, ldc| {
-                let b = &pw.panel(t.jc / NR)[t.p0 * NR..(t.p0 + t.len) * NR];
-                let bias = bias.filter(|_| t.last).map(|b| &b[t.jc..t.jc + t.cols]);
-                let a = if t.ic < full {
-                    &x[t.ic * k + t.p0..(t.ic + MR - 1) * k + t.p0 + t.len]
-                } else {
-                    &tail[t.p0..(MR - 1) * k + t.p0 + t.len]
-                };
-                // SAFETY: `simd` holds (the caller's check); a holds MR rows of k from p0 (len
-                // used) and b len·NR values; the tile's rows and columns lie at `c` (ldc apart)
-                // in its task's block, which no other task writes.
-                #[cfg(target_arch = "x86_64")]
-                unsafe {
-                    kernels::x86_f32::tile::<MR, { NR / 16 }>(
-                        t.len,
-                        a.as_ptr(),
-                        k,
-                        b.as_ptr(),
-                        c,
-                        ldc,
-                        t.rows,
-                        t.cols,
-                        t.acc,
-                        bias,
-                    )
-                };
-                #[cfg(not(target_arch = "x86_64"))]
-                let _ = (a, b, bias, c, ldc);
-            },
-        );
+        for_each_tile(self.isa, blocks, (m, n, k), out, epi, |t, c, ldc| {
+            let b = &pw.panel(t.jc / NR)[t.p0 * NR..(t.p0 + t.len) * NR];
+            let bias = bias.filter(|_| t.last).map(|b| &b[t.jc..t.jc + t.cols]);
+            let a = if t.ic < full {
+                &x[t.ic * k + t.p0..(t.ic + MR - 1) * k + t.p0 + t.len]
+            } else {
+                &tail[t.p0..(MR - 1) * k + t.p0 + t.len]
+            };
+            // SAFETY: `simd` holds (the caller's check); a holds MR rows of k from p0 (len
+            // used) and b len·NR values; the tile's rows and columns lie at `c` (ldc apart)
+            // in its task's block, which no other task writes.
+            #[cfg(target_arch = "x86_64")]
+            unsafe {
+                kernels::x86_f32::tile::<MR, { NR / 16 }>(
+                    t.len,
+                    a.as_ptr(),
+                    k,
+                    b.as_ptr(),
+                    c,
+                    ldc,
+                    t.rows,
+                    t.cols,
+                    t.acc,
+                    bias,
+                )
+            };
+            #[cfg(not(target_arch = "x86_64"))]
+            let _ = (a, b, bias, c, ldc);
+        });
     }
 }
 

@@ -9,7 +9,7 @@ use std::ops::Range;
 use rayon::prelude::*;
 
 use crate::bf16::{self, Bf16Packed, MR};
-use crate::blocked::{Epi, Out};
+use crate::blocked::{add_onto, Epi, Out};
 use crate::linear::{check_shapes, SMALL_M};
 use crate::{kernels, shape_err, CpuBackend, Linear, Norm, Result, Weight};
 
@@ -123,7 +123,8 @@ impl CpuBackend {
             let bias = w1.bias.as_deref();
             self.gemm_bf16_packed(&a, kp, m, pw1, bias, Out::Blocks(&finish), Epi::Gelu);
             let bias = w2.bias.as_deref();
-            self.gemm_bf16_packed(&hidden, hp, m, pw2, bias, Out::Whole(x), Epi::Add);
+            let add = add_onto(isa, x, w2.n_out);
+            self.gemm_bf16_packed(&hidden, hp, m, pw2, bias, Out::Blocks(&add), Epi::Store);
             self.scratch_u32.give(hidden);
             self.scratch_u32.give(a);
         });
@@ -132,10 +133,13 @@ impl CpuBackend {
 
     /// Whether `w` meeting `m` rows takes the bf16 GEMM that the fused paths feed.
     fn fuses(&self, w: &Linear, m: usize) -> bool {
-        m > SMALL_M
-            && matches!(w.weight, Weight::Bf16(_))
-            && bf16::simd(self.isa())
-            && self.probe.is_none()
+        matches!(w.weight, Weight::Bf16(_)) && self.fuses_bf16(m)
+    }
+
+    /// Whether bf16 weights meeting `m` rows may take the fused paths: the bf16 GEMM runs
+    /// them, and no probe needs to see their inputs.
+    pub(crate) fn fuses_bf16(&self, m: usize) -> bool {
+        m > SMALL_M && bf16::simd(self.isa()) && self.probe.is_none()
     }
 
     /// `a` = the rows of ln(x) as bf16 pairs (Shape: [m.next_multiple_of(MR), d/2 rounded

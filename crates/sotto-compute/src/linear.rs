@@ -7,7 +7,7 @@ use std::cell::Cell;
 use rayon::prelude::*;
 use sotto_quant::{QuantActs, QuantType, GROUP_ROWS};
 
-use crate::blocked::Epi;
+use crate::blocked::{add_onto, Epi, Out};
 use crate::kernels::{self, WRows, TILE_ROWS};
 use crate::{shape_err, CpuBackend, F16Tiles, Isa, Linear, OutPtr, QuantTiles, Result, Weight};
 
@@ -43,9 +43,10 @@ impl CpuBackend {
         self.linear_act(x, m, w, out, true)
     }
 
-    /// `out += x · Wᵀ + b`: a residual connection. On the encoder's bf16 and f32 GEMMs the
-    /// tiles start from `out`'s values (no pass of its own for the add, and the bias goes
-    /// on last); elsewhere the product goes through a buffer and [`CpuBackend::add`].
+    /// `out += x · Wᵀ + b`: a residual connection, rounded as the product then the add. On
+    /// the encoder's bf16 and f32 GEMMs each finished block is added while it is hot (no
+    /// product in memory, no pass of its own for the add); elsewhere the product goes
+    /// through a buffer and [`CpuBackend::add`].
     ///
     /// `x` Shape: [m, n_in]; `out` Shape: [m, n_out].
     pub fn linear_residual(&self, x: &[f32], m: usize, w: &Linear, out: &mut [f32]) -> Result<()> {
@@ -53,10 +54,12 @@ impl CpuBackend {
         self.observe(&[w], x, m);
         let many = m > SMALL_M && w.n_out > 0;
         if many && matches!(w.weight, Weight::Bf16(_)) && crate::bf16::simd(self.isa) {
-            self.linear_bf16(x, m, w, out, Epi::Add);
+            let add = add_onto(self.isa, out, w.n_out);
+            self.linear_bf16(x, m, w, Out::Blocks(&add), Epi::Store);
         } else if many && matches!(w.weight, Weight::F32Packed(_)) && crate::f32gemm::simd(self.isa)
         {
-            self.linear_f32(x, m, w, out, Epi::Add);
+            let add = add_onto(self.isa, out, w.n_out);
+            self.linear_f32(x, m, w, Out::Blocks(&add), Epi::Store);
         } else {
             let mut y = self.scratch_f32.take(out.len());
             let done = self.linear_act(x, m, w, &mut y, false);
@@ -133,11 +136,11 @@ impl CpuBackend {
         if m <= SMALL_M {
             self.small_m(x, m, w, out, gelu);
         } else if matches!(w.weight, Weight::Bf16(_)) && crate::bf16::simd(self.isa) {
-            self.linear_bf16(x, m, w, out, Epi::gelu(gelu));
+            self.linear_bf16(x, m, w, Out::Whole(out), Epi::gelu(gelu));
         } else if matches!(w.weight, Weight::Int8(_)) && crate::int8::simd(self.isa) {
             self.linear_int8(x, m, w, out, gelu);
         } else if matches!(w.weight, Weight::F32Packed(_)) && crate::f32gemm::simd(self.isa) {
-            self.linear_f32(x, m, w, out, Epi::gelu(gelu));
+            self.linear_f32(x, m, w, Out::Whole(out), Epi::gelu(gelu));
         } else if let (Weight::F16Tiled(t), true) =
             (&w.weight, m >= TILES_BF16_M && self.tiles_bf16())
         {

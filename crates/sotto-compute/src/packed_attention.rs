@@ -7,8 +7,11 @@ use std::cell::RefCell;
 use half::f16;
 use rayon::prelude::*;
 
+use std::ops::Range;
+
+use crate::blocked::{Epi, Out};
 use crate::kernels::{self, KEY_BLOCK, VALUE_ALIGN};
-use crate::{shape_err, CpuBackend, Isa, OutPtr, Result};
+use crate::{shape_err, CpuBackend, Isa, Linear, OutPtr, Result, Weight};
 
 /// Query rows per parallel task (and per pass over a head's keys and values).
 const Q_CHUNK: usize = 24;
@@ -144,6 +147,161 @@ impl PackedKv {
     }
 }
 
+impl PackedKv {
+    /// Fills the keys and values with `x · W_kᵀ + b_k` and `x · W_vᵀ + b_v` (Whisper's
+    /// cross-attention projections of the encoder output), rounded to f16 as [`PackedKv::pack`]
+    /// rounds them. On the bf16 GEMM each finished block of the products goes straight into
+    /// the packed layouts; elsewhere the products go through `k_buf` and `v_buf` (Shape:
+    /// [tk, d], scratch) and `pack`. Call it inside [`CpuBackend::install`].
+    ///
+    /// `x` Shape: [tk, n_in].
+    pub fn project(
+        &mut self,
+        be: &CpuBackend,
+        x: &[f32],
+        wk: &Linear,
+        wv: &Linear,
+        k_buf: &mut [f32],
+        v_buf: &mut [f32],
+    ) -> Result<()> {
+        let (tk, d) = (self.tk, self.d());
+        let n_in = wk.n_in;
+        let fits = |w: &Linear| w.n_out == d && w.n_in == n_in;
+        if !fits(wk) || !fits(wv) || x.len() != tk * n_in {
+            return Err(shape_err(
+                "packed kv",
+                format!(
+                    "x {} values, weights {}×{} and {}×{} for {tk} positions of {d}",
+                    x.len(),
+                    wk.n_out,
+                    wk.n_in,
+                    wv.n_out,
+                    wv.n_in
+                ),
+            ));
+        }
+        let (Weight::Bf16(pk), Weight::Bf16(pv), true) =
+            (&wk.weight, &wv.weight, be.fuses_bf16(tk))
+        else {
+            be.linears(x, tk, &mut [(wk, k_buf), (wv, v_buf)])?;
+            return self.pack(be.isa(), k_buf, v_buf);
+        };
+        let dst = KvDst {
+            k: self.k.as_mut_ptr(),
+            v: self.v.as_mut_ptr(),
+            tk,
+            dh: self.dh,
+            nb: self.nb(),
+            dhp: self.dhp(),
+        };
+        let isa = be.isa();
+        // SAFETY (both): each block is its task's rows and columns of the products, which
+        // land in packed elements no other block's do.
+        let keys = move |rows: Range<usize>, cols: Range<usize>, blk: &[f32], ld: usize| unsafe {
+            dst.keys(isa, rows, cols, blk, ld)
+        };
+        let values = move |rows: Range<usize>, cols: Range<usize>, blk: &[f32], ld: usize| unsafe {
+            dst.values(isa, rows, cols, blk, ld)
+        };
+        let mut a = be.scratch_u32.take_dirty();
+        crate::bf16::pack_rows(isa, x, tk, n_in, &mut a);
+        let kp = n_in.div_ceil(2);
+        let (bk, bv) = (wk.bias.as_deref(), wv.bias.as_deref());
+        be.gemm_bf16_packed(&a, kp, tk, pk, bk, Out::Blocks(&keys), Epi::Store);
+        be.gemm_bf16_packed(&a, kp, tk, pv, bv, Out::Blocks(&values), Epi::Store);
+        be.scratch_u32.give(a);
+        Ok(())
+    }
+}
+
+/// A [`PackedKv`]'s storage for GEMM tasks that each write the packed elements of their
+/// own block of positions and columns.
+#[derive(Clone, Copy)]
+struct KvDst {
+    k: *mut f16,
+    v: *mut f16,
+    tk: usize,
+    dh: usize,
+    nb: usize,
+    dhp: usize,
+}
+
+// SAFETY: tasks write disjoint elements (see `PackedKv::project`).
+unsafe impl Send for KvDst {}
+// SAFETY: as above.
+unsafe impl Sync for KvDst {}
+
+impl KvDst {
+    /// Splits columns `cols` (of d) at head boundaries: (head, column in head, first
+    /// column, count).
+    fn heads(self, cols: Range<usize>) -> impl Iterator<Item = (usize, usize, usize, usize)> {
+        let dh = self.dh;
+        std::iter::successors(Some(cols.start), move |&c| {
+            Some(c + (dh - c % dh)).filter(|&n| n < cols.end)
+        })
+        .map(move |c| (c / dh, c % dh, c, (dh - c % dh).min(cols.end - c)))
+    }
+
+    /// Keys at positions `rows`, columns `cols` from `blk` (row i − rows.start `ld` apart).
+    ///
+    /// # Safety
+    /// `rows` < tk and `cols` < d; no other thread writes these keys meanwhile.
+    unsafe fn keys(self, isa: Isa, rows: Range<usize>, cols: Range<usize>, blk: &[f32], ld: usize) {
+        for (h, cc, c, len) in self.heads(cols.clone()) {
+            let mut i = rows.start;
+            while i < rows.end {
+                let (b, ii) = (i / KEY_BLOCK, i % KEY_BLOCK);
+                let n = (KEY_BLOCK - ii).min(rows.end - i);
+                let src = &blk[(i - rows.start) * ld + c - cols.start..];
+                let at = ((h * self.nb + b) * self.dh + cc) * KEY_BLOCK + ii;
+                // SAFETY: columns cc..cc + len of head h's key block b, positions ii..ii + n:
+                // inside `k` (Shape: [n_head, nb, dh, KEY_BLOCK]) and this block's alone.
+                let dst = unsafe {
+                    std::slice::from_raw_parts_mut(self.k.add(at), (len - 1) * KEY_BLOCK + n)
+                };
+                kernels::transpose_to_f16(
+                    isa,
+                    &src[..(n - 1) * ld + len],
+                    ld,
+                    n,
+                    len,
+                    dst,
+                    KEY_BLOCK,
+                );
+                i += n;
+            }
+        }
+    }
+
+    /// Values at positions `rows`, columns `cols` from `blk` (row i − rows.start `ld` apart).
+    ///
+    /// # Safety
+    /// As [`KvDst::keys`].
+    unsafe fn values(
+        self,
+        isa: Isa,
+        rows: Range<usize>,
+        cols: Range<usize>,
+        blk: &[f32],
+        ld: usize,
+    ) {
+        for (h, cc, c, len) in self.heads(cols.clone()) {
+            for i in rows.clone() {
+                let src = &blk[(i - rows.start) * ld + c - cols.start..][..len];
+                // SAFETY: row i of head h's values (Shape: [n_head, tk, dhp]), columns
+                // cc..cc + len: inside `v` and this block's alone.
+                let dst = unsafe {
+                    std::slice::from_raw_parts_mut(
+                        self.v.add((h * self.tk + i) * self.dhp + cc),
+                        len,
+                    )
+                };
+                kernels::f32_to_f16(isa, src, dst);
+            }
+        }
+    }
+}
+
 impl CpuBackend {
     /// `out = softmax(Q_h K_hᵀ / sqrt(d_head)) V_h` per head h against packed keys and
     /// values, heads concatenated; no mask.
@@ -258,6 +416,57 @@ mod tests {
 
     fn rounded(x: &[f32]) -> Vec<f32> {
         x.iter().map(|&v| f16::from_f32(v).to_f32()).collect()
+    }
+
+    /// Projections packed from the GEMM's blocks equal the products packed afterwards, bit
+    /// for bit: key blocks cut by row blocks, heads cut by column blocks (80-wide heads in
+    /// 256-wide blocks), few positions (not fused), and weights the fused path does not take.
+    #[test]
+    fn project_matches_linears_then_pack() {
+        let be = CpuBackend::new(2).unwrap();
+        // (tk, n_head, d_head, n_in)
+        for (tk, nh, dh, n_in) in [
+            (5, 2, 8, 16),
+            (100, 3, 40, 64),
+            (301, 4, 80, 96),
+            (1500, 6, 64, 384),
+        ] {
+            let d = nh * dh;
+            let x = rand_vec(tk * n_in, 4);
+            for bf16 in [true, false] {
+                let lin = |seed| {
+                    let w = Weight::F32(rand_vec(d * n_in, seed));
+                    let w = w.for_bf16_gemm(d, n_in, bf16).unwrap();
+                    Linear::new(w, Some(rand_vec(d, seed + 1)), d, n_in).unwrap()
+                };
+                let (wk, wv) = (lin(5), lin(7));
+                let (mut kb, mut vb) = (vec![0.0; tk * d], vec![0.0; tk * d]);
+                let mut got = PackedKv::new(tk, nh, d).unwrap();
+                be.install(|| got.project(&be, &x, &wk, &wv, &mut kb, &mut vb))
+                    .unwrap();
+                let mut want = PackedKv::new(tk, nh, d).unwrap();
+                be.linears(&x, tk, &mut [(&wk, &mut kb), (&wv, &mut vb)])
+                    .unwrap();
+                want.pack(be.isa(), &kb, &vb).unwrap();
+                let bits = |v: &[f16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(
+                    bits(&got.k),
+                    bits(&want.k),
+                    "{tk}×{nh}×{dh} keys, bf16 {bf16}"
+                );
+                assert_eq!(
+                    bits(&got.v),
+                    bits(&want.v),
+                    "{tk}×{nh}×{dh} values, bf16 {bf16}"
+                );
+            }
+        }
+        let mut kv = PackedKv::new(4, 1, 8).unwrap();
+        let w = Linear::new(Weight::F32(vec![0.0; 64]), None, 8, 8).unwrap();
+        let mut buf = vec![0.0; 32];
+        assert!(kv
+            .project(&be, &[0.0; 24], &w, &w, &mut buf.clone(), &mut buf)
+            .is_err());
     }
 
     #[test]

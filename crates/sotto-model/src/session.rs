@@ -534,13 +534,7 @@ fn encoder_pass(
             .cross
             .as_ref()
             .expect("decoder blocks have cross-attention");
-        be.linears(
-            enc_out,
-            ctx,
-            &mut [(&cross.key, cross_k), (&cross.value, cross_v)],
-        )?;
-        let kv = &mut cross_kv[l];
-        kv.pack(be.isa(), cross_k, cross_v)?;
+        cross_kv[l].project(be, enc_out, &cross.key, &cross.value, cross_k, cross_v)?;
     }
     Ok(())
 }
