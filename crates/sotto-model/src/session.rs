@@ -496,11 +496,7 @@ fn encoder_pass(
     let (ctx, d) = (h.n_audio_ctx, h.n_audio_state);
     let (x, hb, work) = (&mut b.x, &mut b.h, &mut b.work[..]);
     let (mel_t, conv1) = (&mut hb[..n_frames * h.n_mels], &mut work[..n_frames * d]);
-    for (m, row) in mel.chunks_exact(n_frames).enumerate() {
-        for (t, &v) in row.iter().enumerate() {
-            mel_t[t * h.n_mels + m] = v;
-        }
-    }
+    sotto_compute::kernels::transpose(be.isa(), mel, n_frames, h.n_mels, n_frames, mel_t, h.n_mels);
     be.conv1d_gelu(mel_t, h.n_mels, &enc.conv1, 1, conv1)?;
     be.conv1d_gelu(conv1, d, &enc.conv2, 2, x)?;
     be.add(x, &enc.pos)?;

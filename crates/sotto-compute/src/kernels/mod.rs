@@ -115,32 +115,14 @@ pub fn transpose_to_f16(
     dst: &mut [f16],
     ldd: usize,
 ) {
-    if rows == 0 || cols == 0 {
+    if !check_transpose(src.len(), ld, rows, cols, dst.len(), ldd) {
         return;
     }
-    assert!(
-        cols <= ld && rows <= ldd && src.len() >= (rows - 1) * ld + cols,
-        "transpose_to_f16: {} values for {rows}×{cols} rows {ld} apart",
-        src.len()
-    );
-    assert!(
-        dst.len() >= (cols - 1) * ldd + rows,
-        "transpose_to_f16: {} values for {cols} columns {ldd} apart",
-        dst.len()
-    );
     #[cfg(target_arch = "x86_64")]
     if isa == Isa::Avx512 {
+        let d = dst.as_mut_ptr() as *mut u16;
         // SAFETY: Avx512 is only selected where F, BW and VL run; the lengths are checked.
-        unsafe {
-            x86_attn_f32::transpose_to_f16(
-                src.as_ptr(),
-                ld,
-                rows,
-                cols,
-                dst.as_mut_ptr() as *mut u16,
-                ldd,
-            )
-        };
+        unsafe { x86_attn_f32::transpose_to_f16(src.as_ptr(), ld, rows, cols, d, ldd) };
         return;
     }
     let _ = isa;
@@ -149,6 +131,60 @@ pub fn transpose_to_f16(
             dst[c * ldd + r] = f16::from_f32(src[r * ld + c]);
         }
     }
+}
+
+/// `dst[c·ldd + r] = src[r·ld + c]` for `r < rows`, `c < cols`. Panics as
+/// [`transpose_to_f16`].
+#[allow(clippy::too_many_arguments)]
+pub fn transpose(
+    isa: Isa,
+    src: &[f32],
+    ld: usize,
+    rows: usize,
+    cols: usize,
+    dst: &mut [f32],
+    ldd: usize,
+) {
+    if !check_transpose(src.len(), ld, rows, cols, dst.len(), ldd) {
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx512 {
+        let d = dst.as_mut_ptr();
+        // SAFETY: Avx512 is only selected where F runs; the lengths are checked.
+        unsafe { x86_attn_f32::transpose(src.as_ptr(), ld, rows, cols, d, ldd) };
+        return;
+    }
+    let _ = isa;
+    for r in 0..rows {
+        for c in 0..cols {
+            dst[c * ldd + r] = src[r * ld + c];
+        }
+    }
+}
+
+/// The bounds of a transpose (panics when a slice is short); false when there is nothing
+/// to move.
+fn check_transpose(
+    src: usize,
+    ld: usize,
+    rows: usize,
+    cols: usize,
+    dst: usize,
+    ldd: usize,
+) -> bool {
+    if rows == 0 || cols == 0 {
+        return false;
+    }
+    assert!(
+        cols <= ld && rows <= ldd && src >= (rows - 1) * ld + cols,
+        "transpose: {src} values for {rows}×{cols} rows {ld} apart"
+    );
+    assert!(
+        dst >= (cols - 1) * ldd + rows,
+        "transpose: {dst} values for {cols} columns {ldd} apart"
+    );
+    true
 }
 
 /// `out_t[r·m + i] = x_i · w_r` for every weight row r: all `m` input rows share each weight

@@ -306,7 +306,7 @@ fn gelu_dense_sweep() {
 }
 
 #[test]
-fn transpose_to_f16_matches_scalar() {
+fn transposes_match_scalar() {
     // (rows, cols, ld, ldd): partial 16-blocks both ways, and strides wider than the block.
     for (rows, cols, ld, ldd) in [
         (1, 1, 1, 1),
@@ -328,6 +328,20 @@ fn transpose_to_f16_matches_scalar() {
             transpose_to_f16(isa, &src, ld, rows, cols, &mut got, ldd);
             let bits = |v: &[f16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&got), bits(&want), "{isa:?} {rows}×{cols}");
+        }
+        for isa in sotto_isa::available() {
+            let mut got = vec![f32::NAN; want.len()];
+            transpose(isa, &src, ld, rows, cols, &mut got, ldd);
+            for (i, g) in got.iter().enumerate() {
+                let (c, r) = (i / ldd, i % ldd);
+                // Entries between columns stay untouched (NaN).
+                let expect = if r < rows { src[r * ld + c] } else { f32::NAN };
+                assert_eq!(
+                    g.to_bits(),
+                    expect.to_bits(),
+                    "{isa:?} {rows}×{cols} at {i}"
+                );
+            }
         }
     }
 }

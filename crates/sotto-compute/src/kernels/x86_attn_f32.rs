@@ -175,8 +175,39 @@ pub(crate) unsafe fn pack_k_panel<const W: usize>(
     }
 }
 
-/// `dst[c·ldd + r] = f16(src[r·ld + c])` (nearest even) for `r < rows`, `c < cols`, in
-/// 16 × 16 blocks transposed in registers.
+/// Reads `src` (`rows` × `cols`, rows `ld` apart) in 16 × 16 blocks transposed in
+/// registers and hands each piece of a column to `store(c, r0, mask, v)`: lanes `mask` of
+/// `v` are column c's values in rows r0...
+///
+/// # Safety
+/// The CPU must have AVX-512 F; `src` must hold `(rows − 1)·ld + cols` values (nothing
+/// when either count is zero).
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn transpose_bands(
+    src: *const f32,
+    ld: usize,
+    rows: usize,
+    cols: usize,
+    mut store: impl FnMut(usize, usize, __mmask16, __m512),
+) {
+    for r0 in (0..rows).step_by(16) {
+        let nr = (rows - r0).min(16);
+        for c0 in (0..cols).step_by(16) {
+            let nc = (cols - c0).min(16);
+            let mut r = [_mm512_setzero_ps(); 16];
+            for (i, r) in r.iter_mut().enumerate().take(nr) {
+                // SAFETY: row r0 + i < rows, columns c0..c0 + nc ≤ cols: inside `src`.
+                *r = unsafe { _mm512_maskz_loadu_ps(low_mask(nc), src.add((r0 + i) * ld + c0)) };
+            }
+            for (c, w) in transpose16(r).iter().enumerate().take(nc) {
+                store(c0 + c, r0, low_mask(nr), *w);
+            }
+        }
+    }
+}
+
+/// `dst[c·ldd + r] = f16(src[r·ld + c])` (nearest even) for `r < rows`, `c < cols`.
 ///
 /// # Safety
 /// The CPU must have AVX-512 F, BW and VL; `src` must hold `(rows − 1)·ld + cols` values
@@ -190,28 +221,34 @@ pub(crate) unsafe fn transpose_to_f16(
     dst: *mut u16,
     ldd: usize,
 ) {
-    for r0 in (0..rows).step_by(16) {
-        let nr = (rows - r0).min(16);
-        for c0 in (0..cols).step_by(16) {
-            let nc = (cols - c0).min(16);
-            let mut r = [_mm512_setzero_ps(); 16];
-            for (i, r) in r.iter_mut().enumerate().take(nr) {
-                // SAFETY: row r0 + i < rows, columns c0..c0 + nc ≤ cols: inside `src`.
-                *r = unsafe { _mm512_maskz_loadu_ps(low_mask(nc), src.add((r0 + i) * ld + c0)) };
-            }
-            for (c, w) in transpose16(r).iter().enumerate().take(nc) {
-                let h = _mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(*w);
-                // SAFETY: column c0 + c < cols, rows r0..r0 + nr ≤ rows: inside `dst`.
-                unsafe {
-                    _mm256_mask_storeu_epi16(
-                        dst.add((c0 + c) * ldd + r0) as *mut i16,
-                        low_mask(nr),
-                        h,
-                    )
-                };
-            }
-        }
-    }
+    let store = |c: usize, r0: usize, m: __mmask16, w: __m512| {
+        let h = _mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(w);
+        // SAFETY: column c < cols, rows r0.. (masked to rows): inside `dst`.
+        unsafe { _mm256_mask_storeu_epi16(dst.add(c * ldd + r0) as *mut i16, m, h) };
+    };
+    // SAFETY: the caller's contract covers `src`.
+    unsafe { transpose_bands(src, ld, rows, cols, store) };
+}
+
+/// `dst[c·ldd + r] = src[r·ld + c]` for `r < rows`, `c < cols`.
+///
+/// # Safety
+/// As [`transpose_to_f16`], with `dst` f32.
+#[target_feature(enable = "avx512f")]
+pub(crate) unsafe fn transpose(
+    src: *const f32,
+    ld: usize,
+    rows: usize,
+    cols: usize,
+    dst: *mut f32,
+    ldd: usize,
+) {
+    let store = |c: usize, r0: usize, m: __mmask16, w: __m512| {
+        // SAFETY: column c < cols, rows r0.. (masked to rows): inside `dst`.
+        unsafe { _mm512_mask_storeu_ps(dst.add(c * ldd + r0), m, w) };
+    };
+    // SAFETY: the caller's contract covers `src`.
+    unsafe { transpose_bands(src, ld, rows, cols, store) };
 }
 
 /// The 16 × 16 transpose: lane i of result c is lane c of `r[i]`.
