@@ -164,51 +164,82 @@ impl PackedKv {
         k_buf: &mut [f32],
         v_buf: &mut [f32],
     ) -> Result<()> {
-        let (tk, d) = (self.tk, self.d());
-        let n_in = wk.n_in;
-        let fits = |w: &Linear| w.n_out == d && w.n_in == n_in;
-        if !fits(wk) || !fits(wv) || x.len() != tk * n_in {
+        PackedKv::project_all(std::slice::from_mut(self), be, x, &[(wk, wv)], k_buf, v_buf)
+    }
+
+    /// [`PackedKv::project`] for several layers' K/V meeting the same `x` (every decoder
+    /// layer's cross-attention over one encoder output): on the bf16 GEMM `x` is rounded
+    /// and packed once for all of them. `kvs` and `weights` pair up one to one. Call it
+    /// inside [`CpuBackend::install`].
+    pub fn project_all(
+        kvs: &mut [PackedKv],
+        be: &CpuBackend,
+        x: &[f32],
+        weights: &[(&Linear, &Linear)],
+        k_buf: &mut [f32],
+        v_buf: &mut [f32],
+    ) -> Result<()> {
+        let n_in = weights.first().map_or(0, |(wk, _)| wk.n_in);
+        let fits = |kv: &PackedKv, w: &Linear| {
+            w.n_out == kv.d() && w.n_in == n_in && x.len() == kv.tk * n_in
+        };
+        let ok = kvs.len() == weights.len()
+            && kvs
+                .iter()
+                .zip(weights)
+                .all(|(kv, (wk, wv))| fits(kv, wk) && fits(kv, wv));
+        if !ok {
             return Err(shape_err(
                 "packed kv",
                 format!(
-                    "x {} values, weights {}×{} and {}×{} for {tk} positions of {d}",
+                    "x {} values, {} K/V and {} weight pairs of {n_in} inputs",
                     x.len(),
-                    wk.n_out,
-                    wk.n_in,
-                    wv.n_out,
-                    wv.n_in
+                    kvs.len(),
+                    weights.len()
                 ),
             ));
         }
-        let (Weight::Bf16(pk), Weight::Bf16(pv), true) =
-            (&wk.weight, &wv.weight, be.fuses_bf16(tk))
-        else {
-            be.linears(x, tk, &mut [(wk, k_buf), (wv, v_buf)])?;
-            return self.pack(be.isa(), k_buf, v_buf);
+        let Some(tk) = kvs.first().map(|kv| kv.tk) else {
+            return Ok(());
         };
-        let dst = KvDst {
-            k: self.k.as_mut_ptr(),
-            v: self.v.as_mut_ptr(),
-            tk,
-            dh: self.dh,
-            nb: self.nb(),
-            dhp: self.dhp(),
-        };
+        let bf16 = weights
+            .iter()
+            .all(|(wk, wv)| matches!((&wk.weight, &wv.weight), (Weight::Bf16(_), Weight::Bf16(_))));
+        if !(bf16 && be.fuses_bf16(tk)) {
+            for (kv, (wk, wv)) in kvs.iter_mut().zip(weights) {
+                be.linears(x, tk, &mut [(wk, &mut *k_buf), (wv, &mut *v_buf)])?;
+                kv.pack(be.isa(), k_buf, v_buf)?;
+            }
+            return Ok(());
+        }
         let isa = be.isa();
-        // SAFETY (both): each block is its task's rows and columns of the products, which
-        // land in packed elements no other block's do.
-        let keys = move |rows: Range<usize>, cols: Range<usize>, blk: &[f32], ld: usize| unsafe {
-            dst.keys(isa, rows, cols, blk, ld)
-        };
-        let values = move |rows: Range<usize>, cols: Range<usize>, blk: &[f32], ld: usize| unsafe {
-            dst.values(isa, rows, cols, blk, ld)
-        };
         let mut a = be.scratch_u32.take_dirty();
         crate::bf16::pack_rows(isa, x, tk, n_in, &mut a);
         let kp = n_in.div_ceil(2);
-        let (bk, bv) = (wk.bias.as_deref(), wv.bias.as_deref());
-        be.gemm_bf16_packed(&a, kp, tk, pk, bk, Out::Blocks(&keys), Epi::Store);
-        be.gemm_bf16_packed(&a, kp, tk, pv, bv, Out::Blocks(&values), Epi::Store);
+        for (kv, (wk, wv)) in kvs.iter_mut().zip(weights) {
+            let (Weight::Bf16(pk), Weight::Bf16(pv)) = (&wk.weight, &wv.weight) else {
+                unreachable!("checked above: bf16 weights")
+            };
+            let dst = KvDst {
+                k: kv.k.as_mut_ptr(),
+                v: kv.v.as_mut_ptr(),
+                tk,
+                dh: kv.dh,
+                nb: kv.nb(),
+                dhp: kv.dhp(),
+            };
+            // SAFETY (both): each block is its task's rows and columns of the products,
+            // which land in packed elements no other block's do.
+            let keys = move |rows: Range<usize>, cols: Range<usize>, blk: &[f32], ld: usize| unsafe {
+                dst.keys(isa, rows, cols, blk, ld)
+            };
+            let values = move |rows: Range<usize>, cols: Range<usize>, blk: &[f32], ld: usize| unsafe {
+                dst.values(isa, rows, cols, blk, ld)
+            };
+            let (bk, bv) = (wk.bias.as_deref(), wv.bias.as_deref());
+            be.gemm_bf16_packed(&a, kp, tk, pk, bk, Out::Blocks(&keys), Epi::Store);
+            be.gemm_bf16_packed(&a, kp, tk, pv, bv, Out::Blocks(&values), Epi::Store);
+        }
         be.scratch_u32.give(a);
         Ok(())
     }
@@ -461,6 +492,27 @@ mod tests {
                 );
             }
         }
+        // Two layers at once equal each on its own.
+        let (tk, nh, dh, n_in) = (200, 2, 64, 128);
+        let x = rand_vec(tk * n_in, 9);
+        let lin = |seed| {
+            let w = Weight::F32(rand_vec(nh * dh * n_in, seed));
+            let w = w.for_bf16_gemm(nh * dh, n_in, true).unwrap();
+            Linear::new(w, Some(rand_vec(nh * dh, seed + 1)), nh * dh, n_in).unwrap()
+        };
+        let ws = [(lin(10), lin(12)), (lin(14), lin(16))];
+        let pairs: Vec<(&Linear, &Linear)> = ws.iter().map(|(k, v)| (k, v)).collect();
+        let (mut kb, mut vb) = (vec![0.0; tk * nh * dh], vec![0.0; tk * nh * dh]);
+        let mut all = vec![PackedKv::new(tk, nh, nh * dh).unwrap(); 2];
+        be.install(|| PackedKv::project_all(&mut all, &be, &x, &pairs, &mut kb, &mut vb))
+            .unwrap();
+        for (kv, (wk, wv)) in all.iter().zip(&pairs) {
+            let mut one = PackedKv::new(tk, nh, nh * dh).unwrap();
+            be.install(|| one.project(&be, &x, wk, wv, &mut kb, &mut vb))
+                .unwrap();
+            assert!(kv.k == one.k && kv.v == one.v);
+        }
+        assert!(PackedKv::project_all(&mut all[..1], &be, &x, &pairs, &mut kb, &mut vb).is_err());
         let mut kv = PackedKv::new(4, 1, 8).unwrap();
         let w = Linear::new(Weight::F32(vec![0.0; 64]), None, 8, 8).unwrap();
         let mut buf = vec![0.0; 32];

@@ -525,13 +525,16 @@ fn encoder_pass(
     let dt = h.n_text_state;
     let (cross_k, rest) = work.split_at_mut(ctx * dt);
     let cross_v = &mut rest[..ctx * dt];
-    for (l, blk) in model.decoder.blocks.iter().enumerate() {
-        let (_, cross) = blk
-            .cross
-            .as_ref()
-            .expect("decoder blocks have cross-attention");
-        cross_kv[l].project(be, enc_out, &cross.key, &cross.value, cross_k, cross_v)?;
-    }
+    let weights: Vec<_> = (model.decoder.blocks.iter())
+        .map(|blk| {
+            let (_, cross) = blk
+                .cross
+                .as_ref()
+                .expect("decoder blocks have cross-attention");
+            (&cross.key, &cross.value)
+        })
+        .collect();
+    PackedKv::project_all(cross_kv, be, enc_out, &weights, cross_k, cross_v)?;
     Ok(())
 }
 
