@@ -68,6 +68,8 @@ pub(crate) enum Out<'a> {
     /// Each task makes its block in a per-thread buffer and hands it, finished (GELU
     /// applied), to the closure with its rows, columns and row stride: row i − rows.start
     /// of the slice holds row i's columns `cols`. The block never reaches memory as f32.
+    /// The closure runs while the buffer is borrowed, so it must not start pool work (a
+    /// task stolen onto this thread would find its buffer taken).
     Blocks(&'a FinishBlock<'a>),
 }
 
