@@ -145,6 +145,14 @@ mod tests {
         out
     }
 
+    /// A conv weight (PyTorch's [c_out, c_in, 3], `w`) and bias `b` as the linear layer
+    /// `conv1d` takes, packed for the bf16 GEMM when `bf16`.
+    fn conv_linear(w: &[f32], b: &[f32], c_out: usize, c_in: usize, bf16: bool) -> Linear {
+        let taps = Weight::F32(w.to_vec()).taps_first(c_out, c_in, 3).unwrap();
+        let taps = taps.for_bf16_gemm(c_out, c_in * 3, bf16).unwrap();
+        Linear::new(taps, Some(b.to_vec()), c_out, c_in * 3).unwrap()
+    }
+
     #[test]
     fn conv1d_matches_naive() {
         let be = CpuBackend::new(2).unwrap();
@@ -160,8 +168,7 @@ mod tests {
             let x = rand_vec(t_in * c_in, 1);
             let w = rand_vec(c_out * c_in * 3, 2);
             let b = rand_vec(c_out, 3);
-            let taps = Weight::F32(w.clone()).taps_first(c_out, c_in, 3).unwrap();
-            let lin = Linear::new(taps, Some(b.clone()), c_out, c_in * 3).unwrap();
+            let lin = conv_linear(&w, &b, c_out, c_in, false);
             let t_out = (t_in - 1) / stride + 1;
             let mut out = vec![f32::NAN; t_out * c_out];
             assert_eq!(be.conv1d(&x, c_in, &lin, stride, &mut out).unwrap(), t_out);
@@ -197,11 +204,8 @@ mod tests {
         ];
         for (t_in, c_in, c_out, stride) in shapes {
             let x = rand_vec(t_in * c_in, 4);
-            let w = rand_vec(c_out * c_in * 3, 5);
-            let b = rand_vec(c_out, 6);
-            let taps = Weight::F32(w).taps_first(c_out, c_in, 3).unwrap();
-            let taps = taps.for_bf16_gemm(c_out, c_in * 3, true).unwrap();
-            let lin = Linear::new(taps, Some(b), c_out, c_in * 3).unwrap();
+            let (w, b) = (rand_vec(c_out * c_in * 3, 5), rand_vec(c_out, 6));
+            let lin = conv_linear(&w, &b, c_out, c_in, true);
             let t_out = (t_in - 1) / stride + 1;
             let mut cols = vec![0.0; t_out * 3 * c_in];
             for (t, col) in cols.chunks_exact_mut(3 * c_in).enumerate() {
