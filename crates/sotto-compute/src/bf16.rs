@@ -230,21 +230,51 @@ impl Weight {
 /// may hold anything on entry: every element is written (no serial memset of a buffer of
 /// up to 6 MB per product first).
 pub(crate) fn pack_rows(isa: Isa, x: &[f32], m: usize, k: usize, a: &mut Vec<u32>) {
+    pack_rows_with(x, m, k, a, || (), |_, s, d| to_pairs(isa, s, d));
+}
+
+/// [`pack_rows`] with each row's pairs written by `row(state, x_row, pairs)`, in parallel
+/// over row tiles; `init` makes a worker's `state` (the fused layer norm's f32 row).
+pub(crate) fn pack_rows_with<T>(
+    x: &[f32],
+    m: usize,
+    k: usize,
+    a: &mut Vec<u32>,
+    init: impl Fn() -> T + Send + Sync,
+    row: impl Fn(&mut T, &[f32], &mut [u32]) + Send + Sync,
+) {
     let kp = k.div_ceil(2);
     let len = m.next_multiple_of(MR) * kp;
     a.truncate(len);
     a.resize(len, 0);
     a[m * kp..].fill(0);
-    a.par_chunks_mut(kp * MR)
+    a[..m * kp]
+        .par_chunks_mut(kp * MR)
         .zip(x.par_chunks(k * MR))
-        .for_each(|(dst, src)| {
+        .for_each_init(init, |state, (dst, src)| {
             for (d, s) in dst.chunks_exact_mut(kp).zip(src.chunks_exact(k)) {
-                to_pairs(isa, s, d);
+                row(state, s, d);
             }
         });
 }
 
 impl CpuBackend {
+    /// `f(pairs)` on the activation pairs `fill` writes into a buffer kept between calls (a
+    /// fresh 6 MiB one per encoder product cost its page faults every time), inside the pool.
+    pub(crate) fn with_pairs<R: Send>(
+        &self,
+        fill: impl FnOnce(&mut Vec<u32>) + Send,
+        f: impl FnOnce(&[u32]) -> R + Send,
+    ) -> R {
+        self.install(|| {
+            let mut a = self.scratch_u32.take_dirty();
+            fill(&mut a);
+            let r = f(&a);
+            self.scratch_u32.give(a);
+            r
+        })
+    }
+
     /// `out = x · Wᵀ + b` (then as `epi` says) with bf16 operands and f32 accumulation,
     /// on this backend's threads. Only for [`Weight::Bf16`] on a backend where [`simd`]
     /// holds; the caller has checked the shapes.
@@ -254,13 +284,10 @@ impl CpuBackend {
         let Weight::Bf16(pw) = &w.weight else {
             unreachable!("linear_bf16 takes bf16 weights only")
         };
-        self.install(|| {
-            let mut packed = self.scratch_u32.take_dirty();
-            pack_rows(self.isa, x, m, w.n_in, &mut packed);
-            let kp = pw.pairs();
-            self.gemm_bf16_packed(&packed, kp, m, pw, w.bias.as_deref(), out, epi);
-            self.scratch_u32.give(packed);
-        });
+        self.with_pairs(
+            |a| pack_rows(self.isa, x, m, w.n_in, a),
+            |a| self.gemm_bf16_packed(a, pw.pairs(), m, pw, w.bias.as_deref(), out, epi),
+        );
     }
 
     /// [`CpuBackend::linear_bf16`] for several weights of the same `n_in` meeting the same
@@ -275,21 +302,27 @@ impl CpuBackend {
         let Some(n_in) = products.first().map(|(w, _)| w.n_in) else {
             return;
         };
-        self.install(|| {
-            // Kept between calls: a fresh 6 MiB buffer per encoder product cost its page
-            // faults every time.
-            let mut packed = self.scratch_u32.take_dirty();
-            pack_rows(self.isa, x, m, n_in, &mut packed);
-            for (w, out) in products.iter_mut() {
-                let Weight::Bf16(pw) = &w.weight else {
-                    unreachable!("linear_bf16 takes bf16 weights only")
-                };
-                let kp = pw.pairs();
-                let out = Out::Whole(out);
-                self.gemm_bf16_packed(&packed, kp, m, pw, w.bias.as_deref(), out, epi);
-            }
-            self.scratch_u32.give(packed);
-        });
+        self.with_pairs(
+            |a| pack_rows(self.isa, x, m, n_in, a),
+            |a| self.gemm_bf16_each(a, m, products, epi),
+        );
+    }
+
+    /// Each of `products` (bf16 weights of the same `n_in`) against the packed rows `a`.
+    pub(crate) fn gemm_bf16_each(
+        &self,
+        a: &[u32],
+        m: usize,
+        products: &mut [(&Linear, &mut [f32])],
+        epi: Epi,
+    ) {
+        for (w, out) in products.iter_mut() {
+            let Weight::Bf16(pw) = &w.weight else {
+                unreachable!("linear_bf16 takes bf16 weights only")
+            };
+            let out = Out::Whole(out);
+            self.gemm_bf16_packed(a, pw.pairs(), m, pw, w.bias.as_deref(), out, epi);
+        }
     }
 
     /// Conv1d (kernel 3, padding 1, `stride`) of `x` (Shape: [t_in, c_in], c_in even) by
@@ -316,8 +349,7 @@ impl CpuBackend {
         let (lda, t_in) = (stride * cp, x.len() / c_in);
         // Every tile reads MR rows; rows past the input (right padding, tile padding) are zero.
         let len = ((t_out.next_multiple_of(MR) - 1) * lda + kp).max((t_in + 1) * cp);
-        self.install(|| {
-            let mut a = self.scratch_u32.take_dirty();
+        let fill = |a: &mut Vec<u32>| {
             a.truncate(len);
             a.resize(len, 0);
             a[..cp].fill(0);
@@ -330,9 +362,10 @@ impl CpuBackend {
                         to_pairs(self.isa, s, d);
                     }
                 });
+        };
+        self.with_pairs(fill, |a| {
             let out = Out::Whole(out);
-            self.gemm_bf16_packed(&a, lda, t_out, pw, w.bias.as_deref(), out, epi);
-            self.scratch_u32.give(a);
+            self.gemm_bf16_packed(a, lda, t_out, pw, w.bias.as_deref(), out, epi)
         });
     }
 
@@ -351,13 +384,10 @@ impl CpuBackend {
     ) {
         let buf = self.scratch_u32.take(0);
         let pw = self.install(|| Bf16Packed::from_tiles(t, self.isa, buf));
-        self.install(|| {
-            let mut packed = self.scratch_u32.take_dirty();
-            pack_rows(self.isa, x, m, pw.n_in, &mut packed);
-            let out = Out::Whole(out);
-            self.gemm_bf16_packed(&packed, pw.pairs(), m, &pw, bias, out, epi);
-            self.scratch_u32.give(packed);
-        });
+        self.with_pairs(
+            |a| pack_rows(self.isa, x, m, pw.n_in, a),
+            |a| self.gemm_bf16_packed(a, pw.pairs(), m, &pw, bias, Out::Whole(out), epi),
+        );
         self.scratch_u32.give(pw.data);
     }
 
@@ -425,16 +455,7 @@ pub fn linear_reference(
     out: &mut [f32],
 ) -> Result<()> {
     let (n, k) = (w.n_out, w.n_in);
-    if x.len() != m * k || out.len() != m * n || bias.is_some_and(|b| b.len() != n) {
-        return Err(shape_err(
-            "bf16 linear",
-            format!(
-                "x has {} elements and out {}, expected {m}×{k} and {m}×{n}",
-                x.len(),
-                out.len()
-            ),
-        ));
-    }
+    crate::blocked::check_reference("bf16 linear", x, m, (n, k), bias, out)?;
     let kp = w.pairs();
     let mut xa = vec![0u32; kp];
     for (xi, oi) in x.chunks_exact(k.max(1)).zip(out.chunks_exact_mut(n.max(1))) {

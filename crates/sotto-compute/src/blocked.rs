@@ -9,7 +9,7 @@ use std::ops::Range;
 
 use rayon::prelude::*;
 
-use crate::{kernels, Isa, OutPtr};
+use crate::{kernels, shape_err, Isa, OutPtr, Result};
 
 /// What a blocked GEMM leaves in `out` besides the product and bias.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,6 +28,29 @@ impl Epi {
             Epi::Store
         }
     }
+}
+
+/// The shape checks of a GEMM's scalar model (`linear_reference`): `x` Shape: [m, k],
+/// `out` Shape: [m, n], `bias` Shape: [n].
+pub(crate) fn check_reference(
+    op: &'static str,
+    x: &[f32],
+    m: usize,
+    (n, k): (usize, usize),
+    bias: Option<&[f32]>,
+    out: &[f32],
+) -> Result<()> {
+    if x.len() != m * k || out.len() != m * n || bias.is_some_and(|b| b.len() != n) {
+        return Err(shape_err(
+            op,
+            format!(
+                "x has {} elements and out {}, expected {m}×{k} and {m}×{n}",
+                x.len(),
+                out.len()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Tile and block sizes of one GEMM (`mc` a multiple of `mr`, `nc` of `nr`).

@@ -210,16 +210,7 @@ pub fn linear_reference(
     out: &mut [f32],
 ) -> Result<()> {
     let (n, k) = (w.n_out, w.n_in);
-    if x.len() != m * k || out.len() != m * n || bias.is_some_and(|b| b.len() != n) {
-        return Err(shape_err(
-            "f32 linear",
-            format!(
-                "x has {} elements and out {}, expected {m}×{k} and {m}×{n}",
-                x.len(),
-                out.len()
-            ),
-        ));
-    }
+    crate::blocked::check_reference("f32 linear", x, m, (n, k), bias, out)?;
     for (i, oi) in out.chunks_exact_mut(n.max(1)).enumerate().take(m) {
         let xi = &x[i * k..(i + 1) * k];
         for (j, o) in oi.iter_mut().enumerate() {

@@ -6,8 +6,6 @@
 
 use std::ops::Range;
 
-use rayon::prelude::*;
-
 use crate::bf16::{self, Bf16Packed, MR};
 use crate::blocked::{add_onto, Epi, Out};
 use crate::linear::{check_shapes, SMALL_M};
@@ -54,16 +52,10 @@ impl CpuBackend {
             self.layer_norm(x, norm, h)?;
             return self.linears(h, m, products);
         }
-        self.install(|| {
-            let mut a = self.scratch_u32.take_dirty();
-            self.layer_norm_pairs(x, m, norm, &mut a);
-            for (w, out) in products.iter_mut() {
-                let pw = bf16_weight(w);
-                let (kp, bias) = (pw.n_in().div_ceil(2), w.bias.as_deref());
-                self.gemm_bf16_packed(&a, kp, m, pw, bias, Out::Whole(out), Epi::Store);
-            }
-            self.scratch_u32.give(a);
-        });
+        self.with_pairs(
+            |a| self.layer_norm_pairs(x, m, norm, a),
+            |a| self.gemm_bf16_each(a, m, products, Epi::Store),
+        );
         Ok(())
     }
 
@@ -146,23 +138,11 @@ impl CpuBackend {
     /// up]; padding rows zero), as `bf16::pack_rows` packs f32 rows, inside the pool.
     fn layer_norm_pairs(&self, x: &[f32], m: usize, norm: &Norm, a: &mut Vec<u32>) {
         let (d, isa) = (norm.gamma.len(), self.isa());
-        let kp = d.div_ceil(2);
-        let len = m.next_multiple_of(MR) * kp;
-        a.truncate(len);
-        a.resize(len, 0);
-        a[m * kp..].fill(0);
-        a[..m * kp]
-            .par_chunks_mut(kp * MR)
-            .zip(x.par_chunks(d * MR))
-            .for_each_init(
-                || vec![0.0f32; d],
-                |row, (dst, src)| {
-                    for (p, s) in dst.chunks_exact_mut(kp).zip(src.chunks_exact(d)) {
-                        kernels::layer_norm(isa, s, &norm.gamma, &norm.beta, norm.eps, row);
-                        bf16::to_pairs(isa, row, p);
-                    }
-                },
-            );
+        let row = |ln: &mut Vec<f32>, s: &[f32], p: &mut [u32]| {
+            kernels::layer_norm(isa, s, &norm.gamma, &norm.beta, norm.eps, ln);
+            bf16::to_pairs(isa, ln, p);
+        };
+        bf16::pack_rows_with(x, m, d, a, || vec![0.0f32; d], row);
     }
 }
 

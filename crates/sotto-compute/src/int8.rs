@@ -339,16 +339,7 @@ pub fn linear_reference(
     out: &mut [f32],
 ) -> Result<()> {
     let (n, k) = (w.n_out, w.n_in);
-    if x.len() != m * k || out.len() != m * n || bias.is_some_and(|b| b.len() != n) {
-        return Err(shape_err(
-            "int8 linear",
-            format!(
-                "x has {} elements and out {}, expected {m}×{k} and {m}×{n}",
-                x.len(),
-                out.len()
-            ),
-        ));
-    }
+    crate::blocked::check_reference("int8 linear", x, m, (n, k), bias, out)?;
     let mut q = vec![0i8; 4 * w.quads()];
     for (xi, oi) in x.chunks_exact(k.max(1)).zip(out.chunks_exact_mut(n.max(1))) {
         let (sx, _) = quantize_row(xi, &mut q);

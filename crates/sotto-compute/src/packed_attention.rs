@@ -213,34 +213,35 @@ impl PackedKv {
             return Ok(());
         }
         let isa = be.isa();
-        let mut a = be.scratch_u32.take_dirty();
-        crate::bf16::pack_rows(isa, x, tk, n_in, &mut a);
         let kp = n_in.div_ceil(2);
-        for (kv, (wk, wv)) in kvs.iter_mut().zip(weights) {
-            let (Weight::Bf16(pk), Weight::Bf16(pv)) = (&wk.weight, &wv.weight) else {
-                unreachable!("checked above: bf16 weights")
-            };
-            let dst = KvDst {
-                k: kv.k.as_mut_ptr(),
-                v: kv.v.as_mut_ptr(),
-                tk,
-                dh: kv.dh,
-                nb: kv.nb(),
-                dhp: kv.dhp(),
-            };
-            // SAFETY (both): each block is its task's rows and columns of the products,
-            // which land in packed elements no other block's do.
-            let keys = move |rows: Range<usize>, cols: Range<usize>, blk: &[f32], ld: usize| unsafe {
-                dst.keys(isa, rows, cols, blk, ld)
-            };
-            let values = move |rows: Range<usize>, cols: Range<usize>, blk: &[f32], ld: usize| unsafe {
-                dst.values(isa, rows, cols, blk, ld)
-            };
-            let (bk, bv) = (wk.bias.as_deref(), wv.bias.as_deref());
-            be.gemm_bf16_packed(&a, kp, tk, pk, bk, Out::Blocks(&keys), Epi::Store);
-            be.gemm_bf16_packed(&a, kp, tk, pv, bv, Out::Blocks(&values), Epi::Store);
-        }
-        be.scratch_u32.give(a);
+        let project = |a: &[u32]| {
+            for (kv, (wk, wv)) in kvs.iter_mut().zip(weights) {
+                let (Weight::Bf16(pk), Weight::Bf16(pv)) = (&wk.weight, &wv.weight) else {
+                    unreachable!("checked above: bf16 weights")
+                };
+                let dst = KvDst {
+                    k: kv.k.as_mut_ptr(),
+                    v: kv.v.as_mut_ptr(),
+                    tk,
+                    dh: kv.dh,
+                    nb: kv.nb(),
+                    dhp: kv.dhp(),
+                };
+                // SAFETY (both): each block is its task's rows and columns of the products,
+                // which land in packed elements no other block's do.
+                let keys = move |rows: Range<usize>, cols: Range<usize>, blk: &[f32], ld: usize| unsafe {
+                    dst.keys(isa, rows, cols, blk, ld)
+                };
+                let values =
+                    move |rows: Range<usize>, cols: Range<usize>, blk: &[f32], ld: usize| unsafe {
+                        dst.values(isa, rows, cols, blk, ld)
+                    };
+                let (bk, bv) = (wk.bias.as_deref(), wv.bias.as_deref());
+                be.gemm_bf16_packed(a, kp, tk, pk, bk, Out::Blocks(&keys), Epi::Store);
+                be.gemm_bf16_packed(a, kp, tk, pv, bv, Out::Blocks(&values), Epi::Store);
+            }
+        };
+        be.with_pairs(|a| crate::bf16::pack_rows(isa, x, tk, n_in, a), project);
         Ok(())
     }
 }
