@@ -1,9 +1,10 @@
-//! f32 GEMM for the encoder's many-row products on AVX-512 CPUs: the f32 encoder, which
-//! is what runs where AVX-512 BF16 is missing (Intel's Skylake to Ice Lake servers).
+//! f32 GEMM for the encoder's many-row products on AVX-512 and AVX2 CPUs: the f32
+//! encoder, which is what runs where AVX-512 BF16 is missing (AVX2 laptops and desktops,
+//! AMD before Zen 4, Intel's Skylake to Ice Lake servers).
 //!
 //! Weights are widened to f32 once at load ([`F32Packed`]) and stored in the order the
-//! microkernel streams them: panels of [`NR`] output columns, each a run of k rows of
-//! `NR` values. Activations are read in place (only a last partial row tile is copied).
+//! microkernel streams them: panels of `nr` output columns (64 for the AVX-512 tile, 16 for
+//! the AVX2 one), each a run of k rows of `nr` values. Activations are read in place (only a last partial row tile is copied).
 //! Every output adds its k products by fused multiply-adds in order, bias last, so
 //! [`linear_reference`] reproduces it exactly. The gemm crate this replaces reached ~40% of
 //! the f32 peak on a Zen 5 core and widened f16 weights to a fresh f32 copy on every call.
@@ -17,53 +18,104 @@ use crate::{shape_err, CpuBackend, Isa, Linear, Result, Weight};
 
 /// Rows per microkernel tile.
 pub(crate) const MR: usize = 6;
-/// Columns per microkernel tile (and per packed weight panel): four 16-lane registers, so
-/// 24 accumulators take 4 loads and 6 broadcasts per k step.
-pub(crate) const NR: usize = 64;
-/// Most k per cache block: a weight panel block of `KC·NR` f32 is 32 KiB (L1).
-const KC: usize = 128;
-/// Rows per task block (a multiple of [`MR`]); its activation block stays in L2.
-const MC: usize = 16 * MR;
-/// Columns per task block (a multiple of [`NR`]).
-const NC: usize = 4 * NR;
+/// Columns per AVX-512 tile (and packed weight panel): four 16-lane registers, so 24
+/// accumulators take 4 loads and 6 broadcasts per k step.
+const NR_AVX512: usize = 64;
+/// Columns per AVX2 tile: two 8-lane registers, so 12 accumulators, 2 loads and 6
+/// broadcasts per k step fill 15 of the 16 registers.
+const NR_AVX2: usize = 16;
 
-/// Whether a backend on kernel path `isa` runs this GEMM (AVX-512 F).
+/// The cache blocks of the tile `nr` wide. AVX-512: a `KC·NR` weight panel block is 32 KiB
+/// (L1). AVX2: 16 KiB, so twice the k per block halves the passes over the output. Row
+/// blocks of 16 tiles keep their activations in L2.
+fn blocks(nr: usize) -> Blocks {
+    let kc = if nr == NR_AVX512 { 128 } else { 256 };
+    Blocks {
+        mr: MR,
+        nr,
+        mc: 16 * MR,
+        nc: 256,
+        kc,
+    }
+}
+
+/// Whether a backend on kernel path `isa` runs this GEMM (AVX-512 F, or AVX2 and FMA).
 pub(crate) fn simd(isa: Isa) -> bool {
-    cfg!(target_arch = "x86_64") && isa == Isa::Avx512 && Isa::Avx512.is_supported()
+    panel_width(isa).is_some()
+}
+
+/// The panel width that kernel path `isa` packs for, where it runs this GEMM.
+fn panel_width(isa: Isa) -> Option<usize> {
+    if !cfg!(target_arch = "x86_64") || !isa.is_supported() {
+        return None;
+    }
+    match isa {
+        Isa::Avx512 => Some(NR_AVX512),
+        Isa::Avx2 => Some(NR_AVX2),
+        _ => None,
+    }
+}
+
+/// Whether a backend on kernel path `isa` runs the GEMM on `w` (packed for its tile, or
+/// for the AVX2 tile, which AVX-512 CPUs run too).
+pub(crate) fn runs(isa: Isa, w: &Weight) -> bool {
+    let Weight::F32Packed(pw) = w else {
+        return false;
+    };
+    match panel_width(isa) {
+        Some(NR_AVX512) => true,
+        Some(_) => pw.nr == NR_AVX2,
+        None => false,
+    }
 }
 
 /// An `n_out × n_in` weight in f32, packed for [`CpuBackend::linear`]'s f32 GEMM:
-/// `n_out.div_ceil(NR)` panels, each Shape: [n_in, NR], columns past `n_out` zero.
+/// `n_out.div_ceil(nr)` panels, each Shape: [n_in, nr], columns past `n_out` zero.
 #[derive(Clone, Debug)]
 pub struct F32Packed {
     data: Vec<f32>,
     n_out: usize,
     n_in: usize,
+    /// Panel width: the columns of the tile it is packed for.
+    nr: usize,
 }
 
 impl F32Packed {
-    /// Packs row-major `rows` (Shape: [n_out, n_in]).
+    /// Packs row-major `rows` (Shape: [n_out, n_in]) for this CPU's tile (the AVX2 one
+    /// where AVX-512 is missing).
     pub fn new(rows: &[f32], n_out: usize, n_in: usize) -> Result<Self> {
+        let nr = panel_width(sotto_isa::isa()).unwrap_or(NR_AVX2);
+        Self::with_width(rows, n_out, n_in, nr)
+    }
+
+    /// [`F32Packed::new`] in panels `nr` wide (16 or 64).
+    fn with_width(rows: &[f32], n_out: usize, n_in: usize, nr: usize) -> Result<Self> {
+        debug_assert!(nr == NR_AVX2 || nr == NR_AVX512);
         if rows.len() != n_out * n_in {
             return Err(shape_err(
                 "f32 pack",
                 format!("{} values for a {n_out}×{n_in} weight", rows.len()),
             ));
         }
-        let mut data = vec![0f32; n_out.div_ceil(NR) * n_in * NR];
+        let mut data = vec![0f32; n_out.div_ceil(nr) * n_in * nr];
         if n_in > 0 {
-            data.par_chunks_mut(n_in * NR)
+            data.par_chunks_mut(n_in * nr)
                 .enumerate()
                 .for_each(|(jp, panel)| {
-                    for jj in 0..NR.min(n_out - jp * NR) {
-                        let row = &rows[(jp * NR + jj) * n_in..][..n_in];
+                    for jj in 0..nr.min(n_out - jp * nr) {
+                        let row = &rows[(jp * nr + jj) * n_in..][..n_in];
                         for (p, &v) in row.iter().enumerate() {
-                            panel[p * NR + jj] = v;
+                            panel[p * nr + jj] = v;
                         }
                     }
                 });
         }
-        Ok(Self { data, n_out, n_in })
+        Ok(Self {
+            data,
+            n_out,
+            n_in,
+            nr,
+        })
     }
 
     pub fn n_out(&self) -> usize {
@@ -74,9 +126,9 @@ impl F32Packed {
         self.n_in
     }
 
-    /// Column panel `jp`. Shape: [n_in, NR].
+    /// Column panel `jp`. Shape: [n_in, nr].
     fn panel(&self, jp: usize) -> &[f32] {
-        let len = self.n_in * NR;
+        let len = self.n_in * self.nr;
         &self.data[jp * len..(jp + 1) * len]
     }
 
@@ -89,14 +141,14 @@ impl F32Packed {
         );
         for (o, e) in out.iter_mut().zip(start..end) {
             let (j, c) = (e / self.n_in, e % self.n_in);
-            *o = self.panel(j / NR)[c * NR + j % NR];
+            *o = self.panel(j / self.nr)[c * self.nr + j % self.nr];
         }
     }
 }
 
 impl Weight {
     /// The same weight widened to f32 and packed for the f32 GEMM ([`Weight::F32Packed`])
-    /// when `enable` and this CPU runs it (AVX-512 F); f32, f16 and block-quantized weights
+    /// when `enable` and this CPU runs it (AVX-512 F, or AVX2 and FMA); f32, f16 and block-quantized weights
     /// are converted, anything else is returned as it is. For weights only ever multiplied
     /// by many rows.
     pub fn for_f32_gemm(self, n_out: usize, n_in: usize, enable: bool) -> Result<Self> {
@@ -127,7 +179,7 @@ impl Weight {
 
 impl CpuBackend {
     /// `out = x · Wᵀ + b` (then as `epi` says) in f32 on this backend's threads. Only for
-    /// [`Weight::F32Packed`] on a backend where [`simd`] holds; the caller has checked the
+    /// [`Weight::F32Packed`] on a backend where [`runs`] holds; the caller has checked the
     /// shapes.
     ///
     /// `x` Shape: [m, n_in]; `out` Shape: [m, n_out].
@@ -157,40 +209,30 @@ impl CpuBackend {
         out: Out<'_>,
         epi: Epi,
     ) {
-        let (n, k) = (pw.n_out, pw.n_in);
+        let (n, k, nr) = (pw.n_out, pw.n_in, pw.nr);
         let full = m / MR * MR;
-        let blocks = Blocks {
-            mr: MR,
-            nr: NR,
-            mc: MC,
-            nc: NC,
-            kc: KC,
-        };
-        for_each_tile(self.isa, blocks, (m, n, k), out, epi, |t, c, ldc| {
-            let b = &pw.panel(t.jc / NR)[t.p0 * NR..(t.p0 + t.len) * NR];
+        for_each_tile(self.isa, blocks(nr), (m, n, k), out, epi, |t, c, ldc| {
+            let b = &pw.panel(t.jc / nr)[t.p0 * nr..(t.p0 + t.len) * nr];
             let bias = bias.filter(|_| t.last).map(|b| &b[t.jc..t.jc + t.cols]);
             let a = if t.ic < full {
                 &x[t.ic * k + t.p0..(t.ic + MR - 1) * k + t.p0 + t.len]
             } else {
                 &tail[t.p0..(MR - 1) * k + t.p0 + t.len]
             };
-            // SAFETY: `simd` holds (the caller's check); a holds MR rows of k from p0 (len
-            // used) and b len·NR values; the tile's rows and columns lie at `c` (ldc apart)
-            // in its task's block, which no other task writes.
+            let (a, b) = (a.as_ptr(), b.as_ptr());
+            // SAFETY: `runs` holds (the caller's check): AVX-512 F for 64-wide panels,
+            // AVX2 and FMA for 16; a holds MR rows of k from p0 (len used) and b len·nr
+            // values; the tile's rows and columns lie at `c` (ldc apart) in its task's
+            // block, which no other task writes.
             #[cfg(target_arch = "x86_64")]
             unsafe {
-                kernels::x86_f32::tile::<MR, { NR / 16 }>(
-                    t.len,
-                    a.as_ptr(),
-                    k,
-                    b.as_ptr(),
-                    c,
-                    ldc,
-                    t.rows,
-                    t.cols,
-                    t.acc,
-                    bias,
-                )
+                use kernels::x86_f32::{tile, tile_avx2};
+                let (len, rows, cols, acc) = (t.len, t.rows, t.cols, t.acc);
+                if nr == NR_AVX512 {
+                    tile::<MR, { NR_AVX512 / 16 }>(len, a, k, b, c, ldc, rows, cols, acc, bias)
+                } else {
+                    tile_avx2::<MR, { NR_AVX2 / 8 }>(len, a, k, b, c, ldc, rows, cols, acc, bias)
+                }
             };
             #[cfg(not(target_arch = "x86_64"))]
             let _ = (a, b, bias, c, ldc);
@@ -214,9 +256,9 @@ pub fn linear_reference(
     for (i, oi) in out.chunks_exact_mut(n.max(1)).enumerate().take(m) {
         let xi = &x[i * k..(i + 1) * k];
         for (j, o) in oi.iter_mut().enumerate() {
-            let panel = w.panel(j / NR);
+            let (panel, nr) = (w.panel(j / w.nr), w.nr);
             let acc = xi.iter().enumerate().fold(0.0f32, |acc, (p, &a)| {
-                a.mul_add(panel[p * NR + j % NR], acc)
+                a.mul_add(panel[p * nr + j % nr], acc)
             });
             *o = acc + bias.map_or(0.0, |b| b[j]);
         }
@@ -240,10 +282,19 @@ mod tests {
         assert!(F32Packed::new(&w, n, k + 1).is_err());
     }
 
+    /// The panel widths this CPU's tiles run: 16 on AVX2, 16 and 64 on AVX-512.
+    fn widths() -> Vec<usize> {
+        [(Isa::Avx2, NR_AVX2), (Isa::Avx512, NR_AVX512)]
+            .into_iter()
+            .filter(|&(isa, _)| simd(isa))
+            .map(|(_, nr)| nr)
+            .collect()
+    }
+
     #[test]
     fn simd_matches_reference_and_f32() {
-        if !simd(sotto_isa::isa()) {
-            eprintln!("skipped: no AVX-512");
+        if widths().is_empty() {
+            eprintln!("skipped: no AVX2 or AVX-512");
             return;
         }
         let pack = |w: &[f32], n, k| Weight::F32(w.to_vec()).for_f32_gemm(n, k, true).ok();
@@ -260,33 +311,58 @@ mod tests {
         check_packed_gemm(&pack, &reference, &sqrt_k, &|k: usize| 1e-6 * k as f32);
     }
 
-    /// Blocks of k, partial row and column tiles, several threads: the same bits as the
-    /// reference, which adds in order.
+    /// Blocks of k, partial row and column tiles, several threads, every tile this CPU
+    /// runs: the same bits as the reference, which adds in order.
     #[test]
     fn simd_equals_reference_bitwise() {
-        if !simd(sotto_isa::isa()) {
+        if widths().is_empty() {
+            eprintln!("skipped: no AVX2 or AVX-512");
+            return;
+        }
+        for (m, n, k) in [(101, 130, 300), (13, 40, 600)] {
+            let (x, w, b) = (rand_vec(m * k, 1), rand_vec(n * k, 2), rand_vec(n, 3));
+            for nr in widths() {
+                let pw = F32Packed::with_width(&w, n, k, nr).unwrap();
+                let mut want = vec![0.0; m * n];
+                linear_reference(&x, m, &pw, Some(&b), &mut want).unwrap();
+                let lin = Linear::new(Weight::F32Packed(pw), Some(b.clone()), n, k).unwrap();
+                for threads in [1, 2, 3] {
+                    for isa in [Isa::Avx2, Isa::Avx512].into_iter().filter(|&i| simd(i)) {
+                        if !runs(isa, &lin.weight) {
+                            continue;
+                        }
+                        let mut got = vec![f32::NAN; m * n];
+                        let be = CpuBackend::with_isa(threads, isa).unwrap();
+                        be.linear(&x, m, &lin, &mut got).unwrap();
+                        assert_eq!(
+                            got, want,
+                            "{m}×{n}×{k}, nr {nr}, {isa:?}, {threads} threads"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// A weight packed for AVX-512 meets an AVX2 backend: the row path, same values.
+    #[test]
+    fn wide_panels_on_avx2_take_the_row_path() {
+        if !simd(Isa::Avx512) {
             eprintln!("skipped: no AVX-512");
             return;
         }
-        let (m, n, k) = (101, 130, 300);
-        let (x, w, b) = (rand_vec(m * k, 1), rand_vec(n * k, 2), rand_vec(n, 3));
-        let pw = F32Packed::new(&w, n, k).unwrap();
-        let mut want = vec![0.0; m * n];
-        linear_reference(&x, m, &pw, Some(&b), &mut want).unwrap();
-        let lin = Linear::new(Weight::F32Packed(pw), Some(b), n, k).unwrap();
-        for threads in [1, 2, 3] {
-            let mut got = vec![f32::NAN; m * n];
-            let be = CpuBackend::new(threads).unwrap();
-            be.linear(&x, m, &lin, &mut got).unwrap();
-            assert_eq!(got, want, "{threads} threads");
-        }
+        let (n, k) = (40, 30);
+        let w = rand_vec(n * k, 2);
+        let pw = F32Packed::with_width(&w, n, k, NR_AVX512).unwrap();
+        assert!(!runs(Isa::Avx2, &Weight::F32Packed(pw.clone())));
+        check_packed_fallback(Weight::F32Packed(pw), n, k);
     }
 
     #[test]
     fn f32_packed_without_simd_takes_the_row_path() {
         match Weight::F32(rand_vec(40 * 30, 2)).for_f32_gemm(40, 30, true) {
             Ok(p @ Weight::F32Packed(_)) => check_packed_fallback(p, 40, 30),
-            _ => eprintln!("skipped: no AVX-512"),
+            _ => eprintln!("skipped: no AVX2 or AVX-512"),
         }
     }
 }

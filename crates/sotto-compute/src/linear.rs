@@ -56,8 +56,7 @@ impl CpuBackend {
         if many && matches!(w.weight, Weight::Bf16(_)) && crate::bf16::simd(self.isa) {
             let add = add_onto(self.isa, out, w.n_out);
             self.linear_bf16(x, m, w, Out::Blocks(&add), Epi::Store);
-        } else if many && matches!(w.weight, Weight::F32Packed(_)) && crate::f32gemm::simd(self.isa)
-        {
+        } else if many && crate::f32gemm::runs(self.isa, &w.weight) {
             let add = add_onto(self.isa, out, w.n_out);
             self.linear_f32(x, m, w, Out::Blocks(&add), Epi::Store);
         } else {
@@ -139,7 +138,7 @@ impl CpuBackend {
             self.linear_bf16(x, m, w, Out::Whole(out), Epi::gelu(gelu));
         } else if matches!(w.weight, Weight::Int8(_)) && crate::int8::simd(self.isa) {
             self.linear_int8(x, m, w, out, gelu);
-        } else if matches!(w.weight, Weight::F32Packed(_)) && crate::f32gemm::simd(self.isa) {
+        } else if crate::f32gemm::runs(self.isa, &w.weight) {
             self.linear_f32(x, m, w, Out::Whole(out), Epi::gelu(gelu));
         } else if let (Weight::F16Tiled(t), true) =
             (&w.weight, m >= TILES_BF16_M && self.tiles_bf16())

@@ -4,7 +4,7 @@
 //! AVX-512 VNNI: `vpdpbusd` takes unsigned weight codes (q8_0 stored `^ 0x80`) times signed
 //! activation bytes, and the codes' offset (8, 16 or 128) comes off once per block as
 //! `offset · Σq_act`, exact in i32. AVX2 (16 registers) does each group as two halves of
-//! 8 rows and at most 4 input rows per pass, with `vpmaddubsw` (for q8_0 on the signed
+//! 8 rows and at most 4 input rows per pass (10 for q8_0), with `vpmaddubsw` (for q8_0 on the signed
 //! values, to keep its i16 pair sums from saturating).
 
 use std::arch::x86_64::*;
@@ -273,7 +273,10 @@ pub(crate) unsafe fn matmul(
     let ng = data.len() / (GROUP_ROWS * t.row_bytes(k));
     // Ten rows (twenty VNNI accumulators) still fit the 32 registers: five beams with
     // split activations (see `sotto_compute`'s screened vocabulary) in one pass.
-    let (w, max_pass) = (data.as_ptr(), if vnni { 10 } else { 4 });
+    // AVX2's q8_0 kernel takes ten rows too (its f32 sums wait in L1 between blocks):
+    // the split rows of five beams in one pass over the plane instead of three.
+    let max_pass = if vnni || t == QuantType::Q8_0 { 10 } else { 4 };
+    let w = data.as_ptr();
     let mut i0 = 0;
     while i0 < acts.m() {
         let g = (acts.m() - i0).min(max_pass);
@@ -296,6 +299,15 @@ pub(crate) unsafe fn matmul(
                     [1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
                     (w, ng, nb, a, o, ldo)
                 );
+            } else if t == QuantType::Q8_0 && g > 4 {
+                match g {
+                    5 => kernel_avx2::<Q8_0, 5>(w, ng, nb, a, o, ldo),
+                    6 => kernel_avx2::<Q8_0, 6>(w, ng, nb, a, o, ldo),
+                    7 => kernel_avx2::<Q8_0, 7>(w, ng, nb, a, o, ldo),
+                    8 => kernel_avx2::<Q8_0, 8>(w, ng, nb, a, o, ldo),
+                    9 => kernel_avx2::<Q8_0, 9>(w, ng, nb, a, o, ldo),
+                    _ => kernel_avx2::<Q8_0, 10>(w, ng, nb, a, o, ldo),
+                }
             } else {
                 call!(kernel_avx2, t, g, [1, 2, 3, 4], (w, ng, nb, a, o, ldo));
             }

@@ -59,3 +59,98 @@ pub(crate) unsafe fn tile<const M: usize, const V: usize>(
     // SAFETY: c rows 0..rows are writable at columns 0..cols (this fn's contract).
     unsafe { x86_tile::store(&cv, c, ldc, rows, cols) };
 }
+
+/// [`tile`] on AVX2 and FMA: `M` rows × `8·V` columns in 256-bit registers, `b` a panel of
+/// `8·V` columns. Same sums in the same order, so the same bits. A partial tile (fewer rows
+/// or columns) is made in a local block and copied, as AVX2 has no masked f32 stores that
+/// cost nothing.
+///
+/// # Safety
+/// As [`tile`], with AVX2 and FMA in place of AVX-512 F and `cols <= 8·V`.
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn tile_avx2<const M: usize, const V: usize>(
+    kc: usize,
+    a: *const f32,
+    lda: usize,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    rows: usize,
+    cols: usize,
+    acc: bool,
+    bias: Option<&[f32]>,
+) {
+    let w = 8 * V;
+    debug_assert!(rows <= M && cols <= w);
+    if let Some(bias) = bias {
+        assert!(bias.len() >= cols, "bias shorter than the tile");
+    }
+    let whole = rows == M && cols == w;
+    // A partial tile runs on a whole local block (zeros past its rows and columns).
+    let mut local = [[0f32; 32]; 8];
+    assert!(
+        M <= local.len() && w <= local[0].len(),
+        "tile_avx2: tile too large"
+    );
+    let (dst, ld) = if whole {
+        (c, ldc)
+    } else {
+        if acc {
+            for (r, row) in local.iter_mut().enumerate().take(rows) {
+                // SAFETY: c rows 0..rows are readable at columns 0..cols (contract).
+                let src = unsafe { std::slice::from_raw_parts(c.add(r * ldc), cols) };
+                row[..cols].copy_from_slice(src);
+            }
+        }
+        (local.as_mut_ptr() as *mut f32, local[0].len())
+    };
+    let mut cv = [[_mm256_setzero_ps(); V]; M];
+    if acc {
+        for (r, row) in cv.iter_mut().enumerate() {
+            for (v, x) in row.iter_mut().enumerate() {
+                // SAFETY: dst rows 0..M, columns 0..w: the whole tile in `c`, or `local`.
+                *x = unsafe { _mm256_loadu_ps(dst.add(r * ld + 8 * v)) };
+            }
+        }
+    }
+    for p in 0..kc {
+        // SAFETY: p < kc, so b[p·w..(p + 1)·w] and a[r·lda + p] are in bounds.
+        unsafe {
+            let mut bv = [_mm256_setzero_ps(); V];
+            for (v, x) in bv.iter_mut().enumerate() {
+                *x = _mm256_loadu_ps(b.add(p * w + 8 * v));
+            }
+            for (r, row) in cv.iter_mut().enumerate() {
+                let av = _mm256_broadcast_ss(&*a.add(r * lda + p));
+                for (x, &bx) in row.iter_mut().zip(&bv) {
+                    *x = _mm256_fmadd_ps(av, bx, *x);
+                }
+            }
+        }
+    }
+    if let Some(bias) = bias {
+        let mut padded = [0f32; 32];
+        padded[..cols].copy_from_slice(&bias[..cols]);
+        for v in 0..V {
+            // SAFETY: 8 values of the 32-value `padded`, v < V ≤ 4.
+            let bb = unsafe { _mm256_loadu_ps(padded.as_ptr().add(8 * v)) };
+            for row in cv.iter_mut() {
+                row[v] = _mm256_add_ps(row[v], bb);
+            }
+        }
+    }
+    for (r, row) in cv.iter().enumerate() {
+        for (v, &x) in row.iter().enumerate() {
+            // SAFETY: as the loads above.
+            unsafe { _mm256_storeu_ps(dst.add(r * ld + 8 * v), x) };
+        }
+    }
+    if !whole {
+        for (r, row) in local.iter().enumerate().take(rows) {
+            // SAFETY: c rows 0..rows are writable at columns 0..cols (contract).
+            let out = unsafe { std::slice::from_raw_parts_mut(c.add(r * ldc), cols) };
+            out.copy_from_slice(&row[..cols]);
+        }
+    }
+}
