@@ -105,7 +105,7 @@ impl CpuBackend {
         let dh = d / n_head;
         let scale = 1.0 / (dh as f32).sqrt();
         #[cfg(target_arch = "x86_64")]
-        if self.isa() == Isa::Avx512 && tq > SMALL_Q {
+        if matches!(self.isa(), Isa::Avx512 | Isa::Avx2) && tq > SMALL_Q {
             let shape = simd::Shape {
                 batch,
                 tq,
@@ -115,7 +115,12 @@ impl CpuBackend {
                 n_head,
             };
             let pool = &self.scratch_f32;
-            self.install(|| simd::attention(q, k, v, shape, mask, scale, out, pool));
+            let args = (q, k, v, shape, mask, scale, out, pool);
+            if self.isa() == Isa::Avx512 {
+                self.install(|| simd::attention::<simd::Avx512>(args));
+            } else {
+                self.install(|| simd::attention::<simd::Avx2>(args));
+            }
             return Ok(());
         }
         let isa = self.isa();
@@ -489,9 +494,12 @@ mod simd {
     use rayon::prelude::*;
 
     use super::{Mask, Q_BLOCK};
-    use crate::kernels::x86_attn_f32::{self as tile, MR, NR};
+    use crate::kernels::{x86_attn_avx2, x86_attn_f32};
     use crate::scratch::Pool;
     use crate::OutPtr;
+
+    /// Query rows per tile (both ISAs).
+    const MR: usize = x86_attn_f32::MR;
 
     /// Keys per tile of the online softmax: wider than the gemm path's, as the per-tile
     /// row work (max, rescale, kernel edges) weighs more next to these tiles; the
@@ -499,7 +507,100 @@ mod simd {
     const K_TILE: usize = 768;
 
     // The score tile's row stride must take whole key panels, a query block whole row tiles.
-    const _: () = assert!(K_TILE.is_multiple_of(NR) && Q_BLOCK.is_multiple_of(MR));
+    const _: () = assert!(
+        K_TILE.is_multiple_of(x86_attn_f32::NR)
+            && K_TILE.is_multiple_of(x86_attn_avx2::NR)
+            && Q_BLOCK.is_multiple_of(MR)
+            && MR == 6
+    );
+
+    /// One ISA's micro-kernels for this path: `NR`-wide key and value panels and
+    /// `MR × NR` tiles (see `x86_attn_f32` and `x86_attn_avx2` for the contracts).
+    pub(super) trait Tiles {
+        const NR: usize;
+        /// # Safety
+        /// As `x86_attn_f32::pack_k_panel` with W = NR.
+        unsafe fn pack_k_panel(k: *const f32, ld: usize, rows: usize, dh: usize, p: *mut f32);
+        /// # Safety
+        /// As `x86_attn_f32::scores` with M = MR, W = NR.
+        unsafe fn scores(dh: usize, q: *const f32, k: *const f32, s: *mut f32, lds: usize);
+        /// # Safety
+        /// As `x86_attn_f32::values`.
+        #[allow(clippy::too_many_arguments)]
+        unsafe fn values(
+            kc: usize,
+            p: *const f32,
+            ldp: usize,
+            v: *const f32,
+            o: *mut f32,
+            ldo: usize,
+            corr: Option<*const f32>,
+        );
+        /// # Safety
+        /// As `x86_attn_f32::softmax_row`.
+        unsafe fn softmax_row(row: &mut [f32], lim: usize, m: f32) -> (f32, f32, f32);
+    }
+
+    /// 64-wide panels, 24-register tiles.
+    pub(super) struct Avx512;
+    /// 16-wide panels, 12-register tiles.
+    pub(super) struct Avx2;
+
+    impl Tiles for Avx512 {
+        const NR: usize = x86_attn_f32::NR;
+        unsafe fn pack_k_panel(k: *const f32, ld: usize, rows: usize, dh: usize, p: *mut f32) {
+            // SAFETY: the caller's contract.
+            unsafe { x86_attn_f32::pack_k_panel::<{ x86_attn_f32::NR }>(k, ld, rows, dh, p) }
+        }
+        unsafe fn scores(dh: usize, q: *const f32, k: *const f32, s: *mut f32, lds: usize) {
+            // SAFETY: the caller's contract.
+            unsafe { x86_attn_f32::scores::<MR, { x86_attn_f32::NR / 16 }>(dh, q, k, s, lds, None) }
+        }
+        unsafe fn values(
+            kc: usize,
+            p: *const f32,
+            ldp: usize,
+            v: *const f32,
+            o: *mut f32,
+            ldo: usize,
+            corr: Option<*const f32>,
+        ) {
+            // SAFETY: the caller's contract.
+            unsafe { x86_attn_f32::values(kc, p, ldp, v, o, ldo, corr) }
+        }
+        unsafe fn softmax_row(row: &mut [f32], lim: usize, m: f32) -> (f32, f32, f32) {
+            // SAFETY: the caller's contract.
+            unsafe { x86_attn_f32::softmax_row(row, lim, m) }
+        }
+    }
+
+    impl Tiles for Avx2 {
+        const NR: usize = x86_attn_avx2::NR;
+        unsafe fn pack_k_panel(k: *const f32, ld: usize, rows: usize, dh: usize, p: *mut f32) {
+            // SAFETY: the caller's contract.
+            unsafe { x86_attn_avx2::pack_k_panel(k, ld, rows, dh, p) }
+        }
+        unsafe fn scores(dh: usize, q: *const f32, k: *const f32, s: *mut f32, lds: usize) {
+            // SAFETY: the caller's contract.
+            unsafe { x86_attn_avx2::scores::<MR>(dh, q, k, s, lds) }
+        }
+        unsafe fn values(
+            kc: usize,
+            p: *const f32,
+            ldp: usize,
+            v: *const f32,
+            o: *mut f32,
+            ldo: usize,
+            corr: Option<*const f32>,
+        ) {
+            // SAFETY: the caller's contract.
+            unsafe { x86_attn_avx2::values::<MR>(kc, p, ldp, v, o, ldo, corr) }
+        }
+        unsafe fn softmax_row(row: &mut [f32], lim: usize, m: f32) -> (f32, f32, f32) {
+            // SAFETY: the caller's contract.
+            unsafe { x86_attn_avx2::softmax_row(row, lim, m) }
+        }
+    }
 
     /// The checked shapes of one [`crate::CpuBackend::attention_batch`] call.
     #[derive(Clone, Copy)]
@@ -514,45 +615,46 @@ mod simd {
 
     /// K and V of every (sequence, head) packed for the tiles.
     struct Panels {
-        /// Per (sequence, head): `k_panels` panels of Shape: [dh, NR] (keys past tk zero).
+        /// Per (sequence, head): `k_panels` panels of Shape: [dh, nr] (keys past tk zero).
         k: Vec<f32>,
-        /// Per (sequence, head): `v_panels` panels of Shape: [tk, NR] (columns past dh zero).
+        /// Per (sequence, head): `v_panels` panels of Shape: [tk, nr] (columns past dh zero).
         v: Vec<f32>,
         dh: usize,
         tk: usize,
+        /// Panel width.
+        nr: usize,
         k_panels: usize,
         v_panels: usize,
     }
 
     impl Panels {
-        /// Packs K and V (Shape: [tk, d] per sequence, `stride` apart), in parallel.
-        fn new(k: &[f32], v: &[f32], sh: Shape, pool: &Pool<f32>) -> Self {
+        /// Packs K and V (Shape: [tk, d] per sequence, `stride` apart) in panels `T::NR`
+        /// wide, in parallel.
+        fn new<T: Tiles>(k: &[f32], v: &[f32], sh: Shape, pool: &Pool<f32>) -> Self {
+            let nr = T::NR;
             let (tk, d) = (sh.tk, sh.d);
             let dh = d / sh.n_head;
-            let (k_panels, v_panels) = (tk.div_ceil(NR), dh.div_ceil(NR));
-            let (k_len, v_len) = (k_panels * dh * NR, v_panels * tk * NR);
+            let (k_panels, v_panels) = (tk.div_ceil(nr), dh.div_ceil(nr));
+            let (k_len, v_len) = (k_panels * dh * nr, v_panels * tk * nr);
             let n = sh.batch * sh.n_head;
             let (mut pk, mut pv) = (pool.take(n * k_len), pool.take(n * v_len));
             let pack = |t: usize, pk: &mut [f32], pv: &mut [f32]| {
                 let (s, h) = (t / sh.n_head, t % sh.n_head);
                 let c0 = s * sh.stride + h * dh;
-                for (jp, panel) in pk.chunks_exact_mut(dh * NR).enumerate() {
-                    let rows = NR.min(tk - jp * NR);
-                    let src = &k[c0 + jp * NR * d..][..(rows - 1) * d + dh];
-                    // SAFETY: AVX-512 runs (the caller's check); rows ≤ NR keys of dh
-                    // values d apart are in `src`, NR·d fits an i32 for any d a real
-                    // model has, and the panel has dh·NR values.
-                    unsafe {
-                        tile::pack_k_panel::<NR>(src.as_ptr(), d, rows, dh, panel.as_mut_ptr())
-                    };
+                for (jp, panel) in pk.chunks_exact_mut(dh * nr).enumerate() {
+                    let rows = nr.min(tk - jp * nr);
+                    let src = &k[c0 + jp * nr * d..][..(rows - 1) * d + dh];
+                    // SAFETY: T's ISA runs (the caller's check); rows ≤ NR keys of dh
+                    // values d apart are in `src`, and the panel has dh·NR values.
+                    unsafe { T::pack_k_panel(src.as_ptr(), d, rows, dh, panel.as_mut_ptr()) };
                 }
-                for (cp, panel) in pv.chunks_exact_mut(tk * NR).enumerate() {
-                    let cols = NR.min(dh - cp * NR);
-                    for (j, dst) in panel.chunks_exact_mut(NR).enumerate() {
-                        let src = &v[c0 + j * d + cp * NR..];
+                for (cp, panel) in pv.chunks_exact_mut(tk * nr).enumerate() {
+                    let cols = nr.min(dh - cp * nr);
+                    for (j, dst) in panel.chunks_exact_mut(nr).enumerate() {
+                        let src = &v[c0 + j * d + cp * nr..];
                         // A whole panel row is a fixed-size copy (no memmove call).
-                        if cols == NR {
-                            dst.copy_from_slice(&src[..NR]);
+                        if cols == nr {
+                            dst.copy_from_slice(&src[..nr]);
                         } else {
                             dst[..cols].copy_from_slice(&src[..cols]);
                         }
@@ -568,19 +670,22 @@ mod simd {
                 v: pv,
                 dh,
                 tk,
+                nr,
                 k_panels,
                 v_panels,
             }
         }
 
-        /// Key panel `jp` of (sequence, head) `sh`. Shape: [dh, NR].
+        /// Key panel `jp` of (sequence, head) `sh`. Shape: [dh, nr].
         fn k_panel(&self, sh: usize, jp: usize) -> &[f32] {
-            &self.k[(sh * self.k_panels + jp) * self.dh * NR..][..self.dh * NR]
+            let len = self.dh * self.nr;
+            &self.k[(sh * self.k_panels + jp) * len..][..len]
         }
 
-        /// Column panel `cp` of (sequence, head) `sh`. Shape: [tk, NR].
+        /// Column panel `cp` of (sequence, head) `sh`. Shape: [tk, nr].
         fn v_panel(&self, sh: usize, cp: usize) -> &[f32] {
-            &self.v[(sh * self.v_panels + cp) * self.tk * NR..][..self.tk * NR]
+            let len = self.tk * self.nr;
+            &self.v[(sh * self.v_panels + cp) * len..][..len]
         }
     }
 
@@ -590,7 +695,7 @@ mod simd {
         q: Vec<f32>,
         /// Score (then probability) tile. Shape: [Q_BLOCK, K_TILE].
         s: Vec<f32>,
-        /// Unnormalized output rows. Shape: [Q_BLOCK, v_panels · NR].
+        /// Unnormalized output rows. Shape: [Q_BLOCK, v_panels · nr].
         o: Vec<f32>,
         /// Running row max, softmax denominator, and this tile's rescale of `o`.
         /// Shape: [Q_BLOCK].
@@ -604,7 +709,7 @@ mod simd {
             Self {
                 q: vec![0.0; Q_BLOCK * pn.dh],
                 s: vec![0.0; Q_BLOCK * K_TILE],
-                o: vec![0.0; Q_BLOCK * pn.v_panels * NR],
+                o: vec![0.0; Q_BLOCK * pn.v_panels * pn.nr],
                 m: vec![0.0; Q_BLOCK],
                 l: vec![0.0; Q_BLOCK],
                 corr: vec![1.0; Q_BLOCK],
@@ -612,22 +717,24 @@ mod simd {
         }
     }
 
-    /// The AVX-512 many-query path of `attention_batch`, inside the backend's pool; the
-    /// caller checked the shapes and that AVX-512 runs.
+    /// `attention`'s arguments: q, k, v, shapes, mask, scale, out, scratch pool.
+    pub(super) type Args<'a> = (
+        &'a [f32],
+        &'a [f32],
+        &'a [f32],
+        Shape,
+        Mask,
+        f32,
+        &'a mut [f32],
+        &'a Pool<f32>,
+    );
+
+    /// The many-query path of `attention_batch` on `T`'s kernels, inside the backend's
+    /// pool; the caller checked the shapes and that `T`'s ISA runs.
     ///
     /// `q`, `out` Shape: [batch, tq, d]; `k`, `v` Shape: [(batch − 1) · stride + tk · d].
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn attention(
-        q: &[f32],
-        k: &[f32],
-        v: &[f32],
-        sh: Shape,
-        mask: Mask,
-        scale: f32,
-        out: &mut [f32],
-        pool: &Pool<f32>,
-    ) {
-        let panels = Panels::new(k, v, sh, pool);
+    pub(super) fn attention<T: Tiles>((q, k, v, sh, mask, scale, out, pool): Args<'_>) {
+        let panels = Panels::new::<T>(k, v, sh, pool);
         // Scores in log2 units, so the softmax takes 2^x.
         let scale = scale * std::f32::consts::LOG2_E;
         let n_blocks = sh.tq.div_ceil(Q_BLOCK);
@@ -636,7 +743,7 @@ mod simd {
             let (sq, b) = (t / n_blocks, t % n_blocks);
             let i0 = b * Q_BLOCK;
             let i1 = (i0 + Q_BLOCK).min(sh.tq);
-            block(q, sh, &panels, sq, i0, i1, mask, scale, dst, sc);
+            block::<T>(q, sh, &panels, sq, i0, i1, mask, scale, dst, sc);
         };
         let tasks = sh.batch * sh.n_head * n_blocks;
         if tasks == 1 {
@@ -653,7 +760,7 @@ mod simd {
     /// (Sequence, head) `sq` = s · n_head + h, query rows `i0..i1` of sequence s: writes
     /// `out` rows s·tq + i0.., columns h·dh..(h + 1)·dh, which no other task touches.
     #[allow(clippy::too_many_arguments)]
-    fn block(
+    fn block<T: Tiles>(
         q: &[f32],
         sh: Shape,
         pn: &Panels,
@@ -666,7 +773,8 @@ mod simd {
         sc: &mut Scratch,
     ) {
         let (d, dh) = (sh.d, pn.dh);
-        let (bq, dhp) = (i1 - i0, pn.v_panels * NR);
+        let (nr, bq) = (pn.nr, i1 - i0);
+        let dhp = pn.v_panels * nr;
         let row0 = sq / sh.n_head * sh.tq + i0;
         let c0 = sq % sh.n_head * dh;
         let rows = bq.div_ceil(MR) * MR;
@@ -680,8 +788,8 @@ mod simd {
         }
         // The next block's queries, and this block's output rows, arrive while the tiles run.
         let next = Q_BLOCK.min(sh.tq - i1);
-        tile::prefetch_rows(q.as_ptr().wrapping_add((row0 + bq) * d + c0), next, d, dh);
-        tile::prefetch_rows(out.0.wrapping_add(row0 * d + c0), bq, d, dh);
+        x86_attn_f32::prefetch_rows(q.as_ptr().wrapping_add((row0 + bq) * d + c0), next, d, dh);
+        x86_attn_f32::prefetch_rows(out.0.wrapping_add(row0 * d + c0), bq, d, dh);
         // Keys past the last query's position are masked for every row: skip them.
         let tk = match mask {
             Mask::None => sh.tk,
@@ -691,39 +799,39 @@ mod simd {
         sc.l[..bq].fill(0.0);
         for j0 in (0..tk).step_by(K_TILE) {
             let nk = K_TILE.min(tk - j0);
-            for jp in 0..nk.div_ceil(NR) {
-                let panel = pn.k_panel(sq, j0 / NR + jp);
+            for jp in 0..nk.div_ceil(nr) {
+                let panel = pn.k_panel(sq, j0 / nr + jp);
                 for ic in (0..rows).step_by(MR) {
-                    // SAFETY: AVX-512 runs (the caller's check); sc.q holds Q_BLOCK ≥ ic + MR
-                    // rows of dh, the panel dh·NR values, and the [Q_BLOCK, K_TILE] score
-                    // tile has rows ic..ic + MR and columns jp·NR..(jp + 1)·NR ≤ K_TILE.
+                    // SAFETY: T's ISA runs (the caller's check); sc.q holds Q_BLOCK ≥ ic +
+                    // MR rows of dh, the panel dh·nr values, and the [Q_BLOCK, K_TILE]
+                    // score tile has rows ic..ic + MR and columns jp·nr..(jp + 1)·nr ≤
+                    // K_TILE.
                     unsafe {
-                        tile::scores::<MR, { NR / 16 }>(
+                        T::scores(
                             dh,
                             sc.q[ic * dh..].as_ptr(),
                             panel.as_ptr(),
-                            sc.s[ic * K_TILE + jp * NR..].as_mut_ptr(),
+                            sc.s[ic * K_TILE + jp * nr..].as_mut_ptr(),
                             K_TILE,
-                            None,
                         )
                     };
                 }
             }
-            softmax_tile(sc, bq, i0, j0, nk, mask);
+            softmax_tile::<T>(sc, bq, i0, j0, nk, mask);
             for cp in 0..pn.v_panels {
-                let vt = &pn.v_panel(sq, cp)[j0 * NR..][..nk * NR];
+                let vt = &pn.v_panel(sq, cp)[j0 * nr..][..nk * nr];
                 for ic in (0..rows).step_by(MR) {
                     let corr = (j0 > 0).then(|| sc.corr[ic..].as_ptr());
-                    // SAFETY: AVX-512 runs; sc.s holds rows ic..ic + MR of K_TILE ≥ nk
-                    // values, `vt` nk·NR values, sc.corr Q_BLOCK ≥ ic + MR values, and
-                    // sc.o rows ic..ic + MR of dhp ≥ (cp + 1)·NR columns.
+                    // SAFETY: T's ISA runs; sc.s holds rows ic..ic + MR of K_TILE ≥ nk
+                    // values, `vt` nk·nr values, sc.corr Q_BLOCK ≥ ic + MR values, and
+                    // sc.o rows ic..ic + MR of dhp ≥ (cp + 1)·nr columns.
                     unsafe {
-                        tile::values(
+                        T::values(
                             nk,
                             sc.s[ic * K_TILE..].as_ptr(),
                             K_TILE,
                             vt.as_ptr(),
-                            sc.o[ic * dhp + cp * NR..].as_mut_ptr(),
+                            sc.o[ic * dhp + cp * nr..].as_mut_ptr(),
                             dhp,
                             corr,
                         )
@@ -746,15 +854,22 @@ mod simd {
     /// Online softmax over the score tile's rows `0..bq` (keys `j0..j0 + nk`, scores in
     /// log2 units): each row becomes 2^(s − m') with m' its new running max, masked keys 0,
     /// and `corr` the factor 2^(m − m') that rescales the row's earlier output.
-    fn softmax_tile(sc: &mut Scratch, bq: usize, i0: usize, j0: usize, nk: usize, mask: Mask) {
+    fn softmax_tile<T: Tiles>(
+        sc: &mut Scratch,
+        bq: usize,
+        i0: usize,
+        j0: usize,
+        nk: usize,
+        mask: Mask,
+    ) {
         for r in 0..bq {
             let lim = match mask {
                 Mask::None => nk,
                 Mask::Causal { q_pos0 } => (q_pos0 + i0 + r + 1).saturating_sub(j0).min(nk),
             };
             let row = &mut sc.s[r * K_TILE..][..nk];
-            // SAFETY: AVX-512 runs (the caller's check).
-            let (m, sum, corr) = unsafe { tile::softmax_row(row, lim, sc.m[r]) };
+            // SAFETY: T's ISA runs (the caller's check).
+            let (m, sum, corr) = unsafe { T::softmax_row(row, lim, sc.m[r]) };
             sc.l[r] = sc.l[r] * corr + sum;
             sc.m[r] = m;
             sc.corr[r] = corr;

@@ -12,6 +12,8 @@ mod neon;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 #[cfg(target_arch = "x86_64")]
+pub(crate) mod x86_attn_avx2;
+#[cfg(target_arch = "x86_64")]
 pub(crate) mod x86_attn_f32;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86_bf16;

@@ -294,7 +294,7 @@ fn low_mask(n: usize) -> __mmask16 {
 
 /// Coefficients of the degree-6 polynomial for 2^f, f ∈ [−0.5, 0.5] (relative error
 /// < 1e-7 evaluated in f32, about one rounding).
-const EXP2_P: [f32; 7] = [
+pub(crate) const EXP2_P: [f32; 7] = [
     1.0,
     std::f32::consts::LN_2,
     0.240_226_46,

@@ -1,0 +1,424 @@
+//! AVX2 f32 micro-kernels for the many-query attention of
+//! [`crate::CpuBackend::attention`], the 8-lane counterparts of `x86_attn_f32`'s: an
+//! `MR × NR` score tile (keys packed in panels of `NR`), one row of the online softmax
+//! (2^(s − m) with the same degree-6 polynomial), and an `MR × NR` value tile. Both tiles
+//! keep their `6 × 16` outputs in 12 of the 16 registers and take two loads, six
+//! broadcasts and twelve fused multiply-adds per step.
+
+use std::arch::x86_64::*;
+
+use super::x86_attn_f32::EXP2_P;
+
+/// Keys (score tile) or value columns (value tile) per panel: two 8-lane registers.
+pub(crate) const NR: usize = 16;
+const V: usize = NR / 8;
+
+/// `s[r·lds + j] = Σ_{p < dh} q[r·dh + p] · k[p·NR + j]` for `r < M`, `j < NR` (a
+/// multiply-add per p, in order).
+///
+/// `q` Shape: [M, dh]; `k` Shape: [dh, NR] (one key panel); `s` Shape: [M, lds].
+///
+/// # Safety
+/// The CPU must have AVX2 and FMA; `q` must hold `M·dh` values, `k` `dh·NR`, and `s` rows
+/// `0..M` must be writable at columns `0..NR`.
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn scores<const M: usize>(
+    dh: usize,
+    q: *const f32,
+    k: *const f32,
+    s: *mut f32,
+    lds: usize,
+) {
+    let mut c = [[_mm256_setzero_ps(); V]; M];
+    for p in 0..dh {
+        // SAFETY: p < dh, so k[p·NR..(p + 1)·NR] and q[r·dh + p] (r < M) are in bounds.
+        unsafe {
+            let b = [
+                _mm256_loadu_ps(k.add(p * NR)),
+                _mm256_loadu_ps(k.add(p * NR + 8)),
+            ];
+            for (r, row) in c.iter_mut().enumerate() {
+                let a = _mm256_broadcast_ss(&*q.add(r * dh + p));
+                for (x, &bx) in row.iter_mut().zip(&b) {
+                    *x = _mm256_fmadd_ps(a, bx, *x);
+                }
+            }
+        }
+    }
+    for (r, row) in c.iter().enumerate() {
+        for (v, &x) in row.iter().enumerate() {
+            // SAFETY: row r < M of s, columns 0..NR (contract).
+            unsafe { _mm256_storeu_ps(s.add(r * lds + 8 * v), x) };
+        }
+    }
+}
+
+/// `o[r·ldo + c] = o[r·ldo + c] · corr[r] + Σ_{j < kc} p[r·ldp + j] · v[j·NR + c]` for
+/// `r < M`, `c < NR`; with `corr` None the old `o` is not read (taken as zero).
+///
+/// `p` Shape: [M, ldp]; `v` Shape: [kc, NR] (one value panel); `o` Shape: [M, ldo];
+/// `corr` Shape: [M].
+///
+/// # Safety
+/// The CPU must have AVX2 and FMA; `p` must hold `M` rows of `ldp ≥ kc` values, `v`
+/// `kc·NR` values, `corr` (when given) `M`, and `o` rows `0..M` columns `0..NR` must be
+/// valid for reads and writes.
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn values<const M: usize>(
+    kc: usize,
+    p: *const f32,
+    ldp: usize,
+    v: *const f32,
+    o: *mut f32,
+    ldo: usize,
+    corr: Option<*const f32>,
+) {
+    let mut c = [[_mm256_setzero_ps(); V]; M];
+    if let Some(corr) = corr {
+        for (r, row) in c.iter_mut().enumerate() {
+            // SAFETY: corr[r] and o's row r, columns 0..NR, are in bounds (contract).
+            unsafe {
+                let f = _mm256_broadcast_ss(&*corr.add(r));
+                for (i, x) in row.iter_mut().enumerate() {
+                    *x = _mm256_mul_ps(_mm256_loadu_ps(o.add(r * ldo + 8 * i)), f);
+                }
+            }
+        }
+    }
+    for j in 0..kc {
+        // SAFETY: j < kc, so v[j·NR..(j + 1)·NR] and p[r·ldp + j] (r < M) are in bounds.
+        unsafe {
+            let b = [
+                _mm256_loadu_ps(v.add(j * NR)),
+                _mm256_loadu_ps(v.add(j * NR + 8)),
+            ];
+            for (r, row) in c.iter_mut().enumerate() {
+                let a = _mm256_broadcast_ss(&*p.add(r * ldp + j));
+                for (x, &bx) in row.iter_mut().zip(&b) {
+                    *x = _mm256_fmadd_ps(a, bx, *x);
+                }
+            }
+        }
+    }
+    for (r, row) in c.iter().enumerate() {
+        for (i, &x) in row.iter().enumerate() {
+            // SAFETY: row r < M of o, columns 0..NR (contract).
+            unsafe { _mm256_storeu_ps(o.add(r * ldo + 8 * i), x) };
+        }
+    }
+}
+
+/// One key panel: `panel[p·NR + j] = k[j·ld + p]` for keys `j < rows`, `p < dh`; keys
+/// `rows..NR` zero. Transposes 8 × 8 blocks in registers.
+///
+/// `k` Shape: [rows, ld] (first `dh` of each row used); `panel` Shape: [dh, NR].
+///
+/// # Safety
+/// The CPU must have AVX2; `rows ≤ NR`; `k` must hold `(rows − 1)·ld + dh` values and
+/// `panel` `dh·NR`.
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn pack_k_panel(
+    k: *const f32,
+    ld: usize,
+    rows: usize,
+    dh: usize,
+    panel: *mut f32,
+) {
+    debug_assert!(rows <= NR);
+    for g in 0..V {
+        let keys = rows.saturating_sub(8 * g).min(8);
+        for p0 in (0..dh).step_by(8) {
+            let cols = (dh - p0).min(8);
+            let mut r = [_mm256_setzero_ps(); 8];
+            for (i, r) in r.iter_mut().enumerate().take(keys) {
+                let src = k.wrapping_add((8 * g + i) * ld + p0);
+                *r = if cols == 8 {
+                    // SAFETY: key 8g + i < rows, columns p0..p0 + 8 ≤ dh: inside `k`.
+                    unsafe { _mm256_loadu_ps(src) }
+                } else {
+                    let mut buf = [0f32; 8];
+                    // SAFETY: as above, `cols` values.
+                    unsafe { std::ptr::copy_nonoverlapping(src, buf.as_mut_ptr(), cols) };
+                    // SAFETY: 8 values of `buf`.
+                    unsafe { _mm256_loadu_ps(buf.as_ptr()) }
+                };
+            }
+            for (c, w) in transpose8(r).iter().enumerate().take(cols) {
+                // SAFETY: row p0 + c < dh of the panel, keys 8g..8g + 8 ≤ NR.
+                unsafe { _mm256_storeu_ps(panel.add((p0 + c) * NR + 8 * g), *w) };
+            }
+        }
+    }
+}
+
+/// The 8 × 8 transpose: lane i of result c is lane c of `r[i]`.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn transpose8(r: [__m256; 8]) -> [__m256; 8] {
+    let mut t = [_mm256_setzero_ps(); 8];
+    for i in 0..4 {
+        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    // Within each 128-bit half h of u[4i + c]: lane 4h + c of rows 4i..4i + 4.
+    let mut u = [_mm256_setzero_ps(); 8];
+    for i in 0..2 {
+        let (a, b, c, d) = (t[4 * i], t[4 * i + 1], t[4 * i + 2], t[4 * i + 3]);
+        u[4 * i] = _mm256_shuffle_ps::<0x44>(a, c);
+        u[4 * i + 1] = _mm256_shuffle_ps::<0xee>(a, c);
+        u[4 * i + 2] = _mm256_shuffle_ps::<0x44>(b, d);
+        u[4 * i + 3] = _mm256_shuffle_ps::<0xee>(b, d);
+    }
+    let mut w = [_mm256_setzero_ps(); 8];
+    for c in 0..4 {
+        w[c] = _mm256_permute2f128_ps::<0x20>(u[c], u[4 + c]);
+        w[4 + c] = _mm256_permute2f128_ps::<0x31>(u[c], u[4 + c]);
+    }
+    w
+}
+
+/// 2^t lane by lane (t ≤ 0 or small): t = r + f with r the nearest integer, the degree-6
+/// polynomial in f, times 2^r built in the exponent bits. Below 2^−126 it gives 0.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn exp2(t: __m256) -> __m256 {
+    let t = _mm256_max_ps(t, _mm256_set1_ps(-127.0));
+    let r = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(t);
+    let f = _mm256_sub_ps(t, r);
+    let mut p = _mm256_set1_ps(EXP2_P[6]);
+    for c in EXP2_P[..6].iter().rev() {
+        p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(*c));
+    }
+    // r = −127 makes a zero exponent field: 2^r reads as 0.
+    let e = _mm256_slli_epi32::<23>(_mm256_add_epi32(
+        _mm256_cvtps_epi32(r),
+        _mm256_set1_epi32(127),
+    ));
+    _mm256_mul_ps(p, _mm256_castsi256_ps(e))
+}
+
+/// Lanes `j` with `j < n` all ones, as a float mask.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn lanes_below(n: usize) -> __m256 {
+    let idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    let n = _mm256_set1_epi32(n.min(8) as i32);
+    _mm256_castsi256_ps(_mm256_cmpgt_epi32(n, idx))
+}
+
+/// Eight values of `x` from `i` (zeros past its end).
+///
+/// # Safety
+/// The CPU must have AVX; `i < x.len()`.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn load8(x: &[f32], i: usize) -> __m256 {
+    if i + 8 <= x.len() {
+        // SAFETY: x[i..i + 8] is in bounds.
+        unsafe { _mm256_loadu_ps(x.as_ptr().add(i)) }
+    } else {
+        let mut buf = [0f32; 8];
+        buf[..x.len() - i].copy_from_slice(&x[i..]);
+        // SAFETY: 8 values of `buf`.
+        unsafe { _mm256_loadu_ps(buf.as_ptr()) }
+    }
+}
+
+/// As `x86_attn_f32::softmax_row` (the same contract and results within the polynomial's
+/// rounding; values below 2^−126 flush to 0).
+///
+/// # Safety
+/// The CPU must have AVX2 and FMA. Panics unless `lim ≤ row.len()`.
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn softmax_row(row: &mut [f32], lim: usize, m: f32) -> (f32, f32, f32) {
+    assert!(lim <= row.len(), "softmax_row: lim past the row");
+    let n = row.len();
+    let neg = _mm256_set1_ps(f32::NEG_INFINITY);
+    let mut mv = _mm256_set1_ps(m);
+    for i in (0..lim).step_by(8) {
+        // SAFETY: i < lim ≤ n.
+        let x = unsafe { load8(row, i) };
+        mv = _mm256_max_ps(mv, _mm256_blendv_ps(neg, x, lanes_below(lim - i)));
+    }
+    let m_new = hmax(mv);
+    if m_new == f32::NEG_INFINITY {
+        row.fill(0.0);
+        return (m_new, 0.0, 1.0);
+    }
+    let mv = _mm256_set1_ps(m_new);
+    let mut sum = _mm256_setzero_ps();
+    for i in (0..n).step_by(8) {
+        // SAFETY: i < n.
+        let x = unsafe { load8(row, i) };
+        let live = lanes_below(lim.saturating_sub(i));
+        let y = _mm256_and_ps(exp2(_mm256_sub_ps(x, mv)), live);
+        sum = _mm256_add_ps(sum, y);
+        if i + 8 <= n {
+            // SAFETY: row[i..i + 8] is in bounds.
+            unsafe { _mm256_storeu_ps(row.as_mut_ptr().add(i), y) };
+        } else {
+            let mut buf = [0f32; 8];
+            // SAFETY: 8 values of `buf`.
+            unsafe { _mm256_storeu_ps(buf.as_mut_ptr(), y) };
+            row[i..].copy_from_slice(&buf[..n - i]);
+        }
+    }
+    // No earlier max: nothing to rescale (and 2^−∞ would give NaN here).
+    let corr = if m == f32::NEG_INFINITY {
+        0.0
+    } else {
+        _mm256_cvtss_f32(exp2(_mm256_set1_ps(m - m_new)))
+    };
+    (m_new, hsum(sum), corr)
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+fn hmax(v: __m256) -> f32 {
+    let h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+    let h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    let h = _mm_max_ss(h, _mm_shuffle_ps::<1>(h, h));
+    _mm_cvtss_f32(h)
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+fn hsum(v: __m256) -> f32 {
+    let h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+    let h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    let h = _mm_add_ss(h, _mm_shuffle_ps::<1>(h, h));
+    _mm_cvtss_f32(h)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::rand_vec;
+
+    fn avx2() -> bool {
+        let ok = sotto_isa::Isa::Avx2.is_supported();
+        if !ok {
+            eprintln!("skipped: no AVX2");
+        }
+        ok
+    }
+
+    #[test]
+    fn pack_k_panel_transposes() {
+        if !avx2() {
+            return;
+        }
+        for rows in [1, 7, 8, 9, 15, 16] {
+            for dh in [1, 5, 8, 13, 64] {
+                let ld = dh + 3;
+                let k = rand_vec((rows - 1) * ld + dh, 7);
+                let mut panel = vec![f32::NAN; dh * NR];
+                // SAFETY: AVX2 runs; k and panel have the documented lengths.
+                unsafe { pack_k_panel(k.as_ptr(), ld, rows, dh, panel.as_mut_ptr()) };
+                for p in 0..dh {
+                    for j in 0..NR {
+                        let want = if j < rows { k[j * ld + p] } else { 0.0 };
+                        assert_eq!(panel[p * NR + j], want, "rows {rows} dh {dh} p {p} j {j}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn tiles_match_sums_in_order() {
+        if !avx2() {
+            return;
+        }
+        let (dh, kc, ld) = (37, 29, 40);
+        let q = rand_vec(6 * dh, 1);
+        let k = rand_vec(dh * NR, 2);
+        let mut s = vec![f32::NAN; 6 * ld];
+        // SAFETY: AVX2 and FMA run; the buffers have the documented lengths.
+        unsafe { scores::<6>(dh, q.as_ptr(), k.as_ptr(), s.as_mut_ptr(), ld) };
+        for r in 0..6 {
+            for j in 0..NR {
+                let want = (0..dh).fold(0f32, |a, p| q[r * dh + p].mul_add(k[p * NR + j], a));
+                assert_eq!(s[r * ld + j], want, "scores {r} {j}");
+            }
+        }
+        let p = rand_vec(6 * ld, 3);
+        let v = rand_vec(kc * NR, 4);
+        let corr = rand_vec(6, 5);
+        let o0 = rand_vec(6 * ld, 6);
+        for with_corr in [false, true] {
+            let mut o = o0.clone();
+            let c = with_corr.then_some(corr.as_ptr());
+            // SAFETY: as above.
+            unsafe { values::<6>(kc, p.as_ptr(), ld, v.as_ptr(), o.as_mut_ptr(), ld, c) };
+            for r in 0..6 {
+                for j in 0..NR {
+                    let start = if with_corr {
+                        o0[r * ld + j] * corr[r]
+                    } else {
+                        0.0
+                    };
+                    let want = (0..kc).fold(start, |a, i| p[r * ld + i].mul_add(v[i * NR + j], a));
+                    assert_eq!(o[r * ld + j], want, "values {with_corr} {r} {j}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn softmax_row_matches_exp2() {
+        if !avx2() {
+            return;
+        }
+        for (n, lim, m) in [
+            (37, 37, f32::NEG_INFINITY),
+            (64, 20, 3.0),
+            (33, 0, 1.5),
+            (16, 9, 40.0),
+            (5, 3, f32::NEG_INFINITY),
+        ] {
+            let s: Vec<f32> = rand_vec(n, 3).iter().map(|x| x * 20.0).collect();
+            let mut row = s.clone();
+            // SAFETY: AVX2 and FMA run.
+            let (m_new, sum, corr) = unsafe { softmax_row(&mut row, lim, m) };
+            let want_m = s[..lim].iter().copied().fold(m, f32::max);
+            assert_eq!(m_new, want_m);
+            if m_new == f32::NEG_INFINITY {
+                assert!(row.iter().all(|&v| v == 0.0) && (sum, corr) == (0.0, 1.0));
+                continue;
+            }
+            let mut want_sum = 0.0f64;
+            for (j, (&got, &x)) in row.iter().zip(&s).enumerate() {
+                let want = if j < lim {
+                    ((x - want_m) as f64).exp2()
+                } else {
+                    0.0
+                };
+                want_sum += want;
+                assert!(
+                    (got as f64 - want).abs() <= 2e-7 * want,
+                    "{n} {lim} {j}: {got} {want}"
+                );
+            }
+            assert!(
+                (sum as f64 - want_sum).abs() <= 1e-6 * want_sum,
+                "{sum} {want_sum}"
+            );
+            let want_corr = if m == f32::NEG_INFINITY {
+                0.0
+            } else {
+                ((m - want_m) as f64).exp2()
+            };
+            assert!(
+                (corr as f64 - want_corr).abs() <= 2e-7 * want_corr,
+                "{corr} {want_corr}"
+            );
+        }
+        // Far below the max: 0, not NaN or garbage.
+        let mut row = [0.0f32, -300.0, -126.5, -10.0];
+        // SAFETY: AVX2 and FMA run.
+        let (_, _, _) = unsafe { softmax_row(&mut row, 4, f32::NEG_INFINITY) };
+        assert_eq!(row[1], 0.0);
+        assert!(row[2] >= 0.0 && row[2] < 1e-37 && (row[3] - 2f32.powi(-10)).abs() < 1e-9);
+    }
+}
