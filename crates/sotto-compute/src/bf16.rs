@@ -412,6 +412,7 @@ impl CpuBackend {
             mc: MC,
             nc: NC,
             kc: KC,
+            rows_outer: false,
         };
         for_each_tile(self.isa, blocks, (m, n, kp), out, epi, |t, c, ldc| {
             let b = &pw.panel(t.jc / NR)[t.p0 * NR..(t.p0 + t.len) * NR];

@@ -1,7 +1,7 @@
 //! The blocked loop nest the many-row GEMMs share (bf16 in `bf16.rs`, f32 in
 //! `f32gemm.rs`, int8 in `int8.rs`): output blocks of `mc × nc` in parallel, row blocks outermost; within a
-//! block, k in cache blocks of at most `kc`, then column panels of `nr`, then row tiles of
-//! `mr`; GELU on each finished block while it is hot. A block can also be finished in a
+//! block, k in cache blocks of at most `kc`, then column panels of `nr` and row tiles of
+//! `mr` (either one outermost); GELU on each finished block while it is hot. A block can also be finished in a
 //! per-thread buffer and handed on ([`Out::Blocks`]): added onto a residual, or packed.
 
 use std::cell::RefCell;
@@ -62,6 +62,11 @@ pub(crate) struct Blocks {
     pub nc: usize,
     /// Most k units (pairs for bf16, values for f32) per cache block.
     pub kc: usize,
+    /// Within a k block, row tiles outermost: each row tile's activations stay in L1
+    /// while the weight panels stream from L2 (AVX2's f32 GEMM, whose 24 KiB panel
+    /// blocks and the row tile do not fit L1 together). Otherwise column panels
+    /// outermost: each panel block stays in L1 while the row tiles pass.
+    pub rows_outer: bool,
 }
 
 /// One microkernel call: output rows `ic..ic + rows`, columns `jc..jc + cols`, k units
@@ -156,8 +161,17 @@ pub(crate) fn for_each_tile(
         let run = |base: OutPtr, ld: usize, origin: (usize, usize)| {
             for p0 in (0..k.max(1)).step_by(kc) {
                 let len = kc.min(k - p0);
-                for jc in (j0..j1).step_by(b.nr) {
-                    for ic in (i0..i1).step_by(b.mr) {
+                let rows_outer = b.rows_outer;
+                let (n_j, n_i) = ((j1 - j0).div_ceil(b.nr), (i1 - i0).div_ceil(b.mr));
+                let (n_outer, n_inner) = if rows_outer { (n_i, n_j) } else { (n_j, n_i) };
+                for outer in 0..n_outer {
+                    for inner in 0..n_inner {
+                        let (jt, it) = if rows_outer {
+                            (inner, outer)
+                        } else {
+                            (outer, inner)
+                        };
+                        let (jc, ic) = (j0 + jt * b.nr, i0 + it * b.mr);
                         let (rows, cols) = (b.mr.min(i1 - ic), b.nr.min(j1 - jc));
                         let (acc, last) = (p0 > 0, p0 + len >= k);
                         let t = Tile {

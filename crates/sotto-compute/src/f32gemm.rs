@@ -26,16 +26,19 @@ const NR_AVX512: usize = 64;
 const NR_AVX2: usize = 16;
 
 /// The cache blocks of the tile `nr` wide. AVX-512: a `KC·NR` weight panel block is 32 KiB
-/// (L1). AVX2: 16 KiB, so twice the k per block halves the passes over the output. Row
-/// blocks of 16 tiles keep their activations in L2.
+/// (L1) and stays there while the row tiles pass. AVX2: a whole d = 384 per k block, fewer
+/// passes that reload and store the output tiles; each row tile (9 KiB) stays in L1 while
+/// the block's 16 panels stream from L2 (on Zen 3, 3–12% faster than 256 and panels
+/// outermost). Row blocks of 16 tiles keep their activations in L2.
 fn blocks(nr: usize) -> Blocks {
-    let kc = if nr == NR_AVX512 { 128 } else { 256 };
+    let avx2 = nr == NR_AVX2;
     Blocks {
         mr: MR,
         nr,
         mc: 16 * MR,
         nc: 256,
-        kc,
+        kc: if avx2 { 384 } else { 128 },
+        rows_outer: avx2,
     }
 }
 

@@ -287,6 +287,7 @@ impl CpuBackend {
             mc: MC,
             nc: NC,
             kc: usize::MAX,
+            rows_outer: false,
         };
         for_each_tile(
             self.isa,
