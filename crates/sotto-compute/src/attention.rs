@@ -518,12 +518,21 @@ mod simd {
     /// `MR × NR` tiles (see `x86_attn_f32` and `x86_attn_avx2` for the contracts).
     pub(super) trait Tiles {
         const NR: usize;
+        /// Lanes of a score tile's folded row maxima.
+        const LANES: usize;
         /// # Safety
         /// As `x86_attn_f32::pack_k_panel` with W = NR.
         unsafe fn pack_k_panel(k: *const f32, ld: usize, rows: usize, dh: usize, p: *mut f32);
         /// # Safety
-        /// As `x86_attn_f32::scores` with M = MR, W = NR.
-        unsafe fn scores(dh: usize, q: *const f32, k: *const f32, s: *mut f32, lds: usize);
+        /// As `x86_attn_f32::scores` with M = MR, W = NR, and `LANES` lane maxima per row.
+        unsafe fn scores(
+            dh: usize,
+            q: *const f32,
+            k: *const f32,
+            s: *mut f32,
+            lds: usize,
+            row_max: Option<(*mut f32, usize)>,
+        );
         /// # Safety
         /// As `x86_attn_f32::values`.
         #[allow(clippy::too_many_arguments)]
@@ -538,7 +547,12 @@ mod simd {
         );
         /// # Safety
         /// As `x86_attn_f32::softmax_row`.
-        unsafe fn softmax_row(row: &mut [f32], lim: usize, m: f32) -> (f32, f32, f32);
+        unsafe fn softmax_row(
+            row: &mut [f32],
+            lim: usize,
+            m: f32,
+            row_max: Option<f32>,
+        ) -> (f32, f32, f32);
     }
 
     /// 64-wide panels, 24-register tiles.
@@ -548,13 +562,23 @@ mod simd {
 
     impl Tiles for Avx512 {
         const NR: usize = x86_attn_f32::NR;
+        const LANES: usize = 16;
         unsafe fn pack_k_panel(k: *const f32, ld: usize, rows: usize, dh: usize, p: *mut f32) {
             // SAFETY: the caller's contract.
             unsafe { x86_attn_f32::pack_k_panel::<{ x86_attn_f32::NR }>(k, ld, rows, dh, p) }
         }
-        unsafe fn scores(dh: usize, q: *const f32, k: *const f32, s: *mut f32, lds: usize) {
+        unsafe fn scores(
+            dh: usize,
+            q: *const f32,
+            k: *const f32,
+            s: *mut f32,
+            lds: usize,
+            row_max: Option<(*mut f32, usize)>,
+        ) {
             // SAFETY: the caller's contract.
-            unsafe { x86_attn_f32::scores::<MR, { x86_attn_f32::NR / 16 }>(dh, q, k, s, lds, None) }
+            unsafe {
+                x86_attn_f32::scores::<MR, { x86_attn_f32::NR / 16 }>(dh, q, k, s, lds, row_max)
+            }
         }
         unsafe fn values(
             kc: usize,
@@ -568,21 +592,34 @@ mod simd {
             // SAFETY: the caller's contract.
             unsafe { x86_attn_f32::values(kc, p, ldp, v, o, ldo, corr) }
         }
-        unsafe fn softmax_row(row: &mut [f32], lim: usize, m: f32) -> (f32, f32, f32) {
+        unsafe fn softmax_row(
+            row: &mut [f32],
+            lim: usize,
+            m: f32,
+            row_max: Option<f32>,
+        ) -> (f32, f32, f32) {
             // SAFETY: the caller's contract.
-            unsafe { x86_attn_f32::softmax_row(row, lim, m) }
+            unsafe { x86_attn_f32::softmax_row(row, lim, m, row_max) }
         }
     }
 
     impl Tiles for Avx2 {
         const NR: usize = x86_attn_avx2::NR;
+        const LANES: usize = 8;
         unsafe fn pack_k_panel(k: *const f32, ld: usize, rows: usize, dh: usize, p: *mut f32) {
             // SAFETY: the caller's contract.
             unsafe { x86_attn_avx2::pack_k_panel(k, ld, rows, dh, p) }
         }
-        unsafe fn scores(dh: usize, q: *const f32, k: *const f32, s: *mut f32, lds: usize) {
+        unsafe fn scores(
+            dh: usize,
+            q: *const f32,
+            k: *const f32,
+            s: *mut f32,
+            lds: usize,
+            row_max: Option<(*mut f32, usize)>,
+        ) {
             // SAFETY: the caller's contract.
-            unsafe { x86_attn_avx2::scores::<MR>(dh, q, k, s, lds) }
+            unsafe { x86_attn_avx2::scores::<MR>(dh, q, k, s, lds, row_max) }
         }
         unsafe fn values(
             kc: usize,
@@ -596,9 +633,14 @@ mod simd {
             // SAFETY: the caller's contract.
             unsafe { x86_attn_avx2::values::<MR>(kc, p, ldp, v, o, ldo, corr) }
         }
-        unsafe fn softmax_row(row: &mut [f32], lim: usize, m: f32) -> (f32, f32, f32) {
+        unsafe fn softmax_row(
+            row: &mut [f32],
+            lim: usize,
+            m: f32,
+            row_max: Option<f32>,
+        ) -> (f32, f32, f32) {
             // SAFETY: the caller's contract.
-            unsafe { x86_attn_avx2::softmax_row(row, lim, m) }
+            unsafe { x86_attn_avx2::softmax_row(row, lim, m, row_max) }
         }
     }
 
@@ -702,11 +744,15 @@ mod simd {
         m: Vec<f32>,
         l: Vec<f32>,
         corr: Vec<f32>,
+        /// Each row's lane maxima of this key tile's scores, folded by the score tile
+        /// (unmasked attention). Shape: [Q_BLOCK, LANES].
+        mv: Vec<f32>,
     }
 
     impl Scratch {
         fn new(pn: &Panels) -> Self {
             Self {
+                mv: vec![0.0; Q_BLOCK * 16],
                 q: vec![0.0; Q_BLOCK * pn.dh],
                 s: vec![0.0; Q_BLOCK * K_TILE],
                 o: vec![0.0; Q_BLOCK * pn.v_panels * pn.nr],
@@ -797,15 +843,23 @@ mod simd {
         };
         sc.m[..bq].fill(f32::NEG_INFINITY);
         sc.l[..bq].fill(0.0);
+        // Unmasked, the score tile folds each row's max as it goes (a masked row's max
+        // depends on the row).
+        let fold = mask == Mask::None;
         for j0 in (0..tk).step_by(K_TILE) {
             let nk = K_TILE.min(tk - j0);
+            if fold {
+                sc.mv.fill(f32::NEG_INFINITY);
+            }
             for jp in 0..nk.div_ceil(nr) {
                 let panel = pn.k_panel(sq, j0 / nr + jp);
                 for ic in (0..rows).step_by(MR) {
+                    let mv = sc.mv[ic * T::LANES..].as_mut_ptr();
+                    let row_max = fold.then_some((mv, nk - jp * nr));
                     // SAFETY: T's ISA runs (the caller's check); sc.q holds Q_BLOCK ≥ ic +
-                    // MR rows of dh, the panel dh·nr values, and the [Q_BLOCK, K_TILE]
-                    // score tile has rows ic..ic + MR and columns jp·nr..(jp + 1)·nr ≤
-                    // K_TILE.
+                    // MR rows of dh, the panel dh·nr values, the [Q_BLOCK, K_TILE] score
+                    // tile has rows ic..ic + MR and columns jp·nr..(jp + 1)·nr ≤ K_TILE,
+                    // and sc.mv rows ic..ic + MR of LANES ≤ 16.
                     unsafe {
                         T::scores(
                             dh,
@@ -813,11 +867,12 @@ mod simd {
                             panel.as_ptr(),
                             sc.s[ic * K_TILE + jp * nr..].as_mut_ptr(),
                             K_TILE,
+                            row_max,
                         )
                     };
                 }
             }
-            softmax_tile::<T>(sc, bq, i0, j0, nk, mask);
+            softmax_tile::<T>(sc, bq, i0, j0, nk, mask, fold);
             for cp in 0..pn.v_panels {
                 let vt = &pn.v_panel(sq, cp)[j0 * nr..][..nk * nr];
                 for ic in (0..rows).step_by(MR) {
@@ -853,7 +908,8 @@ mod simd {
 
     /// Online softmax over the score tile's rows `0..bq` (keys `j0..j0 + nk`, scores in
     /// log2 units): each row becomes 2^(s − m') with m' its new running max, masked keys 0,
-    /// and `corr` the factor 2^(m − m') that rescales the row's earlier output.
+    /// and `corr` the factor 2^(m − m') that rescales the row's earlier output. `folded`:
+    /// the score tile left each row's lane maxima in `sc.mv`.
     fn softmax_tile<T: Tiles>(
         sc: &mut Scratch,
         bq: usize,
@@ -861,6 +917,7 @@ mod simd {
         j0: usize,
         nk: usize,
         mask: Mask,
+        folded: bool,
     ) {
         for r in 0..bq {
             let lim = match mask {
@@ -868,8 +925,10 @@ mod simd {
                 Mask::Causal { q_pos0 } => (q_pos0 + i0 + r + 1).saturating_sub(j0).min(nk),
             };
             let row = &mut sc.s[r * K_TILE..][..nk];
+            let lanes = &sc.mv[r * T::LANES..][..T::LANES];
+            let row_max = folded.then(|| lanes.iter().copied().fold(f32::NEG_INFINITY, f32::max));
             // SAFETY: T's ISA runs (the caller's check).
-            let (m, sum, corr) = unsafe { T::softmax_row(row, lim, sc.m[r]) };
+            let (m, sum, corr) = unsafe { T::softmax_row(row, lim, sc.m[r], row_max) };
             sc.l[r] = sc.l[r] * corr + sum;
             sc.m[r] = m;
             sc.corr[r] = corr;

@@ -26,10 +26,10 @@ const NR_AVX512: usize = 64;
 const NR_AVX2: usize = 16;
 
 /// The cache blocks of the tile `nr` wide. AVX-512: a `KC·NR` weight panel block is 32 KiB
-/// (L1) and stays there while the row tiles pass. AVX2: a whole d = 384 per k block, fewer
-/// passes that reload and store the output tiles; each row tile (9 KiB) stays in L1 while
-/// the block's 16 panels stream from L2 (on Zen 3, 3–12% faster than 256 and panels
-/// outermost). Row blocks of 16 tiles keep their activations in L2.
+/// (L1) and stays there while the row tiles pass. AVX2: a whole d (384, 512) per k block,
+/// fewer passes that reload and store the output tiles; each row tile (≤ 12 KiB) stays in
+/// L1 while the block's 16 panels stream from L2 (on Zen 3, 3–12% faster than 256 and
+/// panels outermost). Row blocks of 16 tiles keep their activations in L2.
 fn blocks(nr: usize) -> Blocks {
     let avx2 = nr == NR_AVX2;
     Blocks {
@@ -37,7 +37,7 @@ fn blocks(nr: usize) -> Blocks {
         nr,
         mc: 16 * MR,
         nc: 256,
-        kc: if avx2 { 384 } else { 128 },
+        kc: if avx2 { 512 } else { 128 },
         rows_outer: avx2,
     }
 }

@@ -16,11 +16,15 @@ const V: usize = NR / 8;
 /// `s[r·lds + j] = Σ_{p < dh} q[r·dh + p] · k[p·NR + j]` for `r < M`, `j < NR` (a
 /// multiply-add per p, in order).
 ///
-/// `q` Shape: [M, dh]; `k` Shape: [dh, NR] (one key panel); `s` Shape: [M, lds].
+/// With `row_max` = (`mv`, `cols`), also folds each row's scores at columns `< cols` into
+/// that row's 8 running lane maxima, `mv[r·8..(r + 1)·8]`, while they are in registers.
+///
+/// `q` Shape: [M, dh]; `k` Shape: [dh, NR] (one key panel); `s` Shape: [M, lds]; `mv`
+/// Shape: [M, 8].
 ///
 /// # Safety
 /// The CPU must have AVX2 and FMA; `q` must hold `M·dh` values, `k` `dh·NR`, and `s` rows
-/// `0..M` must be writable at columns `0..NR`.
+/// `0..M` must be writable at columns `0..NR`; `mv`, when given, `M·8` values.
 #[target_feature(enable = "avx2,fma")]
 pub(crate) unsafe fn scores<const M: usize>(
     dh: usize,
@@ -28,6 +32,7 @@ pub(crate) unsafe fn scores<const M: usize>(
     k: *const f32,
     s: *mut f32,
     lds: usize,
+    row_max: Option<(*mut f32, usize)>,
 ) {
     let mut c = [[_mm256_setzero_ps(); V]; M];
     for p in 0..dh {
@@ -49,6 +54,21 @@ pub(crate) unsafe fn scores<const M: usize>(
         for (v, &x) in row.iter().enumerate() {
             // SAFETY: row r < M of s, columns 0..NR (contract).
             unsafe { _mm256_storeu_ps(s.add(r * lds + 8 * v), x) };
+        }
+    }
+    if let Some((mv, cols)) = row_max {
+        let neg = _mm256_set1_ps(f32::NEG_INFINITY);
+        for (r, row) in c.iter().enumerate() {
+            // SAFETY: mv holds M·8 values (the caller's contract).
+            unsafe {
+                let at = mv.add(8 * r);
+                let mut mx = _mm256_loadu_ps(at);
+                for (v, &x) in row.iter().enumerate() {
+                    let live = lanes_below(cols.saturating_sub(8 * v));
+                    mx = _mm256_max_ps(mx, _mm256_blendv_ps(neg, x, live));
+                }
+                _mm256_storeu_ps(at, mx);
+            }
         }
     }
 }
@@ -230,17 +250,27 @@ unsafe fn load8(x: &[f32], i: usize) -> __m256 {
 /// # Safety
 /// The CPU must have AVX2 and FMA. Panics unless `lim ≤ row.len()`.
 #[target_feature(enable = "avx2,fma")]
-pub(crate) unsafe fn softmax_row(row: &mut [f32], lim: usize, m: f32) -> (f32, f32, f32) {
+pub(crate) unsafe fn softmax_row(
+    row: &mut [f32],
+    lim: usize,
+    m: f32,
+    row_max: Option<f32>,
+) -> (f32, f32, f32) {
     assert!(lim <= row.len(), "softmax_row: lim past the row");
     let n = row.len();
-    let neg = _mm256_set1_ps(f32::NEG_INFINITY);
-    let mut mv = _mm256_set1_ps(m);
-    for i in (0..lim).step_by(8) {
-        // SAFETY: i < lim ≤ n.
-        let x = unsafe { load8(row, i) };
-        mv = _mm256_max_ps(mv, _mm256_blendv_ps(neg, x, lanes_below(lim - i)));
-    }
-    let m_new = hmax(mv);
+    let m_new = match row_max {
+        Some(t) => t.max(m),
+        None => {
+            let neg = _mm256_set1_ps(f32::NEG_INFINITY);
+            let mut mv = _mm256_set1_ps(m);
+            for i in (0..lim).step_by(8) {
+                // SAFETY: i < lim ≤ n.
+                let x = unsafe { load8(row, i) };
+                mv = _mm256_max_ps(mv, _mm256_blendv_ps(neg, x, lanes_below(lim - i)));
+            }
+            hmax(mv)
+        }
+    };
     if m_new == f32::NEG_INFINITY {
         row.fill(0.0);
         return (m_new, 0.0, 1.0);
@@ -335,11 +365,32 @@ mod tests {
         let k = rand_vec(dh * NR, 2);
         let mut s = vec![f32::NAN; 6 * ld];
         // SAFETY: AVX2 and FMA run; the buffers have the documented lengths.
-        unsafe { scores::<6>(dh, q.as_ptr(), k.as_ptr(), s.as_mut_ptr(), ld) };
+        unsafe { scores::<6>(dh, q.as_ptr(), k.as_ptr(), s.as_mut_ptr(), ld, None) };
         for r in 0..6 {
             for j in 0..NR {
                 let want = (0..dh).fold(0f32, |a, p| q[r * dh + p].mul_add(k[p * NR + j], a));
                 assert_eq!(s[r * ld + j], want, "scores {r} {j}");
+            }
+        }
+        // The folded lane maxima: columns below `cols` only, onto the earlier maxima.
+        for cols in [0, 5, 8, 11, 16] {
+            let mut mv = vec![f32::NEG_INFINITY; 6 * 8];
+            mv[3] = 1e9;
+            let mut s2 = vec![f32::NAN; 6 * ld];
+            let rm = Some((mv.as_mut_ptr(), cols));
+            // SAFETY: as above; mv holds 6·8 values.
+            unsafe { scores::<6>(dh, q.as_ptr(), k.as_ptr(), s2.as_mut_ptr(), ld, rm) };
+            for r in 0..6 {
+                assert_eq!(s2[r * ld..r * ld + NR], s[r * ld..r * ld + NR]);
+            }
+            for r in 0..6 {
+                let lanes = &mv[8 * r..8 * r + 8];
+                let got = lanes.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                let want = s[r * ld..r * ld + cols]
+                    .iter()
+                    .copied()
+                    .fold(if r == 0 { 1e9 } else { f32::NEG_INFINITY }, f32::max);
+                assert_eq!(got, want, "cols {cols} row {r}");
             }
         }
         let p = rand_vec(6 * ld, 3);
@@ -380,9 +431,15 @@ mod tests {
             let s: Vec<f32> = rand_vec(n, 3).iter().map(|x| x * 20.0).collect();
             let mut row = s.clone();
             // SAFETY: AVX2 and FMA run.
-            let (m_new, sum, corr) = unsafe { softmax_row(&mut row, lim, m) };
+            let (m_new, sum, corr) = unsafe { softmax_row(&mut row, lim, m, None) };
             let want_m = s[..lim].iter().copied().fold(m, f32::max);
             assert_eq!(m_new, want_m);
+            // The same with the row's max given.
+            let mut row2 = s.clone();
+            let tile_max = s[..lim].iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            // SAFETY: AVX2 and FMA run.
+            let got = unsafe { softmax_row(&mut row2, lim, m, Some(tile_max)) };
+            assert_eq!((got, &row2), ((m_new, sum, corr), &row));
             if m_new == f32::NEG_INFINITY {
                 assert!(row.iter().all(|&v| v == 0.0) && (sum, corr) == (0.0, 1.0));
                 continue;
@@ -417,7 +474,7 @@ mod tests {
         // Far below the max: 0, not NaN or garbage.
         let mut row = [0.0f32, -300.0, -126.5, -10.0];
         // SAFETY: AVX2 and FMA run.
-        let (_, _, _) = unsafe { softmax_row(&mut row, 4, f32::NEG_INFINITY) };
+        let (_, _, _) = unsafe { softmax_row(&mut row, 4, f32::NEG_INFINITY, None) };
         assert_eq!(row[1], 0.0);
         assert!(row[2] >= 0.0 && row[2] < 1e-37 && (row[3] - 2f32.powi(-10)).abs() < 1e-9);
     }

@@ -321,24 +321,38 @@ fn exp2(t: __m512, keep: __mmask16) -> __m512 {
 
 /// One row of the online softmax over a key tile, scores in log2 units: with
 /// m' = max(m, s_0..s_lim), `row[j] = 2^(s_j − m')` for j < lim and 0 for j ≥ lim.
+/// `row_max`, when given, is max(s_0..s_lim) already (folded by the score tile), and the
+/// row is not read for it.
 /// Returns (m', Σ_j row[j], 2^(m − m')); a row with m' = −∞ (no score and no earlier max)
 /// is all zeros and returns (−∞, 0, 1). Scores must be finite.
 ///
 /// # Safety
 /// The CPU must have AVX-512 F. Panics unless `lim ≤ row.len()`.
 #[target_feature(enable = "avx512f")]
-pub(crate) unsafe fn softmax_row(row: &mut [f32], lim: usize, m: f32) -> (f32, f32, f32) {
+pub(crate) unsafe fn softmax_row(
+    row: &mut [f32],
+    lim: usize,
+    m: f32,
+    row_max: Option<f32>,
+) -> (f32, f32, f32) {
     assert!(lim <= row.len(), "softmax_row: lim past the row");
     let (n, px) = (row.len(), row.as_mut_ptr());
-    let mut mv = _mm512_set1_ps(m);
-    let mut i = 0;
-    while i < lim {
-        let lanes = low_mask((lim - i).min(16));
-        // SAFETY: the mask keeps the load inside row[i..lim].
-        mv = unsafe { _mm512_mask_max_ps(mv, lanes, mv, _mm512_maskz_loadu_ps(lanes, px.add(i))) };
-        i += 16;
-    }
-    let m_new = _mm512_reduce_max_ps(mv);
+    let m_new = match row_max {
+        Some(t) => t.max(m),
+        None => {
+            let mut mv = _mm512_set1_ps(m);
+            let mut i = 0;
+            while i < lim {
+                let lanes = low_mask((lim - i).min(16));
+                // SAFETY: the mask keeps the load inside row[i..lim].
+                mv = unsafe {
+                    _mm512_mask_max_ps(mv, lanes, mv, _mm512_maskz_loadu_ps(lanes, px.add(i)))
+                };
+                i += 16;
+            }
+            _mm512_reduce_max_ps(mv)
+        }
+    };
     if m_new == f32::NEG_INFINITY {
         row.fill(0.0);
         return (m_new, 0.0, 1.0);
@@ -435,7 +449,7 @@ mod tests {
             let s: Vec<f32> = rand_vec(n, 3).iter().map(|x| x * 20.0).collect();
             let mut row = s.clone();
             // SAFETY: AVX-512 F runs.
-            let (m_new, sum, corr) = unsafe { softmax_row(&mut row, lim, m) };
+            let (m_new, sum, corr) = unsafe { softmax_row(&mut row, lim, m, None) };
             let want_m = s[..lim].iter().copied().fold(m, f32::max);
             assert_eq!(m_new, want_m);
             let mut want_sum = 0.0f64;
@@ -467,7 +481,7 @@ mod tests {
         }
         let mut empty = [0.0f32; 5];
         // SAFETY: AVX-512 F runs.
-        let got = unsafe { softmax_row(&mut empty, 0, f32::NEG_INFINITY) };
+        let got = unsafe { softmax_row(&mut empty, 0, f32::NEG_INFINITY, None) };
         assert_eq!(got, (f32::NEG_INFINITY, 0.0, 1.0));
     }
 }
