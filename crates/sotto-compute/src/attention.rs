@@ -491,6 +491,8 @@ fn few_queries_shared(
 /// the same key tiles and online softmax as [`head_block`], with per-thread scratch.
 #[cfg(target_arch = "x86_64")]
 mod simd {
+    use std::cell::RefCell;
+
     use rayon::prelude::*;
 
     use super::{Mask, Q_BLOCK};
@@ -750,17 +752,34 @@ mod simd {
     }
 
     impl Scratch {
-        fn new(pn: &Panels) -> Self {
+        const fn empty() -> Self {
             Self {
-                mv: vec![0.0; Q_BLOCK * 16],
-                q: vec![0.0; Q_BLOCK * pn.dh],
-                s: vec![0.0; Q_BLOCK * K_TILE],
-                o: vec![0.0; Q_BLOCK * pn.v_panels * pn.nr],
-                m: vec![0.0; Q_BLOCK],
-                l: vec![0.0; Q_BLOCK],
-                corr: vec![1.0; Q_BLOCK],
+                mv: Vec::new(),
+                q: Vec::new(),
+                s: Vec::new(),
+                o: Vec::new(),
+                m: Vec::new(),
+                l: Vec::new(),
+                corr: Vec::new(),
             }
         }
+
+        /// Sizes the buffers for `pn` (contents are rewritten before they are read).
+        fn fit(&mut self, pn: &Panels) {
+            self.mv.resize(Q_BLOCK * 16, 0.0);
+            self.q.resize(Q_BLOCK * pn.dh, 0.0);
+            self.s.resize(Q_BLOCK * K_TILE, 0.0);
+            self.o.resize(Q_BLOCK * pn.v_panels * pn.nr, 0.0);
+            self.m.resize(Q_BLOCK, 0.0);
+            self.l.resize(Q_BLOCK, 0.0);
+            self.corr.resize(Q_BLOCK, 1.0);
+        }
+    }
+
+    thread_local! {
+        /// Each thread's [`Scratch`], kept between calls: an encoder layer's attention
+        /// would otherwise allocate and zero ~200 KiB per task split.
+        static SCRATCH: RefCell<Scratch> = const { RefCell::new(Scratch::empty()) };
     }
 
     /// `attention`'s arguments: q, k, v, shapes, mask, scale, out, scratch pool.
@@ -792,12 +811,18 @@ mod simd {
             block::<T>(q, sh, &panels, sq, i0, i1, mask, scale, dst, sc);
         };
         let tasks = sh.batch * sh.n_head * n_blocks;
+        // A task starts no pool work, so no task stolen onto this thread finds the
+        // scratch borrowed.
+        let run = |t: usize| {
+            SCRATCH.with_borrow_mut(|sc| {
+                sc.fit(&panels);
+                task(sc, t)
+            })
+        };
         if tasks == 1 {
-            task(&mut Scratch::new(&panels), 0);
+            run(0);
         } else {
-            (0..tasks)
-                .into_par_iter()
-                .for_each_init(|| Scratch::new(&panels), task);
+            (0..tasks).into_par_iter().for_each(run);
         }
         pool.give(panels.k);
         pool.give(panels.v);
