@@ -86,31 +86,84 @@ pub(crate) unsafe fn tile_avx2<const M: usize, const V: usize>(
     if let Some(bias) = bias {
         assert!(bias.len() >= cols, "bias shorter than the tile");
     }
-    let whole = rows == M && cols == w;
-    // A partial tile runs on a whole local block (zeros past its rows and columns).
-    let mut local = [[0f32; 32]; 8];
-    assert!(
-        M <= local.len() && w <= local[0].len(),
-        "tile_avx2: tile too large"
-    );
-    let (dst, ld) = if whole {
-        (c, ldc)
+    if rows == M && cols == w {
+        // SAFETY: the whole tile is in `c` (this fn's contract) and bias has w values.
+        unsafe { whole_avx2::<M, V>(kc, a, lda, b, c, ldc, acc, bias.map(|b| b.as_ptr())) };
     } else {
-        if acc {
-            for (r, row) in local.iter_mut().enumerate().take(rows) {
-                // SAFETY: c rows 0..rows are readable at columns 0..cols (contract).
-                let src = unsafe { std::slice::from_raw_parts(c.add(r * ldc), cols) };
-                row[..cols].copy_from_slice(src);
-            }
+        // SAFETY: as this fn's contract.
+        unsafe { partial_avx2::<M, V>(kc, a, lda, b, c, ldc, rows, cols, acc, bias) };
+    }
+}
+
+/// A partial tile of [`tile_avx2`]: made whole in a local block (zeros past its rows and
+/// columns), then copied.
+///
+/// # Safety
+/// As [`tile_avx2`].
+#[cold]
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn partial_avx2<const M: usize, const V: usize>(
+    kc: usize,
+    a: *const f32,
+    lda: usize,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    rows: usize,
+    cols: usize,
+    acc: bool,
+    bias: Option<&[f32]>,
+) {
+    const LD: usize = 32;
+    let mut local = [0f32; 8 * LD];
+    assert!(M <= 8 && 8 * V <= LD, "tile_avx2: tile too large");
+    if acc {
+        for r in 0..rows {
+            // SAFETY: c rows 0..rows are readable at columns 0..cols (contract).
+            let src = unsafe { std::slice::from_raw_parts(c.add(r * ldc), cols) };
+            local[r * LD..r * LD + cols].copy_from_slice(src);
         }
-        (local.as_mut_ptr() as *mut f32, local[0].len())
-    };
+    }
+    let mut padded = [0f32; LD];
+    let bias = bias.map(|bias| {
+        padded[..cols].copy_from_slice(&bias[..cols]);
+        padded.as_ptr()
+    });
+    // SAFETY: the local block holds M rows of LD ≥ 8·V values; bias, when given, LD.
+    unsafe { whole_avx2::<M, V>(kc, a, lda, b, local.as_mut_ptr(), LD, acc, bias) };
+    for r in 0..rows {
+        // SAFETY: c rows 0..rows are writable at columns 0..cols (contract).
+        let out = unsafe { std::slice::from_raw_parts_mut(c.add(r * ldc), cols) };
+        out.copy_from_slice(&local[r * LD..r * LD + cols]);
+    }
+}
+
+/// The whole `M × 8·V` tile of [`tile_avx2`] at `c`, `bias` (when given) `8·V` values.
+///
+/// # Safety
+/// AVX2 and FMA; `a` holds `M` rows of `lda ≥ kc`, `b` `kc·8·V` values, `c` rows `0..M`
+/// columns `0..8·V` valid for reads (when `acc`) and writes.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn whole_avx2<const M: usize, const V: usize>(
+    kc: usize,
+    a: *const f32,
+    lda: usize,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    acc: bool,
+    bias: Option<*const f32>,
+) {
+    let w = 8 * V;
     let mut cv = [[_mm256_setzero_ps(); V]; M];
     if acc {
         for (r, row) in cv.iter_mut().enumerate() {
             for (v, x) in row.iter_mut().enumerate() {
-                // SAFETY: dst rows 0..M, columns 0..w: the whole tile in `c`, or `local`.
-                *x = unsafe { _mm256_loadu_ps(dst.add(r * ld + 8 * v)) };
+                // SAFETY: row r < M, columns 8v..8v + 8 ≤ w of c (contract).
+                *x = unsafe { _mm256_loadu_ps(c.add(r * ldc + 8 * v)) };
             }
         }
     }
@@ -130,11 +183,9 @@ pub(crate) unsafe fn tile_avx2<const M: usize, const V: usize>(
         }
     }
     if let Some(bias) = bias {
-        let mut padded = [0f32; 32];
-        padded[..cols].copy_from_slice(&bias[..cols]);
         for v in 0..V {
-            // SAFETY: 8 values of the 32-value `padded`, v < V ≤ 4.
-            let bb = unsafe { _mm256_loadu_ps(padded.as_ptr().add(8 * v)) };
+            // SAFETY: bias holds w values (contract).
+            let bb = unsafe { _mm256_loadu_ps(bias.add(8 * v)) };
             for row in cv.iter_mut() {
                 row[v] = _mm256_add_ps(row[v], bb);
             }
@@ -143,14 +194,7 @@ pub(crate) unsafe fn tile_avx2<const M: usize, const V: usize>(
     for (r, row) in cv.iter().enumerate() {
         for (v, &x) in row.iter().enumerate() {
             // SAFETY: as the loads above.
-            unsafe { _mm256_storeu_ps(dst.add(r * ld + 8 * v), x) };
-        }
-    }
-    if !whole {
-        for (r, row) in local.iter().enumerate().take(rows) {
-            // SAFETY: c rows 0..rows are writable at columns 0..cols (contract).
-            let out = unsafe { std::slice::from_raw_parts_mut(c.add(r * ldc), cols) };
-            out.copy_from_slice(&row[..cols]);
+            unsafe { _mm256_storeu_ps(c.add(r * ldc + 8 * v), x) };
         }
     }
 }
