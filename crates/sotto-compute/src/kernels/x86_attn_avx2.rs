@@ -421,56 +421,7 @@ mod tests {
         if !avx2() {
             return;
         }
-        for (n, lim, m) in [
-            (37, 37, f32::NEG_INFINITY),
-            (64, 20, 3.0),
-            (33, 0, 1.5),
-            (16, 9, 40.0),
-            (5, 3, f32::NEG_INFINITY),
-        ] {
-            let s: Vec<f32> = rand_vec(n, 3).iter().map(|x| x * 20.0).collect();
-            let mut row = s.clone();
-            // SAFETY: AVX2 and FMA run.
-            let (m_new, sum, corr) = unsafe { softmax_row(&mut row, lim, m, None) };
-            let want_m = s[..lim].iter().copied().fold(m, f32::max);
-            assert_eq!(m_new, want_m);
-            // The same with the row's max given.
-            let mut row2 = s.clone();
-            let tile_max = s[..lim].iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            // SAFETY: AVX2 and FMA run.
-            let got = unsafe { softmax_row(&mut row2, lim, m, Some(tile_max)) };
-            assert_eq!((got, &row2), ((m_new, sum, corr), &row));
-            if m_new == f32::NEG_INFINITY {
-                assert!(row.iter().all(|&v| v == 0.0) && (sum, corr) == (0.0, 1.0));
-                continue;
-            }
-            let mut want_sum = 0.0f64;
-            for (j, (&got, &x)) in row.iter().zip(&s).enumerate() {
-                let want = if j < lim {
-                    ((x - want_m) as f64).exp2()
-                } else {
-                    0.0
-                };
-                want_sum += want;
-                assert!(
-                    (got as f64 - want).abs() <= 2e-7 * want,
-                    "{n} {lim} {j}: {got} {want}"
-                );
-            }
-            assert!(
-                (sum as f64 - want_sum).abs() <= 1e-6 * want_sum,
-                "{sum} {want_sum}"
-            );
-            let want_corr = if m == f32::NEG_INFINITY {
-                0.0
-            } else {
-                ((m - want_m) as f64).exp2()
-            };
-            assert!(
-                (corr as f64 - want_corr).abs() <= 2e-7 * want_corr,
-                "{corr} {want_corr}"
-            );
-        }
+        crate::kernels::x86_attn_f32::tests::check_softmax_row(softmax_row);
         // Far below the max: 0, not NaN or garbage.
         let mut row = [0.0f32, -300.0, -126.5, -10.0];
         // SAFETY: AVX2 and FMA run.

@@ -396,7 +396,7 @@ pub(crate) fn prefetch_rows(base: *const f32, rows: usize, ld: usize, len: usize
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::testutil::rand_vec;
 
@@ -435,23 +435,35 @@ mod tests {
         check::<64>();
     }
 
-    #[test]
-    fn softmax_row_matches_exp2() {
-        if !avx512() {
-            return;
-        }
+    /// A softmax row kernel: `softmax_row`'s contract, on the caller's ISA.
+    pub(crate) type SoftmaxRow = unsafe fn(&mut [f32], usize, f32, Option<f32>) -> (f32, f32, f32);
+
+    /// Checks `softmax` against f64 exp2, with and without the row's max given. The caller
+    /// has checked that its ISA runs.
+    pub(crate) fn check_softmax_row(softmax: SoftmaxRow) {
         for (n, lim, m) in [
             (37, 37, f32::NEG_INFINITY),
             (64, 20, 3.0),
             (33, 0, 1.5),
             (16, 9, 40.0),
+            (5, 3, f32::NEG_INFINITY),
         ] {
             let s: Vec<f32> = rand_vec(n, 3).iter().map(|x| x * 20.0).collect();
             let mut row = s.clone();
-            // SAFETY: AVX-512 F runs.
-            let (m_new, sum, corr) = unsafe { softmax_row(&mut row, lim, m, None) };
+            // SAFETY: the caller checked the ISA.
+            let (m_new, sum, corr) = unsafe { softmax(&mut row, lim, m, None) };
             let want_m = s[..lim].iter().copied().fold(m, f32::max);
             assert_eq!(m_new, want_m);
+            // The same with the row's max given.
+            let mut row2 = s.clone();
+            let tile_max = s[..lim].iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            // SAFETY: as above.
+            let got = unsafe { softmax(&mut row2, lim, m, Some(tile_max)) };
+            assert_eq!((got, &row2), ((m_new, sum, corr), &row));
+            if m_new == f32::NEG_INFINITY {
+                assert!(row.iter().all(|&v| v == 0.0) && (sum, corr) == (0.0, 1.0));
+                continue;
+            }
             let mut want_sum = 0.0f64;
             for (j, (&got, &x)) in row.iter().zip(&s).enumerate() {
                 let want = if j < lim {
@@ -480,8 +492,15 @@ mod tests {
             );
         }
         let mut empty = [0.0f32; 5];
-        // SAFETY: AVX-512 F runs.
-        let got = unsafe { softmax_row(&mut empty, 0, f32::NEG_INFINITY, None) };
+        // SAFETY: as above.
+        let got = unsafe { softmax(&mut empty, 0, f32::NEG_INFINITY, None) };
         assert_eq!(got, (f32::NEG_INFINITY, 0.0, 1.0));
+    }
+
+    #[test]
+    fn softmax_row_matches_exp2() {
+        if avx512() {
+            check_softmax_row(softmax_row);
+        }
     }
 }
