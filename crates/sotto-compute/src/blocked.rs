@@ -1,8 +1,9 @@
 //! The blocked loop nest the many-row GEMMs share (bf16 in `bf16.rs`, f32 in
 //! `f32gemm.rs`, int8 in `int8.rs`): output blocks of `mc × nc` in parallel, row blocks outermost; within a
 //! block, k in cache blocks of at most `kc`, then column panels of `nr` and row tiles of
-//! `mr` (either one outermost); GELU on each finished block while it is hot. A block can also be finished in a
-//! per-thread buffer and handed on ([`Out::Blocks`]): added onto a residual, or packed.
+//! `mr` (either one outermost); GELU on each finished block while it is hot. A block can
+//! also be finished in a per-thread buffer and handed on ([`Out::Blocks`]): added onto a
+//! residual, or packed.
 
 use std::cell::RefCell;
 use std::ops::Range;
@@ -161,12 +162,11 @@ pub(crate) fn for_each_tile(
         let run = |base: OutPtr, ld: usize, origin: (usize, usize)| {
             for p0 in (0..k.max(1)).step_by(kc) {
                 let len = kc.min(k - p0);
-                let rows_outer = b.rows_outer;
                 let (n_j, n_i) = ((j1 - j0).div_ceil(b.nr), (i1 - i0).div_ceil(b.mr));
-                let (n_outer, n_inner) = if rows_outer { (n_i, n_j) } else { (n_j, n_i) };
+                let (n_outer, n_inner) = if b.rows_outer { (n_i, n_j) } else { (n_j, n_i) };
                 for outer in 0..n_outer {
                     for inner in 0..n_inner {
-                        let (jt, it) = if rows_outer {
+                        let (jt, it) = if b.rows_outer {
                             (inner, outer)
                         } else {
                             (outer, inner)

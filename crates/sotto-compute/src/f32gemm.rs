@@ -4,7 +4,8 @@
 //!
 //! Weights are widened to f32 once at load ([`F32Packed`]) and stored in the order the
 //! microkernel streams them: panels of `nr` output columns (64 for the AVX-512 tile, 16 for
-//! the AVX2 one), each a run of k rows of `nr` values. Activations are read in place (only a last partial row tile is copied).
+//! the AVX2 one), each a run of k rows of `nr` values. Activations are read in place (only
+//! a last partial row tile is copied).
 //! Every output adds its k products by fused multiply-adds in order, bias last, so
 //! [`linear_reference`] reproduces it exactly. The gemm crate this replaces reached ~40% of
 //! the f32 peak on a Zen 5 core and widened f16 weights to a fresh f32 copy on every call.
@@ -151,9 +152,9 @@ impl F32Packed {
 
 impl Weight {
     /// The same weight widened to f32 and packed for the f32 GEMM ([`Weight::F32Packed`])
-    /// when `enable` and this CPU runs it (AVX-512 F, or AVX2 and FMA); f32, f16 and block-quantized weights
-    /// are converted, anything else is returned as it is. For weights only ever multiplied
-    /// by many rows.
+    /// when `enable` and this CPU runs it (AVX-512 F, or AVX2 and FMA); f32, f16 and
+    /// block-quantized weights are converted, anything else is returned as it is. For
+    /// weights only ever multiplied by many rows.
     pub fn for_f32_gemm(self, n_out: usize, n_in: usize, enable: bool) -> Result<Self> {
         if !enable || !simd(sotto_isa::isa()) {
             return Ok(self);

@@ -324,8 +324,8 @@ fn sample(logprobs: &[f32], temperature: f64, rng: &mut Rng) -> u32 {
     if !max.is_finite() {
         return argmax(logprobs);
     }
-    // Each weight once (an f64 `exp` per logit was half a sampled step's time, twice
-    // over); masked logits weigh 0 without one. Same weights, same sum, same draw.
+    // Each weight once (the f64 `exp` per logit was computed twice per draw), and masked
+    // logits weigh 0 without one. Same weights, same sum, same draw.
     let weight = |l: f32| {
         if l == f32::NEG_INFINITY {
             0.0

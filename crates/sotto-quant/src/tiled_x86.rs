@@ -4,8 +4,8 @@
 //! AVX-512 VNNI: `vpdpbusd` takes unsigned weight codes (q8_0 stored `^ 0x80`) times signed
 //! activation bytes, and the codes' offset (8, 16 or 128) comes off once per block as
 //! `offset · Σq_act`, exact in i32. AVX2 (16 registers) does each group as two halves of
-//! 8 rows and at most 4 input rows per pass (10 for q8_0), with `vpmaddubsw` (for q8_0 on the signed
-//! values, to keep its i16 pair sums from saturating).
+//! 8 rows and at most 4 input rows per pass (10 for q8_0), with `vpmaddubsw` (for q8_0 on
+//! the signed values, to keep its i16 pair sums from saturating).
 
 use std::arch::x86_64::*;
 
