@@ -36,7 +36,7 @@ pub struct Args {
     /// Encoder arithmetic: `bf16` (linear layers and attention's P·V in bf16 with f32 sums;
     /// needs AVX-512 BF16), `bf16-fast` (the attention scores and the decoder's prompt pass
     /// too: faster, less accurate), `int8` (linear layers as int8 products, per-channel
-    /// weights and per-row activations as faster-whisper's int8; needs AVX-512 VNNI), `f32`
+    /// weights and per-row activations as faster-whisper's int8; needs AVX2), `f32`
     /// (the reference path), or `auto`: int8 for ggml-quantized model files, bf16 for
     /// f16/f32 ones, each where the CPU has it, else f32
     #[arg(

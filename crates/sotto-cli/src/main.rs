@@ -160,7 +160,7 @@ pub(crate) fn load_options(
             "--encoder-precision {encoder_precision}: this CPU lacks AVX-512 BF16 (use auto or f32)"
         ),
         "int8" if !sotto::int8_encoder_supported() => anyhow::bail!(
-            "--encoder-precision int8: this CPU lacks AVX-512 VNNI (use auto, bf16 or f32)"
+            "--encoder-precision int8: this CPU lacks AVX2 and AVX-512 VNNI (use auto or f32)"
         ),
         "bf16" => P::Bf16,
         "bf16-fast" => P::Bf16Fast,

@@ -1,14 +1,22 @@
-//! int8 GEMM for the encoder's many-row products, on CPUs with AVX-512 VNNI: the scheme of
-//! CTranslate2's int8 (faster-whisper's `compute_type="int8"`).
+//! int8 GEMM for the encoder's many-row products, on CPUs with AVX-512 VNNI or AVX2: the
+//! scheme of CTranslate2's int8 (faster-whisper's `compute_type="int8"`).
 //!
 //! Weights are quantized once per output channel ([`I8Packed`]: `w ≈ scale_j · q`, q in
-//! [-127, 127], the scale `max|w_j| / 127`) and stored as `q + 128` (unsigned bytes, which
-//! `vpdpbusd` takes as its first operand) in panels of [`NR`] columns, each a run of k
-//! quads, so one 64-byte load feeds 16 columns. Activations are quantized per row on every
-//! call (dynamic scale `max|x_i| / 127`, ties to even) and broadcast four bytes at a time.
-//! Products accumulate exactly in i32; the `+ 128` is taken out with each row's sum of
-//! quantized activations; then one f32 scale per (row, column), bias and GELU.
-//! [`linear_reference`] is the scalar model of the same arithmetic.
+//! [-127, 127], the scale `max|w_j| / 127`) and packed for the CPU's tile ([`Layout`]):
+//! - **VNNI** ([`Layout::Quads`]): stored as `q + 128` (unsigned bytes, which `vpdpbusd`
+//!   takes as its first operand) in panels of [`NR`] columns, each a run of k quads, so one
+//!   64-byte load feeds 16 columns. Activations are broadcast four bytes at a time; the
+//!   `+ 128` is taken out with each row's sum of quantized activations.
+//! - **AVX2** ([`Layout::Pairs`]): stored as i16 pairs in panels of [`NR_AVX2`] columns.
+//!   AVX2's byte product (`vpmaddubsw`) saturates its 16-bit pair sums at these ranges, so
+//!   the tile multiplies i16 pairs (`vpmaddwd`, two products per 32-bit lane), which is
+//!   exact and, added into the sums, half an instruction per product pair: about twice the
+//!   f32 FMA's rate on the same pipes.
+//!
+//! Activations are quantized per row on every call (dynamic scale `max|x_i| / 127`, ties to
+//! even). Products accumulate exactly in i32, then one f32 scale per (row, column), bias
+//! and GELU: both layouts give the same bits. [`linear_reference`] is the scalar model of
+//! that arithmetic.
 
 use rayon::prelude::*;
 
@@ -17,32 +25,100 @@ use crate::blocked::{for_each_tile, Blocks, Epi, Out};
 use crate::kernels;
 use crate::{shape_err, CpuBackend, Isa, Linear, Result, Weight};
 
-/// Rows per microkernel tile.
+/// Rows per VNNI tile.
 pub(crate) const MR: usize = 8;
-/// Columns per microkernel tile (and per packed weight panel): two 16-lane registers.
+/// Columns per VNNI tile (and per [`Layout::Quads`] panel): two 16-lane registers.
 pub(crate) const NR: usize = 32;
-/// Rows per task block (a multiple of [`MR`]); its activation block stays in L2.
-const MC: usize = 12 * MR;
-/// Columns per task block (a multiple of [`NR`]).
-const NC: usize = 8 * NR;
+/// Rows per AVX2 tile: 6 × 2 accumulators, 2 weight registers and a broadcast fit its 16.
+pub(crate) const MR_AVX2: usize = 6;
+/// Columns per AVX2 tile (and per [`Layout::Pairs`] panel): two 8-lane registers.
+pub(crate) const NR_AVX2: usize = 16;
+/// Row tiles per task block; its activation block stays in L2.
+const MC_TILES: usize = 12;
+/// Column tiles per task block (fewer on AVX2 for deep k: see [`CpuBackend::gemm_int8`]).
+const NC_TILES: usize = 8;
 
-/// Whether this CPU has AVX-512 F/BW/VL and VNNI, which the int8 GEMM needs.
+/// How an [`I8Packed`] weight is laid out: for the VNNI tile or for the AVX2 one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// Panels of [`NR`] columns, each Shape: [k.div_ceil(4), NR] quads of `q + 128`.
+    Quads,
+    /// Panels of [`NR_AVX2`] columns, each Shape: [k.div_ceil(2), NR_AVX2] pairs of i16.
+    Pairs,
+}
+
+impl Layout {
+    /// The layout this CPU's best int8 tile reads, for weights packed at load on kernel
+    /// path `isa`: quads where it runs AVX-512 with VNNI, else pairs.
+    fn for_isa(isa: Isa) -> Layout {
+        if vnni(isa) {
+            Layout::Quads
+        } else {
+            Layout::Pairs
+        }
+    }
+
+    /// k values per 32-bit unit.
+    fn per_unit(self) -> usize {
+        match self {
+            Layout::Quads => 4,
+            Layout::Pairs => 2,
+        }
+    }
+
+    /// Columns per panel.
+    fn nr(self) -> usize {
+        match self {
+            Layout::Quads => NR,
+            Layout::Pairs => NR_AVX2,
+        }
+    }
+
+    /// Rows per tile.
+    fn mr(self) -> usize {
+        match self {
+            Layout::Quads => MR,
+            Layout::Pairs => MR_AVX2,
+        }
+    }
+}
+
+/// Whether this CPU runs the SIMD int8 GEMM: AVX-512 VNNI, or AVX2 with FMA (the f32 path's
+/// baseline).
 pub fn int8_gemm_supported() -> bool {
+    Isa::Avx2.is_supported()
+}
+
+/// Whether a backend on kernel path `isa` runs the VNNI tile.
+fn vnni(isa: Isa) -> bool {
     // std caches the detection: no cache of our own needed.
     #[cfg(target_arch = "x86_64")]
     {
-        Isa::Avx512.is_supported() && std::arch::is_x86_feature_detected!("avx512vnni")
+        isa == Isa::Avx512
+            && Isa::Avx512.is_supported()
+            && std::arch::is_x86_feature_detected!("avx512vnni")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
+        let _ = isa;
         false
     }
 }
 
-/// Whether a backend on kernel path `isa` runs the SIMD int8 GEMM (otherwise int8 weights
-/// are widened to f32 and take the f32 path).
-pub(crate) fn simd(isa: Isa) -> bool {
-    isa == Isa::Avx512 && int8_gemm_supported()
+/// Whether this CPU has AVX-512 VNNI (the int8 rate [`crate::peak`] measures there).
+pub(crate) fn vnni_supported() -> bool {
+    vnni(Isa::Avx512)
+}
+
+/// Whether a backend on kernel path `isa` runs the SIMD int8 GEMM on `w` (otherwise int8
+/// weights are widened to f32 and take the f32 path): quads on the VNNI tile, pairs on
+/// the AVX2 one, which AVX-512 CPUs run too.
+pub(crate) fn runs(isa: Isa, w: &Weight) -> bool {
+    match w {
+        Weight::Int8(p) if p.layout == Layout::Quads => vnni(isa),
+        Weight::Int8(_) => matches!(isa, Isa::Avx2 | Isa::Avx512) && isa.is_supported(),
+        _ => false,
+    }
 }
 
 /// `x` quantized symmetrically: the scale `max|x| / 127` and each `round(x / scale)` (ties
@@ -64,44 +140,72 @@ fn quantize_row(x: &[f32], q: &mut [i8]) -> (f32, i32) {
     (amax / 127.0, sum)
 }
 
+/// Whether [`runs`] holds for every weight in `ws` and all share one layout, so that one
+/// quantization of the activations serves them all.
+pub(crate) fn runs_together<'a>(isa: Isa, mut ws: impl Iterator<Item = &'a Weight>) -> bool {
+    let mut layout = None;
+    ws.all(|w| match w {
+        Weight::Int8(p) if runs(isa, w) => *layout.get_or_insert(p.layout) == p.layout,
+        _ => false,
+    })
+}
+
 /// An `n_out × n_in` weight quantized to int8 per output channel and packed for
-/// [`CpuBackend::linear`]'s int8 GEMM: `n_out.div_ceil(NR)` panels, each Shape:
-/// [n_in.div_ceil(4), NR] quads of `q + 128`; columns past `n_out` and values past `n_in`
-/// are zero (`q = 0`, byte 128).
+/// [`CpuBackend::linear`]'s int8 GEMM in one of the [`Layout`]s: `n_out.div_ceil(nr)`
+/// panels of `nr` columns; columns past `n_out` and values past `n_in` are zero (`q = 0`).
 #[derive(Clone, Debug)]
 pub struct I8Packed {
     data: Vec<u32>,
-    /// Shape: [n_out.next_multiple_of(NR)], zero past `n_out`.
+    /// Shape: [n_out.next_multiple_of(nr)], zero past `n_out`.
     scales: Vec<f32>,
     n_out: usize,
     n_in: usize,
+    layout: Layout,
 }
 
 impl I8Packed {
-    /// Quantizes and packs row-major f32 `rows` (Shape: [n_out, n_in]).
+    /// Quantizes and packs row-major f32 `rows` (Shape: [n_out, n_in]) for this CPU's tile.
     pub fn new(rows: &[f32], n_out: usize, n_in: usize) -> Result<Self> {
+        Self::with_layout(rows, n_out, n_in, Layout::for_isa(sotto_isa::isa()))
+    }
+
+    /// [`I8Packed::new`] in a given layout (for tests and benchmarks of either tile).
+    pub fn with_layout(rows: &[f32], n_out: usize, n_in: usize, layout: Layout) -> Result<Self> {
         if rows.len() != n_out * n_in {
             return Err(shape_err(
                 "int8 pack",
                 format!("{} values for a {n_out}×{n_in} weight", rows.len()),
             ));
         }
-        let (k4, isa) = (n_in.div_ceil(4), sotto_isa::isa());
-        let mut data = vec![0x8080_8080u32; n_out.div_ceil(NR) * k4 * NR];
-        let mut scales = vec![0.0f32; n_out.next_multiple_of(NR)];
+        let (k4, isa, nr) = (n_in.div_ceil(4), sotto_isa::isa(), layout.nr());
+        let units = n_in.div_ceil(layout.per_unit());
+        let zero = match layout {
+            Layout::Quads => 0x8080_8080u32,
+            Layout::Pairs => 0,
+        };
+        let mut data = vec![zero; n_out.div_ceil(nr) * units * nr];
+        let mut scales = vec![0.0f32; n_out.next_multiple_of(nr)];
         // Panels in parallel: a base model's encoder is ~20 M weights per load.
-        data.par_chunks_mut(k4 * NR)
-            .zip(scales.par_chunks_mut(NR))
+        data.par_chunks_mut(units * nr)
+            .zip(scales.par_chunks_mut(nr))
             .enumerate()
             .for_each(|(jp, (panel, scales))| {
                 let mut quads = vec![0u32; k4];
-                for jj in 0..NR.min(n_out - jp * NR) {
-                    let j = jp * NR + jj;
+                for jj in 0..nr.min(n_out - jp * nr) {
+                    let j = jp * nr + jj;
                     (scales[jj], _) =
                         quantize_into(isa, &rows[j * n_in..(j + 1) * n_in], &mut quads);
-                    for (p, &q) in quads.iter().enumerate() {
+                    match layout {
                         // Signed bytes to `q + 128`: flip each byte's top bit.
-                        panel[p * NR + jj] = q ^ 0x8080_8080;
+                        Layout::Quads => (quads.iter().enumerate())
+                            .for_each(|(p, &q)| panel[p * nr + jj] = q ^ 0x8080_8080),
+                        Layout::Pairs => {
+                            let bytes = quads.iter().flat_map(|q| q.to_le_bytes());
+                            let wide: Vec<u16> = bytes.map(|b| b as i8 as i16 as u16).collect();
+                            for (p, pair) in wide.chunks_exact(2).take(units).enumerate() {
+                                panel[p * nr + jj] = pair[0] as u32 | (pair[1] as u32) << 16;
+                            }
+                        }
                     }
                 }
             });
@@ -110,7 +214,12 @@ impl I8Packed {
             scales,
             n_out,
             n_in,
+            layout,
         })
+    }
+
+    pub fn layout(&self) -> Layout {
+        self.layout
     }
 
     pub fn n_out(&self) -> usize {
@@ -121,21 +230,25 @@ impl I8Packed {
         self.n_in
     }
 
-    /// k quads per column.
-    fn quads(&self) -> usize {
-        self.n_in.div_ceil(4)
+    /// 32-bit units (quads or pairs) per column.
+    fn units(&self) -> usize {
+        self.n_in.div_ceil(self.layout.per_unit())
     }
 
-    /// Column panel `jp`. Shape: [quads, NR].
+    /// Column panel `jp`. Shape: [units, nr].
     fn panel(&self, jp: usize) -> &[u32] {
-        let len = self.quads() * NR;
+        let len = self.units() * self.layout.nr();
         &self.data[jp * len..(jp + 1) * len]
     }
 
     /// The quantized value of row `j`, column `c`.
     fn q(&self, j: usize, c: usize) -> i32 {
-        let quad = self.panel(j / NR)[(c / 4) * NR + j % NR];
-        ((quad >> (8 * (c % 4))) as u8 ^ 0x80) as i8 as i32
+        let (nr, per) = (self.layout.nr(), self.layout.per_unit());
+        let unit = self.panel(j / nr)[(c / per) * nr + j % nr];
+        match self.layout {
+            Layout::Quads => ((unit >> (8 * (c % 4))) as u8 ^ 0x80) as i8 as i32,
+            Layout::Pairs => (unit >> (16 * (c % 2))) as u16 as i16 as i32,
+        }
     }
 
     /// Row-major elements `start..start + out.len()` dequantized to f32. Panics when the
@@ -182,58 +295,87 @@ impl Weight {
 /// What a finished tile's i32 sums become: `· (s_x · s_w) + bias`, per column.
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) struct Epilogue<'a> {
-    /// The weight scales of the tile's [`NR`] columns (zero past the last).
+    /// The weight scales of the tile's columns (a whole panel's: zero past the last).
     pub w_scales: &'a [f32],
     /// The bias of the tile's valid columns.
     pub bias: Option<&'a [f32]>,
 }
 
-/// Activations quantized for one product: rows padded to a multiple of [`MR`] (zero rows)
-/// and to whole k quads.
+/// Activations quantized for one product in a weight's [`Layout`]: rows padded to a
+/// multiple of its tile's rows (zero rows) and to whole k units (quads of signed bytes, or
+/// pairs of i16).
 struct QuantRows {
-    /// Shape: [m.next_multiple_of(MR), quads] quads of signed bytes.
+    /// Shape: [m.next_multiple_of(mr), units].
     data: Vec<u32>,
-    /// Per row: the scale and the sum of its quantized values. Shape: [m.next_multiple_of(MR)].
+    /// Per row: the scale and (quads only) the sum of its quantized values.
+    /// Shape: [m.next_multiple_of(mr)].
     scales: Vec<f32>,
     sums: Vec<i32>,
 }
 
-/// Quantizes `x` (Shape: [m, k]) row by row into `data` (reused, any contents), on the
-/// current pool.
-fn quantize_rows(isa: Isa, x: &[f32], m: usize, k: usize, data: Vec<u32>) -> QuantRows {
-    let (k4, rows) = (k.div_ceil(4), m.next_multiple_of(MR));
+/// Quantizes `x` (Shape: [m, k]) row by row for `layout` into `data` (reused, any
+/// contents), on the current pool.
+fn quantize_rows(
+    isa: Isa,
+    layout: Layout,
+    x: &[f32],
+    m: usize,
+    k: usize,
+    data: Vec<u32>,
+) -> QuantRows {
+    let (mr, k4) = (layout.mr(), k.div_ceil(layout.per_unit()));
+    let rows = m.next_multiple_of(mr);
     let mut qr = QuantRows {
         data,
         scales: vec![0.0; rows],
         sums: vec![0; rows],
     };
-    // Rows < m are written whole when k fills its quads; otherwise (and for the padding
+    // Rows < m are written whole when k fills its units; otherwise (and for the padding
     // rows) the buffer must hold zeros, not the last call's bytes.
-    if !k.is_multiple_of(4) {
+    if !k.is_multiple_of(layout.per_unit()) {
         qr.data.clear();
     }
     qr.data.truncate(rows * k4);
     qr.data.resize(rows * k4, 0);
     qr.data[m * k4..].fill(0);
     qr.data
-        .par_chunks_mut(k4 * MR)
-        .zip(qr.scales.par_chunks_mut(MR))
-        .zip(qr.sums.par_chunks_mut(MR))
-        .zip(x.par_chunks(k * MR))
+        .par_chunks_mut(k4 * mr)
+        .zip(qr.scales.par_chunks_mut(mr))
+        .zip(qr.sums.par_chunks_mut(mr))
+        .zip(x.par_chunks(k * mr))
         .for_each(|(((dst, scales), sums), src)| {
             let rows = dst.chunks_exact_mut(k4).zip(src.chunks_exact(k));
             for ((d, s), (scale, sum)) in rows.zip(scales.iter_mut().zip(sums.iter_mut())) {
-                (*scale, *sum) = quantize_into(isa, s, d);
+                (*scale, *sum) = match layout {
+                    Layout::Quads => quantize_into(isa, s, d),
+                    Layout::Pairs => (quantize_pairs(isa, s, d), 0),
+                };
             }
         });
     qr
 }
 
+/// One row quantized into i16 pairs `d` (Shape: [k.div_ceil(2)]): its scale.
+fn quantize_pairs(isa: Isa, x: &[f32], d: &mut [u32]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if matches!(isa, Isa::Avx2 | Isa::Avx512) && isa.is_supported() {
+        // SAFETY: both paths imply AVX2; d holds x.len().div_ceil(2) pairs.
+        return unsafe { kernels::x86_int8::quantize_row_pairs(x, d) };
+    }
+    let _ = isa;
+    let mut q = vec![0i8; 2 * d.len()];
+    let (scale, _) = quantize_row(x, &mut q);
+    for (dst, pair) in d.iter_mut().zip(q.chunks_exact(2)) {
+        *dst = pair[0] as i16 as u16 as u32 | (pair[1] as i16 as u16 as u32) << 16;
+    }
+    scale
+}
+
 /// One row quantized into quads `d` (Shape: [k.div_ceil(4)]): its scale and sum.
 fn quantize_into(isa: Isa, x: &[f32], d: &mut [u32]) -> (f32, i32) {
     #[cfg(target_arch = "x86_64")]
-    if simd(isa) {
-        // SAFETY: `simd` checked AVX-512 F/BW/VL; d holds x.len().div_ceil(4) quads.
+    if isa == Isa::Avx512 && isa.is_supported() {
+        // SAFETY: the CPU has AVX-512 F/BW/VL; d holds x.len().div_ceil(4) quads.
         return unsafe { kernels::x86_int8::quantize_row(x, d) };
     }
     let _ = isa;
@@ -244,16 +386,16 @@ fn quantize_into(isa: Isa, x: &[f32], d: &mut [u32]) -> (f32, i32) {
 
 impl CpuBackend {
     /// `out = x · Wᵀ + b` (then GELU when `gelu`) with int8 operands and i32 accumulation,
-    /// on this backend's threads. Only for [`Weight::Int8`] on a backend where [`simd`]
-    /// holds; the caller has checked the shapes.
+    /// on this backend's threads. Only for a weight that [`runs`] here; the caller has
+    /// checked the shapes.
     ///
     /// `x` Shape: [m, n_in]; `out` Shape: [m, n_out].
     pub(crate) fn linear_int8(&self, x: &[f32], m: usize, w: &Linear, out: &mut [f32], gelu: bool) {
         self.linears_int8(x, m, &mut [(w, out)], gelu);
     }
 
-    /// [`CpuBackend::linear_int8`] for several weights of the same `n_in` meeting the same
-    /// `x`: the activations are quantized once.
+    /// [`CpuBackend::linear_int8`] for several weights of the same `n_in` and layout meeting
+    /// the same `x`: the activations are quantized once.
     pub(crate) fn linears_int8(
         &self,
         x: &[f32],
@@ -261,11 +403,14 @@ impl CpuBackend {
         products: &mut [(&Linear, &mut [f32])],
         gelu: bool,
     ) {
-        let Some(n_in) = products.first().map(|(w, _)| w.n_in) else {
+        let Some((n_in, Weight::Int8(first))) = products.first().map(|(w, _)| (w.n_in, &w.weight))
+        else {
             return;
         };
+        let layout = first.layout;
         self.install(|| {
-            let qr = quantize_rows(self.isa, x, m, n_in, self.scratch_u32.take_dirty());
+            let data = self.scratch_u32.take_dirty();
+            let qr = quantize_rows(self.isa, layout, x, m, n_in, data);
             for (w, out) in products.iter_mut() {
                 self.gemm_int8(&qr, m, w, out, gelu);
             }
@@ -278,16 +423,29 @@ impl CpuBackend {
         let Weight::Int8(pw) = &w.weight else {
             unreachable!("linear_int8 takes int8 weights only")
         };
-        let (n, k4) = (pw.n_out, pw.quads());
+        let (n, k4, layout) = (pw.n_out, pw.units(), pw.layout);
+        let (mr, nr) = (layout.mr(), layout.nr());
         let bias = w.bias.as_deref();
-        // Whole rows of k per tile: the tile has no sums to continue from.
-        let blocks = Blocks {
-            mr: MR,
-            nr: NR,
-            mc: MC,
-            nc: NC,
-            kc: usize::MAX,
-            rows_outer: false,
+        // Whole rows of k per tile: the tile has no sums to continue from. On AVX2 a row
+        // tile stays in L1 while the block's panels (at most ~256 KiB) stream from L2.
+        let panel_bytes = 4 * k4 * nr;
+        let blocks = match layout {
+            Layout::Quads => Blocks {
+                mr,
+                nr,
+                mc: MC_TILES * mr,
+                nc: NC_TILES * nr,
+                kc: usize::MAX,
+                rows_outer: false,
+            },
+            Layout::Pairs => Blocks {
+                mr,
+                nr,
+                mc: MC_TILES * mr,
+                nc: nr * ((256 << 10) / panel_bytes).clamp(1, 2 * NC_TILES),
+                kc: usize::MAX,
+                rows_outer: true,
+            },
         };
         for_each_tile(
             self.isa,
@@ -296,30 +454,27 @@ impl CpuBackend {
             Out::Whole(out),
             Epi::gelu(gelu),
             |t, c, ldc| {
-                let b = pw.panel(t.jc / NR);
+                let b = pw.panel(t.jc / nr);
                 let epi = Epilogue {
-                    w_scales: &pw.scales[t.jc..t.jc + NR],
+                    w_scales: &pw.scales[t.jc..t.jc + nr],
                     bias: bias.map(|b| &b[t.jc..t.jc + t.cols]),
                 };
-                let a = &qr.data[t.ic * k4..(t.ic + MR) * k4];
-                let (a_scales, a_sums) = (&qr.scales[t.ic..t.ic + MR], &qr.sums[t.ic..t.ic + MR]);
-                // SAFETY: `simd` holds (the caller's check); a holds MR rows of k4 quads and b
-                // k4·NR; the tile's rows and columns lie at `c` (ldc apart) in its task's
-                // block, which no other task writes.
+                let a = &qr.data[t.ic * k4..(t.ic + mr) * k4];
+                let (a_scales, a_sums) = (&qr.scales[t.ic..t.ic + mr], &qr.sums[t.ic..t.ic + mr]);
+                // SAFETY: `runs` holds (the caller's check): the CPU has the layout's tile; a
+                // holds mr rows of k4 units and b k4·nr; the tile's rows and columns lie at
+                // `c` (ldc apart) in its task's block, which no other task writes.
                 #[cfg(target_arch = "x86_64")]
                 unsafe {
-                    kernels::x86_int8::tile(
-                        k4,
-                        a.as_ptr(),
-                        b.as_ptr(),
-                        c,
-                        ldc,
-                        t.rows,
-                        t.cols,
-                        a_scales,
-                        a_sums,
-                        &epi,
-                    )
+                    use kernels::x86_int8 as k;
+                    let (a, b) = (a.as_ptr(), b.as_ptr());
+                    let (rows, cols) = (t.rows, t.cols);
+                    match layout {
+                        Layout::Quads => {
+                            k::tile(k4, a, b, c, ldc, rows, cols, a_scales, a_sums, &epi)
+                        }
+                        Layout::Pairs => k::tile_avx2(k4, a, b, c, ldc, rows, cols, a_scales, &epi),
+                    }
                 };
                 #[cfg(not(target_arch = "x86_64"))]
                 let _ = (a, b, a_scales, a_sums, &epi, c, ldc);
@@ -341,7 +496,7 @@ pub fn linear_reference(
 ) -> Result<()> {
     let (n, k) = (w.n_out, w.n_in);
     crate::blocked::check_reference("int8 linear", x, m, (n, k), bias, out)?;
-    let mut q = vec![0i8; 4 * w.quads()];
+    let mut q = vec![0i8; w.n_in.next_multiple_of(4)];
     for (xi, oi) in x.chunks_exact(k.max(1)).zip(out.chunks_exact_mut(n.max(1))) {
         let (sx, _) = quantize_row(xi, &mut q);
         for (j, o) in oi.iter_mut().enumerate() {
@@ -367,37 +522,105 @@ mod tests {
         assert_eq!(sum, 66);
         assert_eq!(quantize_row(&[0.0; 3], &mut q), (0.0, 0));
         assert_eq!(q, [0; 8]);
-        let xs = rand_vec(1003, 9);
-        let mut want = vec![0i8; 1004];
-        let (s, sum) = quantize_row(&xs, &mut want);
-        for isa in [Isa::Scalar, Isa::Avx512] {
-            let mut got = vec![0u32; 251];
-            assert_eq!(quantize_into(isa, &xs, &mut got), (s, sum), "{isa:?}");
-            let bytes: Vec<i8> = got
-                .iter()
-                .flat_map(|v| v.to_le_bytes())
-                .map(|b| b as i8)
-                .collect();
-            assert_eq!(bytes, want, "{isa:?}");
+        for len in [1003, 1002, 17, 16, 5] {
+            let xs = rand_vec(len, 9);
+            let mut want = vec![0i8; len.next_multiple_of(4)];
+            let (s, sum) = quantize_row(&xs, &mut want);
+            for isa in [Isa::Scalar, Isa::Avx2, Isa::Avx512] {
+                let mut got = vec![0u32; len.div_ceil(4)];
+                assert_eq!(quantize_into(isa, &xs, &mut got), (s, sum), "{isa:?}");
+                let bytes: Vec<i8> = got
+                    .iter()
+                    .flat_map(|v| v.to_le_bytes())
+                    .map(|b| b as i8)
+                    .collect();
+                assert_eq!(bytes, want, "{isa:?} quads, {len}");
+                let mut pairs = vec![0u32; len.div_ceil(2)];
+                assert_eq!(quantize_pairs(isa, &xs, &mut pairs), s, "{isa:?}");
+                let wide: Vec<i8> = pairs
+                    .iter()
+                    .flat_map(|&v| [v as u16 as i16, (v >> 16) as u16 as i16])
+                    .map(|v| i8::try_from(v).unwrap())
+                    .collect();
+                assert_eq!(wide, want[..2 * pairs.len()], "{isa:?} pairs, {len}");
+            }
         }
+        let mut pairs = [7u32; 3];
+        assert_eq!(quantize_pairs(Isa::Avx2, &[0.0; 5], &mut pairs), 0.0);
+        assert_eq!(pairs, [0; 3]);
     }
 
     #[test]
     fn packed_reads_back_quantized() {
         let (n, k) = (37, 9);
         let w = rand_vec(n * k, 3);
-        let p = I8Packed::new(&w, n, k).unwrap();
-        let mut back = vec![0.0; n * k - 5];
-        p.read_f32(5, &mut back);
-        for (e, (b, &v)) in back.iter().zip(&w[5..]).enumerate() {
-            let j = (e + 5) / k;
-            assert!(
-                (b - v).abs() <= p.scales[j] * 0.5 + 1e-7,
-                "element {}",
-                e + 5
-            );
+        let quads = I8Packed::with_layout(&w, n, k, Layout::Quads).unwrap();
+        for layout in [Layout::Quads, Layout::Pairs] {
+            let p = I8Packed::with_layout(&w, n, k, layout).unwrap();
+            let mut back = vec![0.0; n * k - 5];
+            p.read_f32(5, &mut back);
+            for (e, (b, &v)) in back.iter().zip(&w[5..]).enumerate() {
+                let j = (e + 5) / k;
+                assert!(
+                    (b - v).abs() <= p.scales[j] * 0.5 + 1e-7,
+                    "{layout:?} element {}",
+                    e + 5
+                );
+            }
+            // The same quantized values in either layout.
+            for (j, c) in (0..n).flat_map(|j| (0..k).map(move |c| (j, c))) {
+                assert_eq!(p.q(j, c), quads.q(j, c), "{layout:?} ({j}, {c})");
+            }
+            assert!(I8Packed::with_layout(&w, n, k + 1, layout).is_err());
         }
-        assert!(I8Packed::new(&w, n, k + 1).is_err());
+    }
+
+    /// Both tiles (where this CPU has them), partial row and column tiles, odd k, deep k
+    /// (narrower AVX2 task blocks) and 1–3 threads: exact sums, so the reference's bits.
+    #[test]
+    fn tiles_equal_reference_bitwise() {
+        let cases = [(Layout::Pairs, Isa::Avx2), (Layout::Quads, Isa::Avx512)];
+        let mut ran = false;
+        for (m, n, k) in [(101, 130, 301), (13, 40, 2050), (17, 17, 3)] {
+            let (x, w, b) = (rand_vec(m * k, 1), rand_vec(n * k, 2), rand_vec(n, 3));
+            for (layout, isa) in cases {
+                let pw = I8Packed::with_layout(&w, n, k, layout).unwrap();
+                let mut want = vec![0.0; m * n];
+                linear_reference(&x, m, &pw, Some(&b), &mut want).unwrap();
+                let lin = Linear::new(Weight::Int8(pw), Some(b.clone()), n, k).unwrap();
+                if !runs(isa, &lin.weight) {
+                    continue;
+                }
+                ran = true;
+                for threads in [1, 2, 3] {
+                    let be = CpuBackend::with_isa(threads, isa).unwrap();
+                    let mut got = vec![f32::NAN; m * n];
+                    be.linear(&x, m, &lin, &mut got).unwrap();
+                    assert_eq!(got, want, "{m}×{n}×{k} {layout:?} {threads} threads");
+                }
+            }
+        }
+        if !ran {
+            eprintln!("skipped: no AVX2");
+        }
+    }
+
+    /// Quads need VNNI: on an AVX2 backend they take the f32 path over their values; pairs
+    /// run on AVX-512 backends too.
+    #[test]
+    fn layouts_pick_their_tiles() {
+        let w = Weight::Int8(
+            I8Packed::with_layout(&rand_vec(40 * 30, 2), 40, 30, Layout::Quads).unwrap(),
+        );
+        assert!(!runs(Isa::Avx2, &w) && !runs(Isa::Scalar, &w));
+        let pairs = I8Packed::with_layout(&rand_vec(40 * 30, 2), 40, 30, Layout::Pairs).unwrap();
+        let pairs = Weight::Int8(pairs);
+        assert!(!runs(Isa::Scalar, &pairs));
+        assert_eq!(runs(Isa::Avx2, &pairs), Isa::Avx2.is_supported());
+        assert_eq!(runs(Isa::Avx512, &pairs), Isa::Avx512.is_supported());
+        // Never together: one of them cannot run, or their activations differ.
+        assert!(!runs_together(Isa::Avx512, [&w, &pairs].into_iter()));
+        check_packed_fallback(w, 40, 30);
     }
 
     #[test]
@@ -423,7 +646,7 @@ mod tests {
         x[5 * k + 7] = 300.0;
         let w = rand_vec(n * k, 5);
         let Ok(Weight::Int8(pw)) = Weight::F32(w.clone()).for_int8_gemm(n, k, true) else {
-            eprintln!("skipped: no AVX-512 VNNI");
+            eprintln!("skipped: no AVX2");
             return;
         };
         let mut want = vec![0.0; m * n];
@@ -440,7 +663,7 @@ mod tests {
     fn int8_weight_without_simd_takes_f32_path() {
         match Weight::F32(rand_vec(40 * 30, 2)).for_int8_gemm(40, 30, true) {
             Ok(p @ Weight::Int8(_)) => check_packed_fallback(p, 40, 30),
-            _ => eprintln!("skipped: no AVX-512 VNNI"),
+            _ => eprintln!("skipped: no AVX2"),
         }
     }
 }

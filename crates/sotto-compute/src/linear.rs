@@ -98,7 +98,7 @@ impl CpuBackend {
             self.linears_bf16(x, m, products, Epi::Store);
         } else if m > SMALL_M
             && same(|w| matches!(w, Weight::Int8(_)))
-            && crate::int8::simd(self.isa)
+            && crate::int8::runs_together(self.isa, products.iter().map(|(w, _)| &w.weight))
         {
             self.linears_int8(x, m, products, false);
         } else {
@@ -136,7 +136,7 @@ impl CpuBackend {
             self.small_m(x, m, w, out, gelu);
         } else if matches!(w.weight, Weight::Bf16(_)) && crate::bf16::simd(self.isa) {
             self.linear_bf16(x, m, w, Out::Whole(out), Epi::gelu(gelu));
-        } else if matches!(w.weight, Weight::Int8(_)) && crate::int8::simd(self.isa) {
+        } else if crate::int8::runs(self.isa, &w.weight) {
             self.linear_int8(x, m, w, out, gelu);
         } else if crate::f32gemm::runs(self.isa, &w.weight) {
             self.linear_f32(x, m, w, Out::Whole(out), Epi::gelu(gelu));

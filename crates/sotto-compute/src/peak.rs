@@ -2,7 +2,8 @@
 //! against, so that "within 1.3× of the compute limit" can be rerun on any CPU.
 //!
 //! Compute rates come from loops of independent chains of the instruction each product
-//! kernel is built on (f32 FMA, bf16 `vdpbf16ps`, int8 `vpdpbusd`), run on every thread at
+//! kernel is built on (f32 FMA, bf16 `vdpbf16ps`, int8 `vpdpbusd` or, on AVX2, `vpmaddwd`
+//! with its add), run on every thread at
 //! once with nothing else in them: no loads, no stores, no shuffles, so no kernel can
 //! pass them. Memory bandwidth comes from reading a buffer far larger than the caches.
 
@@ -20,7 +21,9 @@ pub struct Peaks {
     pub f32_gflops: f64,
     /// `vdpbf16ps` (pairs of bf16 products into f32), GFLOP/s; `None` without AVX-512 BF16.
     pub bf16_gflops: Option<f64>,
-    /// `vpdpbusd` (quads of u8 × i8 products into i32), GOP/s; `None` without AVX-512 VNNI.
+    /// The int8 GEMM's rate, GOP/s: `vpdpbusd` (quads of u8 × i8 products into i32) with
+    /// AVX-512 VNNI, else `vpmaddwd` and `vpaddd` (pairs of i16 products into i32) on the
+    /// AVX2 path; `None` on other paths.
     pub int8_gops: Option<f64>,
     /// Every thread reading its share of a [`READ_BYTES`] buffer (smaller where that cannot
     /// be allocated; NaN where nothing can), GB/s.
@@ -53,12 +56,20 @@ pub fn measure_peaks(isa: Isa, threads: usize) -> Peaks {
                 black_box(unsafe { x86_peak::dpbf16(n) });
             }) / 1e9
         });
-        let int8 = (wide && crate::int8_gemm_supported()).then(|| {
-            rate(threads, x86_peak::DPBUSD_OPS, |n| {
-                // SAFETY: int8_gemm_supported() says the CPU has AVX-512 F and VNNI.
+        let int8 = if wide && crate::int8::vnni_supported() {
+            Some(rate(threads, x86_peak::DPBUSD_OPS, |n| {
+                // SAFETY: vnni_supported() says the CPU has AVX-512 F and VNNI.
                 black_box(unsafe { x86_peak::dpbusd(n) });
-            }) / 1e9
-        });
+            }))
+        } else if kernels::checked(isa) == Isa::Avx2 {
+            Some(rate(threads, x86_peak::MADDWD_OPS, |n| {
+                // SAFETY: `checked` returned Avx2: the CPU has AVX2.
+                black_box(unsafe { x86_peak::maddwd(n) });
+            }))
+        } else {
+            None
+        }
+        .map(|r| r / 1e9);
         (bf16, int8)
     };
     #[cfg(not(target_arch = "x86_64"))]
@@ -188,12 +199,23 @@ mod tests {
             let lanes = (x86_peak::DPBF16_FLOPS / 4) as f64;
             assert_eq!(v, lanes * n as f64 * 2.0 * 2f64.powi(-30));
         }
-        if crate::int8_gemm_supported() {
+        if crate::int8::vnni_supported() {
             // Each instruction adds four products of 3 · −2 to each lane.
             // SAFETY: the CPU has AVX-512 F and VNNI (checked above).
             let v = unsafe { x86_peak::dpbusd(n) } as i64;
             let lanes = (x86_peak::DPBUSD_OPS / 8) as i64;
             assert_eq!(v, lanes * n as i64 * -24);
+        }
+        if Isa::Avx2.is_supported() {
+            // Each step adds the lane's own two i16 halves times −2 to it (wrapping).
+            let lane = (0..n).fold(3i32, |r, _| {
+                let (lo, hi) = (r as i16 as i32, (r >> 16) as i16 as i32);
+                r.wrapping_add(-2 * lo + -2 * hi)
+            });
+            let lanes = (x86_peak::MADDWD_OPS / 4) as i32;
+            // SAFETY: the CPU has AVX2 (checked above).
+            let v = unsafe { x86_peak::maddwd(n) };
+            assert_eq!(v, lane.wrapping_mul(lanes));
         }
     }
 

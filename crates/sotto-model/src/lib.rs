@@ -118,11 +118,12 @@ pub enum EncoderPrecision {
     /// transcripts (tiny.en beam 5: +1 WER point on the shared clips), so it is opt-in.
     Bf16Fast,
     /// The encoder's linear layers and convs, and the cross-attention K/V projections, as
-    /// int8 GEMMs (AVX-512 VNNI): weights quantized per output channel at load, activations
-    /// per row on every call, exact i32 sums, as faster-whisper's `int8` does. Attention as
-    /// in [`EncoderPrecision::Bf16`]. About twice the bf16 GEMM's rate; the default for
-    /// ggml-quantized model files, whose weights are int8-or-coarser already. Runs as
-    /// [`EncoderPrecision::Bf16`] (or F32) where the CPU lacks VNNI.
+    /// int8 GEMMs (AVX-512 VNNI, or AVX2's i16 pair products): weights quantized per output
+    /// channel at load, activations per row on every call, exact i32 sums, as
+    /// faster-whisper's `int8` does. Attention as in [`EncoderPrecision::Bf16`] where the
+    /// CPU has AVX-512 BF16, else f32. About twice the bf16 GEMM's rate with VNNI, 1.6×
+    /// the f32 GEMM's on AVX2; the default for ggml-quantized model files, whose weights are
+    /// int8-or-coarser already. Runs as F32 on CPUs without AVX2.
     Int8,
 }
 
@@ -142,7 +143,7 @@ pub fn bf16_encoder_supported() -> bool {
     sotto_compute::bf16_gemm_supported()
 }
 
-/// Whether this CPU runs [`EncoderPrecision::Int8`]: AVX-512 VNNI.
+/// Whether this CPU runs [`EncoderPrecision::Int8`]: AVX-512 VNNI or AVX2.
 pub fn int8_encoder_supported() -> bool {
     sotto_compute::int8_gemm_supported()
 }
@@ -180,7 +181,12 @@ impl Whisper {
 
     /// The products of one [`Session::encode`] at this model's encoder precision.
     pub fn encoder_work(&self) -> EncoderWork {
-        EncoderWork::new(&self.hparams, self.encoder_precision)
+        let mut w = EncoderWork::new(&self.hparams, self.encoder_precision);
+        if !bf16_encoder_supported() {
+            // Int8 on AVX2: the attention's P·V falls back to f32 with the scores.
+            (w.f32_flops, w.bf16_flops) = (w.f32_flops + w.bf16_flops, 0.0);
+        }
+        w
     }
 
     /// Bytes one decoder step streams however few its rows: every decoder layer's weights

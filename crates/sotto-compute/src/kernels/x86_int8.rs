@@ -1,10 +1,11 @@
-//! AVX-512 VNNI kernels for [`crate::int8`]: f32 rows to int8 quads, and the `MR × NR`
-//! register-blocked product tile built on `vpdpbusd` (unsigned weight bytes × signed
-//! activation bytes, four products summed per 32-bit lane).
+//! x86 kernels for [`crate::int8`]: f32 rows to int8 quads and the `MR × NR` tile built
+//! on AVX-512 VNNI's `vpdpbusd` (unsigned weight bytes × signed activation bytes, four
+//! products summed per 32-bit lane); f32 rows to i16 pairs and the `MR_AVX2 × NR_AVX2`
+//! tile built on AVX2's `vpmaddwd` (two i16 products summed per 32-bit lane, then added).
 
 use std::arch::x86_64::*;
 
-use crate::int8::{Epilogue, MR, NR};
+use crate::int8::{Epilogue, MR, MR_AVX2, NR, NR_AVX2};
 
 /// A mask of the low `n` of 16 lanes.
 #[inline(always)]
@@ -120,6 +121,137 @@ pub(crate) unsafe fn tile(
         unsafe {
             _mm512_mask_storeu_ps(c.add(r * ldc), m0, v0);
             _mm512_mask_storeu_ps(c.add(r * ldc).wrapping_add(16), m1, v1);
+        }
+    }
+}
+
+/// `x` quantized symmetrically into `d` as pairs of i16 (low half first; past `x.len()`
+/// zero), for the AVX2 tile: returns the scale `max|x| / 127`, the values those of the
+/// scalar `quantize_row` (round to nearest even). Panics unless
+/// `d.len() == x.len().div_ceil(2)`.
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn quantize_row_pairs(x: &[f32], d: &mut [u32]) -> f32 {
+    assert_eq!(
+        d.len(),
+        x.len().div_ceil(2),
+        "quantize_row_pairs: lengths differ"
+    );
+    let n = x.len();
+    let whole = n - n % 16;
+    let abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fff_ffff));
+    let mut vmax = _mm256_setzero_ps();
+    for i in (0..whole).step_by(8) {
+        // SAFETY: i + 8 ≤ whole ≤ n.
+        let v = unsafe { _mm256_loadu_ps(x.as_ptr().add(i)) };
+        vmax = _mm256_max_ps(vmax, _mm256_and_ps(v, abs));
+    }
+    let mut lanes = [0f32; 8];
+    // SAFETY: `lanes` holds the 8 floats of one store.
+    unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), vmax) };
+    let amax = (lanes.iter().chain(&x[whole..])).fold(0.0f32, |m, v| m.max(v.abs()));
+    if amax == 0.0 || !amax.is_finite() {
+        d.fill(0);
+        return 0.0;
+    }
+    let inv = 127.0 / amax;
+    let vinv = _mm256_set1_ps(inv);
+    for i in (0..whole).step_by(16) {
+        // SAFETY: x[i..i + 16] lies inside x (i + 16 ≤ whole) and d[i/2..i/2 + 8] inside d.
+        // The conversion rounds to nearest even (the default MXCSR mode).
+        unsafe {
+            let q0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x.as_ptr().add(i)), vinv));
+            let q1 =
+                _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x.as_ptr().add(i + 8)), vinv));
+            // packs interleaves 128-bit halves: restore the order with one permute.
+            let p = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packs_epi32(q0, q1));
+            _mm256_storeu_si256(d.as_mut_ptr().add(i / 2) as *mut __m256i, p);
+        }
+    }
+    let q = |v: f32| (v * inv).round_ties_even() as i16 as u16 as u32;
+    for (p, dst) in d.iter_mut().enumerate().skip(whole / 2) {
+        let hi = x.get(2 * p + 1).map_or(0, |&v| q(v));
+        *dst = q(x[2 * p]) | (hi << 16);
+    }
+    amax / 127.0
+}
+
+/// The AVX2 tile: `c[r·ldc + j] = (Σ_p a[r·k2 + p] · b[p·NR_AVX2 + j]) · a_scales[r] ·
+/// w_scales[j] (+ bias[j])` for `r < rows`, `j < cols`, each product term a pair of i16
+/// products (`vpmaddwd`) added into i32 lanes: exact sums, as the VNNI tile's.
+///
+/// `a` Shape: [MR_AVX2, k2] pairs of i16 (rows of activations); `b` Shape: [k2, NR_AVX2]
+/// pairs of i16 (one packed column panel); `c` Shape: [rows, ldc] f32.
+///
+/// # Safety
+/// The CPU must have AVX2; `a` must hold `MR_AVX2·k2` pairs (all rows are read, so pad
+/// past the last real row) and `b` `k2·NR_AVX2`; `c` rows `0..rows` must be writable at
+/// columns `0..cols`; `rows <= MR_AVX2`, `cols <= NR_AVX2`; `a_scales` must hold `MR_AVX2`
+/// values, `epi.w_scales` `NR_AVX2` and `epi.bias`, when given, `cols`.
+#[target_feature(enable = "avx2")]
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn tile_avx2(
+    k2: usize,
+    a: *const u32,
+    b: *const u32,
+    c: *mut f32,
+    ldc: usize,
+    rows: usize,
+    cols: usize,
+    a_scales: &[f32],
+    epi: &Epilogue,
+) {
+    debug_assert!(rows <= MR_AVX2 && cols <= NR_AVX2 && a_scales.len() >= MR_AVX2);
+    let mut c0 = [_mm256_setzero_si256(); MR_AVX2];
+    let mut c1 = [_mm256_setzero_si256(); MR_AVX2];
+    for p in 0..k2 {
+        // SAFETY: p < k2, so b[p·NR_AVX2..(p + 1)·NR_AVX2] and a[r·k2 + p] are in bounds.
+        unsafe {
+            let b0 = _mm256_loadu_si256(b.add(p * NR_AVX2) as *const _);
+            let b1 = _mm256_loadu_si256(b.add(p * NR_AVX2 + 8) as *const _);
+            for r in 0..MR_AVX2 {
+                let av = _mm256_set1_epi32(*a.add(r * k2 + p) as i32);
+                c0[r] = _mm256_add_epi32(c0[r], _mm256_madd_epi16(b0, av));
+                c1[r] = _mm256_add_epi32(c1[r], _mm256_madd_epi16(b1, av));
+            }
+        }
+    }
+    let mut bias = [0f32; NR_AVX2];
+    if let Some(b) = epi.bias {
+        bias[..cols].copy_from_slice(&b[..cols]);
+    }
+    // SAFETY: w_scales holds NR_AVX2 values and `bias` is NR_AVX2 long.
+    let (ws0, ws1, bv0, bv1) = unsafe {
+        let ws = epi.w_scales.as_ptr();
+        (
+            _mm256_loadu_ps(ws),
+            _mm256_loadu_ps(ws.add(8)),
+            _mm256_loadu_ps(bias.as_ptr()),
+            _mm256_loadu_ps(bias.as_ptr().add(8)),
+        )
+    };
+    for r in 0..rows {
+        let s = _mm256_set1_ps(a_scales[r]);
+        // Scale, then bias, in the reference's order: the bias of a missing one is 0 + x.
+        let v0 = _mm256_cvtepi32_ps(c0[r]);
+        let v1 = _mm256_cvtepi32_ps(c1[r]);
+        let v0 = _mm256_add_ps(_mm256_mul_ps(v0, _mm256_mul_ps(ws0, s)), bv0);
+        let v1 = _mm256_add_ps(_mm256_mul_ps(v1, _mm256_mul_ps(ws1, s)), bv1);
+        // SAFETY: row r < rows of c; whole tiles store 16 columns, partial ones copy `cols`
+        // from a local row.
+        unsafe {
+            let dst = c.add(r * ldc);
+            if cols == NR_AVX2 {
+                _mm256_storeu_ps(dst, v0);
+                _mm256_storeu_ps(dst.add(8), v1);
+            } else {
+                let mut row = [0f32; NR_AVX2];
+                _mm256_storeu_ps(row.as_mut_ptr(), v0);
+                _mm256_storeu_ps(row.as_mut_ptr().add(8), v1);
+                std::ptr::copy_nonoverlapping(row.as_ptr(), dst, cols);
+            }
         }
     }
 }

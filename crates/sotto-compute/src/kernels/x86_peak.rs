@@ -17,6 +17,9 @@ pub(crate) const DPBF16_FLOPS: u64 = (CHAINS * 16 * 2 * 2) as u64;
 /// Operations per iteration of [`dpbusd`]: 16 chains × 16 lanes × 4 bytes × (mul + add).
 pub(crate) const DPBUSD_OPS: u64 = (CHAINS * 16 * 4 * 2) as u64;
 
+/// Operations per iteration of [`maddwd`]: 12 chains × 8 lanes × 2 pairs × (mul + add).
+pub(crate) const MADDWD_OPS: u64 = 12 * 8 * 2 * 2;
+
 /// `iters` rounds of 16 independent 16-lane f32 fused multiply-adds.
 ///
 /// # Safety
@@ -99,4 +102,28 @@ pub(crate) unsafe fn dpbusd(iters: u64) -> i32 {
         .iter()
         .fold(_mm512_setzero_si512(), |t, &r| _mm512_add_epi32(t, r));
     _mm512_reduce_add_epi32(t)
+}
+
+/// `iters` rounds of 12 independent `vpmaddwd` + `vpaddd` (pairs of i16 products added
+/// into i32 lanes: the AVX2 int8 tile's step; AVX2 has 16 registers).
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn maddwd(iters: u64) -> i32 {
+    let y = _mm256_set1_epi16(-2);
+    let mut acc = [_mm256_set1_epi32(3); 12];
+    for _ in 0..iters {
+        // Each product reads its own chain, so none can be hoisted out of the loop.
+        for r in acc.iter_mut() {
+            *r = _mm256_add_epi32(*r, _mm256_madd_epi16(*r, y));
+        }
+    }
+    let t = acc
+        .iter()
+        .fold(_mm256_setzero_si256(), |t, &r| _mm256_add_epi32(t, r));
+    let mut lanes = [0i32; 8];
+    // SAFETY: `lanes` holds exactly the 8 i32 of one 256-bit store.
+    unsafe { _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, t) };
+    lanes.iter().fold(0, |s, &v| s.wrapping_add(v))
 }
