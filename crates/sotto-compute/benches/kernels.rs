@@ -54,6 +54,25 @@ fn decoder_linear(c: &mut Criterion) {
     g.finish();
 }
 
+/// A decoder prompt pass's MLP product at base's shape (227 rows · 512×2048, f16 tiles) on one
+/// thread: each tile meets every row.
+fn prompt_linear_1t(c: &mut Criterion) {
+    let mut g = c.benchmark_group("prompt_1t");
+    g.sample_size(20);
+    let be = CpuBackend::new(1).unwrap();
+    let (m, n, k) = (227, 2048, 512);
+    g.throughput(Throughput::Elements((2 * m * n * k) as u64));
+    let w: Vec<f16> = vals(n * k, 1).into_iter().map(f16::from_f32).collect();
+    let tiles = Weight::F16(w).for_decoding(n, k).unwrap();
+    let lin = Linear::new(tiles, None, n, k).unwrap();
+    let x = vals(m * k, 2);
+    let mut out = vec![0.0; m * n];
+    g.bench_function(format!("f16_tiles_{m}x{k}x{n}"), |b| {
+        b.iter(|| be.linear(&x, m, &lin, &mut out).unwrap())
+    });
+    g.finish();
+}
+
 fn encoder_ops(c: &mut Criterion) {
     let mut g = c.benchmark_group("encoder");
     g.sample_size(10);
@@ -242,6 +261,7 @@ criterion_group!(
     benches,
     small_m,
     decoder_linear,
+    prompt_linear_1t,
     encoder_ops,
     encoder_attention_bf16,
     encoder_gemm_formats_1t,
