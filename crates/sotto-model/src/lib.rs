@@ -118,12 +118,13 @@ pub enum EncoderPrecision {
     /// transcripts (tiny.en beam 5: +1 WER point on the shared clips), so it is opt-in.
     Bf16Fast,
     /// The encoder's linear layers and convs, and the cross-attention K/V projections, as
-    /// int8 GEMMs (AVX-512 VNNI, or AVX2's i16 pair products): weights quantized per output
-    /// channel at load, activations per row on every call, exact i32 sums, as
-    /// faster-whisper's `int8` does. Attention as in [`EncoderPrecision::Bf16`] where the
-    /// CPU has AVX-512 BF16, else f32. About twice the bf16 GEMM's rate with VNNI, 1.6×
-    /// the f32 GEMM's on AVX2; the default for ggml-quantized model files, whose weights are
-    /// int8-or-coarser already. Runs as F32 on CPUs without AVX2.
+    /// int8 GEMMs: weights quantized per output channel at load, activations per row on
+    /// every call, exact i32 sums, as faster-whisper's `int8` does. With AVX-512 VNNI the
+    /// activations are bytes too, at about twice the bf16 GEMM's rate; on AVX2 (i16 pair
+    /// products, 1.6× the f32 GEMM's rate) they keep up to 15 bits at no cost, which halves
+    /// the distance from f16. Attention as in [`EncoderPrecision::Bf16`] where the CPU has
+    /// AVX-512 BF16, else f32. The default for ggml-quantized model files, whose weights
+    /// are int8-or-coarser already. Runs as F32 on CPUs without AVX2.
     Int8,
 }
 

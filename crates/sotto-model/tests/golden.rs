@@ -164,10 +164,10 @@ fn tiny_en_greedy_matches_ctranslate2() {
 /// The faster encoder levels, where the CPU has them. bf16 (`Bf16`, `Bf16Fast`: AVX-512
 /// BF16): bf16 rounding of weights and activations moves the encoder output by up to ~0.06
 /// (tiny.en) and ~0.8 (base, on values up to ~±20) and the first logits by ~0.03–0.07.
-/// `Int8` (AVX-512 VNNI or AVX2, the same sums): int8 weights per channel and activations
-/// per row move the first logits by ~0.35–0.45 (tiny.en; 0.45 with AVX2's f32 attention)
-/// and ~0.18 (base), mostly the weights' rounding (q8_0's 32-wide blocks measured ~0.19 as
-/// well). The bounds leave ~1.5–2x headroom, and the argmax must stay.
+/// `Int8`: int8 weights per channel and activations per row move the first logits by ~0.35
+/// (tiny.en) and ~0.18 (base) with AVX-512 VNNI's byte activations, mostly the weights'
+/// rounding (q8_0's 32-wide blocks measured ~0.19 as well); AVX2's wider i16 activations
+/// give 0.25 and 0.21. The bounds leave ~2x headroom, and the argmax must stay.
 /// Elsewhere the option changes nothing and the f32 tolerances apply.
 fn check_fast(name: &str, encoder: sotto_model::EncoderPrecision) {
     let g = golden();

@@ -125,15 +125,15 @@ pub(crate) unsafe fn tile(
     }
 }
 
-/// `x` quantized symmetrically into `d` as pairs of i16 (low half first; past `x.len()`
-/// zero), for the AVX2 tile: returns the scale `max|x| / 127`, the values those of the
-/// scalar `quantize_row` (round to nearest even). Panics unless
-/// `d.len() == x.len().div_ceil(2)`.
+/// `x` quantized symmetrically to `qmax` levels (at most 32 767) into `d` as pairs of i16
+/// (low half first; past `x.len()` zero), for the AVX2 tile: returns the scale
+/// `max|x| / qmax`, the values those of the scalar `quantize_levels` (round to nearest
+/// even). Panics unless `d.len() == x.len().div_ceil(2)`.
 ///
 /// # Safety
 /// The CPU must have AVX2.
 #[target_feature(enable = "avx2")]
-pub(crate) unsafe fn quantize_row_pairs(x: &[f32], d: &mut [u32]) -> f32 {
+pub(crate) unsafe fn quantize_row_pairs(x: &[f32], qmax: f32, d: &mut [u32]) -> f32 {
     assert_eq!(
         d.len(),
         x.len().div_ceil(2),
@@ -156,7 +156,7 @@ pub(crate) unsafe fn quantize_row_pairs(x: &[f32], d: &mut [u32]) -> f32 {
         d.fill(0);
         return 0.0;
     }
-    let inv = 127.0 / amax;
+    let inv = qmax / amax;
     let vinv = _mm256_set1_ps(inv);
     for i in (0..whole).step_by(16) {
         // SAFETY: x[i..i + 16] lies inside x (i + 16 ≤ whole) and d[i/2..i/2 + 8] inside d.
@@ -170,12 +170,12 @@ pub(crate) unsafe fn quantize_row_pairs(x: &[f32], d: &mut [u32]) -> f32 {
             _mm256_storeu_si256(d.as_mut_ptr().add(i / 2) as *mut __m256i, p);
         }
     }
-    let q = |v: f32| (v * inv).round_ties_even() as i16 as u16 as u32;
+    let q = |v: f32| (v * inv).round_ties_even() as i32 as i16 as u16 as u32;
     for (p, dst) in d.iter_mut().enumerate().skip(whole / 2) {
         let hi = x.get(2 * p + 1).map_or(0, |&v| q(v));
         *dst = q(x[2 * p]) | (hi << 16);
     }
-    amax / 127.0
+    amax / qmax
 }
 
 /// The AVX2 tile: `c[r·ldc + j] = (Σ_p a[r·k2 + p] · b[p·NR_AVX2 + j]) · a_scales[r] ·
