@@ -722,6 +722,7 @@ mod tests {
 
     /// The SIMD exponential of the softmax rounds to the model's bf16 values, specials and
     /// the edges of the subnormal range included.
+    #[cfg(target_arch = "x86_64")]
     #[test]
     fn exp2_pairs_matches_model() {
         if !crate::bf16_gemm_supported() {

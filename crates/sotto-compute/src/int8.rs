@@ -108,6 +108,7 @@ fn vnni(isa: Isa) -> bool {
 }
 
 /// Whether this CPU has AVX-512 VNNI (the int8 rate [`crate::peak`] measures there).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) fn vnni_supported() -> bool {
     vnni(Isa::Avx512)
 }
