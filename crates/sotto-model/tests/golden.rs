@@ -178,6 +178,10 @@ fn check_fast(name: &str, encoder: sotto_model::EncoderPrecision) {
     };
     let model = Arc::new(Whisper::from_file_with(&file, opts).unwrap());
     let ran = model.encoder_precision();
+    // Counted in the precisions this CPU runs (int8 on AVX2 has f32 attention), so that
+    // `sotto bench` can set a limit.
+    let work = model.encoder_work();
+    assert!(work.bf16_flops == 0.0 || sotto_model::bf16_encoder_supported());
     let mut s = Session::new(model, 2).unwrap();
     s.encode(&g.mel).unwrap();
     let prompt = prompt(&g, name);

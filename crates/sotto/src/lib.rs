@@ -261,8 +261,11 @@ impl Model {
 
     /// The products of one encoder window on the CPU, by precision; `None` on a GPU.
     pub fn encoder_work(&self) -> Option<EncoderWork> {
-        self.encoder_precision()
-            .map(|p| EncoderWork::new(self.hparams(), p))
+        match &self.inner.weights {
+            engine::Weights::Cpu(w) => Some(w.encoder_work()),
+            #[cfg(feature = "cuda")]
+            engine::Weights::Cuda(_) => None,
+        }
     }
 
     pub fn path(&self) -> &Path {
