@@ -251,6 +251,13 @@ impl I8Packed {
         self.n_in
     }
 
+    /// Bytes one product reads: the packed values (one byte each for quads, two for
+    /// pairs) and a scale per column.
+    pub(crate) fn stream_bytes(&self) -> usize {
+        let per = 4 / self.layout.per_unit();
+        self.n_out * (per * self.n_in + 4)
+    }
+
     /// 32-bit units (quads or pairs) per column.
     fn units(&self) -> usize {
         self.n_in.div_ceil(self.layout.per_unit())

@@ -117,7 +117,7 @@ impl Weight {
             Weight::F32(w) => 4 * w.len(),
             Weight::F32Packed(_) => 4 * self.len(),
             Weight::F16(_) | Weight::F16Tiled(_) | Weight::Bf16(_) => 2 * self.len(),
-            Weight::Int8(p) => p.n_out() * (p.n_in() + 4),
+            Weight::Int8(p) => p.stream_bytes(),
             Weight::QuantTiled(q) => q.n_out() * q.quant_type().row_bytes(q.n_in()),
             Weight::Quant { data, .. } => data.len(),
             Weight::Vocab(v) => v.screen_bytes(),
