@@ -121,10 +121,11 @@ pub enum EncoderPrecision {
     /// int8 GEMMs: weights quantized per output channel at load, activations per row on
     /// every call, exact i32 sums, as faster-whisper's `int8` does. With AVX-512 VNNI the
     /// activations are bytes too, at about twice the bf16 GEMM's rate; on AVX2 (i16 pair
-    /// products, 1.6× the f32 GEMM's rate) they keep up to 15 bits at no cost, which halves
-    /// the distance from f16. Attention as in [`EncoderPrecision::Bf16`] where the CPU has
-    /// AVX-512 BF16, else f32. The default for ggml-quantized model files, whose weights
-    /// are int8-or-coarser already. Runs as F32 on CPUs without AVX2.
+    /// products, 1.6× the f32 GEMM's rate) they keep up to 32 767 levels a side instead of
+    /// 127 at no cost, which halves the distance from f16. Attention as in
+    /// [`EncoderPrecision::Bf16`] where the CPU has AVX-512 BF16, else f32. The default for
+    /// ggml-quantized model files, whose weights are int8-or-coarser already. Runs as F32
+    /// on CPUs without AVX2.
     Int8,
 }
 
