@@ -107,6 +107,11 @@ fn vnni(isa: Isa) -> bool {
     }
 }
 
+/// Whether a backend on kernel path `isa` runs the AVX2 pair tile (AVX-512 CPUs too).
+fn pair_tile(isa: Isa) -> bool {
+    matches!(isa, Isa::Avx2 | Isa::Avx512) && isa.is_supported()
+}
+
 /// Whether this CPU has AVX-512 VNNI (the int8 rate [`crate::peak`] measures there).
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) fn vnni_supported() -> bool {
@@ -119,7 +124,7 @@ pub(crate) fn vnni_supported() -> bool {
 pub(crate) fn runs(isa: Isa, w: &Weight) -> bool {
     match w {
         Weight::Int8(p) if p.layout == Layout::Quads => vnni(isa),
-        Weight::Int8(_) => matches!(isa, Isa::Avx2 | Isa::Avx512) && isa.is_supported(),
+        Weight::Int8(_) => pair_tile(isa),
         _ => false,
     }
 }
@@ -388,7 +393,7 @@ fn quantize_rows(
 fn quantize_pairs(isa: Isa, x: &[f32], d: &mut [u32]) -> f32 {
     let qmax = pair_qmax(x.len()) as f32;
     #[cfg(target_arch = "x86_64")]
-    if matches!(isa, Isa::Avx2 | Isa::Avx512) && isa.is_supported() {
+    if pair_tile(isa) {
         // SAFETY: both paths imply AVX2; d holds x.len().div_ceil(2) pairs.
         return unsafe { kernels::x86_int8::quantize_row_pairs(x, qmax, d) };
     }
