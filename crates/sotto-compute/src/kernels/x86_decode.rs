@@ -125,10 +125,17 @@ pub(super) mod avx2 {
         }
     }
 
+    /// Columns per block of [`quarters`]: a block's 64 · 128 bytes of a tile stay in L1
+    /// while its four quarters pass over them.
+    const QUARTER_COLS: usize = 64;
+
     /// As [`tiles`] for 3 to 6 x rows (beams), each tile as four quarters of TILE_ROWS / 4
     /// outputs: six rows' accumulators for a quarter fit the 16 registers, so the weights
-    /// are read and widened once for all rows instead of once per pair. Each output is the
-    /// same sequence of fused multiply-adds, so the same bits.
+    /// are read and widened once for all rows instead of once per pair. The quarters take
+    /// turns over each block of [`QUARTER_COLS`] columns, their sums kept between blocks,
+    /// so the tile streams from memory once, in order (a whole quarter at a time read one
+    /// line in two, 128 bytes apart, and stalled on memory). Each output is the same
+    /// sequence of fused multiply-adds, so the same bits.
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn quarters<const G: usize>(
         x: &[f32],
@@ -139,28 +146,43 @@ pub(super) mod avx2 {
     ) {
         const Q: usize = TILE_ROWS / 4;
         for (t, tile) in w.chunks_exact(k * TILE_ROWS).enumerate() {
-            for quarter in 0..4 {
-                let wp = tile.as_ptr().wrapping_add(quarter * Q);
-                let mut acc = [[_mm256_setzero_ps(); 2]; G];
-                // SAFETY: as in `tiles`; a quarter column is Q = 16 values.
-                unsafe {
-                    for c in 0..k {
-                        let p = wp.add(c * TILE_ROWS) as *const __m128i;
-                        let wv = [
-                            _mm256_cvtph_ps(_mm_loadu_si128(p)),
-                            _mm256_cvtph_ps(_mm_loadu_si128(p.add(1))),
-                        ];
-                        for (i, acc_i) in acc.iter_mut().enumerate() {
-                            let xb = _mm256_set1_ps(*x.as_ptr().add(i * k + c));
-                            acc_i[0] = _mm256_fmadd_ps(wv[0], xb, acc_i[0]);
-                            acc_i[1] = _mm256_fmadd_ps(wv[1], xb, acc_i[1]);
+            let mut sums = [[[_mm256_setzero_ps(); 2]; G]; 4];
+            for c0 in (0..k).step_by(QUARTER_COLS) {
+                let c1 = (c0 + QUARTER_COLS).min(k);
+                for (quarter, acc) in sums.iter_mut().enumerate() {
+                    let wp = tile.as_ptr().wrapping_add(quarter * Q);
+                    let mut a = *acc;
+                    // SAFETY: as in `tiles`; a quarter column is Q = 16 values.
+                    unsafe {
+                        for c in c0..c1 {
+                            if quarter == 0 {
+                                // The next block's column c, both lines: requested a block
+                                // ahead, where the loads alone would stall on memory.
+                                let ahead = wp.wrapping_add((c + QUARTER_COLS) * TILE_ROWS);
+                                _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
+                                _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(32).cast());
+                            }
+                            let p = wp.add(c * TILE_ROWS) as *const __m128i;
+                            let wv = [
+                                _mm256_cvtph_ps(_mm_loadu_si128(p)),
+                                _mm256_cvtph_ps(_mm_loadu_si128(p.add(1))),
+                            ];
+                            for (i, acc_i) in a.iter_mut().enumerate() {
+                                let xb = _mm256_set1_ps(*x.as_ptr().add(i * k + c));
+                                acc_i[0] = _mm256_fmadd_ps(wv[0], xb, acc_i[0]);
+                                acc_i[1] = _mm256_fmadd_ps(wv[1], xb, acc_i[1]);
+                            }
                         }
                     }
-                    for (i, acc_i) in acc.iter().enumerate() {
-                        for (u, a) in acc_i.iter().enumerate() {
-                            let r = t * TILE_ROWS + quarter * Q + u * 8;
-                            _mm256_storeu_ps(out.as_mut_ptr().add(i * ldo + r), *a);
-                        }
+                    *acc = a;
+                }
+            }
+            for (quarter, acc) in sums.iter().enumerate() {
+                for (i, acc_i) in acc.iter().enumerate() {
+                    for (u, a) in acc_i.iter().enumerate() {
+                        let r = t * TILE_ROWS + quarter * Q + u * 8;
+                        // SAFETY: out rows i < G hold ldo ≥ (t + 1)·TILE_ROWS values.
+                        unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(i * ldo + r), *a) };
                     }
                 }
             }
