@@ -5,9 +5,12 @@
 //! quantized, and `lo`, what `hi` misses, quantized again. `w' = hi + lo` is within
 //! 1/300 of a q8_0 step of the f16 value: closer than f16's own rounding for every weight
 //! above 1/16 of its block's largest. The input is split the same way, `x̃ = x̂ + x̂₂` (its
-//! q8_0 blocks and theirs of what they miss), and the product is `w'·x̃`, summed as exact
-//! integer block dots by the same VNNI kernels as q8_0 weights. Rows from `n_text` on
-//! (Whisper's special and timestamp tokens, which the timestamp rules sum over) stay f16.
+//! q8_0 blocks and what they miss, in steps of 1/256 of the block's scale:
+//! `sotto_quant::QuantActs::split_q8`), and the product is `w'·x̃`, summed as exact integer
+//! block dots by the same VNNI kernels as q8_0 weights, the two parts as two rows; AVX2
+//! takes each pair as one row of 16-bit values (`256·x̂ + x̂₂` in steps), half the work of
+//! its byte rows. Rows from `n_text` on (Whisper's special and timestamp tokens, which the
+//! timestamp rules sum over) stay f16.
 //!
 //! [`CpuBackend::vocab_logits`] with a [`VocabTop`] streams only `hi` and bounds what each
 //! row misses by Cauchy–Schwarz, `|lo_t·x̃| ≤ ‖lo_t‖·‖x̃‖` (plus a margin for the f32
@@ -362,22 +365,14 @@ impl Recompute {
     }
 }
 
-/// The input rows split for the planes' kernels: `acts` gets 2m rows, 2i the q8_0 of
-/// `x_i` and 2i + 1 the q8_0 of what that misses; `buf` ends as their sum `x̃` (Shape:
-/// [m, k]).
+/// The input rows split for the planes' kernels ([`QuantActs::split_q8`]): `acts` gets 2m
+/// rows, 2i the q8_0 codes of `x_i` and 2i + 1 what they miss in steps of 1/256 of its
+/// scale; `buf` ends as their sum `x̃` (Shape: [m, k]).
 fn split(x: &[f32], m: usize, k: usize, acts: &mut QuantActs, buf: &mut Vec<f32>) {
     buf.clear();
-    buf.resize(3 * m * k, 0.0);
-    let (tilde, pairs) = buf.split_at_mut(m * k);
-    acts.quantize(QuantType::Q8_0, x, m, k);
-    for (i, xi) in x.chunks_exact(k).enumerate() {
-        let (xr, rr) = pairs[2 * i * k..(2 * i + 2) * k].split_at_mut(k);
-        xr.copy_from_slice(xi);
-        acts.dequantize(i, rr);
-        rr.iter_mut().zip(xi).for_each(|(r, &a)| *r = a - *r);
-    }
-    acts.quantize(QuantType::Q8_0, pairs, 2 * m, k);
-    let scratch = &mut pairs[..k];
+    buf.resize((m + 1) * k, 0.0);
+    let (tilde, scratch) = buf.split_at_mut(m * k);
+    acts.split_q8(x, m, k);
     for (i, t) in tilde.chunks_exact_mut(k).enumerate() {
         acts.dequantize(2 * i, t);
         acts.dequantize(2 * i + 1, scratch);
@@ -480,25 +475,22 @@ impl CpuBackend {
                 let (r0, r1) = (b0 * GROUP_ROWS, (b1 * GROUP_ROWS).min(v.n_text));
                 let ldb = (b1 - b0) * GROUP_ROWS;
                 let hb = &mut hi[..ldb * 2 * m];
-                sotto_quant::tiled_matmul(isa, &v.hi, b0..b1, acts, hb, ldb);
                 let lb = &mut lo[..ldb * 2 * m];
+                let whole = plane(isa, &v.hi, b0..b1, acts, hb, ldb);
                 if both {
-                    sotto_quant::tiled_matmul(isa, &v.lo, b0..b1, acts, lb, ldb);
+                    plane(isa, &v.lo, b0..b1, acts, lb, ldb);
                 }
                 for i in 0..m {
-                    let (a, b) = hb[2 * i * ldb..(2 * i + 2) * ldb].split_at(ldb);
                     // SAFETY: i < m and r0..r1 lies in 0..n_text ⊆ 0..n, so the run lies in
                     // `logits` ([m, n]); tasks cover disjoint groups, hence disjoint runs.
                     let out =
                         unsafe { std::slice::from_raw_parts_mut(dst.at(i * n + r0), r1 - r0) };
-                    out.iter_mut()
-                        .zip(a.iter().zip(b))
-                        .for_each(|(o, (x, y))| *o = x + y);
+                    out.copy_from_slice(&pair(hb, i, ldb, whole)[..r1 - r0]);
                     if both {
-                        let (c, d) = lb[2 * i * ldb..(2 * i + 2) * ldb].split_at(ldb);
                         out.iter_mut()
-                            .zip(c.iter().zip(d).zip(&v.lo_scale[r0..r1]))
-                            .for_each(|(o, ((x, y), s))| *o += (x + y) * s);
+                            .zip(pair(lb, i, ldb, whole))
+                            .zip(&v.lo_scale[r0..r1])
+                            .for_each(|((o, x), s)| *o += x * s);
                     }
                 }
             }
@@ -521,6 +513,35 @@ impl CpuBackend {
         self.scratch_f32.give(out);
         Ok(())
     }
+}
+
+/// One plane's product with the split rows `acts` over `groups` into `buf` ([2m, ldb]):
+/// true when each input row's product is whole in row i (a kernel that takes each pair as
+/// one row), false when rows 2i and 2i + 1 hold the pair's two parts.
+fn plane(
+    isa: crate::Isa,
+    w: &QuantTiles,
+    groups: std::ops::Range<usize>,
+    acts: &QuantActs,
+    buf: &mut [f32],
+    ldb: usize,
+) -> bool {
+    if sotto_quant::tiled_matmul_split(isa, w, groups.clone(), acts, buf, ldb) {
+        return true;
+    }
+    sotto_quant::tiled_matmul(isa, w, groups, acts, buf, ldb);
+    false
+}
+
+/// Input row i's product from [`plane`]'s `buf` (one row of `ldb`, summed when in parts;
+/// the parts' sum is written over row 2i).
+fn pair(buf: &mut [f32], i: usize, ldb: usize, whole: bool) -> &[f32] {
+    if whole {
+        return &buf[i * ldb..(i + 1) * ldb];
+    }
+    let (a, b) = buf[2 * i * ldb..(2 * i + 2) * ldb].split_at_mut(ldb);
+    a.iter_mut().zip(b.iter()).for_each(|(x, y)| *x += y);
+    a
 }
 
 /// The text rows of one input row that must be computed in full, into `cands`: those
@@ -626,7 +647,11 @@ mod tests {
         for (a, b) in x.chunks_exact(32).zip(t.chunks_exact(32)) {
             let amax = a.iter().fold(0f32, |m, v| m.max(v.abs()));
             for (u, v) in a.iter().zip(b) {
-                assert!((u - v).abs() <= 3e-5 * amax, "split {u} → {v}");
+                // Within 1/256 of a q8_0 step (QuantActs::split_q8).
+                assert!(
+                    (u - v).abs() <= amax / 127.0 / 256.0 * 1.001,
+                    "split {u} → {v}"
+                );
             }
         }
         t

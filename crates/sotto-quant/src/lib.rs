@@ -44,7 +44,8 @@ mod x86_512;
 pub use gptq::{GptqError, GptqFactor};
 pub use sotto_isa::Isa;
 pub use tiled::{
-    tiled_matmul, tiled_matmul_ref, tiled_matmul_variant, QuantActs, QuantTiles, GROUP_ROWS,
+    tiled_matmul, tiled_matmul_ref, tiled_matmul_split, tiled_matmul_variant, QuantActs,
+    QuantTiles, GROUP_ROWS,
 };
 
 /// A ggml block-quantized type.

@@ -302,6 +302,12 @@ pub struct QuantActs {
     pub(crate) sum: Vec<i32>,
     /// q8_1's stored `d·Σq` (f16, widened); zero for q8_0. Shape: [nb, m]
     pub(crate) s: Vec<f32>,
+    /// After [`QuantActs::split_q8`]: each pair of rows as one row of 16-bit values
+    /// `256a + b` (Shape: [nb, m / 2, 32]), their block sums and scales (Shape:
+    /// [nb, m / 2]); empty otherwise.
+    pub(crate) wide: Vec<i16>,
+    pub(crate) wide_sum: Vec<i32>,
+    pub(crate) wide_d: Vec<f32>,
 }
 
 impl QuantActs {
@@ -314,6 +320,9 @@ impl QuantActs {
             d: Vec::new(),
             sum: Vec::new(),
             s: Vec::new(),
+            wide: Vec::new(),
+            wide_sum: Vec::new(),
+            wide_d: Vec::new(),
         }
     }
 
@@ -340,6 +349,7 @@ impl QuantActs {
         self.d.resize(nb * m, 0.0);
         self.sum.resize(nb * m, 0);
         self.s.resize(nb * m, 0.0);
+        self.wide.clear();
         #[cfg(target_arch = "x86_64")]
         {
             // The same Rust arithmetic compiled for wider vectors (the rounding loop
@@ -354,6 +364,63 @@ impl QuantActs {
             }
         }
         self.fill(at, x);
+    }
+
+    /// Quantizes `x` (Shape: [m, k]) for q8_0 weights as 2m rows in pairs, x̃_i = the sum
+    /// of rows 2i and 2i + 1: row 2i holds each block's q8_0 codes `a` at scale
+    /// d = amax / 127 (kept in f32, not rounded to f16 as a ggml block's, so what the codes
+    /// miss is at most d/2 at any magnitude), row 2i + 1 what they miss in steps of d/256
+    /// (codes `b` in −127..=127). So x̃_i is x_i to within d/512 (d/256 on an exact tie at
+    /// ±128 steps),
+    /// and each pair is also one row of 16-bit values `256a + b` at scale d/256, which
+    /// [`tiled_matmul_split`] takes whole. Panics unless `k` is a whole number of blocks and
+    /// `x.len() == m·k`.
+    pub fn split_q8(&mut self, x: &[f32], m: usize, k: usize) {
+        assert!(
+            k.is_multiple_of(QK) && x.len() == m * k,
+            "QuantActs::split_q8: x is not {m}×{k} in blocks of {QK}"
+        );
+        let (nb, rows) = (k / QK, 2 * m);
+        self.t = Some(QuantType::Q8_0);
+        (self.m, self.k) = (rows, k);
+        self.q.resize(nb * rows * QK, 0);
+        self.d.resize(nb * rows, 0.0);
+        self.sum.resize(nb * rows, 0);
+        self.s.clear();
+        self.s.resize(nb * rows, 0.0);
+        self.wide.resize(nb * m * QK, 0);
+        self.wide_sum.resize(nb * m, 0);
+        self.wide_d.resize(nb * m, 0.0);
+        for (i, row) in x.chunks_exact(k.max(1)).enumerate() {
+            for (b, xb) in row.chunks_exact(QK).enumerate() {
+                let amax = xb.iter().fold(0f32, |a, v| a.max(v.abs()));
+                let d = amax / 127.0;
+                let step = d / 256.0;
+                let (ea, eb, ew) = (b * rows + 2 * i, b * rows + 2 * i + 1, b * m + i);
+                let (mut sa, mut sb, mut sw) = (0i32, 0i32, 0i32);
+                for (j, &v) in xb.iter().enumerate() {
+                    // Non-finite inputs give 0 codes (`as` saturates NaN to 0).
+                    let a = if d > 0.0 {
+                        (v / d).round().clamp(-127.0, 127.0) as i8
+                    } else {
+                        0
+                    };
+                    let r = v - f32::from(a) * d;
+                    let bq = if step > 0.0 {
+                        (r / step).round().clamp(-127.0, 127.0) as i8
+                    } else {
+                        0
+                    };
+                    let w = 256 * i16::from(a) + i16::from(bq);
+                    self.q[ea * QK + j] = a;
+                    self.q[eb * QK + j] = bq;
+                    self.wide[ew * QK + j] = w;
+                    (sa, sb, sw) = (sa + i32::from(a), sb + i32::from(bq), sw + i32::from(w));
+                }
+                (self.d[ea], self.d[eb], self.wide_d[ew]) = (d, step, step);
+                (self.sum[ea], self.sum[eb], self.wide_sum[ew]) = (sa, sb, sw);
+            }
+        }
     }
 
     /// Quantizes the rows of `x` into the buffers [`QuantActs::quantize`] sized, as blocks of
@@ -454,7 +521,7 @@ pub fn tiled_matmul(
     out: &mut [f32],
     ldo: usize,
 ) {
-    check(w, &groups, acts, out.len(), ldo);
+    check(w, &groups, acts, (acts.m, out.len()), ldo);
     if groups.is_empty() || acts.m == 0 {
         return;
     }
@@ -462,14 +529,53 @@ pub fn tiled_matmul(
     match isa {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512 | Isa::Avx2 if Isa::Avx2.is_supported() => {
-            let vnni =
-                isa == Isa::Avx512 && Isa::Avx512.is_supported() && crate::x86_512::has_vnni();
             // SAFETY: AVX2/FMA/F16C checked above, AVX-512 F/BW/VL/VNNI when `vnni`;
             // `check` sized `out` and the activations, `data` holds whole groups.
-            unsafe { crate::tiled_x86::matmul(vnni, w.t, w.n_in, data, acts, out, ldo) };
+            unsafe { crate::tiled_x86::matmul(vnni(isa), w.t, w.n_in, data, acts, out, ldo) };
         }
         _ => scalar(w.t, w.n_in, data, acts, out, ldo),
     }
+}
+
+/// `out[i·ldo + 16(g − groups.start) + l] = row (16g + l) · x̃_i` for the pairs of
+/// [`QuantActs::split_q8`] (i < m / 2), each taken whole as 16-bit values, on a path that
+/// has a kernel for that: x86-64's AVX2 kernels (not VNNI's), where it does half the work
+/// of the pair's two byte rows. Returns false, leaving `out` alone, on every other path: there
+/// [`tiled_matmul`]'s two rows per pair, added, give the same product (to f32 rounding).
+/// Panics as [`tiled_matmul`] does, and when `acts` are not [`QuantActs::split_q8`]'s or
+/// `w` is not q8_0.
+pub fn tiled_matmul_split(
+    isa: Isa,
+    w: &QuantTiles,
+    groups: Range<usize>,
+    acts: &QuantActs,
+    out: &mut [f32],
+    ldo: usize,
+) -> bool {
+    let pairs = acts.m / 2;
+    assert!(
+        w.t == QuantType::Q8_0 && acts.wide.len() == pairs * acts.k,
+        "tiled_matmul_split: q8_0 weights and split_q8 activations only"
+    );
+    check(w, &groups, acts, (pairs, out.len()), ldo);
+    #[cfg(target_arch = "x86_64")]
+    if matches!(isa, Isa::Avx512 | Isa::Avx2) && Isa::Avx2.is_supported() && !vnni(isa) {
+        if !groups.is_empty() && pairs > 0 {
+            let data = &w.data[groups.start * w.group_bytes()..groups.end * w.group_bytes()];
+            // SAFETY: AVX2/FMA/F16C checked just above; `check` and the asserts sized the
+            // activations and `out`; `data` holds whole groups.
+            unsafe { crate::tiled_x86::matmul_split(w.n_in, data, acts, out, ldo) };
+        }
+        return true;
+    }
+    let _ = (isa, out);
+    false
+}
+
+/// Whether kernel path `isa` runs the AVX-512 VNNI kernels (else, on x86-64, the AVX2 ones).
+#[cfg(target_arch = "x86_64")]
+fn vnni(isa: Isa) -> bool {
+    isa == Isa::Avx512 && Isa::Avx512.is_supported() && crate::x86_512::has_vnni()
 }
 
 /// [`tiled_matmul`] on the scalar path: each lane summed block by block as the SIMD paths
@@ -481,7 +587,7 @@ pub fn tiled_matmul_ref(
     out: &mut [f32],
     ldo: usize,
 ) {
-    check(w, &groups, acts, out.len(), ldo);
+    check(w, &groups, acts, (acts.m, out.len()), ldo);
     let data = &w.data[groups.start * w.group_bytes()..groups.end * w.group_bytes()];
     scalar(w.t, w.n_in, data, acts, out, ldo);
 }
@@ -497,7 +603,7 @@ pub fn tiled_matmul_variant(
     out: &mut [f32],
     ldo: usize,
 ) -> bool {
-    check(w, &groups, acts, out.len(), ldo);
+    check(w, &groups, acts, (acts.m, out.len()), ldo);
     #[cfg(target_arch = "x86_64")]
     {
         let ok = if vnni {
@@ -519,7 +625,15 @@ pub fn tiled_matmul_variant(
     }
 }
 
-fn check(w: &QuantTiles, groups: &Range<usize>, acts: &QuantActs, out: usize, ldo: usize) {
+/// The shapes of a product of `w`'s `groups` with `acts` into `rows` rows of `ldo` (`out`
+/// values in all).
+fn check(
+    w: &QuantTiles,
+    groups: &Range<usize>,
+    acts: &QuantActs,
+    (rows, out): (usize, usize),
+    ldo: usize,
+) {
     assert!(
         acts.t == Some(w.t) && acts.k == w.n_in,
         "tiled_matmul: activations for {:?} × {} against {} weights of width {}",
@@ -535,9 +649,8 @@ fn check(w: &QuantTiles, groups: &Range<usize>, acts: &QuantActs, out: usize, ld
     );
     let cols = groups.len() * R;
     assert!(
-        ldo >= cols && (acts.m == 0 || out >= (acts.m - 1) * ldo + cols),
-        "tiled_matmul: out of {out} for {} rows of {cols} (ldo {ldo})",
-        acts.m
+        ldo >= cols && (rows == 0 || out >= (rows - 1) * ldo + cols),
+        "tiled_matmul: out of {out} for {rows} rows of {cols} (ldo {ldo})"
     );
 }
 

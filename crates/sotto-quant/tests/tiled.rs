@@ -3,7 +3,8 @@
 
 use sotto_quant::{
     dequantize_row, quantize_activations, quantize_row, tiled_matmul, tiled_matmul_ref,
-    tiled_matmul_variant, vec_dot_ref, Isa, QuantActs, QuantTiles, QuantType, GROUP_ROWS,
+    tiled_matmul_split, tiled_matmul_variant, vec_dot_ref, Isa, QuantActs, QuantTiles, QuantType,
+    GROUP_ROWS,
 };
 
 /// Deterministic values in [-scale, scale) (xorshift32).
@@ -256,6 +257,84 @@ fn whole_rows_read_as_read_f32_gives_them() {
             w.row_f32(r, &mut a);
             w.read_f32(r * k, &mut b);
             assert_eq!(a, b, "{t} row {r}");
+        }
+    }
+}
+
+/// Split activations ([`QuantActs::split_q8`]): each pair sums to within 1/256 of a q8_0
+/// step of the input, and a path that takes each pair whole gives the sum of the oracle's
+/// two rows, for a range of groups landing at column 0, one pass and two.
+#[test]
+fn split_pairs_stay_close_and_whole_pairs_match_their_two_rows() {
+    let (t, n) = (QuantType::Q8_0, 37);
+    for k in [32, 96, 384] {
+        let q = rows(t, n, k, 3 * k as u32);
+        let w = QuantTiles::new(t, &q, n, k);
+        let deq = dequantized(t, &q, n, k);
+        let ng = w.groups();
+        for m in [1, 2, 5, 7] {
+            let mut x = data(m * k, (m + k) as u32, 2.0);
+            // An outlier, a zero block, a tiny block and a rounding tie.
+            x[k / 3] = 140.0;
+            x[..32].fill(0.0);
+            if k > 32 {
+                x[32..64].iter_mut().for_each(|v| *v *= 1e-6);
+            }
+            x[k - 1] = 0.5 * x[k - 32..k].iter().fold(0f32, |a, v| a.max(v.abs())) / 127.0;
+            let mut acts = QuantActs::new();
+            acts.split_q8(&x, m, k);
+            assert_eq!((acts.m(), acts.k()), (2 * m, k));
+            let (mut a, mut b) = (vec![0.0; k], vec![0.0; k]);
+            let mut tilde = vec![0.0; m * k];
+            for i in 0..m {
+                acts.dequantize(2 * i, &mut a);
+                acts.dequantize(2 * i + 1, &mut b);
+                for (j, (t, (a, b))) in tilde[i * k..].iter_mut().zip(a.iter().zip(&b)).enumerate()
+                {
+                    *t = a + b;
+                    let blk = &x[i * k + j / 32 * 32..][..32];
+                    let amax = blk.iter().fold(0f32, |m, v| m.max(v.abs()));
+                    let err = (*t - x[i * k + j]).abs();
+                    assert!(
+                        err <= amax / 127.0 / 256.0 * 1.001,
+                        "k={k} m={m} {i},{j}: {err}"
+                    );
+                }
+            }
+            let ldo = ng * GROUP_ROWS + 3;
+            let mut parts = vec![f32::NAN; 2 * m * ldo];
+            tiled_matmul_ref(&w, 0..ng, &acts, &mut parts, ldo);
+            for isa in sotto_isa::available() {
+                for g0 in [0, 1] {
+                    let mut out = vec![f32::NAN; m * ldo];
+                    if !tiled_matmul_split(isa, &w, g0..ng, &acts, &mut out, ldo) {
+                        assert!(
+                            out.iter().all(|v| v.is_nan()),
+                            "{isa:?}: declined but wrote"
+                        );
+                        continue;
+                    }
+                    for i in 0..m {
+                        for r in g0 * GROUP_ROWS..ng * GROUP_ROWS {
+                            let got = out[i * ldo + r - g0 * GROUP_ROWS];
+                            let want = parts[2 * i * ldo + r] + parts[(2 * i + 1) * ldo + r];
+                            let mag = if r < n {
+                                magnitude(t, &deq[r * k..(r + 1) * k], &tilde[i * k..(i + 1) * k])
+                            } else {
+                                0.0
+                            };
+                            assert!(
+                                (got - want).abs() <= 2e-6 * mag + 1e-6,
+                                "{isa:?} k={k} m={m} groups {g0}.. row {r} input {i}: {got} vs {want}"
+                            );
+                        }
+                        let cols = (ng - g0) * GROUP_ROWS;
+                        assert!(out[i * ldo + cols..(i + 1) * ldo]
+                            .iter()
+                            .all(|v| v.is_nan()));
+                    }
+                }
+            }
         }
     }
 }
