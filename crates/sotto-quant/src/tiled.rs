@@ -327,13 +327,19 @@ impl QuantActs {
     }
 
     /// Room for `m` rows of `k` values (any weight type; `k` a whole number of blocks),
-    /// so that quantizing that many never allocates.
+    /// so that quantizing that many, or splitting half as many, never allocates.
     pub fn reserve(&mut self, m: usize, k: usize) {
         let n = k.div_ceil(QK) * m;
         self.q.reserve((n * QK).saturating_sub(self.q.len()));
         self.d.reserve(n.saturating_sub(self.d.len()));
         self.sum.reserve(n.saturating_sub(self.sum.len()));
         self.s.reserve(n.saturating_sub(self.s.len()));
+        let pairs = k.div_ceil(QK) * m.div_ceil(2);
+        self.wide
+            .reserve((pairs * QK).saturating_sub(self.wide.len()));
+        self.wide_sum
+            .reserve(pairs.saturating_sub(self.wide_sum.len()));
+        self.wide_d.reserve(pairs.saturating_sub(self.wide_d.len()));
     }
 
     /// Quantizes `x` (Shape: [m, k]) for weights of type `t` (as [`crate::quantize_activations`]
