@@ -222,24 +222,37 @@ fn strided_rows_match_scalar() {
     }
 }
 
-/// The AVX-512 value sums keep each column's fused multiply-adds in order of rows: the bits
-/// of the one-row-at-a-time loop (what `few_queries` and its shared-prefix twin rely on).
+/// The AVX-512 and AVX2 value sums keep each column's fused multiply-adds in order of rows:
+/// the bits of the one-row-at-a-time loop (what `few_queries` and its shared-prefix twin
+/// rely on).
 #[test]
 fn axpy_rows_keeps_the_order_of_rows() {
-    if !Isa::Avx512.is_supported() {
-        eprintln!("skipped: no AVX-512");
-        return;
+    let paths: Vec<Isa> = [Isa::Avx512, Isa::Avx2]
+        .into_iter()
+        .filter(|i| i.is_supported())
+        .collect();
+    if paths.is_empty() {
+        eprintln!("skipped: no AVX2 or AVX-512");
     }
-    for (rows, n, ld) in [(1, 1, 1), (300, 64, 384), (17, 80, 100), (5, 130, 131)] {
+    for (isa, (rows, n, ld)) in paths.into_iter().flat_map(|isa| {
+        [
+            (1, 1, 1),
+            (300, 64, 384),
+            (17, 80, 100),
+            (5, 130, 131),
+            (3, 7, 9),
+        ]
+        .map(|c| (isa, c))
+    }) {
         let (p, v) = (rand_vec(rows, 3), rand_vec((rows - 1) * ld + n, 2));
         let (mut a, mut b) = (rand_vec(n, 4), rand_vec(n, 4));
-        axpy_rows(Isa::Avx512, &p, &v, ld, &mut a);
+        axpy_rows(isa, &p, &v, ld, &mut a);
         for (j, &pj) in p.iter().enumerate() {
             for (c, o) in b.iter_mut().enumerate() {
                 *o = pj.mul_add(v[j * ld + c], *o);
             }
         }
-        assert_eq!(a, b, "{rows} rows of {n}");
+        assert_eq!(a, b, "{isa:?}: {rows} rows of {n}");
     }
 }
 

@@ -860,21 +860,75 @@ pub(super) mod avx2 {
         }
     }
 
+    /// `out[j] = s · q · k[j·ld..][..n]`. A 64-wide head (every Whisper model's) keeps `q` in
+    /// 8 registers and takes 4 keys at a time, two sums each: 8 loads per key instead of
+    /// 16, and four independent chains.
     #[target_feature(enable = "avx2,fma")]
     pub(crate) unsafe fn dot_rows(q: &[f32], k: &[f32], ld: usize, s: f32, out: &mut [f32]) {
         let n = q.len();
-        for (j, o) in out.iter_mut().enumerate() {
+        let mut j0 = 0;
+        if n == 64 {
+            let kp = k.as_ptr();
+            // SAFETY: q holds 64 values.
+            let qv: [__m256; 8] =
+                std::array::from_fn(|t| unsafe { _mm256_loadu_ps(q.as_ptr().add(8 * t)) });
+            while j0 + 4 <= out.len() {
+                let mut acc = [[_mm256_setzero_ps(); 2]; 4];
+                for (t, &qt) in qv.iter().enumerate() {
+                    for (u, a) in acc.iter_mut().enumerate() {
+                        // SAFETY: key j0 + u < out.len(), whose 64 values the caller
+                        // checked lie in k.
+                        let x = unsafe { _mm256_loadu_ps(kp.add((j0 + u) * ld + 8 * t)) };
+                        a[t % 2] = _mm256_fmadd_ps(qt, x, a[t % 2]);
+                    }
+                }
+                for (u, a) in acc.iter().enumerate() {
+                    out[j0 + u] = s * hsum(_mm256_add_ps(a[0], a[1]));
+                }
+                j0 += 4;
+            }
+        }
+        for (j, o) in out.iter_mut().enumerate().skip(j0) {
             // SAFETY: same features as this function; the caller checked k's length.
             *o = s * unsafe { dot(q, &k[j * ld..j * ld + n]) };
         }
     }
 
+    /// Columns of `out` per pass of [`axpy_rows`]: eight registers of sums.
+    const AXPY_COLS: usize = 64;
+
+    /// `out += Σ_j p[j] · v[j·ld..]`: whole runs of 64 columns with the sums in registers
+    /// across every j (as the AVX-512 one; a load and store of `out` per row kept each sum
+    /// waiting on the store), the rest (no Whisper head: they are 64 wide) a column at a
+    /// time. Each column's fused multiply-adds run in order of j: the bits of a
+    /// one-row-at-a-time loop.
     #[target_feature(enable = "avx2,fma")]
     pub(crate) unsafe fn axpy_rows(p: &[f32], v: &[f32], ld: usize, out: &mut [f32]) {
         let n = out.len();
-        for (j, &pj) in p.iter().enumerate() {
-            // SAFETY: same features as this function; the caller checked v's length.
-            unsafe { axpy(pj, &v[j * ld..j * ld + n], out) };
+        let whole = n / AXPY_COLS * AXPY_COLS;
+        let (vp, op) = (v.as_ptr(), out.as_mut_ptr());
+        for c in (0..whole).step_by(AXPY_COLS) {
+            // SAFETY: columns c..c + 64 ≤ n of `out`.
+            let mut acc: [__m256; 8] =
+                std::array::from_fn(|t| unsafe { _mm256_loadu_ps(op.add(c + 8 * t)) });
+            for (j, &pj) in p.iter().enumerate() {
+                let a = _mm256_set1_ps(pj);
+                for (t, acc) in acc.iter_mut().enumerate() {
+                    // SAFETY: the caller checked v holds (p.len() − 1)·ld + n values.
+                    let x = unsafe { _mm256_loadu_ps(vp.add(j * ld + c + 8 * t)) };
+                    *acc = _mm256_fmadd_ps(a, x, *acc);
+                }
+            }
+            for (t, acc) in acc.iter().enumerate() {
+                // SAFETY: as the loads of `out` above.
+                unsafe { _mm256_storeu_ps(op.add(c + 8 * t), *acc) };
+            }
+        }
+        for (c, o) in out.iter_mut().enumerate().skip(whole) {
+            *o = p
+                .iter()
+                .enumerate()
+                .fold(*o, |acc, (j, &pj)| pj.mul_add(v[j * ld + c], acc));
         }
     }
 }
