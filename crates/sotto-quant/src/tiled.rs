@@ -133,6 +133,11 @@ impl QuantTiles {
         R * self.t.row_bytes(self.n_in)
     }
 
+    /// The bytes of `groups` (checked by the caller to lie inside).
+    fn groups_data(&self, groups: &Range<usize>) -> &[u8] {
+        &self.data[groups.start * self.group_bytes()..groups.end * self.group_bytes()]
+    }
+
     /// All groups. Shape: [groups(), group_bytes()].
     pub fn data(&self) -> &[u8] {
         &self.data
@@ -531,7 +536,7 @@ pub fn tiled_matmul(
     if groups.is_empty() || acts.m == 0 {
         return;
     }
-    let data = &w.data[groups.start * w.group_bytes()..groups.end * w.group_bytes()];
+    let data = w.groups_data(&groups);
     match isa {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512 | Isa::Avx2 if Isa::Avx2.is_supported() => {
@@ -567,7 +572,7 @@ pub fn tiled_matmul_split(
     #[cfg(target_arch = "x86_64")]
     if matches!(isa, Isa::Avx512 | Isa::Avx2) && Isa::Avx2.is_supported() && !vnni(isa) {
         if !groups.is_empty() && pairs > 0 {
-            let data = &w.data[groups.start * w.group_bytes()..groups.end * w.group_bytes()];
+            let data = w.groups_data(&groups);
             // SAFETY: AVX2/FMA/F16C checked just above; `check` and the asserts sized the
             // activations and `out`; `data` holds whole groups.
             unsafe { crate::tiled_x86::matmul_split(w.n_in, data, acts, out, ldo) };
@@ -594,7 +599,7 @@ pub fn tiled_matmul_ref(
     ldo: usize,
 ) {
     check(w, &groups, acts, (acts.m, out.len()), ldo);
-    let data = &w.data[groups.start * w.group_bytes()..groups.end * w.group_bytes()];
+    let data = w.groups_data(&groups);
     scalar(w.t, w.n_in, data, acts, out, ldo);
 }
 
@@ -618,7 +623,7 @@ pub fn tiled_matmul_variant(
             Isa::Avx2.is_supported()
         };
         if ok && !groups.is_empty() && acts.m > 0 {
-            let data = &w.data[groups.start * w.group_bytes()..groups.end * w.group_bytes()];
+            let data = w.groups_data(&groups);
             // SAFETY: CPU features checked just above; shapes by `check`.
             unsafe { crate::tiled_x86::matmul(vnni, w.t, w.n_in, data, acts, out, ldo) };
         }
