@@ -308,11 +308,9 @@ pub struct QuantActs {
     /// q8_1's stored `d·Σq` (f16, widened); zero for q8_0. Shape: [nb, m]
     pub(crate) s: Vec<f32>,
     /// After [`QuantActs::split_q8`]: each pair of rows as one row of 16-bit values
-    /// `256a + b` (Shape: [nb, m / 2, 32]), their block sums and scales (Shape:
-    /// [nb, m / 2]); empty otherwise.
+    /// `256a + b` (Shape: [nb, m / 2, 32]), at the pair's second scale, with block sums
+    /// `256·Σa + Σb`; empty otherwise.
     pub(crate) wide: Vec<i16>,
-    pub(crate) wide_sum: Vec<i32>,
-    pub(crate) wide_d: Vec<f32>,
 }
 
 impl QuantActs {
@@ -326,8 +324,6 @@ impl QuantActs {
             sum: Vec::new(),
             s: Vec::new(),
             wide: Vec::new(),
-            wide_sum: Vec::new(),
-            wide_d: Vec::new(),
         }
     }
 
@@ -342,9 +338,6 @@ impl QuantActs {
         let pairs = k.div_ceil(QK) * m.div_ceil(2);
         self.wide
             .reserve((pairs * QK).saturating_sub(self.wide.len()));
-        self.wide_sum
-            .reserve(pairs.saturating_sub(self.wide_sum.len()));
-        self.wide_d.reserve(pairs.saturating_sub(self.wide_d.len()));
     }
 
     /// Quantizes `x` (Shape: [m, k]) for weights of type `t` (as [`crate::quantize_activations`]
@@ -382,10 +375,9 @@ impl QuantActs {
     /// d = amax / 127 (kept in f32, not rounded to f16 as a ggml block's, so what the codes
     /// miss is at most d/2 at any magnitude), row 2i + 1 what they miss in steps of d/256
     /// (codes `b` in −127..=127). So x̃_i is x_i to within d/512 (d/256 on an exact tie at
-    /// ±128 steps),
-    /// and each pair is also one row of 16-bit values `256a + b` at scale d/256, which
-    /// [`tiled_matmul_split`] takes whole. Panics unless `k` is a whole number of blocks and
-    /// `x.len() == m·k`.
+    /// ±128 steps), and each pair is also one row of 16-bit values `256a + b` at scale d/256,
+    /// which [`tiled_matmul_split`] takes whole. Panics unless `k` is a whole number of
+    /// blocks and `x.len() == m·k`.
     pub fn split_q8(&mut self, x: &[f32], m: usize, k: usize) {
         assert!(
             k.is_multiple_of(QK) && x.len() == m * k,
@@ -400,15 +392,13 @@ impl QuantActs {
         self.s.clear();
         self.s.resize(nb * rows, 0.0);
         self.wide.resize(nb * m * QK, 0);
-        self.wide_sum.resize(nb * m, 0);
-        self.wide_d.resize(nb * m, 0.0);
         for (i, row) in x.chunks_exact(k.max(1)).enumerate() {
             for (b, xb) in row.chunks_exact(QK).enumerate() {
                 let amax = xb.iter().fold(0f32, |a, v| a.max(v.abs()));
                 let d = amax / 127.0;
                 let step = d / 256.0;
                 let (ea, eb, ew) = (b * rows + 2 * i, b * rows + 2 * i + 1, b * m + i);
-                let (mut sa, mut sb, mut sw) = (0i32, 0i32, 0i32);
+                let (mut sa, mut sb) = (0i32, 0i32);
                 for (j, &v) in xb.iter().enumerate() {
                     // Non-finite inputs give 0 codes (`as` saturates NaN to 0).
                     let a = if d > 0.0 {
@@ -422,14 +412,13 @@ impl QuantActs {
                     } else {
                         0
                     };
-                    let w = 256 * i16::from(a) + i16::from(bq);
                     self.q[ea * QK + j] = a;
                     self.q[eb * QK + j] = bq;
-                    self.wide[ew * QK + j] = w;
-                    (sa, sb, sw) = (sa + i32::from(a), sb + i32::from(bq), sw + i32::from(w));
+                    self.wide[ew * QK + j] = 256 * i16::from(a) + i16::from(bq);
+                    (sa, sb) = (sa + i32::from(a), sb + i32::from(bq));
                 }
-                (self.d[ea], self.d[eb], self.wide_d[ew]) = (d, step, step);
-                (self.sum[ea], self.sum[eb], self.wide_sum[ew]) = (sa, sb, sw);
+                (self.d[ea], self.d[eb]) = (d, step);
+                (self.sum[ea], self.sum[eb]) = (sa, sb);
             }
         }
     }

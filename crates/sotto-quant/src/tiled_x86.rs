@@ -237,7 +237,8 @@ unsafe fn kernel_avx2<const T: u8, const M: usize>(
 const SPLIT_PASS: usize = 5;
 
 /// Groups `0..ng` of q8_0 `w` against M pairs of [`crate::QuantActs::split_q8`], each
-/// taken whole as one row of 16-bit values (element (block b, pair i) at `b·mp + i`):
+/// taken whole as one row of 16-bit values (element (block b, pair i) at `b·mp + i`; its
+/// rows' sums and scales at `b·2mp + 2i` and `+ 1`):
 /// per group, two halves of 8 rows. A chunk's 32 stored codes (`q + 128`, 4 per row) are
 /// widened to 16 bits in two registers (rows 0–3, rows 4–7: two lanes per row) and
 /// `vpmaddwd`'d against the pair's 4 values there; per block the lanes are paired up
@@ -247,8 +248,9 @@ const SPLIT_PASS: usize = 5;
 /// slower.)
 ///
 /// # Safety
-/// AVX2, FMA, F16C; `w` holds `ng` q8_0 groups of `nb` blocks; `x`, `xsum`, `xd` hold `nb`
-/// blocks of `mp ≥ M` pairs; `out` rows i < M hold `16·ng` values `ldo` apart.
+/// AVX2, FMA, F16C; `w` holds `ng` q8_0 groups of `nb` blocks; `x` holds `nb` blocks of
+/// `mp ≥ M` pairs, `sum` and `d` `nb` blocks of `2mp` rows; `out` rows i < M hold `16·ng`
+/// values `ldo` apart.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[allow(clippy::too_many_arguments)]
 unsafe fn kernel_split_avx2<const M: usize>(
@@ -256,8 +258,8 @@ unsafe fn kernel_split_avx2<const M: usize>(
     ng: usize,
     nb: usize,
     x: *const i16,
-    xsum: *const i32,
-    xd: *const f32,
+    sum: *const i32,
+    d: *const f32,
     mp: usize,
     out: *mut f32,
     ldo: usize,
@@ -295,10 +297,13 @@ unsafe fn kernel_split_avx2<const M: usize>(
                         // [r0 r1 r4 r5 | r2 r3 r6 r7], then rows in order.
                         let s = _mm256_hadd_epi32(lo[i], hi[i]);
                         let s = _mm256_permute4x64_epi64::<0xD8>(s);
-                        let s = _mm256_sub_epi32(s, _mm256_set1_epi32(128 * *xsum.add(e0 + i)));
-                        let d = _mm256_mul_ps(dw, _mm256_set1_ps(*xd.add(e0 + i)));
+                        // The pair's rows: Σx = 256·Σa + Σb, at the second's scale.
+                        let ea = 2 * (e0 + i);
+                        let xs = 256 * *sum.add(ea) + *sum.add(ea + 1);
+                        let s = _mm256_sub_epi32(s, _mm256_set1_epi32(128 * xs));
+                        let scale = _mm256_mul_ps(dw, _mm256_set1_ps(*d.add(ea + 1)));
                         let acc = _mm256_loadu_ps(o.add(i * ldo));
-                        let acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, acc);
+                        let acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), scale, acc);
                         _mm256_storeu_ps(o.add(i * ldo), acc);
                     }
                 }
@@ -327,13 +332,13 @@ pub(crate) unsafe fn matmul_split(
     let mut i0 = 0;
     while i0 < mp {
         let g = (mp - i0).min(SPLIT_PASS);
-        // SAFETY: i0 < mp, so the offsets stay inside the [nb, mp] wide parts and the
-        // [mp, ldo] output; the kernel reads pairs i0..i0 + g only.
+        // SAFETY: i0 < mp, so the offsets stay inside the [nb, mp] wide rows, the [nb, 2mp]
+        // sums and scales and the [mp, ldo] output; the kernel reads pairs i0..i0 + g only.
         unsafe {
             let (x, xs, xd) = (
                 acts.wide.as_ptr().add(i0 * QK),
-                acts.wide_sum.as_ptr().add(i0),
-                acts.wide_d.as_ptr().add(i0),
+                acts.sum.as_ptr().add(2 * i0),
+                acts.d.as_ptr().add(2 * i0),
             );
             let (w, o) = (data.as_ptr(), out.as_mut_ptr().add(i0 * ldo));
             match g {
