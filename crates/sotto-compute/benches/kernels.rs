@@ -233,11 +233,18 @@ fn encoder_gemm_formats_1t(c: &mut Criterion) {
         ),
         (
             "f32_packed",
-            Weight::F32(w).for_f32_gemm(n, k, true).unwrap(),
+            Weight::F32(w.clone()).for_f32_gemm(n, k, true).unwrap(),
+        ),
+        // An f16 file's weights: f16 panels for the AVX2 tile.
+        (
+            "f16_packed",
+            Weight::F16(w.iter().map(|&v| f16::from_f32(v)).collect())
+                .for_f32_gemm(n, k, true)
+                .unwrap(),
         ),
     ];
     for (name, weight) in formats {
-        if name != "f32" && matches!(weight, Weight::F32(_)) {
+        if name != "f32" && matches!(weight, Weight::F32(_) | Weight::F16(_)) {
             continue; // this CPU lacks the format's kernel
         }
         let lin = Linear::new(weight, Some(vals(n, 5)), n, k).unwrap();

@@ -2,14 +2,16 @@
 //! encoder, which is what runs where AVX-512 BF16 is missing (AVX2 laptops and desktops,
 //! AMD before Zen 4, Intel's Skylake to Ice Lake servers).
 //!
-//! Weights are widened to f32 once at load ([`F32Packed`]) and stored in the order the
-//! microkernel streams them: panels of `nr` output columns (64 for the AVX-512 tile, 16 for
-//! the AVX2 one), each a run of k rows of `nr` values. Activations are read in place (only
+//! Weights are packed once at load ([`F32Packed`]) in the order the microkernel streams
+//! them: panels of `nr` output columns (64 for the AVX-512 tile, 16 for the AVX2 one), each
+//! a run of k rows of `nr` values, in f32 (f16 weights for AVX2 stay f16, widened in the
+//! tile). Activations are read in place (only
 //! a last partial row tile is copied).
 //! Every output adds its k products by fused multiply-adds in order, bias last, so
 //! [`linear_reference`] reproduces it exactly. The gemm crate this replaces reached ~40% of
 //! the f32 peak on a Zen 5 core and widened f16 weights to a fresh f32 copy on every call.
 
+use half::f16;
 use rayon::prelude::*;
 
 use crate::blocked::{for_each_tile, Blocks, Epi, Out};
@@ -43,6 +45,11 @@ fn blocks(nr: usize) -> Blocks {
     }
 }
 
+/// Whether this CPU runs the f32 GEMM (AVX-512 F, or AVX2 and FMA).
+pub fn f32_gemm_supported() -> bool {
+    simd(sotto_isa::isa())
+}
+
 /// Whether a backend on kernel path `isa` runs this GEMM (AVX-512 F, or AVX2 and FMA).
 pub(crate) fn simd(isa: Isa) -> bool {
     panel_width(isa).is_some()
@@ -73,47 +80,112 @@ pub(crate) fn runs(isa: Isa, w: &Weight) -> bool {
     }
 }
 
-/// An `n_out × n_in` weight in f32, packed for [`CpuBackend::linear`]'s f32 GEMM:
+/// An `n_out × n_in` weight packed for [`CpuBackend::linear`]'s f32 GEMM:
 /// `n_out.div_ceil(nr)` panels, each Shape: [n_in, nr], columns past `n_out` zero.
+///
+/// Panels for the AVX2 tile keep an f16 weight's values as f16 (the tile widens them
+/// exactly as it loads them): the same products at half the memory, and a load that writes
+/// half the bytes. The AVX-512 tile reads f32.
 #[derive(Clone, Debug)]
 pub struct F32Packed {
-    data: Vec<f32>,
+    data: Panels,
     n_out: usize,
     n_in: usize,
     /// Panel width: the columns of the tile it is packed for.
     nr: usize,
 }
 
+#[derive(Clone, Debug)]
+enum Panels {
+    F32(Vec<f32>),
+    F16(Vec<f16>),
+}
+
+/// One column panel of a [`F32Packed`]. Shape: [n_in, nr].
+#[derive(Clone, Copy)]
+enum Panel<'a> {
+    F32(&'a [f32]),
+    F16(&'a [f16]),
+}
+
+impl Panel<'_> {
+    fn get(self, i: usize) -> f32 {
+        match self {
+            Panel::F32(p) => p[i],
+            Panel::F16(p) => p[i].to_f32(),
+        }
+    }
+}
+
+/// `n_out` rows of `n_in` source values laid out in panels `nr` wide, each value through
+/// `conv`.
+fn pack<S: Copy + Sync, T: Copy + Default + Send>(
+    rows: &[S],
+    n_out: usize,
+    n_in: usize,
+    nr: usize,
+    conv: impl Fn(S) -> T + Sync,
+) -> Vec<T> {
+    let mut data = vec![T::default(); n_out.div_ceil(nr) * n_in * nr];
+    if n_in > 0 {
+        data.par_chunks_mut(n_in * nr)
+            .enumerate()
+            .for_each(|(jp, panel)| {
+                for jj in 0..nr.min(n_out - jp * nr) {
+                    let row = &rows[(jp * nr + jj) * n_in..][..n_in];
+                    for (p, &v) in row.iter().enumerate() {
+                        panel[p * nr + jj] = conv(v);
+                    }
+                }
+            });
+    }
+    data
+}
+
+fn check_len(len: usize, n_out: usize, n_in: usize) -> Result<()> {
+    if len != n_out * n_in {
+        return Err(shape_err(
+            "f32 pack",
+            format!("{len} values for a {n_out}×{n_in} weight"),
+        ));
+    }
+    Ok(())
+}
+
 impl F32Packed {
     /// Packs row-major `rows` (Shape: [n_out, n_in]) for this CPU's tile (the AVX2 one
     /// where AVX-512 is missing).
     pub fn new(rows: &[f32], n_out: usize, n_in: usize) -> Result<Self> {
-        let nr = panel_width(sotto_isa::isa()).unwrap_or(NR_AVX2);
-        Self::with_width(rows, n_out, n_in, nr)
+        Self::with_width(rows, n_out, n_in, this_width())
+    }
+
+    /// [`F32Packed::new`] from f16 values: kept as f16 in panels for the AVX2 tile,
+    /// widened in panels for the AVX-512 one.
+    pub fn from_f16(rows: &[f16], n_out: usize, n_in: usize) -> Result<Self> {
+        Self::f16_with_width(rows, n_out, n_in, this_width())
     }
 
     /// [`F32Packed::new`] in panels `nr` wide (16 or 64).
     fn with_width(rows: &[f32], n_out: usize, n_in: usize, nr: usize) -> Result<Self> {
         debug_assert!(nr == NR_AVX2 || nr == NR_AVX512);
-        if rows.len() != n_out * n_in {
-            return Err(shape_err(
-                "f32 pack",
-                format!("{} values for a {n_out}×{n_in} weight", rows.len()),
-            ));
-        }
-        let mut data = vec![0f32; n_out.div_ceil(nr) * n_in * nr];
-        if n_in > 0 {
-            data.par_chunks_mut(n_in * nr)
-                .enumerate()
-                .for_each(|(jp, panel)| {
-                    for jj in 0..nr.min(n_out - jp * nr) {
-                        let row = &rows[(jp * nr + jj) * n_in..][..n_in];
-                        for (p, &v) in row.iter().enumerate() {
-                            panel[p * nr + jj] = v;
-                        }
-                    }
-                });
-        }
+        check_len(rows.len(), n_out, n_in)?;
+        Ok(Self {
+            data: Panels::F32(pack(rows, n_out, n_in, nr, |v| v)),
+            n_out,
+            n_in,
+            nr,
+        })
+    }
+
+    /// [`F32Packed::from_f16`] in panels `nr` wide (16: f16 values, 64: f32).
+    fn f16_with_width(rows: &[f16], n_out: usize, n_in: usize, nr: usize) -> Result<Self> {
+        debug_assert!(nr == NR_AVX2 || nr == NR_AVX512);
+        check_len(rows.len(), n_out, n_in)?;
+        let data = if nr == NR_AVX2 {
+            Panels::F16(pack(rows, n_out, n_in, nr, |v| v))
+        } else {
+            Panels::F32(pack(rows, n_out, n_in, nr, f16::to_f32))
+        };
         Ok(Self {
             data,
             n_out,
@@ -130,10 +202,21 @@ impl F32Packed {
         self.n_in
     }
 
+    /// Bytes of the packed panels.
+    pub fn bytes(&self) -> usize {
+        match &self.data {
+            Panels::F32(d) => 4 * d.len(),
+            Panels::F16(d) => 2 * d.len(),
+        }
+    }
+
     /// Column panel `jp`. Shape: [n_in, nr].
-    fn panel(&self, jp: usize) -> &[f32] {
+    fn panel(&self, jp: usize) -> Panel<'_> {
         let len = self.n_in * self.nr;
-        &self.data[jp * len..(jp + 1) * len]
+        match &self.data {
+            Panels::F32(d) => Panel::F32(&d[jp * len..(jp + 1) * len]),
+            Panels::F16(d) => Panel::F16(&d[jp * len..(jp + 1) * len]),
+        }
     }
 
     /// Row-major elements `start..start + out.len()`. Panics when the range passes the end.
@@ -145,33 +228,31 @@ impl F32Packed {
         );
         for (o, e) in out.iter_mut().zip(start..end) {
             let (j, c) = (e / self.n_in, e % self.n_in);
-            *o = self.panel(j / self.nr)[c * self.nr + j % self.nr];
+            *o = self.panel(j / self.nr).get(c * self.nr + j % self.nr);
         }
     }
 }
 
+/// The panel width of this CPU's tile (the AVX2 one where neither runs, for tests).
+fn this_width() -> usize {
+    panel_width(sotto_isa::isa()).unwrap_or(NR_AVX2)
+}
+
 impl Weight {
-    /// The same weight widened to f32 and packed for the f32 GEMM ([`Weight::F32Packed`])
-    /// when `enable` and this CPU runs it (AVX-512 F, or AVX2 and FMA); f32, f16 and
-    /// block-quantized weights are converted, anything else is returned as it is. For
-    /// weights only ever multiplied by many rows.
+    /// The same weight packed for the f32 GEMM ([`Weight::F32Packed`]) when `enable` and
+    /// this CPU runs it (AVX-512 F, or AVX2 and FMA); f32, f16 and block-quantized weights
+    /// are converted (f16 ones packed straight from their values), anything else is
+    /// returned as it is. For weights only ever multiplied by many rows.
     pub fn for_f32_gemm(self, n_out: usize, n_in: usize, enable: bool) -> Result<Self> {
         if !enable || !simd(sotto_isa::isa()) {
             return Ok(self);
         }
         match self {
-            w @ (Weight::F32(_)
-            | Weight::F16(_)
-            | Weight::F16Tiled(_)
-            | Weight::Quant { .. }
-            | Weight::Bf16(_)
-            | Weight::Int8(_)) => {
-                if w.len() != n_out * n_in {
-                    return Err(shape_err(
-                        "f32 pack",
-                        format!("{} values for a {n_out}×{n_in} weight", w.len()),
-                    ));
-                }
+            Weight::F32(rows) => Ok(Weight::F32Packed(F32Packed::new(&rows, n_out, n_in)?)),
+            Weight::F16(rows) => Ok(Weight::F32Packed(F32Packed::from_f16(&rows, n_out, n_in)?)),
+            w
+            @ (Weight::F16Tiled(_) | Weight::Quant { .. } | Weight::Bf16(_) | Weight::Int8(_)) => {
+                check_len(w.len(), n_out, n_in)?;
                 let mut rows = vec![0.0f32; n_out * n_in];
                 w.read_f32(0, &mut rows);
                 Ok(Weight::F32Packed(F32Packed::new(&rows, n_out, n_in)?))
@@ -216,26 +297,48 @@ impl CpuBackend {
         let (n, k, nr) = (pw.n_out, pw.n_in, pw.nr);
         let full = m / MR * MR;
         for_each_tile(self.isa, blocks(nr), (m, n, k), out, epi, |t, c, ldc| {
-            let b = &pw.panel(t.jc / nr)[t.p0 * nr..(t.p0 + t.len) * nr];
+            let b = t.p0 * nr..(t.p0 + t.len) * nr;
+            let b = match pw.panel(t.jc / nr) {
+                Panel::F32(p) => Panel::F32(&p[b]),
+                Panel::F16(p) => Panel::F16(&p[b]),
+            };
             let bias = bias.filter(|_| t.last).map(|b| &b[t.jc..t.jc + t.cols]);
             let a = if t.ic < full {
                 &x[t.ic * k + t.p0..(t.ic + MR - 1) * k + t.p0 + t.len]
             } else {
                 &tail[t.p0..(MR - 1) * k + t.p0 + t.len]
             };
-            let (a, b) = (a.as_ptr(), b.as_ptr());
+            let a = a.as_ptr();
             // SAFETY: `runs` holds (the caller's check): AVX-512 F for 64-wide panels,
-            // AVX2 and FMA for 16; a holds MR rows of k from p0 (len used) and b len·nr
-            // values; the tile's rows and columns lie at `c` (ldc apart) in its task's
-            // block, which no other task writes.
+            // AVX2, FMA and F16C for 16; a holds MR rows of k from p0 (len used) and b
+            // len·nr values; the tile's rows and columns lie at `c` (ldc apart) in its
+            // task's block, which no other task writes.
             #[cfg(target_arch = "x86_64")]
             unsafe {
                 use kernels::x86_f32::{tile, tile_avx2};
+                const V2: usize = NR_AVX2 / 8;
                 let (len, rows, cols, acc) = (t.len, t.rows, t.cols, t.acc);
-                if nr == NR_AVX512 {
-                    tile::<MR, { NR_AVX512 / 16 }>(len, a, k, b, c, ldc, rows, cols, acc, bias)
-                } else {
-                    tile_avx2::<MR, { NR_AVX2 / 8 }>(len, a, k, b, c, ldc, rows, cols, acc, bias)
+                match b {
+                    Panel::F32(b) if nr == NR_AVX512 => tile::<MR, { NR_AVX512 / 16 }>(
+                        len,
+                        a,
+                        k,
+                        b.as_ptr(),
+                        c,
+                        ldc,
+                        rows,
+                        cols,
+                        acc,
+                        bias,
+                    ),
+                    Panel::F32(b) => {
+                        let b = b.as_ptr();
+                        tile_avx2::<MR, V2, f32>(len, a, k, b, c, ldc, rows, cols, acc, bias)
+                    }
+                    Panel::F16(b) => {
+                        let b = b.as_ptr();
+                        tile_avx2::<MR, V2, f16>(len, a, k, b, c, ldc, rows, cols, acc, bias)
+                    }
                 }
             };
             #[cfg(not(target_arch = "x86_64"))]
@@ -262,7 +365,7 @@ pub fn linear_reference(
         for (j, o) in oi.iter_mut().enumerate() {
             let (panel, nr) = (w.panel(j / w.nr), w.nr);
             let acc = xi.iter().enumerate().fold(0.0f32, |acc, (p, &a)| {
-                a.mul_add(panel[p * nr + j % nr], acc)
+                a.mul_add(panel.get(p * nr + j % nr), acc)
             });
             *o = acc + bias.map_or(0.0, |b| b[j]);
         }
@@ -284,6 +387,60 @@ mod tests {
         p.read_f32(5, &mut back);
         assert_eq!(back, w[5..]);
         assert!(F32Packed::new(&w, n, k + 1).is_err());
+    }
+
+    #[test]
+    fn f16_panels_read_back_and_halve_the_bytes() {
+        let (n, k) = (70, 9);
+        let w: Vec<f16> = rand_vec(n * k, 3).into_iter().map(f16::from_f32).collect();
+        let p = F32Packed::f16_with_width(&w, n, k, NR_AVX2).unwrap();
+        let mut back = vec![0.0; n * k - 5];
+        p.read_f32(5, &mut back);
+        assert!(back.iter().zip(&w[5..]).all(|(b, h)| *b == h.to_f32()));
+        let wide: Vec<f32> = w.iter().map(|h| h.to_f32()).collect();
+        let f = F32Packed::with_width(&wide, n, k, NR_AVX2).unwrap();
+        assert_eq!(2 * p.bytes(), f.bytes());
+        // AVX-512 panels widen.
+        let p64 = F32Packed::f16_with_width(&w, n, k, NR_AVX512).unwrap();
+        assert_eq!(
+            p64.bytes(),
+            F32Packed::with_width(&wide, n, k, NR_AVX512)
+                .unwrap()
+                .bytes()
+        );
+        assert!(F32Packed::from_f16(&w, n, k + 1).is_err());
+    }
+
+    /// f16 weights packed as f16 give the same bits as the same values packed as f32, on
+    /// every tile this CPU runs (whole and partial tiles, blocks of k, several threads).
+    #[test]
+    fn f16_panels_equal_widened_f32_panels() {
+        if widths().is_empty() {
+            eprintln!("skipped: no AVX2 or AVX-512");
+            return;
+        }
+        for (m, n, k) in [(101, 130, 300), (13, 40, 600), (6, 16, 512)] {
+            let x = rand_vec(m * k, 1);
+            let w: Vec<f16> = rand_vec(n * k, 2).into_iter().map(f16::from_f32).collect();
+            let wide: Vec<f32> = w.iter().map(|h| h.to_f32()).collect();
+            let b = rand_vec(n, 3);
+            let half = Weight::F16(w).for_f32_gemm(n, k, true).unwrap();
+            let full = Weight::F32(wide).for_f32_gemm(n, k, true).unwrap();
+            if this_width() == NR_AVX2 {
+                assert_eq!(2 * half.stream_bytes(), full.stream_bytes(), "f16 panels");
+            }
+            for threads in [1, 3] {
+                let be = CpuBackend::new(threads).unwrap();
+                let mut outs = Vec::new();
+                for w in [&half, &full] {
+                    let lin = Linear::new(w.clone(), Some(b.clone()), n, k).unwrap();
+                    let mut got = vec![f32::NAN; m * n];
+                    be.linear(&x, m, &lin, &mut got).unwrap();
+                    outs.push(got);
+                }
+                assert_eq!(outs[0], outs[1], "{m}×{n}×{k}, {threads} threads");
+            }
+        }
     }
 
     /// The panel widths this CPU's tiles run: 16 on AVX2, 16 and 64 on AVX-512.

@@ -33,7 +33,7 @@ pub use bf16::{
     bf16_gemm_supported, bf16_to_f32, f32_to_bf16, linear_reference as bf16_linear_reference,
     Bf16Packed,
 };
-pub use f32gemm::{linear_reference as f32_linear_reference, F32Packed};
+pub use f32gemm::{f32_gemm_supported, linear_reference as f32_linear_reference, F32Packed};
 pub use governor::{ThreadGovernor, Threads};
 pub use half::f16;
 pub use int8::{
@@ -115,7 +115,7 @@ impl Weight {
     pub fn stream_bytes(&self) -> usize {
         match self {
             Weight::F32(w) => 4 * w.len(),
-            Weight::F32Packed(_) => 4 * self.len(),
+            Weight::F32Packed(p) => p.bytes(),
             Weight::F16(_) | Weight::F16Tiled(_) | Weight::Bf16(_) => 2 * self.len(),
             Weight::Int8(p) => p.stream_bytes(),
             Weight::QuantTiled(q) => q.n_out() * q.quant_type().row_bytes(q.n_in()),

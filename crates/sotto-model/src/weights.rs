@@ -181,7 +181,11 @@ impl<'a> Loader<'a> {
         bias: bool,
     ) -> Result<Linear, ModelError> {
         let wname = format!("{prefix}.weight");
-        let mut weight = self.weight(&wname, &[n_out, n_in], self.widen_prefix(prefix))?;
+        // The f32 GEMM packs f16 values itself (kept f16 for AVX2): no widened copy first.
+        let packs_f16 =
+            self.precision == EncoderPrecision::F32 && sotto_compute::f32_gemm_supported();
+        let widen = self.widen_prefix(prefix) && !packs_f16;
+        let mut weight = self.weight(&wname, &[n_out, n_in], widen)?;
         if encoder_only(prefix) {
             weight = self.for_gemm(&wname, weight, n_out, n_in)?;
         }

@@ -3,7 +3,37 @@
 
 use std::arch::x86_64::*;
 
+use half::f16;
+
 use super::x86_tile;
+
+/// A value type of the AVX2 tile's weight panels: f32, or f16 widened exactly as it is
+/// loaded (half the bytes per panel, the same products).
+pub(crate) trait PanelValue: Copy {
+    /// Eight panel values from `p`, as f32.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and F16C; `p` must be readable for 8 values.
+    unsafe fn load8(p: *const Self) -> __m256;
+}
+
+impl PanelValue for f32 {
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn load8(p: *const f32) -> __m256 {
+        // SAFETY: p is readable for 8 values (contract).
+        unsafe { _mm256_loadu_ps(p) }
+    }
+}
+
+impl PanelValue for f16 {
+    #[inline]
+    #[target_feature(enable = "avx2,f16c")]
+    unsafe fn load8(p: *const f16) -> __m256 {
+        // SAFETY: p is readable for 8 values, 16 bytes (contract).
+        unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p.cast())) }
+    }
+}
 
 /// One output tile of `M` rows × `16·V` columns: `c[r·ldc + j] = (acc ? c : 0) +
 /// Σ_p a[r·lda + p] · b[p·16V + j] (+ bias[j])` for `r < rows`, `j < cols`, a fused
@@ -61,19 +91,19 @@ pub(crate) unsafe fn tile<const M: usize, const V: usize>(
 }
 
 /// [`tile`] on AVX2 and FMA: `M` rows × `8·V` columns in 256-bit registers, `b` a panel of
-/// `8·V` columns. Same sums in the same order, so the same bits. A partial tile (fewer rows
-/// or columns) is made in a local block and copied, as AVX2 has no masked f32 stores that
-/// cost nothing.
+/// `8·V` columns of f32 or f16 values (widened as loaded). Same sums in the same order, so
+/// the same bits. A partial tile (fewer rows or columns) is made in a local block and
+/// copied, as AVX2 has no masked f32 stores that cost nothing.
 ///
 /// # Safety
-/// As [`tile`], with AVX2 and FMA in place of AVX-512 F and `cols <= 8·V`.
-#[target_feature(enable = "avx2,fma")]
+/// As [`tile`], with AVX2, FMA and F16C in place of AVX-512 F and `cols <= 8·V`.
+#[target_feature(enable = "avx2,fma,f16c")]
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn tile_avx2<const M: usize, const V: usize>(
+pub(crate) unsafe fn tile_avx2<const M: usize, const V: usize, T: PanelValue>(
     kc: usize,
     a: *const f32,
     lda: usize,
-    b: *const f32,
+    b: *const T,
     c: *mut f32,
     ldc: usize,
     rows: usize,
@@ -88,10 +118,10 @@ pub(crate) unsafe fn tile_avx2<const M: usize, const V: usize>(
     }
     if rows == M && cols == w {
         // SAFETY: the whole tile is in `c` (this fn's contract) and bias has w values.
-        unsafe { whole_avx2::<M, V>(kc, a, lda, b, c, ldc, acc, bias.map(|b| b.as_ptr())) };
+        unsafe { whole_avx2::<M, V, T>(kc, a, lda, b, c, ldc, acc, bias.map(|b| b.as_ptr())) };
     } else {
         // SAFETY: as this fn's contract.
-        unsafe { partial_avx2::<M, V>(kc, a, lda, b, c, ldc, rows, cols, acc, bias) };
+        unsafe { partial_avx2::<M, V, T>(kc, a, lda, b, c, ldc, rows, cols, acc, bias) };
     }
 }
 
@@ -101,13 +131,13 @@ pub(crate) unsafe fn tile_avx2<const M: usize, const V: usize>(
 /// # Safety
 /// As [`tile_avx2`].
 #[cold]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn partial_avx2<const M: usize, const V: usize>(
+unsafe fn partial_avx2<const M: usize, const V: usize, T: PanelValue>(
     kc: usize,
     a: *const f32,
     lda: usize,
-    b: *const f32,
+    b: *const T,
     c: *mut f32,
     ldc: usize,
     rows: usize,
@@ -131,7 +161,7 @@ unsafe fn partial_avx2<const M: usize, const V: usize>(
         padded.as_ptr()
     });
     // SAFETY: the local block holds M rows of LD ≥ 8·V values; bias, when given, LD.
-    unsafe { whole_avx2::<M, V>(kc, a, lda, b, local.as_mut_ptr(), LD, acc, bias) };
+    unsafe { whole_avx2::<M, V, T>(kc, a, lda, b, local.as_mut_ptr(), LD, acc, bias) };
     for r in 0..rows {
         // SAFETY: c rows 0..rows are writable at columns 0..cols (contract).
         let out = unsafe { std::slice::from_raw_parts_mut(c.add(r * ldc), cols) };
@@ -142,16 +172,16 @@ unsafe fn partial_avx2<const M: usize, const V: usize>(
 /// The whole `M × 8·V` tile of [`tile_avx2`] at `c`, `bias` (when given) `8·V` values.
 ///
 /// # Safety
-/// AVX2 and FMA; `a` holds `M` rows of `lda ≥ kc`, `b` `kc·8·V` values, `c` rows `0..M`
-/// columns `0..8·V` valid for reads (when `acc`) and writes.
+/// AVX2, FMA and F16C; `a` holds `M` rows of `lda ≥ kc`, `b` `kc·8·V` values, `c` rows
+/// `0..M` columns `0..8·V` valid for reads (when `acc`) and writes.
 #[inline]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn whole_avx2<const M: usize, const V: usize>(
+unsafe fn whole_avx2<const M: usize, const V: usize, T: PanelValue>(
     kc: usize,
     a: *const f32,
     lda: usize,
-    b: *const f32,
+    b: *const T,
     c: *mut f32,
     ldc: usize,
     acc: bool,
@@ -172,7 +202,7 @@ unsafe fn whole_avx2<const M: usize, const V: usize>(
         unsafe {
             let mut bv = [_mm256_setzero_ps(); V];
             for (v, x) in bv.iter_mut().enumerate() {
-                *x = _mm256_loadu_ps(b.add(p * w + 8 * v));
+                *x = T::load8(b.add(p * w + 8 * v));
             }
             for (r, row) in cv.iter_mut().enumerate() {
                 let av = _mm256_broadcast_ss(&*a.add(r * lda + p));
