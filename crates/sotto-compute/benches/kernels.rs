@@ -5,7 +5,7 @@
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rayon::prelude::*;
 use sotto_compute::kernels::{self, WRows};
-use sotto_compute::{f16, CpuBackend, Linear, Mask, Weight};
+use sotto_compute::{f16, CpuBackend, Linear, Mask, PackedKv, Weight};
 
 fn vals(n: usize, seed: u32) -> Vec<f32> {
     (0..n)
@@ -69,6 +69,25 @@ fn prompt_linear_1t(c: &mut Criterion) {
     let mut out = vec![0.0; m * n];
     g.bench_function(format!("f16_tiles_{m}x{k}x{n}"), |b| {
         b.iter(|| be.linear(&x, m, &lin, &mut out).unwrap())
+    });
+    g.finish();
+}
+
+/// A prompt pass's cross-attention at base's shape (227 query rows over a window's 1500
+/// packed f16 keys and values, 8 heads of 64) on one thread.
+fn prompt_cross_attention_1t(c: &mut Criterion) {
+    let mut g = c.benchmark_group("prompt_1t");
+    g.sample_size(20);
+    let be = CpuBackend::new(1).unwrap();
+    let (m, tk, heads, d) = (227, 1500, 8, 512);
+    g.throughput(Throughput::Elements((4 * m * tk * d) as u64));
+    let mut kv = PackedKv::new(tk, heads, d).unwrap();
+    kv.pack(be.isa(), &vals(tk * d, 1), &vals(tk * d, 2))
+        .unwrap();
+    let q = vals(m * d, 3);
+    let mut out = vec![0.0; m * d];
+    g.bench_function(format!("cross_attention_{m}x{tk}"), |b| {
+        b.iter(|| be.attention_packed(&q, m, &kv, &mut out).unwrap())
     });
     g.finish();
 }
@@ -269,6 +288,7 @@ criterion_group!(
     small_m,
     decoder_linear,
     prompt_linear_1t,
+    prompt_cross_attention_1t,
     encoder_ops,
     encoder_attention_bf16,
     encoder_gemm_formats_1t,

@@ -400,7 +400,9 @@ pub fn attn_scores(
         },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `checked` returned Avx2, so the CPU has AVX2, FMA and F16C.
-        Isa::Avx2 => unsafe { x86_decode::avx2_attn::attn_scores(q, g, ldq, k, dh, scale, s, lds) },
+        Isa::Avx2 => unsafe {
+            x86_decode::avx2_attn::attn_scores_rows(q, g, ldq, k, dh, scale, s, lds)
+        },
         _ => scalar::attn_scores(q, g, ldq, k, dh, scale, s, lds),
     }
 }
@@ -438,7 +440,9 @@ pub fn attn_values(
         },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `checked` returned Avx2, so the CPU has AVX2, FMA and F16C.
-        Isa::Avx2 => unsafe { x86_decode::avx2_attn::attn_values(p, g, ldp, tk, v, dhp, out, ldo) },
+        Isa::Avx2 => unsafe {
+            x86_decode::avx2_attn::attn_values_rows(p, g, ldp, tk, v, dhp, out, ldo)
+        },
         _ => scalar::attn_values(p, g, ldp, tk, v, dhp, out, ldo),
     }
 }

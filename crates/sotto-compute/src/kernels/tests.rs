@@ -119,7 +119,7 @@ fn matmul_tiled_matches_scalar_and_rows() {
 #[test]
 fn packed_attention_kernels_match_scalar() {
     for isa in simd_paths() {
-        for g in 1..=8 {
+        for g in 1..=14 {
             for (nb, dh, dhp, tk) in [
                 (1, 1, 16, 1),
                 (2, 5, 16, 40),
@@ -136,6 +136,7 @@ fn packed_attention_kernels_match_scalar() {
                 attn_scores(isa, &q, g, dh + 3, &k, dh, 0.3, &mut a, lds);
                 scalar::attn_scores(&q, g, dh + 3, &k, dh, 0.3, &mut b, lds);
                 assert!(max_abs_diff(&a, &b) < 1e-5, "{isa:?} scores g {g} dh {dh}");
+                let scores = a;
                 let v: Vec<f16> = rand_vec(tk * dhp, 3)
                     .iter()
                     .map(|&v| f16::from_f32(v))
@@ -148,6 +149,32 @@ fn packed_attention_kernels_match_scalar() {
                     max_abs_diff(&a, &b) < 1e-4,
                     "{isa:?} values g {g} dhp {dhp}"
                 );
+                // Rows in one call (the wide passes) give the bits of rows one at a time.
+                for i in 0..g {
+                    let mut one = vec![0.0; dhp];
+                    let pi = &p[i * (tk + 2)..];
+                    attn_values(isa, pi, 1, tk + 2, tk, &v, dhp, &mut one, dhp);
+                    let row = &a[i * (dhp + 1)..][..dhp];
+                    assert_eq!(row, &one[..], "{isa:?} values row {i} of {g}");
+                    let mut one = vec![0.0; lds];
+                    attn_scores(
+                        isa,
+                        &q[i * (dh + 3)..],
+                        1,
+                        dh + 3,
+                        &k,
+                        dh,
+                        0.3,
+                        &mut one,
+                        lds,
+                    );
+                    let n = nb * KEY_BLOCK;
+                    assert_eq!(
+                        scores[i * lds..][..n],
+                        one[..n],
+                        "{isa:?} scores row {i} of {g}"
+                    );
+                }
             }
         }
     }

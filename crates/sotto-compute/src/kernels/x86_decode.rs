@@ -445,4 +445,144 @@ pub(super) mod avx2_attn {
         ldh,
         st
     );
+    /// Query rows per pass of the wide kernels: a prompt's cross-attention (row chunks of
+    /// 24) is bound by arithmetic, and 6 rows × 16 columns keep 12 sums in registers with a
+    /// third of the f16 widenings per multiply-add of the 2-row pass. Decoding's ≤ 5 rows
+    /// stay on the 2-row pass, which streams the keys and values from memory either way.
+    const WIDE: usize = 6;
+
+    /// [`attn_scores`] with every whole group of [`WIDE`] rows on [`scores_wide`]: the same
+    /// multiply-adds in the same order, so the same bits.
+    ///
+    /// # Safety
+    /// As [`attn_scores`].
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(crate) unsafe fn attn_scores_rows(
+        q: &[f32],
+        g: usize,
+        ldq: usize,
+        k: &[f16],
+        dh: usize,
+        scale: f32,
+        s: &mut [f32],
+        lds: usize,
+    ) {
+        let wide = g / WIDE * WIDE;
+        for i0 in (0..wide).step_by(WIDE) {
+            // SAFETY: rows i0..i0 + WIDE < g of q and s (the caller checked the shapes).
+            unsafe { scores_wide(&q[i0 * ldq..], ldq, k, dh, scale, &mut s[i0 * lds..], lds) };
+        }
+        if wide < g {
+            let (q, s) = (&q[wide * ldq..], &mut s[wide * lds..]);
+            // SAFETY: the remaining rows, same contract.
+            unsafe { attn_scores(q, g - wide, ldq, k, dh, scale, s, lds) };
+        }
+    }
+
+    /// [`attn_values`] with every whole group of [`WIDE`] rows on [`values_wide`]: the same
+    /// multiply-adds in the same order, so the same bits.
+    ///
+    /// # Safety
+    /// As [`attn_values`].
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(crate) unsafe fn attn_values_rows(
+        p: &[f32],
+        g: usize,
+        ldp: usize,
+        tk: usize,
+        v: &[f16],
+        dhp: usize,
+        out: &mut [f32],
+        ldo: usize,
+    ) {
+        let wide = g / WIDE * WIDE;
+        for i0 in (0..wide).step_by(WIDE) {
+            let (pg, og) = (&p[i0 * ldp..], &mut out[i0 * ldo..]);
+            // SAFETY: rows i0..i0 + WIDE < g of p and out (the caller checked the shapes).
+            unsafe { values_wide(pg, ldp, tk, v, dhp, og, ldo) };
+        }
+        if wide < g {
+            let (p, out) = (&p[wide * ldp..], &mut out[wide * ldo..]);
+            // SAFETY: the remaining rows, same contract.
+            unsafe { attn_values(p, g - wide, ldp, tk, v, dhp, out, ldo) };
+        }
+    }
+
+    /// `scores_g::<WIDE>` a half key block (16 keys) at a time.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn scores_wide(
+        q: &[f32],
+        ldq: usize,
+        k: &[f16],
+        dh: usize,
+        scale: f32,
+        s: &mut [f32],
+        lds: usize,
+    ) {
+        let nb = k.len() / (dh * KEY_BLOCK);
+        // SAFETY: block b holds dh × KEY_BLOCK f16; q rows i < WIDE hold dh values ldq
+        // apart; s rows hold nb · KEY_BLOCK values lds apart (all checked by the caller).
+        unsafe {
+            let sv = _mm256_set1_ps(scale);
+            for b in 0..nb {
+                for half in (0..KEY_BLOCK).step_by(16) {
+                    let kb = k.as_ptr().add(b * dh * KEY_BLOCK + half);
+                    let mut acc = [[_mm256_setzero_ps(); 2]; WIDE];
+                    for c in 0..dh {
+                        let kv = [ldh(kb.add(c * KEY_BLOCK)), ldh(kb.add(c * KEY_BLOCK + 8))];
+                        for (i, acc_i) in acc.iter_mut().enumerate() {
+                            let qv = _mm256_set1_ps(*q.as_ptr().add(i * ldq + c));
+                            for u in 0..2 {
+                                acc_i[u] = _mm256_fmadd_ps(kv[u], qv, acc_i[u]);
+                            }
+                        }
+                    }
+                    for (i, acc_i) in acc.iter().enumerate() {
+                        for (u, a) in acc_i.iter().enumerate() {
+                            let o = s.as_mut_ptr().add(i * lds + b * KEY_BLOCK + half + u * 8);
+                            st(o, _mm256_mul_ps(*a, sv));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// `values_g::<WIDE, 2>` over every 16-column strip.
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn values_wide(
+        p: &[f32],
+        ldp: usize,
+        tk: usize,
+        v: &[f16],
+        dhp: usize,
+        out: &mut [f32],
+        ldo: usize,
+    ) {
+        // SAFETY: p rows i < WIDE hold tk values ldp apart; v holds tk rows of dhp (a
+        // multiple of 16); out rows hold dhp values ldo apart (checked by the caller).
+        unsafe {
+            for c0 in (0..dhp).step_by(16) {
+                let mut acc = [[_mm256_setzero_ps(); 2]; WIDE];
+                for j in 0..tk {
+                    let vr = v.as_ptr().add(j * dhp + c0);
+                    let vv = [ldh(vr), ldh(vr.add(8))];
+                    for (i, acc_i) in acc.iter_mut().enumerate() {
+                        let pb = _mm256_set1_ps(*p.as_ptr().add(i * ldp + j));
+                        for u in 0..2 {
+                            acc_i[u] = _mm256_fmadd_ps(vv[u], pb, acc_i[u]);
+                        }
+                    }
+                }
+                for (i, acc_i) in acc.iter().enumerate() {
+                    for (u, a) in acc_i.iter().enumerate() {
+                        st(out.as_mut_ptr().add(i * ldo + c0 + u * 8), *a);
+                    }
+                }
+            }
+        }
+    }
 }
