@@ -12,11 +12,11 @@
 //! the f32 peak on a Zen 5 core and widened f16 weights to a fresh f32 copy on every call.
 
 use half::f16;
-use rayon::prelude::*;
 
 use crate::blocked::{for_each_tile, Blocks, Epi, Out};
 #[cfg(target_arch = "x86_64")]
 use crate::kernels;
+use crate::tiled::column_panels;
 use crate::{shape_err, CpuBackend, Isa, Linear, Result, Weight};
 
 /// Rows per microkernel tile.
@@ -117,8 +117,8 @@ impl Panel<'_> {
     }
 }
 
-/// `n_out` rows of `n_in` source values laid out in panels `nr` wide, each value through
-/// `conv`.
+/// `n_out` rows of `n_in` source values laid out in panels `nr` wide (16 or 64), each
+/// value through `conv`.
 fn pack<S: Copy + Sync, T: Copy + Default + Send>(
     rows: &[S],
     n_out: usize,
@@ -126,20 +126,10 @@ fn pack<S: Copy + Sync, T: Copy + Default + Send>(
     nr: usize,
     conv: impl Fn(S) -> T + Sync,
 ) -> Vec<T> {
-    let mut data = vec![T::default(); n_out.div_ceil(nr) * n_in * nr];
-    if n_in > 0 {
-        data.par_chunks_mut(n_in * nr)
-            .enumerate()
-            .for_each(|(jp, panel)| {
-                for jj in 0..nr.min(n_out - jp * nr) {
-                    let row = &rows[(jp * nr + jj) * n_in..][..n_in];
-                    for (p, &v) in row.iter().enumerate() {
-                        panel[p * nr + jj] = conv(v);
-                    }
-                }
-            });
+    match nr {
+        NR_AVX2 => column_panels::<S, T, NR_AVX2>(rows, n_out, n_in, conv),
+        _ => column_panels::<S, T, NR_AVX512>(rows, n_out, n_in, conv),
     }
-    data
 }
 
 fn check_len(len: usize, n_out: usize, n_in: usize) -> Result<()> {

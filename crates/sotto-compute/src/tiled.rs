@@ -12,6 +12,37 @@ use rayon::prelude::*;
 use crate::kernels::{self, TILE_ROWS};
 use crate::{shape_err, Result};
 
+/// `n_out` rows of `n_in` values laid out in panels of `W` rows, each value through
+/// `conv`: panel t holds rows `t·W..` column by column (`W` values per input position),
+/// rows past `n_out` `T::default()`. Element (r, p) lands at `(r / W · n_in + p) · W + r % W`.
+///
+/// Columns are made in parallel straight into the new buffer (a model load lays out ~75M
+/// values), each read from `W` rows whose current cache lines serve the next columns too.
+pub(crate) fn column_panels<S, T, const W: usize>(
+    rows: &[S],
+    n_out: usize,
+    n_in: usize,
+    conv: impl Fn(S) -> T + Sync,
+) -> Vec<T>
+where
+    S: Copy + Sync,
+    T: Copy + Default + Send,
+{
+    assert_eq!(rows.len(), n_out * n_in, "column_panels: rows");
+    let columns: Vec<[T; W]> = (0..n_out.div_ceil(W) * n_in)
+        .into_par_iter()
+        .with_min_len(256)
+        .map(|i| {
+            let (r0, p) = (i / n_in * W, i % n_in);
+            std::array::from_fn(|j| match r0 + j < n_out {
+                true => conv(rows[(r0 + j) * n_in + p]),
+                false => T::default(),
+            })
+        })
+        .collect();
+    columns.into_flattened()
+}
+
 /// `n_out × n_in` f16 weights in tiles of [`TILE_ROWS`] rows: tile t holds rows
 /// `t·TILE_ROWS..` column by column, each column the [`TILE_ROWS`] values of one input
 /// position. Rows past `n_out` are zero.
@@ -33,18 +64,7 @@ impl F16Tiles {
                 format!("{} elements for {n_out}×{n_in} rows", rows.len()),
             ));
         }
-        let (tiles, tl) = (n_out.div_ceil(TILE_ROWS), n_in * TILE_ROWS);
-        let mut data = vec![f16::ZERO; tiles * tl];
-        // Tiles in parallel (a model load re-lays out ~30M values); each tile (48 KiB for
-        // tiny) stays in cache while it is scattered into.
-        data.par_chunks_mut(tl).enumerate().for_each(|(t, tile)| {
-            let (r0, r1) = (t * TILE_ROWS, ((t + 1) * TILE_ROWS).min(n_out));
-            for (i, row) in rows[r0 * n_in..r1 * n_in].chunks_exact(n_in).enumerate() {
-                for (p, &v) in row.iter().enumerate() {
-                    tile[p * TILE_ROWS + i] = v;
-                }
-            }
-        });
+        let data = column_panels::<_, _, TILE_ROWS>(rows, n_out, n_in, |v| v);
         Ok(Self { data, n_out, n_in })
     }
 
