@@ -117,50 +117,40 @@ impl VocabWeights {
             }
             kernels::f16_to_f32(isa, h, w);
         };
-        // One plane at a time, so a load holds at most two planes' bytes at once.
-        let mut bytes = vec![0u8; n_text * rb];
-        bytes.par_chunks_mut(rb).enumerate().for_each_init(
-            || (vec![f16::ZERO; n_in], vec![0f32; n_in]),
-            |(h, w), (r, q)| {
-                widen(r, h, w);
-                sotto_quant::quantize_row(q8, w, q);
-            },
-        );
-        let hi = QuantTiles::new(q8, &bytes, n_text, n_in);
-        let mut lo_scale = vec![1f32; n_text];
-        let mut slack = vec![0f32; n_text];
-        bytes
-            .par_chunks_mut(rb)
-            .zip(lo_scale.par_iter_mut().zip(slack.par_iter_mut()))
-            .enumerate()
-            .for_each_init(
-                || (vec![f16::ZERO; n_in], vec![0f32; n_in], vec![0f32; n_in]),
-                |(h, w, back), (r, (q, (undo, slack)))| {
-                    widen(r, h, w);
-                    // `q` still holds the row's hi codes.
-                    sotto_quant::dequantize_row(q8, q, back);
-                    let hi_norm = norm_up(back);
-                    w.iter_mut().zip(back.iter()).for_each(|(v, h)| *v -= h);
-                    // A row of small weights leaves remainders whose block scales fall
-                    // below f16's normal range (2^-14): scaled to a largest value near 1.
-                    let amax = w.iter().fold(0f32, |a, v| a.max(v.abs()));
-                    let e = if amax > 0.0 && amax.is_finite() {
-                        amax.log2().ceil().clamp(-100.0, 100.0) as i32
-                    } else {
-                        0
-                    };
-                    *undo = 2f32.powi(e);
-                    w.iter_mut().for_each(|v| *v *= 2f32.powi(-e));
-                    sotto_quant::quantize_row(q8, w, q);
-                    sotto_quant::dequantize_row(q8, q, back);
-                    // Scaling by a power of two is exact, norms included.
-                    let lo_norm = norm_up(back) * *undo;
-                    let c = lo_norm + SUM_SLACK * (hi_norm + lo_norm);
-                    *slack = c * (1.0 + 1e-6);
-                },
-            );
-        let lo = QuantTiles::new(q8, &bytes, n_text, n_in);
-        drop(bytes);
+        // Both planes group by group, straight into their tiles: each row is widened
+        // once, and no row-major plane is ever held.
+        let (hi, lo, found) = QuantTiles::pair_from_groups(q8, n_text, n_in, |g, his, los| {
+            let (mut h, mut w, mut back) =
+                (vec![f16::ZERO; n_in], vec![0f32; n_in], vec![0f32; n_in]);
+            let mut found = [(1f32, 0f32); GROUP_ROWS];
+            let rows = his.chunks_exact_mut(rb).zip(los.chunks_exact_mut(rb));
+            for (l, (hq, lq)) in rows.enumerate() {
+                widen(g * GROUP_ROWS + l, &mut h, &mut w);
+                sotto_quant::quantize_row(q8, &w, hq);
+                sotto_quant::dequantize_row(q8, hq, &mut back);
+                let hi_norm = norm_up(&back);
+                w.iter_mut().zip(back.iter()).for_each(|(v, h)| *v -= h);
+                // A row of small weights leaves remainders whose block scales fall below
+                // f16's normal range (2^-14): scaled to a largest value near 1.
+                let amax = w.iter().fold(0f32, |a, v| a.max(v.abs()));
+                let e = if amax > 0.0 && amax.is_finite() {
+                    amax.log2().ceil().clamp(-100.0, 100.0) as i32
+                } else {
+                    0
+                };
+                let undo = 2f32.powi(e);
+                w.iter_mut().for_each(|v| *v *= 2f32.powi(-e));
+                sotto_quant::quantize_row(q8, &w, lq);
+                sotto_quant::dequantize_row(q8, lq, &mut back);
+                // Scaling by a power of two is exact, norms included.
+                let lo_norm = norm_up(&back) * undo;
+                let c = lo_norm + SUM_SLACK * (hi_norm + lo_norm);
+                found[l] = (undo, c * (1.0 + 1e-6));
+            }
+            found
+        });
+        let (lo_scale, slack): (Vec<f32>, Vec<f32>) =
+            found.into_iter().flatten().take(n_text).unzip();
         let tail = if n_out > n_text {
             let n = n_out - n_text;
             let tail = rows[2 * n_text * n_in..]

@@ -106,6 +106,55 @@ impl QuantTiles {
         tiles
     }
 
+    /// Two planes of `n_out` rows built together, group by group in parallel, with no
+    /// row-major copy of either: `fill(g, a, b)` writes the ggml rows `16g..` (at most
+    /// [`GROUP_ROWS`], fewer in a last partial group; `t.row_bytes(n_in)` bytes each,
+    /// row-major, zeroed first) of the two planes into `a` and `b` and returns what it
+    /// found out about them, one value per group, in group order. Panics as [`Self::new`].
+    pub fn pair_from_groups<X: Send>(
+        t: QuantType,
+        n_out: usize,
+        n_in: usize,
+        fill: impl Fn(usize, &mut [u8], &mut [u8]) -> X + Sync,
+    ) -> (Self, Self, Vec<X>) {
+        assert!(t != QuantType::Q8_1, "q8_1 is not a weight type");
+        assert!(n_in > 0, "QuantTiles: rows of 0 values");
+        let rb = t.row_bytes(n_in);
+        let plane = || Self {
+            t,
+            data: vec![0u8; n_out.div_ceil(R) * R * rb],
+            n_out,
+            n_in,
+        };
+        let (mut a, mut b) = (plane(), plane());
+        let (bb, gbb) = (t.block_bytes(), a.group_block_bytes());
+        let found = a
+            .data
+            .par_chunks_mut(R * rb)
+            .zip(b.data.par_chunks_mut(R * rb))
+            .enumerate()
+            .map_init(
+                || (vec![0u8; R * rb], vec![0u8; R * rb]),
+                |(ra, rb_), (g, (ga, gb))| {
+                    let rows = R.min(n_out - g * R) * rb;
+                    let (ra, rb_) = (&mut ra[..rows], &mut rb_[..rows]);
+                    ra.fill(0);
+                    rb_.fill(0);
+                    let x = fill(g, ra, rb_);
+                    for (src, group) in [(&*ra, ga), (&*rb_, gb)] {
+                        for (l, row) in src.chunks_exact(rb).enumerate() {
+                            for (blk, s) in row.chunks_exact(bb).enumerate() {
+                                scatter(t, s, &mut group[blk * gbb..(blk + 1) * gbb], l);
+                            }
+                        }
+                    }
+                    x
+                },
+            )
+            .collect();
+        (a, b, found)
+    }
+
     pub fn quant_type(&self) -> QuantType {
         self.t
     }

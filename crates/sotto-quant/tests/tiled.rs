@@ -103,6 +103,39 @@ fn tiles_give_back_the_ggml_rows_and_values() {
     }
 }
 
+/// Two planes built group by group are the planes `new` makes from the same rows, and
+/// each group's finding comes back in group order.
+#[test]
+fn pair_from_groups_equals_two_planes_from_rows() {
+    for t in QuantType::WEIGHTS {
+        for (n, k) in [(1, 32), (16, 64), (37, 96), (50, 384)] {
+            let rb = t.row_bytes(k);
+            let (qa, qb) = (rows(t, n, k, 3), rows(t, n, k, 4));
+            let (a, b, found) = QuantTiles::pair_from_groups(t, n, k, |g, ra, rb_| {
+                let r0 = g * GROUP_ROWS * rb;
+                assert!(ra.iter().chain(rb_.iter()).all(|&v| v == 0), "zeroed first");
+                ra.copy_from_slice(&qa[r0..r0 + ra.len()]);
+                rb_.copy_from_slice(&qb[r0..r0 + rb_.len()]);
+                (g, ra.len() / rb)
+            });
+            assert_eq!(
+                a.data(),
+                QuantTiles::new(t, &qa, n, k).data(),
+                "{t} {n}×{k} a"
+            );
+            assert_eq!(
+                b.data(),
+                QuantTiles::new(t, &qb, n, k).data(),
+                "{t} {n}×{k} b"
+            );
+            let want: Vec<_> = (0..n.div_ceil(GROUP_ROWS))
+                .map(|g| (g, GROUP_ROWS.min(n - g * GROUP_ROWS)))
+                .collect();
+            assert_eq!(found, want, "{t} {n}×{k}");
+        }
+    }
+}
+
 /// Every path (the ISA dispatch and the AVX2 / VNNI kernels directly) for the groups in
 /// `groups`, written with a padded leading dimension.
 fn all_paths(
