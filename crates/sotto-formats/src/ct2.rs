@@ -13,7 +13,7 @@ use serde::Deserialize;
 
 use crate::storage::Reader;
 use crate::{names, DType, FormatError, Hparams, ModelConfig, Result, SourceFormat, Storage};
-use crate::{TensorData, WhisperFile};
+use crate::{BpeMerges, TensorData, WhisperFile};
 
 /// Raw contents of a CTranslate2 `model.bin`, names as CTranslate2 spells them.
 #[derive(Clone, Debug)]
@@ -224,10 +224,8 @@ pub fn load(path: &Path) -> Result<WhisperFile> {
     };
     let mut file = from_parts(&data, &vocabulary, config.as_deref(), &bin)?;
     if dir.join("tokenizer.json").is_file() {
-        file.config.bpe_merges = Some(parse_merges(
-            &read("tokenizer.json")?,
-            &dir.join("tokenizer.json"),
-        )?);
+        let json = read("tokenizer.json")?;
+        file.config.bpe_merges = Some(BpeMerges::new(json, dir.join("tokenizer.json")));
     }
     file.path = path.to_path_buf();
     Ok(file)

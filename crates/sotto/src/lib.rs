@@ -105,11 +105,17 @@ impl Model {
         let n_vocab = file.hparams.n_vocab;
         // The tokenizer's merge table (~40 ms) is built beside the weights.
         let (weights, tokenizer) = std::thread::scope(|s| {
-            let tokenizer = s.spawn(move || match merges {
-                // faster-whisper encodes prompts with the folder's tokenizer.json merges,
-                // which differ from tiktoken's for the multilingual models.
-                Some(merges) => Tokenizer::with_merges(vocab, n_vocab, &merges),
-                None => Tokenizer::new(vocab, n_vocab),
+            let tokenizer = s.spawn(move || -> Result<Tokenizer> {
+                let invalid = |e: sotto_decode::DecodeError| {
+                    Error::Invalid(format!("{}: vocabulary: {e}", path.display()))
+                };
+                match merges {
+                    // faster-whisper encodes prompts with the folder's tokenizer.json
+                    // merges, which differ from tiktoken's for the multilingual models.
+                    Some(merges) => Tokenizer::with_merges(vocab, n_vocab, &merges.parse()?),
+                    None => Tokenizer::new(vocab, n_vocab),
+                }
+                .map_err(invalid)
             });
             let weights = match device {
                 Device::Cuda => cuda_weights(&file),
@@ -123,9 +129,7 @@ impl Model {
             let tokenizer = tokenizer.join().expect("tokenizer thread does not panic");
             (weights, tokenizer)
         });
-        let weights = weights?;
-        let tokenizer = tokenizer
-            .map_err(|e| Error::Invalid(format!("{}: vocabulary: {e}", path.display())))?;
+        let (weights, tokenizer) = (weights?, tokenizer?);
         Ok(Model {
             inner: Arc::new(ModelInner {
                 path: path.to_path_buf(),
