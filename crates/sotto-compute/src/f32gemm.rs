@@ -155,6 +155,33 @@ impl F32Packed {
         Self::f16_with_width(rows, n_out, n_in, this_width())
     }
 
+    /// [`F32Packed::from_f16`] from the values' little-endian bytes (a mapped file's, at
+    /// any alignment), without an f16 copy of them first.
+    pub fn from_f16_le_bytes(bytes: &[u8], n_out: usize, n_in: usize) -> Result<Self> {
+        let (pairs, rest) = bytes.as_chunks::<2>();
+        if !rest.is_empty() {
+            return Err(shape_err(
+                "f32 pack",
+                format!("{} bytes of f16", bytes.len()),
+            ));
+        }
+        check_len(pairs.len(), n_out, n_in)?;
+        let nr = this_width();
+        let data = if nr == NR_AVX2 {
+            Panels::F16(pack(pairs, n_out, n_in, nr, f16::from_le_bytes))
+        } else {
+            Panels::F32(pack(pairs, n_out, n_in, nr, |b| {
+                f16::from_le_bytes(b).to_f32()
+            }))
+        };
+        Ok(Self {
+            data,
+            n_out,
+            n_in,
+            nr,
+        })
+    }
+
     /// [`F32Packed::new`] in panels `nr` wide (16 or 64).
     fn with_width(rows: &[f32], n_out: usize, n_in: usize, nr: usize) -> Result<Self> {
         debug_assert!(nr == NR_AVX2 || nr == NR_AVX512);
@@ -399,6 +426,16 @@ mod tests {
                 .bytes()
         );
         assert!(F32Packed::from_f16(&w, n, k + 1).is_err());
+        // From a file's bytes at an odd offset: the same panels.
+        let mut bytes = vec![7u8];
+        bytes.extend(w.iter().flat_map(|v| v.to_le_bytes()));
+        let b = F32Packed::from_f16_le_bytes(&bytes[1..], n, k).unwrap();
+        let mut all = vec![0.0; n * k];
+        b.read_f32(0, &mut all);
+        assert!(all.iter().zip(&w).all(|(b, h)| *b == h.to_f32()));
+        assert_eq!(b.bytes(), F32Packed::from_f16(&w, n, k).unwrap().bytes());
+        assert!(F32Packed::from_f16_le_bytes(&bytes, n, k).is_err());
+        assert!(F32Packed::from_f16_le_bytes(&bytes[1..], n, k + 1).is_err());
     }
 
     /// f16 weights packed as f16 give the same bits as the same values packed as f32, on

@@ -68,6 +68,20 @@ impl F16Tiles {
         Ok(Self { data, n_out, n_in })
     }
 
+    /// [`F16Tiles::new`] from the rows' little-endian f16 bytes (a mapped file's, at any
+    /// alignment), without an f16 copy of them first.
+    pub fn from_le_bytes(bytes: &[u8], n_out: usize, n_in: usize) -> Result<Self> {
+        let (pairs, rest) = bytes.as_chunks::<2>();
+        if !rest.is_empty() || pairs.len() != n_out * n_in || n_in == 0 {
+            return Err(shape_err(
+                "f16 tiles",
+                format!("{} bytes for {n_out}×{n_in} f16 rows", bytes.len()),
+            ));
+        }
+        let data = column_panels::<_, _, TILE_ROWS>(pairs, n_out, n_in, f16::from_le_bytes);
+        Ok(Self { data, n_out, n_in })
+    }
+
     pub fn n_out(&self) -> usize {
         self.n_out
     }
@@ -125,6 +139,25 @@ impl F16Tiles {
 mod tests {
     use super::*;
     use crate::testutil::rand_vec;
+
+    /// Tiles from a file's bytes at an odd offset are the tiles of the same values; a
+    /// byte count that is not the shape's is an error.
+    #[test]
+    fn tiles_from_le_bytes_equal_tiles_from_values() {
+        for (n, k) in [(1, 1), (64, 3), (70, 33), (130, 64)] {
+            let w: Vec<f16> = rand_vec(n * k, 4).into_iter().map(f16::from_f32).collect();
+            let mut bytes = vec![7u8];
+            bytes.extend(w.iter().flat_map(|v| v.to_le_bytes()));
+            let got = F16Tiles::from_le_bytes(&bytes[1..], n, k).unwrap();
+            assert_eq!(
+                got.data(),
+                F16Tiles::new(&w, n, k).unwrap().data(),
+                "{n}×{k}"
+            );
+            assert!(F16Tiles::from_le_bytes(&bytes, n, k).is_err());
+            assert!(F16Tiles::from_le_bytes(&bytes[1..bytes.len() - 2], n, k).is_err());
+        }
+    }
 
     #[test]
     fn read_f32_gives_back_the_rows() {

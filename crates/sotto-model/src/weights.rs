@@ -2,7 +2,7 @@
 
 use half::f16;
 use rayon::prelude::*;
-use sotto_compute::{Linear, Norm, QuantType, Weight};
+use sotto_compute::{F16Tiles, F32Packed, Linear, Norm, QuantType, Weight};
 use sotto_formats::{DType, Hparams, TensorData, WhisperFile};
 
 use crate::{Attention, Block, Decoder, Encoder, EncoderPrecision, ModelError, Whisper};
@@ -184,22 +184,57 @@ impl<'a> Loader<'a> {
         // The f32 GEMM packs f16 values itself (kept f16 for AVX2): no widened copy first.
         let packs_f16 =
             self.precision == EncoderPrecision::F32 && sotto_compute::f32_gemm_supported();
-        let widen = self.widen_prefix(prefix) && !packs_f16;
-        let mut weight = self.weight(&wname, &[n_out, n_in], widen)?;
-        if encoder_only(prefix) {
-            weight = self.for_gemm(&wname, weight, n_out, n_in)?;
-        }
-        if decodes(prefix) {
-            weight = weight
-                .for_decoding(n_out, n_in)
-                .map_err(|e| self.err(&wname, e.to_string()))?;
-        }
+        let weight = match self.f16_direct(&wname, prefix, n_out, n_in, packs_f16)? {
+            Some(w) => w,
+            None => {
+                let widen = self.widen_prefix(prefix) && !packs_f16;
+                let mut weight = self.weight(&wname, &[n_out, n_in], widen)?;
+                if encoder_only(prefix) {
+                    weight = self.for_gemm(&wname, weight, n_out, n_in)?;
+                }
+                if decodes(prefix) {
+                    weight = weight
+                        .for_decoding(n_out, n_in)
+                        .map_err(|e| self.err(&wname, e.to_string()))?;
+                }
+                weight
+            }
+        };
         let bias = if bias {
             Some(self.vector(&format!("{prefix}.bias"), n_out)?)
         } else {
             None
         };
         Linear::new(weight, bias, n_out, n_in).map_err(|e| self.err(&wname, e.to_string()))
+    }
+
+    /// An f16 linear weight laid out straight from the file's bytes, where its layout takes
+    /// f16 values (the AVX2 f32 GEMM's panels, the decoder's tiles): no f16 copy of the
+    /// tensor first. None where the usual path applies (other types, precisions or CPUs).
+    fn f16_direct(
+        &self,
+        name: &str,
+        prefix: &str,
+        n_out: usize,
+        n_in: usize,
+        packs_f16: bool,
+    ) -> Result<Option<Weight>, ModelError> {
+        let t = self.get(name, &[n_out, n_in])?;
+        if t.dtype != DType::F16 || t.data.len() != 2 * n_out * n_in {
+            return Ok(None);
+        }
+        let bytes = t.data.as_bytes();
+        let w = if encoder_only(prefix) && packs_f16 {
+            F32Packed::from_f16_le_bytes(bytes, n_out, n_in).map(Weight::F32Packed)
+        } else if decodes(prefix) && cfg!(target_arch = "x86_64") {
+            F16Tiles::from_le_bytes(bytes, n_out, n_in).map(Weight::F16Tiled)
+        } else {
+            return Ok(None);
+        };
+        let w = w.map_err(|e| self.err(name, e.to_string()))?;
+        // Converted: the file's copy need not stay resident.
+        t.data.release();
+        Ok(Some(w))
     }
 
     /// The token embedding, which is also the vocabulary projection: screened (see
