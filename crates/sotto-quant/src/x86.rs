@@ -125,3 +125,58 @@ pub(crate) unsafe fn vec_dot(t: QuantType, nb: usize, w: &[u8], a: &[u8]) -> f32
     }
     hsum(acc) + offsets
 }
+
+/// q8_0 blocks of `x` into `out`, the bytes of [`crate::reference::quantize`]: per block the
+/// largest |x| as the max of the bit patterns (NaN counted as 0), `d = amax / 127` rounded
+/// to f16 for the scale, and each `x · (1/d)` rounded half away from zero (`trunc(p ±
+/// 0.49999997)`), clamped to [−128, 127], NaN to 0. (The same Rust loop compiled for AVX2
+/// did not vectorize its rounding; this is ~5× faster, and a vocabulary's two planes
+/// quantize ~53M values at load.)
+///
+/// # Safety
+/// The CPU must have AVX2; `x` must be whole blocks of 32 and `out` their 34-byte blocks.
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn q8_0(x: &[f32], out: &mut [u8]) {
+    const QK: usize = QuantType::BLOCK;
+    let bb = QuantType::Q8_0.block_bytes();
+    debug_assert!(x.len() / QK * bb == out.len());
+    let (abs, inf) = (
+        _mm256_set1_epi32(0x7fff_ffff),
+        _mm256_set1_epi32(0x7f80_0000),
+    );
+    let (half, sign) = (_mm256_set1_ps(0.499_999_97), _mm256_set1_ps(-0.0));
+    let (hi, lo) = (_mm256_set1_ps(127.0), _mm256_set1_ps(-128.0));
+    let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (xb, yb) in x.chunks_exact(QK).zip(out.chunks_exact_mut(bb)) {
+        // SAFETY: xb holds 32 values, yb 34 bytes (chunks of the caller's whole blocks).
+        let v = unsafe { [0, 8, 16, 24].map(|i| _mm256_loadu_ps(xb.as_ptr().add(i))) };
+        let mut m = _mm256_setzero_si256();
+        for &x in &v {
+            let b = _mm256_and_si256(_mm256_castps_si256(x), abs);
+            let b = _mm256_andnot_si256(_mm256_cmpgt_epi32(b, inf), b);
+            m = _mm256_max_epu32(m, b);
+        }
+        let h = _mm_max_epu32(_mm256_castsi256_si128(m), _mm256_extracti128_si256::<1>(m));
+        let h = _mm_max_epu32(h, _mm_shuffle_epi32::<0b0100_1110>(h));
+        let h = _mm_max_epu32(h, _mm_shuffle_epi32::<0b1011_0001>(h));
+        let amax = f32::from_bits(_mm_cvtsi128_si32(h) as u32);
+        let d = amax / 127.0;
+        let id = _mm256_set1_ps(if d != 0.0 { 1.0 / d } else { 0.0 });
+        yb[..2].copy_from_slice(&half::f16::from_f32(d).to_le_bytes());
+        let q = v.map(|x| {
+            let p = _mm256_mul_ps(x, id);
+            let t = _mm256_add_ps(p, _mm256_or_ps(half, _mm256_and_ps(p, sign)));
+            let t = _mm256_round_ps::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(t);
+            let c = _mm256_cvttps_epi32(_mm256_max_ps(_mm256_min_ps(t, hi), lo));
+            _mm256_andnot_si256(_mm256_castps_si256(_mm256_cmp_ps::<_CMP_UNORD_Q>(t, t)), c)
+        });
+        // Packing works per 128-bit lane: dwords come out as [x0 x1 x2 x3 | x0' x1' x2' x3'].
+        let w = _mm256_packs_epi16(
+            _mm256_packs_epi32(q[0], q[1]),
+            _mm256_packs_epi32(q[2], q[3]),
+        );
+        let w = _mm256_permutevar8x32_epi32(w, order);
+        // SAFETY: bytes 2..34 of the block.
+        unsafe { _mm256_storeu_si256(yb.as_mut_ptr().add(2).cast(), w) };
+    }
+}
