@@ -351,7 +351,7 @@ mod tests {
         x.extend((0..32 * 500).map(|_| f32::from_bits(next())));
         x.extend((0..32 * 500).map(|i| {
             let v = next() as f32 / u32::MAX as f32 - 0.5;
-            v * 2f32.powi((i / 32 % 80) as i32 - 40)
+            v * 2f32.powi(i / 32 % 80 - 40)
         }));
         let mut want = vec![0u8; QuantType::Q8_0.row_bytes(x.len())];
         reference::quantize(QuantType::Q8_0, &x, &mut want);
