@@ -165,21 +165,7 @@ impl F32Packed {
                 format!("{} bytes of f16", bytes.len()),
             ));
         }
-        check_len(pairs.len(), n_out, n_in)?;
-        let nr = this_width();
-        let data = if nr == NR_AVX2 {
-            Panels::F16(pack(pairs, n_out, n_in, nr, f16::from_le_bytes))
-        } else {
-            Panels::F32(pack(pairs, n_out, n_in, nr, |b| {
-                f16::from_le_bytes(b).to_f32()
-            }))
-        };
-        Ok(Self {
-            data,
-            n_out,
-            n_in,
-            nr,
-        })
+        Self::f16_panels(pairs, n_out, n_in, this_width(), f16::from_le_bytes)
     }
 
     /// [`F32Packed::new`] in panels `nr` wide (16 or 64).
@@ -196,12 +182,24 @@ impl F32Packed {
 
     /// [`F32Packed::from_f16`] in panels `nr` wide (16: f16 values, 64: f32).
     fn f16_with_width(rows: &[f16], n_out: usize, n_in: usize, nr: usize) -> Result<Self> {
+        Self::f16_panels(rows, n_out, n_in, nr, |v| v)
+    }
+
+    /// Panels `nr` wide of the f16 values `half(rows[i])`: f16 for the AVX2 tile (16),
+    /// widened for the AVX-512 one (64).
+    fn f16_panels<S: Copy + Sync>(
+        rows: &[S],
+        n_out: usize,
+        n_in: usize,
+        nr: usize,
+        half: impl Fn(S) -> f16 + Sync,
+    ) -> Result<Self> {
         debug_assert!(nr == NR_AVX2 || nr == NR_AVX512);
         check_len(rows.len(), n_out, n_in)?;
         let data = if nr == NR_AVX2 {
-            Panels::F16(pack(rows, n_out, n_in, nr, |v| v))
+            Panels::F16(pack(rows, n_out, n_in, nr, half))
         } else {
-            Panels::F32(pack(rows, n_out, n_in, nr, f16::to_f32))
+            Panels::F32(pack(rows, n_out, n_in, nr, |v| half(v).to_f32()))
         };
         Ok(Self {
             data,
