@@ -152,7 +152,7 @@ impl F32Packed {
     /// [`F32Packed::new`] from f16 values: kept as f16 in panels for the AVX2 tile,
     /// widened in panels for the AVX-512 one.
     pub fn from_f16(rows: &[f16], n_out: usize, n_in: usize) -> Result<Self> {
-        Self::f16_with_width(rows, n_out, n_in, this_width())
+        Self::f16_panels(rows, n_out, n_in, this_width(), |v| v)
     }
 
     /// [`F32Packed::from_f16`] from the values' little-endian bytes (a mapped file's, at
@@ -178,11 +178,6 @@ impl F32Packed {
             n_in,
             nr,
         })
-    }
-
-    /// [`F32Packed::from_f16`] in panels `nr` wide (16: f16 values, 64: f32).
-    fn f16_with_width(rows: &[f16], n_out: usize, n_in: usize, nr: usize) -> Result<Self> {
-        Self::f16_panels(rows, n_out, n_in, nr, |v| v)
     }
 
     /// Panels `nr` wide of the f16 values `half(rows[i])`: f16 for the AVX2 tile (16),
@@ -408,7 +403,7 @@ mod tests {
     fn f16_panels_read_back_and_halve_the_bytes() {
         let (n, k) = (70, 9);
         let w: Vec<f16> = rand_vec(n * k, 3).into_iter().map(f16::from_f32).collect();
-        let p = F32Packed::f16_with_width(&w, n, k, NR_AVX2).unwrap();
+        let p = F32Packed::f16_panels(&w, n, k, NR_AVX2, |v| v).unwrap();
         let mut back = vec![0.0; n * k - 5];
         p.read_f32(5, &mut back);
         assert!(back.iter().zip(&w[5..]).all(|(b, h)| *b == h.to_f32()));
@@ -416,7 +411,7 @@ mod tests {
         let f = F32Packed::with_width(&wide, n, k, NR_AVX2).unwrap();
         assert_eq!(2 * p.bytes(), f.bytes());
         // AVX-512 panels widen.
-        let p64 = F32Packed::f16_with_width(&w, n, k, NR_AVX512).unwrap();
+        let p64 = F32Packed::f16_panels(&w, n, k, NR_AVX512, |v| v).unwrap();
         assert_eq!(
             p64.bytes(),
             F32Packed::with_width(&wide, n, k, NR_AVX512)

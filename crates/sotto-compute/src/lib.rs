@@ -94,6 +94,9 @@ pub enum Weight {
     Vocab(Box<VocabWeights>),
 }
 
+/// Whether decoding lays f16 weights out in [`F16Tiles`] (x86-64, where its kernels are).
+const F16_TILES: bool = cfg!(target_arch = "x86_64");
+
 impl Weight {
     /// Number of elements.
     pub fn len(&self) -> usize {
@@ -173,7 +176,7 @@ impl Weight {
     /// in one pass, no horizontal sums); anything else is returned as it is.
     pub fn for_decoding(self, n_out: usize, n_in: usize) -> Result<Self> {
         match self {
-            Weight::F16(rows) if cfg!(target_arch = "x86_64") => {
+            Weight::F16(rows) if F16_TILES => {
                 Ok(Weight::F16Tiled(F16Tiles::new(&rows, n_out, n_in)?))
             }
             Weight::Quant {
@@ -201,6 +204,13 @@ impl Weight {
             }
             other => Ok(other),
         }
+    }
+
+    /// [`Weight::for_decoding`] of f16 rows given as their little-endian bytes (a mapped
+    /// file's, at any alignment), without an f16 copy of them first. `None` where decoding
+    /// keeps f16 rows as they are: the caller builds the weight as usual.
+    pub fn f16_bytes_for_decoding(bytes: &[u8], n_out: usize, n_in: usize) -> Option<Result<Self>> {
+        F16_TILES.then(|| F16Tiles::from_le_bytes(bytes, n_out, n_in).map(Weight::F16Tiled))
     }
 
     /// The vocabulary projection (the token embedding, `n_out` rows) of a Whisper decoder

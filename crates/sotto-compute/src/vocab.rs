@@ -119,16 +119,18 @@ impl VocabWeights {
         };
         // Both planes group by group, straight into their tiles: each row is widened
         // once, and no row-major plane is ever held.
-        let (hi, lo, found) = QuantTiles::pair_from_groups(q8, n_text, n_in, |g, his, los| {
-            let (mut h, mut w, mut back) =
-                (vec![f16::ZERO; n_in], vec![0f32; n_in], vec![0f32; n_in]);
+        let scratch = || (vec![f16::ZERO; n_in], vec![0f32; n_in], vec![0f32; n_in]);
+        let fill = |(h, w, back): &mut (Vec<f16>, Vec<f32>, Vec<f32>),
+                    g,
+                    his: &mut [u8],
+                    los: &mut [u8]| {
             let mut found = [(1f32, 0f32); GROUP_ROWS];
             let rows = his.chunks_exact_mut(rb).zip(los.chunks_exact_mut(rb));
             for (l, (hq, lq)) in rows.enumerate() {
-                widen(g * GROUP_ROWS + l, &mut h, &mut w);
-                sotto_quant::quantize_row(q8, &w, hq);
-                sotto_quant::dequantize_row(q8, hq, &mut back);
-                let hi_norm = norm_up(&back);
+                widen(g * GROUP_ROWS + l, h, w);
+                sotto_quant::quantize_row(q8, w, hq);
+                sotto_quant::dequantize_row(q8, hq, back);
+                let hi_norm = norm_up(back);
                 w.iter_mut().zip(back.iter()).for_each(|(v, h)| *v -= h);
                 // A row of small weights leaves remainders whose block scales fall below
                 // f16's normal range (2^-14): scaled to a largest value near 1.
@@ -140,15 +142,16 @@ impl VocabWeights {
                 };
                 let undo = 2f32.powi(e);
                 w.iter_mut().for_each(|v| *v *= 2f32.powi(-e));
-                sotto_quant::quantize_row(q8, &w, lq);
-                sotto_quant::dequantize_row(q8, lq, &mut back);
+                sotto_quant::quantize_row(q8, w, lq);
+                sotto_quant::dequantize_row(q8, lq, back);
                 // Scaling by a power of two is exact, norms included.
-                let lo_norm = norm_up(&back) * undo;
+                let lo_norm = norm_up(back) * undo;
                 let c = lo_norm + SUM_SLACK * (hi_norm + lo_norm);
                 found[l] = (undo, c * (1.0 + 1e-6));
             }
             found
-        });
+        };
+        let (hi, lo, found) = QuantTiles::pair_from_groups(q8, n_text, n_in, scratch, fill);
         let (lo_scale, slack): (Vec<f32>, Vec<f32>) =
             found.into_iter().flatten().take(n_text).unzip();
         let tail = if n_out > n_text {

@@ -2,7 +2,7 @@
 
 use half::f16;
 use rayon::prelude::*;
-use sotto_compute::{F16Tiles, F32Packed, Linear, Norm, QuantType, Weight};
+use sotto_compute::{F32Packed, Linear, Norm, QuantType, Weight};
 use sotto_formats::{DType, Hparams, TensorData, WhisperFile};
 
 use crate::{Attention, Block, Decoder, Encoder, EncoderPrecision, ModelError, Whisper};
@@ -226,8 +226,11 @@ impl<'a> Loader<'a> {
         let bytes = t.data.as_bytes();
         let w = if encoder_only(prefix) && packs_f16 {
             F32Packed::from_f16_le_bytes(bytes, n_out, n_in).map(Weight::F32Packed)
-        } else if decodes(prefix) && cfg!(target_arch = "x86_64") {
-            F16Tiles::from_le_bytes(bytes, n_out, n_in).map(Weight::F16Tiled)
+        } else if decodes(prefix) {
+            match Weight::f16_bytes_for_decoding(bytes, n_out, n_in) {
+                Some(w) => w,
+                None => return Ok(None),
+            }
         } else {
             return Ok(None);
         };

@@ -107,15 +107,17 @@ impl QuantTiles {
     }
 
     /// Two planes of `n_out` rows built together, group by group in parallel, with no
-    /// row-major copy of either: `fill(g, a, b)` writes the ggml rows `16g..` (at most
-    /// [`GROUP_ROWS`], fewer in a last partial group; `t.row_bytes(n_in)` bytes each,
+    /// row-major copy of either: `fill(scratch, g, a, b)` writes the ggml rows `16g..` (at
+    /// most [`GROUP_ROWS`], fewer in a last partial group; `t.row_bytes(n_in)` bytes each,
     /// row-major, zeroed first) of the two planes into `a` and `b` and returns what it
-    /// found out about them, one value per group, in group order. Panics as [`Self::new`].
-    pub fn pair_from_groups<X: Send>(
+    /// found out about them, one value per group, in group order; `scratch` comes from
+    /// `init`, once per worker. Panics as [`Self::new`].
+    pub fn pair_from_groups<S, X: Send>(
         t: QuantType,
         n_out: usize,
         n_in: usize,
-        fill: impl Fn(usize, &mut [u8], &mut [u8]) -> X + Sync,
+        init: impl Fn() -> S + Sync + Send,
+        fill: impl Fn(&mut S, usize, &mut [u8], &mut [u8]) -> X + Sync + Send,
     ) -> (Self, Self, Vec<X>) {
         assert!(t != QuantType::Q8_1, "q8_1 is not a weight type");
         assert!(n_in > 0, "QuantTiles: rows of 0 values");
@@ -134,13 +136,13 @@ impl QuantTiles {
             .zip(b.data.par_chunks_mut(R * rb))
             .enumerate()
             .map_init(
-                || (vec![0u8; R * rb], vec![0u8; R * rb]),
-                |(ra, rb_), (g, (ga, gb))| {
+                || (vec![0u8; R * rb], vec![0u8; R * rb], init()),
+                |(ra, rb_, scratch), (g, (ga, gb))| {
                     let rows = R.min(n_out - g * R) * rb;
                     let (ra, rb_) = (&mut ra[..rows], &mut rb_[..rows]);
                     ra.fill(0);
                     rb_.fill(0);
-                    let x = fill(g, ra, rb_);
+                    let x = fill(scratch, g, ra, rb_);
                     for (src, group) in [(&*ra, ga), (&*rb_, gb)] {
                         for (l, row) in src.chunks_exact(rb).enumerate() {
                             for (blk, s) in row.chunks_exact(bb).enumerate() {

@@ -111,13 +111,19 @@ fn pair_from_groups_equals_two_planes_from_rows() {
         for (n, k) in [(1, 32), (16, 64), (37, 96), (50, 384)] {
             let rb = t.row_bytes(k);
             let (qa, qb) = (rows(t, n, k, 3), rows(t, n, k, 4));
-            let (a, b, found) = QuantTiles::pair_from_groups(t, n, k, |g, ra, rb_| {
-                let r0 = g * GROUP_ROWS * rb;
-                assert!(ra.iter().chain(rb_.iter()).all(|&v| v == 0), "zeroed first");
-                ra.copy_from_slice(&qa[r0..r0 + ra.len()]);
-                rb_.copy_from_slice(&qb[r0..r0 + rb_.len()]);
-                (g, ra.len() / rb)
-            });
+            let (a, b, found) = QuantTiles::pair_from_groups(
+                t,
+                n,
+                k,
+                || (),
+                |_, g, ra, rb_| {
+                    let r0 = g * GROUP_ROWS * rb;
+                    assert!(ra.iter().chain(rb_.iter()).all(|&v| v == 0), "zeroed first");
+                    ra.copy_from_slice(&qa[r0..r0 + ra.len()]);
+                    rb_.copy_from_slice(&qb[r0..r0 + rb_.len()]);
+                    (g, ra.len() / rb)
+                },
+            );
             assert_eq!(
                 a.data(),
                 QuantTiles::new(t, &qa, n, k).data(),
