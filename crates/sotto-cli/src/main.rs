@@ -145,7 +145,8 @@ fn dedup_chain(msgs: &[String]) -> String {
     out
 }
 
-/// Load options from `--encoder-precision` (`auto`, `int8`, `bf16`, `bf16-fast` or `f32`).
+/// Load options from `--encoder-precision` (`auto`, `int8`, `int16`, `bf16`, `bf16-fast` or
+/// `f32`).
 /// A level asked for by name on a CPU without its instructions is an error rather than a
 /// silent f32 run; `auto` picks per model file and CPU ([`sotto::EncoderPrecision::Auto`]).
 pub(crate) fn load_options(
@@ -162,11 +163,15 @@ pub(crate) fn load_options(
         "int8" if !sotto::int8_encoder_supported() => anyhow::bail!(
             "--encoder-precision int8: this CPU lacks AVX2 and AVX-512 VNNI (use auto or f32)"
         ),
+        "int16" if !sotto::int16_encoder_supported() => {
+            anyhow::bail!("--encoder-precision int16: this CPU lacks AVX2 (use auto or f32)")
+        }
         "bf16" => P::Bf16,
         "bf16-fast" => P::Bf16Fast,
         "int8" => P::Int8,
+        "int16" => P::Int16,
         other => anyhow::bail!(
-            "--encoder-precision {other}: expected auto, int8, bf16, bf16-fast or f32"
+            "--encoder-precision {other}: expected auto, int8, int16, bf16, bf16-fast or f32"
         ),
     };
     Ok(sotto::LoadOptions {

@@ -16,6 +16,12 @@
 //!   against VNNI's 127). That halves the int8 encoder's distance from f16 (tiny.en q8_0,
 //!   teacher-forced KL 0.0024 → 0.0013; `scripts/quant-quality`).
 //!
+//! - **AVX2, wide** ([`Layout::WidePairs`]): the same panels and tile, with the weights
+//!   given as many levels as the activations: [`wide_qmax`] a side (2 047 at k = 512, 1 024
+//!   at k = 2048, about 11–12 bits), the most whose sums still cannot overflow i32. The
+//!   `int16` encoder of f16 files on AVX2 CPUs: the int8 tile's speed at ~1/60 of int8's
+//!   distance from the f32 path (tiny.en teacher-forced KL 0.00091 → 0.000013).
+//!
 //! Activations are quantized per row on every call (dynamic scale `max|x_i| / qmax`, ties to
 //! even). Products accumulate exactly in i32, then one f32 scale per (row, column), bias
 //! and GELU. [`linear_reference`] is the scalar model of that arithmetic for either layout.
@@ -25,7 +31,7 @@ use rayon::prelude::*;
 use crate::blocked::{for_each_tile, Blocks, Epi, Out};
 #[cfg(target_arch = "x86_64")]
 use crate::kernels;
-use crate::{shape_err, CpuBackend, Isa, Linear, Result, Weight};
+use crate::{f16, shape_err, CpuBackend, Isa, Linear, Result, Weight};
 
 /// Rows per VNNI tile.
 pub(crate) const MR: usize = 8;
@@ -45,11 +51,25 @@ const NC_TILES: usize = 8;
 pub enum Layout {
     /// Panels of [`NR`] columns, each Shape: [k.div_ceil(4), NR] quads of `q + 128`.
     Quads,
-    /// Panels of [`NR_AVX2`] columns, each Shape: [k.div_ceil(2), NR_AVX2] pairs of i16.
+    /// Panels of [`NR_AVX2`] columns, each Shape: [k.div_ceil(2), NR_AVX2] pairs of i16:
+    /// weights in [-127, 127], activations [`pair_qmax`] levels.
     Pairs,
+    /// [`Layout::Pairs`]' panels with weights and activations both [`wide_qmax`] levels.
+    WidePairs,
 }
 
 impl Layout {
+    /// The layout of this CPU's integer GEMM: the int8 one ([`Layout::Quads`] with VNNI,
+    /// else [`Layout::Pairs`]) or, when `wide`, [`Layout::WidePairs`]; None where the CPU
+    /// has no such tile (no AVX2).
+    pub fn this_cpu(wide: bool) -> Option<Layout> {
+        match wide {
+            false if int8_gemm_supported() => Some(Layout::for_isa(sotto_isa::isa())),
+            true if int16_gemm_supported() => Some(Layout::WidePairs),
+            _ => None,
+        }
+    }
+
     /// The layout this CPU's best int8 tile reads, for weights packed at load on kernel
     /// path `isa`: quads where it runs AVX-512 with VNNI, else pairs.
     fn for_isa(isa: Isa) -> Layout {
@@ -60,27 +80,60 @@ impl Layout {
         }
     }
 
+    /// Whether the AVX2 pair tile reads this layout.
+    fn pairs(self) -> bool {
+        self != Layout::Quads
+    }
+
     /// k values per 32-bit unit.
     fn per_unit(self) -> usize {
-        match self {
-            Layout::Quads => 4,
-            Layout::Pairs => 2,
+        if self.pairs() {
+            2
+        } else {
+            4
         }
     }
 
     /// Columns per panel.
     fn nr(self) -> usize {
-        match self {
-            Layout::Quads => NR,
-            Layout::Pairs => NR_AVX2,
+        if self.pairs() {
+            NR_AVX2
+        } else {
+            NR
         }
     }
 
     /// Rows per tile.
     fn mr(self) -> usize {
+        if self.pairs() {
+            MR_AVX2
+        } else {
+            MR
+        }
+    }
+
+    /// The weights' levels a side for inputs `k` wide.
+    fn weight_qmax(self, k: usize) -> i32 {
         match self {
-            Layout::Quads => MR,
-            Layout::Pairs => MR_AVX2,
+            Layout::Quads | Layout::Pairs => 127,
+            Layout::WidePairs => wide_qmax(k),
+        }
+    }
+
+    /// The activations' levels a side for inputs `k` wide.
+    fn act_qmax(self, k: usize) -> i32 {
+        match self {
+            Layout::Quads => 127,
+            Layout::Pairs => pair_qmax(k),
+            Layout::WidePairs => wide_qmax(k),
+        }
+    }
+
+    /// The encoder precision's name for products in this layout.
+    pub fn name(self) -> &'static str {
+        match self {
+            Layout::Quads | Layout::Pairs => "int8",
+            Layout::WidePairs => "int16",
         }
     }
 }
@@ -89,6 +142,24 @@ impl Layout {
 /// baseline).
 pub fn int8_gemm_supported() -> bool {
     Isa::Avx2.is_supported()
+}
+
+/// Whether this CPU runs [`Layout::WidePairs`] products (the `int16` encoder): AVX2.
+pub fn int16_gemm_supported() -> bool {
+    Isa::Avx2.is_supported()
+}
+
+/// Whether the int8 GEMM on the selected kernel path runs the VNNI tile, with byte
+/// activations at four products per lane (else the AVX2 pair tile, where
+/// [`Layout::WidePairs`] costs no more than int8).
+pub fn int8_vnni_active() -> bool {
+    vnni(sotto_isa::isa())
+}
+
+/// Whether the selected kernel path is AVX2, where the pair tile ([`Layout::WidePairs`])
+/// outruns the f32 GEMM (1.6× its rate); AVX-512's f32 tile is twice as wide.
+pub fn int16_gemm_preferred() -> bool {
+    sotto_isa::isa() == Isa::Avx2 && int16_gemm_supported()
 }
 
 /// Whether a backend on kernel path `isa` runs the VNNI tile.
@@ -166,6 +237,23 @@ pub fn pair_qmax(k: usize) -> i32 {
     most.min(i16::MAX as usize) as i32
 }
 
+/// The levels of weights and activations alike in [`Layout::WidePairs`] for inputs `k`
+/// wide: the most, up to 32 767, for which `k` products of two such values cannot overflow
+/// the i32 sums (`k · q² ≤ i32::MAX`).
+pub fn wide_qmax(k: usize) -> i32 {
+    let k = k.max(1) as u64;
+    // The integer square root of i32::MAX / k, by f64 and a correction step.
+    let most = i32::MAX as u64 / k;
+    let mut q = (most as f64).sqrt() as u64;
+    while q * q > most {
+        q -= 1;
+    }
+    while (q + 1) * (q + 1) <= most {
+        q += 1;
+    }
+    q.min(i16::MAX as u64) as i32
+}
+
 /// Whether [`runs`] holds for every weight in `ws` and all share one layout, so that one
 /// quantization of the activations serves them all.
 pub(crate) fn runs_together<'a>(isa: Isa, mut ws: impl Iterator<Item = &'a Weight>) -> bool {
@@ -195,53 +283,79 @@ impl I8Packed {
         Self::with_layout(rows, n_out, n_in, Layout::for_isa(sotto_isa::isa()))
     }
 
-    /// [`I8Packed::new`] in a given layout (for tests and benchmarks of either tile).
+    /// [`I8Packed::new`] in a given layout.
     pub fn with_layout(rows: &[f32], n_out: usize, n_in: usize, layout: Layout) -> Result<Self> {
-        if rows.len() != n_out * n_in {
+        check_len(rows.len(), n_out, n_in)?;
+        Ok(Self::pack(n_out, n_in, layout, |j, row| {
+            row.copy_from_slice(&rows[j * n_in..(j + 1) * n_in])
+        }))
+    }
+
+    /// [`I8Packed::with_layout`] from row-major f16 values as little-endian bytes, at any
+    /// alignment (a model file's): each row is widened as it is quantized, with no f32 copy
+    /// of the weight.
+    pub fn from_f16_le_bytes(
+        bytes: &[u8],
+        n_out: usize,
+        n_in: usize,
+        layout: Layout,
+    ) -> Result<Self> {
+        let (halves, rest) = bytes.as_chunks::<2>();
+        if !rest.is_empty() {
             return Err(shape_err(
                 "int8 pack",
-                format!("{} values for a {n_out}×{n_in} weight", rows.len()),
+                format!("{} bytes of f16", bytes.len()),
             ));
         }
+        check_len(halves.len(), n_out, n_in)?;
+        let isa = sotto_isa::isa();
+        Ok(Self::pack(n_out, n_in, layout, |j, row| {
+            let src = &halves[j * n_in..(j + 1) * n_in];
+            let half: Vec<f16> = src.iter().map(|&b| f16::from_le_bytes(b)).collect();
+            crate::kernels::f16_to_f32(isa, &half, row);
+        }))
+    }
+
+    /// Panels of `layout` in parallel (a base model's encoder is ~20 M weights per load),
+    /// each row `j` widened into an f32 buffer by `fill(j, buffer)`, then quantized.
+    fn pack(
+        n_out: usize,
+        n_in: usize,
+        layout: Layout,
+        fill: impl Fn(usize, &mut [f32]) + Sync,
+    ) -> Self {
         let (k4, isa, nr) = (n_in.div_ceil(4), sotto_isa::isa(), layout.nr());
+        let wq = layout.weight_qmax(n_in) as f32;
         let units = n_in.div_ceil(layout.per_unit());
-        let zero = match layout {
-            Layout::Quads => 0x8080_8080u32,
-            Layout::Pairs => 0,
-        };
+        let zero = if layout.pairs() { 0 } else { 0x8080_8080u32 };
         let mut data = vec![zero; n_out.div_ceil(nr) * units * nr];
         let mut scales = vec![0.0f32; n_out.next_multiple_of(nr)];
-        // Panels in parallel: a base model's encoder is ~20 M weights per load.
         data.par_chunks_mut(units * nr)
             .zip(scales.par_chunks_mut(nr))
             .enumerate()
             .for_each(|(jp, (panel, scales))| {
-                let mut quads = vec![0u32; k4];
+                let (mut w, mut row) = (vec![0f32; n_in], vec![0u32; k4.max(units)]);
                 for jj in 0..nr.min(n_out - jp * nr) {
-                    let j = jp * nr + jj;
-                    (scales[jj], _) =
-                        quantize_into(isa, &rows[j * n_in..(j + 1) * n_in], &mut quads);
-                    match layout {
+                    fill(jp * nr + jj, &mut w);
+                    if layout.pairs() {
+                        scales[jj] = quantize_pairs(isa, &w, wq, &mut row[..units]);
+                        (row[..units].iter().enumerate())
+                            .for_each(|(p, &pair)| panel[p * nr + jj] = pair);
+                    } else {
+                        (scales[jj], _) = quantize_into(isa, &w, &mut row);
                         // Signed bytes to `q + 128`: flip each byte's top bit.
-                        Layout::Quads => (quads.iter().enumerate())
-                            .for_each(|(p, &q)| panel[p * nr + jj] = q ^ 0x8080_8080),
-                        Layout::Pairs => {
-                            let bytes = quads.iter().flat_map(|q| q.to_le_bytes());
-                            let wide: Vec<u16> = bytes.map(|b| b as i8 as i16 as u16).collect();
-                            for (p, pair) in wide.chunks_exact(2).take(units).enumerate() {
-                                panel[p * nr + jj] = pair[0] as u32 | (pair[1] as u32) << 16;
-                            }
-                        }
+                        (row.iter().enumerate())
+                            .for_each(|(p, &q)| panel[p * nr + jj] = q ^ 0x8080_8080);
                     }
                 }
             });
-        Ok(Self {
+        Self {
             data,
             scales,
             n_out,
             n_in,
             layout,
-        })
+        }
     }
 
     pub fn layout(&self) -> Layout {
@@ -278,9 +392,10 @@ impl I8Packed {
     fn q(&self, j: usize, c: usize) -> i32 {
         let (nr, per) = (self.layout.nr(), self.layout.per_unit());
         let unit = self.panel(j / nr)[(c / per) * nr + j % nr];
-        match self.layout {
-            Layout::Quads => ((unit >> (8 * (c % 4))) as u8 ^ 0x80) as i8 as i32,
-            Layout::Pairs => (unit >> (16 * (c % 2))) as u16 as i16 as i32,
+        if self.layout.pairs() {
+            (unit >> (16 * (c % 2))) as u16 as i16 as i32
+        } else {
+            ((unit >> (8 * (c % 4))) as u8 ^ 0x80) as i8 as i32
         }
     }
 
@@ -304,25 +419,47 @@ impl Weight {
     /// `enable` and this CPU can run it ([`int8_gemm_supported`]); any other weight is
     /// dequantized to f32 first. For weights only ever multiplied by many rows.
     pub fn for_int8_gemm(self, n_out: usize, n_in: usize, enable: bool) -> Result<Self> {
-        if !enable || !int8_gemm_supported() || matches!(self, Weight::Int8(_)) {
+        match Layout::this_cpu(false) {
+            Some(layout) if enable => self.int_packed(n_out, n_in, layout),
+            _ => Ok(self),
+        }
+    }
+
+    /// The same weight packed for the AVX2 tile with [`wide_qmax`] levels
+    /// ([`Layout::WidePairs`], the `int16` encoder) where this CPU has AVX2
+    /// ([`int16_gemm_supported`]); any other weight is dequantized to f32 first.
+    pub fn for_int16_gemm(self, n_out: usize, n_in: usize) -> Result<Self> {
+        match Layout::this_cpu(true) {
+            Some(layout) => self.int_packed(n_out, n_in, layout),
+            None => Ok(self),
+        }
+    }
+
+    fn int_packed(self, n_out: usize, n_in: usize, layout: Layout) -> Result<Self> {
+        if matches!(self, Weight::Int8(_)) {
             return Ok(self);
         }
-        if self.len() != n_out * n_in {
-            return Err(shape_err(
-                "int8 pack",
-                format!("{} values for a {n_out}×{n_in} weight", self.len()),
-            ));
-        }
+        check_len(self.len(), n_out, n_in)?;
         let packed = match &self {
-            Weight::F32(rows) => I8Packed::new(rows, n_out, n_in)?,
+            Weight::F32(rows) => I8Packed::with_layout(rows, n_out, n_in, layout)?,
             w => {
                 let mut rows = vec![0.0f32; n_out * n_in];
                 w.read_f32(0, &mut rows);
-                I8Packed::new(&rows, n_out, n_in)?
+                I8Packed::with_layout(&rows, n_out, n_in, layout)?
             }
         };
         Ok(Weight::Int8(packed))
     }
+}
+
+fn check_len(len: usize, n_out: usize, n_in: usize) -> Result<()> {
+    if len != n_out * n_in {
+        return Err(shape_err(
+            "int8 pack",
+            format!("{len} values for a {n_out}×{n_in} weight"),
+        ));
+    }
+    Ok(())
 }
 
 /// What a finished tile's i32 sums become: `· (s_x · s_w) + bias`, per column.
@@ -379,19 +516,19 @@ fn quantize_rows(
         .for_each(|(((dst, scales), sums), src)| {
             let rows = dst.chunks_exact_mut(k4).zip(src.chunks_exact(k));
             for ((d, s), (scale, sum)) in rows.zip(scales.iter_mut().zip(sums.iter_mut())) {
-                (*scale, *sum) = match layout {
-                    Layout::Quads => quantize_into(isa, s, d),
-                    Layout::Pairs => (quantize_pairs(isa, s, d), 0),
+                (*scale, *sum) = if layout.pairs() {
+                    (quantize_pairs(isa, s, layout.act_qmax(k) as f32, d), 0)
+                } else {
+                    quantize_into(isa, s, d)
                 };
             }
         });
     qr
 }
 
-/// One row quantized to [`pair_qmax`] levels into i16 pairs `d` (Shape: [k.div_ceil(2)]):
-/// its scale.
-fn quantize_pairs(isa: Isa, x: &[f32], d: &mut [u32]) -> f32 {
-    let qmax = pair_qmax(x.len()) as f32;
+/// One row quantized to `qmax` levels a side (at most 32 767) into i16 pairs `d` (Shape:
+/// [k.div_ceil(2)]): its scale.
+fn quantize_pairs(isa: Isa, x: &[f32], qmax: f32, d: &mut [u32]) -> f32 {
     #[cfg(target_arch = "x86_64")]
     if pair_tile(isa) {
         // SAFETY: both paths imply AVX2; d holds x.len().div_ceil(2) pairs.
@@ -471,7 +608,7 @@ impl CpuBackend {
                 kc: usize::MAX,
                 rows_outer: false,
             },
-            Layout::Pairs => Blocks {
+            Layout::Pairs | Layout::WidePairs => Blocks {
                 mr,
                 nr,
                 mc: MC_TILES * mr,
@@ -506,7 +643,9 @@ impl CpuBackend {
                         Layout::Quads => {
                             k::tile(k4, a, b, c, ldc, rows, cols, a_scales, a_sums, &epi)
                         }
-                        Layout::Pairs => k::tile_avx2(k4, a, b, c, ldc, rows, cols, a_scales, &epi),
+                        Layout::Pairs | Layout::WidePairs => {
+                            k::tile_avx2(k4, a, b, c, ldc, rows, cols, a_scales, &epi)
+                        }
                     }
                 };
                 #[cfg(not(target_arch = "x86_64"))]
@@ -517,7 +656,8 @@ impl CpuBackend {
 }
 
 /// Scalar model of the int8 GEMM: `out = x · Wᵀ + b` with each row of `x` quantized as the
-/// GEMM does for `w`'s layout (127 levels for quads, [`pair_qmax`] for pairs), exact i32
+/// GEMM does for `w`'s layout (127 levels for quads, [`pair_qmax`] for pairs, [`wide_qmax`]
+/// for wide pairs), exact i32
 /// products, then `(Σ q_x q_w) · (s_x s_w) + b` in f32.
 ///
 /// `x` Shape: [m, n_in]; `out` Shape: [m, n_out].
@@ -530,10 +670,7 @@ pub fn linear_reference(
 ) -> Result<()> {
     let (n, k) = (w.n_out, w.n_in);
     crate::blocked::check_reference("int8 linear", x, m, (n, k), bias, out)?;
-    let qmax = match w.layout {
-        Layout::Quads => 127,
-        Layout::Pairs => pair_qmax(k),
-    };
+    let qmax = w.layout.act_qmax(k);
     let mut q = vec![0i32; k];
     for (xi, oi) in x.chunks_exact(k.max(1)).zip(out.chunks_exact_mut(n.max(1))) {
         q.fill(0);
@@ -580,7 +717,11 @@ mod tests {
                 let sp = quantize_levels(&xs, qmax as f32, |i, v| levels[i] = v as i16);
                 assert!(levels.iter().any(|&v| v.abs() as i32 == qmax));
                 let mut pairs = vec![0u32; len.div_ceil(2)];
-                assert_eq!(quantize_pairs(isa, &xs, &mut pairs), sp, "{isa:?}");
+                assert_eq!(
+                    quantize_pairs(isa, &xs, qmax as f32, &mut pairs),
+                    sp,
+                    "{isa:?}"
+                );
                 let wide: Vec<i16> = pairs
                     .iter()
                     .flat_map(|&v| [v as u16 as i16, (v >> 16) as u16 as i16])
@@ -589,7 +730,7 @@ mod tests {
             }
         }
         let mut pairs = [7u32; 3];
-        assert_eq!(quantize_pairs(Isa::Avx2, &[0.0; 5], &mut pairs), 0.0);
+        assert_eq!(quantize_pairs(Isa::Avx2, &[0.0; 5], 99.0, &mut pairs), 0.0);
         assert_eq!(pairs, [0; 3]);
     }
 
@@ -598,7 +739,7 @@ mod tests {
         let (n, k) = (37, 9);
         let w = rand_vec(n * k, 3);
         let quads = I8Packed::with_layout(&w, n, k, Layout::Quads).unwrap();
-        for layout in [Layout::Quads, Layout::Pairs] {
+        for layout in [Layout::Quads, Layout::Pairs, Layout::WidePairs] {
             let p = I8Packed::with_layout(&w, n, k, layout).unwrap();
             let mut back = vec![0.0; n * k - 5];
             p.read_f32(5, &mut back);
@@ -610,10 +751,27 @@ mod tests {
                     e + 5
                 );
             }
-            // The same quantized values in either layout.
+            // The same quantized values in either int8 layout; the wide one's levels.
             for (j, c) in (0..n).flat_map(|j| (0..k).map(move |c| (j, c))) {
-                assert_eq!(p.q(j, c), quads.q(j, c), "{layout:?} ({j}, {c})");
+                if layout == Layout::WidePairs {
+                    assert!(p.q(j, c).abs() <= wide_qmax(k), "({j}, {c})");
+                } else {
+                    assert_eq!(p.q(j, c), quads.q(j, c), "{layout:?} ({j}, {c})");
+                }
             }
+            // From f16 bytes at an odd offset: the f16 values' quantization, bit for bit.
+            let halves: Vec<f16> = w.iter().map(|&v| f16::from_f32(v)).collect();
+            let mut bytes = vec![0u8];
+            bytes.extend(halves.iter().flat_map(|h| h.to_le_bytes()));
+            let from_bytes = I8Packed::from_f16_le_bytes(&bytes[1..], n, k, layout).unwrap();
+            let widened: Vec<f32> = halves.iter().map(|h| h.to_f32()).collect();
+            let want = I8Packed::with_layout(&widened, n, k, layout).unwrap();
+            assert_eq!(
+                (from_bytes.data, from_bytes.scales),
+                (want.data, want.scales)
+            );
+            assert!(I8Packed::from_f16_le_bytes(&bytes[1..], n, k + 1, layout).is_err());
+            assert!(I8Packed::from_f16_le_bytes(&bytes, n, k, layout).is_err());
             assert!(I8Packed::with_layout(&w, n, k + 1, layout).is_err());
         }
     }
@@ -622,7 +780,11 @@ mod tests {
     /// (narrower AVX2 task blocks) and 1–3 threads: exact sums, so the reference's bits.
     #[test]
     fn tiles_equal_reference_bitwise() {
-        let cases = [(Layout::Pairs, Isa::Avx2), (Layout::Quads, Isa::Avx512)];
+        let cases = [
+            (Layout::Pairs, Isa::Avx2),
+            (Layout::WidePairs, Isa::Avx2),
+            (Layout::Quads, Isa::Avx512),
+        ];
         let mut ran = false;
         for (m, n, k) in [(101, 130, 301), (13, 40, 2050), (17, 17, 3)] {
             let (x, w, b) = (rand_vec(m * k, 1), rand_vec(n * k, 2), rand_vec(n, 3));
@@ -648,34 +810,54 @@ mod tests {
         }
     }
 
-    /// The pair layout's activation levels keep the widest sums inside i32: a full-scale
-    /// row against full-scale weights, at the k where the levels stop being capped by i16
-    /// and past it, sums exactly as the reference does.
+    /// The pair layouts' levels keep the widest sums inside i32: a full-scale row against
+    /// full-scale weights, at the k where the levels stop being capped by i16 and past it,
+    /// sums exactly as the reference does.
     #[test]
     fn pair_levels_never_overflow() {
         assert_eq!(pair_qmax(384), 32767);
         assert_eq!(pair_qmax(2048), 8256);
         assert_eq!(pair_qmax(5120), 3302);
-        for k in [(i32::MAX / (127 * 32767)) as usize, 5121] {
+        assert_eq!(
+            [2, 3, 384, 512, 1536, 2048].map(wide_qmax),
+            [32767, 26754, 2364, 2047, 1182, 1023]
+        );
+        for k in 1..5000 {
+            let (q, k) = (wide_qmax(k) as i64, k as i64);
+            assert!(k * q * q <= i32::MAX as i64, "k {k}");
+            assert!(
+                q == 32767 || k * (q + 1) * (q + 1) > i32::MAX as i64,
+                "k {k}"
+            );
+        }
+        let cases = [
+            (Layout::Pairs, (i32::MAX / (127 * 32767)) as usize),
+            (Layout::Pairs, 5121),
+            (Layout::WidePairs, 2),
+            (Layout::WidePairs, 3),
+            (Layout::WidePairs, 2048),
+            (Layout::WidePairs, 5121),
+        ];
+        for (layout, k) in cases {
             let (m, n) = (9, 16);
             let x = vec![-1.0f32; m * k];
             let w = vec![1.0f32; n * k];
-            let pw = I8Packed::with_layout(&w, n, k, Layout::Pairs).unwrap();
-            let sum = k as i64 * pair_qmax(k) as i64 * 127;
-            assert!(sum <= i32::MAX as i64, "k {k}");
+            let pw = I8Packed::with_layout(&w, n, k, layout).unwrap();
+            let sum = k as i64 * layout.act_qmax(k) as i64 * layout.weight_qmax(k) as i64;
+            assert!(sum <= i32::MAX as i64, "{layout:?} k {k}");
             let mut want = vec![0.0; m * n];
             linear_reference(&x, m, &pw, None, &mut want).unwrap();
             assert!(
                 want.iter()
                     .all(|&v| (v + k as f32).abs() <= 1e-3 * k as f32),
-                "k {k}"
+                "{layout:?} k {k}"
             );
             let lin = Linear::new(Weight::Int8(pw), None, n, k).unwrap();
             if runs(Isa::Avx2, &lin.weight) {
                 let be = CpuBackend::with_isa(2, Isa::Avx2).unwrap();
                 let mut got = vec![0.0; m * n];
                 be.linear(&x, m, &lin, &mut got).unwrap();
-                assert_eq!(got, want, "k {k}");
+                assert_eq!(got, want, "{layout:?} k {k}");
             }
         }
     }
@@ -690,11 +872,21 @@ mod tests {
         assert!(!runs(Isa::Avx2, &w) && !runs(Isa::Scalar, &w));
         let pairs = I8Packed::with_layout(&rand_vec(40 * 30, 2), 40, 30, Layout::Pairs).unwrap();
         let pairs = Weight::Int8(pairs);
-        assert!(!runs(Isa::Scalar, &pairs));
-        assert_eq!(runs(Isa::Avx2, &pairs), Isa::Avx2.is_supported());
-        assert_eq!(runs(Isa::Avx512, &pairs), Isa::Avx512.is_supported());
+        let wide = Weight::Int8(
+            I8Packed::with_layout(&rand_vec(40 * 30, 2), 40, 30, Layout::WidePairs).unwrap(),
+        );
+        for p in [&pairs, &wide] {
+            assert!(!runs(Isa::Scalar, p));
+            assert_eq!(runs(Isa::Avx2, p), Isa::Avx2.is_supported());
+            assert_eq!(runs(Isa::Avx512, p), Isa::Avx512.is_supported());
+        }
         // Never together: one of them cannot run, or their activations differ.
         assert!(!runs_together(Isa::Avx512, [&w, &pairs].into_iter()));
+        assert!(!runs_together(Isa::Avx2, [&wide, &pairs].into_iter()));
+        assert_eq!(
+            runs_together(Isa::Avx2, [&wide, &wide].into_iter()),
+            Isa::Avx2.is_supported()
+        );
         check_packed_fallback(w, 40, 30);
     }
 
@@ -711,6 +903,14 @@ mod tests {
         // Exact integer sums (only the f32 scaling may round differently); against f32 each
         // operand is off by up to half a step of 1/127.
         check_packed_gemm(&pack, &reference, &|_| 1e-5, &|k| 0.01 * (k as f32).sqrt());
+        // The wide levels: steps of 1/1 023 or finer for these k, so 8× closer to f32.
+        let wide = |w: &[f32], n, k| match Weight::F32(w.to_vec()).for_int16_gemm(n, k) {
+            Ok(p @ Weight::Int8(_)) => Some(p),
+            _ => None,
+        };
+        check_packed_gemm(&wide, &reference, &|_| 1e-5, &|k| {
+            0.00125 * (k as f32).sqrt()
+        });
     }
 
     #[test]

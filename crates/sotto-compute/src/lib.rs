@@ -37,7 +37,8 @@ pub use f32gemm::{f32_gemm_supported, linear_reference as f32_linear_reference, 
 pub use governor::{ThreadGovernor, Threads};
 pub use half::f16;
 pub use int8::{
-    int8_gemm_supported, linear_reference as int8_linear_reference, I8Packed, Layout as I8Layout,
+    int16_gemm_preferred, int16_gemm_supported, int8_gemm_supported, int8_vnni_active,
+    linear_reference as int8_linear_reference, wide_qmax, I8Packed, Layout as I8Layout,
 };
 pub use packed_attention::PackedKv;
 pub use peak::{measure_peaks, Peaks};
@@ -76,8 +77,9 @@ pub enum Weight {
     Bf16(Bf16Packed),
     /// f32 packed for the many-row f32 GEMM on AVX-512 (see [`Weight::for_f32_gemm`]).
     F32Packed(F32Packed),
-    /// int8 per output channel, packed for the many-row GEMM on AVX-512 VNNI (see
-    /// [`Weight::for_int8_gemm`]).
+    /// Integers per output channel, packed for the many-row integer GEMM: int8 for AVX-512
+    /// VNNI or AVX2, or 16-bit pairs with wider levels for AVX2 (see
+    /// [`Weight::for_int8_gemm`], [`Weight::for_int16_gemm`]).
     Int8(I8Packed),
     /// ggml-quantized rows regrouped for the decoder's few-row products (see
     /// [`Weight::for_decoding`]).
@@ -327,7 +329,7 @@ impl Linear {
         let packed = match &weight {
             Weight::Bf16(p) => Some(("bf16", p.n_out(), p.n_in())),
             Weight::F32Packed(p) => Some(("f32", p.n_out(), p.n_in())),
-            Weight::Int8(p) => Some(("int8", p.n_out(), p.n_in())),
+            Weight::Int8(p) => Some((p.layout().name(), p.n_out(), p.n_in())),
             _ => None,
         };
         if let Some((kind, po, pi)) = packed.filter(|&(_, po, pi)| (po, pi) != (n_out, n_in)) {

@@ -35,8 +35,12 @@ const SUM_SLACK: f32 = 1e-5;
 /// Input rows per pass of the full product: their 10 split rows are one pass of the VNNI
 /// kernel, so 5 sampled candidates read each plane once.
 const EXACT_PASS: usize = 5;
-/// Candidate rows each thread's [`Recompute`] buffers hold from the start.
-const KEEP_CANDS: usize = 64;
+/// Candidate rows each thread's [`Recompute`] widens to f32 at a time (a multiple of the
+/// product kernels' row groups, so a chunk's sums are those of one whole pass).
+const RECOMPUTE_CHUNK: usize = 64;
+/// Candidate indices each thread's [`Recompute`] holds from the start: a step recomputes a
+/// few to a few dozen rows, a flat distribution some hundreds.
+const KEEP_CANDS: usize = 2048;
 /// Groups per local output block of the kernels (at most 2 · SMALL_M split rows).
 const LOCAL_GROUPS: usize = 8;
 
@@ -310,12 +314,13 @@ struct Recompute {
 }
 
 impl Recompute {
-    /// Room for [`KEEP_CANDS`] candidate rows of `k` values, so the buffers seldom grow
-    /// during a decode (a step recomputes a few to a few dozen rows).
+    /// Room for [`KEEP_CANDS`] candidates and a [`RECOMPUTE_CHUNK`] of rows of `k` values,
+    /// so the buffers do not grow during a decode (only a step with more candidates than
+    /// that grows `cands`).
     fn reserve(&mut self, k: usize) {
         let grow = |v: &mut Vec<f32>, n: usize| v.reserve(n.saturating_sub(v.len()));
-        grow(&mut self.lower, KEEP_CANDS);
-        grow(&mut self.rows, KEEP_CANDS * k);
+        grow(&mut self.lower, RECOMPUTE_CHUNK);
+        grow(&mut self.rows, RECOMPUTE_CHUNK * k);
         grow(&mut self.scratch, k);
         self.cands
             .reserve(KEEP_CANDS.saturating_sub(self.cands.len()));
@@ -345,15 +350,17 @@ impl Recompute {
         if self.cands.is_empty() {
             return;
         }
-        self.rows.resize(self.cands.len() * k, 0.0);
         self.scratch.resize(k, 0.0);
-        for (c, dst) in self.cands.iter().zip(self.rows.chunks_exact_mut(k)) {
-            v.text_row(*c as usize, dst, &mut self.scratch);
-        }
-        self.lower.resize(self.cands.len(), 0.0);
-        kernels::matmul_t(isa, xt, 1, k, WRows::F32(&self.rows), &mut self.lower);
-        for (&c, &val) in self.cands.iter().zip(&self.lower) {
-            row[c as usize] = val;
+        for chunk in self.cands.chunks(RECOMPUTE_CHUNK) {
+            self.rows.resize(chunk.len() * k, 0.0);
+            for (c, dst) in chunk.iter().zip(self.rows.chunks_exact_mut(k)) {
+                v.text_row(*c as usize, dst, &mut self.scratch);
+            }
+            self.lower.resize(chunk.len(), 0.0);
+            kernels::matmul_t(isa, xt, 1, k, WRows::F32(&self.rows), &mut self.lower);
+            for (&c, &val) in chunk.iter().zip(&self.lower) {
+                row[c as usize] = val;
+            }
         }
     }
 }

@@ -100,9 +100,14 @@ pub struct Whisper {
 /// run as [`EncoderPrecision::F32`] (see [`bf16_encoder_supported`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum EncoderPrecision {
-    /// [`EncoderPrecision::Int8`] for ggml block-quantized model files (q8_0 and coarser:
-    /// their weights carry no more than int8 precision), [`EncoderPrecision::Bf16`] for
-    /// f16/f32 ones; each where the CPU has it, else the next level down.
+    /// Per model file and CPU:
+    /// - f16/f32 files: [`EncoderPrecision::Bf16`] where the CPU has AVX-512 BF16, else
+    ///   [`EncoderPrecision::Int16`] where the kernels run AVX2 (not AVX-512, whose f32 GEMM
+    ///   is faster than the 16-bit pair products), else [`EncoderPrecision::F32`];
+    /// - ggml block-quantized files (q8_0 and coarser: their weights carry no more than
+    ///   int8 precision): [`EncoderPrecision::Int8`] with AVX-512 VNNI, else
+    ///   [`EncoderPrecision::Int16`] (same speed on the AVX2 tile, half int8's loss), else
+    ///   the f16 files' choice.
     #[default]
     Auto,
     /// Every product in f32 (weights widened from f16): the reference path.
@@ -124,9 +129,17 @@ pub enum EncoderPrecision {
     /// products, 1.6× the f32 GEMM's rate) they keep up to 32 767 levels a side instead of
     /// 127 at no cost, which halves the distance from f16. Attention as in
     /// [`EncoderPrecision::Bf16`] where the CPU has AVX-512 BF16, else f32. The default for
-    /// ggml-quantized model files, whose weights are int8-or-coarser already. Runs as F32
-    /// on CPUs without AVX2.
+    /// ggml-quantized model files on CPUs with AVX-512 VNNI. Runs as F32 on CPUs without
+    /// AVX2.
     Int8,
+    /// [`EncoderPrecision::Int8`]'s AVX2 products (i16 pairs, `vpmaddwd`, exact i32 sums)
+    /// with the weights given as many levels as the activations: the most whose sums cannot
+    /// overflow i32 (`sotto_compute::wide_qmax`: 2 047 a side at k = 512, 1 024 at k = 2048,
+    /// 11–12 bits), per output channel and per row. int8's speed at ~1/60 of its distance
+    /// from the f32 path (teacher-forced KL to f32 on the shared clips: tiny.en 0.000013
+    /// against int8's 0.00091). The default on AVX2 CPUs without AVX-512. Attention as in
+    /// [`EncoderPrecision::Int8`]. Runs as F32 on CPUs without AVX2.
+    Int16,
 }
 
 /// How a model's weights are prepared at load.
@@ -148,6 +161,11 @@ pub fn bf16_encoder_supported() -> bool {
 /// Whether this CPU runs [`EncoderPrecision::Int8`]: AVX-512 VNNI or AVX2.
 pub fn int8_encoder_supported() -> bool {
     sotto_compute::int8_gemm_supported()
+}
+
+/// Whether this CPU runs [`EncoderPrecision::Int16`]: AVX2.
+pub fn int16_encoder_supported() -> bool {
+    sotto_compute::int16_gemm_supported()
 }
 
 impl LoadOptions {

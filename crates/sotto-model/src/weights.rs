@@ -2,7 +2,7 @@
 
 use half::f16;
 use rayon::prelude::*;
-use sotto_compute::{F32Packed, Linear, Norm, QuantType, Weight};
+use sotto_compute::{F32Packed, I8Layout, I8Packed, Linear, Norm, QuantType, Weight};
 use sotto_formats::{DType, Hparams, TensorData, WhisperFile};
 
 use crate::{Attention, Block, Decoder, Encoder, EncoderPrecision, ModelError, Whisper};
@@ -209,8 +209,8 @@ impl<'a> Loader<'a> {
     }
 
     /// An f16 linear weight laid out straight from the file's bytes, where its layout takes
-    /// f16 values (the AVX2 f32 GEMM's panels, the decoder's tiles): no f16 copy of the
-    /// tensor first. None where the usual path applies (other types, precisions or CPUs).
+    /// f16 values (the AVX2 f32 GEMM's panels, the decoder's tiles) or quantizes them row
+    /// by row (the integer GEMMs): no f16 or f32 copy of the tensor first. None where the usual path applies (other types, precisions or CPUs).
     fn f16_direct(
         &self,
         name: &str,
@@ -224,8 +224,15 @@ impl<'a> Loader<'a> {
             return Ok(None);
         }
         let bytes = t.data.as_bytes();
+        let int_layout = match self.precision {
+            EncoderPrecision::Int8 => I8Layout::this_cpu(false),
+            EncoderPrecision::Int16 => I8Layout::this_cpu(true),
+            _ => None,
+        };
         let w = if encoder_only(prefix) && packs_f16 {
             F32Packed::from_f16_le_bytes(bytes, n_out, n_in).map(Weight::F32Packed)
+        } else if let (true, Some(layout)) = (encoder_only(prefix), int_layout) {
+            I8Packed::from_f16_le_bytes(bytes, n_out, n_in, layout).map(Weight::Int8)
         } else if decodes(prefix) {
             match Weight::f16_bytes_for_decoding(bytes, n_out, n_in) {
                 Some(w) => w,
@@ -276,6 +283,7 @@ impl<'a> Loader<'a> {
                 w.for_bf16_gemm(n_out, n_in, true)
             }
             EncoderPrecision::Int8 => w.for_int8_gemm(n_out, n_in, true),
+            EncoderPrecision::Int16 => w.for_int16_gemm(n_out, n_in),
         }
         .map_err(|e| self.err(name, e.to_string()))
     }
@@ -360,14 +368,18 @@ fn decodes(prefix: &str) -> bool {
 fn resolve_precision(asked: EncoderPrecision, quantized: bool) -> EncoderPrecision {
     use EncoderPrecision as P;
     let p = match asked {
-        P::Auto if quantized => P::Int8,
-        P::Auto => P::Bf16,
+        P::Auto if quantized && sotto_compute::int8_vnni_active() => P::Int8,
+        P::Auto if quantized && crate::int16_encoder_supported() => P::Int16,
+        P::Auto if crate::bf16_encoder_supported() => P::Bf16,
+        P::Auto if sotto_compute::int16_gemm_preferred() => P::Int16,
+        P::Auto => P::F32,
         p => p,
     };
     match p {
         P::Int8 if crate::int8_encoder_supported() => P::Int8,
+        P::Int16 if crate::int16_encoder_supported() => P::Int16,
         _ if !crate::bf16_encoder_supported() => P::F32,
-        P::Int8 => P::Bf16,
+        P::Int8 | P::Int16 => P::Bf16,
         p => p,
     }
 }

@@ -44,7 +44,7 @@ impl EncoderWork {
                 (w.bf16_flops, w.f32_flops) = (linear + values, scores)
             }
             EncoderPrecision::Bf16Fast => w.bf16_flops = linear + scores + values,
-            EncoderPrecision::Int8 => {
+            EncoderPrecision::Int8 | EncoderPrecision::Int16 => {
                 (w.int8_ops, w.bf16_flops, w.f32_flops) = (linear, values, scores)
             }
         }
@@ -105,6 +105,7 @@ mod tests {
             EncoderPrecision::Bf16,
             EncoderPrecision::Bf16Fast,
             EncoderPrecision::Int8,
+            EncoderPrecision::Int16,
         ] {
             assert_eq!(EncoderWork::new(&tiny(), p).total(), expect, "{p:?}");
         }

@@ -1,7 +1,7 @@
 //! Teacher-forced logits of one model file on the first window of a clip.
 //!
-//! `quant-probe MODEL WAV LANG PRECISION "TEXT" OUT_PREFIX` (PRECISION: auto, int8, bf16 or
-//! f32) writes OUT_PREFIX.tokens (u32 LE: the whole sequence: prompt, text, end) and
+//! `quant-probe MODEL WAV LANG PRECISION "TEXT" OUT_PREFIX` (PRECISION: auto, int8, int16,
+//! bf16 or f32) writes OUT_PREFIX.tokens (u32 LE: the whole sequence: prompt, text, end) and
 //! OUT_PREFIX.sotto.f32 (f32 LE logits of every row from the last prompt token on:
 //! [n_text + 1, n_vocab]).
 use std::io::Write;
@@ -18,6 +18,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "f32" => P::F32,
         "bf16" => P::Bf16,
         "int8" => P::Int8,
+        "int16" => P::Int16,
         _ => P::Auto,
     };
     // The reference distributions come from the f16 rows themselves (no screened
