@@ -141,7 +141,7 @@ fn encoder_ops(c: &mut Criterion) {
     g.finish();
 }
 
-/// Encoder self-attention at tiny.en's shape on one thread: f32 vs bf16 operands.
+/// Encoder self-attention at tiny.en's shape on one thread: f32 vs bf16 and int16 operands.
 fn encoder_attention_bf16(c: &mut Criterion) {
     let mut g = c.benchmark_group("attention_bf16");
     g.sample_size(10);
@@ -163,6 +163,10 @@ fn encoder_attention_bf16(c: &mut Criterion) {
     });
     g.bench_function("mixed_1500x1500_6x64_1t", |b| {
         b.iter(|| be.attention_mixed(&q, t, &k, &v, t, nh, &mut att).unwrap())
+    });
+    // The int16 encoder's (P·V on 16-bit integers on AVX2; elsewhere the f32 path).
+    g.bench_function("int16_1500x1500_6x64_1t", |b| {
+        b.iter(|| be.attention_int16(&q, t, &k, &v, t, nh, &mut att).unwrap())
     });
     // The encoder's default on two threads, for the scaling (half the one-thread time is ideal).
     let be2 = CpuBackend::new(2).unwrap();

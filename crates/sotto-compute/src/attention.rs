@@ -13,6 +13,28 @@ const SMALL_Q: usize = 8;
 /// Keys per tile of the online softmax: a [Q_BLOCK, K_TILE] score tile stays in L2.
 const K_TILE: usize = 256;
 
+/// [`CpuBackend::attention_batch`]'s arguments: q, batch, tq, k, v, stride, tk, shared,
+/// n_head, mask, out.
+type BatchArgs<'a> = (
+    &'a [f32],
+    usize,
+    usize,
+    &'a [f32],
+    &'a [f32],
+    usize,
+    usize,
+    usize,
+    usize,
+    Mask,
+    &'a mut [f32],
+);
+
+/// Levels a side of [`CpuBackend::attention_int16`]'s probabilities and values: the most
+/// for which a key tile's products (768 keys on AVX2) cannot overflow the i32 sums
+/// (`768 · q² ≤ i32::MAX`, as `int8::wide_qmax(768)`).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+pub(crate) const PV_QMAX: i32 = 1672;
+
 /// Which keys each query may see.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mask {
@@ -41,6 +63,29 @@ impl CpuBackend {
         self.attention_batch(q, 1, tq, k, v, 0, tk, 0, n_head, mask, out)
     }
 
+    /// [`CpuBackend::attention`] without a mask, for the `int16` encoder: on an AVX2
+    /// backend the scores and softmax stay f32 and P·V runs on 16-bit integers (each row's
+    /// probabilities per key tile and each value column quantized to 1 672 levels a side,
+    /// the most whose sums over a 768-key tile stay exact in i32: `vpmaddwd`, ~1.6× the f32
+    /// FMA's rate); elsewhere this
+    /// is [`CpuBackend::attention`]. Same shapes and shape errors.
+    ///
+    /// `q` Shape: [tq, d]; `k`, `v` Shape: [tk, d]; `out` Shape: [tq, d]; d = n_head · d_head.
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention_int16(
+        &self,
+        q: &[f32],
+        tq: usize,
+        k: &[f32],
+        v: &[f32],
+        tk: usize,
+        n_head: usize,
+        out: &mut [f32],
+    ) -> Result<()> {
+        let args = (q, 1, tq, k, v, 0, tk, 0, n_head, Mask::None, out);
+        self.attention_with(args, self.isa() == Isa::Avx2)
+    }
+
     /// [`CpuBackend::attention`] for `batch` sequences in one parallel pass (one fork/join
     /// for all beams): sequence s has queries `q[s·tq·d..][..tq·d]` and keys and values
     /// `k[s·stride..][..tk·d]` (`v` alike), and writes `out[s·tq·d..][..tq·d]`.
@@ -65,6 +110,14 @@ impl CpuBackend {
         mask: Mask,
         out: &mut [f32],
     ) -> Result<()> {
+        let args = (q, batch, tq, k, v, stride, tk, shared, n_head, mask, out);
+        self.attention_with(args, false)
+    }
+
+    /// [`CpuBackend::attention_batch`]'s body; `int_values`: the many-query AVX2 path runs
+    /// P·V on 16-bit integers (see [`CpuBackend::attention_int16`]).
+    fn attention_with(&self, args: BatchArgs<'_>, int_values: bool) -> Result<()> {
+        let (q, batch, tq, k, v, stride, tk, shared, n_head, mask, out) = args;
         let rows = batch * tq;
         let d = q.len().checked_div(rows).unwrap_or(0);
         if rows == 0 || n_head == 0 || d == 0 || !d.is_multiple_of(n_head) || q.len() != rows * d {
@@ -117,12 +170,15 @@ impl CpuBackend {
             let pool = &self.scratch_f32;
             let args = (q, k, v, shape, mask, scale, out, pool);
             if self.isa() == Isa::Avx512 {
-                self.install(|| simd::attention::<simd::Avx512>(args));
+                self.install(|| simd::attention::<simd::Avx512>(args, None));
             } else {
-                self.install(|| simd::attention::<simd::Avx2>(args));
+                let int_pool = int_values.then_some(&self.scratch_u32);
+                self.install(|| simd::attention::<simd::Avx2>(args, int_pool));
             }
             return Ok(());
         }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = int_values;
         let isa = self.isa();
         if tq <= SMALL_Q {
             self.few_query_heads(q, batch, tq, k, v, stride, tk, shared, n_head, mask, out);
@@ -495,8 +551,8 @@ mod simd {
 
     use rayon::prelude::*;
 
-    use super::{Mask, Q_BLOCK};
-    use crate::kernels::{x86_attn_avx2, x86_attn_f32};
+    use super::{Mask, PV_QMAX, Q_BLOCK};
+    use crate::kernels::{x86_attn_avx2, x86_attn_f32, x86_int8};
     use crate::scratch::Pool;
     use crate::OutPtr;
 
@@ -514,6 +570,13 @@ mod simd {
             && K_TILE.is_multiple_of(x86_attn_avx2::NR)
             && Q_BLOCK.is_multiple_of(MR)
             && MR == 6
+    );
+    // Integer P·V: a key tile's sums fit i32 with the most levels that allow it, and tiles
+    // start on whole key pairs.
+    const _: () = assert!(
+        K_TILE as i64 * (PV_QMAX as i64).pow(2) <= i32::MAX as i64
+            && K_TILE as i64 * (PV_QMAX as i64 + 1).pow(2) > i32::MAX as i64
+            && K_TILE.is_multiple_of(2)
     );
 
     /// One ISA's micro-kernels for this path: `NR`-wide key and value panels and
@@ -661,8 +724,21 @@ mod simd {
     struct Panels {
         /// Per (sequence, head): `k_panels` panels of Shape: [dh, nr] (keys past tk zero).
         k: Vec<f32>,
-        /// Per (sequence, head): `v_panels` panels of Shape: [tk, nr] (columns past dh zero).
+        /// Per (sequence, head): `v_panels` panels of Shape: [tk, nr] (columns past dh
+        /// zero); empty with integer values.
         v: Vec<f32>,
+        /// Integer values (AVX2 only), else empty: per (sequence, head) `v_panels` panels
+        /// of Shape: [tk.div_ceil(2), nr] pairs of i16 along the keys, each column
+        /// quantized to [`PV_QMAX`] levels with its scale in `vs` (Shape: [.., v_panels,
+        /// nr]; columns past dh zero).
+        vq: Vec<u32>,
+        vs: Vec<f32>,
+        /// Integer keys (with integer values), else empty: per (sequence, head) `k_panels`
+        /// panels of Shape: [dh.div_ceil(2), nr] pairs of i16 along d_head, each key
+        /// quantized to `wide_qmax(dh)` levels with its scale in `ks` (Shape: [..,
+        /// k_panels, nr]; keys past tk zero).
+        kq: Vec<u32>,
+        ks: Vec<f32>,
         dh: usize,
         tk: usize,
         /// Panel width.
@@ -673,15 +749,52 @@ mod simd {
 
     impl Panels {
         /// Packs K and V (Shape: [tk, d] per sequence, `stride` apart) in panels `T::NR`
-        /// wide, in parallel.
-        fn new<T: Tiles>(k: &[f32], v: &[f32], sh: Shape, pool: &Pool<f32>) -> Self {
+        /// wide, in parallel; V as integer pairs when `int_pool` is given.
+        fn new<T: Tiles>(
+            k: &[f32],
+            v: &[f32],
+            sh: Shape,
+            pool: &Pool<f32>,
+            int_pool: Option<&Pool<u32>>,
+        ) -> Self {
             let nr = T::NR;
             let (tk, d) = (sh.tk, sh.d);
             let dh = d / sh.n_head;
             let (k_panels, v_panels) = (tk.div_ceil(nr), dh.div_ceil(nr));
             let (k_len, v_len) = (k_panels * dh * nr, v_panels * tk * nr);
             let n = sh.batch * sh.n_head;
-            let (mut pk, mut pv) = (pool.take(n * k_len), pool.take(n * v_len));
+            let int = int_pool.is_some();
+            let mut pk = if int {
+                Vec::new()
+            } else {
+                pool.take(n * k_len)
+            };
+            let mut pv = if int {
+                Vec::new()
+            } else {
+                pool.take(n * v_len)
+            };
+            let vq_len = v_panels * tk.div_ceil(2) * nr;
+            // Every pair is written below: only growth is zeroed.
+            let mut vq = int_pool.map_or_else(Vec::new, |p| p.take_dirty());
+            if int {
+                vq.resize(n * vq_len, 0);
+            }
+            let mut vs = if int {
+                vec![0.0; n * v_panels * nr]
+            } else {
+                Vec::new()
+            };
+            let kq_len = k_panels * dh.div_ceil(2) * nr;
+            let mut kq = int_pool.map_or_else(Vec::new, |p| p.take_dirty());
+            let mut ks = if int {
+                vec![0.0; n * k_panels * nr]
+            } else {
+                Vec::new()
+            };
+            if int {
+                kq.resize(n * kq_len, 0);
+            }
             let pack = |t: usize, pk: &mut [f32], pv: &mut [f32]| {
                 let (s, h) = (t / sh.n_head, t % sh.n_head);
                 let c0 = s * sh.stride + h * dh;
@@ -705,13 +818,30 @@ mod simd {
                     }
                 }
             };
-            pk.par_chunks_mut(k_len)
-                .zip(pv.par_chunks_mut(v_len))
+            if int {
+                (kq.par_chunks_mut(kq_len)
+                    .zip(ks.par_chunks_mut(k_panels * nr)))
+                .zip(vq.par_chunks_mut(vq_len))
+                .zip(vs.par_chunks_mut(v_panels * nr))
                 .enumerate()
-                .for_each(|(t, (pk, pv))| pack(t, pk, pv));
+                .for_each(|(t, (((kq, ks), vq), vs))| {
+                    let c0 = t / sh.n_head * sh.stride + t % sh.n_head * dh;
+                    pack_int_keys(&k[c0..], d, tk, dh, nr, kq, ks);
+                    pack_int_values(&v[c0..], d, tk, dh, nr, vq, vs);
+                });
+            } else {
+                pk.par_chunks_mut(k_len)
+                    .zip(pv.par_chunks_mut(v_len))
+                    .enumerate()
+                    .for_each(|(t, (pk, pv))| pack(t, pk, pv));
+            }
             Self {
                 k: pk,
                 v: pv,
+                vq,
+                vs,
+                kq,
+                ks,
                 dh,
                 tk,
                 nr,
@@ -731,6 +861,122 @@ mod simd {
             let len = self.tk * self.nr;
             &self.v[(sh * self.v_panels + cp) * len..][..len]
         }
+
+        /// Integer key panel `jp` of (sequence, head) `sh` and its key scales. Shapes:
+        /// [dh.div_ceil(2), nr] pairs, [nr].
+        fn kq_panel(&self, sh: usize, jp: usize) -> (&[u32], &[f32]) {
+            let (len, at) = (self.dh.div_ceil(2) * self.nr, sh * self.k_panels + jp);
+            (
+                &self.kq[at * len..][..len],
+                &self.ks[at * self.nr..][..self.nr],
+            )
+        }
+
+        /// Integer column panel `cp` of (sequence, head) `sh` and its column scales.
+        /// Shapes: [tk.div_ceil(2), nr] pairs, [nr].
+        fn vq_panel(&self, sh: usize, cp: usize) -> (&[u32], &[f32]) {
+            let (len, at) = (self.tk.div_ceil(2) * self.nr, sh * self.v_panels + cp);
+            (
+                &self.vq[at * len..][..len],
+                &self.vs[at * self.nr..][..self.nr],
+            )
+        }
+    }
+
+    /// One head's keys (`tk` rows of `dh` values, `d` apart, from `k[0]`) as integer pair
+    /// panels `nr` wide (`kq`, Shape: [k_panels, dh.div_ceil(2), nr]): each key quantized
+    /// to `wide_qmax(dh)` levels a side by its own scale (`ks`, Shape: [k_panels, nr]),
+    /// ties to even; keys past tk zero. AVX2 only.
+    fn pack_int_keys(
+        k: &[f32],
+        d: usize,
+        tk: usize,
+        dh: usize,
+        nr: usize,
+        kq: &mut [u32],
+        ks: &mut [f32],
+    ) {
+        let (dh2, qmax) = (dh.div_ceil(2), crate::int8::wide_qmax(dh) as f32);
+        let mut pairs = vec![0u32; dh2];
+        let panels = kq.chunks_exact_mut(dh2 * nr).zip(ks.chunks_exact_mut(nr));
+        for (jp, (panel, scales)) in panels.enumerate() {
+            for jj in 0..nr {
+                let j = jp * nr + jj;
+                if j < tk {
+                    // SAFETY: the caller runs AVX2 (int attention is AVX2 only); `pairs`
+                    // holds dh.div_ceil(2) pairs.
+                    scales[jj] = unsafe {
+                        x86_int8::quantize_row_pairs(&k[j * d..][..dh], qmax, &mut pairs)
+                    };
+                } else {
+                    pairs.fill(0);
+                    scales[jj] = 0.0;
+                }
+                for (p, &pair) in pairs.iter().enumerate() {
+                    panel[p * nr + jj] = pair;
+                }
+            }
+        }
+    }
+
+    /// One head's values (`tk` rows of `dh` columns, `d` apart, from `v[0]`) as integer
+    /// pair panels `nr` wide (`vq`, Shape: [v_panels, tk.div_ceil(2), nr]): each column
+    /// quantized to [`PV_QMAX`] levels a side by its own scale (`vs`, Shape: [v_panels,
+    /// nr]), ties to even; keys past tk and columns past dh zero. AVX2 only.
+    fn pack_int_values(
+        v: &[f32],
+        d: usize,
+        tk: usize,
+        dh: usize,
+        nr: usize,
+        vq: &mut [u32],
+        vs: &mut [f32],
+    ) {
+        let (mut amax, mut inv) = ([0f32; x86_attn_avx2::NR], [0f32; x86_attn_avx2::NR]);
+        debug_assert_eq!(nr, amax.len());
+        for (cp, (panel, scales)) in vq
+            .chunks_exact_mut(tk.div_ceil(2) * nr)
+            .zip(vs.chunks_exact_mut(nr))
+            .enumerate()
+        {
+            let cols = nr.min(dh - cp * nr);
+            amax.fill(0.0);
+            for j in 0..tk {
+                let row = &v[j * d + cp * nr..][..cols];
+                amax.iter_mut()
+                    .zip(row)
+                    .for_each(|(m, x)| *m = m.max(x.abs()));
+            }
+            for c in 0..nr {
+                let ok = c < cols && amax[c] > 0.0 && amax[c].is_finite();
+                scales[c] = if ok { amax[c] / PV_QMAX as f32 } else { 0.0 };
+                inv[c] = if ok { PV_QMAX as f32 / amax[c] } else { 0.0 };
+            }
+            if cols == nr {
+                // SAFETY: the caller runs AVX2 (int values are AVX2 only); v holds tk rows
+                // of nr values from column cp·nr, d apart, and the panel tk.div_ceil(2)·nr
+                // pairs.
+                unsafe {
+                    x86_attn_avx2::pack_v_pairs(
+                        v[cp * nr..].as_ptr(),
+                        d,
+                        tk,
+                        inv.as_ptr(),
+                        panel.as_mut_ptr(),
+                    )
+                };
+                continue;
+            }
+            // A partial panel (d_head not a multiple of 16), as the kernel does.
+            let q = |x: f32, c: usize| (x * inv[c]).round_ties_even() as i32 as i16 as u16 as u32;
+            for (t, dst) in panel.chunks_exact_mut(nr).enumerate() {
+                for (c, pair) in dst.iter_mut().enumerate() {
+                    let at = |j: usize| (j < tk && c < cols).then(|| v[j * d + cp * nr + c]);
+                    let (lo, hi) = (at(2 * t), at(2 * t + 1));
+                    *pair = lo.map_or(0, |x| q(x, c)) | hi.map_or(0, |x| q(x, c)) << 16;
+                }
+            }
+        }
     }
 
     /// Per-thread buffers, reused across tasks.
@@ -749,6 +995,14 @@ mod simd {
         /// Each row's lane maxima of this key tile's scores, folded by the score tile
         /// (unmasked attention). Shape: [Q_BLOCK, LANES].
         mv: Vec<f32>,
+        /// With integer values: the tile's probabilities as i16 pairs along the keys and
+        /// each row's scale. Shapes: [Q_BLOCK, K_TILE / 2], [Q_BLOCK].
+        pq: Vec<u32>,
+        ps: Vec<f32>,
+        /// With integer keys: the query block as i16 pairs and each row's scale. Shapes:
+        /// [Q_BLOCK, dh.div_ceil(2)], [Q_BLOCK].
+        qq: Vec<u32>,
+        qs: Vec<f32>,
     }
 
     impl Scratch {
@@ -761,6 +1015,10 @@ mod simd {
                 m: Vec::new(),
                 l: Vec::new(),
                 corr: Vec::new(),
+                pq: Vec::new(),
+                ps: Vec::new(),
+                qq: Vec::new(),
+                qs: Vec::new(),
             }
         }
 
@@ -773,6 +1031,12 @@ mod simd {
             self.m.resize(Q_BLOCK, 0.0);
             self.l.resize(Q_BLOCK, 0.0);
             self.corr.resize(Q_BLOCK, 1.0);
+            if !pn.vq.is_empty() {
+                self.pq.resize(Q_BLOCK * K_TILE / 2, 0);
+                self.ps.resize(Q_BLOCK, 0.0);
+                self.qq.resize(Q_BLOCK * pn.dh.div_ceil(2), 0);
+                self.qs.resize(Q_BLOCK, 0.0);
+            }
         }
     }
 
@@ -798,8 +1062,14 @@ mod simd {
     /// pool; the caller checked the shapes and that `T`'s ISA runs.
     ///
     /// `q`, `out` Shape: [batch, tq, d]; `k`, `v` Shape: [(batch − 1) · stride + tk · d].
-    pub(super) fn attention<T: Tiles>((q, k, v, sh, mask, scale, out, pool): Args<'_>) {
-        let panels = Panels::new::<T>(k, v, sh, pool);
+    ///
+    /// `int_pool` (AVX2 only): P·V on integers, its value panels kept in that pool.
+    pub(super) fn attention<T: Tiles>(
+        (q, k, v, sh, mask, scale, out, pool): Args<'_>,
+        int_pool: Option<&Pool<u32>>,
+    ) {
+        debug_assert!(int_pool.is_none() || T::NR == x86_attn_avx2::NR);
+        let panels = Panels::new::<T>(k, v, sh, pool, int_pool);
         // Scores in log2 units, so the softmax takes 2^x.
         let scale = scale * std::f32::consts::LOG2_E;
         let n_blocks = sh.tq.div_ceil(Q_BLOCK);
@@ -826,6 +1096,10 @@ mod simd {
         }
         pool.give(panels.k);
         pool.give(panels.v);
+        if let Some(p) = int_pool {
+            p.give(panels.vq);
+            p.give(panels.kq);
+        }
     }
 
     /// (Sequence, head) `sq` = s · n_head + h, query rows `i0..i1` of sequence s: writes
@@ -858,6 +1132,16 @@ mod simd {
             }
         }
         // The next block's queries, and this block's output rows, arrive while the tiles run.
+        let int = !pn.kq.is_empty();
+        let dh2 = dh.div_ceil(2);
+        if int {
+            let qmax = crate::int8::wide_qmax(dh) as f32;
+            for r in 0..rows {
+                let (src, dst) = (&sc.q[r * dh..][..dh], &mut sc.qq[r * dh2..][..dh2]);
+                // SAFETY: int attention runs on AVX2 only; dst holds dh.div_ceil(2) pairs.
+                sc.qs[r] = unsafe { x86_int8::quantize_row_pairs(src, qmax, dst) };
+            }
+        }
         let next = Q_BLOCK.min(sh.tq - i1);
         x86_attn_f32::prefetch_rows(q.as_ptr().wrapping_add((row0 + bq) * d + c0), next, d, dh);
         x86_attn_f32::prefetch_rows(out.0.wrapping_add(row0 * d + c0), bq, d, dh);
@@ -877,6 +1161,30 @@ mod simd {
                 sc.mv.fill(f32::NEG_INFINITY);
             }
             for jp in 0..nk.div_ceil(nr) {
+                if int {
+                    let (panel, scales) = pn.kq_panel(sq, j0 / nr + jp);
+                    for ic in (0..rows).step_by(MR) {
+                        let mv = sc.mv[ic * T::LANES..].as_mut_ptr();
+                        let row_max = fold.then_some((mv, nk - jp * nr));
+                        // SAFETY: AVX2 runs (int attention is AVX2 only); sc.qq holds
+                        // Q_BLOCK ≥ ic + MR rows of dh2 pairs, sc.qs as many scales, the
+                        // panel dh2·NR pairs and NR scales, and the score tile and sc.mv
+                        // are as for the f32 tile below.
+                        unsafe {
+                            x86_attn_avx2::scores_pairs::<MR>(
+                                dh2,
+                                sc.qq[ic * dh2..].as_ptr(),
+                                panel.as_ptr(),
+                                sc.s[ic * K_TILE + jp * nr..].as_mut_ptr(),
+                                K_TILE,
+                                row_max,
+                                sc.qs[ic..].as_ptr(),
+                                scales.as_ptr(),
+                            )
+                        };
+                    }
+                    continue;
+                }
                 let panel = pn.k_panel(sq, j0 / nr + jp);
                 for ic in (0..rows).step_by(MR) {
                     let mv = sc.mv[ic * T::LANES..].as_mut_ptr();
@@ -898,6 +1206,10 @@ mod simd {
                 }
             }
             softmax_tile::<T>(sc, bq, i0, j0, nk, mask, fold);
+            if !pn.vq.is_empty() {
+                int_values(sc, pn, sq, rows, bq, j0, nk, dhp);
+                continue;
+            }
             for cp in 0..pn.v_panels {
                 let vt = &pn.v_panel(sq, cp)[j0 * nr..][..nk * nr];
                 for ic in (0..rows).step_by(MR) {
@@ -927,6 +1239,60 @@ mod simd {
             let o = unsafe { std::slice::from_raw_parts_mut(out.at((row0 + r) * d + c0), dh) };
             for (o, &x) in o.iter_mut().zip(&sc.o[r * dhp..][..dh]) {
                 *o = x * inv;
+            }
+        }
+    }
+
+    /// P·V of one key tile (keys `j0..j0 + nk`) on integers, AVX2: each probability row
+    /// `0..bq` quantized to [`PV_QMAX`] levels by its own scale, then the pair tile adds
+    /// its exact sums, scaled, into the rescaled output rows.
+    #[allow(clippy::too_many_arguments)]
+    fn int_values(
+        sc: &mut Scratch,
+        pn: &Panels,
+        sq: usize,
+        rows: usize,
+        bq: usize,
+        j0: usize,
+        nk: usize,
+        dhp: usize,
+    ) {
+        const LDP: usize = K_TILE / 2;
+        let nk2 = nk.div_ceil(2);
+        for r in 0..rows {
+            let dst = &mut sc.pq[r * LDP..][..nk2];
+            if r < bq {
+                let src = &sc.s[r * K_TILE..][..nk];
+                // SAFETY: the caller's pool runs the AVX2 kernels (int values are AVX2
+                // only); dst holds nk.div_ceil(2) pairs.
+                sc.ps[r] = unsafe { x86_int8::quantize_row_pairs(src, PV_QMAX as f32, dst) };
+            } else {
+                // Padding rows: finite zeros (their outputs are never stored).
+                dst.fill(0);
+                sc.ps[r] = 0.0;
+            }
+        }
+        for cp in 0..pn.v_panels {
+            let (panel, scales) = pn.vq_panel(sq, cp);
+            let vt = &panel[j0 / 2 * x86_attn_avx2::NR..][..nk2 * x86_attn_avx2::NR];
+            for ic in (0..rows).step_by(MR) {
+                let corr = (j0 > 0).then(|| sc.corr[ic..].as_ptr());
+                // SAFETY: AVX2 runs (as above); sc.pq holds rows ic..ic + MR of LDP ≥ nk2
+                // pairs, `vt` nk2·NR pairs, `scales` NR values, sc.corr and sc.ps Q_BLOCK
+                // ≥ ic + MR values, and sc.o rows ic..ic + MR of dhp ≥ (cp + 1)·NR columns.
+                unsafe {
+                    x86_attn_avx2::values_pairs::<MR>(
+                        nk2,
+                        sc.pq[ic * LDP..].as_ptr(),
+                        LDP,
+                        vt.as_ptr(),
+                        sc.o[ic * dhp + cp * x86_attn_avx2::NR..].as_mut_ptr(),
+                        dhp,
+                        corr,
+                        sc.ps[ic..].as_ptr(),
+                        scales.as_ptr(),
+                    )
+                };
             }
         }
     }
@@ -971,6 +1337,43 @@ mod tests {
         for isa in sotto_isa::available() {
             attention_cases(&CpuBackend::with_isa(3, isa).unwrap());
         }
+    }
+
+    /// The int16 encoder's attention: on AVX2 P·V on integers, within ~one level of the
+    /// f32 result on either side (probabilities and values each within half a step of
+    /// 1/1672 of their scale), over two key tiles, an odd key count, partial value panels
+    /// and a zero value column; elsewhere exactly the f32 attention.
+    #[test]
+    fn int16_attention_stays_close() {
+        for (tq, tk, nh, dh) in [(70, 1500, 2, 64), (13, 771, 3, 40), (9, 9, 1, 16)] {
+            let d = nh * dh;
+            let q = rand_vec(tq * d, 4)
+                .iter()
+                .map(|x| x * 4.0)
+                .collect::<Vec<_>>();
+            let k = rand_vec(tk * d, 5);
+            let mut v = rand_vec(tk * d, 6);
+            (0..tk).for_each(|j| v[j * d + 1] = 0.0);
+            for isa in sotto_isa::available() {
+                let be = CpuBackend::with_isa(2, isa).unwrap();
+                let mut want = vec![0.0; tq * d];
+                be.attention(&q, tq, &k, &v, tk, nh, Mask::None, &mut want)
+                    .unwrap();
+                let mut got = vec![f32::NAN; tq * d];
+                be.attention_int16(&q, tq, &k, &v, tk, nh, &mut got)
+                    .unwrap();
+                let err = max_abs_diff(&got, &want);
+                let ints = isa == Isa::Avx2 && tq > SMALL_Q;
+                assert!(err < 2e-3, "{isa:?} {tq}×{tk} heads {nh}×{dh}: {err}");
+                assert_eq!(err > 0.0, ints, "{isa:?} {tq}×{tk}: integers ran iff AVX2");
+                assert!((0..tq).all(|r| got[r * d + 1].abs() < 1e-6));
+            }
+        }
+        let be = CpuBackend::new(1).unwrap();
+        let mut out = vec![0.0; 8];
+        assert!(be
+            .attention_int16(&[0.0; 8], 2, &[0.0; 8], &[0.0; 7], 2, 2, &mut out)
+            .is_err());
     }
 
     fn attention_cases(be: &CpuBackend) {

@@ -134,7 +134,7 @@ pub enum EncoderPrecision {
     Int8,
     /// [`EncoderPrecision::Int8`]'s AVX2 products (i16 pairs, `vpmaddwd`, exact i32 sums)
     /// with the weights given as many levels as the activations: the most whose sums cannot
-    /// overflow i32 (`sotto_compute::wide_qmax`: 2 047 a side at k = 512, 1 024 at k = 2048,
+    /// overflow i32 (`sotto_compute::wide_qmax`: 2 047 a side at k = 512, 1 023 at k = 2048,
     /// 11–12 bits), per output channel and per row. int8's speed at ~1/60 of its distance
     /// from the f32 path (teacher-forced KL to f32 on the shared clips: tiny.en 0.000013
     /// against int8's 0.00091). The default on AVX2 CPUs without AVX-512. Attention as in

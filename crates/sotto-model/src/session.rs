@@ -515,6 +515,9 @@ fn encoder_pass(
             crate::EncoderPrecision::Bf16Fast => {
                 be.attention_bf16(q, ctx, k, v, ctx, h.n_audio_head, att)?
             }
+            crate::EncoderPrecision::Int16 => {
+                be.attention_int16(q, ctx, k, v, ctx, h.n_audio_head, att)?
+            }
             // Bf16 and Int8 (Auto is resolved at load).
             _ => be.attention_mixed(q, ctx, k, v, ctx, h.n_audio_head, att)?,
         }

@@ -44,9 +44,11 @@ impl EncoderWork {
                 (w.bf16_flops, w.f32_flops) = (linear + values, scores)
             }
             EncoderPrecision::Bf16Fast => w.bf16_flops = linear + scores + values,
-            EncoderPrecision::Int8 | EncoderPrecision::Int16 => {
+            EncoderPrecision::Int8 => {
                 (w.int8_ops, w.bf16_flops, w.f32_flops) = (linear, values, scores)
             }
+            // P·V on the same integer pairs as the linear layers.
+            EncoderPrecision::Int16 => (w.int8_ops, w.f32_flops) = (linear + values, scores),
         }
         w
     }

@@ -128,6 +128,183 @@ pub(crate) unsafe fn values<const M: usize>(
     }
 }
 
+/// [`scores`] on 16-bit integers: `s[r·lds + j] = (Σ_{t < dh2} q[r·dh2 + t] ⊙ k[t·NR + j]) ·
+/// q_scales[r] · k_scales[j]` for `r < M`, `j < NR`, each term a pair of i16 products
+/// (`vpmaddwd`) added into i32 lanes: exact sums, which the caller keeps inside i32.
+/// `row_max` as in [`scores`].
+///
+/// `q` Shape: [M, dh2] pairs; `k` Shape: [dh2, NR] pairs (one key panel); `s` Shape: [M,
+/// lds]; `q_scales` Shape: [M]; `k_scales` Shape: [NR]; `mv` Shape: [M, 8].
+///
+/// # Safety
+/// The CPU must have AVX2 and FMA; `q` must hold `M·dh2` pairs, `k` `dh2·NR`, `q_scales`
+/// `M` values and `k_scales` `NR`; `s` rows `0..M` must be writable at columns `0..NR`;
+/// `mv`, when given, `M·8` values.
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn scores_pairs<const M: usize>(
+    dh2: usize,
+    q: *const u32,
+    k: *const u32,
+    s: *mut f32,
+    lds: usize,
+    row_max: Option<(*mut f32, usize)>,
+    q_scales: *const f32,
+    k_scales: *const f32,
+) {
+    let mut c = [[_mm256_setzero_si256(); V]; M];
+    for t in 0..dh2 {
+        // SAFETY: t < dh2, so k[t·NR..(t + 1)·NR] and q[r·dh2 + t] (r < M) are in bounds.
+        unsafe {
+            let b = [
+                _mm256_loadu_si256(k.add(t * NR) as *const __m256i),
+                _mm256_loadu_si256(k.add(t * NR + 8) as *const __m256i),
+            ];
+            for (r, row) in c.iter_mut().enumerate() {
+                let a = _mm256_set1_epi32(*q.add(r * dh2 + t) as i32);
+                for (x, &bx) in row.iter_mut().zip(&b) {
+                    *x = _mm256_add_epi32(*x, _mm256_madd_epi16(bx, a));
+                }
+            }
+        }
+    }
+    // SAFETY: k_scales holds NR values (contract).
+    let ks = unsafe { [_mm256_loadu_ps(k_scales), _mm256_loadu_ps(k_scales.add(8))] };
+    let mut out = [[_mm256_setzero_ps(); V]; M];
+    for (r, (row, o)) in c.iter().zip(out.iter_mut()).enumerate() {
+        // SAFETY: q_scales holds M values; row r < M of s, columns 0..NR (contract).
+        unsafe {
+            let qs = _mm256_broadcast_ss(&*q_scales.add(r));
+            for (v, (&x, o)) in row.iter().zip(o.iter_mut()).enumerate() {
+                *o = _mm256_mul_ps(_mm256_cvtepi32_ps(x), _mm256_mul_ps(ks[v], qs));
+                _mm256_storeu_ps(s.add(r * lds + 8 * v), *o);
+            }
+        }
+    }
+    if let Some((mv, cols)) = row_max {
+        let neg = _mm256_set1_ps(f32::NEG_INFINITY);
+        for (r, row) in out.iter().enumerate() {
+            // SAFETY: mv holds M·8 values (the caller's contract).
+            unsafe {
+                let at = mv.add(8 * r);
+                let mut mx = _mm256_loadu_ps(at);
+                for (v, &x) in row.iter().enumerate() {
+                    let live = lanes_below(cols.saturating_sub(8 * v));
+                    mx = _mm256_max_ps(mx, _mm256_blendv_ps(neg, x, live));
+                }
+                _mm256_storeu_ps(at, mx);
+            }
+        }
+    }
+}
+
+/// [`values`] on 16-bit integers: `o[r·ldo + c] = o[r·ldo + c] · corr[r] + (Σ_{t < kc2}
+/// p[r·ldp + t] ⊙ v[t·NR + c]) · p_scales[r] · v_scales[c]` for `r < M`, `c < NR`, each
+/// term a pair of i16 products along the keys (`vpmaddwd`) added into i32 lanes: exact
+/// sums, which the caller keeps inside i32. With `corr` None the old `o` is not read.
+///
+/// `p` Shape: [M, ldp] pairs of i16 (probabilities); `v` Shape: [kc2, NR] pairs (one value
+/// panel); `o` Shape: [M, ldo]; `corr`, `p_scales` Shape: [M]; `v_scales` Shape: [NR].
+///
+/// # Safety
+/// The CPU must have AVX2 and FMA; `p` must hold `M` rows of `ldp ≥ kc2` pairs, `v`
+/// `kc2·NR`, `corr` (when given) and `p_scales` `M` values, `v_scales` `NR`, and `o` rows
+/// `0..M` columns `0..NR` must be valid for reads and writes.
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn values_pairs<const M: usize>(
+    kc2: usize,
+    p: *const u32,
+    ldp: usize,
+    v: *const u32,
+    o: *mut f32,
+    ldo: usize,
+    corr: Option<*const f32>,
+    p_scales: *const f32,
+    v_scales: *const f32,
+) {
+    let mut c = [[_mm256_setzero_si256(); V]; M];
+    for t in 0..kc2 {
+        // SAFETY: t < kc2, so v[t·NR..(t + 1)·NR] and p[r·ldp + t] (r < M) are in bounds.
+        unsafe {
+            let b = [
+                _mm256_loadu_si256(v.add(t * NR) as *const __m256i),
+                _mm256_loadu_si256(v.add(t * NR + 8) as *const __m256i),
+            ];
+            for (r, row) in c.iter_mut().enumerate() {
+                let a = _mm256_set1_epi32(*p.add(r * ldp + t) as i32);
+                for (x, &bx) in row.iter_mut().zip(&b) {
+                    *x = _mm256_add_epi32(*x, _mm256_madd_epi16(bx, a));
+                }
+            }
+        }
+    }
+    // SAFETY: v_scales holds NR values (contract).
+    let vs = unsafe { [_mm256_loadu_ps(v_scales), _mm256_loadu_ps(v_scales.add(8))] };
+    for (r, row) in c.iter().enumerate() {
+        // SAFETY: p_scales, corr (when given) hold M values; o's row r, columns 0..NR, is
+        // valid (contract).
+        unsafe {
+            let ps = _mm256_broadcast_ss(&*p_scales.add(r));
+            for (i, &x) in row.iter().enumerate() {
+                let at = o.add(r * ldo + 8 * i);
+                let x = _mm256_mul_ps(_mm256_cvtepi32_ps(x), _mm256_mul_ps(vs[i], ps));
+                let x = match corr {
+                    Some(cr) => {
+                        _mm256_fmadd_ps(_mm256_loadu_ps(at), _mm256_broadcast_ss(&*cr.add(r)), x)
+                    }
+                    None => x,
+                };
+                _mm256_storeu_ps(at, x);
+            }
+        }
+    }
+}
+
+/// One head's value columns `c0..c0 + NR` (`tk` rows, `ld` apart, from `v`) as a panel of
+/// i16 pairs along the keys: `panel[t·NR + c] = q(v[2t·ld + c]) | q(v[(2t + 1)·ld + c]) << 16`
+/// with `q(x) = round(x · inv[c])` (nearest even), the key past an odd `tk` zero. `inv`
+/// must keep every |q| ≤ 32 767.
+///
+/// `v` Shape: [tk, ld] (first NR of each row used); `inv` Shape: [NR]; `panel` Shape:
+/// [tk.div_ceil(2), NR].
+///
+/// # Safety
+/// The CPU must have AVX2; `v` must hold `(tk − 1)·ld + NR` values, `inv` `NR` and
+/// `panel` `tk.div_ceil(2)·NR`.
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn pack_v_pairs(
+    v: *const f32,
+    ld: usize,
+    tk: usize,
+    inv: *const f32,
+    panel: *mut u32,
+) {
+    // SAFETY: inv holds NR values (contract).
+    let s = unsafe { [_mm256_loadu_ps(inv), _mm256_loadu_ps(inv.add(8))] };
+    let low = _mm256_set1_epi32(0xffff);
+    for t in 0..tk.div_ceil(2) {
+        for (i, &si) in s.iter().enumerate() {
+            // SAFETY: rows 2t and 2t + 1 (when < tk) hold NR values from column 0, and the
+            // panel row t has NR pairs (contract). Conversion rounds to nearest even.
+            unsafe {
+                let lo = _mm256_cvtps_epi32(_mm256_mul_ps(
+                    _mm256_loadu_ps(v.add(2 * t * ld + 8 * i)),
+                    si,
+                ));
+                let hi = if 2 * t + 1 < tk {
+                    let x = _mm256_loadu_ps(v.add((2 * t + 1) * ld + 8 * i));
+                    _mm256_slli_epi32::<16>(_mm256_cvtps_epi32(_mm256_mul_ps(x, si)))
+                } else {
+                    _mm256_setzero_si256()
+                };
+                let pair = _mm256_or_si256(_mm256_and_si256(lo, low), hi);
+                _mm256_storeu_si256(panel.add(t * NR + 8 * i) as *mut __m256i, pair);
+            }
+        }
+    }
+}
+
 /// One key panel: `panel[p·NR + j] = k[j·ld + p]` for keys `j < rows`, `p < dh`; keys
 /// `rows..NR` zero. Transposes 8 × 8 blocks in registers.
 ///
