@@ -31,7 +31,8 @@ type BatchArgs<'a> = (
 
 /// Levels a side of [`CpuBackend::attention_int16`]'s probabilities and values: the most
 /// for which a key tile's products (768 keys on AVX2) cannot overflow the i32 sums
-/// (`768 · q² ≤ i32::MAX`, as `int8::wide_qmax(768)`).
+/// (`768 · q² ≤ i32::MAX`, as `int8::wide_qmax(768)`). Queries and keys take
+/// `int8::wide_qmax(d_head)` (5 792 at 64).
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) const PV_QMAX: i32 = 1672;
 
@@ -64,11 +65,13 @@ impl CpuBackend {
     }
 
     /// [`CpuBackend::attention`] without a mask, for the `int16` encoder: on an AVX2
-    /// backend the scores and softmax stay f32 and P·V runs on 16-bit integers (each row's
-    /// probabilities per key tile and each value column quantized to 1 672 levels a side,
-    /// the most whose sums over a 768-key tile stay exact in i32: `vpmaddwd`, ~1.6× the f32
-    /// FMA's rate); elsewhere this
-    /// is [`CpuBackend::attention`]. Same shapes and shape errors.
+    /// backend both products run on i16 pairs (`vpmaddwd`, exact i32 sums, ~1.6× the f32
+    /// FMA's rate) and the softmax between them in f32. Q·Kᵀ: each scaled query row and
+    /// each key quantized per head to `wide_qmax(d_head)` levels a side (5 792 at 64);
+    /// P·V: each row's probabilities per key tile and each value column to 1 672 levels,
+    /// the most whose sums over a 768-key tile stay exact. ~20% faster than the f32 tiles
+    /// at Whisper's shapes; elsewhere this is [`CpuBackend::attention`]. Same shapes and
+    /// shape errors.
     ///
     /// `q` Shape: [tq, d]; `k`, `v` Shape: [tk, d]; `out` Shape: [tq, d]; d = n_head · d_head.
     #[allow(clippy::too_many_arguments)]
@@ -172,7 +175,7 @@ impl CpuBackend {
             if self.isa() == Isa::Avx512 {
                 self.install(|| simd::attention::<simd::Avx512>(args, None));
             } else {
-                let int_pool = int_values.then_some(&self.scratch_u32);
+                let int_pool = int_values.then_some(&self.scratch_pairs);
                 self.install(|| simd::attention::<simd::Avx2>(args, int_pool));
             }
             return Ok(());
@@ -1339,13 +1342,18 @@ mod tests {
         }
     }
 
-    /// The int16 encoder's attention: on AVX2 P·V on integers, within ~one level of the
-    /// f32 result on either side (probabilities and values each within half a step of
-    /// 1/1672 of their scale), over two key tiles, an odd key count, partial value panels
-    /// and a zero value column; elsewhere exactly the f32 attention.
+    /// The int16 encoder's attention: on AVX2 both products on integers, within ~one level
+    /// of the f32 result (queries, keys, probabilities and values each within half a step
+    /// of their scale), over two key tiles, an odd key count, an odd d_head, partial value
+    /// panels and a zero value column; elsewhere exactly the f32 attention.
     #[test]
     fn int16_attention_stays_close() {
-        for (tq, tk, nh, dh) in [(70, 1500, 2, 64), (13, 771, 3, 40), (9, 9, 1, 16)] {
+        for (tq, tk, nh, dh) in [
+            (70, 1500, 2, 64),
+            (13, 771, 3, 40),
+            (9, 9, 1, 16),
+            (20, 37, 2, 7),
+        ] {
             let d = nh * dh;
             let q = rand_vec(tq * d, 4)
                 .iter()

@@ -444,6 +444,10 @@ pub struct CpuBackend {
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     pub(crate) scratch_f32: scratch::Pool<f32>,
     pub(crate) scratch_u32: scratch::Pool<u32>,
+    /// The int16 attention's key and value panels, apart from `scratch_u32` so that its
+    /// smaller buffers never take the place of a GEMM's activations there.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    pub(crate) scratch_pairs: scratch::Pool<u32>,
     /// Sees every linear product's input (calibration); normally none.
     probe: Option<std::sync::Arc<dyn LinearProbe>>,
 }
@@ -497,6 +501,7 @@ impl CpuBackend {
             tiles_bf16: false,
             scratch_f32: Default::default(),
             scratch_u32: Default::default(),
+            scratch_pairs: Default::default(),
             probe: None,
         })
     }

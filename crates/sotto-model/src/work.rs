@@ -47,8 +47,8 @@ impl EncoderWork {
             EncoderPrecision::Int8 => {
                 (w.int8_ops, w.bf16_flops, w.f32_flops) = (linear, values, scores)
             }
-            // P·V on the same integer pairs as the linear layers.
-            EncoderPrecision::Int16 => (w.int8_ops, w.f32_flops) = (linear + values, scores),
+            // The attention's products on the same integer pairs as the linear layers.
+            EncoderPrecision::Int16 => w.int8_ops = linear + scores + values,
         }
         w
     }
