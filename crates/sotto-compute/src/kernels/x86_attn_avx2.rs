@@ -57,18 +57,29 @@ pub(crate) unsafe fn scores<const M: usize>(
         }
     }
     if let Some((mv, cols)) = row_max {
-        let neg = _mm256_set1_ps(f32::NEG_INFINITY);
-        for (r, row) in c.iter().enumerate() {
-            // SAFETY: mv holds M·8 values (the caller's contract).
-            unsafe {
-                let at = mv.add(8 * r);
-                let mut mx = _mm256_loadu_ps(at);
-                for (v, &x) in row.iter().enumerate() {
-                    let live = lanes_below(cols.saturating_sub(8 * v));
-                    mx = _mm256_max_ps(mx, _mm256_blendv_ps(neg, x, live));
-                }
-                _mm256_storeu_ps(at, mx);
+        // SAFETY: mv holds M·8 values (the caller's contract).
+        unsafe { fold_row_max(&c, mv, cols) };
+    }
+}
+
+/// Folds each row of a finished `M × NR` score tile, at columns `< cols`, into that row's 8
+/// running lane maxima `mv[r·8..(r + 1)·8]`.
+///
+/// # Safety
+/// The CPU must have AVX2; `mv` must hold `M·8` values.
+#[target_feature(enable = "avx2")]
+unsafe fn fold_row_max<const M: usize>(tile: &[[__m256; V]; M], mv: *mut f32, cols: usize) {
+    let neg = _mm256_set1_ps(f32::NEG_INFINITY);
+    for (r, row) in tile.iter().enumerate() {
+        // SAFETY: mv holds M·8 values (contract).
+        unsafe {
+            let at = mv.add(8 * r);
+            let mut mx = _mm256_loadu_ps(at);
+            for (v, &x) in row.iter().enumerate() {
+                let live = lanes_below(cols.saturating_sub(8 * v));
+                mx = _mm256_max_ps(mx, _mm256_blendv_ps(neg, x, live));
             }
+            _mm256_storeu_ps(at, mx);
         }
     }
 }
@@ -182,19 +193,8 @@ pub(crate) unsafe fn scores_pairs<const M: usize>(
         }
     }
     if let Some((mv, cols)) = row_max {
-        let neg = _mm256_set1_ps(f32::NEG_INFINITY);
-        for (r, row) in out.iter().enumerate() {
-            // SAFETY: mv holds M·8 values (the caller's contract).
-            unsafe {
-                let at = mv.add(8 * r);
-                let mut mx = _mm256_loadu_ps(at);
-                for (v, &x) in row.iter().enumerate() {
-                    let live = lanes_below(cols.saturating_sub(8 * v));
-                    mx = _mm256_max_ps(mx, _mm256_blendv_ps(neg, x, live));
-                }
-                _mm256_storeu_ps(at, mx);
-            }
-        }
+        // SAFETY: mv holds M·8 values (the caller's contract).
+        unsafe { fold_row_max(&out, mv, cols) };
     }
 }
 
