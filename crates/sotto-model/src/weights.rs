@@ -210,7 +210,8 @@ impl<'a> Loader<'a> {
 
     /// An f16 linear weight laid out straight from the file's bytes, where its layout takes
     /// f16 values (the AVX2 f32 GEMM's panels, the decoder's tiles) or quantizes them row
-    /// by row (the integer GEMMs): no f16 or f32 copy of the tensor first. None where the usual path applies (other types, precisions or CPUs).
+    /// by row (the integer GEMMs): no f16 or f32 copy of the tensor first. None where the
+    /// usual path applies (other types, precisions or CPUs).
     fn f16_direct(
         &self,
         name: &str,

@@ -139,6 +139,40 @@ pub(crate) unsafe fn values<const M: usize>(
     }
 }
 
+/// The exact i32 sums of an `M × NR` pair tile: `Σ_{t < steps} a[r·lda + t] ⊙ b[t·NR + j]`
+/// for `r < M`, `j < NR`, each term a pair of i16 products (`vpmaddwd`) added into i32
+/// lanes; the caller keeps the sums inside i32.
+///
+/// # Safety
+/// The CPU must have AVX2; `a` must hold `M` rows of `lda ≥ steps` pairs and `b`
+/// `steps·NR`.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn pair_sums<const M: usize>(
+    steps: usize,
+    a: *const u32,
+    lda: usize,
+    b: *const u32,
+) -> [[__m256i; V]; M] {
+    let mut c = [[_mm256_setzero_si256(); V]; M];
+    for t in 0..steps {
+        // SAFETY: t < steps, so b[t·NR..(t + 1)·NR] and a[r·lda + t] (r < M) are in bounds.
+        unsafe {
+            let bv = [
+                _mm256_loadu_si256(b.add(t * NR) as *const __m256i),
+                _mm256_loadu_si256(b.add(t * NR + 8) as *const __m256i),
+            ];
+            for (r, row) in c.iter_mut().enumerate() {
+                let av = _mm256_set1_epi32(*a.add(r * lda + t) as i32);
+                for (x, &bx) in row.iter_mut().zip(&bv) {
+                    *x = _mm256_add_epi32(*x, _mm256_madd_epi16(bx, av));
+                }
+            }
+        }
+    }
+    c
+}
+
 /// [`scores`] on 16-bit integers: `s[r·lds + j] = (Σ_{t < dh2} q[r·dh2 + t] ⊙ k[t·NR + j]) ·
 /// q_scales[r] · k_scales[j]` for `r < M`, `j < NR`, each term a pair of i16 products
 /// (`vpmaddwd`) added into i32 lanes: exact sums, which the caller keeps inside i32.
@@ -163,22 +197,8 @@ pub(crate) unsafe fn scores_pairs<const M: usize>(
     q_scales: *const f32,
     k_scales: *const f32,
 ) {
-    let mut c = [[_mm256_setzero_si256(); V]; M];
-    for t in 0..dh2 {
-        // SAFETY: t < dh2, so k[t·NR..(t + 1)·NR] and q[r·dh2 + t] (r < M) are in bounds.
-        unsafe {
-            let b = [
-                _mm256_loadu_si256(k.add(t * NR) as *const __m256i),
-                _mm256_loadu_si256(k.add(t * NR + 8) as *const __m256i),
-            ];
-            for (r, row) in c.iter_mut().enumerate() {
-                let a = _mm256_set1_epi32(*q.add(r * dh2 + t) as i32);
-                for (x, &bx) in row.iter_mut().zip(&b) {
-                    *x = _mm256_add_epi32(*x, _mm256_madd_epi16(bx, a));
-                }
-            }
-        }
-    }
+    // SAFETY: q holds M rows of dh2 pairs and k dh2·NR (contract).
+    let c = unsafe { pair_sums::<M>(dh2, q, dh2, k) };
     // SAFETY: k_scales holds NR values (contract).
     let ks = unsafe { [_mm256_loadu_ps(k_scales), _mm256_loadu_ps(k_scales.add(8))] };
     let mut out = [[_mm256_setzero_ps(); V]; M];
@@ -223,22 +243,8 @@ pub(crate) unsafe fn values_pairs<const M: usize>(
     p_scales: *const f32,
     v_scales: *const f32,
 ) {
-    let mut c = [[_mm256_setzero_si256(); V]; M];
-    for t in 0..kc2 {
-        // SAFETY: t < kc2, so v[t·NR..(t + 1)·NR] and p[r·ldp + t] (r < M) are in bounds.
-        unsafe {
-            let b = [
-                _mm256_loadu_si256(v.add(t * NR) as *const __m256i),
-                _mm256_loadu_si256(v.add(t * NR + 8) as *const __m256i),
-            ];
-            for (r, row) in c.iter_mut().enumerate() {
-                let a = _mm256_set1_epi32(*p.add(r * ldp + t) as i32);
-                for (x, &bx) in row.iter_mut().zip(&b) {
-                    *x = _mm256_add_epi32(*x, _mm256_madd_epi16(bx, a));
-                }
-            }
-        }
-    }
+    // SAFETY: p holds M rows of ldp ≥ kc2 pairs and v kc2·NR (contract).
+    let c = unsafe { pair_sums::<M>(kc2, p, ldp, v) };
     // SAFETY: v_scales holds NR values (contract).
     let vs = unsafe { [_mm256_loadu_ps(v_scales), _mm256_loadu_ps(v_scales.add(8))] };
     for (r, row) in c.iter().enumerate() {
