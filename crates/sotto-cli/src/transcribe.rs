@@ -482,17 +482,27 @@ fn transcribe_one(
     write_outputs(&transcript, input, sink)?;
     if args.timings {
         let rtf = timings.total.as_secs_f64() / duration.max(1e-9);
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        // Steps (one token per sequence) apart from prompt passes and word alignment.
+        let others = timings.decode_calls - timings.steps;
+        let other = match others {
+            0 => String::new(),
+            n => format!(
+                "; {:.0} ms in {n} prompt and other calls",
+                ms(timings.decode.saturating_sub(timings.step_time))
+            ),
+        };
         eprintln!(
-            "{input}: audio {:.1} s decoded in {:.0} ms | mel {:.0} ms | encode {:.0} ms ({} windows) | decode {:.0} ms ({} calls, {:.2} ms/call) | total {:.0} ms | RTF {:.3}",
+            "{input}: audio {:.1} s decoded in {:.0} ms | mel {:.0} ms | encode {:.0} ms ({} windows) | decode {:.0} ms ({} steps at {:.2} ms{other}) | total {:.0} ms | RTF {:.3}",
             duration,
-            audio_time.as_secs_f64() * 1e3,
-            timings.mel.as_secs_f64() * 1e3,
-            timings.encode.as_secs_f64() * 1e3,
+            ms(audio_time),
+            ms(timings.mel),
+            ms(timings.encode),
             timings.windows,
-            timings.decode.as_secs_f64() * 1e3,
-            timings.decode_calls,
-            timings.decode.as_secs_f64() * 1e3 / timings.decode_calls.max(1) as f64,
-            timings.total.as_secs_f64() * 1e3,
+            ms(timings.decode),
+            timings.steps,
+            ms(timings.step_time) / timings.steps.max(1) as f64,
+            ms(timings.total),
             rtf
         );
     }

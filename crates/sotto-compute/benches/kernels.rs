@@ -254,6 +254,11 @@ fn encoder_gemm_formats_1t(c: &mut Criterion) {
             "int8",
             Weight::F32(w.clone()).for_int8_gemm(n, k, true).unwrap(),
         ),
+        // The int16 encoder's layout: the AVX2 pair tile with wide levels.
+        (
+            "int16",
+            Weight::F32(w.clone()).for_int16_gemm(n, k).unwrap(),
+        ),
         (
             "f32_packed",
             Weight::F32(w.clone()).for_f32_gemm(n, k, true).unwrap(),

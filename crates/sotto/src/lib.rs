@@ -322,9 +322,14 @@ impl Model {
 pub struct Timings {
     pub mel: Duration,
     pub encode: Duration,
+    /// Every decoder call: the steps below, prompt passes and word alignment.
     pub decode: Duration,
     pub windows: usize,
     pub decode_calls: usize,
+    /// The decoder calls that add one token to each sequence (greedy or beam steps): their
+    /// count and time (with the beams' cache reorders), part of `decode_calls` and `decode`.
+    pub steps: usize,
+    pub step_time: Duration,
     pub total: Duration,
 }
 
@@ -477,6 +482,18 @@ struct TimedInference<'a> {
     timings: &'a mut Timings,
 }
 
+impl TimedInference<'_> {
+    /// Books one decoder call; `step`: it added one token to each sequence.
+    fn count(&mut self, took: Duration, step: bool) {
+        self.timings.decode += took;
+        self.timings.decode_calls += 1;
+        if step {
+            self.timings.steps += 1;
+            self.timings.step_time += took;
+        }
+    }
+}
+
 impl sotto_decode::Inference for TimedInference<'_> {
     fn n_vocab(&self) -> usize {
         self.n_vocab
@@ -506,8 +523,7 @@ impl sotto_decode::Inference for TimedInference<'_> {
     ) -> Result<(), sotto_decode::BoxError> {
         let t = Instant::now();
         self.session.decode(tokens, rows, logits)?;
-        self.timings.decode += t.elapsed();
-        self.timings.decode_calls += 1;
+        self.count(t.elapsed(), tokens.len() == 1);
         Ok(())
     }
 
@@ -519,15 +535,17 @@ impl sotto_decode::Inference for TimedInference<'_> {
     ) -> Result<(), sotto_decode::BoxError> {
         let t = Instant::now();
         self.session.decode_batch(tokens, batch, logits)?;
-        self.timings.decode += t.elapsed();
-        self.timings.decode_calls += 1;
+        self.count(t.elapsed(), tokens.len() == batch);
         Ok(())
     }
 
     fn reorder(&mut self, src: &[usize]) -> Result<(), sotto_decode::BoxError> {
         let t = Instant::now();
         self.session.reorder(src)?;
-        self.timings.decode += t.elapsed();
+        // A beam step's bookkeeping: step time, not a call of its own.
+        let took = t.elapsed();
+        self.timings.decode += took;
+        self.timings.step_time += took;
         Ok(())
     }
 
@@ -540,8 +558,7 @@ impl sotto_decode::Inference for TimedInference<'_> {
     ) -> Result<Vec<f32>, sotto_decode::BoxError> {
         let t = Instant::now();
         let scores = self.session.align(tokens, heads, rows, logits)?;
-        self.timings.decode += t.elapsed();
-        self.timings.decode_calls += 1;
+        self.count(t.elapsed(), false);
         Ok(scores)
     }
 }
