@@ -92,6 +92,27 @@ fn prompt_cross_attention_1t(c: &mut Criterion) {
     g.finish();
 }
 
+/// A decoder step's cross-attention over one layer's packed keys and values at base's shape
+/// (1500 keys, 8 heads of 64), on one thread: greedy's one query row and five beams'.
+fn step_cross_attention_1t(c: &mut Criterion) {
+    let mut g = c.benchmark_group("step_1t");
+    let be = CpuBackend::new(1).unwrap();
+    let (tk, heads, d) = (1500, 8, 512);
+    let mut kv = PackedKv::new(tk, heads, d).unwrap();
+    kv.pack(be.isa(), &vals(tk * d, 1), &vals(tk * d, 2))
+        .unwrap();
+    // Bytes of keys and values a step reads.
+    g.throughput(Throughput::Bytes((2 * 2 * tk * d) as u64));
+    for m in [1, 5] {
+        let q = vals(m * d, 3);
+        let mut out = vec![0.0; m * d];
+        g.bench_function(format!("cross_attention_{m}x{tk}"), |b| {
+            b.iter(|| be.attention_packed(&q, m, &kv, &mut out).unwrap())
+        });
+    }
+    g.finish();
+}
+
 fn encoder_ops(c: &mut Criterion) {
     let mut g = c.benchmark_group("encoder");
     g.sample_size(10);
@@ -302,6 +323,7 @@ criterion_group!(
     encoder_attention_bf16,
     encoder_gemm_formats_1t,
     decoder_quant_1t,
+    step_cross_attention_1t,
     pool_overhead
 );
 criterion_main!(benches);

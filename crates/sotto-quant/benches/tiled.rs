@@ -3,7 +3,9 @@
 //! rows, one thread, best ISA path; throughput in weight bytes.
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use sotto_quant::{quantize_row, tiled_matmul, QuantActs, QuantTiles, QuantType, GROUP_ROWS};
+use sotto_quant::{
+    quantize_row, tiled_matmul, tiled_matmul_split, QuantActs, QuantTiles, QuantType, GROUP_ROWS,
+};
 
 fn data(n: usize, seed: u32) -> Vec<f32> {
     let mut s = seed.wrapping_mul(2_654_435_761).max(1);
@@ -48,5 +50,35 @@ fn bench(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bench);
+/// The vocabulary screen of an f16 base model (51864×512 q8_0, split activations: each
+/// input row and what its q8_0 codes miss), greedy's one row and five beams'.
+fn screen(c: &mut Criterion) {
+    let isa = sotto_isa::isa();
+    let (t, n, k) = (QuantType::Q8_0, 51864usize, 512usize);
+    let rb = t.row_bytes(k);
+    let mut rows = vec![0u8; n * rb];
+    for (r, q) in rows.chunks_exact_mut(rb).enumerate() {
+        quantize_row(t, &data(k, r as u32 + 1), q);
+    }
+    let w = QuantTiles::new(t, &rows, n, k);
+    drop(rows);
+    let mut group = c.benchmark_group("tiled_matmul_split/q8_0");
+    group.throughput(Throughput::Bytes(w.data().len() as u64));
+    for m in [1usize, 5] {
+        let x = data(m * k, 99);
+        let mut acts = QuantActs::new();
+        let ldo = w.groups() * GROUP_ROWS;
+        let mut out = vec![0.0f32; m * ldo];
+        let id = BenchmarkId::new(format!("{}/m{m}", isa.name()), format!("{n}x{k}"));
+        group.bench_function(id, |b| {
+            b.iter(|| {
+                acts.split_q8(black_box(&x), m, k);
+                tiled_matmul_split(isa, &w, 0..w.groups(), &acts, &mut out, ldo)
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench, screen);
 criterion_main!(benches);
