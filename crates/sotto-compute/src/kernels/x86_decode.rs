@@ -494,12 +494,13 @@ pub(super) mod avx2_attn {
     );
     /// Query rows per pass of the wide kernels: a prompt's cross-attention (row chunks of
     /// 24) is bound by arithmetic, and 6 rows × 16 columns keep 12 sums in registers with a
-    /// third of the f16 widenings per multiply-add of the 2-row pass. Decoding's ≤ 5 rows
-    /// stay on the 2-row pass, which streams the keys and values from memory either way.
+    /// third of the f16 widenings per multiply-add of the 2-row pass. Beams' 3–5 rows take
+    /// one pass too (on the 2-row pass, five rows read each head's keys three times and its
+    /// values six); one or two rows keep the narrower passes, which read whole lines.
     const WIDE: usize = 6;
 
-    /// [`attn_scores`] with every whole group of [`WIDE`] rows on [`scores_wide`]: the same
-    /// multiply-adds in the same order, so the same bits.
+    /// [`attn_scores`] with every whole group of [`WIDE`] rows, and a rest of 3–5, on
+    /// [`scores_wide`]: the same multiply-adds in the same order, so the same bits.
     ///
     /// # Safety
     /// As [`attn_scores`].
@@ -517,18 +518,27 @@ pub(super) mod avx2_attn {
     ) {
         let wide = g / WIDE * WIDE;
         for i0 in (0..wide).step_by(WIDE) {
+            let (q, s) = (&q[i0 * ldq..], &mut s[i0 * lds..]);
             // SAFETY: rows i0..i0 + WIDE < g of q and s (the caller checked the shapes).
-            unsafe { scores_wide(&q[i0 * ldq..], ldq, k, dh, scale, &mut s[i0 * lds..], lds) };
+            unsafe { scores_wide::<WIDE>(q, ldq, k, dh, scale, s, lds) };
         }
-        if wide < g {
-            let (q, s) = (&q[wide * ldq..], &mut s[wide * lds..]);
-            // SAFETY: the remaining rows, same contract.
-            unsafe { attn_scores(q, g - wide, ldq, k, dh, scale, s, lds) };
+        if wide == g {
+            return;
+        }
+        let (q, s) = (&q[wide * ldq..], &mut s[wide * lds..]);
+        // SAFETY: the remaining rows, same contract.
+        unsafe {
+            match g - wide {
+                3 => scores_wide::<3>(q, ldq, k, dh, scale, s, lds),
+                4 => scores_wide::<4>(q, ldq, k, dh, scale, s, lds),
+                5 => scores_wide::<5>(q, ldq, k, dh, scale, s, lds),
+                n => attn_scores(q, n, ldq, k, dh, scale, s, lds),
+            }
         }
     }
 
-    /// [`attn_values`] with every whole group of [`WIDE`] rows on [`values_wide`]: the same
-    /// multiply-adds in the same order, so the same bits.
+    /// [`attn_values`] with every whole group of [`WIDE`] rows, and a rest of 3–5, on
+    /// [`values_wide`]: the same multiply-adds in the same order, so the same bits.
     ///
     /// # Safety
     /// As [`attn_values`].
@@ -548,18 +558,26 @@ pub(super) mod avx2_attn {
         for i0 in (0..wide).step_by(WIDE) {
             let (pg, og) = (&p[i0 * ldp..], &mut out[i0 * ldo..]);
             // SAFETY: rows i0..i0 + WIDE < g of p and out (the caller checked the shapes).
-            unsafe { values_wide(pg, ldp, tk, v, dhp, og, ldo) };
+            unsafe { values_wide::<WIDE>(pg, ldp, tk, v, dhp, og, ldo) };
         }
-        if wide < g {
-            let (p, out) = (&p[wide * ldp..], &mut out[wide * ldo..]);
-            // SAFETY: the remaining rows, same contract.
-            unsafe { attn_values(p, g - wide, ldp, tk, v, dhp, out, ldo) };
+        if wide == g {
+            return;
+        }
+        let (p, out) = (&p[wide * ldp..], &mut out[wide * ldo..]);
+        // SAFETY: the remaining rows, same contract.
+        unsafe {
+            match g - wide {
+                3 => values_wide::<3>(p, ldp, tk, v, dhp, out, ldo),
+                4 => values_wide::<4>(p, ldp, tk, v, dhp, out, ldo),
+                5 => values_wide::<5>(p, ldp, tk, v, dhp, out, ldo),
+                n => attn_values(p, n, ldp, tk, v, dhp, out, ldo),
+            }
         }
     }
 
-    /// `scores_g::<WIDE>` a half key block (16 keys) at a time.
+    /// `scores_g::<G>` (G ≤ [`WIDE`]) a half key block (16 keys) at a time.
     #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn scores_wide(
+    unsafe fn scores_wide<const G: usize>(
         q: &[f32],
         ldq: usize,
         k: &[f16],
@@ -569,14 +587,14 @@ pub(super) mod avx2_attn {
         lds: usize,
     ) {
         let nb = k.len() / (dh * KEY_BLOCK);
-        // SAFETY: block b holds dh × KEY_BLOCK f16; q rows i < WIDE hold dh values ldq
+        // SAFETY: block b holds dh × KEY_BLOCK f16; q rows i < G hold dh values ldq
         // apart; s rows hold nb · KEY_BLOCK values lds apart (all checked by the caller).
         unsafe {
             let sv = _mm256_set1_ps(scale);
             for b in 0..nb {
                 for half in (0..KEY_BLOCK).step_by(16) {
                     let kb = k.as_ptr().add(b * dh * KEY_BLOCK + half);
-                    let mut acc = [[_mm256_setzero_ps(); 2]; WIDE];
+                    let mut acc = [[_mm256_setzero_ps(); 2]; G];
                     for c in 0..dh {
                         let kv = [ldh(kb.add(c * KEY_BLOCK)), ldh(kb.add(c * KEY_BLOCK + 8))];
                         for (i, acc_i) in acc.iter_mut().enumerate() {
@@ -597,10 +615,10 @@ pub(super) mod avx2_attn {
         }
     }
 
-    /// `values_g::<WIDE, 2>` over every 16-column strip.
+    /// `values_g::<G, 2>` (G ≤ [`WIDE`]) over every 16-column strip.
     #[allow(clippy::too_many_arguments)]
     #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn values_wide(
+    unsafe fn values_wide<const G: usize>(
         p: &[f32],
         ldp: usize,
         tk: usize,
@@ -609,11 +627,11 @@ pub(super) mod avx2_attn {
         out: &mut [f32],
         ldo: usize,
     ) {
-        // SAFETY: p rows i < WIDE hold tk values ldp apart; v holds tk rows of dhp (a
+        // SAFETY: p rows i < G hold tk values ldp apart; v holds tk rows of dhp (a
         // multiple of 16); out rows hold dhp values ldo apart (checked by the caller).
         unsafe {
             for c0 in (0..dhp).step_by(16) {
-                let mut acc = [[_mm256_setzero_ps(); 2]; WIDE];
+                let mut acc = [[_mm256_setzero_ps(); 2]; G];
                 for j in 0..tk {
                     let vr = v.as_ptr().add(j * dhp + c0);
                     let vv = [ldh(vr), ldh(vr.add(8))];
