@@ -19,18 +19,22 @@ fn data(n: usize, seed: u32) -> Vec<f32> {
         .collect()
 }
 
+/// `n` rows of `k` random values quantized to `t`, grouped for the kernels.
+fn weights(t: QuantType, n: usize, k: usize) -> QuantTiles {
+    let rb = t.row_bytes(k);
+    let mut rows = vec![0u8; n * rb];
+    for (r, q) in rows.chunks_exact_mut(rb).enumerate() {
+        quantize_row(t, &data(k, r as u32 + 1), q);
+    }
+    QuantTiles::new(t, &rows, n, k)
+}
+
 fn bench(c: &mut Criterion) {
     let isa = sotto_isa::isa();
     for t in QuantType::WEIGHTS {
         let mut group = c.benchmark_group(format!("tiled_matmul/{t}"));
         for (n, k) in [(51864usize, 384usize), (1536, 384), (384, 1536)] {
-            let rb = t.row_bytes(k);
-            let mut rows = vec![0u8; n * rb];
-            for (r, q) in rows.chunks_exact_mut(rb).enumerate() {
-                quantize_row(t, &data(k, r as u32 + 1), q);
-            }
-            let w = QuantTiles::new(t, &rows, n, k);
-            drop(rows);
+            let w = weights(t, n, k);
             group.throughput(Throughput::Bytes(w.data().len() as u64));
             for m in [1usize, 5] {
                 let x = data(m * k, 99);
@@ -55,13 +59,7 @@ fn bench(c: &mut Criterion) {
 fn screen(c: &mut Criterion) {
     let isa = sotto_isa::isa();
     let (t, n, k) = (QuantType::Q8_0, 51864usize, 512usize);
-    let rb = t.row_bytes(k);
-    let mut rows = vec![0u8; n * rb];
-    for (r, q) in rows.chunks_exact_mut(rb).enumerate() {
-        quantize_row(t, &data(k, r as u32 + 1), q);
-    }
-    let w = QuantTiles::new(t, &rows, n, k);
-    drop(rows);
+    let w = weights(t, n, k);
     let mut group = c.benchmark_group("tiled_matmul_split/q8_0");
     group.throughput(Throughput::Bytes(w.data().len() as u64));
     for m in [1usize, 5] {
