@@ -139,6 +139,22 @@ unsafe fn kernel_vnni<const T: u8, const M: usize>(
     }
 }
 
+/// Blocks of a group the AVX2 kernels request ahead of the one they multiply (measured
+/// against 2 and 8 on Zen 3: 4 gained most for one row and five).
+const BLOCKS_AHEAD: usize = 4;
+
+/// Requests the lines of the block [`BLOCKS_AHEAD`] on from `blk` (`bb` bytes a block):
+/// the AVX2 kernels' first half reads every line of a block. Past the data a prefetch is
+/// a hint that never faults.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn request_ahead(blk: *const u8, bb: usize) {
+    let ahead = blk.wrapping_add(BLOCKS_AHEAD * bb);
+    for l in (0..bb).step_by(64) {
+        _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(l).cast());
+    }
+}
+
 /// As [`kernel_vnni`] on AVX2: per group, two halves of 8 rows.
 ///
 /// # Safety
@@ -173,11 +189,7 @@ unsafe fn kernel_avx2<const T: u8, const M: usize>(
                     let aq = a.q.add(e0 * QK);
                     let mut ia = [_mm256_setzero_si256(); M];
                     if h == 0 {
-                        // As in the split kernel: a block's lines, SPLIT_AHEAD blocks on.
-                        let ahead = blk.wrapping_add(SPLIT_AHEAD * bb);
-                        for l in (0..bb).step_by(64) {
-                            _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(l).cast());
-                        }
+                        request_ahead(blk, bb);
                     }
                     if off != 0 {
                         for (i, v) in ia.iter_mut().enumerate() {
@@ -289,13 +301,7 @@ unsafe fn kernel_split_avx2<const M: usize>(
                     let mut lo = [_mm256_setzero_si256(); M];
                     let mut hi = [_mm256_setzero_si256(); M];
                     if h == 0 {
-                        // The first half reads every line of a block: request the lines of
-                        // a block SPLIT_AHEAD on (past the data, a prefetch is a hint that
-                        // never faults).
-                        let ahead = blk.wrapping_add(SPLIT_AHEAD * bb);
-                        for l in (0..bb).step_by(64) {
-                            _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(l).cast());
-                        }
+                        request_ahead(blk, bb);
                     }
                     for c in 0..8 {
                         let p = blk.add(qso + 64 * c + 32 * h);
@@ -327,10 +333,6 @@ unsafe fn kernel_split_avx2<const M: usize>(
         }
     }
 }
-
-/// Blocks of a group the AVX2 kernels request ahead of the one they multiply (measured
-/// against 2 and 8 on Zen 3: 4 gained most for one row and five).
-const SPLIT_AHEAD: usize = 4;
 
 /// `out[i·ldo + 16g + l] = row (16g + l) · x̃_i` for the whole q8_0 groups in `data` and
 /// the pairs of split activations `acts`, [`SPLIT_PASS`] pairs per pass.
