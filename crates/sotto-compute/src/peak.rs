@@ -223,9 +223,10 @@ mod tests {
     fn peaks_are_positive_and_plausible() {
         let p = measure_peaks(sotto_isa::isa(), 1);
         assert_eq!(p.threads, 1);
-        // At least a scalar unit's worth; no more than 64 FMA lanes at 10 GHz.
+        // At least a tenth of a scalar unit's worth (an emulator, as qemu running the NEON
+        // tests, reaches a fraction of one); no more than 64 FMA lanes at 10 GHz.
         assert!(
-            p.f32_gflops > 0.5 && p.f32_gflops < 1280.0,
+            p.f32_gflops > 0.05 && p.f32_gflops < 1280.0,
             "{}",
             p.f32_gflops
         );

@@ -178,7 +178,8 @@ pub(super) unsafe fn fma_peak(iters: u64) -> f32 {
     let mut acc = [vdupq_n_f32(0.0); 16];
     for _ in 0..iters {
         for r in acc.iter_mut() {
-            *r = vfmaq_f32(*r, a, b);
+            // r·a + b, as the other paths' chains (vfmaq_f32(x, y, z) is x + y·z).
+            *r = vfmaq_f32(b, *r, a);
         }
     }
     acc.iter().map(|&r| vaddvq_f32(r)).sum()
