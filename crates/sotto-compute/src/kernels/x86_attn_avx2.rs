@@ -380,24 +380,50 @@ fn transpose8(r: [__m256; 8]) -> [__m256; 8] {
     w
 }
 
-/// 2^t lane by lane (t ≤ 0 or small): t = r + f with r the nearest integer, the degree-6
-/// polynomial in f, times 2^r built in the exponent bits. Below 2^−126 it gives 0.
+/// The constants of [`exp2`], set once outside a loop: its body then takes no broadcasts.
+#[derive(Clone, Copy)]
+struct Exp2 {
+    /// [`EXP2_P`], highest degree last.
+    p: [__m256; 7],
+    floor: __m256,
+    bias: __m256i,
+}
+
+impl Exp2 {
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn new() -> Self {
+        Self {
+            p: EXP2_P.map(|c| _mm256_set1_ps(c)),
+            floor: _mm256_set1_ps(-127.0),
+            bias: _mm256_set1_epi32(127),
+        }
+    }
+
+    /// 2^t lane by lane (t ≤ 0 or small): t = r + f with r the nearest integer, the
+    /// degree-6 polynomial in f, times 2^r built in the exponent bits. Below 2^−126 it
+    /// gives 0.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn exp2(&self, t: __m256) -> __m256 {
+        let t = _mm256_max_ps(t, self.floor);
+        let r = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(t);
+        let f = _mm256_sub_ps(t, r);
+        let mut p = self.p[6];
+        for &c in self.p[..6].iter().rev() {
+            p = _mm256_fmadd_ps(p, f, c);
+        }
+        // r = −127 makes a zero exponent field: 2^r reads as 0.
+        let e = _mm256_slli_epi32::<23>(_mm256_add_epi32(_mm256_cvtps_epi32(r), self.bias));
+        _mm256_mul_ps(p, _mm256_castsi256_ps(e))
+    }
+}
+
+/// [`Exp2::exp2`] with the constants set here (for single uses outside a loop).
 #[inline]
 #[target_feature(enable = "avx2,fma")]
 fn exp2(t: __m256) -> __m256 {
-    let t = _mm256_max_ps(t, _mm256_set1_ps(-127.0));
-    let r = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(t);
-    let f = _mm256_sub_ps(t, r);
-    let mut p = _mm256_set1_ps(EXP2_P[6]);
-    for c in EXP2_P[..6].iter().rev() {
-        p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(*c));
-    }
-    // r = −127 makes a zero exponent field: 2^r reads as 0.
-    let e = _mm256_slli_epi32::<23>(_mm256_add_epi32(
-        _mm256_cvtps_epi32(r),
-        _mm256_set1_epi32(127),
-    ));
-    _mm256_mul_ps(p, _mm256_castsi256_ps(e))
+    Exp2::new().exp2(t)
 }
 
 /// Lanes `j` with `j < n` all ones, as a float mask.
@@ -458,13 +484,25 @@ pub(crate) unsafe fn softmax_row(
         row.fill(0.0);
         return (m_new, 0.0, 1.0);
     }
-    let mv = _mm256_set1_ps(m_new);
+    let (mv, k) = (_mm256_set1_ps(m_new), Exp2::new());
     let mut sum = _mm256_setzero_ps();
-    for i in (0..n).step_by(8) {
+    // Whole vectors of live keys without masks, then the rest (the same operations on
+    // the same values, in the same order).
+    let whole = lim / 8 * 8;
+    let at = row.as_mut_ptr();
+    for i in (0..whole).step_by(8) {
+        // SAFETY: i + 8 ≤ whole ≤ lim ≤ n.
+        unsafe {
+            let y = k.exp2(_mm256_sub_ps(_mm256_loadu_ps(at.add(i)), mv));
+            sum = _mm256_add_ps(sum, y);
+            _mm256_storeu_ps(at.add(i), y);
+        }
+    }
+    for i in (whole..n).step_by(8) {
         // SAFETY: i < n.
         let x = unsafe { load8(row, i) };
         let live = lanes_below(lim.saturating_sub(i));
-        let y = _mm256_and_ps(exp2(_mm256_sub_ps(x, mv)), live);
+        let y = _mm256_and_ps(k.exp2(_mm256_sub_ps(x, mv)), live);
         sum = _mm256_add_ps(sum, y);
         if i + 8 <= n {
             // SAFETY: row[i..i + 8] is in bounds.
