@@ -470,12 +470,17 @@ pub(crate) unsafe fn softmax_row(
     let m_new = match row_max {
         Some(t) => t.max(m),
         None => {
-            let neg = _mm256_set1_ps(f32::NEG_INFINITY);
             let mut mv = _mm256_set1_ps(m);
-            for i in (0..lim).step_by(8) {
-                // SAFETY: i < lim ≤ n.
-                let x = unsafe { load8(row, i) };
-                mv = _mm256_max_ps(mv, _mm256_blendv_ps(neg, x, lanes_below(lim - i)));
+            let whole = lim / 8 * 8;
+            for i in (0..whole).step_by(8) {
+                // SAFETY: i + 8 ≤ whole ≤ lim ≤ n.
+                mv = _mm256_max_ps(mv, unsafe { _mm256_loadu_ps(row.as_ptr().add(i)) });
+            }
+            if whole < lim {
+                // SAFETY: whole < lim ≤ n.
+                let x = unsafe { load8(row, whole) };
+                let neg = _mm256_set1_ps(f32::NEG_INFINITY);
+                mv = _mm256_max_ps(mv, _mm256_blendv_ps(neg, x, lanes_below(lim - whole)));
             }
             hmax(mv)
         }
