@@ -96,8 +96,9 @@ pub enum Weight {
     Vocab(Box<VocabWeights>),
 }
 
-/// Whether decoding lays f16 weights out in [`F16Tiles`] (x86-64, where its kernels are).
-const F16_TILES: bool = cfg!(target_arch = "x86_64");
+/// Whether decoding lays f16 weights out in [`F16Tiles`] (where there are SIMD kernels for
+/// them: x86-64 and aarch64).
+const F16_TILES: bool = cfg!(any(target_arch = "x86_64", target_arch = "aarch64"));
 
 impl Weight {
     /// Number of elements.
@@ -172,10 +173,11 @@ impl Weight {
         }
     }
 
-    /// The same weight laid out for products with a few input rows (decoding): on x86-64,
-    /// f16 rows of an `n_out × n_in` weight become [`F16Tiles`] (the tiled kernels stream
-    /// memory about three times faster) and quantized rows [`QuantTiles`] (all input rows
-    /// in one pass, no horizontal sums); anything else is returned as it is.
+    /// The same weight laid out for products with a few input rows (decoding): on x86-64
+    /// and aarch64, f16 rows of an `n_out × n_in` weight become [`F16Tiles`] (the tiled
+    /// kernels stream memory about three times faster on x86); on x86-64, quantized rows
+    /// become [`QuantTiles`] (all input rows in one pass, no horizontal sums); anything
+    /// else is returned as it is.
     pub fn for_decoding(self, n_out: usize, n_in: usize) -> Result<Self> {
         match self {
             Weight::F16(rows) if F16_TILES => {

@@ -1,8 +1,11 @@
-//! AArch64 Advanced SIMD dot products (baseline NEON, no `dotprod` needed): widen the
-//! codes to 32 i8 lanes, `vmull_s8` + pairwise adds to an i32 per block, scale in f32
-//! in ggml's generic order.
+//! AArch64 Advanced SIMD dot products: widen the codes to 32 i8 lanes, multiply and sum
+//! to an i32 per block, scale in f32 in ggml's generic order. The integer products take
+//! `sdot` where the CPU has the dot-product extension (Armv8.2 and later: one instruction
+//! per 16 products), else baseline `vmull_s8` + pairwise adds; the block sums are exact
+//! either way, so both give the same bits.
 
 use std::arch::aarch64::*;
+use std::arch::asm;
 
 use crate::reference::f16_at;
 use crate::QuantType;
@@ -79,14 +82,68 @@ fn dot16(x: int8x16_t, y: int8x16_t) -> int32x4_t {
     vaddq_s32(vpaddlq_s16(lo), vpaddlq_s16(hi))
 }
 
+/// `acc` plus the sums of each 4 adjacent products of `x` and `y` in its lanes: `sdot`,
+/// written out because Rust's dot-product intrinsics are not stable.
+#[inline]
+#[target_feature(enable = "neon,dotprod")]
+fn sdot(mut acc: int32x4_t, x: int8x16_t, y: int8x16_t) -> int32x4_t {
+    // SAFETY: a register-only instruction of the `dotprod` feature this function enables.
+    unsafe {
+        asm!(
+            "sdot {a:v}.4s, {x:v}.16b, {y:v}.16b",
+            a = inout(vreg) acc,
+            x = in(vreg) x,
+            y = in(vreg) y,
+            options(pure, nomem, nostack, preserves_flags),
+        );
+    }
+    acc
+}
+
+/// Whether this CPU has the dot-product extension (std caches the answer).
+pub(crate) fn has_dotprod() -> bool {
+    std::arch::is_aarch64_feature_detected!("dotprod")
+}
+
 /// `w` and `a` hold `nb` blocks (checked by the caller).
 pub(crate) fn vec_dot(t: QuantType, nb: usize, w: &[u8], a: &[u8]) -> f32 {
-    // SAFETY: NEON is part of the aarch64 baseline.
-    unsafe { kernel(t, nb, w, a) }
+    vec_dot_with(has_dotprod(), t, nb, w, a)
+}
+
+/// [`vec_dot`] with `sdot` on or off (on only where the CPU has it).
+pub(crate) fn vec_dot_with(dotprod: bool, t: QuantType, nb: usize, w: &[u8], a: &[u8]) -> f32 {
+    if dotprod && has_dotprod() {
+        // SAFETY: NEON is part of the aarch64 baseline; dotprod was detected.
+        unsafe { kernel_dotprod(t, nb, w, a) }
+    } else {
+        // SAFETY: NEON is part of the aarch64 baseline.
+        unsafe { kernel(t, nb, w, a) }
+    }
+}
+
+#[target_feature(enable = "neon,dotprod")]
+fn kernel_dotprod(t: QuantType, nb: usize, w: &[u8], a: &[u8]) -> f32 {
+    kernel_with(t, nb, w, a, |x0, y0, x1, y1| {
+        sdot(sdot(vdupq_n_s32(0), x0, y0), x1, y1)
+    })
 }
 
 #[target_feature(enable = "neon")]
 fn kernel(t: QuantType, nb: usize, w: &[u8], a: &[u8]) -> f32 {
+    kernel_with(t, nb, w, a, |x0, y0, x1, y1| {
+        vaddq_s32(dot16(x0, y0), dot16(x1, y1))
+    })
+}
+
+/// The block loop, with `dot32` summing a block's 32 products into i32 lanes.
+#[inline(always)]
+fn kernel_with(
+    t: QuantType,
+    nb: usize,
+    w: &[u8],
+    a: &[u8],
+    dot32: impl Fn(int8x16_t, int8x16_t, int8x16_t, int8x16_t) -> int32x4_t,
+) -> f32 {
     let (wb, ab) = (t.block_bytes(), t.activation_type().block_bytes());
     let offset = matches!(t, QuantType::Q4_1 | QuantType::Q5_1);
     let qy_at = if offset { 4 } else { 2 };
@@ -98,7 +155,7 @@ fn kernel(t: QuantType, nb: usize, w: &[u8], a: &[u8]) -> f32 {
             let (x0, x1) = weights(t, x.as_ptr());
             let y0 = vld1q_s8(y.as_ptr().add(qy_at).cast());
             let y1 = vld1q_s8(y.as_ptr().add(qy_at + 16).cast());
-            vaddvq_s32(vaddq_s32(dot16(x0, y0), dot16(x1, y1)))
+            vaddvq_s32(dot32(x0, y0, x1, y1))
         };
         let (dx, dy) = (f16_at(x, 0), f16_at(y, 0));
         sumf += if offset {
@@ -108,4 +165,39 @@ fn kernel(t: QuantType, nb: usize, w: &[u8], a: &[u8]) -> f32 {
         };
     }
     sumf
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{quantize_activations, quantize_row};
+
+    /// Both integer paths against each other where the CPU has `sdot` (qemu's default CPU
+    /// does): the same block sums, so the same bits.
+    #[test]
+    fn dotprod_and_baseline_agree() {
+        if !has_dotprod() {
+            eprintln!("skipped: this CPU has no dot-product extension");
+            return;
+        }
+        let n = 256;
+        let w: Vec<f32> = (0..n)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.013)
+            .collect();
+        let x: Vec<f32> = (0..n)
+            .map(|i| ((i * 53 % 97) as f32 - 48.0) * 0.021)
+            .collect();
+        for t in QuantType::WEIGHTS {
+            let mut wq = vec![0u8; t.row_bytes(n)];
+            quantize_row(t, &w, &mut wq);
+            let mut aq = vec![0u8; t.activation_type().row_bytes(n)];
+            quantize_activations(t, &x, &mut aq);
+            let nb = n / QuantType::BLOCK;
+            let (on, off) = (
+                vec_dot_with(true, t, nb, &wq, &aq),
+                vec_dot_with(false, t, nb, &wq, &aq),
+            );
+            assert_eq!(on.to_bits(), off.to_bits(), "{t}: {on} vs {off}");
+        }
+    }
 }

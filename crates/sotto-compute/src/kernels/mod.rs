@@ -7,6 +7,12 @@
 
 mod scalar;
 
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+mod approx;
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[macro_use]
+mod packed;
+
 #[cfg(target_arch = "aarch64")]
 mod neon;
 #[cfg(target_arch = "x86_64")]
@@ -362,8 +368,9 @@ pub fn matmul_tiled(isa: Isa, x: &[f32], m: usize, k: usize, w: &[f16], out: &mu
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `checked` returned Avx2, so the CPU has AVX2, FMA and F16C.
         Isa::Avx2 => unsafe { x86_decode::avx2::matmul_tiled(x, m, k, w, out) },
-        // Tiles are only built on x86-64 (see `Weight::for_decoding`); elsewhere the
-        // reference serves tests and forced paths.
+        #[cfg(target_arch = "aarch64")]
+        // SAFETY: NEON is part of the aarch64 baseline.
+        Isa::Neon => unsafe { neon::matmul_tiled(x, m, k, w, out) },
         _ => scalar::matmul_tiled(x, m, k, w, out),
     }
 }
@@ -403,6 +410,9 @@ pub fn attn_scores(
         Isa::Avx2 => unsafe {
             x86_decode::avx2_attn::attn_scores_rows(q, g, ldq, k, dh, scale, s, lds)
         },
+        #[cfg(target_arch = "aarch64")]
+        // SAFETY: NEON is part of the aarch64 baseline.
+        Isa::Neon => unsafe { neon::attn::attn_scores(q, g, ldq, k, dh, scale, s, lds) },
         _ => scalar::attn_scores(q, g, ldq, k, dh, scale, s, lds),
     }
 }
@@ -443,6 +453,9 @@ pub fn attn_values(
         Isa::Avx2 => unsafe {
             x86_decode::avx2_attn::attn_values_rows(p, g, ldp, tk, v, dhp, out, ldo)
         },
+        #[cfg(target_arch = "aarch64")]
+        // SAFETY: NEON is part of the aarch64 baseline.
+        Isa::Neon => unsafe { neon::attn::attn_values(p, g, ldp, tk, v, dhp, out, ldo) },
         _ => scalar::attn_values(p, g, ldp, tk, v, dhp, out, ldo),
     }
 }
