@@ -175,9 +175,10 @@ impl Weight {
 
     /// The same weight laid out for products with a few input rows (decoding): on x86-64
     /// and aarch64, f16 rows of an `n_out × n_in` weight become [`F16Tiles`] (the tiled
-    /// kernels stream memory about three times faster on x86); on x86-64, quantized rows
-    /// become [`QuantTiles`] (all input rows in one pass, no horizontal sums); anything
-    /// else is returned as it is.
+    /// kernels stream memory about three times faster on x86); where sotto-quant has
+    /// SIMD kernels for them ([`sotto_quant::tiles_have_kernels`]: x86-64, aarch64 with
+    /// `sdot`), quantized rows become [`QuantTiles`] (all input rows in one pass, no
+    /// horizontal sums); anything else is returned as it is.
     pub fn for_decoding(self, n_out: usize, n_in: usize) -> Result<Self> {
         match self {
             Weight::F16(rows) if F16_TILES => {
@@ -188,7 +189,7 @@ impl Weight {
                 data,
                 n_out: qo,
                 n_in: qi,
-            } if cfg!(target_arch = "x86_64") => {
+            } if sotto_quant::tiles_have_kernels() => {
                 let ok = (qo, qi) == (n_out, n_in)
                     && n_in > 0
                     && n_in.is_multiple_of(QuantType::BLOCK)

@@ -34,6 +34,8 @@ mod neon;
 mod reference;
 mod refine;
 mod tiled;
+#[cfg(target_arch = "aarch64")]
+mod tiled_neon;
 #[cfg(target_arch = "x86_64")]
 mod tiled_x86;
 #[cfg(target_arch = "x86_64")]
@@ -273,6 +275,16 @@ pub fn vec_dot(isa: Isa, t: QuantType, n: usize, w: &[u8], act: &[u8]) -> f32 {
         Isa::Neon => neon::vec_dot(t, nb, w, act),
         _ => reference::vec_dot(t, nb, w, act),
     }
+}
+
+/// Whether this CPU multiplies [`QuantTiles`] on SIMD kernels (x86-64; aarch64 with the
+/// dot-product extension), so that decoders should regroup quantized weights into them.
+/// Elsewhere [`tiled_matmul`] runs the scalar oracle, and row-wise [`vec_dot`] is faster.
+pub fn tiles_have_kernels() -> bool {
+    #[cfg(target_arch = "aarch64")]
+    return neon::has_dotprod();
+    #[cfg(not(target_arch = "aarch64"))]
+    cfg!(target_arch = "x86_64")
 }
 
 /// Scalar dot product, summed in ggml's generic order (the reference for every path).

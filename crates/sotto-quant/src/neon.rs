@@ -22,7 +22,7 @@ unsafe fn nibbles(qs: *const u8) -> (uint8x16_t, uint8x16_t) {
 /// Bits `base..base + 16` of `qh` as 16 bytes: 0xFF where set.
 #[inline]
 #[target_feature(enable = "neon")]
-fn bits(qh: u32, base: u32) -> uint8x16_t {
+pub(crate) fn bits(qh: u64, base: u32) -> uint8x16_t {
     let lo = vdup_n_u8((qh >> base) as u8);
     let hi = vdup_n_u8((qh >> (base + 8)) as u8);
     let masks: [u8; 16] = [1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128];
@@ -37,7 +37,7 @@ fn bits(qh: u32, base: u32) -> uint8x16_t {
 unsafe fn weights(t: QuantType, b: *const u8) -> (int8x16_t, int8x16_t) {
     // SAFETY (whole body): the caller guarantees a whole block of type `t` at `b`.
     unsafe {
-        let read_qh = |at: usize| u32::from_le(b.add(at).cast::<u32>().read_unaligned());
+        let read_qh = |at: usize| u64::from(u32::from_le(b.add(at).cast::<u32>().read_unaligned()));
         match t {
             QuantType::Q4_0 => {
                 let (l, h) = nibbles(b.add(2));

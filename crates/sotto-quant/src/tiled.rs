@@ -584,6 +584,12 @@ pub fn tiled_matmul(
             // `check` sized `out` and the activations, `data` holds whole groups.
             unsafe { crate::tiled_x86::matmul(vnni(isa), w.t, w.n_in, data, acts, out, ldo) };
         }
+        #[cfg(target_arch = "aarch64")]
+        Isa::Neon if crate::neon::has_dotprod() => {
+            // SAFETY: the CPU has the dot-product extension (checked above); `check` sized
+            // `out` and the activations, `data` holds whole groups.
+            unsafe { crate::tiled_neon::matmul(w.t, w.n_in, data, acts, out, ldo) };
+        }
         _ => scalar(w.t, w.n_in, data, acts, out, ldo),
     }
 }
