@@ -219,7 +219,8 @@ impl Weight {
     }
 
     /// The vocabulary projection (the token embedding, `n_out` rows) of a Whisper decoder
-    /// for [`CpuBackend::vocab_logits`], from its f16 rows' little-endian bytes: on x86-64,
+    /// for [`CpuBackend::vocab_logits`], from its f16 rows' little-endian bytes: where
+    /// sotto-quant has SIMD kernels for its tiles ([`sotto_quant::tiles_have_kernels`]),
     /// [`VocabWeights`] with the first `n_text` rows (the text tokens) screened. `None`
     /// where it is not screened (another CPU, rows not whole blocks of 32): the caller
     /// builds the weight as usual ([`Weight::for_decoding`]).
@@ -229,7 +230,7 @@ impl Weight {
         n_in: usize,
         n_text: usize,
     ) -> Option<Result<Self>> {
-        (cfg!(target_arch = "x86_64") && n_in.is_multiple_of(QuantType::BLOCK)).then(|| {
+        (sotto_quant::tiles_have_kernels() && n_in.is_multiple_of(QuantType::BLOCK)).then(|| {
             VocabWeights::from_f16_bytes(rows, n_out, n_in, n_text)
                 .map(|v| Weight::Vocab(Box::new(v)))
         })
