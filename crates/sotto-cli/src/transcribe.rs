@@ -50,10 +50,11 @@ pub struct Args {
     /// Encoder arithmetic: `bf16` (linear layers and attention's P·V in bf16 with f32 sums;
     /// needs AVX-512 BF16), `bf16-fast` (the attention scores and the decoder's prompt pass
     /// too: faster, less accurate), `int8` (linear layers as int8 products, per-channel
-    /// weights and per-row activations as faster-whisper's int8; needs AVX2), `int16`
-    /// (int8's AVX2 products with 11–12-bit weights and activations: as fast, close to
-    /// f32), `f32` (the reference path), or `auto`: bf16 for f16/f32 files on AVX-512 BF16,
-    /// int8 for ggml-quantized ones on AVX-512 VNNI, int16 on AVX2 CPUs, else f32
+    /// weights and per-row activations as faster-whisper's int8; needs AVX2 or Arm's
+    /// dot-product extension), `int16` (int8's AVX2 products with 11–12-bit weights and
+    /// activations: as fast, close to f32), `f32` (the reference path), or `auto`: bf16
+    /// for f16/f32 files on AVX-512 BF16, int8 for ggml-quantized ones on AVX-512 VNNI or
+    /// Arm with `sdot`, int16 on AVX2 CPUs, else f32
     #[arg(
         long,
         env = "SOTTO_ENCODER_PRECISION",

@@ -1,12 +1,15 @@
-//! int8 GEMM for the encoder's many-row products, on CPUs with AVX-512 VNNI or AVX2: the
-//! scheme of CTranslate2's int8 (faster-whisper's `compute_type="int8"`).
+//! int8 GEMM for the encoder's many-row products, on CPUs with AVX-512 VNNI or AVX2, or
+//! aarch64 with the dot-product extension: the scheme of CTranslate2's int8
+//! (faster-whisper's `compute_type="int8"`).
 //!
 //! Weights are quantized once per output channel ([`I8Packed`]: `w ≈ scale_j · q`, q in
 //! [-127, 127], the scale `max|w_j| / 127`) and packed for the CPU's tile ([`Layout`]):
 //! - **VNNI** ([`Layout::Quads`]): stored as `q + 128` (unsigned bytes, which `vpdpbusd`
 //!   takes as its first operand) in panels of [`NR`] columns, each a run of k quads, so one
 //!   64-byte load feeds 16 columns. Activations are broadcast four bytes at a time; the
-//!   `+ 128` is taken out with each row's sum of quantized activations.
+//!   `+ 128` is taken out with each row's sum of quantized activations. aarch64's `sdot`
+//!   tile reads the same panels, flipping each load back to signed bytes
+//!   (`kernels::neon_int8`).
 //! - **AVX2** ([`Layout::Pairs`]): stored as i16 pairs in panels of [`NR_AVX2`] columns.
 //!   AVX2's byte product (`vpmaddubsw`) saturates its 16-bit pair sums at these ranges, so
 //!   the tile multiplies i16 pairs (`vpmaddwd`, two products per 32-bit lane), which is
@@ -29,7 +32,7 @@
 use rayon::prelude::*;
 
 use crate::blocked::{for_each_tile, Blocks, Epi, Out};
-#[cfg(target_arch = "x86_64")]
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 use crate::kernels;
 use crate::{f16, shape_err, CpuBackend, Isa, Linear, Result, Weight};
 
@@ -73,7 +76,7 @@ impl Layout {
     /// The layout this CPU's best int8 tile reads, for weights packed at load on kernel
     /// path `isa`: quads where it runs AVX-512 with VNNI, else pairs.
     fn for_isa(isa: Isa) -> Layout {
-        if vnni(isa) {
+        if quad_tile(isa) {
             Layout::Quads
         } else {
             Layout::Pairs
@@ -139,9 +142,9 @@ impl Layout {
 }
 
 /// Whether this CPU runs the SIMD int8 GEMM: AVX-512 VNNI, or AVX2 with FMA (the f32 path's
-/// baseline).
+/// baseline), or aarch64's dot-product extension.
 pub fn int8_gemm_supported() -> bool {
-    Isa::Avx2.is_supported()
+    Isa::Avx2.is_supported() || quad_tile(Isa::Neon)
 }
 
 /// Whether this CPU runs [`Layout::WidePairs`] products (the `int16` encoder): AVX2.
@@ -149,11 +152,11 @@ pub fn int16_gemm_supported() -> bool {
     Isa::Avx2.is_supported()
 }
 
-/// Whether the int8 GEMM on the selected kernel path runs the VNNI tile, with byte
-/// activations at four products per lane (else the AVX2 pair tile, where
-/// [`Layout::WidePairs`] costs no more than int8).
-pub fn int8_vnni_active() -> bool {
-    vnni(sotto_isa::isa())
+/// Whether the int8 GEMM on the selected kernel path runs the quad tile (AVX-512 VNNI, or
+/// aarch64's `sdot`), with byte activations at four products per lane (else, on x86, the
+/// AVX2 pair tile, where [`Layout::WidePairs`] costs no more than int8).
+pub fn int8_quad_tile_active() -> bool {
+    quad_tile(sotto_isa::isa())
 }
 
 /// Whether the selected kernel path is AVX2, where the pair tile ([`Layout::WidePairs`])
@@ -162,8 +165,9 @@ pub fn int16_gemm_preferred() -> bool {
     sotto_isa::isa() == Isa::Avx2 && int16_gemm_supported()
 }
 
-/// Whether a backend on kernel path `isa` runs the VNNI tile.
-fn vnni(isa: Isa) -> bool {
+/// Whether a backend on kernel path `isa` runs the quad tile ([`Layout::Quads`]): AVX-512
+/// VNNI's `vpdpbusd`, or NEON's `sdot` where the CPU has the dot-product extension.
+fn quad_tile(isa: Isa) -> bool {
     // std caches the detection: no cache of our own needed.
     #[cfg(target_arch = "x86_64")]
     {
@@ -171,7 +175,11 @@ fn vnni(isa: Isa) -> bool {
             && Isa::Avx512.is_supported()
             && std::arch::is_x86_feature_detected!("avx512vnni")
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(target_arch = "aarch64")]
+    {
+        isa == Isa::Neon && std::arch::is_aarch64_feature_detected!("dotprod")
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     {
         let _ = isa;
         false
@@ -186,7 +194,7 @@ fn pair_tile(isa: Isa) -> bool {
 /// Whether this CPU has AVX-512 VNNI (the int8 rate [`crate::peak`] measures there).
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) fn vnni_supported() -> bool {
-    vnni(Isa::Avx512)
+    cfg!(target_arch = "x86_64") && quad_tile(Isa::Avx512)
 }
 
 /// Whether a backend on kernel path `isa` runs the SIMD int8 GEMM on `w` (otherwise int8
@@ -194,7 +202,7 @@ pub(crate) fn vnni_supported() -> bool {
 /// the AVX2 one, which AVX-512 CPUs run too.
 pub(crate) fn runs(isa: Isa, w: &Weight) -> bool {
     match w {
-        Weight::Int8(p) if p.layout == Layout::Quads => vnni(isa),
+        Weight::Int8(p) if p.layout == Layout::Quads => quad_tile(isa),
         Weight::Int8(_) => pair_tile(isa),
         _ => false,
     }
@@ -463,7 +471,10 @@ fn check_len(len: usize, n_out: usize, n_in: usize) -> Result<()> {
 }
 
 /// What a finished tile's i32 sums become: `· (s_x · s_w) + bias`, per column.
-#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+#[cfg_attr(
+    not(any(target_arch = "x86_64", target_arch = "aarch64")),
+    allow(dead_code)
+)]
 pub(crate) struct Epilogue<'a> {
     /// The weight scales of the tile's columns (a whole panel's: zero past the last).
     pub w_scales: &'a [f32],
@@ -648,7 +659,14 @@ impl CpuBackend {
                         }
                     }
                 };
-                #[cfg(not(target_arch = "x86_64"))]
+                // SAFETY: as above; on aarch64 `runs` means quads on the `sdot` tile.
+                #[cfg(target_arch = "aarch64")]
+                unsafe {
+                    let _ = a_sums;
+                    let (a, b, rows, cols) = (a.as_ptr(), b.as_ptr(), t.rows, t.cols);
+                    kernels::neon_int8::tile(k4, a, b, c, ldc, rows, cols, a_scales, &epi)
+                };
+                #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
                 let _ = (a, b, a_scales, a_sums, &epi, c, ldc);
             },
         );
@@ -784,6 +802,7 @@ mod tests {
             (Layout::Pairs, Isa::Avx2),
             (Layout::WidePairs, Isa::Avx2),
             (Layout::Quads, Isa::Avx512),
+            (Layout::Quads, Isa::Neon),
         ];
         let mut ran = false;
         for (m, n, k) in [(101, 130, 301), (13, 40, 2050), (17, 17, 3)] {

@@ -37,7 +37,7 @@ pub use f32gemm::{f32_gemm_supported, linear_reference as f32_linear_reference, 
 pub use governor::{ThreadGovernor, Threads};
 pub use half::f16;
 pub use int8::{
-    int16_gemm_preferred, int16_gemm_supported, int8_gemm_supported, int8_vnni_active,
+    int16_gemm_preferred, int16_gemm_supported, int8_gemm_supported, int8_quad_tile_active,
     linear_reference as int8_linear_reference, wide_qmax, I8Packed, Layout as I8Layout,
 };
 pub use packed_attention::PackedKv;

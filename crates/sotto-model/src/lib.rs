@@ -160,7 +160,8 @@ pub fn bf16_encoder_supported() -> bool {
     sotto_compute::bf16_gemm_supported()
 }
 
-/// Whether this CPU runs [`EncoderPrecision::Int8`]: AVX-512 VNNI or AVX2.
+/// Whether this CPU runs [`EncoderPrecision::Int8`]: AVX-512 VNNI or AVX2, or aarch64 with
+/// the dot-product extension.
 pub fn int8_encoder_supported() -> bool {
     sotto_compute::int8_gemm_supported()
 }

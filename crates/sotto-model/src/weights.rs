@@ -369,7 +369,7 @@ fn decodes(prefix: &str) -> bool {
 fn resolve_precision(asked: EncoderPrecision, quantized: bool) -> EncoderPrecision {
     use EncoderPrecision as P;
     let p = match asked {
-        P::Auto if quantized && sotto_compute::int8_vnni_active() => P::Int8,
+        P::Auto if quantized && sotto_compute::int8_quad_tile_active() => P::Int8,
         P::Auto if quantized && crate::int16_encoder_supported() => P::Int16,
         P::Auto if crate::bf16_encoder_supported() => P::Bf16,
         P::Auto if sotto_compute::int16_gemm_preferred() => P::Int16,
