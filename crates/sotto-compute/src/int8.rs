@@ -559,6 +559,11 @@ fn quantize_into(isa: Isa, x: &[f32], d: &mut [u32]) -> (f32, i32) {
         // SAFETY: the CPU has AVX-512 F/BW/VL; d holds x.len().div_ceil(4) quads.
         return unsafe { kernels::x86_int8::quantize_row(x, d) };
     }
+    #[cfg(target_arch = "aarch64")]
+    if isa == Isa::Neon {
+        // SAFETY: NEON is part of the aarch64 baseline.
+        return unsafe { kernels::neon_int8::quantize_row(x, d) };
+    }
     let _ = isa;
     // SAFETY: u32 → 4 i8 of the same memory, alignment 1 ≤ 4, length 4·d.len().
     let bytes = unsafe { std::slice::from_raw_parts_mut(d.as_mut_ptr() as *mut i8, 4 * d.len()) };
@@ -720,7 +725,7 @@ mod tests {
             let xs = rand_vec(len, 9);
             let mut want = vec![0i8; len.next_multiple_of(4)];
             let (s, sum) = quantize_row(&xs, &mut want);
-            for isa in [Isa::Scalar, Isa::Avx2, Isa::Avx512] {
+            for isa in [Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Neon] {
                 let mut got = vec![0u32; len.div_ceil(4)];
                 assert_eq!(quantize_into(isa, &xs, &mut got), (s, sum), "{isa:?}");
                 let bytes: Vec<i8> = got
@@ -746,6 +751,32 @@ mod tests {
                     .collect();
                 assert_eq!(wide, levels, "{isa:?} pairs, {len}");
             }
+        }
+        // NaN is skipped by the max and quantized to 0 on every path, in and past the
+        // vector part.
+        let mut xs = rand_vec(37, 4);
+        (xs[3], xs[20], xs[35]) = (f32::NAN, f32::NAN, f32::NAN);
+        let mut want = vec![0i8; 40];
+        let (s, sum) = quantize_row(&xs, &mut want);
+        assert!(s > 0.0 && want[3] == 0 && want[35] == 0);
+        let mut levels = [0u32; 19];
+        let sp = quantize_pairs(Isa::Scalar, &xs, 999.0, &mut levels);
+        for isa in [Isa::Avx2, Isa::Avx512, Isa::Neon] {
+            let mut got = vec![0u32; 10];
+            assert_eq!(quantize_into(isa, &xs, &mut got), (s, sum), "{isa:?} NaN");
+            let bytes: Vec<i8> = got
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .map(|b| b as i8)
+                .collect();
+            assert_eq!(bytes, want, "{isa:?} NaN quads");
+            let mut pairs = [0u32; 19];
+            assert_eq!(
+                quantize_pairs(isa, &xs, 999.0, &mut pairs),
+                sp,
+                "{isa:?} NaN"
+            );
+            assert_eq!(pairs, levels, "{isa:?} NaN pairs");
         }
         let mut pairs = [7u32; 3];
         assert_eq!(quantize_pairs(Isa::Avx2, &[0.0; 5], 99.0, &mut pairs), 0.0);

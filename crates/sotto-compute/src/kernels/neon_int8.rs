@@ -158,3 +158,46 @@ unsafe fn sub_tile(
         }
     }
 }
+
+/// `x` quantized symmetrically into `d` (quads of signed bytes, zero past `x.len()`): the
+/// scale `max|x| / 127` and the sum of the quantized values, as the scalar `quantize_row`
+/// (NaN ignored by the max and quantized to 0; rounding to nearest even). Panics unless
+/// `d.len() == x.len().div_ceil(4)`.
+#[target_feature(enable = "neon")]
+pub(crate) fn quantize_row(x: &[f32], d: &mut [u32]) -> (f32, i32) {
+    assert_eq!(d.len(), x.len().div_ceil(4), "quantize_row: lengths differ");
+    let (n, xp) = (x.len(), x.as_ptr());
+    let nv = n / 4 * 4;
+    let mut vmax = vdupq_n_f32(0.0);
+    for i in (0..nv).step_by(4) {
+        // SAFETY: i + 4 ≤ nv ≤ n. `maxnm` drops NaN as f32::max does.
+        vmax = vmaxnmq_f32(vmax, vabsq_f32(unsafe { vld1q_f32(xp.add(i)) }));
+    }
+    let amax = x[nv..]
+        .iter()
+        .fold(vmaxnmvq_f32(vmax), |m, v| m.max(v.abs()));
+    d.fill(0);
+    if amax == 0.0 || !amax.is_finite() {
+        return (0.0, 0);
+    }
+    let inv = 127.0 / amax;
+    let o = d.as_mut_ptr();
+    let mut sum = vdupq_n_s32(0);
+    for i in (0..nv).step_by(4) {
+        // SAFETY: i + 4 ≤ nv ≤ n; quad i / 4 of d exists. |x·inv| ≤ 127 rounds into i8,
+        // so the narrowing moves keep every value.
+        unsafe {
+            let q = vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(xp.add(i)), inv));
+            sum = vaddq_s32(sum, q);
+            let b = vmovn_s16(vcombine_s16(vmovn_s32(q), vdup_n_s16(0)));
+            vst1_lane_u32::<0>(o.add(i / 4), vreinterpret_u32_s8(b));
+        }
+    }
+    let mut tail = 0;
+    for (i, &v) in x.iter().enumerate().skip(nv) {
+        let q = (v * inv).round_ties_even() as i32;
+        d[i / 4] |= u32::from(q as i8 as u8) << (8 * (i % 4));
+        tail += q;
+    }
+    (amax / 127.0, vaddvq_s32(sum) + tail)
+}

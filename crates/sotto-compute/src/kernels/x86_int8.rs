@@ -29,7 +29,9 @@ pub(crate) unsafe fn quantize_row(x: &[f32], d: &mut [u32]) -> (f32, i32) {
     for i in (0..n).step_by(16) {
         // SAFETY: the mask keeps the load inside x[i..n].
         let v = unsafe { _mm512_maskz_loadu_ps(low_mask((n - i).min(16)), s.add(i)) };
-        vmax = _mm512_max_ps(vmax, _mm512_abs_ps(v));
+        // A NaN lane yields the second operand, the running max: NaN is skipped, as by
+        // f32::max in the scalar code.
+        vmax = _mm512_max_ps(_mm512_abs_ps(v), vmax);
     }
     let amax = _mm512_reduce_max_ps(vmax);
     if amax == 0.0 || !amax.is_finite() {
@@ -44,6 +46,8 @@ pub(crate) unsafe fn quantize_row(x: &[f32], d: &mut [u32]) -> (f32, i32) {
         // quantize to zero); the store mask inside the 4·d.len() bytes of d.
         unsafe {
             let v = _mm512_maskz_loadu_ps(low_mask(n.saturating_sub(i).min(16)), s.add(i));
+            // NaN lanes are zeroed: converted, they would add i32::MIN to the sum.
+            let v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask::<_CMP_ORD_Q>(v, v), v);
             let q = _mm512_cvt_roundps_epi32::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
                 _mm512_mul_ps(v, inv),
             );
@@ -146,7 +150,8 @@ pub(crate) unsafe fn quantize_row_pairs(x: &[f32], qmax: f32, d: &mut [u32]) -> 
     for i in (0..whole).step_by(8) {
         // SAFETY: i + 8 ≤ whole ≤ n.
         let v = unsafe { _mm256_loadu_ps(x.as_ptr().add(i)) };
-        vmax = _mm256_max_ps(vmax, _mm256_and_ps(v, abs));
+        // A NaN lane yields the second operand, the running max (as f32::max skips NaN).
+        vmax = _mm256_max_ps(_mm256_and_ps(v, abs), vmax);
     }
     let mut lanes = [0f32; 8];
     // SAFETY: `lanes` holds the 8 floats of one store.
@@ -161,10 +166,13 @@ pub(crate) unsafe fn quantize_row_pairs(x: &[f32], qmax: f32, d: &mut [u32]) -> 
     for i in (0..whole).step_by(16) {
         // SAFETY: x[i..i + 16] lies inside x (i + 16 ≤ whole) and d[i/2..i/2 + 8] inside d.
         // The conversion rounds to nearest even (the default MXCSR mode).
+        // NaN lanes are zeroed first: converted, they would be i32::MIN, not the scalar 0.
         unsafe {
-            let q0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x.as_ptr().add(i)), vinv));
-            let q1 =
-                _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x.as_ptr().add(i + 8)), vinv));
+            let y0 = _mm256_mul_ps(_mm256_loadu_ps(x.as_ptr().add(i)), vinv);
+            let y1 = _mm256_mul_ps(_mm256_loadu_ps(x.as_ptr().add(i + 8)), vinv);
+            let y0 = _mm256_and_ps(y0, _mm256_cmp_ps::<_CMP_ORD_Q>(y0, y0));
+            let y1 = _mm256_and_ps(y1, _mm256_cmp_ps::<_CMP_ORD_Q>(y1, y1));
+            let (q0, q1) = (_mm256_cvtps_epi32(y0), _mm256_cvtps_epi32(y1));
             // packs interleaves 128-bit halves: restore the order with one permute.
             let p = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packs_epi32(q0, q1));
             _mm256_storeu_si256(d.as_mut_ptr().add(i / 2) as *mut __m256i, p);
