@@ -86,7 +86,7 @@ fn dot16(x: int8x16_t, y: int8x16_t) -> int32x4_t {
 /// written out because Rust's dot-product intrinsics are not stable.
 #[inline]
 #[target_feature(enable = "neon,dotprod")]
-fn sdot(mut acc: int32x4_t, x: int8x16_t, y: int8x16_t) -> int32x4_t {
+pub(crate) fn sdot(mut acc: int32x4_t, x: int8x16_t, y: int8x16_t) -> int32x4_t {
     // SAFETY: a register-only instruction of the `dotprod` feature this function enables.
     unsafe {
         asm!(

@@ -7,7 +7,7 @@
 use std::arch::aarch64::*;
 use std::arch::asm;
 
-use crate::neon::bits;
+use crate::neon::{bits, sdot};
 use crate::tiled::{parts, QuantActs, GROUP_ROWS};
 use crate::QuantType;
 
@@ -15,24 +15,6 @@ const QK: usize = QuantType::BLOCK;
 /// Input rows per pass: each keeps 4 vectors of i32 block sums and 4 of f32 sums, beside
 /// the block's 8 code vectors, in the 32 registers.
 const ROWS: usize = 2;
-
-/// `acc` plus, in each lane, the dot of that lane's 4 bytes of `w` with those of `a`
-/// (`sdot`, written out because Rust's dot-product intrinsics are not stable).
-#[inline]
-#[target_feature(enable = "neon,dotprod")]
-fn sdot(mut acc: int32x4_t, w: int8x16_t, a: int8x16_t) -> int32x4_t {
-    // SAFETY: a register-only instruction of the `dotprod` feature this function enables.
-    unsafe {
-        asm!(
-            "sdot {acc:v}.4s, {w:v}.16b, {a:v}.16b",
-            acc = inout(vreg) acc,
-            w = in(vreg) w,
-            a = in(vreg) a,
-            options(pure, nomem, nostack, preserves_flags),
-        );
-    }
-    acc
-}
 
 /// The 16 rows' f16 values at `p` (a group block's scales or offsets) as 4 f32 vectors.
 ///
