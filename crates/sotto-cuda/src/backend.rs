@@ -239,7 +239,7 @@ impl CudaBackend {
         Self::launch("sotto_f16_to_f32", l, cfg)
     }
 
-    /// Dequantizes ggml blocks (q8_0 or q4_0) to f32, as `sotto_quant::dequantize_row`.
+    /// Dequantizes ggml blocks of a weight type to f32, as `sotto_quant::dequantize_row`.
     /// Shape: src [n / 32 blocks, bytes], dst [n]
     pub fn dequantize(
         &self,
@@ -247,24 +247,18 @@ impl CudaBackend {
         src: &DeviceBuffer<u8>,
         dst: &mut DeviceBuffer<f32>,
     ) -> Result<()> {
-        let (name, block_bytes) = match t {
-            QuantType::Q8_0 => ("sotto_dequantize_q8_0", kernels::Q8_0_BLOCK_BYTES),
-            QuantType::Q4_0 => ("sotto_dequantize_q4_0", kernels::Q4_0_BLOCK_BYTES),
-            ty => {
-                return Err(CudaError::Unsupported {
-                    op: "dequantize",
-                    ty,
-                })
-            }
-        };
+        let name = kernels::for_type("sotto_dequantize", t).ok_or(CudaError::Unsupported {
+            op: "dequantize",
+            ty: t,
+        })?;
         let n = dst.len();
-        if !n.is_multiple_of(QK) || src.len() != n / QK * block_bytes {
+        if !n.is_multiple_of(QK) || src.len() != n / QK * t.block_bytes() {
             return Err(CudaError::Shape {
                 op: "dequantize",
                 msg: format!(
                     "{t}: {} bytes do not hold {n} values ({} per {QK}-value block)",
                     src.len(),
-                    block_bytes
+                    t.block_bytes()
                 ),
             });
         }

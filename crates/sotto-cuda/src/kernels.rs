@@ -3,45 +3,95 @@
 //! One translation unit, no headers (NVRTC installs differ in which headers they ship):
 //! f16 is converted with the PTX `cvt` instruction. Every kernel matches a CPU reference:
 //! `sotto_compute::kernels` scalar paths (layer norm, GELU with erf, softmax, add, f16) and
-//! `sotto_quant::dequantize_row` (ggml's q8_0 and q4_0 blocks). Element counts are
+//! `sotto_quant::dequantize_row` (ggml's q4_0, q4_1, q5_0, q5_1 and q8_0 blocks). Element counts are
 //! `unsigned int`: [`crate::launch`] refuses larger shapes before a launch.
 
+use sotto_quant::QuantType;
+
 /// The kernels' entry points, in the order [`SOURCE`] defines them.
-pub const NAMES: [&str; 14] = [
+pub const NAMES: [&str; 32] = [
     "sotto_add_f32",
     "sotto_gelu_f32",
     "sotto_layer_norm_f32",
     "sotto_softmax_rows_f32",
     "sotto_f16_to_f32",
-    "sotto_dequantize_q8_0",
     "sotto_dequantize_q4_0",
+    "sotto_dequantize_q4_1",
+    "sotto_dequantize_q5_0",
+    "sotto_dequantize_q5_1",
+    "sotto_dequantize_q8_0",
+    "sotto_dequantize_half_q4_0",
+    "sotto_dequantize_half_q4_1",
+    "sotto_dequantize_half_q5_0",
+    "sotto_dequantize_half_q5_1",
+    "sotto_dequantize_half_q8_0",
+    "sotto_mul_mat_vec_q4_0",
+    "sotto_mul_mat_vec_q4_1",
+    "sotto_mul_mat_vec_q5_0",
+    "sotto_mul_mat_vec_q5_1",
+    "sotto_mul_mat_vec_q8_0",
     "sotto_f32_to_f16",
     "sotto_bias_act",
     "sotto_im2col",
     "sotto_embed_f16",
     "sotto_embed_f32",
+    "sotto_embed_q4_0",
+    "sotto_embed_q4_1",
+    "sotto_embed_q5_0",
+    "sotto_embed_q5_1",
+    "sotto_embed_q8_0",
     "sotto_kv_write",
     "sotto_attention",
 ];
 
+/// Which kernel of a family (`sotto_dequantize`, `sotto_dequantize_half`,
+/// `sotto_mul_mat_vec`, `sotto_embed`) handles the weight type `t`; `None` for q8_1, an
+/// activation type.
+pub fn for_type(family: &str, t: QuantType) -> Option<&'static str> {
+    NAMES
+        .iter()
+        .copied()
+        .find(|n| n.strip_prefix(family).and_then(|n| n.strip_prefix('_')) == Some(t.name()))
+}
+
+/// Most activation rows [`for_type`]`("sotto_mul_mat_vec", ..)` takes in one launch
+/// (`SOTTO_MMV_ROWS`); more rows go through dequantization and cuBLAS.
+pub const MMV_ROWS: usize = 8;
+/// Threads per block of the `sotto_mul_mat_vec` kernels: one warp per output.
+pub const MMV_BLOCK: u32 = 128;
+
 /// Threads per block of `sotto_attention` (a power of two, at least the head width 64).
 pub const ATTENTION_BLOCK: u32 = 128;
 
-/// Bytes in one ggml q8_0 block: f16 scale + 32 int8.
-pub const Q8_0_BLOCK_BYTES: usize = 34;
-/// Bytes in one ggml q4_0 block: f16 scale + 16 bytes of nibbles.
-pub const Q4_0_BLOCK_BYTES: usize = 18;
-/// Values in one q8_0 or q4_0 block.
+/// Values in one ggml block.
 pub const QK: usize = 32;
 
-/// CUDA C source of every kernel. Row kernels take one block per row and a power-of-two
-/// block size with `blockDim.x * 4` bytes of dynamic shared memory.
-pub const SOURCE: &str = r#"
+/// The device-only helpers: f16 conversions by PTX `cvt`. Host emulations of the kernels
+/// (sotto-cuda's tests) put their own definitions of these two in its place.
+macro_rules! device_prelude {
+    () => {
+        r#"
 __device__ __forceinline__ float sotto_half_to_float(unsigned short h) {
     float f;
     asm("{ cvt.f32.f16 %0, %1; }" : "=f"(f) : "h"(h));
     return f;
 }
+
+__device__ __forceinline__ unsigned short sotto_float_to_half(float f) {
+    unsigned short h;
+    asm("{ cvt.rn.f16.f32 %0, %1; }" : "=h"(h) : "f"(f));
+    return h;
+}
+"#
+    };
+}
+
+/// The kernels, in plain CUDA C over the helpers of [`DEVICE_PRELUDE`]. Row kernels take
+/// one block per row and a power-of-two block size with `blockDim.x * 4` bytes of dynamic
+/// shared memory.
+macro_rules! kernel_source {
+    () => {
+        r#"
 
 // Sum over the block; every thread gets the result. `sh` holds blockDim.x floats.
 __device__ float sotto_block_sum(float v, float* sh) {
@@ -125,31 +175,148 @@ extern "C" __global__ void sotto_f16_to_f32(const unsigned short* src, float* ds
     if (i < n) dst[i] = sotto_half_to_float(src[i]);
 }
 
-// ggml q8_0: per 32 values, f16 d then 32 int8 q; y = d * q. One thread per value.
-extern "C" __global__ void sotto_dequantize_q8_0(const unsigned char* q, float* y, unsigned int n) {
-    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    const unsigned char* b = q + (size_t)(i / 32) * 34;
-    float d = sotto_half_to_float((unsigned short)(b[0] | (b[1] << 8)));
-    y[i] = d * (float)(signed char)b[2 + i % 32];
+// ggml's block types by their template code: 0 q4_0, 1 q4_1, 2 q5_0, 3 q5_1, 8 q8_0.
+// Every block holds 32 values behind an f16 scale d (and an f16 minimum m for the _1 types).
+template <int T> __device__ __forceinline__ unsigned int sotto_qbytes() {
+    return T == 0 ? 18 : T == 1 ? 20 : T == 2 ? 22 : T == 3 ? 24 : 34;
 }
 
-// ggml q4_0: per 32 values, f16 d then 16 bytes; value j < 16 is the low nibble of byte j,
-// value j + 16 the high nibble; y = d * (nibble - 8).
+__device__ __forceinline__ float sotto_f16_at(const unsigned char* b, unsigned int o) {
+    return sotto_half_to_float((unsigned short)(b[o] | (b[o + 1] << 8)));
+}
+
+// Value j of block b, as ggml dequantizes it: d·q for q8_0; d·(q − 8) for q4_0 and
+// d·(q − 16) for q5_0; d·q + m for q4_1 and q5_1. The 4-bit codes of values j and j + 16
+// share byte j of qs (low and high nibble); q5 types take bit j of the u32 qh as bit 4.
+template <int T> __device__ __forceinline__ float sotto_qvalue(const unsigned char* b,
+        unsigned int j) {
+    float d = sotto_f16_at(b, 0);
+    if (T == 8) return d * (float)(signed char)b[2 + j];
+    unsigned int qho = T == 2 ? 2 : 4;
+    unsigned int qh = (T == 2 || T == 3)
+        ? (b[qho] | (b[qho + 1] << 8) | (b[qho + 2] << 16) | ((unsigned int)b[qho + 3] << 24))
+        : 0u;
+    const unsigned char* qs = b + (T == 0 ? 2 : T == 1 ? 4 : T == 2 ? 6 : 8);
+    int q = (j < 16 ? (qs[j] & 0x0F) : (qs[j - 16] >> 4)) | (int)(((qh >> j) & 1u) << 4);
+    // No "+ 0" for the _0 types: it would turn ggml's −0 (code 0, negative d) into +0.
+    if (T == 1 || T == 3) return (float)q * d + sotto_f16_at(b, 2);
+    return (float)(q - (T == 0 ? 8 : 16)) * d;
+}
+
+// y[i] = value i of the blocks q, one thread per value. Shape: q [n / 32 blocks]; y [n]
+template <int T> __device__ __forceinline__ void sotto_dequantize(const unsigned char* q,
+        float* y, unsigned int n) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = sotto_qvalue<T>(q + (size_t)(i / 32) * sotto_qbytes<T>(), i % 32);
+}
+
+// As sotto_dequantize, to f16: a quantized weight for an f16 cuBLAS product.
+template <int T> __device__ __forceinline__ void sotto_dequantize_half(const unsigned char* q,
+        unsigned short* y, unsigned int n) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        y[i] = sotto_float_to_half(sotto_qvalue<T>(q + (size_t)(i / 32) * sotto_qbytes<T>(), i % 32));
+}
+
 extern "C" __global__ void sotto_dequantize_q4_0(const unsigned char* q, float* y, unsigned int n) {
-    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    const unsigned char* b = q + (size_t)(i / 32) * 18;
-    float d = sotto_half_to_float((unsigned short)(b[0] | (b[1] << 8)));
-    unsigned int j = i % 32;
-    int nib = j < 16 ? (b[2 + j] & 0x0F) : (b[2 + j - 16] >> 4);
-    y[i] = d * (float)(nib - 8);
+    sotto_dequantize<0>(q, y, n);
+}
+extern "C" __global__ void sotto_dequantize_q4_1(const unsigned char* q, float* y, unsigned int n) {
+    sotto_dequantize<1>(q, y, n);
+}
+extern "C" __global__ void sotto_dequantize_q5_0(const unsigned char* q, float* y, unsigned int n) {
+    sotto_dequantize<2>(q, y, n);
+}
+extern "C" __global__ void sotto_dequantize_q5_1(const unsigned char* q, float* y, unsigned int n) {
+    sotto_dequantize<3>(q, y, n);
+}
+extern "C" __global__ void sotto_dequantize_q8_0(const unsigned char* q, float* y, unsigned int n) {
+    sotto_dequantize<8>(q, y, n);
+}
+extern "C" __global__ void sotto_dequantize_half_q4_0(const unsigned char* q, unsigned short* y,
+        unsigned int n) {
+    sotto_dequantize_half<0>(q, y, n);
+}
+extern "C" __global__ void sotto_dequantize_half_q4_1(const unsigned char* q, unsigned short* y,
+        unsigned int n) {
+    sotto_dequantize_half<1>(q, y, n);
+}
+extern "C" __global__ void sotto_dequantize_half_q5_0(const unsigned char* q, unsigned short* y,
+        unsigned int n) {
+    sotto_dequantize_half<2>(q, y, n);
+}
+extern "C" __global__ void sotto_dequantize_half_q5_1(const unsigned char* q, unsigned short* y,
+        unsigned int n) {
+    sotto_dequantize_half<3>(q, y, n);
+}
+extern "C" __global__ void sotto_dequantize_half_q8_0(const unsigned char* q, unsigned short* y,
+        unsigned int n) {
+    sotto_dequantize_half<8>(q, y, n);
 }
 
-__device__ __forceinline__ unsigned short sotto_float_to_half(float f) {
-    unsigned short h;
-    asm("{ cvt.rn.f16.f32 %0, %1; }" : "=h"(h) : "f"(f));
-    return h;
+// y[r, o] = Σ_k x[r, k] · W[o, k] for the m ≤ SOTTO_MMV_ROWS rows of x (a decoder step: one
+// row per beam), with W [n_out, n_in] in ggml blocks of type T, dequantized on the fly.
+// One warp per output o (blockDim.x / 32 outputs per block); lane l takes blocks l, l + 32, …
+// of W's row and sums them against every row of x; the warp then adds its lanes' sums.
+// Shape: w [n_out, n_in / 32 blocks]; x [m, n_in]; y [m, n_out]
+#define SOTTO_MMV_ROWS 8
+template <int T> __device__ __forceinline__ void sotto_mul_mat_vec_q(const unsigned char* w,
+        const float* x, float* y, unsigned int n_in, unsigned int n_out, unsigned int m) {
+    unsigned int lane = threadIdx.x % 32;
+    unsigned int o = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    float acc[SOTTO_MMV_ROWS];
+#pragma unroll
+    for (int r = 0; r < SOTTO_MMV_ROWS; ++r) acc[r] = 0.0f;
+    unsigned int nb = n_in / 32;
+    if (o < n_out) {
+        const unsigned char* row = w + (size_t)o * nb * sotto_qbytes<T>();
+        for (unsigned int b = lane; b < nb; b += 32) {
+            const unsigned char* blk = row + (size_t)b * sotto_qbytes<T>();
+            float v[32];
+#pragma unroll
+            for (unsigned int j = 0; j < 32; ++j) v[j] = sotto_qvalue<T>(blk, j);
+#pragma unroll
+            for (int r = 0; r < SOTTO_MMV_ROWS; ++r) {
+                if (r < (int)m) {
+                    const float* xr = x + (size_t)r * n_in + (size_t)b * 32;
+                    float s = 0.0f;
+#pragma unroll
+                    for (unsigned int j = 0; j < 32; ++j) s += v[j] * xr[j];
+                    acc[r] += s;
+                }
+            }
+        }
+    }
+    // Every lane of the warp takes part in the shuffles, live output or not.
+#pragma unroll
+    for (int r = 0; r < SOTTO_MMV_ROWS; ++r) {
+        if (r < (int)m) {
+            float s = acc[r];
+            for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+            if (lane == 0 && o < n_out) y[(size_t)r * n_out + o] = s;
+        }
+    }
+}
+
+extern "C" __global__ void sotto_mul_mat_vec_q4_0(const unsigned char* w, const float* x,
+        float* y, unsigned int n_in, unsigned int n_out, unsigned int m) {
+    sotto_mul_mat_vec_q<0>(w, x, y, n_in, n_out, m);
+}
+extern "C" __global__ void sotto_mul_mat_vec_q4_1(const unsigned char* w, const float* x,
+        float* y, unsigned int n_in, unsigned int n_out, unsigned int m) {
+    sotto_mul_mat_vec_q<1>(w, x, y, n_in, n_out, m);
+}
+extern "C" __global__ void sotto_mul_mat_vec_q5_0(const unsigned char* w, const float* x,
+        float* y, unsigned int n_in, unsigned int n_out, unsigned int m) {
+    sotto_mul_mat_vec_q<2>(w, x, y, n_in, n_out, m);
+}
+extern "C" __global__ void sotto_mul_mat_vec_q5_1(const unsigned char* w, const float* x,
+        float* y, unsigned int n_in, unsigned int n_out, unsigned int m) {
+    sotto_mul_mat_vec_q<3>(w, x, y, n_in, n_out, m);
+}
+extern "C" __global__ void sotto_mul_mat_vec_q8_0(const unsigned char* w, const float* x,
+        float* y, unsigned int n_in, unsigned int n_out, unsigned int m) {
+    sotto_mul_mat_vec_q<8>(w, x, y, n_in, n_out, m);
 }
 
 __device__ __forceinline__ float sotto_gelu(float v) {
@@ -205,6 +372,44 @@ extern "C" __global__ void sotto_embed_f32(const float* table, const unsigned in
     if (i >= n) return;
     unsigned int r = i / d, c = i % d;
     x[i] = table[(size_t)tok[r] * d + c] + pos[(size_t)(pos0 + r % n_new) * d + c];
+}
+
+// As sotto_embed_f32 with a table in ggml blocks of type T (rows of d / 32 blocks).
+template <int T> __device__ __forceinline__ void sotto_embed_q(const unsigned char* table,
+        const unsigned int* tok, const float* pos, float* x, unsigned int d, unsigned int n_new,
+        unsigned int pos0, unsigned int n) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    unsigned int r = i / d, c = i % d;
+    const unsigned char* b =
+        table + ((size_t)tok[r] * (d / 32) + c / 32) * sotto_qbytes<T>();
+    x[i] = sotto_qvalue<T>(b, c % 32) + pos[(size_t)(pos0 + r % n_new) * d + c];
+}
+
+extern "C" __global__ void sotto_embed_q4_0(const unsigned char* table, const unsigned int* tok,
+        const float* pos, float* x, unsigned int d, unsigned int n_new, unsigned int pos0,
+        unsigned int n) {
+    sotto_embed_q<0>(table, tok, pos, x, d, n_new, pos0, n);
+}
+extern "C" __global__ void sotto_embed_q4_1(const unsigned char* table, const unsigned int* tok,
+        const float* pos, float* x, unsigned int d, unsigned int n_new, unsigned int pos0,
+        unsigned int n) {
+    sotto_embed_q<1>(table, tok, pos, x, d, n_new, pos0, n);
+}
+extern "C" __global__ void sotto_embed_q5_0(const unsigned char* table, const unsigned int* tok,
+        const float* pos, float* x, unsigned int d, unsigned int n_new, unsigned int pos0,
+        unsigned int n) {
+    sotto_embed_q<2>(table, tok, pos, x, d, n_new, pos0, n);
+}
+extern "C" __global__ void sotto_embed_q5_1(const unsigned char* table, const unsigned int* tok,
+        const float* pos, float* x, unsigned int d, unsigned int n_new, unsigned int pos0,
+        unsigned int n) {
+    sotto_embed_q<3>(table, tok, pos, x, d, n_new, pos0, n);
+}
+extern "C" __global__ void sotto_embed_q8_0(const unsigned char* table, const unsigned int* tok,
+        const float* pos, float* x, unsigned int d, unsigned int n_new, unsigned int pos0,
+        unsigned int n) {
+    sotto_embed_q<8>(table, tok, pos, x, d, n_new, pos0, n);
 }
 
 // Appends new keys or values to the cache: row i of sequence s (src row s·n_new + i) goes to
@@ -263,7 +468,16 @@ extern "C" __global__ void sotto_attention(const float* q, const float* k, const
         o[c] = acc * inv;
     }
 }
-"#;
+"#
+    };
+}
+
+/// [`device_prelude`]'s text: what NVRTC compiles before [`KERNELS`].
+pub const DEVICE_PRELUDE: &str = device_prelude!();
+/// The kernels without the device helpers.
+pub const KERNELS: &str = kernel_source!();
+/// CUDA C source of every kernel, as NVRTC compiles it.
+pub const SOURCE: &str = concat!(device_prelude!(), kernel_source!());
 
 #[cfg(test)]
 mod tests {
@@ -283,9 +497,39 @@ mod tests {
 
     #[test]
     fn block_sizes_match_sotto_quant() {
-        use sotto_quant::QuantType;
-        assert_eq!(QuantType::Q8_0.block_bytes(), Q8_0_BLOCK_BYTES);
-        assert_eq!(QuantType::Q4_0.block_bytes(), Q4_0_BLOCK_BYTES);
-        assert_eq!(QuantType::Q8_0.row_bytes(QK), Q8_0_BLOCK_BYTES);
+        let b = |t: QuantType| t.block_bytes();
+        let line = format!(
+            "T == 0 ? {} : T == 1 ? {} : T == 2 ? {} : T == 3 ? {} : {};",
+            b(QuantType::Q4_0),
+            b(QuantType::Q4_1),
+            b(QuantType::Q5_0),
+            b(QuantType::Q5_1),
+            b(QuantType::Q8_0)
+        );
+        assert!(SOURCE.contains(&line), "sotto_qbytes differs from {line}");
+        assert_eq!(QuantType::BLOCK, QK);
+    }
+
+    #[test]
+    fn every_weight_type_has_each_kernel_family() {
+        let families = [
+            "sotto_dequantize",
+            "sotto_dequantize_half",
+            "sotto_mul_mat_vec",
+            "sotto_embed",
+        ];
+        for family in families {
+            for t in QuantType::WEIGHTS {
+                let name = for_type(family, t).unwrap_or_else(|| panic!("{family} {t}"));
+                assert!(name.ends_with(&t.to_string()), "{name} for {t}");
+            }
+            assert_eq!(for_type(family, QuantType::Q8_1), None);
+        }
+        // `sotto_dequantize` does not pick up its `_half` sibling.
+        assert_eq!(
+            for_type("sotto_dequantize", QuantType::Q5_1),
+            Some("sotto_dequantize_q5_1")
+        );
+        assert!(SOURCE.contains(&format!("#define SOTTO_MMV_ROWS {MMV_ROWS}\n")));
     }
 }

@@ -1,6 +1,6 @@
 //! Grid and block sizes from shapes: plain functions, tested on the CPU.
 
-use crate::{CudaError, Result};
+use crate::{kernels, CudaError, Result};
 
 /// Threads per block for element-wise kernels.
 pub const ELEMENTWISE_BLOCK: u32 = 256;
@@ -82,6 +82,38 @@ pub fn rows(op: &'static str, n_rows: usize, n_cols: usize) -> Result<Option<Lau
     }))
 }
 
+/// A `sotto_mul_mat_vec` kernel for `m` rows of `n_in` against `n_out` outputs: one warp
+/// per output, [`kernels::MMV_BLOCK`] threads per block. `None` when there is nothing to
+/// compute; an error past [`kernels::MMV_ROWS`] rows or for rows of partial blocks.
+pub fn mul_mat_vec(
+    op: &'static str,
+    m: usize,
+    n_out: usize,
+    n_in: usize,
+) -> Result<Option<Launch>> {
+    if m > kernels::MMV_ROWS || !n_in.is_multiple_of(kernels::QK) {
+        return Err(CudaError::Shape {
+            op,
+            msg: format!(
+                "{m} rows of {n_in} (at most {} rows of whole {}-value blocks)",
+                kernels::MMV_ROWS,
+                kernels::QK
+            ),
+        });
+    }
+    count_u32(op, n_out.saturating_mul(n_in))?;
+    count_u32(op, m.saturating_mul(n_out.max(n_in)))?;
+    if m == 0 || n_out == 0 || n_in == 0 {
+        return Ok(None);
+    }
+    let per_block = (kernels::MMV_BLOCK / 32) as usize;
+    Ok(Some(Launch {
+        grid: n_out.div_ceil(per_block) as u32,
+        block: kernels::MMV_BLOCK,
+        shared_bytes: 0,
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,6 +164,18 @@ mod tests {
             .to_string()
             .contains("0 columns"));
         assert!(rows("t", 1 << 20, 1 << 13).is_err());
+    }
+
+    #[test]
+    fn mul_mat_vec_gives_each_output_a_warp() {
+        assert_eq!(mul_mat_vec("t", 0, 10, 64).unwrap(), None);
+        let l = mul_mat_vec("t", 5, 51865, 384).unwrap().unwrap();
+        assert_eq!(l.block, kernels::MMV_BLOCK);
+        let warps = l.grid as usize * (l.block / 32) as usize;
+        assert!(warps >= 51865 && warps - 51865 < (l.block / 32) as usize);
+        assert!(mul_mat_vec("t", kernels::MMV_ROWS + 1, 8, 64).is_err());
+        assert!(mul_mat_vec("t", 1, 8, 48).is_err());
+        assert!(mul_mat_vec("t", 1, 1 << 20, 1 << 12).is_err());
     }
 
     #[test]

@@ -16,7 +16,7 @@ use cudarc::driver::{
 };
 
 use crate::plan::{self, GemmShape};
-use crate::{driver, kernels, launch, CudaError, Result};
+use crate::{driver, kernels, launch, CudaError, QuantType, Result};
 
 /// A device allocation and its address. Freed (asynchronously, on its stream) when dropped.
 pub(crate) struct Buf<T> {
@@ -81,7 +81,9 @@ impl<T: DeviceRepr> Buf<T> {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Precision {
     /// f16 weights and f16-rounded activations into the products, f32 accumulation and
-    /// outputs (tensor cores). The default.
+    /// outputs (tensor cores). The default. Weights in ggml block types stay in their
+    /// blocks: decoder steps read them directly (f32 activations), and larger products
+    /// dequantize one weight at a time to f16 for cuBLAS.
     #[default]
     F16,
     /// f32 weights and activations, f32 products: slower and twice the memory, for checking
@@ -98,9 +100,11 @@ impl Precision {
     }
 }
 
-/// A linear layer on the device. Shape: weight [n_out, n_in] in `precision`; bias [n_out].
+/// A linear layer on the device. Shape: weight [n_out, n_in] in `precision`, or in ggml
+/// blocks of `qtype` (rows of n_in / 32 blocks); bias [n_out].
 pub(crate) struct DevLinear {
     pub w: Buf<u8>,
+    pub qtype: Option<QuantType>,
     pub bias: Option<Buf<f32>>,
     pub n_out: usize,
     pub n_in: usize,
@@ -143,6 +147,9 @@ pub(crate) struct Dev<'a> {
     /// f16 scratch for converted product inputs, and its length in elements.
     pub half: u64,
     pub half_len: usize,
+    /// f16 scratch for a quantized weight dequantized for cuBLAS, and its length.
+    pub wq: u64,
+    pub wq_len: usize,
 }
 
 fn elementwise(op: &'static str, n: usize) -> Result<Option<(LaunchConfig, u32)>> {
@@ -204,19 +211,32 @@ impl Dev<'_> {
     }
 
     /// `out = x · Wᵀ + b`, then GELU when `gelu`. Shape: x [m, n_in]; out [m, n_out]
+    ///
+    /// Quantized weights: up to [`kernels::MMV_ROWS`] rows (decoder steps) go through the
+    /// `sotto_mul_mat_vec` kernel, which reads the blocks; more rows (the encoder, prompt
+    /// passes) dequantize the weight to f16 scratch for a cuBLAS product.
     pub fn linear(&self, w: &DevLinear, x: u64, m: usize, out: u64, gelu: bool) -> Result<()> {
         if m == 0 {
             return Ok(());
         }
-        let g = plan::linear_gemm(m, w.n_out, w.n_in)?;
-        let b_in = match self.precision {
-            Precision::F16 => {
-                self.to_half(x, m * w.n_in)?;
-                self.half
+        match w.qtype {
+            Some(t) if m <= kernels::MMV_ROWS => self.mul_mat_vec(t, w, x, m, out)?,
+            _ => {
+                let g = plan::linear_gemm(m, w.n_out, w.n_in)?;
+                let a = match w.qtype {
+                    Some(t) => self.dequantize_half(t, w)?,
+                    None => w.w.ptr(),
+                };
+                let b_in = match self.precision {
+                    Precision::F16 => {
+                        self.to_half(x, m * w.n_in)?;
+                        self.half
+                    }
+                    Precision::F32 => x,
+                };
+                self.gemm(g, a, b_in, out)?;
             }
-            Precision::F32 => x,
-        };
-        self.gemm(g, w.w.ptr(), b_in, out)?;
+        }
         if w.bias.is_none() && !gelu {
             return Ok(());
         }
@@ -233,6 +253,43 @@ impl Dev<'_> {
         let mut l = self.stream.launch_builder(self.k.get(name));
         l.arg(&out).arg(&b).arg(&cols).arg(&n).arg(&has).arg(&gelu);
         self.run(name, l, cfg)
+    }
+
+    /// `out = x · Wᵀ` for at most [`kernels::MMV_ROWS`] rows, W in ggml blocks.
+    fn mul_mat_vec(&self, t: QuantType, w: &DevLinear, x: u64, m: usize, out: u64) -> Result<()> {
+        let op = "mul_mat_vec";
+        let name = kernels::for_type("sotto_mul_mat_vec", t)
+            .ok_or(CudaError::Unsupported { op, ty: t })?;
+        let Some(cfg) = launch::mul_mat_vec(op, m, w.n_out, w.n_in)? else {
+            return Ok(());
+        };
+        let (n_in, n_out, m) = (w.n_in as u32, w.n_out as u32, m as u32);
+        let wp = w.w.ptr();
+        let mut l = self.stream.launch_builder(self.k.get(name));
+        l.arg(&wp).arg(&x).arg(&out).arg(&n_in).arg(&n_out).arg(&m);
+        self.run(name, l, cfg.into())
+    }
+
+    /// Dequantizes W into the f16 weight scratch and returns its address.
+    fn dequantize_half(&self, t: QuantType, w: &DevLinear) -> Result<u64> {
+        let op = "dequantize_half";
+        let n = w.n_out * w.n_in;
+        if n > self.wq_len {
+            return Err(CudaError::Shape {
+                op,
+                msg: format!("{n} weights exceed the {} of f16 scratch", self.wq_len),
+            });
+        }
+        let name = kernels::for_type("sotto_dequantize_half", t)
+            .ok_or(CudaError::Unsupported { op, ty: t })?;
+        let Some((cfg, n)) = elementwise(op, n)? else {
+            return Ok(self.wq);
+        };
+        let (q, y) = (w.w.ptr(), self.wq);
+        let mut l = self.stream.launch_builder(self.k.get(name));
+        l.arg(&q).arg(&y).arg(&n);
+        self.run(name, l, cfg)?;
+        Ok(self.wq)
     }
 
     /// `C = Aᵀ B` in column-major terms (see [`plan::linear_gemm`]); A and B in the
@@ -310,7 +367,7 @@ impl Dev<'_> {
     #[allow(clippy::too_many_arguments)]
     pub fn embed(
         &self,
-        table: u64,
+        table: &DevLinear,
         tok: u64,
         pos: u64,
         x: u64,
@@ -322,10 +379,13 @@ impl Dev<'_> {
         let Some((cfg, n)) = elementwise("embed", m * d)? else {
             return Ok(());
         };
-        let name = match self.precision {
-            Precision::F16 => "sotto_embed_f16",
-            Precision::F32 => "sotto_embed_f32",
+        let name = match (table.qtype, self.precision) {
+            (Some(t), _) => kernels::for_type("sotto_embed", t)
+                .ok_or(CudaError::Unsupported { op: "embed", ty: t })?,
+            (None, Precision::F16) => "sotto_embed_f16",
+            (None, Precision::F32) => "sotto_embed_f32",
         };
+        let table = table.w.ptr();
         let (d, n_new, pos0) = (d as u32, n_new as u32, pos0 as u32);
         let mut l = self.stream.launch_builder(self.k.get(name));
         l.arg(&table)

@@ -79,6 +79,8 @@ pub struct CudaSession {
     enc: EncBuffers,
     /// f16 inputs of the matrix products (F16 precision).
     half: Buf<u16>,
+    /// f16 copy of one quantized weight for a cuBLAS product (quantized models only).
+    wq: Buf<u16>,
     /// Shape: [n_audio_ctx, n_audio_state]
     enc_out: Buf<f32>,
     encoded: bool,
@@ -175,6 +177,7 @@ impl CudaSession {
             Ok(CudaSession {
                 enc,
                 half: Buf::zeros(&stream, half_len)?,
+                wq: Buf::zeros(&stream, model.max_quantized)?,
                 enc_out: z(ctx * da)?,
                 encoded: false,
                 cross_k: layers(ctx * dt)?,
@@ -200,6 +203,8 @@ impl CudaSession {
             precision: self.model.precision(),
             half: self.half.ptr(),
             half_len: self.half.len(),
+            wq: self.wq.ptr(),
+            wq_len: self.wq.len(),
         }
     }
 
@@ -486,9 +491,8 @@ impl CudaSession {
         let n_new = m / batch;
         let stride = kv.stride();
         dev.upload_to(b.tok.ptr(), tokens)?;
-        let table = dec.token_embedding.w.ptr();
         dev.embed(
-            table,
+            &dec.token_embedding,
             b.tok.ptr(),
             dec.pos.ptr(),
             b.x.ptr(),

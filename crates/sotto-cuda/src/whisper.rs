@@ -48,12 +48,16 @@ pub(crate) struct DevDecoder {
     pub ln: DevNorm,
 }
 
-/// Whisper weights on one GPU: matrices in the chosen [`Precision`] (ggml block types are
-/// dequantized on the host at upload, bf16 and f32 converted), vectors in f32. Immutable
+/// Whisper weights on one GPU: matrices in the chosen [`Precision`] (bf16 and f32
+/// converted; ggml block types kept in their blocks at F16, dequantized on the host at
+/// F32), vectors in f32. Immutable
 /// once built; [`crate::CudaSession`]s share it through an `Arc`.
 pub struct CudaWhisper {
     hparams: Hparams,
     precision: Precision,
+    /// Elements of the largest matrix kept in ggml blocks (0: none): the size of each
+    /// session's f16 scratch for dequantizing one for cuBLAS.
+    pub(crate) max_quantized: usize,
     info: DeviceInfo,
     pub(crate) kernels: Kernels,
     pub(crate) encoder: DevEncoder,
@@ -78,6 +82,8 @@ struct Loader<'a> {
     f: &'a WhisperFile,
     stream: &'a Arc<CudaStream>,
     precision: Precision,
+    /// Elements of the largest matrix kept in ggml blocks.
+    max_quantized: std::cell::Cell<usize>,
 }
 
 fn quant_type(d: DType) -> Option<QuantType> {
@@ -122,25 +128,38 @@ impl Loader<'_> {
         Buf::upload(self.stream, &v)
     }
 
-    /// A [n_out, n_in] matrix (conv weights [d, c_in, 3] flattened) as the precision's bytes.
-    fn matrix(&self, name: &str, n_out: usize, n_in: usize) -> Result<Buf<u8>> {
+    /// A [n_out, n_in] matrix (conv weights [d, c_in, 3] flattened) as the precision's
+    /// bytes, or, at F16 precision, ggml blocks kept as they are (with their type).
+    fn matrix(
+        &self,
+        name: &str,
+        n_out: usize,
+        n_in: usize,
+    ) -> Result<(Buf<u8>, Option<QuantType>)> {
         let t = self.tensor(name, n_out * n_in)?;
         let bytes = t.data.as_bytes();
         if t.dtype == DType::F16 && self.precision == Precision::F16 {
             if bytes.len() != n_out * n_in * 2 {
                 return Err(self.err(name, format!("{} bytes of f16", bytes.len())));
             }
-            return Buf::upload(self.stream, bytes);
+            return Ok((Buf::upload(self.stream, bytes)?, None));
         }
         let values = match quant_type(t.dtype) {
             Some(q) => {
-                let rb = q.row_bytes(n_in);
-                if !n_in.is_multiple_of(QuantType::BLOCK) || bytes.len() != n_out * rb {
+                if !n_in.is_multiple_of(QuantType::BLOCK)
+                    || bytes.len() != q.row_bytes(n_in) * n_out
+                {
                     return Err(self.err(
                         name,
                         format!("{} bytes for a {q} [{n_out}, {n_in}] tensor", bytes.len()),
                     ));
                 }
+                if self.precision == Precision::F16 {
+                    self.max_quantized
+                        .set(self.max_quantized.get().max(n_out * n_in));
+                    return Ok((Buf::upload(self.stream, bytes)?, Some(q)));
+                }
+                let rb = q.row_bytes(n_in);
                 let mut v = vec![0f32; n_out * n_in];
                 for (row, out) in bytes.chunks_exact(rb).zip(v.chunks_exact_mut(n_in)) {
                     sotto_quant::dequantize_row(q, row, out);
@@ -156,12 +175,14 @@ impl Loader<'_> {
                 .collect(),
             Precision::F32 => values.iter().flat_map(|x| x.to_le_bytes()).collect(),
         };
-        Buf::upload(self.stream, &out)
+        Ok((Buf::upload(self.stream, &out)?, None))
     }
 
     fn linear(&self, prefix: &str, n_out: usize, n_in: usize, bias: bool) -> Result<DevLinear> {
+        let (w, qtype) = self.matrix(&format!("{prefix}.weight"), n_out, n_in)?;
         Ok(DevLinear {
-            w: self.matrix(&format!("{prefix}.weight"), n_out, n_in)?,
+            w,
+            qtype,
             bias: match bias {
                 true => Some(self.vector(&format!("{prefix}.bias"), n_out)?),
                 false => None,
@@ -259,6 +280,7 @@ impl CudaWhisper {
                 f,
                 stream: &stream,
                 precision,
+                max_quantized: Default::default(),
             };
             let h = f.hparams;
             let (da, dt) = (h.n_audio_state, h.n_text_state);
@@ -285,6 +307,7 @@ impl CudaWhisper {
             Ok(CudaWhisper {
                 hparams: h,
                 precision,
+                max_quantized: l.max_quantized.get(),
                 info,
                 kernels,
                 encoder,

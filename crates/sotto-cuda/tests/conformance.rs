@@ -1,15 +1,20 @@
 //! Each CUDA kernel against its CPU reference, by normalised MSE, in the manner of
 //! llama.cpp's test-backend-ops: one line per (op, shape, dtype) case in the table below.
 //!
-//! Without libcuda every case prints "skipped: no CUDA driver (libcuda) found" and returns
-//! after checking its CPU half. With libcuda present, any failure to open the GPU, compile
+//! Every case runs twice: in host emulation of the kernels (tests/common/emu.rs; always,
+//! where a C++ compiler is), and on the GPU. Without libcuda the GPU half prints "skipped:
+//! no CUDA driver (libcuda) found". With libcuda present, any failure to open the GPU, compile
 //! or launch fails the test. `SOTTO_REQUIRE_CUDA=1` (set by scripts/gpu-check.sh) turns
 //! every skip into a failure, so a GPU run cannot pass by skipping.
 
+mod common;
+
 use std::sync::OnceLock;
 
+use common::emu::{self, ptr, ptr_mut, Arg};
+use common::{nmse, values};
 use sotto_compute::kernels::{self as cpu, Isa};
-use sotto_cuda::{f16, CudaBackend, CudaError, QuantType};
+use sotto_cuda::{f16, kernels, launch, CudaBackend, CudaError, QuantType};
 
 #[derive(Clone, Copy, Debug)]
 enum Op {
@@ -30,6 +35,9 @@ enum DType {
     F16,
     Q8_0,
     Q4_0,
+    Q4_1,
+    Q5_0,
+    Q5_1,
 }
 
 /// Largest accepted normalised MSE: rounding-order differences for f32 math, none for
@@ -74,37 +82,9 @@ conformance! {
     to_f32_q8_0_one_block: ToF32 [1, 32] Q8_0;
     to_f32_q4_0: ToF32 [8, 384] Q4_0;
     to_f32_q4_0_one_block: ToF32 [1, 32] Q4_0;
-}
-
-/// Deterministic values in [-scale, scale) (xorshift64*).
-fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s >> 12;
-            s ^= s << 25;
-            s ^= s >> 27;
-            let u = (s.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 40) as f32 / (1u64 << 24) as f32;
-            (2.0 * u - 1.0) * scale
-        })
-        .collect()
-}
-
-/// Normalised MSE: sum (out - ref)^2 / sum ref^2, over the finite entries of `reference`
-/// (masked softmax entries are 0 on both sides).
-fn nmse(out: &[f32], reference: &[f32]) -> f64 {
-    assert_eq!(out.len(), reference.len());
-    let (mut err, mut norm) = (0.0f64, 0.0f64);
-    for (&o, &r) in out.iter().zip(reference) {
-        let d = o as f64 - r as f64;
-        err += d * d;
-        norm += r as f64 * r as f64;
-    }
-    if norm == 0.0 {
-        err
-    } else {
-        err / norm
-    }
+    to_f32_q4_1: ToF32 [8, 384] Q4_1;
+    to_f32_q5_0: ToF32 [8, 384] Q5_0;
+    to_f32_q5_1: ToF32 [8, 384] Q5_1;
 }
 
 /// The shared backend, or None (after printing why) when this machine has no GPU.
@@ -142,6 +122,15 @@ fn check(op: Op, shape: &[usize], dtype: DType) {
         reference.iter().all(|v| v.is_finite()),
         "CPU reference has non-finite values"
     );
+    if let Some(e) = emu::get() {
+        let out = run_emulated(e, op, dtype, &x, cols);
+        let err = nmse(&out, &reference);
+        println!("{op:?} {shape:?} {dtype:?}: nmse {err:.3e} in emulation");
+        assert!(
+            err.is_finite() && err <= max_nmse(op),
+            "{op:?} {shape:?} {dtype:?}: nmse {err:.3e} in emulation"
+        );
+    }
     let Some(gpu) = backend() else {
         return;
     };
@@ -179,6 +168,9 @@ fn quant_type(dtype: DType) -> QuantType {
     match dtype {
         DType::Q8_0 => QuantType::Q8_0,
         DType::Q4_0 => QuantType::Q4_0,
+        DType::Q4_1 => QuantType::Q4_1,
+        DType::Q5_0 => QuantType::Q5_0,
+        DType::Q5_1 => QuantType::Q5_1,
         other => panic!("{other:?} is not a block type"),
     }
 }
@@ -222,10 +214,68 @@ fn cpu_reference(op: Op, dtype: DType, x: &[f32], cols: usize) -> Vec<f32> {
             cpu::f16_to_f32(isa, &h, &mut out);
             out
         }
-        (Op::ToF32, DType::Q8_0 | DType::Q4_0) => {
+        (Op::ToF32, DType::Q8_0 | DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1) => {
             let t = quant_type(dtype);
             let mut out = vec![0.0; x.len()];
             sotto_quant::dequantize_row(t, &quantized(t, x), &mut out);
+            out
+        }
+        other => panic!("no case {other:?}"),
+    }
+}
+
+/// The kernel `CudaBackend` would launch for the case, at the launch shape it plans.
+fn run_emulated(e: &emu::Emu, op: Op, dtype: DType, x: &[f32], cols: usize) -> Vec<f32> {
+    let n = Arg::U32(x.len() as u32);
+    let flat = || launch::elementwise("t", x.len()).unwrap().unwrap();
+    match (op, dtype) {
+        (Op::Add, DType::F32) => {
+            let (mut a, b) = (x.to_vec(), values(x.len(), 3, 2.0));
+            e.launch_1d("sotto_add_f32", flat(), &[ptr_mut(&mut a), ptr(&b), n]);
+            a
+        }
+        (Op::Gelu, DType::F32) => {
+            let mut a = x.to_vec();
+            e.launch_1d("sotto_gelu_f32", flat(), &[ptr_mut(&mut a), n]);
+            a
+        }
+        (Op::LayerNorm, DType::F32) => {
+            let (gamma, beta) = gamma_beta(cols);
+            let mut out = vec![f32::NAN; x.len()];
+            let l = launch::rows("t", x.len() / cols, cols).unwrap().unwrap();
+            let args = [
+                ptr(x),
+                ptr(&gamma),
+                ptr(&beta),
+                ptr_mut(&mut out),
+                Arg::U32(cols as u32),
+                Arg::F32(1e-5),
+            ];
+            e.launch_1d("sotto_layer_norm_f32", l, &args);
+            out
+        }
+        (Op::SoftMax, DType::F32) => {
+            let mut a = softmax_input(x, cols);
+            let l = launch::rows("t", x.len() / cols, cols).unwrap().unwrap();
+            e.launch_1d(
+                "sotto_softmax_rows_f32",
+                l,
+                &[ptr_mut(&mut a), Arg::U32(cols as u32)],
+            );
+            a
+        }
+        (Op::ToF32, DType::F16) => {
+            let h: Vec<f16> = x.iter().map(|&v| f16::from_f32(v)).collect();
+            let mut out = vec![f32::NAN; x.len()];
+            e.launch_1d("sotto_f16_to_f32", flat(), &[ptr(&h), ptr_mut(&mut out), n]);
+            out
+        }
+        (Op::ToF32, DType::Q8_0 | DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1) => {
+            let t = quant_type(dtype);
+            let q = quantized(t, x);
+            let mut out = vec![f32::NAN; x.len()];
+            let name = kernels::for_type("sotto_dequantize", t).unwrap();
+            e.launch_1d(name, flat(), &[ptr(&q), ptr_mut(&mut out), n]);
             out
         }
         other => panic!("no case {other:?}"),
@@ -268,7 +318,7 @@ fn run_cuda(
             gpu.f16_to_f32(&gpu.upload(&h)?, &mut out)?;
             gpu.download(&out)
         }
-        (Op::ToF32, DType::Q8_0 | DType::Q4_0) => {
+        (Op::ToF32, DType::Q8_0 | DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1) => {
             let t = quant_type(dtype);
             let mut out = gpu.zeros(x.len())?;
             gpu.dequantize(t, &gpu.upload(&quantized(t, x))?, &mut out)?;
@@ -328,7 +378,7 @@ fn bad_shapes_are_errors_on_the_gpu() {
     let mut out = gpu.zeros::<f32>(32).unwrap();
     assert!(gpu.dequantize(QuantType::Q8_0, &q, &mut out).is_err());
     assert!(matches!(
-        gpu.dequantize(QuantType::Q5_1, &q, &mut out),
+        gpu.dequantize(QuantType::Q8_1, &q, &mut out),
         Err(CudaError::Unsupported { .. })
     ));
 }

@@ -5,12 +5,16 @@
 //! Without libcuda each GPU test prints "skipped: …" after its CPU half; with
 //! `SOTTO_REQUIRE_CUDA=1` (scripts/gpu-check.sh) a skip is a failure.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use sotto_cuda::{CudaError, CudaSession, CudaWhisper, Precision};
+use sotto_cuda::{CudaError, CudaSession, CudaWhisper, Precision, QuantType};
 use sotto_formats::{DType, Hparams, ModelConfig, SourceFormat, Storage, TensorData, WhisperFile};
 use sotto_model::{Session, Whisper};
+
+use common::{nmse, values};
 
 fn require_cuda() -> bool {
     std::env::var_os("SOTTO_REQUIRE_CUDA").is_some_and(|v| v != "0")
@@ -28,20 +32,6 @@ fn upload(f: &WhisperFile, p: Precision) -> Option<Arc<CudaWhisper>> {
         Err(e @ (CudaError::NoDriver | CudaError::NoDevice)) => skip(e.to_string()),
         Err(e) => panic!("libcuda is present but loading the model failed: {e}"),
     }
-}
-
-/// Deterministic values in [-scale, scale).
-fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s >> 12;
-            s ^= s << 25;
-            s ^= s >> 27;
-            let u = (s.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 40) as f32 / (1u64 << 24) as f32;
-            (2.0 * u - 1.0) * scale
-        })
-        .collect()
 }
 
 /// A random Whisper with hparams `h`: matrices f16 with unit-variance outputs, vectors f32.
@@ -146,6 +136,30 @@ fn synthetic(h: Hparams) -> WhisperFile {
     }
 }
 
+/// `f` with every f16 matrix of whole 32-value rows quantized to `t`, as whisper.cpp
+/// quantizes 2-D tensors (the 3-D conv weights stay f16).
+fn quantized(mut f: WhisperFile, t: QuantType) -> WhisperFile {
+    let dtype = match t {
+        QuantType::Q4_0 => DType::Q4_0,
+        QuantType::Q4_1 => DType::Q4_1,
+        QuantType::Q5_0 => DType::Q5_0,
+        QuantType::Q5_1 => DType::Q5_1,
+        QuantType::Q8_0 => DType::Q8_0,
+        QuantType::Q8_1 => panic!("q8_1 is not a weight type"),
+    };
+    for td in f.tensors.values_mut() {
+        if td.dtype != DType::F16 || td.shape.len() != 2 || td.shape[1] % QuantType::BLOCK != 0 {
+            continue;
+        }
+        let x = td.to_f32().unwrap();
+        let mut q = vec![0u8; t.row_bytes(x.len())];
+        sotto_quant::quantize_row(t, &x, &mut q);
+        td.dtype = dtype;
+        td.data = Storage::from_vec(q);
+    }
+    f
+}
+
 const SMALL: Hparams = Hparams {
     n_vocab: 600,
     n_audio_ctx: 64,
@@ -194,20 +208,6 @@ fn tolerance(p: Precision) -> Tolerance {
             logits_nmse: 1e-4,
             logits_max_abs: 5e-2,
         },
-    }
-}
-
-fn nmse(out: &[f32], reference: &[f32]) -> f64 {
-    assert_eq!(out.len(), reference.len());
-    let (mut err, mut norm) = (0.0f64, 0.0f64);
-    for (&o, &r) in out.iter().zip(reference) {
-        err += (o as f64 - r as f64).powi(2);
-        norm += (r as f64).powi(2);
-    }
-    if norm == 0.0 {
-        err
-    } else {
-        err / norm
     }
 }
 
@@ -344,6 +344,15 @@ fn tiny_shaped_synthetic_f32() {
 #[test]
 fn tiny_shaped_synthetic_f16() {
     check_model(&synthetic(TINY_SHAPES), Precision::F16);
+}
+
+/// Weights kept in ggml blocks on the device: decoder steps through the quantized
+/// matrix-vector kernels, the encoder and prompt passes through dequantization and cuBLAS.
+#[test]
+fn small_synthetic_quantized() {
+    for t in [QuantType::Q8_0, QuantType::Q5_1, QuantType::Q4_0] {
+        check_model(&quantized(synthetic(SMALL), t), Precision::F16);
+    }
 }
 
 /// tiny.en itself where it is in the sotto cache (`SOTTO_CACHE_DIR`; scripts/gpu-check.sh

@@ -1,0 +1,205 @@
+//! sotto's CUDA kernels run on the host: [`sotto_cuda::kernels::KERNELS`] compiled by the
+//! host C++ compiler over `emu_host.hpp` (CUDA's built-ins as fibers and plain C++), loaded
+//! as a shared library, launched cuLaunchKernel-style with host addresses as device
+//! pointers. It checks the kernels' logic where no GPU is; see `emu_host.hpp` for what it
+//! cannot check.
+//!
+//! Needs a C++17 compiler (`$CXX`, else `c++`). Without one, [`get`] prints "skipped: …"
+//! and returns None, unless `SOTTO_REQUIRE_EMULATOR=1` (set by CI) makes that a failure.
+//! `SOTTO_SKIP_EMULATION=1` (scripts/gpu-check.sh, where the GPU runs the kernels) skips it.
+
+use std::ffi::{c_char, c_int, c_uint, c_void, CString};
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::{Mutex, OnceLock};
+
+use sotto_cuda::kernels;
+
+const HOST: &str = include_str!("emu_host.hpp");
+
+type LaunchFn = unsafe extern "C" fn(
+    *const c_char,
+    *const c_uint,
+    *const c_uint,
+    c_uint,
+    *mut *mut c_void,
+) -> c_int;
+
+/// The compiled emulator. Launches are serialized: the emulation keeps its state in globals.
+pub struct Emu {
+    launch: Mutex<LaunchFn>,
+    _lib: libloading::Library,
+}
+
+/// Rewrites what plain C++ cannot compile: `extern __shared__ T name[];` (dynamic shared
+/// memory) becomes a pointer into the emulator's per-block buffer.
+fn host_source() -> String {
+    let mut out = String::from(HOST);
+    out.push_str("\n// ---- sotto_cuda::kernels::KERNELS ----\n");
+    for line in kernels::KERNELS.lines() {
+        match line.trim().strip_prefix("extern __shared__ ") {
+            Some(decl) => {
+                let decl = decl
+                    .strip_suffix("[];")
+                    .expect("extern __shared__ T name[];");
+                let (ty, name) = decl.rsplit_once(' ').expect("a type and a name");
+                out.push_str(&format!(
+                    "    {ty}* {name} = reinterpret_cast<{ty}*>(emu::dynamic_shared);\n"
+                ));
+            }
+            None => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    out.push_str("\nstatic const EmuKernel emu_kernels[] = {\n");
+    for name in kernels::NAMES {
+        out.push_str(&format!(
+            "    {{\"{name}\", [](void** a) {{ emu_invoke({name}, a); }}}},\n"
+        ));
+    }
+    out.push_str(
+        r#"};
+
+extern "C" int sotto_emu_launch(const char* name, const unsigned int* grid,
+                                const unsigned int* block, unsigned int shared_bytes,
+                                void** args) {
+    for (const EmuKernel& k : emu_kernels)
+        if (std::strcmp(k.name, name) == 0) return emu_launch(k, grid, block, shared_bytes, args);
+    return 1;
+}
+"#,
+    );
+    out
+}
+
+fn compile() -> Result<Emu, String> {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sotto-cuda-emu");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    // One file per test process: test binaries may compile at the same time.
+    let tag = std::process::id();
+    let src = dir.join(format!("kernels-{tag}.cpp"));
+    let lib = dir.join(format!("libkernels-{tag}.so"));
+    std::fs::write(&src, host_source()).map_err(|e| format!("{}: {e}", src.display()))?;
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+    let out = Command::new(&cxx)
+        .args(["-std=c++17", "-O1", "-fPIC", "-shared", "-w", "-o"])
+        .arg(&lib)
+        .arg(&src)
+        .output()
+        .map_err(|e| format!("no C++ compiler ({cxx}): {e}"))?;
+    if !out.status.success() {
+        // A compiler that runs but rejects the kernels is a test failure, not a skip.
+        panic!(
+            "{cxx} could not compile the emulated kernels ({}):\n{}",
+            src.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // SAFETY: the library is the one just built from our source; its initializers only
+    // set up plain static data.
+    let lib_handle = unsafe { libloading::Library::new(&lib) }
+        .unwrap_or_else(|e| panic!("loading {}: {e}", lib.display()));
+    // SAFETY: sotto_emu_launch is defined in host_source() with exactly LaunchFn's signature.
+    let launch = unsafe { *lib_handle.get::<LaunchFn>(b"sotto_emu_launch\0").unwrap() };
+    let _ = std::fs::remove_file(&src);
+    let _ = std::fs::remove_file(&lib); // the mapping stays valid
+    Ok(Emu {
+        launch: Mutex::new(launch),
+        _lib: lib_handle,
+    })
+}
+
+/// The emulator, compiled once per test process, or None (after saying why) without a
+/// C++ compiler.
+pub fn get() -> Option<&'static Emu> {
+    static EMU: OnceLock<Result<Emu, String>> = OnceLock::new();
+    if std::env::var_os("SOTTO_SKIP_EMULATION").is_some_and(|v| v != "0") {
+        println!("skipped (kernel emulation): SOTTO_SKIP_EMULATION is set");
+        return None;
+    }
+    match EMU.get_or_init(compile) {
+        Ok(e) => Some(e),
+        Err(why) => {
+            let require = std::env::var_os("SOTTO_REQUIRE_EMULATOR").is_some_and(|v| v != "0");
+            assert!(!require, "SOTTO_REQUIRE_EMULATOR is set, but {why}");
+            println!("skipped (kernel emulation): {why}");
+            None
+        }
+    }
+}
+
+/// One kernel parameter, as the kernel declares it: pointers are 64-bit addresses.
+#[derive(Clone, Copy, Debug)]
+pub enum Arg {
+    Ptr(u64),
+    U32(u32),
+    I32(i32),
+    F32(f32),
+}
+
+/// A host slice as a "device pointer".
+pub fn ptr<T>(x: &[T]) -> Arg {
+    Arg::Ptr(x.as_ptr() as u64)
+}
+
+pub fn ptr_mut<T>(x: &mut [T]) -> Arg {
+    Arg::Ptr(x.as_mut_ptr() as u64)
+}
+
+impl Emu {
+    /// Runs kernel `name` on a grid of `grid` blocks of `block` threads.
+    ///
+    /// Every pointer in `args` must address host memory large enough for the kernel's
+    /// indexing at this shape, as on a GPU.
+    pub fn launch(
+        &self,
+        name: &str,
+        grid: (u32, u32, u32),
+        block: (u32, u32, u32),
+        shared_bytes: u32,
+        args: &[Arg],
+    ) {
+        let mut vals = args.to_vec();
+        let mut ptrs: Vec<*mut c_void> = vals
+            .iter_mut()
+            .map(|a| match a {
+                Arg::Ptr(p) => p as *mut u64 as *mut c_void,
+                Arg::U32(v) => v as *mut u32 as *mut c_void,
+                Arg::I32(v) => v as *mut i32 as *mut c_void,
+                Arg::F32(v) => v as *mut f32 as *mut c_void,
+            })
+            .collect();
+        let c_name = CString::new(name).unwrap();
+        let g = [grid.0, grid.1, grid.2];
+        let b = [block.0, block.1, block.2];
+        let launch = self.launch.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: `ptrs` points at one value per parameter, of the parameter's size; the
+        // caller sized the buffers behind the pointer values; the lock keeps one launch at a
+        // time in the emulator's globals.
+        let rc = unsafe {
+            (*launch)(
+                c_name.as_ptr(),
+                g.as_ptr(),
+                b.as_ptr(),
+                shared_bytes,
+                ptrs.as_mut_ptr(),
+            )
+        };
+        let why = match rc {
+            0 => return,
+            1 => "no such kernel",
+            2 => "block of 0 or more than 1024 threads",
+            3 => "more than 48 KiB of dynamic shared memory",
+            4 => "a barrier in a block after block 0, which never synchronised",
+            _ => "unknown failure",
+        };
+        panic!("emulated launch of {name} {grid:?}x{block:?}: {why}");
+    }
+
+    /// A 1-D launch as [`sotto_cuda::launch`] plans it.
+    pub fn launch_1d(&self, name: &str, l: sotto_cuda::launch::Launch, args: &[Arg]) {
+        self.launch(name, (l.grid, 1, 1), (l.block, 1, 1), l.shared_bytes, args)
+    }
+}
