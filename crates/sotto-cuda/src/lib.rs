@@ -15,6 +15,7 @@
 //! left into a [`CudaError`].
 
 mod backend;
+pub mod host;
 pub mod kernels;
 pub mod launch;
 mod ops;
@@ -26,6 +27,7 @@ use cudarc::driver::{result, sys};
 
 pub use backend::{compile, CudaBackend, DeviceBuffer};
 pub use half::f16;
+pub use host::{HostDevice, KernelArg};
 pub use ops::Precision;
 pub use session::CudaSession;
 pub use sotto_quant::QuantType;

@@ -15,41 +15,142 @@ use cudarc::driver::{
     PushKernelArg, ValidAsZeroBits,
 };
 
+use crate::host::{HostDevice, KernelArg};
 use crate::plan::{self, GemmShape};
 use crate::{driver, kernels, launch, CudaError, QuantType, Result};
 
+/// Where work is queued: a CUDA stream, or a [`HostDevice`] standing in for one.
+#[derive(Clone)]
+pub(crate) enum Stream {
+    Cuda(Arc<CudaStream>),
+    Host(Arc<dyn HostDevice>),
+}
+
+fn host_err(op: &'static str) -> impl Fn(String) -> CudaError {
+    move |msg| CudaError::Library { op, msg }
+}
+
+impl Stream {
+    /// Waits for everything queued.
+    pub fn synchronize(&self) -> Result<()> {
+        match self {
+            Stream::Cuda(s) => s.synchronize().map_err(driver("cuStreamSynchronize")),
+            Stream::Host(_) => Ok(()),
+        }
+    }
+
+    /// Copies `bytes` bytes between device addresses.
+    fn copy(&self, dst: u64, src: u64, bytes: usize) -> Result<()> {
+        match self {
+            // SAFETY: the caller passes ranges of `bytes` inside live buffers of this stream.
+            Stream::Cuda(s) => {
+                unsafe { cudarc::driver::result::memcpy_dtod_async(dst, src, bytes, s.cu_stream()) }
+                    .map_err(driver("cuMemcpyDtoDAsync"))
+            }
+            Stream::Host(_) => {
+                // SAFETY: host "device" addresses of live Bufs, `bytes` long (as above);
+                // `copy` allows overlap, as cuMemcpy's callers here never need.
+                unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, bytes) };
+                Ok(())
+            }
+        }
+    }
+
+    /// Copies host values to device memory at `dst` (queued: `x` must outlive the copy,
+    /// which the next [`Stream::download`] or synchronize guarantees).
+    fn upload_to<T: DeviceRepr>(&self, dst: u64, x: &[T]) -> Result<()> {
+        match self {
+            // SAFETY: dst holds at least x.len() elements; callers synchronize before `x`
+            // goes away.
+            Stream::Cuda(s) => {
+                unsafe { cudarc::driver::result::memcpy_htod_async(dst, x, s.cu_stream()) }
+                    .map_err(driver("cuMemcpyHtoDAsync"))
+            }
+            Stream::Host(_) => {
+                // SAFETY: dst is a live host Buf of at least x.len() elements of T.
+                unsafe { std::ptr::copy_nonoverlapping(x.as_ptr(), dst as *mut T, x.len()) };
+                Ok(())
+            }
+        }
+    }
+
+    /// Waits for the stream and copies `out.len()` values from `src`.
+    fn download<T: DeviceRepr>(&self, src: u64, out: &mut [T]) -> Result<()> {
+        match self {
+            Stream::Cuda(s) => {
+                // SAFETY: src holds out.len() values; the synchronize below completes the
+                // copy before `out` is read.
+                unsafe { cudarc::driver::result::memcpy_dtoh_async(out, src, s.cu_stream()) }
+                    .map_err(driver("cuMemcpyDtoHAsync"))?;
+                self.synchronize()
+            }
+            Stream::Host(_) => {
+                // SAFETY: src is a live host Buf of at least out.len() elements of T.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(src as *const T, out.as_mut_ptr(), out.len())
+                };
+                Ok(())
+            }
+        }
+    }
+}
+
+// Held only to own (and on drop free) the memory that `Buf::ptr` addresses.
+#[allow(dead_code)]
+enum Backing<T> {
+    Cuda(CudaSlice<T>),
+    /// Host memory standing in for the device's; only ever accessed through `ptr`.
+    Host(Vec<T>),
+}
+
 /// A device allocation and its address. Freed (asynchronously, on its stream) when dropped.
 pub(crate) struct Buf<T> {
-    _slice: CudaSlice<T>,
+    _mem: Backing<T>,
     ptr: u64,
     len: usize,
 }
 
-impl<T: DeviceRepr> Buf<T> {
+impl<T: DeviceRepr + ValidAsZeroBits + Default + Clone> Buf<T> {
     fn from_slice(slice: CudaSlice<T>, stream: &CudaStream) -> Self {
         let len = slice.len();
         let ptr = slice.device_ptr(stream).0;
         Buf {
-            _slice: slice,
+            _mem: Backing::Cuda(slice),
             ptr,
             len,
         }
     }
 
-    pub fn zeros(stream: &Arc<CudaStream>, n: usize) -> Result<Self>
-    where
-        T: ValidAsZeroBits,
-    {
+    fn from_vec(mut v: Vec<T>) -> Self {
+        let (ptr, len) = (v.as_mut_ptr() as u64, v.len());
+        Buf {
+            _mem: Backing::Host(v),
+            ptr,
+            len,
+        }
+    }
+
+    pub fn zeros(stream: &Stream, n: usize) -> Result<Self> {
         // cuMemAlloc refuses 0 bytes; an empty buffer still gets one element.
-        let slice = stream.alloc_zeros::<T>(n.max(1)).map_err(driver("alloc"))?;
-        let mut b = Self::from_slice(slice, stream);
+        let mut b = match stream {
+            Stream::Cuda(s) => {
+                let slice = s.alloc_zeros::<T>(n.max(1)).map_err(driver("alloc"))?;
+                Self::from_slice(slice, s)
+            }
+            Stream::Host(_) => Self::from_vec(vec![T::default(); n.max(1)]),
+        };
         b.len = n;
         Ok(b)
     }
 
-    pub fn upload(stream: &Arc<CudaStream>, x: &[T]) -> Result<Self> {
-        let slice = stream.clone_htod(x).map_err(driver("upload"))?;
-        Ok(Self::from_slice(slice, stream))
+    pub fn upload(stream: &Stream, x: &[T]) -> Result<Self> {
+        match stream {
+            Stream::Cuda(s) => {
+                let slice = s.clone_htod(x).map_err(driver("upload"))?;
+                Ok(Self::from_slice(slice, s))
+            }
+            Stream::Host(_) => Ok(Self::from_vec(x.to_vec())),
+        }
     }
 
     pub fn ptr(&self) -> u64 {
@@ -66,10 +167,7 @@ impl<T: DeviceRepr> Buf<T> {
     }
 
     /// Makes room for `n` elements (contents are not kept).
-    pub fn ensure(&mut self, stream: &Arc<CudaStream>, n: usize) -> Result<()>
-    where
-        T: ValidAsZeroBits,
-    {
+    pub fn ensure(&mut self, stream: &Stream, n: usize) -> Result<()> {
         if self.len < n {
             *self = Self::zeros(stream, n)?;
         }
@@ -117,7 +215,7 @@ pub(crate) struct DevNorm {
     pub eps: f32,
 }
 
-/// The kernels of one loaded module, by name.
+/// The kernels of one loaded module, by name (none for a [`HostDevice`], which has its own).
 pub(crate) struct Kernels {
     funcs: HashMap<&'static str, CudaFunction>,
 }
@@ -131,17 +229,26 @@ impl Kernels {
         Ok(Kernels { funcs })
     }
 
-    fn get(&self, name: &'static str) -> &CudaFunction {
-        // Every name in kernels::NAMES was loaded in `load`.
-        &self.funcs[name]
+    pub fn none() -> Self {
+        Kernels {
+            funcs: HashMap::new(),
+        }
+    }
+
+    fn get(&self, name: &'static str) -> Result<&CudaFunction> {
+        self.funcs.get(name).ok_or_else(|| CudaError::Library {
+            op: "kernel lookup",
+            msg: format!("{name} is not in the loaded module"),
+        })
     }
 }
 
 /// Ops queued on one stream. Pointers must address buffers large enough for the shapes
 /// given; the session sizes its buffers from the same shapes before each call.
 pub(crate) struct Dev<'a> {
-    pub stream: &'a Arc<CudaStream>,
-    pub blas: &'a CudaBlas,
+    pub stream: &'a Stream,
+    /// The session's cuBLAS handle (None on a [`HostDevice`]).
+    pub blas: Option<&'a CudaBlas>,
     pub k: &'a Kernels,
     pub precision: Precision,
     /// f16 scratch for converted product inputs, and its length in elements.
@@ -158,16 +265,34 @@ fn elementwise(op: &'static str, n: usize) -> Result<Option<(LaunchConfig, u32)>
 }
 
 impl Dev<'_> {
-    fn run(
-        &self,
-        name: &'static str,
-        mut args: cudarc::driver::LaunchArgs<'_>,
-        cfg: LaunchConfig,
-    ) -> Result<()> {
-        // SAFETY: each caller pushes exactly the parameters its kernel declares (pointers as
-        // u64), and the session sized every buffer for the shapes it passes.
-        unsafe { args.launch(cfg) }.map_err(driver(name))?;
-        Ok(())
+    /// Launches kernel `name` with `args`, which list its parameters in order.
+    fn run(&self, name: &'static str, cfg: LaunchConfig, args: &[KernelArg]) -> Result<()> {
+        match self.stream {
+            Stream::Cuda(s) => {
+                let mut l = s.launch_builder(self.k.get(name)?);
+                for a in args {
+                    match a {
+                        KernelArg::Ptr(v) => l.arg(v),
+                        KernelArg::U32(v) => l.arg(v),
+                        KernelArg::I32(v) => l.arg(v),
+                        KernelArg::F32(v) => l.arg(v),
+                    };
+                }
+                // SAFETY: each caller passes exactly the parameters its kernel declares
+                // (pointers as u64), and the session sized every buffer for the shapes.
+                unsafe { l.launch(cfg) }.map_err(driver(name))?;
+                Ok(())
+            }
+            Stream::Host(h) => h
+                .launch(
+                    name,
+                    cfg.grid_dim,
+                    cfg.block_dim,
+                    cfg.shared_mem_bytes,
+                    args,
+                )
+                .map_err(host_err(name)),
+        }
     }
 
     /// `a += b`. Shape: [n]
@@ -176,9 +301,7 @@ impl Dev<'_> {
             return Ok(());
         };
         let name = "sotto_add_f32";
-        let mut l = self.stream.launch_builder(self.k.get(name));
-        l.arg(&a).arg(&b).arg(&n);
-        self.run(name, l, cfg)
+        self.run(name, cfg, &[a.into(), b.into(), n.into()])
     }
 
     /// Layer norm of each row. Shape: x, out [n_rows, d]
@@ -189,9 +312,18 @@ impl Dev<'_> {
         };
         let name = "sotto_layer_norm_f32";
         let (g, b, d) = (norm.gamma.ptr(), norm.beta.ptr(), d as u32);
-        let mut a = self.stream.launch_builder(self.k.get(name));
-        a.arg(&x).arg(&g).arg(&b).arg(&out).arg(&d).arg(&norm.eps);
-        self.run(name, a, l.into())
+        self.run(
+            name,
+            l.into(),
+            &[
+                x.into(),
+                g.into(),
+                b.into(),
+                out.into(),
+                d.into(),
+                norm.eps.into(),
+            ],
+        )
     }
 
     fn to_half(&self, x: u64, n: usize) -> Result<()> {
@@ -205,9 +337,7 @@ impl Dev<'_> {
             return Ok(());
         };
         let name = "sotto_f32_to_f16";
-        let mut l = self.stream.launch_builder(self.k.get(name));
-        l.arg(&x).arg(&self.half).arg(&n);
-        self.run(name, l, cfg)
+        self.run(name, cfg, &[x.into(), self.half.into(), n.into()])
     }
 
     /// `out = x · Wᵀ + b`, then GELU when `gelu`. Shape: x [m, n_in]; out [m, n_out]
@@ -250,9 +380,18 @@ impl Dev<'_> {
         };
         let (cols, gelu) = (w.n_out as u32, gelu as i32);
         let name = "sotto_bias_act";
-        let mut l = self.stream.launch_builder(self.k.get(name));
-        l.arg(&out).arg(&b).arg(&cols).arg(&n).arg(&has).arg(&gelu);
-        self.run(name, l, cfg)
+        self.run(
+            name,
+            cfg,
+            &[
+                out.into(),
+                b.into(),
+                cols.into(),
+                n.into(),
+                has.into(),
+                gelu.into(),
+            ],
+        )
     }
 
     /// `out = x · Wᵀ` for at most [`kernels::MMV_ROWS`] rows, W in ggml blocks.
@@ -265,9 +404,18 @@ impl Dev<'_> {
         };
         let (n_in, n_out, m) = (w.n_in as u32, w.n_out as u32, m as u32);
         let wp = w.w.ptr();
-        let mut l = self.stream.launch_builder(self.k.get(name));
-        l.arg(&wp).arg(&x).arg(&out).arg(&n_in).arg(&n_out).arg(&m);
-        self.run(name, l, cfg.into())
+        self.run(
+            name,
+            cfg.into(),
+            &[
+                wp.into(),
+                x.into(),
+                out.into(),
+                n_in.into(),
+                n_out.into(),
+                m.into(),
+            ],
+        )
     }
 
     /// Dequantizes W into the f16 weight scratch and returns its address.
@@ -286,15 +434,27 @@ impl Dev<'_> {
             return Ok(self.wq);
         };
         let (q, y) = (w.w.ptr(), self.wq);
-        let mut l = self.stream.launch_builder(self.k.get(name));
-        l.arg(&q).arg(&y).arg(&n);
-        self.run(name, l, cfg)?;
+        self.run(name, cfg, &[q.into(), y.into(), n.into()])?;
         Ok(self.wq)
     }
 
     /// `C = Aᵀ B` in column-major terms (see [`plan::linear_gemm`]); A and B in the
     /// precision's type, C f32, f32 accumulation.
     fn gemm(&self, g: GemmShape, a: u64, b: u64, c: u64) -> Result<()> {
+        let blas = match (self.stream, self.blas) {
+            (Stream::Host(h), _) => {
+                return h
+                    .gemm(&g, a, b, c, self.precision)
+                    .map_err(host_err("cublasGemmEx"))
+            }
+            (Stream::Cuda(_), Some(blas)) => blas,
+            (Stream::Cuda(_), None) => {
+                return Err(CudaError::Library {
+                    op: "cublasGemmEx",
+                    msg: "no cuBLAS handle on a CUDA stream".into(),
+                })
+            }
+        };
         let (alpha, beta) = (1.0f32, 0.0f32);
         let ty = self.precision.cuda_type();
         // SAFETY: a, b and c address buffers of at least k·m, k·n and m·n elements of their
@@ -302,7 +462,7 @@ impl Dev<'_> {
         // as CUBLAS_COMPUTE_32F reads them (the handle's default host pointer mode).
         unsafe {
             blas::gemm_ex(
-                *self.blas.handle(),
+                *blas.handle(),
                 blas_sys::cublasOperation_t::CUBLAS_OP_T,
                 blas_sys::cublasOperation_t::CUBLAS_OP_N,
                 g.m,
@@ -350,16 +510,20 @@ impl Dev<'_> {
         let (t_in, c_in, t_out32, stride, ts, cs) =
             (u(t_in)?, u(c_in)?, u(t_out)?, u(stride)?, u(ts)?, u(cs)?);
         let name = "sotto_im2col";
-        let mut l = self.stream.launch_builder(self.k.get(name));
-        l.arg(&x)
-            .arg(&cols)
-            .arg(&t_in)
-            .arg(&c_in)
-            .arg(&t_out32)
-            .arg(&stride)
-            .arg(&ts)
-            .arg(&cs);
-        self.run(name, l, cfg)?;
+        self.run(
+            name,
+            cfg,
+            &[
+                x.into(),
+                cols.into(),
+                t_in.into(),
+                c_in.into(),
+                t_out32.into(),
+                stride.into(),
+                ts.into(),
+                cs.into(),
+            ],
+        )?;
         Ok(t_out)
     }
 
@@ -387,16 +551,20 @@ impl Dev<'_> {
         };
         let table = table.w.ptr();
         let (d, n_new, pos0) = (d as u32, n_new as u32, pos0 as u32);
-        let mut l = self.stream.launch_builder(self.k.get(name));
-        l.arg(&table)
-            .arg(&tok)
-            .arg(&pos)
-            .arg(&x)
-            .arg(&d)
-            .arg(&n_new)
-            .arg(&pos0)
-            .arg(&n);
-        self.run(name, l, cfg)
+        self.run(
+            name,
+            cfg,
+            &[
+                table.into(),
+                tok.into(),
+                pos.into(),
+                x.into(),
+                d.into(),
+                n_new.into(),
+                pos0.into(),
+                n.into(),
+            ],
+        )
     }
 
     /// Writes `batch · n_new` new rows into the cache at position `pos0` of each sequence.
@@ -418,15 +586,19 @@ impl Dev<'_> {
         let u = |v: usize| launch::count_u32("kv_write", v);
         let (d, n_new, pos0, seq_stride) = (u(d)?, u(n_new)?, u(pos0)?, u(seq_stride)?);
         let name = "sotto_kv_write";
-        let mut l = self.stream.launch_builder(self.k.get(name));
-        l.arg(&src)
-            .arg(&cache)
-            .arg(&d)
-            .arg(&n_new)
-            .arg(&pos0)
-            .arg(&seq_stride)
-            .arg(&n);
-        self.run(name, l, cfg)
+        self.run(
+            name,
+            cfg,
+            &[
+                src.into(),
+                cache.into(),
+                d.into(),
+                n_new.into(),
+                pos0.into(),
+                seq_stride.into(),
+                n.into(),
+            ],
+        )
     }
 
     /// Multi-head attention of `rows` query rows (sequences of `n_new` rows each) over
@@ -454,20 +626,24 @@ impl Dev<'_> {
         let (d, dh, n_new, stride, nk) = (u(d)?, u(dh)?, u(n_new)?, u(kv_seq_stride)?, u(n_keys)?);
         let (is_causal, pos0) = (causal.is_some() as i32, u(causal.unwrap_or(0))?);
         let name = "sotto_attention";
-        let mut l = self.stream.launch_builder(self.k.get(name));
-        l.arg(&q)
-            .arg(&k)
-            .arg(&v)
-            .arg(&out)
-            .arg(&d)
-            .arg(&dh)
-            .arg(&n_new)
-            .arg(&stride)
-            .arg(&nk)
-            .arg(&is_causal)
-            .arg(&pos0)
-            .arg(&scale);
-        self.run(name, l, cfg.into())
+        self.run(
+            name,
+            cfg.into(),
+            &[
+                q.into(),
+                k.into(),
+                v.into(),
+                out.into(),
+                d.into(),
+                dh.into(),
+                n_new.into(),
+                stride.into(),
+                nk.into(),
+                is_causal.into(),
+                pos0.into(),
+                scale.into(),
+            ],
+        )
     }
 
     /// Copies `n` f32 values on the device.
@@ -475,30 +651,17 @@ impl Dev<'_> {
         if n == 0 {
             return Ok(());
         }
-        // SAFETY: the caller passes ranges of n f32 inside live buffers of this stream.
-        unsafe {
-            cudarc::driver::result::memcpy_dtod_async(dst, src, n * 4, self.stream.cu_stream())
-        }
-        .map_err(driver("cuMemcpyDtoDAsync"))
+        self.stream.copy(dst, src, n * 4)
     }
 
     /// Copies host values into device memory at `dst` (queued; `x` must outlive the copy,
     /// which [`Dev::download`]'s synchronization guarantees for the session's step).
-    pub fn upload_to<T>(&self, dst: u64, x: &[T]) -> Result<()> {
-        // SAFETY: dst holds at least x.len() elements; the stream is synchronized before
-        // the step returns, so `x` outlives the copy.
-        unsafe { cudarc::driver::result::memcpy_htod_async(dst, x, self.stream.cu_stream()) }
-            .map_err(driver("cuMemcpyHtoDAsync"))
+    pub fn upload_to<T: DeviceRepr>(&self, dst: u64, x: &[T]) -> Result<()> {
+        self.stream.upload_to(dst, x)
     }
 
     /// Waits for the stream and copies `out.len()` f32 from `src`.
     pub fn download(&self, src: u64, out: &mut [f32]) -> Result<()> {
-        // SAFETY: src holds out.len() f32; the synchronize below completes the copy before
-        // `out` is read.
-        unsafe { cudarc::driver::result::memcpy_dtoh_async(out, src, self.stream.cu_stream()) }
-            .map_err(driver("cuMemcpyDtoHAsync"))?;
-        self.stream
-            .synchronize()
-            .map_err(driver("cuStreamSynchronize"))
+        self.stream.download(src, out)
     }
 }

@@ -4,13 +4,12 @@
 use std::sync::Arc;
 
 use cudarc::cublas::CudaBlas;
-use cudarc::driver::CudaStream;
 use sotto_model::check_decode_input;
 
-use crate::ops::{Buf, Dev, DevLinear, Precision};
+use crate::ops::{Buf, Dev, DevLinear, Precision, Stream};
 use crate::plan::{self, CopySource};
 use crate::whisper::DevBlock;
-use crate::{driver, guard, CudaError, CudaWhisper, Result};
+use crate::{guard, CudaError, CudaWhisper, Result};
 
 /// Encoder activations, allocated once per session.
 struct EncBuffers {
@@ -89,8 +88,8 @@ pub struct CudaSession {
     cross_v: Vec<Buf<f32>>,
     kv: DevKv,
     dec: DecBuffers,
-    blas: CudaBlas,
-    stream: Arc<CudaStream>,
+    blas: Option<CudaBlas>,
+    stream: Stream,
     model: Arc<CudaWhisper>,
 }
 
@@ -117,15 +116,8 @@ impl CudaSession {
     /// buffer, the cross K/V and a one-sequence cache allocated up front.
     pub fn new(model: Arc<CudaWhisper>) -> Result<Self> {
         guard("opening a CUDA session", || {
-            model
-                .ctx
-                .bind_to_thread()
-                .map_err(driver("cuCtxSetCurrent"))?;
-            let stream = model.ctx.new_stream().map_err(driver("cuStreamCreate"))?;
-            let blas = CudaBlas::new(stream.clone()).map_err(|e| CudaError::Library {
-                op: "cublasCreate",
-                msg: format!("{e:?}"),
-            })?;
+            model.bind()?;
+            let (stream, blas) = model.new_stream()?;
             let h = *model.hparams();
             let (ctx, da, dt) = (h.n_audio_ctx, h.n_audio_state, h.n_text_state);
             let n_frames = model.n_frames();
@@ -198,7 +190,7 @@ impl CudaSession {
     fn dev(&self) -> Dev<'_> {
         Dev {
             stream: &self.stream,
-            blas: &self.blas,
+            blas: self.blas.as_ref(),
             k: &self.model.kernels,
             precision: self.model.precision(),
             half: self.half.ptr(),
@@ -209,10 +201,7 @@ impl CudaSession {
     }
 
     fn bind(&self) -> Result<()> {
-        self.model
-            .ctx
-            .bind_to_thread()
-            .map_err(driver("cuCtxSetCurrent"))
+        self.model.bind()
     }
 
     /// Runs the encoder on one window, computes every decoder layer's cross-attention K/V
@@ -282,9 +271,7 @@ impl CudaSession {
             dev.linear(&cross.value, out, ctx, self.cross_v[l].ptr(), false)?;
         }
         // Surfaces launch failures here rather than at the first decode.
-        self.stream
-            .synchronize()
-            .map_err(driver("cuStreamSynchronize"))
+        self.stream.synchronize()
     }
 
     /// The encoder output, copied to the host. Shape: [n_audio_ctx, n_audio_state]

@@ -2,12 +2,13 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaContext, CudaStream};
+use cudarc::driver::CudaContext;
 use half::f16;
 use sotto_formats::{DType, Hparams, TensorData, WhisperFile};
 use sotto_quant::QuantType;
 
-use crate::ops::{Buf, DevLinear, DevNorm, Kernels, Precision};
+use crate::host::HostDevice;
+use crate::ops::{Buf, DevLinear, DevNorm, Kernels, Precision, Stream};
 use crate::{driver, guard, CudaError, DeviceInfo, Result};
 
 const LN_EPS: f32 = 1e-5;
@@ -63,9 +64,15 @@ pub struct CudaWhisper {
     pub(crate) encoder: DevEncoder,
     pub(crate) decoder: DevDecoder,
     /// Weights are uploaded on this stream; it is synchronized before `new` returns.
-    _load_stream: Arc<CudaStream>,
+    _load_stream: Stream,
     // Dropped last: everything above frees into this context.
-    pub(crate) ctx: Arc<CudaContext>,
+    runtime: Runtime,
+}
+
+/// What the model's memory belongs to.
+enum Runtime {
+    Cuda(Arc<CudaContext>),
+    Host(Arc<dyn HostDevice>),
 }
 
 impl std::fmt::Debug for CudaWhisper {
@@ -80,7 +87,7 @@ impl std::fmt::Debug for CudaWhisper {
 
 struct Loader<'a> {
     f: &'a WhisperFile,
-    stream: &'a Arc<CudaStream>,
+    stream: &'a Stream,
     precision: Precision,
     /// Elements of the largest matrix kept in ggml blocks.
     max_quantized: std::cell::Cell<usize>,
@@ -275,47 +282,107 @@ impl CudaWhisper {
             // synchronized below before any session can read them (see crate::ops).
             unsafe { ctx.disable_event_tracking() };
             let kernels = Kernels::load(&module)?;
-            let stream = ctx.new_stream().map_err(driver("cuStreamCreate"))?;
-            let l = Loader {
-                f,
-                stream: &stream,
-                precision,
-                max_quantized: Default::default(),
-            };
-            let h = f.hparams;
-            let (da, dt) = (h.n_audio_state, h.n_text_state);
-            let encoder = DevEncoder {
-                conv1: l.linear("encoder.conv1", da, h.n_mels * 3, true)?,
-                conv2: l.linear("encoder.conv2", da, da * 3, true)?,
-                pos: l.vector("encoder.positional_embedding", h.n_audio_ctx * da)?,
-                blocks: (0..h.n_audio_layer)
-                    .map(|i| l.block(&format!("encoder.blocks.{i}"), da, None))
-                    .collect::<Result<_>>()?,
-                ln_post: l.norm("encoder.ln_post", da)?,
-            };
-            let decoder = DevDecoder {
-                token_embedding: l.linear("decoder.token_embedding", h.n_vocab, dt, false)?,
-                pos: l.vector("decoder.positional_embedding", h.n_text_ctx * dt)?,
-                blocks: (0..h.n_text_layer)
-                    .map(|i| l.block(&format!("decoder.blocks.{i}"), dt, Some(da)))
-                    .collect::<Result<_>>()?,
-                ln: l.norm("decoder.ln", dt)?,
-            };
-            stream
-                .synchronize()
-                .map_err(driver("cuStreamSynchronize"))?;
-            Ok(CudaWhisper {
-                hparams: h,
-                precision,
-                max_quantized: l.max_quantized.get(),
-                info,
-                kernels,
-                encoder,
-                decoder,
-                _load_stream: stream,
-                ctx,
-            })
+            let stream = Stream::Cuda(ctx.new_stream().map_err(driver("cuStreamCreate"))?);
+            Self::build(f, precision, info, kernels, stream, Runtime::Cuda(ctx))
         })
+    }
+
+    /// The model on a [`HostDevice`] instead of a GPU: the same weights layout and, in its
+    /// sessions, the same launches, copies and products, on host memory. For checking the
+    /// CUDA path where there is no GPU (sotto-cuda's tests).
+    pub fn on_host(
+        f: &WhisperFile,
+        precision: Precision,
+        device: Arc<dyn HostDevice>,
+    ) -> Result<Self> {
+        check_hparams(&f.path, &f.hparams)?;
+        let info = DeviceInfo {
+            ordinal: 0,
+            name: "host emulation".into(),
+            total_memory: 0,
+            compute_capability: (0, 0),
+        };
+        let stream = Stream::Host(device.clone());
+        Self::build(
+            f,
+            precision,
+            info,
+            Kernels::none(),
+            stream,
+            Runtime::Host(device),
+        )
+    }
+
+    fn build(
+        f: &WhisperFile,
+        precision: Precision,
+        info: DeviceInfo,
+        kernels: Kernels,
+        stream: Stream,
+        runtime: Runtime,
+    ) -> Result<Self> {
+        let l = Loader {
+            f,
+            stream: &stream,
+            precision,
+            max_quantized: Default::default(),
+        };
+        let h = f.hparams;
+        let (da, dt) = (h.n_audio_state, h.n_text_state);
+        let encoder = DevEncoder {
+            conv1: l.linear("encoder.conv1", da, h.n_mels * 3, true)?,
+            conv2: l.linear("encoder.conv2", da, da * 3, true)?,
+            pos: l.vector("encoder.positional_embedding", h.n_audio_ctx * da)?,
+            blocks: (0..h.n_audio_layer)
+                .map(|i| l.block(&format!("encoder.blocks.{i}"), da, None))
+                .collect::<Result<_>>()?,
+            ln_post: l.norm("encoder.ln_post", da)?,
+        };
+        let decoder = DevDecoder {
+            token_embedding: l.linear("decoder.token_embedding", h.n_vocab, dt, false)?,
+            pos: l.vector("decoder.positional_embedding", h.n_text_ctx * dt)?,
+            blocks: (0..h.n_text_layer)
+                .map(|i| l.block(&format!("decoder.blocks.{i}"), dt, Some(da)))
+                .collect::<Result<_>>()?,
+            ln: l.norm("decoder.ln", dt)?,
+        };
+        let max_quantized = l.max_quantized.get();
+        stream.synchronize()?;
+        Ok(CudaWhisper {
+            hparams: h,
+            precision,
+            max_quantized,
+            info,
+            kernels,
+            encoder,
+            decoder,
+            _load_stream: stream,
+            runtime,
+        })
+    }
+
+    /// Makes the model's context current on this thread (nothing to do on the host).
+    pub(crate) fn bind(&self) -> Result<()> {
+        match &self.runtime {
+            Runtime::Cuda(ctx) => ctx.bind_to_thread().map_err(driver("cuCtxSetCurrent")),
+            Runtime::Host(_) => Ok(()),
+        }
+    }
+
+    /// A new stream for a session, and a cuBLAS handle on it (none on the host).
+    pub(crate) fn new_stream(&self) -> Result<(Stream, Option<cudarc::cublas::CudaBlas>)> {
+        match &self.runtime {
+            Runtime::Cuda(ctx) => {
+                let s = ctx.new_stream().map_err(driver("cuStreamCreate"))?;
+                let blas =
+                    cudarc::cublas::CudaBlas::new(s.clone()).map_err(|e| CudaError::Library {
+                        op: "cublasCreate",
+                        msg: format!("{e:?}"),
+                    })?;
+                Ok((Stream::Cuda(s), Some(blas)))
+            }
+            Runtime::Host(d) => Ok((Stream::Host(d.clone()), None)),
+        }
     }
 
     pub fn hparams(&self) -> &Hparams {

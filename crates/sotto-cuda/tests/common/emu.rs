@@ -130,14 +130,7 @@ pub fn get() -> Option<&'static Emu> {
     }
 }
 
-/// One kernel parameter, as the kernel declares it: pointers are 64-bit addresses.
-#[derive(Clone, Copy, Debug)]
-pub enum Arg {
-    Ptr(u64),
-    U32(u32),
-    I32(i32),
-    F32(f32),
-}
+pub use sotto_cuda::KernelArg as Arg;
 
 /// A host slice as a "device pointer".
 pub fn ptr<T>(x: &[T]) -> Arg {
@@ -161,6 +154,19 @@ impl Emu {
         shared_bytes: u32,
         args: &[Arg],
     ) {
+        if let Err(e) = self.try_launch(name, grid, block, shared_bytes, args) {
+            panic!("{e}");
+        }
+    }
+
+    fn try_launch(
+        &self,
+        name: &str,
+        grid: (u32, u32, u32),
+        block: (u32, u32, u32),
+        shared_bytes: u32,
+        args: &[Arg],
+    ) -> Result<(), String> {
         let mut vals = args.to_vec();
         let mut ptrs: Vec<*mut c_void> = vals
             .iter_mut()
@@ -188,18 +194,78 @@ impl Emu {
             )
         };
         let why = match rc {
-            0 => return,
+            0 => return Ok(()),
             1 => "no such kernel",
             2 => "block of 0 or more than 1024 threads",
             3 => "more than 48 KiB of dynamic shared memory",
             4 => "a barrier in a block after block 0, which never synchronised",
             _ => "unknown failure",
         };
-        panic!("emulated launch of {name} {grid:?}x{block:?}: {why}");
+        Err(format!(
+            "emulated launch of {name} {grid:?}x{block:?}: {why}"
+        ))
     }
 
     /// A 1-D launch as [`sotto_cuda::launch`] plans it.
     pub fn launch_1d(&self, name: &str, l: sotto_cuda::launch::Launch, args: &[Arg]) {
         self.launch(name, (l.grid, 1, 1), (l.block, 1, 1), l.shared_bytes, args)
+    }
+}
+
+/// The emulator as the device of `sotto_cuda::CudaWhisper::on_host`: kernels as above,
+/// cuBLAS's GemmEx as a plain f32-accumulating product.
+pub struct EmuDevice(pub &'static Emu);
+
+impl sotto_cuda::HostDevice for EmuDevice {
+    fn launch(
+        &self,
+        name: &str,
+        grid: (u32, u32, u32),
+        block: (u32, u32, u32),
+        shared_bytes: u32,
+        args: &[Arg],
+    ) -> Result<(), String> {
+        self.0.try_launch(name, grid, block, shared_bytes, args)
+    }
+
+    fn gemm(
+        &self,
+        g: &sotto_cuda::plan::GemmShape,
+        a: u64,
+        b: u64,
+        c: u64,
+        inputs: sotto_cuda::Precision,
+    ) -> Result<(), String> {
+        let (m, n, k) = (g.m as usize, g.n as usize, g.k as usize);
+        let (lda, ldb, ldc) = (g.lda as usize, g.ldb as usize, g.ldc as usize);
+        // SAFETY: as cuBLAS would read them: A holds (m - 1)·lda + k values, B (n - 1)·ldb
+        // + k, C (n - 1)·ldc + m, at host addresses of the session's live buffers.
+        let read = |p: u64, len: usize| -> Vec<f32> {
+            match inputs {
+                sotto_cuda::Precision::F16 => {
+                    // SAFETY: `len` f16 at `p` (see above).
+                    let h = unsafe { std::slice::from_raw_parts(p as *const u16, len) };
+                    h.iter()
+                        .map(|&b| half::f16::from_bits(b).to_f32())
+                        .collect()
+                }
+                sotto_cuda::Precision::F32 => {
+                    // SAFETY: `len` f32 at `p` (see above).
+                    unsafe { std::slice::from_raw_parts(p as *const f32, len) }.to_vec()
+                }
+            }
+        };
+        let av = read(a, (m - 1) * lda + k);
+        let bv = read(b, (n - 1) * ldb + k);
+        // SAFETY: C's extent at `c` (see above); nothing else reads it during the call.
+        let cv = unsafe { std::slice::from_raw_parts_mut(c as *mut f32, (n - 1) * ldc + m) };
+        for j in 0..n {
+            let bj = &bv[j * ldb..][..k];
+            for i in 0..m {
+                let ai = &av[i * lda..][..k];
+                cv[i + j * ldc] = ai.iter().zip(bj).map(|(x, y)| x * y).sum();
+            }
+        }
+        Ok(())
     }
 }

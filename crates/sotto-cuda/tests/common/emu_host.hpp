@@ -33,11 +33,14 @@ static dim3 threadIdx, blockIdx, blockDim, gridDim;
 
 namespace emu {
 struct Fiber {
+#if defined(__x86_64__) && !defined(SOTTO_EMU_UCONTEXT)
+    void* sp;  // saved stack pointer (see switch_to)
+#else
     ucontext_t ctx;
+#endif
     dim3 tid;
     bool done;
 };
-static ucontext_t scheduler;
 static Fiber* current = nullptr;
 static void (*body)(void**) = nullptr;
 static void** args = nullptr;
@@ -49,17 +52,89 @@ static bool direct = false;
 static bool barrier_in_direct_mode = false;
 static const std::size_t STACK_BYTES = 128 * 1024;
 
+#if defined(__x86_64__) && !defined(SOTTO_EMU_UCONTEXT)
+// A fiber switch that saves only what the SysV ABI asks a callee to keep (rbx, rbp,
+// r12-r15, the SSE and x87 control words) and the stack pointer: swapcontext also makes a
+// sigprocmask system call per switch, which made it most of the emulation's time.
+extern "C" void sotto_emu_switch(void** save_sp, void* load_sp);
+asm(R"(
+    .text
+    .p2align 4
+    .globl sotto_emu_switch
+    .hidden sotto_emu_switch
+    .type sotto_emu_switch, @function
+sotto_emu_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    subq $8, %rsp
+    stmxcsr (%rsp)
+    fnstcw 4(%rsp)
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    ldmxcsr (%rsp)
+    fldcw 4(%rsp)
+    addq $8, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size sotto_emu_switch, .-sotto_emu_switch
+)");
+
+static void* scheduler_sp = nullptr;
+
+[[noreturn]] static void entry() {
+    body(args);
+    current->done = true;
+    sotto_emu_switch(&current->sp, scheduler_sp);
+    __builtin_unreachable();
+}
+
+// A fresh fiber's stack as sotto_emu_switch leaves a suspended one: control words, six
+// zeroed registers, then `entry` as the return address (16-byte aligned, as after a call).
+inline void start(Fiber& f, char* stack) {
+    uintptr_t top = ((uintptr_t)stack + STACK_BYTES) & ~(uintptr_t)15;
+    uint64_t* sp = (uint64_t*)top;
+    *--sp = 0;                  // entry's own return address: never used
+    *--sp = (uint64_t)&entry;   // where the first switch returns to
+    for (int r = 0; r < 6; ++r) *--sp = 0;
+    *--sp = 0x1f80ull | (0x037full << 32);  // MXCSR and x87 control word defaults
+    f.sp = sp;
+}
+inline void resume(Fiber& f) { sotto_emu_switch(&scheduler_sp, f.sp); }
+inline void yield() { sotto_emu_switch(&current->sp, scheduler_sp); }
+#else
+static ucontext_t scheduler;
+
 static void entry() {
     body(args);
     current->done = true;  // returns to uc_link, the scheduler
 }
+
+inline void start(Fiber& f, char* stack) {
+    getcontext(&f.ctx);
+    f.ctx.uc_stack.ss_sp = stack;
+    f.ctx.uc_stack.ss_size = STACK_BYTES;
+    f.ctx.uc_link = &scheduler;
+    makecontext(&f.ctx, entry, 0);
+}
+inline void resume(Fiber& f) { swapcontext(&scheduler, &f.ctx); }
+inline void yield() { swapcontext(&current->ctx, &scheduler); }
+#endif
 
 inline void barrier() {
     if (direct) {
         barrier_in_direct_mode = true;
         return;
     }
-    swapcontext(&current->ctx, &scheduler);
+    yield();
 }
 
 inline unsigned int linear_tid() {
@@ -171,7 +246,10 @@ static int emu_launch(const EmuKernel& k, const unsigned int grid[3], const unsi
     blockDim = dim3{block[0], block[1], block[2]};
     gridDim = dim3{grid[0], grid[1], grid[2]};
     std::vector<emu::Fiber> fibers(n);
-    std::vector<char> stacks(n * emu::STACK_BYTES);
+    // Fiber stacks, kept between launches and never cleared (a fresh zeroed 128 KiB per
+    // thread per launch cost more than the kernels).
+    static std::vector<char*> stacks;
+    while (stacks.size() < n) stacks.push_back(new char[emu::STACK_BYTES]);
     std::vector<unsigned char> shared(shared_bytes + 16);
     emu::body = k.run;
     emu::args = args;
@@ -197,11 +275,7 @@ static int emu_launch(const EmuKernel& k, const unsigned int grid[3], const unsi
                 }
                 for (std::size_t t = 0; t < n; ++t) {
                     emu::Fiber& f = fibers[t];
-                    getcontext(&f.ctx);
-                    f.ctx.uc_stack.ss_sp = stacks.data() + t * emu::STACK_BYTES;
-                    f.ctx.uc_stack.ss_size = emu::STACK_BYTES;
-                    f.ctx.uc_link = &emu::scheduler;
-                    makecontext(&f.ctx, emu::entry, 0);
+                    emu::start(f, stacks[t]);
                     f.tid = dim3{(unsigned int)(t % block[0]), (unsigned int)(t / block[0] % block[1]),
                                  (unsigned int)(t / ((std::size_t)block[0] * block[1]))};
                     f.done = false;
@@ -212,7 +286,7 @@ static int emu_launch(const EmuKernel& k, const unsigned int grid[3], const unsi
                         if (f.done) continue;
                         emu::current = &f;
                         threadIdx = f.tid;
-                        swapcontext(&emu::scheduler, &f.ctx);
+                        emu::resume(f);
                         if (!f.done) live = synchronised = true;
                     }
                 }
