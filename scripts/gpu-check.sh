@@ -129,6 +129,11 @@ if [[ -x "$SOTTO" ]]; then
         timeout 240 "$SOTTO" bench --device cuda -m "$MODEL" --runs 3 >"$OUT/bench-cuda.txt" 2>&1 &&
             pass "sotto bench --device cuda: $(tr '\n' ';' <"$OUT/bench-cuda.txt")" ||
             fail "sotto bench --device cuda: $(tail -3 "$OUT/bench-cuda.txt")"
+        # The decoder step without CUDA graphs, for the graphs' gain.
+        SOTTO_CUDA_GRAPHS=0 timeout 240 "$SOTTO" bench --device cuda -m "$MODEL" --runs 3 \
+            >"$OUT/bench-cuda-nographs.txt" 2>&1 &&
+            pass "sotto bench --device cuda, SOTTO_CUDA_GRAPHS=0: $(tr '\n' ';' <"$OUT/bench-cuda-nographs.txt")" ||
+            fail "sotto bench --device cuda, SOTTO_CUDA_GRAPHS=0: $(tail -3 "$OUT/bench-cuda-nographs.txt")"
     else
         fail "no carried model at $MODEL"
     fi

@@ -9,7 +9,7 @@
 use sotto_quant::QuantType;
 
 /// The kernels' entry points, in the order [`SOURCE`] defines them.
-pub const NAMES: [&str; 32] = [
+pub const NAMES: [&str; 33] = [
     "sotto_add_f32",
     "sotto_gelu_f32",
     "sotto_layer_norm_f32",
@@ -25,6 +25,7 @@ pub const NAMES: [&str; 32] = [
     "sotto_dequantize_half_q5_0",
     "sotto_dequantize_half_q5_1",
     "sotto_dequantize_half_q8_0",
+    "sotto_mul_mat_vec_f16",
     "sotto_mul_mat_vec_q4_0",
     "sotto_mul_mat_vec_q4_1",
     "sotto_mul_mat_vec_q5_0",
@@ -260,6 +261,55 @@ extern "C" __global__ void sotto_dequantize_half_q8_0(const unsigned char* q, un
 // of W's row and sums them against every row of x; the warp then adds its lanes' sums.
 // Shape: w [n_out, n_in / 32 blocks]; x [m, n_in]; y [m, n_out]
 #define SOTTO_MMV_ROWS 8
+
+// Adds each row's sums over the warp's lanes; lane 0 writes y[r, o]. Every lane of the warp
+// takes part in the shuffles, live output or not.
+__device__ __forceinline__ void sotto_mmv_store(const float* acc, float* y, unsigned int o,
+        unsigned int n_out, unsigned int m) {
+#pragma unroll
+    for (int r = 0; r < SOTTO_MMV_ROWS; ++r) {
+        if (r < (int)m) {
+            float s = acc[r];
+            for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+            if (threadIdx.x % 32 == 0 && o < n_out) y[(size_t)r * n_out + o] = s;
+        }
+    }
+}
+
+// As sotto_mul_mat_vec_q with W in f16 (rows of any length): lane l reads the pair of
+// halves 2l, 2l + 1 of every 64, one 32-bit load when rows are an even length.
+extern "C" __global__ void sotto_mul_mat_vec_f16(const unsigned short* w, const float* x,
+        float* y, unsigned int n_in, unsigned int n_out, unsigned int m) {
+    unsigned int lane = threadIdx.x % 32;
+    unsigned int o = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    float acc[SOTTO_MMV_ROWS];
+#pragma unroll
+    for (int r = 0; r < SOTTO_MMV_ROWS; ++r) acc[r] = 0.0f;
+    if (o < n_out) {
+        const unsigned short* row = w + (size_t)o * n_in;
+        for (unsigned int k = 2 * lane; k < n_in; k += 64) {
+            float w0, w1 = 0.0f;
+            if ((n_in & 1u) == 0) {
+                unsigned int pair = *(const unsigned int*)(row + k);
+                w0 = sotto_half_to_float((unsigned short)(pair & 0xffffu));
+                w1 = sotto_half_to_float((unsigned short)(pair >> 16));
+            } else {
+                w0 = sotto_half_to_float(row[k]);
+                if (k + 1 < n_in) w1 = sotto_half_to_float(row[k + 1]);
+            }
+            bool two = k + 1 < n_in;
+#pragma unroll
+            for (int r = 0; r < SOTTO_MMV_ROWS; ++r) {
+                if (r < (int)m) {
+                    const float* xr = x + (size_t)r * n_in + k;
+                    acc[r] += two ? w0 * xr[0] + w1 * xr[1] : w0 * xr[0];
+                }
+            }
+        }
+    }
+    sotto_mmv_store(acc, y, o, n_out, m);
+}
+
 template <int T> __device__ __forceinline__ void sotto_mul_mat_vec_q(const unsigned char* w,
         const float* x, float* y, unsigned int n_in, unsigned int n_out, unsigned int m) {
     unsigned int lane = threadIdx.x % 32;
@@ -287,15 +337,7 @@ template <int T> __device__ __forceinline__ void sotto_mul_mat_vec_q(const unsig
             }
         }
     }
-    // Every lane of the warp takes part in the shuffles, live output or not.
-#pragma unroll
-    for (int r = 0; r < SOTTO_MMV_ROWS; ++r) {
-        if (r < (int)m) {
-            float s = acc[r];
-            for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
-            if (lane == 0 && o < n_out) y[(size_t)r * n_out + o] = s;
-        }
-    }
+    sotto_mmv_store(acc, y, o, n_out, m);
 }
 
 extern "C" __global__ void sotto_mul_mat_vec_q4_0(const unsigned char* w, const float* x,
@@ -355,91 +397,94 @@ extern "C" __global__ void sotto_im2col(const float* x, float* cols, unsigned in
     cols[i] = (ti >= 0 && ti < (int)t_in) ? x[(size_t)ti * ts + (size_t)c * cs] : 0.0f;
 }
 
-// x[r, c] = table[tok[r], c] + pos[pos0 + r % n_new, c]; rows are [batch, n_new] flattened.
+// x[r, c] = table[tok[r], c] + pos[*pos0 + r % n_new, c]; rows are [batch, n_new] flattened.
+// Positions (here, in sotto_kv_write and in sotto_attention) are read from device memory,
+// so that one captured CUDA graph serves every step of a decode.
 extern "C" __global__ void sotto_embed_f16(const unsigned short* table, const unsigned int* tok,
-        const float* pos, float* x, unsigned int d, unsigned int n_new, unsigned int pos0,
+        const float* pos, float* x, unsigned int d, unsigned int n_new, const unsigned int* pos0,
         unsigned int n) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     unsigned int r = i / d, c = i % d;
-    x[i] = sotto_half_to_float(table[(size_t)tok[r] * d + c]) + pos[(size_t)(pos0 + r % n_new) * d + c];
+    x[i] = sotto_half_to_float(table[(size_t)tok[r] * d + c]) + pos[(size_t)(*pos0 + r % n_new) * d + c];
 }
 
 extern "C" __global__ void sotto_embed_f32(const float* table, const unsigned int* tok,
-        const float* pos, float* x, unsigned int d, unsigned int n_new, unsigned int pos0,
+        const float* pos, float* x, unsigned int d, unsigned int n_new, const unsigned int* pos0,
         unsigned int n) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     unsigned int r = i / d, c = i % d;
-    x[i] = table[(size_t)tok[r] * d + c] + pos[(size_t)(pos0 + r % n_new) * d + c];
+    x[i] = table[(size_t)tok[r] * d + c] + pos[(size_t)(*pos0 + r % n_new) * d + c];
 }
 
 // As sotto_embed_f32 with a table in ggml blocks of type T (rows of d / 32 blocks).
 template <int T> __device__ __forceinline__ void sotto_embed_q(const unsigned char* table,
         const unsigned int* tok, const float* pos, float* x, unsigned int d, unsigned int n_new,
-        unsigned int pos0, unsigned int n) {
+        const unsigned int* pos0, unsigned int n) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     unsigned int r = i / d, c = i % d;
     const unsigned char* b =
         table + ((size_t)tok[r] * (d / 32) + c / 32) * sotto_qbytes<T>();
-    x[i] = sotto_qvalue<T>(b, c % 32) + pos[(size_t)(pos0 + r % n_new) * d + c];
+    x[i] = sotto_qvalue<T>(b, c % 32) + pos[(size_t)(*pos0 + r % n_new) * d + c];
 }
 
 extern "C" __global__ void sotto_embed_q4_0(const unsigned char* table, const unsigned int* tok,
-        const float* pos, float* x, unsigned int d, unsigned int n_new, unsigned int pos0,
+        const float* pos, float* x, unsigned int d, unsigned int n_new, const unsigned int* pos0,
         unsigned int n) {
     sotto_embed_q<0>(table, tok, pos, x, d, n_new, pos0, n);
 }
 extern "C" __global__ void sotto_embed_q4_1(const unsigned char* table, const unsigned int* tok,
-        const float* pos, float* x, unsigned int d, unsigned int n_new, unsigned int pos0,
+        const float* pos, float* x, unsigned int d, unsigned int n_new, const unsigned int* pos0,
         unsigned int n) {
     sotto_embed_q<1>(table, tok, pos, x, d, n_new, pos0, n);
 }
 extern "C" __global__ void sotto_embed_q5_0(const unsigned char* table, const unsigned int* tok,
-        const float* pos, float* x, unsigned int d, unsigned int n_new, unsigned int pos0,
+        const float* pos, float* x, unsigned int d, unsigned int n_new, const unsigned int* pos0,
         unsigned int n) {
     sotto_embed_q<2>(table, tok, pos, x, d, n_new, pos0, n);
 }
 extern "C" __global__ void sotto_embed_q5_1(const unsigned char* table, const unsigned int* tok,
-        const float* pos, float* x, unsigned int d, unsigned int n_new, unsigned int pos0,
+        const float* pos, float* x, unsigned int d, unsigned int n_new, const unsigned int* pos0,
         unsigned int n) {
     sotto_embed_q<3>(table, tok, pos, x, d, n_new, pos0, n);
 }
 extern "C" __global__ void sotto_embed_q8_0(const unsigned char* table, const unsigned int* tok,
-        const float* pos, float* x, unsigned int d, unsigned int n_new, unsigned int pos0,
+        const float* pos, float* x, unsigned int d, unsigned int n_new, const unsigned int* pos0,
         unsigned int n) {
     sotto_embed_q<8>(table, tok, pos, x, d, n_new, pos0, n);
 }
 
 // Appends new keys or values to the cache: row i of sequence s (src row s·n_new + i) goes to
-// position pos0 + i of that sequence. Shape: src [batch, n_new, d]; cache [capacity, n_ctx, d]
+// position *pos0 + i of that sequence. Shape: src [batch, n_new, d]; cache [capacity, n_ctx, d]
 // with seq_stride = n_ctx·d; n = batch·n_new·d.
 extern "C" __global__ void sotto_kv_write(const float* src, float* cache, unsigned int d,
-        unsigned int n_new, unsigned int pos0, unsigned int seq_stride, unsigned int n) {
+        unsigned int n_new, const unsigned int* pos0, unsigned int seq_stride, unsigned int n) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     unsigned int r = i / d, c = i % d;
-    unsigned int s = r / n_new, p = pos0 + r % n_new;
+    unsigned int s = r / n_new, p = *pos0 + r % n_new;
     cache[(size_t)s * seq_stride + (size_t)p * d + c] = src[i];
 }
 
 // softmax(q kᵀ · scale + mask) v for one query row and one head per block:
 // blockIdx.x = row r (sequence s = r / n_new, position in step i = r % n_new),
 // blockIdx.y = head h. Keys and values of sequence s start at s·kv_seq_stride (0: every
-// row sees the same keys, as in cross-attention). Causal rows see keys 0..=q_pos0 + i,
-// others n_keys. Dynamic shared memory: (n_keys + blockDim.x) floats.
+// row sees the same keys, as in cross-attention). Causal rows see keys 0..=*q_pos0 + i (at
+// most n_keys, the cache's length), others n_keys. q_pos0 is read only when causal.
+// Dynamic shared memory: (n_keys + blockDim.x) floats.
 // Shape: q, out [rows, d]; k, v [.., n_keys, d] per sequence; d = n_head·dh.
 extern "C" __global__ void sotto_attention(const float* q, const float* k, const float* v,
         float* out, unsigned int d, unsigned int dh, unsigned int n_new,
-        unsigned int kv_seq_stride, unsigned int n_keys, int causal, unsigned int q_pos0,
+        unsigned int kv_seq_stride, unsigned int n_keys, int causal, const unsigned int* q_pos0,
         float scale) {
     extern __shared__ float sh[];
     float* sc = sh;
     float* red = sh + n_keys;
     unsigned int r = blockIdx.x, h = blockIdx.y;
     unsigned int s = r / n_new, i = r % n_new;
-    unsigned int nk = causal ? q_pos0 + i + 1 : n_keys;
+    unsigned int nk = causal ? *q_pos0 + i + 1 : n_keys;
     if (nk > n_keys) nk = n_keys;
     const float* qr = q + (size_t)r * d + h * dh;
     const float* kb = k + (size_t)s * kv_seq_stride + h * dh;

@@ -257,6 +257,62 @@ pub(crate) struct Dev<'a> {
     /// f16 scratch for a quantized weight dequantized for cuBLAS, and its length.
     pub wq: u64,
     pub wq_len: usize,
+    /// On a [`HostDevice`], a graph being captured: launches, copies and products are
+    /// recorded here instead of run, as a CUDA stream in capture mode does.
+    pub record: Option<&'a std::cell::RefCell<Vec<HostOp>>>,
+}
+
+/// One recorded step of a [`HostDevice`] graph.
+pub(crate) enum HostOp {
+    Launch {
+        name: &'static str,
+        cfg: LaunchConfig,
+        args: Vec<KernelArg>,
+    },
+    Copy {
+        dst: u64,
+        src: u64,
+        bytes: usize,
+    },
+    Gemm {
+        g: GemmShape,
+        a: u64,
+        b: u64,
+        c: u64,
+        precision: Precision,
+    },
+}
+
+/// Runs a recorded graph on `device`, in order.
+pub(crate) fn replay(device: &dyn HostDevice, ops: &[HostOp]) -> Result<()> {
+    for op in ops {
+        match op {
+            HostOp::Launch { name, cfg, args } => device
+                .launch(
+                    name,
+                    cfg.grid_dim,
+                    cfg.block_dim,
+                    cfg.shared_mem_bytes,
+                    args,
+                )
+                .map_err(host_err(name))?,
+            &HostOp::Copy { dst, src, bytes } => {
+                // SAFETY: recorded from Dev::copy_f32 on live buffers of the session, which
+                // discards its graphs when any buffer they address is reallocated.
+                unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, bytes) }
+            }
+            HostOp::Gemm {
+                g,
+                a,
+                b,
+                c,
+                precision,
+            } => device
+                .gemm(g, *a, *b, *c, *precision)
+                .map_err(host_err("cublasGemmEx"))?,
+        }
+    }
+    Ok(())
 }
 
 fn elementwise(op: &'static str, n: usize) -> Result<Option<(LaunchConfig, u32)>> {
@@ -267,6 +323,14 @@ fn elementwise(op: &'static str, n: usize) -> Result<Option<(LaunchConfig, u32)>
 impl Dev<'_> {
     /// Launches kernel `name` with `args`, which list its parameters in order.
     fn run(&self, name: &'static str, cfg: LaunchConfig, args: &[KernelArg]) -> Result<()> {
+        if let Some(rec) = self.record {
+            rec.borrow_mut().push(HostOp::Launch {
+                name,
+                cfg,
+                args: args.to_vec(),
+            });
+            return Ok(());
+        }
         match self.stream {
             Stream::Cuda(s) => {
                 let mut l = s.launch_builder(self.k.get(name)?);
@@ -342,15 +406,20 @@ impl Dev<'_> {
 
     /// `out = x · Wᵀ + b`, then GELU when `gelu`. Shape: x [m, n_in]; out [m, n_out]
     ///
-    /// Quantized weights: up to [`kernels::MMV_ROWS`] rows (decoder steps) go through the
-    /// `sotto_mul_mat_vec` kernel, which reads the blocks; more rows (the encoder, prompt
-    /// passes) dequantize the weight to f16 scratch for a cuBLAS product.
+    /// Up to [`kernels::MMV_ROWS`] rows (decoder steps) of f16 or quantized weights go
+    /// through a `sotto_mul_mat_vec` kernel, which reads the weights as stored (and keeps
+    /// cuBLAS out of a captured step); more rows (the encoder, prompt passes) use cuBLAS,
+    /// quantized weights dequantized to f16 scratch first.
     pub fn linear(&self, w: &DevLinear, x: u64, m: usize, out: u64, gelu: bool) -> Result<()> {
         if m == 0 {
             return Ok(());
         }
+        let small = m <= kernels::MMV_ROWS;
         match w.qtype {
-            Some(t) if m <= kernels::MMV_ROWS => self.mul_mat_vec(t, w, x, m, out)?,
+            Some(t) if small => self.mul_mat_vec(t, w, x, m, out)?,
+            None if small && self.precision == Precision::F16 => {
+                self.mul_mat_vec_f16(w, x, m, out)?
+            }
             _ => {
                 let g = plan::linear_gemm(m, w.n_out, w.n_in)?;
                 let a = match w.qtype {
@@ -418,6 +487,24 @@ impl Dev<'_> {
         )
     }
 
+    /// `out = x · Wᵀ` for at most [`kernels::MMV_ROWS`] rows, W in f16.
+    fn mul_mat_vec_f16(&self, w: &DevLinear, x: u64, m: usize, out: u64) -> Result<()> {
+        let name = "sotto_mul_mat_vec_f16";
+        let Some(cfg) = launch::mul_mat_vec("mul_mat_vec", m, w.n_out, w.n_in)? else {
+            return Ok(());
+        };
+        let (n_in, n_out, m) = (w.n_in as u32, w.n_out as u32, m as u32);
+        let args = [
+            w.w.ptr().into(),
+            x.into(),
+            out.into(),
+            n_in.into(),
+            n_out.into(),
+            m.into(),
+        ];
+        self.run(name, cfg.into(), &args)
+    }
+
     /// Dequantizes W into the f16 weight scratch and returns its address.
     fn dequantize_half(&self, t: QuantType, w: &DevLinear) -> Result<u64> {
         let op = "dequantize_half";
@@ -441,6 +528,17 @@ impl Dev<'_> {
     /// `C = Aᵀ B` in column-major terms (see [`plan::linear_gemm`]); A and B in the
     /// precision's type, C f32, f32 accumulation.
     fn gemm(&self, g: GemmShape, a: u64, b: u64, c: u64) -> Result<()> {
+        if let Some(rec) = self.record {
+            let precision = self.precision;
+            rec.borrow_mut().push(HostOp::Gemm {
+                g,
+                a,
+                b,
+                c,
+                precision,
+            });
+            return Ok(());
+        }
         let blas = match (self.stream, self.blas) {
             (Stream::Host(h), _) => {
                 return h
@@ -527,7 +625,8 @@ impl Dev<'_> {
         Ok(t_out)
     }
 
-    /// `x[r] = table[tok[r]] + pos[pos0 + r % n_new]`. Shape: tok [m]; x [m, d]
+    /// `x[r] = table[tok[r]] + pos[*pos0 + r % n_new]`, `pos0` the device address of a u32.
+    /// Shape: tok [m]; x [m, d]
     #[allow(clippy::too_many_arguments)]
     pub fn embed(
         &self,
@@ -538,7 +637,7 @@ impl Dev<'_> {
         m: usize,
         d: usize,
         n_new: usize,
-        pos0: usize,
+        pos0: u64,
     ) -> Result<()> {
         let Some((cfg, n)) = elementwise("embed", m * d)? else {
             return Ok(());
@@ -550,7 +649,7 @@ impl Dev<'_> {
             (None, Precision::F32) => "sotto_embed_f32",
         };
         let table = table.w.ptr();
-        let (d, n_new, pos0) = (d as u32, n_new as u32, pos0 as u32);
+        let (d, n_new) = (d as u32, n_new as u32);
         self.run(
             name,
             cfg,
@@ -567,7 +666,8 @@ impl Dev<'_> {
         )
     }
 
-    /// Writes `batch · n_new` new rows into the cache at position `pos0` of each sequence.
+    /// Writes `batch · n_new` new rows into the cache at position `*pos0` (a device u32) of
+    /// each sequence.
     /// Shape: src [batch, n_new, d]; cache [.., seq_stride / d, d]
     #[allow(clippy::too_many_arguments)]
     pub fn kv_write(
@@ -577,14 +677,14 @@ impl Dev<'_> {
         batch: usize,
         n_new: usize,
         d: usize,
-        pos0: usize,
+        pos0: u64,
         seq_stride: usize,
     ) -> Result<()> {
         let Some((cfg, n)) = elementwise("kv_write", batch * n_new * d)? else {
             return Ok(());
         };
         let u = |v: usize| launch::count_u32("kv_write", v);
-        let (d, n_new, pos0, seq_stride) = (u(d)?, u(n_new)?, u(pos0)?, u(seq_stride)?);
+        let (d, n_new, seq_stride) = (u(d)?, u(n_new)?, u(seq_stride)?);
         let name = "sotto_kv_write";
         self.run(
             name,
@@ -602,8 +702,9 @@ impl Dev<'_> {
     }
 
     /// Multi-head attention of `rows` query rows (sequences of `n_new` rows each) over
-    /// `n_keys` keys per sequence (`kv_seq_stride` elements apart; 0 when shared), causal
-    /// from `q_pos0` when `causal`. Shape: q, out [rows, d]
+    /// `n_keys` keys per sequence (`kv_seq_stride` elements apart; 0 when shared). Causal
+    /// with `Some(q_pos0)`, the device address of the first row's position: row i then
+    /// sees keys `..=*q_pos0 + i`, of at most `n_keys`. Shape: q, out [rows, d]
     #[allow(clippy::too_many_arguments)]
     pub fn attention(
         &self,
@@ -617,14 +718,14 @@ impl Dev<'_> {
         n_head: usize,
         kv_seq_stride: usize,
         n_keys: usize,
-        causal: Option<usize>,
+        causal: Option<u64>,
     ) -> Result<()> {
         let dh = d / n_head.max(1);
         let cfg = plan::attention(rows, n_head, dh, n_keys)?;
         let u = |v: usize| launch::count_u32("attention", v);
         let scale = 1.0 / (dh as f32).sqrt();
         let (d, dh, n_new, stride, nk) = (u(d)?, u(dh)?, u(n_new)?, u(kv_seq_stride)?, u(n_keys)?);
-        let (is_causal, pos0) = (causal.is_some() as i32, u(causal.unwrap_or(0))?);
+        let (is_causal, pos0) = (causal.is_some() as i32, causal.unwrap_or(0));
         let name = "sotto_attention";
         self.run(
             name,
@@ -649,6 +750,11 @@ impl Dev<'_> {
     /// Copies `n` f32 values on the device.
     pub fn copy_f32(&self, dst: u64, src: u64, n: usize) -> Result<()> {
         if n == 0 {
+            return Ok(());
+        }
+        if let Some(rec) = self.record {
+            let bytes = n * 4;
+            rec.borrow_mut().push(HostOp::Copy { dst, src, bytes });
             return Ok(());
         }
         self.stream.copy(dst, src, n * 4)

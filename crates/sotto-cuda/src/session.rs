@@ -1,15 +1,17 @@
 //! [`CudaSession`]: one stream's state on the GPU, with `sotto_model::Session`'s methods
 //! and semantics.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use cudarc::cublas::CudaBlas;
 use sotto_model::check_decode_input;
 
-use crate::ops::{Buf, Dev, DevLinear, Precision, Stream};
+use crate::ops::{self, Buf, Dev, DevLinear, HostOp, Precision, Stream};
 use crate::plan::{self, CopySource};
 use crate::whisper::DevBlock;
-use crate::{guard, CudaError, CudaWhisper, Result};
+use crate::{driver, guard, kernels, CudaError, CudaWhisper, Result};
 
 /// Encoder activations, allocated once per session.
 struct EncBuffers {
@@ -88,6 +90,10 @@ pub struct CudaSession {
     cross_v: Vec<Buf<f32>>,
     kv: DevKv,
     dec: DecBuffers,
+    /// The step's first position (the cache length), as the kernels read it. Shape: [1]
+    pos: Buf<u32>,
+    /// Captured one-token steps by batch size (see [`CudaSession::decode_batch`]).
+    graphs: HashMap<usize, StepGraph>,
     blas: Option<CudaBlas>,
     stream: Stream,
     model: Arc<CudaWhisper>,
@@ -176,6 +182,8 @@ impl CudaSession {
                 cross_v: layers(ctx * dt)?,
                 kv,
                 dec,
+                pos: Buf::zeros(&stream, 1)?,
+                graphs: HashMap::new(),
                 blas,
                 stream,
                 model,
@@ -197,6 +205,7 @@ impl CudaSession {
             half_len: self.half.len(),
             wq: self.wq.ptr(),
             wq_len: self.wq.len(),
+            record: None,
         }
     }
 
@@ -293,6 +302,12 @@ impl CudaSession {
     /// Tokens decoded so far in each sequence of the batch.
     pub fn text_len(&self) -> usize {
         self.kv.len
+    }
+
+    /// Decoder-step graphs this session holds (one per batch size in use; see
+    /// [`CudaSession::decode_batch`]).
+    pub fn step_graphs(&self) -> usize {
+        self.graphs.len()
     }
 
     /// Sequences in the batch.
@@ -449,6 +464,11 @@ impl CudaSession {
 
     /// The decoder over `batch` sequences of `tokens.len() / batch` new tokens each; `rows`
     /// index the flattened [batch · n_new] rows whose logits are written. Inputs checked.
+    ///
+    /// A step of one token per sequence with every row's logits (greedy and beam steps) at
+    /// F16 precision runs as a graph captured on its first use for that batch size: its
+    /// inputs (tokens, position) are uploaded to fixed buffers, so one capture serves every
+    /// step. `SOTTO_CUDA_GRAPHS=0` turns graphs off.
     fn forward(
         &mut self,
         tokens: &[u32],
@@ -456,28 +476,108 @@ impl CudaSession {
         rows: &[usize],
         logits: &mut [f32],
     ) -> Result<()> {
+        let n_new = tokens.len() / batch;
         guard("decode", || {
             self.bind()?;
             self.size_step(tokens.len(), rows.len())?;
-            self.run_decoder(tokens, batch, rows, logits)
+            let graphable = n_new == 1
+                && batch <= kernels::MMV_ROWS
+                && rows.iter().copied().eq(0..batch)
+                && self.model.precision() == Precision::F16
+                && graphs_enabled();
+            let mut graphs = std::mem::take(&mut self.graphs);
+            let mut run = || {
+                let pos = [self.kv.len as u32];
+                let dev = self.dev();
+                dev.upload_to(self.dec.tok.ptr(), tokens)?;
+                dev.upload_to(self.pos.ptr(), &pos)?;
+                match graphable {
+                    true => self.run_graph(&mut graphs, batch)?,
+                    false => self.decoder_body(&dev, tokens.len(), batch, rows)?,
+                }
+                // `tokens` and `pos` stay borrowed until this synchronizes.
+                dev.download(self.dec.logits.ptr(), logits)
+            };
+            let r = run();
+            self.graphs = graphs;
+            r
         })?;
-        self.kv.len += tokens.len() / batch;
+        self.kv.len += n_new;
         Ok(())
     }
 
-    fn run_decoder(
-        &self,
-        tokens: &[u32],
-        batch: usize,
-        rows: &[usize],
-        logits: &mut [f32],
-    ) -> Result<()> {
+    /// Every device address a step reads or writes: a graph captured with other
+    /// addresses is stale.
+    fn layout(&self) -> Vec<u64> {
+        let b = &self.dec;
+        let bufs = [
+            &b.x, &b.h, &b.q, &b.k, &b.v, &b.att, &b.mlp, &b.sel, &b.normed, &b.logits,
+        ];
+        let kv =
+            (self.kv.k.iter().chain(&self.kv.v)).chain(self.cross_k.iter().chain(&self.cross_v));
+        (bufs.into_iter().chain(kv).map(|b| b.ptr()))
+            .chain([b.tok.ptr(), self.pos.ptr(), self.half.ptr(), self.wq.ptr()])
+            .collect()
+    }
+
+    /// Launches the step graph of `batch` one-token sequences, capturing it first when
+    /// there is none for the current buffers.
+    fn run_graph(&self, graphs: &mut HashMap<usize, StepGraph>, batch: usize) -> Result<()> {
+        let layout = self.layout();
+        if graphs.get(&batch).is_none_or(|g| g.layout != layout) {
+            graphs.remove(&batch);
+            let graph = self.capture(batch)?;
+            graphs.insert(batch, StepGraph { layout, graph });
+        }
+        match &graphs[&batch].graph {
+            Graph::Cuda(g) => g.0.launch().map_err(driver("cuGraphLaunch")),
+            Graph::Host(ops) => match &self.stream {
+                Stream::Host(d) => ops::replay(d.as_ref(), ops),
+                Stream::Cuda(_) => unreachable!("host graphs are captured on host streams"),
+            },
+        }
+    }
+
+    /// Captures the decoder body of a one-token step for `batch` sequences.
+    fn capture(&self, batch: usize) -> Result<Graph> {
+        let rows: Vec<usize> = (0..batch).collect();
+        match &self.stream {
+            Stream::Cuda(s) => {
+                use cudarc::driver::sys;
+                let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+                s.begin_capture(mode)
+                    .map_err(driver("cuStreamBeginCapture"))?;
+                let body = self.decoder_body(&self.dev(), batch, batch, &rows);
+                // Capture ends whatever the body did, or the stream stays unusable.
+                let flags = sys::CUgraphInstantiate_flags(0);
+                let graph = s.end_capture(flags).map_err(driver("cuStreamEndCapture"));
+                body?;
+                let graph = graph?.ok_or_else(|| CudaError::Library {
+                    op: "cuStreamEndCapture",
+                    msg: "the capture recorded no graph".into(),
+                })?;
+                Ok(Graph::Cuda(SendGraph(graph)))
+            }
+            Stream::Host(_) => {
+                let rec = RefCell::new(Vec::new());
+                let dev = Dev {
+                    record: Some(&rec),
+                    ..self.dev()
+                };
+                self.decoder_body(&dev, batch, batch, &rows)?;
+                Ok(Graph::Host(rec.into_inner()))
+            }
+        }
+    }
+
+    /// The decoder's launches for `m` token rows in `batch` sequences, from the uploaded
+    /// tokens and position to the logits of `rows` in `dec.logits`.
+    fn decoder_body(&self, dev: &Dev<'_>, m: usize, batch: usize, rows: &[usize]) -> Result<()> {
         let h = *self.model.hparams();
-        let (dev, b, kv, dec) = (self.dev(), &self.dec, &self.kv, &self.model.decoder);
-        let (m, d, pos0, nh) = (tokens.len(), h.n_text_state, kv.len, h.n_text_head);
+        let (b, kv, dec) = (&self.dec, &self.kv, &self.model.decoder);
+        let (d, nh, pos) = (h.n_text_state, h.n_text_head, self.pos.ptr());
         let n_new = m / batch;
         let stride = kv.stride();
-        dev.upload_to(b.tok.ptr(), tokens)?;
         dev.embed(
             &dec.token_embedding,
             b.tok.ptr(),
@@ -486,7 +586,7 @@ impl CudaSession {
             m,
             d,
             n_new,
-            pos0,
+            pos,
         )?;
         let (x, hb, q, att) = (b.x.ptr(), b.h.ptr(), b.q.ptr(), b.att.ptr());
         for (l, blk) in dec.blocks.iter().enumerate() {
@@ -496,10 +596,10 @@ impl CudaSession {
             dev.linear(&a.key, hb, m, b.k.ptr(), false)?;
             dev.linear(&a.value, hb, m, b.v.ptr(), false)?;
             let (kc, vc) = (kv.k[l].ptr(), kv.v[l].ptr());
-            dev.kv_write(b.k.ptr(), kc, batch, n_new, d, pos0, stride)?;
-            dev.kv_write(b.v.ptr(), vc, batch, n_new, d, pos0, stride)?;
-            let keys = pos0 + n_new;
-            dev.attention(q, kc, vc, att, m, n_new, d, nh, stride, keys, Some(pos0))?;
+            dev.kv_write(b.k.ptr(), kc, batch, n_new, d, pos, stride)?;
+            dev.kv_write(b.v.ptr(), vc, batch, n_new, d, pos, stride)?;
+            // Keys up to the cache's length: each row's causal bound comes from `pos`.
+            dev.attention(q, kc, vc, att, m, n_new, d, nh, stride, kv.n_ctx, Some(pos))?;
             dev.linear(&a.out, att, m, hb, false)?;
             dev.add(x, hb, m * d)?;
 
@@ -512,17 +612,39 @@ impl CudaSession {
             dev.linear(&cross.out, att, m, hb, false)?;
             dev.add(x, hb, m * d)?;
 
-            mlp(&dev, blk, m, d, x, hb, b.mlp.ptr())?;
+            mlp(dev, blk, m, d, x, hb, b.mlp.ptr())?;
         }
         for (i, &r) in rows.iter().enumerate() {
             dev.copy_f32(b.sel.at(i * d), b.x.at(r * d), d)?;
         }
         dev.layer_norm(b.sel.ptr(), &dec.ln, b.normed.ptr(), rows.len())?;
         let out = b.logits.ptr();
-        dev.linear(&dec.token_embedding, b.normed.ptr(), rows.len(), out, false)?;
-        dev.download(out, logits)
+        dev.linear(&dec.token_embedding, b.normed.ptr(), rows.len(), out, false)
     }
 }
+
+/// Whether decoder steps may run as CUDA graphs (`SOTTO_CUDA_GRAPHS=0` says no).
+fn graphs_enabled() -> bool {
+    std::env::var_os("SOTTO_CUDA_GRAPHS").is_none_or(|v| v != "0")
+}
+
+/// A captured decoder step and the buffer addresses it was captured with.
+struct StepGraph {
+    layout: Vec<u64>,
+    graph: Graph,
+}
+
+enum Graph {
+    Cuda(SendGraph),
+    Host(Vec<HostOp>),
+}
+
+/// A CUDA graph owned by one session.
+struct SendGraph(cudarc::driver::CudaGraph);
+
+// SAFETY: cudarc's CudaGraph holds raw driver handles, which CUDA allows any thread to use
+// but not two at once; the graph lives in one session, and every use needs `&mut` of it.
+unsafe impl Send for SendGraph {}
 
 fn cross_of(blk: &DevBlock) -> Result<(&crate::ops::DevNorm, &crate::whisper::DevAttention)> {
     blk.cross

@@ -169,6 +169,36 @@ fn quantized_mat_vec_matches_the_dequantized_product() {
 }
 
 #[test]
+fn f16_mat_vec_matches_the_widened_product() {
+    let Some(e) = emu::get() else { return };
+    // Even rows (one 32-bit load per pair), odd rows, rows shorter than a warp's 64.
+    let shapes = [(7usize, 384usize), (9, 1537), (5, 31), (3, 2)];
+    for (i, &(n_out, n_in)) in shapes.iter().enumerate() {
+        let w: Vec<f16> = values(n_out * n_in, 51 + i as u64, 1.0)
+            .iter()
+            .map(|&v| f16::from_f32(v))
+            .collect();
+        let wf: Vec<f32> = w.iter().map(|v| v.to_f32()).collect();
+        for m in [1usize, 3, kernels::MMV_ROWS] {
+            let x = values(m * n_in, 61 + m as u64, 2.0);
+            let mut y = vec![f32::NAN; m * n_out];
+            let l = launch::mul_mat_vec("t", m, n_out, n_in).unwrap().unwrap();
+            let args = [
+                ptr(&w),
+                ptr(&x),
+                ptr_mut(&mut y),
+                u32_of(n_in),
+                u32_of(n_out),
+                u32_of(m),
+            ];
+            e.launch_1d("sotto_mul_mat_vec_f16", l, &args);
+            let err = nmse(&y, &mat_vec_reference(&wf, &x, m, n_out, n_in));
+            assert!(err < 1e-11, "m {m} [{n_out}, {n_in}]: nmse {err:e}");
+        }
+    }
+}
+
+#[test]
 fn quantized_mat_vec_reads_only_its_rows() {
     let Some(e) = emu::get() else { return };
     // Rows past m hold NaN: a kernel that read them would return NaN.
@@ -213,6 +243,7 @@ fn embeddings_from_every_table_type() {
     let l = launch::elementwise("t", n).unwrap().unwrap();
     let run = |name: &str, table: Arg| {
         let mut x = vec![f32::NAN; n];
+        let at = [pos0 as u32];
         let args = [
             table,
             ptr(&tok),
@@ -220,7 +251,7 @@ fn embeddings_from_every_table_type() {
             ptr_mut(&mut x),
             u32_of(d),
             u32_of(n_new),
-            u32_of(pos0),
+            ptr(&at),
             u32_of(n),
         ];
         e.launch_1d(name, l, &args);
@@ -326,12 +357,13 @@ fn kv_write_appends_each_sequence() {
     }
     let n = src.len();
     let l = launch::elementwise("t", n).unwrap().unwrap();
+    let at = [pos0 as u32];
     let args = [
         ptr(&src),
         ptr_mut(&mut cache),
         u32_of(d),
         u32_of(n_new),
-        u32_of(pos0),
+        ptr(&at),
         u32_of(n_ctx * d),
         u32_of(n),
     ];
@@ -445,6 +477,7 @@ fn attention_self_causal_and_cross() {
         let k = values(kv_rows * d, 110 + ci as u64, 1.0);
         let v = values(kv_rows * d, 120 + ci as u64, 1.0);
         let mut out = vec![f32::NAN; rows * d];
+        let q_pos0 = [c.causal.unwrap_or(0) as u32];
         let l = plan::attention(rows, c.n_head, c.dh, c.n_keys).unwrap();
         let stride = if c.per_sequence { c.n_keys * d } else { 0 };
         let args = [
@@ -458,7 +491,7 @@ fn attention_self_causal_and_cross() {
             u32_of(stride),
             u32_of(c.n_keys),
             Arg::I32(c.causal.is_some() as i32),
-            u32_of(c.causal.unwrap_or(0)),
+            ptr(&q_pos0),
             Arg::F32(1.0 / (c.dh as f32).sqrt()),
         ];
         e.launch(

@@ -337,6 +337,10 @@ fn check_against(
         compare_logits(&format!("greedy step {step}"), &lg, &lc, nv, &tol);
     }
     assert_eq!(gpu.text_len(), cpu.text_len());
+    // One-token steps at F16 replay one captured graph at each new position.
+    let graphs = std::env::var_os("SOTTO_CUDA_GRAPHS").is_none_or(|v| v != "0");
+    let want = usize::from(p == Precision::F16 && graphs);
+    assert_eq!(gpu.step_graphs(), want, "step graphs after greedy steps");
 
     // Beams: broadcast, one token each, then a permutation with a repeat and two tokens each.
     cpu.reorder(&[0, 0, 0]).unwrap();
@@ -346,6 +350,7 @@ fn check_against(
     cpu.decode_batch(&toks, 3, &mut bc).unwrap();
     gpu.decode_batch(&toks, 3, &mut bg).unwrap();
     compare_logits("batch of 3", &bg, &bc, nv, &tol);
+    assert_eq!(gpu.step_graphs(), 2 * want, "a graph per batch size");
     cpu.reorder(&[2, 2, 0]).unwrap();
     gpu.reorder(&[2, 2, 0]).unwrap();
     let toks = [21u32, 22, 23, 24, 25, 26];
