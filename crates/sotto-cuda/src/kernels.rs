@@ -9,7 +9,7 @@
 use sotto_quant::QuantType;
 
 /// The kernels' entry points, in the order [`SOURCE`] defines them.
-pub const NAMES: [&str; 33] = [
+pub const NAMES: [&str; 34] = [
     "sotto_add_f32",
     "sotto_gelu_f32",
     "sotto_layer_norm_f32",
@@ -43,6 +43,7 @@ pub const NAMES: [&str; 33] = [
     "sotto_embed_q8_0",
     "sotto_kv_write",
     "sotto_attention",
+    "sotto_flash_attention",
 ];
 
 /// Which kernel of a family (`sotto_dequantize`, `sotto_dequantize_half`,
@@ -63,6 +64,10 @@ pub const MMV_BLOCK: u32 = 128;
 
 /// Threads per block of `sotto_attention` (a power of two, at least the head width 64).
 pub const ATTENTION_BLOCK: u32 = 128;
+/// `sotto_flash_attention`: query rows per block (8 threads each), and the head width it
+/// takes (every Whisper size has 64).
+pub const FLASH_ROWS: u32 = 16;
+pub const FLASH_DH: usize = 64;
 
 /// Values in one ggml block.
 pub const QK: usize = 32;
@@ -511,6 +516,81 @@ extern "C" __global__ void sotto_attention(const float* q, const float* k, const
         float acc = 0.0f;
         for (unsigned int j = 0; j < nk; ++j) acc += sc[j] * vb[(size_t)j * d + c];
         o[c] = acc * inv;
+    }
+}
+
+// softmax(q kᵀ · scale) v, flash style: no score matrix in memory. A block takes 16 query
+// rows of one head (blockIdx.x: row tile, blockIdx.y: head), 8 threads per row, and walks
+// the keys in tiles of 64 through shared memory with a running maximum and sum per row
+// (online softmax); thread j of a row scores keys j, j + 8, … of each tile and owns output
+// dims 8j..8j + 7. Every row sees all n_keys keys (no mask), shared by all rows (the
+// encoder's self-attention, the decoder's cross-attention). Head width 64.
+// Shape: q, out [n_rows, d]; k, v [n_keys, d]; d = heads·64
+#define SOTTO_FA_ROWS 16
+#define SOTTO_FA_KEYS 64
+#define SOTTO_FA_DH 64
+extern "C" __global__ void sotto_flash_attention(const float* q, const float* k, const float* v,
+        float* out, unsigned int n_rows, unsigned int n_keys, unsigned int d, float scale) {
+    __shared__ float qs[SOTTO_FA_ROWS][SOTTO_FA_DH];
+    // One float of padding per key row: the 8 threads of a row read 8 keys' same column.
+    __shared__ float ks[SOTTO_FA_KEYS][SOTTO_FA_DH + 1];
+    __shared__ float vs[SOTTO_FA_KEYS][SOTTO_FA_DH];
+    __shared__ float ps[SOTTO_FA_ROWS][SOTTO_FA_KEYS];
+    unsigned int tid = threadIdx.x, r = tid / 8, j = tid % 8;
+    unsigned int row0 = blockIdx.x * SOTTO_FA_ROWS, hc = blockIdx.y * SOTTO_FA_DH;
+    for (unsigned int i = tid; i < SOTTO_FA_ROWS * SOTTO_FA_DH; i += blockDim.x) {
+        unsigned int rr = i / SOTTO_FA_DH, c = i % SOTTO_FA_DH, row = row0 + rr;
+        qs[rr][c] = row < n_rows ? q[(size_t)row * d + hc + c] * scale : 0.0f;
+    }
+    float m = __int_as_float(0xff800000), l = 0.0f, o[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) o[e] = 0.0f;
+    for (unsigned int key0 = 0; key0 < n_keys; key0 += SOTTO_FA_KEYS) {
+        __syncthreads();  // the previous tile's reads are done
+        for (unsigned int i = tid; i < SOTTO_FA_KEYS * SOTTO_FA_DH; i += blockDim.x) {
+            unsigned int kk = i / SOTTO_FA_DH, c = i % SOTTO_FA_DH, key = key0 + kk;
+            bool in = key < n_keys;
+            ks[kk][c] = in ? k[(size_t)key * d + hc + c] : 0.0f;
+            vs[kk][c] = in ? v[(size_t)key * d + hc + c] : 0.0f;
+        }
+        __syncthreads();
+        float s[8], mt = __int_as_float(0xff800000);
+#pragma unroll
+        for (int t = 0; t < 8; ++t) {
+            unsigned int kk = j + 8 * t;
+            float acc = 0.0f;
+            for (unsigned int c = 0; c < SOTTO_FA_DH; ++c) acc += qs[r][c] * ks[kk][c];
+            s[t] = key0 + kk < n_keys ? acc : __int_as_float(0xff800000);
+            mt = fmaxf(mt, s[t]);
+        }
+        // The row's 8 threads are lanes 8g..8g + 7 of one warp.
+        for (int off = 4; off > 0; off >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, off));
+        float m_new = fmaxf(m, mt);  // finite: every tile holds at least one key
+        float alpha = expf(m - m_new);
+        float ls = 0.0f;
+#pragma unroll
+        for (int t = 0; t < 8; ++t) {
+            float p = expf(s[t] - m_new);
+            ps[r][j + 8 * t] = p;
+            ls += p;
+        }
+        for (int off = 4; off > 0; off >>= 1) ls += __shfl_xor_sync(0xffffffffu, ls, off);
+        l = l * alpha + ls;
+        m = m_new;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) o[e] *= alpha;
+        __syncthreads();  // ps is complete
+        for (unsigned int kk = 0; kk < SOTTO_FA_KEYS; ++kk) {
+            float p = ps[r][kk];
+#pragma unroll
+            for (int e = 0; e < 8; ++e) o[e] += p * vs[kk][8 * j + e];
+        }
+    }
+    unsigned int row = row0 + r;
+    if (row < n_rows) {
+        float inv = 1.0f / l;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) out[(size_t)row * d + hc + 8 * j + e] = o[e] * inv;
     }
 }
 "#

@@ -315,6 +315,12 @@ pub(crate) fn replay(device: &dyn HostDevice, ops: &[HostOp]) -> Result<()> {
     Ok(())
 }
 
+/// Whether attention over shared keys may use `sotto_flash_attention`
+/// (`SOTTO_CUDA_FLASH=0` keeps the one-row-per-block kernel, for comparison).
+fn flash_enabled() -> bool {
+    std::env::var_os("SOTTO_CUDA_FLASH").is_none_or(|v| v != "0")
+}
+
 fn elementwise(op: &'static str, n: usize) -> Result<Option<(LaunchConfig, u32)>> {
     let n32 = launch::count_u32(op, n)?;
     Ok(launch::elementwise(op, n)?.map(|l| (l.into(), n32)))
@@ -721,9 +727,26 @@ impl Dev<'_> {
         causal: Option<u64>,
     ) -> Result<()> {
         let dh = d / n_head.max(1);
+        let scale = 1.0 / (dh as f32).sqrt();
+        if causal.is_none() && kv_seq_stride == 0 && flash_enabled() {
+            if let Some(cfg) = plan::flash_attention(rows, n_head, dh, n_keys) {
+                let u = |v: usize| launch::count_u32("flash_attention", v);
+                let (n_rows, n_keys, d) = (u(rows)?, u(n_keys)?, u(d)?);
+                let args = [
+                    q.into(),
+                    k.into(),
+                    v.into(),
+                    out.into(),
+                    n_rows.into(),
+                    n_keys.into(),
+                    d.into(),
+                    scale.into(),
+                ];
+                return self.run("sotto_flash_attention", cfg.into(), &args);
+            }
+        }
         let cfg = plan::attention(rows, n_head, dh, n_keys)?;
         let u = |v: usize| launch::count_u32("attention", v);
-        let scale = 1.0 / (dh as f32).sqrt();
         let (d, dh, n_new, stride, nk) = (u(d)?, u(dh)?, u(n_new)?, u(kv_seq_stride)?, u(n_keys)?);
         let (is_causal, pos0) = (causal.is_some() as i32, causal.unwrap_or(0));
         let name = "sotto_attention";

@@ -66,6 +66,28 @@ pub fn attention(rows: usize, n_head: usize, dh: usize, n_keys: usize) -> Result
     })
 }
 
+/// Launch shape of `sotto_flash_attention` for `rows` query rows of `n_head` heads of width
+/// `dh` over `n_keys` keys shared by every row, or None where it does not apply: another
+/// head width, no keys, or fewer rows than one block takes (the one-row-per-block kernel
+/// spreads those over more blocks). `rows` in [`AttentionLaunch::rows`] counts row tiles.
+pub fn flash_attention(
+    rows: usize,
+    n_head: usize,
+    dh: usize,
+    n_keys: usize,
+) -> Option<AttentionLaunch> {
+    let tile = crate::kernels::FLASH_ROWS as usize;
+    if dh != crate::kernels::FLASH_DH || n_keys == 0 || rows < tile || n_head > 65535 {
+        return None;
+    }
+    Some(AttentionLaunch {
+        rows: u32::try_from(rows.div_ceil(tile)).ok()?,
+        heads: n_head as u32,
+        block: crate::kernels::FLASH_ROWS * 8,
+        shared_bytes: 0,
+    })
+}
+
 /// cuBLAS (column-major) arguments of the row-major `out[m, n_out] = x[m, n_in] · Wᵀ` with
 /// W row-major [n_out, n_in]: `C = op(A) · B` with A = W read transposed (lda n_in),
 /// B = x (ldb n_in), C = out (ldc n_out).
@@ -209,6 +231,20 @@ mod tests {
         assert_eq!(reorder(&[0, 1, 2]), ReorderPlan::default());
         assert_eq!(reorder(&[1, 0]).saved, vec![0, 1]);
         assert_eq!(reorder(&[0, 0, 0]).saved, Vec::<usize>::new());
+    }
+
+    #[test]
+    fn flash_attention_takes_whole_row_tiles_of_width_64() {
+        let l = flash_attention(1500, 6, 64, 1500).unwrap();
+        assert_eq!((l.rows, l.heads, l.block, l.shared_bytes), (94, 6, 128, 0));
+        assert_eq!(flash_attention(16, 20, 64, 1500).unwrap().rows, 1);
+        assert_eq!(
+            flash_attention(15, 6, 64, 1500),
+            None,
+            "fewer rows than a tile"
+        );
+        assert_eq!(flash_attention(1500, 6, 80, 1500), None, "head width");
+        assert_eq!(flash_attention(1500, 6, 64, 0), None);
     }
 
     #[test]

@@ -505,3 +505,55 @@ fn attention_self_causal_and_cross() {
         assert!(err < 1e-11, "case {ci}: nmse {err:e}");
     }
 }
+
+#[test]
+fn flash_attention_matches_the_reference() {
+    let Some(e) = emu::get() else { return };
+    // (rows, heads, keys): one whole tile, partial row and key tiles, a single key, and
+    // more keys than one tile with rows spanning several tiles.
+    let cases = [
+        (16usize, 2usize, 64usize),
+        (37, 3, 150),
+        (20, 1, 1),
+        (50, 2, 200),
+    ];
+    for (ci, &(rows, n_head, n_keys)) in cases.iter().enumerate() {
+        let c = AttentionCase {
+            batch: 1,
+            n_new: rows,
+            n_head,
+            dh: kernels::FLASH_DH,
+            n_keys,
+            causal: None,
+            per_sequence: false,
+        };
+        let d = n_head * c.dh;
+        let q = values(rows * d, 200 + ci as u64, 1.5);
+        let k = values(n_keys * d, 210 + ci as u64, 1.5);
+        let v = values(n_keys * d, 220 + ci as u64, 1.0);
+        let mut out = vec![f32::NAN; rows * d];
+        let l = plan::flash_attention(rows, n_head, c.dh, n_keys).unwrap();
+        let args = [
+            ptr(&q),
+            ptr(&k),
+            ptr(&v),
+            ptr_mut(&mut out),
+            u32_of(rows),
+            u32_of(n_keys),
+            u32_of(d),
+            Arg::F32(1.0 / (c.dh as f32).sqrt()),
+        ];
+        e.launch(
+            "sotto_flash_attention",
+            (l.rows, l.heads, 1),
+            (l.block, 1, 1),
+            l.shared_bytes,
+            &args,
+        );
+        let err = nmse(&out, &attention_reference(&c, &q, &k, &v));
+        assert!(
+            err < 1e-11,
+            "case {ci} ({rows} rows, {n_keys} keys): nmse {err:e}"
+        );
+    }
+}
