@@ -4,14 +4,14 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr, LaunchArgs,
-    PushKernelArg, ValidAsZeroBits,
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DeviceRepr,
+    LaunchArgs, PushKernelArg, ValidAsZeroBits,
 };
 use cudarc::nvrtc::{CompileError, CompileOptions, Ptx};
 
 use crate::kernels::{self, QK};
 use crate::launch::{self, Launch};
-use crate::{driver, guard, CudaError, DeviceInfo, QuantType, Result};
+use crate::{driver, guard, CudaError, DeviceInfo, KernelArg, QuantType, Result};
 
 /// A buffer in device memory owned by one [`CudaBackend`]'s stream.
 pub struct DeviceBuffer<T> {
@@ -147,6 +147,50 @@ impl CudaBackend {
             .map_err(driver("download"))?;
         self.stream.synchronize().map_err(driver("synchronize"))?;
         Ok(out)
+    }
+
+    /// The device address of `x`, for [`CudaBackend::launch_raw`]'s arguments.
+    pub fn address<T>(&self, x: &DeviceBuffer<T>) -> u64 {
+        x.slice.device_ptr(&self.stream).0
+    }
+
+    /// Queues kernel `name` (one of [`kernels::NAMES`]) on `grid` blocks of `block` threads
+    /// with `shared_bytes` of dynamic shared memory, as the model's sessions launch them:
+    /// how the conformance tests reach every kernel.
+    ///
+    /// # Safety
+    /// `args` must be exactly the kernel's parameters, in order, and every pointer among
+    /// them must address a live buffer of this backend, large enough for the kernel's
+    /// indexing at this launch shape.
+    pub unsafe fn launch_raw(
+        &self,
+        name: &str,
+        grid: (u32, u32, u32),
+        block: (u32, u32, u32),
+        shared_bytes: u32,
+        args: &[KernelArg],
+    ) -> Result<()> {
+        let func = self.funcs.get(name).ok_or_else(|| CudaError::Shape {
+            op: "launch_raw",
+            msg: format!("no kernel named {name}"),
+        })?;
+        let mut l = self.stream.launch_builder(func);
+        for a in args {
+            match a {
+                KernelArg::Ptr(v) => l.arg(v),
+                KernelArg::U32(v) => l.arg(v),
+                KernelArg::I32(v) => l.arg(v),
+                KernelArg::F32(v) => l.arg(v),
+            };
+        }
+        let cfg = cudarc::driver::LaunchConfig {
+            grid_dim: grid,
+            block_dim: block,
+            shared_mem_bytes: shared_bytes,
+        };
+        // SAFETY: the caller guarantees the parameters and the buffers (see above).
+        unsafe { l.launch(cfg) }.map_err(driver("cuLaunchKernel"))?;
+        Ok(())
     }
 
     fn builder(&self, name: &'static str) -> LaunchArgs<'_> {

@@ -1,24 +1,24 @@
-//! Each CUDA kernel against its CPU reference, by normalised MSE, in the manner of
+//! Every CUDA kernel against its CPU reference, by normalised MSE, in the manner of
 //! llama.cpp's test-backend-ops: one line per (op, shape, dtype) case in the table below.
 //!
-//! Every case runs twice: in host emulation of the kernels (tests/common/emu.rs; always,
-//! where a C++ compiler is), and on the GPU. Without libcuda the GPU half prints "skipped:
-//! no CUDA driver (libcuda) found". With libcuda present, any failure to open the GPU, compile
-//! or launch fails the test. `SOTTO_REQUIRE_CUDA=1` (set by scripts/gpu-check.sh) turns
-//! every skip into a failure, so a GPU run cannot pass by skipping.
+//! Each case runs on every device this machine has (tests/common/device.rs): the host
+//! emulation of the kernels (always, where a C++ compiler is) and the GPU. The case code
+//! is the same for both: buffers by device address, kernels launched with the arguments
+//! and launch shapes the model's sessions use. Without libcuda the GPU half prints
+//! "skipped (GPU): no CUDA driver (libcuda) found"; with libcuda present, any failure to
+//! open the GPU, compile or launch fails the test. `SOTTO_REQUIRE_CUDA=1` (set by
+//! scripts/gpu-check.sh) turns every GPU skip into a failure.
 
 mod common;
 
-use std::sync::OnceLock;
-
-use common::emu::{self, ptr, ptr_mut, Arg};
+use common::device::{self, Device};
 use common::{nmse, values};
 use sotto_compute::kernels::{self as cpu, Isa};
-use sotto_cuda::{f16, kernels, launch, CudaBackend, CudaError, QuantType};
+use sotto_cuda::{f16, kernels, launch, plan, CudaError, KernelArg as Arg, QuantType};
 
 #[derive(Clone, Copy, Debug)]
 enum Op {
-    /// a += b
+    /// a += b. Shape: [.., n]
     Add,
     Gelu,
     /// Rows of the last dimension, eps 1e-5.
@@ -27,9 +27,36 @@ enum Op {
     SoftMax,
     /// The dtype's storage to f32 (ggml's cpy/dequantize).
     ToF32,
+    /// f32 to f16 (round to nearest even); compared as the f16 values.
+    ToF16,
+    /// A ggml block type to f16, as quantized weights go to cuBLAS.
+    DequantizeHalf,
+    /// y += bias (per column), then GELU: (bias, gelu). Shape: [rows, cols]
+    BiasAct(bool, bool),
+    /// y = x · Wᵀ for this many rows of x, W of the dtype (f16 or a block type), as
+    /// decoder steps multiply. Shape: [n_out, n_in]
+    MatVec(usize),
+    /// Token rows of a table of the dtype plus positions. Shape: [n_vocab, d]
+    Embed,
+    /// conv1d columns: (stride, channel-major input). Shape: [t_in, c_in]
+    Im2col(usize, bool),
+    /// New rows into a KV cache at position pos0. Shape: [batch, n_new, d, n_ctx, pos0]
+    KvWrite,
+    /// Multi-head attention. Shape: [batch, n_new, heads, head width, keys]
+    Attention(Attn),
 }
 
 #[derive(Clone, Copy, Debug)]
+enum Attn {
+    /// Self-attention over each sequence's cache of `keys` slots, rows from this position.
+    Causal(usize),
+    /// Every row over the same keys (cross-attention; encoder self-attention).
+    Shared,
+    /// As `Shared`, through `sotto_flash_attention` (head width 64).
+    Flash,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
 enum DType {
     F32,
     F16,
@@ -40,111 +67,161 @@ enum DType {
     Q5_1,
 }
 
-/// Largest accepted normalised MSE: rounding-order differences for f32 math, none for
-/// storage conversions (both sides do the same f32 products).
+/// Largest accepted normalised MSE: f32 rounding-order differences for sums and
+/// transcendental functions. Copies and f16 narrowing are exact. Dequantization is exact
+/// but for the GPU's fused multiply-add in `d·q + m` (q4_1, q5_1: one rounding instead of
+/// two, 1 ulp), which the f16 narrowing of `DequantizeHalf` can turn into a rare 1-ulp f16
+/// difference (~2e-10 each at these sizes; a wrong element costs ~1/n, 1e-3).
 fn max_nmse(op: Op) -> f64 {
     match op {
-        Op::ToF32 => 1e-14,
+        Op::Im2col(..) | Op::KvWrite | Op::ToF16 => 0.0,
+        Op::ToF32 | Op::Embed => 1e-12,
+        Op::DequantizeHalf => 1e-9,
+        Op::MatVec(_) | Op::Attention(_) => 1e-11,
         _ => 1e-10,
     }
 }
 
 macro_rules! conformance {
-    ($($name:ident: $op:ident [$($dim:expr),+] $dtype:ident;)*) => {
+    ($($name:ident: $op:expr, [$($dim:expr),+] $dtype:ident;)*) => {
         $(
             #[test]
             fn $name() {
-                check(Op::$op, &[$($dim),+], DType::$dtype);
+                check($op, &[$($dim),+], DType::$dtype);
             }
         )*
     };
 }
 
+use Attn::*;
+use Op::*;
+
 conformance! {
-    add_7: Add [7] F32;
-    add_enc: Add [1500, 384] F32;
-    add_odd: Add [3, 1001] F32;
-    gelu_1: Gelu [1] F32;
-    gelu_mlp: Gelu [1500, 1536] F32;
-    gelu_odd: Gelu [4099] F32;
-    layer_norm_1x1: LayerNorm [1, 1] F32;
-    layer_norm_tiny: LayerNorm [1500, 384] F32;
-    layer_norm_large: LayerNorm [3, 1280] F32;
-    layer_norm_wide_odd: LayerNorm [2, 2049] F32;
-    layer_norm_narrow: LayerNorm [5, 7] F32;
-    softmax_small: SoftMax [5, 7] F32;
-    softmax_causal: SoftMax [448, 448] F32;
-    softmax_vocab: SoftMax [2, 51865] F32;
-    softmax_cross: SoftMax [6, 1500] F32;
-    to_f32_f16: ToF32 [4097] F16;
-    to_f32_f16_wide: ToF32 [384, 1536] F16;
-    to_f32_q8_0: ToF32 [8, 384] Q8_0;
-    to_f32_q8_0_one_block: ToF32 [1, 32] Q8_0;
-    to_f32_q4_0: ToF32 [8, 384] Q4_0;
-    to_f32_q4_0_one_block: ToF32 [1, 32] Q4_0;
-    to_f32_q4_1: ToF32 [8, 384] Q4_1;
-    to_f32_q5_0: ToF32 [8, 384] Q5_0;
-    to_f32_q5_1: ToF32 [8, 384] Q5_1;
+    add_7: Add, [7] F32;
+    add_enc: Add, [1500, 384] F32;
+    add_odd: Add, [3, 1001] F32;
+    gelu_1: Gelu, [1] F32;
+    gelu_mlp: Gelu, [1500, 1536] F32;
+    gelu_odd: Gelu, [4099] F32;
+    layer_norm_1x1: LayerNorm, [1, 1] F32;
+    layer_norm_tiny: LayerNorm, [1500, 384] F32;
+    layer_norm_large: LayerNorm, [3, 1280] F32;
+    layer_norm_wide_odd: LayerNorm, [2, 2049] F32;
+    layer_norm_narrow: LayerNorm, [5, 7] F32;
+    softmax_small: SoftMax, [5, 7] F32;
+    softmax_causal: SoftMax, [448, 448] F32;
+    softmax_vocab: SoftMax, [2, 51865] F32;
+    softmax_cross: SoftMax, [6, 1500] F32;
+    to_f32_f16: ToF32, [4097] F16;
+    to_f32_f16_wide: ToF32, [384, 1536] F16;
+    to_f32_q8_0: ToF32, [8, 384] Q8_0;
+    to_f32_q8_0_one_block: ToF32, [1, 32] Q8_0;
+    to_f32_q4_0: ToF32, [8, 384] Q4_0;
+    to_f32_q4_0_one_block: ToF32, [1, 32] Q4_0;
+    to_f32_q4_1: ToF32, [8, 384] Q4_1;
+    to_f32_q5_0: ToF32, [8, 384] Q5_0;
+    to_f32_q5_1: ToF32, [8, 384] Q5_1;
+    to_f16: ToF16, [3, 1001] F32;
+    dequantize_half_q4_0: DequantizeHalf, [4, 384] Q4_0;
+    dequantize_half_q4_1: DequantizeHalf, [4, 384] Q4_1;
+    dequantize_half_q5_0: DequantizeHalf, [4, 384] Q5_0;
+    dequantize_half_q5_1: DequantizeHalf, [4, 384] Q5_1;
+    dequantize_half_q8_0: DequantizeHalf, [4, 384] Q8_0;
+    bias: BiasAct(true, false), [5, 300] F32;
+    bias_gelu: BiasAct(true, true), [5, 300] F32;
+    gelu_no_bias: BiasAct(false, true), [5, 300] F32;
+    mat_vec_f16_greedy: MatVec(1), [51, 384] F16;
+    mat_vec_f16_beams: MatVec(5), [9, 1536] F16;
+    mat_vec_f16_odd_rows: MatVec(8), [7, 1537] F16;
+    mat_vec_f16_short_rows: MatVec(3), [5, 31] F16;
+    mat_vec_q4_0: MatVec(1), [51, 384] Q4_0;
+    mat_vec_q4_1: MatVec(2), [9, 1536] Q4_1;
+    mat_vec_q5_0: MatVec(5), [7, 64] Q5_0;
+    mat_vec_q5_1: MatVec(8), [5, 1120] Q5_1;
+    mat_vec_q8_0: MatVec(5), [51, 384] Q8_0;
+    mat_vec_q8_0_vocab: MatVec(1), [51864, 384] Q8_0;
+    embed_f32: Embed, [50, 96] F32;
+    embed_f16: Embed, [50, 96] F16;
+    embed_q4_0: Embed, [50, 96] Q4_0;
+    embed_q4_1: Embed, [50, 96] Q4_1;
+    embed_q5_0: Embed, [50, 96] Q5_0;
+    embed_q5_1: Embed, [50, 96] Q5_1;
+    embed_q8_0: Embed, [50, 96] Q8_0;
+    im2col_mel: Im2col(1, true), [37, 5] F32;
+    im2col_mel_stride_2: Im2col(2, true), [37, 5] F32;
+    im2col_time_major: Im2col(1, false), [37, 5] F32;
+    im2col_conv2: Im2col(2, false), [3000, 8] F32;
+    kv_write_beams: KvWrite, [3, 2, 8, 10, 4] F32;
+    kv_write_prompt: KvWrite, [1, 7, 384, 448, 0] F32;
+    attention_prompt: Attention(Causal(0)), [1, 5, 2, 64, 5] F32;
+    attention_beams: Attention(Causal(6)), [3, 1, 3, 64, 9] F32;
+    attention_beams_tiny: Attention(Causal(100)), [5, 1, 6, 64, 448] F32;
+    attention_cross: Attention(Shared), [2, 2, 2, 64, 300] F32;
+    attention_cross_tiny: Attention(Shared), [5, 1, 6, 64, 1500] F32;
+    attention_encoder_dh_80: Attention(Shared), [1, 6, 2, 80, 150] F32;
+    flash_one_tile: Attention(Flash), [1, 16, 2, 64, 64] F32;
+    flash_partial_tiles: Attention(Flash), [1, 37, 3, 64, 150] F32;
+    flash_one_key: Attention(Flash), [1, 20, 1, 64, 1] F32;
+    flash_encoder_tiny: Attention(Flash), [1, 1500, 6, 64, 1500] F32;
 }
 
-/// The shared backend, or None (after printing why) when this machine has no GPU.
-fn backend() -> Option<&'static CudaBackend> {
-    static BACKEND: OnceLock<Result<CudaBackend, String>> = OnceLock::new();
-    let require = std::env::var_os("SOTTO_REQUIRE_CUDA").is_some_and(|v| v != "0");
-    let skip = |why: &str| {
-        assert!(!require, "SOTTO_REQUIRE_CUDA is set, but {why}");
-        println!("skipped: {why}");
-        None
-    };
-    if !sotto_cuda::driver_present() {
-        return skip("no CUDA driver (libcuda) found");
-    }
-    let opened = BACKEND.get_or_init(|| match CudaBackend::new(0) {
-        Ok(b) => Ok(b),
-        // The driver library without a GPU (a container with compat libs, say).
-        Err(CudaError::NoDevice) => Err(CudaError::NoDevice.to_string()),
-        Err(e) => panic!("libcuda is present but the CUDA backend failed: {e}"),
-    });
-    match opened {
-        Ok(b) => Some(b),
-        Err(why) => skip(why),
-    }
-}
-
-/// Inputs, the CPU reference and the CUDA result for one case.
+/// Runs `op` on every device here and compares each result with the CPU reference.
 fn check(op: Op, shape: &[usize], dtype: DType) {
-    let n: usize = shape.iter().product();
-    let cols = *shape.last().unwrap();
-    let seed = n as u64 ^ (cols as u64) << 32;
-    let x = values(n, seed, 4.0);
-    let reference = cpu_reference(op, dtype, &x, cols);
-    assert!(
-        reference.iter().all(|v| v.is_finite()),
-        "CPU reference has non-finite values"
-    );
-    if let Some(e) = emu::get() {
-        let out = run_emulated(e, op, dtype, &x, cols);
-        let err = nmse(&out, &reference);
-        println!("{op:?} {shape:?} {dtype:?}: nmse {err:.3e} in emulation");
+    for mut dev in device::devices() {
+        let (got, want) = run(dev.as_mut(), op, shape, dtype);
+        assert!(
+            want.iter().all(|v| v.is_finite()),
+            "CPU reference has non-finite values"
+        );
+        let err = nmse(&got, &want);
+        println!(
+            "{op:?} {shape:?} {dtype:?}: nmse {err:.3e} on {}",
+            dev.label()
+        );
         assert!(
             err.is_finite() && err <= max_nmse(op),
-            "{op:?} {shape:?} {dtype:?}: nmse {err:.3e} in emulation"
+            "{op:?} {shape:?} {dtype:?} on {}: nmse {err:.3e}",
+            dev.label()
         );
     }
-    let Some(gpu) = backend() else {
-        return;
-    };
-    let out =
-        run_cuda(gpu, op, dtype, &x, cols).unwrap_or_else(|e| panic!("{op:?} {shape:?}: {e}"));
-    let err = nmse(&out, &reference);
-    println!(
-        "{op:?} {shape:?} {dtype:?}: nmse {err:.3e} on {}",
-        gpu.device()
-    );
-    assert!(
-        err.is_finite() && err <= max_nmse(op),
-        "{op:?} {shape:?} {dtype:?}: nmse {err:.3e}"
-    );
+}
+
+fn u(n: usize) -> Arg {
+    Arg::U32(u32::try_from(n).unwrap())
+}
+
+fn quant_type(dtype: DType) -> QuantType {
+    match dtype {
+        DType::Q8_0 => QuantType::Q8_0,
+        DType::Q4_0 => QuantType::Q4_0,
+        DType::Q4_1 => QuantType::Q4_1,
+        DType::Q5_0 => QuantType::Q5_0,
+        DType::Q5_1 => QuantType::Q5_1,
+        other => panic!("{other:?} is not a block type"),
+    }
+}
+
+/// `x` stored as `dtype` (f16 as bits, block types quantized), and the f32 values that
+/// storage holds.
+fn stored(dtype: DType, x: &[f32]) -> (Vec<u8>, Vec<f32>) {
+    match dtype {
+        DType::F32 => (x.iter().flat_map(|v| v.to_le_bytes()).collect(), x.to_vec()),
+        DType::F16 => {
+            let h: Vec<f16> = x.iter().map(|&v| f16::from_f32(v)).collect();
+            (
+                h.iter().flat_map(|v| v.to_le_bytes()).collect(),
+                h.iter().map(|v| v.to_f32()).collect(),
+            )
+        }
+        _ => {
+            let t = quant_type(dtype);
+            let mut q = vec![0u8; t.row_bytes(x.len())];
+            sotto_quant::quantize_row(t, x, &mut q);
+            let mut back = vec![0.0; x.len()];
+            sotto_quant::dequantize_row(t, &q, &mut back);
+            (q, back)
+        }
+    }
 }
 
 fn gamma_beta(cols: usize) -> (Vec<f32>, Vec<f32>) {
@@ -164,168 +241,331 @@ fn softmax_input(x: &[f32], cols: usize) -> Vec<f32> {
     x
 }
 
-fn quant_type(dtype: DType) -> QuantType {
-    match dtype {
-        DType::Q8_0 => QuantType::Q8_0,
-        DType::Q4_0 => QuantType::Q4_0,
-        DType::Q4_1 => QuantType::Q4_1,
-        DType::Q5_0 => QuantType::Q5_0,
-        DType::Q5_1 => QuantType::Q5_1,
-        other => panic!("{other:?} is not a block type"),
-    }
+fn flat(n: usize) -> launch::Launch {
+    launch::elementwise("t", n).unwrap().unwrap()
 }
 
-fn quantized(t: QuantType, x: &[f32]) -> Vec<u8> {
-    let mut q = vec![0u8; t.row_bytes(x.len())];
-    sotto_quant::quantize_row(t, x, &mut q);
-    q
-}
-
-fn cpu_reference(op: Op, dtype: DType, x: &[f32], cols: usize) -> Vec<f32> {
+/// The case on `dev`: (its output, the CPU reference).
+fn run(dev: &mut dyn Device, op: Op, shape: &[usize], dtype: DType) -> (Vec<f32>, Vec<f32>) {
+    let n: usize = shape.iter().product();
+    let cols = *shape.last().unwrap();
+    let seed = n as u64 ^ (cols as u64) << 32;
     let isa = Isa::Scalar;
-    match (op, dtype) {
-        (Op::Add, DType::F32) => {
-            let mut a = x.to_vec();
-            cpu::add(isa, &mut a, &values(x.len(), 3, 2.0));
-            a
+    match op {
+        Add => {
+            let (a, b) = (values(n, seed, 4.0), values(n, 3, 2.0));
+            let (pa, pb) = (dev.put_f32(&a), dev.put_f32(&b));
+            dev.launch_1d(
+                "sotto_add_f32",
+                flat(n),
+                &[Arg::Ptr(pa), Arg::Ptr(pb), u(n)],
+            );
+            let mut want = a;
+            cpu::add(isa, &mut want, &b);
+            (dev.get_f32(pa, n), want)
         }
-        (Op::Gelu, DType::F32) => {
-            let mut a = x.to_vec();
-            cpu::gelu(isa, &mut a);
-            a
+        Gelu => {
+            let x = values(n, seed, 4.0);
+            let px = dev.put_f32(&x);
+            dev.launch_1d("sotto_gelu_f32", flat(n), &[Arg::Ptr(px), u(n)]);
+            let mut want = x;
+            cpu::gelu(isa, &mut want);
+            (dev.get_f32(px, n), want)
         }
-        (Op::LayerNorm, DType::F32) => {
+        LayerNorm => {
+            let x = values(n, seed, 4.0);
             let (gamma, beta) = gamma_beta(cols);
-            let mut out = vec![0.0; x.len()];
-            for (row, o) in x.chunks_exact(cols).zip(out.chunks_exact_mut(cols)) {
+            let (px, pg, pb, po) = (
+                dev.put_f32(&x),
+                dev.put_f32(&gamma),
+                dev.put_f32(&beta),
+                dev.nans(n),
+            );
+            let l = launch::rows("t", n / cols, cols).unwrap().unwrap();
+            let args = [px, pg, pb, po].map(Arg::Ptr);
+            let args = [&args[..], &[u(cols), Arg::F32(1e-5)]].concat();
+            dev.launch_1d("sotto_layer_norm_f32", l, &args);
+            let mut want = vec![0.0; n];
+            for (row, o) in x.chunks_exact(cols).zip(want.chunks_exact_mut(cols)) {
                 cpu::layer_norm(isa, row, &gamma, &beta, 1e-5, o);
             }
-            out
+            (dev.get_f32(po, n), want)
         }
-        (Op::SoftMax, DType::F32) => {
-            let mut a = softmax_input(x, cols);
-            a.chunks_exact_mut(cols)
+        SoftMax => {
+            let x = softmax_input(&values(n, seed, 4.0), cols);
+            let px = dev.put_f32(&x);
+            let l = launch::rows("t", n / cols, cols).unwrap().unwrap();
+            dev.launch_1d("sotto_softmax_rows_f32", l, &[Arg::Ptr(px), u(cols)]);
+            let mut want = x;
+            want.chunks_exact_mut(cols)
                 .for_each(|row| cpu::softmax(isa, row));
-            a
+            (dev.get_f32(px, n), want)
         }
-        (Op::ToF32, DType::F16) => {
-            let h: Vec<f16> = x.iter().map(|&v| f16::from_f32(v)).collect();
-            let mut out = vec![0.0; x.len()];
-            cpu::f16_to_f32(isa, &h, &mut out);
-            out
+        ToF32 => {
+            let (bytes, want) = stored(dtype, &values(n, seed, 4.0));
+            let (pq, po) = (dev.put(&bytes), dev.nans(n));
+            let name = match dtype {
+                DType::F16 => "sotto_f16_to_f32",
+                _ => kernels::for_type("sotto_dequantize", quant_type(dtype)).unwrap(),
+            };
+            dev.launch_1d(name, flat(n), &[Arg::Ptr(pq), Arg::Ptr(po), u(n)]);
+            (dev.get_f32(po, n), want)
         }
-        (Op::ToF32, DType::Q8_0 | DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1) => {
-            let t = quant_type(dtype);
-            let mut out = vec![0.0; x.len()];
-            sotto_quant::dequantize_row(t, &quantized(t, x), &mut out);
-            out
-        }
-        other => panic!("no case {other:?}"),
-    }
-}
-
-/// The kernel `CudaBackend` would launch for the case, at the launch shape it plans.
-fn run_emulated(e: &emu::Emu, op: Op, dtype: DType, x: &[f32], cols: usize) -> Vec<f32> {
-    let n = Arg::U32(x.len() as u32);
-    let flat = || launch::elementwise("t", x.len()).unwrap().unwrap();
-    match (op, dtype) {
-        (Op::Add, DType::F32) => {
-            let (mut a, b) = (x.to_vec(), values(x.len(), 3, 2.0));
-            e.launch_1d("sotto_add_f32", flat(), &[ptr_mut(&mut a), ptr(&b), n]);
-            a
-        }
-        (Op::Gelu, DType::F32) => {
-            let mut a = x.to_vec();
-            e.launch_1d("sotto_gelu_f32", flat(), &[ptr_mut(&mut a), n]);
-            a
-        }
-        (Op::LayerNorm, DType::F32) => {
-            let (gamma, beta) = gamma_beta(cols);
-            let mut out = vec![f32::NAN; x.len()];
-            let l = launch::rows("t", x.len() / cols, cols).unwrap().unwrap();
-            let args = [
-                ptr(x),
-                ptr(&gamma),
-                ptr(&beta),
-                ptr_mut(&mut out),
-                Arg::U32(cols as u32),
-                Arg::F32(1e-5),
-            ];
-            e.launch_1d("sotto_layer_norm_f32", l, &args);
-            out
-        }
-        (Op::SoftMax, DType::F32) => {
-            let mut a = softmax_input(x, cols);
-            let l = launch::rows("t", x.len() / cols, cols).unwrap().unwrap();
-            e.launch_1d(
-                "sotto_softmax_rows_f32",
-                l,
-                &[ptr_mut(&mut a), Arg::U32(cols as u32)],
+        ToF16 => {
+            let x = values(n, seed, 70_000.0);
+            let (px, po) = (dev.put_f32(&x), dev.put_u16(&vec![0; n]));
+            dev.launch_1d(
+                "sotto_f32_to_f16",
+                flat(n),
+                &[Arg::Ptr(px), Arg::Ptr(po), u(n)],
             );
-            a
+            let half = |b: &[u16]| b.iter().map(|&h| f16::from_bits(h).to_f32()).collect();
+            let want: Vec<u16> = x.iter().map(|&v| f16::from_f32(v).to_bits()).collect();
+            // Values past 65504 round to infinity: compared as the largest finite f16 so
+            // that nmse stays finite (and still fails on any other difference).
+            let clamp = |v: Vec<f32>| v.into_iter().map(|x: f32| x.clamp(-65504.0, 65504.0));
+            let (got, want): (Vec<f32>, Vec<f32>) = (half(&dev.get_u16(po, n)), half(&want));
+            (clamp(got).collect(), clamp(want).collect())
         }
-        (Op::ToF32, DType::F16) => {
-            let h: Vec<f16> = x.iter().map(|&v| f16::from_f32(v)).collect();
-            let mut out = vec![f32::NAN; x.len()];
-            e.launch_1d("sotto_f16_to_f32", flat(), &[ptr(&h), ptr_mut(&mut out), n]);
-            out
-        }
-        (Op::ToF32, DType::Q8_0 | DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1) => {
+        DequantizeHalf => {
             let t = quant_type(dtype);
-            let q = quantized(t, x);
-            let mut out = vec![f32::NAN; x.len()];
-            let name = kernels::for_type("sotto_dequantize", t).unwrap();
-            e.launch_1d(name, flat(), &[ptr(&q), ptr_mut(&mut out), n]);
-            out
+            let (bytes, wide) = stored(dtype, &values(n, seed, 3.0));
+            let (pq, po) = (dev.put(&bytes), dev.put_u16(&vec![0; n]));
+            let name = kernels::for_type("sotto_dequantize_half", t).unwrap();
+            dev.launch_1d(name, flat(n), &[Arg::Ptr(pq), Arg::Ptr(po), u(n)]);
+            let got = dev.get_u16(po, n);
+            let got = got.iter().map(|&h| f16::from_bits(h).to_f32()).collect();
+            let want = wide.iter().map(|&v| f16::from_f32(v).to_f32()).collect();
+            (got, want)
         }
-        other => panic!("no case {other:?}"),
+        BiasAct(bias, gelu) => {
+            let (y, b) = (values(n, seed, 3.0), values(cols, 72, 1.0));
+            let (py, pb) = (dev.put_f32(&y), dev.put_f32(&b));
+            let flags = [Arg::I32(bias as i32), Arg::I32(gelu as i32)];
+            let args = [&[Arg::Ptr(py), Arg::Ptr(pb), u(cols), u(n)][..], &flags].concat();
+            dev.launch_1d("sotto_bias_act", flat(n), &args);
+            let mut want = y;
+            if bias {
+                for row in want.chunks_exact_mut(cols) {
+                    row.iter_mut().zip(&b).for_each(|(v, b)| *v += b);
+                }
+            }
+            if gelu {
+                cpu::gelu(isa, &mut want);
+            }
+            (dev.get_f32(py, n), want)
+        }
+        MatVec(m) => {
+            let (n_out, n_in) = (shape[0], shape[1]);
+            let (bytes, w) = stored(dtype, &values(n_out * n_in, seed, 1.0));
+            let x = values(m * n_in, 41 + m as u64, 2.0);
+            let (pw, px, py) = (dev.put(&bytes), dev.put_f32(&x), dev.nans(m * n_out));
+            let name = match dtype {
+                DType::F16 => "sotto_mul_mat_vec_f16",
+                _ => kernels::for_type("sotto_mul_mat_vec", quant_type(dtype)).unwrap(),
+            };
+            let l = launch::mul_mat_vec("t", m, n_out, n_in).unwrap().unwrap();
+            let ptrs = [pw, px, py].map(Arg::Ptr);
+            dev.launch_1d(name, l, &[&ptrs[..], &[u(n_in), u(n_out), u(m)]].concat());
+            let mut want = vec![0.0; m * n_out];
+            for r in 0..m {
+                for o in 0..n_out {
+                    let (wr, xr) = (&w[o * n_in..][..n_in], &x[r * n_in..][..n_in]);
+                    let s: f64 = wr.iter().zip(xr).map(|(&a, &b)| a as f64 * b as f64).sum();
+                    want[r * n_out + o] = s as f32;
+                }
+            }
+            (dev.get_f32(py, m * n_out), want)
+        }
+        Embed => {
+            let (n_vocab, d) = (shape[0], shape[1]);
+            let n_ctx = 12;
+            let (bytes, table) = stored(dtype, &values(n_vocab * d, seed, 1.0));
+            let pos = values(n_ctx * d, 62, 0.5);
+            // Two sequences of three new tokens at position 4.
+            let (tok, n_new, pos0) = (vec![3u32, 49, 0, 7, 7, 12], 3usize, 4u32);
+            let m = tok.len() * d;
+            let (pt, ptok, ppos) = (dev.put(&bytes), dev.put_u32(&tok), dev.put_f32(&pos));
+            let (px, p0) = (dev.nans(m), dev.put_u32(&[pos0]));
+            let name = match dtype {
+                DType::F32 => "sotto_embed_f32",
+                DType::F16 => "sotto_embed_f16",
+                _ => kernels::for_type("sotto_embed", quant_type(dtype)).unwrap(),
+            };
+            let args = [
+                Arg::Ptr(pt),
+                Arg::Ptr(ptok),
+                Arg::Ptr(ppos),
+                Arg::Ptr(px),
+                u(d),
+                u(n_new),
+                Arg::Ptr(p0),
+                u(m),
+            ];
+            dev.launch_1d(name, flat(m), &args);
+            let mut want = vec![0.0; m];
+            for (r, &t) in tok.iter().enumerate() {
+                for c in 0..d {
+                    let p = (pos0 as usize + r % n_new) * d + c;
+                    want[r * d + c] = table[t as usize * d + c] + pos[p];
+                }
+            }
+            (dev.get_f32(px, m), want)
+        }
+        Im2col(stride, channel_major) => {
+            let (t_in, c_in) = (shape[0], shape[1]);
+            let x = values(t_in * c_in, seed, 1.0);
+            let (ts, cs) = if channel_major { (1, t_in) } else { (c_in, 1) };
+            let t_out = plan::conv_out_len(t_in, stride);
+            let len = t_out * c_in * 3;
+            let (px, pc) = (dev.put_f32(&x), dev.nans(len));
+            let args = [
+                Arg::Ptr(px),
+                Arg::Ptr(pc),
+                u(t_in),
+                u(c_in),
+                u(t_out),
+                u(stride),
+                u(ts),
+                u(cs),
+            ];
+            dev.launch_1d("sotto_im2col", flat(len), &args);
+            let mut want = vec![0.0; len];
+            for t in 0..t_out {
+                for c in 0..c_in {
+                    for k in 0..3 {
+                        let ti = (t * stride + k) as isize - 1;
+                        if (0..t_in as isize).contains(&ti) {
+                            want[t * c_in * 3 + c * 3 + k] = x[ti as usize * ts + c * cs];
+                        }
+                    }
+                }
+            }
+            (dev.get_f32(pc, len), want)
+        }
+        KvWrite => {
+            let [batch, n_new, d, n_ctx, pos0] = shape[..] else {
+                panic!("KvWrite shape: [batch, n_new, d, n_ctx, pos0]")
+            };
+            let src = values(batch * n_new * d, seed, 1.0);
+            let cache = values(batch * n_ctx * d, 92, 1.0);
+            let (ps, pc) = (dev.put_f32(&src), dev.put_f32(&cache));
+            let p0 = dev.put_u32(&[pos0 as u32]);
+            let len = src.len();
+            let args = [
+                Arg::Ptr(ps),
+                Arg::Ptr(pc),
+                u(d),
+                u(n_new),
+                Arg::Ptr(p0),
+                u(n_ctx * d),
+                u(len),
+            ];
+            dev.launch_1d("sotto_kv_write", flat(len), &args);
+            let mut want = cache;
+            for s in 0..batch {
+                for i in 0..n_new {
+                    let dst = &mut want[(s * n_ctx + pos0 + i) * d..][..d];
+                    dst.copy_from_slice(&src[(s * n_new + i) * d..][..d]);
+                }
+            }
+            (dev.get_f32(pc, batch * n_ctx * d), want)
+        }
+        Attention(kind) => attention(dev, kind, shape, seed),
     }
 }
 
-fn run_cuda(
-    gpu: &CudaBackend,
-    op: Op,
-    dtype: DType,
-    x: &[f32],
-    cols: usize,
-) -> Result<Vec<f32>, CudaError> {
-    match (op, dtype) {
-        (Op::Add, DType::F32) => {
-            let mut a = gpu.upload(x)?;
-            gpu.add(&mut a, &gpu.upload(&values(x.len(), 3, 2.0))?)?;
-            gpu.download(&a)
+/// Attention cases: see [`Attn`]. Shape: [batch, n_new, heads, dh, keys]
+fn attention(dev: &mut dyn Device, kind: Attn, shape: &[usize], seed: u64) -> (Vec<f32>, Vec<f32>) {
+    let [batch, n_new, n_head, dh, n_keys] = shape[..] else {
+        panic!("Attention shape: [batch, n_new, heads, dh, keys]")
+    };
+    let (d, rows) = (n_head * dh, batch * n_new);
+    let per_sequence = matches!(kind, Causal(_));
+    let kv_rows = if per_sequence { batch * n_keys } else { n_keys };
+    let q = values(rows * d, seed, 1.5);
+    let k = values(kv_rows * d, seed + 1, 1.5);
+    let v = values(kv_rows * d, seed + 2, 1.0);
+    let (pq, pk, pv, po) = (
+        dev.put_f32(&q),
+        dev.put_f32(&k),
+        dev.put_f32(&v),
+        dev.nans(rows * d),
+    );
+    let scale = 1.0 / (dh as f32).sqrt();
+    let ptrs = [pq, pk, pv, po].map(Arg::Ptr);
+    match kind {
+        Flash => {
+            let l = plan::flash_attention(rows, n_head, dh, n_keys).expect("a flash shape");
+            let rest = [u(rows), u(n_keys), u(d), Arg::F32(scale)];
+            let args = [&ptrs[..], &rest].concat();
+            dev.launch(
+                "sotto_flash_attention",
+                (l.rows, l.heads, 1),
+                (l.block, 1, 1),
+                0,
+                &args,
+            );
         }
-        (Op::Gelu, DType::F32) => {
-            let mut a = gpu.upload(x)?;
-            gpu.gelu(&mut a)?;
-            gpu.download(&a)
+        Causal(_) | Shared => {
+            let q_pos0 = match kind {
+                Causal(p) => p as u32,
+                _ => 0,
+            };
+            let pp = dev.put_u32(&[q_pos0]);
+            let stride = if per_sequence { n_keys * d } else { 0 };
+            let rest = [
+                u(d),
+                u(dh),
+                u(n_new),
+                u(stride),
+                u(n_keys),
+                Arg::I32(per_sequence as i32),
+                Arg::Ptr(pp),
+                Arg::F32(scale),
+            ];
+            let args = [&ptrs[..], &rest].concat();
+            let l = plan::attention(rows, n_head, dh, n_keys).unwrap();
+            let grid = (l.rows, l.heads, 1);
+            dev.launch(
+                "sotto_attention",
+                grid,
+                (l.block, 1, 1),
+                l.shared_bytes,
+                &args,
+            );
         }
-        (Op::LayerNorm, DType::F32) => {
-            let (gamma, beta) = gamma_beta(cols);
-            let mut out = gpu.zeros(x.len())?;
-            let (xd, g, b) = (gpu.upload(x)?, gpu.upload(&gamma)?, gpu.upload(&beta)?);
-            gpu.layer_norm(&xd, &g, &b, 1e-5, &mut out)?;
-            gpu.download(&out)
-        }
-        (Op::SoftMax, DType::F32) => {
-            let mut a = gpu.upload(&softmax_input(x, cols))?;
-            gpu.softmax_rows(&mut a, cols)?;
-            gpu.download(&a)
-        }
-        (Op::ToF32, DType::F16) => {
-            let h: Vec<f16> = x.iter().map(|&v| f16::from_f32(v)).collect();
-            let mut out = gpu.zeros(x.len())?;
-            gpu.f16_to_f32(&gpu.upload(&h)?, &mut out)?;
-            gpu.download(&out)
-        }
-        (Op::ToF32, DType::Q8_0 | DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1) => {
-            let t = quant_type(dtype);
-            let mut out = gpu.zeros(x.len())?;
-            gpu.dequantize(t, &gpu.upload(&quantized(t, x))?, &mut out)?;
-            gpu.download(&out)
-        }
-        other => panic!("no case {other:?}"),
     }
+    // softmax(q kᵀ / √dh) v per head, in f64.
+    let mut want = vec![0.0; rows * d];
+    for r in 0..rows {
+        let (s, i) = (r / n_new, r % n_new);
+        let base = if per_sequence { s * n_keys * d } else { 0 };
+        let nk = match kind {
+            Causal(p) => (p + i + 1).min(n_keys),
+            _ => n_keys,
+        };
+        for h in 0..n_head {
+            let qr = &q[r * d + h * dh..][..dh];
+            let sc: Vec<f64> = (0..nk)
+                .map(|j| {
+                    let kr = &k[base + j * d + h * dh..][..dh];
+                    let dot: f64 = qr.iter().zip(kr).map(|(&a, &b)| a as f64 * b as f64).sum();
+                    dot * scale as f64
+                })
+                .collect();
+            let m = sc.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let w: Vec<f64> = sc.iter().map(|s| (s - m).exp()).collect();
+            let z: f64 = w.iter().sum();
+            for c in 0..dh {
+                let acc: f64 = (0..nk)
+                    .map(|j| w[j] * v[base + j * d + h * dh + c] as f64)
+                    .sum();
+                want[r * d + h * dh + c] = (acc / z) as f32;
+            }
+        }
+    }
+    (dev.get_f32(po, rows * d), want)
 }
 
 #[test]
@@ -334,7 +574,7 @@ fn nmse_catches_a_wrong_result() {
     assert_eq!(nmse(&r, &r), 0.0);
     let mut wrong = r.clone();
     wrong[500] += 0.1;
-    assert!(nmse(&wrong, &r) > max_nmse(Op::Add));
+    assert!(nmse(&wrong, &r) > max_nmse(Add));
     let halved: Vec<f32> = r.iter().map(|v| v * 0.5).collect();
     assert!((nmse(&halved, &r) - 0.25).abs() < 1e-6);
 }
@@ -362,11 +602,20 @@ fn probe_lists_devices() {
     }
 }
 
+/// `CudaBackend`'s own ops (the checked, typed API) on the GPU, and their shape errors.
 #[test]
-fn bad_shapes_are_errors_on_the_gpu() {
-    let Some(gpu) = backend() else {
+fn backend_ops_and_bad_shapes_on_the_gpu() {
+    let Some(gpu) = device::gpu() else {
         return;
     };
+    let x = values(1000, 1, 2.0);
+    let mut a = gpu.upload(&x).unwrap();
+    gpu.add(&mut a, &gpu.upload(&x).unwrap()).unwrap();
+    gpu.gelu(&mut a).unwrap();
+    let mut want: Vec<f32> = x.iter().map(|v| 2.0 * v).collect();
+    cpu::gelu(Isa::Scalar, &mut want);
+    assert!(nmse(&gpu.download(&a).unwrap(), &want) < 1e-10);
+
     let mut a = gpu.upload(&[1.0f32; 8]).unwrap();
     let b = gpu.upload(&[1.0f32; 7]).unwrap();
     assert!(matches!(gpu.add(&mut a, &b), Err(CudaError::Shape { .. })));

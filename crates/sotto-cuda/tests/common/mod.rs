@@ -1,6 +1,7 @@
 //! Helpers shared by sotto-cuda's test files (each file uses its own subset).
 #![allow(dead_code)]
 
+pub mod device;
 pub mod emu;
 
 /// Deterministic values in [-scale, scale) (xorshift64*).
