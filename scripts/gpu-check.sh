@@ -20,7 +20,7 @@
 # in f32, f16 and ggml block types, with decoder steps as CUDA graphs), and the `sotto`
 # binary's --device handling with a GPU present: jfk transcribed with --device cuda must
 # equal the CPU's transcript, and `sotto bench --device cuda` is recorded (also with graphs
-# off and flash attention off). The host emulation of the kernels (SOTTO_SKIP_EMULATION)
+# off and flash attention off, and for small, medium and large-v3 with random weights). The host emulation of the kernels (SOTTO_SKIP_EMULATION)
 # is not run there: it runs on every build machine. Exit status 0 only when everything
 # passed.
 #
@@ -143,6 +143,14 @@ if [[ -x "$SOTTO" ]]; then
     else
         fail "no carried model at $MODEL"
     fi
+    # Sizes we have no weights for, with random weights of their shapes (the encoder's
+    # and a decoder step's cost do not depend on the values): the issue's bar per size.
+    for size in small medium large-v3; do
+        timeout 300 "$SOTTO" bench --device cuda --random-weights "$size" --runs 3 --tokens 32 \
+            >"$OUT/bench-cuda-random-$size.txt" 2>&1 &&
+            pass "sotto bench --device cuda --random-weights $size: $(tr '\n' ';' <"$OUT/bench-cuda-random-$size.txt")" ||
+            fail "sotto bench --device cuda --random-weights $size: $(tail -3 "$OUT/bench-cuda-random-$size.txt")"
+    done
     # auto names the GPU, says it uses the CPU, then goes on (and fails on the missing model).
     "$SOTTO" bench --device auto -m /nonexistent-model >"$OUT/device-auto.log" 2>&1
     if grep -q "^device: found GPU .*using the CPU" "$OUT/device-auto.log"; then

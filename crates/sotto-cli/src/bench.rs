@@ -22,6 +22,14 @@ pub struct Args {
     #[arg(short, long, default_value = "tiny.en", value_name = "NAME|PATH")]
     model: String,
 
+    /// Time a model of this published size with random weights instead of `--model`
+    /// (tiny … large-v3, large-v3-turbo; `.en` sizes too): for sizes whose weights are not
+    /// at hand. Encoder windows cost what the real model's do. So do decoder steps on a GPU;
+    /// on the CPU the screened vocabulary projection depends on the logits, so add
+    /// `--exact-logits` there for a step whose cost does not depend on the values.
+    #[arg(long, value_name = "SIZE", value_parser = sotto::formats::random::SIZES, conflicts_with = "file")]
+    random_weights: Option<String>,
+
     /// Worker threads [default: all cores]. While another process keeps cores busy,
     /// decoder steps drop to one thread when that is faster (same results);
     /// `SOTTO_FIXED_THREADS=1` keeps them on all.
@@ -172,19 +180,24 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
             .unwrap_or(1)
     });
     let t = Instant::now();
-    let model = Model::load_named_with(
-        &args.model,
-        hub,
-        &mut crate::progress::Download::new(),
-        device,
-        crate::load_options(&args.encoder_precision, args.exact_logits)?,
-    )?;
+    let opts = crate::load_options(&args.encoder_precision, args.exact_logits)?;
+    let (model, name) = match &args.random_weights {
+        Some(size) => (
+            Model::random(size, device, opts)?,
+            format!("{size} (random weights)"),
+        ),
+        None => {
+            let progress = &mut crate::progress::Download::new();
+            let model = Model::load_named_with(&args.model, hub, progress, device, opts)?;
+            (model, args.model.clone())
+        }
+    };
     let load = t.elapsed();
     let mut session = model.session(threads)?;
     let hp = *model.hparams();
     println!(
         "model {} ({} layers, d {}), device {}, {threads} threads, ISA {}, encoder {}, median of {} runs",
-        args.model,
+        name,
         hp.n_audio_layer,
         hp.n_audio_state,
         model.device(),

@@ -410,6 +410,39 @@ fn unreadable_calibration_audio_is_an_error() {
 }
 
 /// `sotto bench` prints every figure, the long-prompt beam step included.
+/// A published size with random weights: no file, the real shapes.
+#[test]
+fn bench_times_random_weights_of_a_size() {
+    let out = sotto()
+        .args([
+            "bench",
+            "-t",
+            "2",
+            "--runs",
+            "1",
+            "--tokens",
+            "2",
+            "--no-limits",
+        ])
+        .args(["--device", "cpu", "--random-weights", "tiny"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let out = String::from_utf8(out).unwrap();
+    assert!(
+        out.starts_with("model tiny (random weights) (4 layers, d 384)"),
+        "{out}"
+    );
+    assert!(out.contains("encoder / window"), "{out}");
+    sotto()
+        .args(["bench", "--random-weights", "huge"])
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("possible values"));
+}
+
 #[test]
 fn bench_prints_every_figure() {
     let out = sotto()

@@ -7,11 +7,10 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use sotto_cuda::{CudaError, CudaSession, CudaWhisper, Precision, QuantType};
-use sotto_formats::{DType, Hparams, ModelConfig, SourceFormat, Storage, TensorData, WhisperFile};
+use sotto_formats::{DType, Hparams, Storage, WhisperFile};
 use sotto_model::{EncoderPrecision, LoadOptions, Session, Whisper};
 
 use common::{nmse, values};
@@ -36,104 +35,7 @@ fn upload(f: &WhisperFile, p: Precision) -> Option<Arc<CudaWhisper>> {
 
 /// A random Whisper with hparams `h`: matrices f16 with unit-variance outputs, vectors f32.
 fn synthetic(h: Hparams) -> WhisperFile {
-    let mut t = BTreeMap::new();
-    let mut seed = 1u64;
-    let mut add = |name: String, shape: &[usize], kind: char| {
-        seed += 1;
-        let n: usize = shape.iter().product();
-        let fan_in: usize = shape[1..].iter().product::<usize>().max(1);
-        let (dtype, bytes): (DType, Vec<u8>) = match kind {
-            'w' => {
-                let v = values(n, seed, (3.0 / fan_in as f32).sqrt());
-                let b = v.iter().flat_map(|x| half::f16::from_f32(*x).to_le_bytes());
-                (DType::F16, b.collect())
-            }
-            'g' => {
-                let v = values(n, seed, 0.1);
-                (
-                    DType::F32,
-                    v.iter().flat_map(|x| (1.0 + x).to_le_bytes()).collect(),
-                )
-            }
-            _ => {
-                let v = values(n, seed, 0.2);
-                (DType::F32, v.iter().flat_map(|x| x.to_le_bytes()).collect())
-            }
-        };
-        t.insert(
-            name,
-            TensorData {
-                dtype,
-                shape: shape.to_vec(),
-                data: Storage::from_vec(bytes),
-            },
-        );
-    };
-    let (da, dt) = (h.n_audio_state, h.n_text_state);
-    add("encoder.conv1.weight".into(), &[da, h.n_mels, 3], 'w');
-    add("encoder.conv1.bias".into(), &[da], 'b');
-    add("encoder.conv2.weight".into(), &[da, da, 3], 'w');
-    add("encoder.conv2.bias".into(), &[da], 'b');
-    add(
-        "encoder.positional_embedding".into(),
-        &[h.n_audio_ctx, da],
-        'b',
-    );
-    add(
-        "decoder.token_embedding.weight".into(),
-        &[h.n_vocab, dt],
-        'w',
-    );
-    add(
-        "decoder.positional_embedding".into(),
-        &[h.n_text_ctx, dt],
-        'b',
-    );
-    for (p, d) in [("encoder.ln_post", da), ("decoder.ln", dt)] {
-        add(format!("{p}.weight"), &[d], 'g');
-        add(format!("{p}.bias"), &[d], 'b');
-    }
-    let blocks = (0..h.n_audio_layer)
-        .map(|i| (format!("encoder.blocks.{i}"), da, false))
-        .chain((0..h.n_text_layer).map(|i| (format!("decoder.blocks.{i}"), dt, true)));
-    for (b, d, cross) in blocks {
-        let lns: &[&str] = if cross {
-            &["attn_ln", "mlp_ln", "cross_attn_ln"]
-        } else {
-            &["attn_ln", "mlp_ln"]
-        };
-        for ln in lns {
-            add(format!("{b}.{ln}.weight"), &[d], 'g');
-            add(format!("{b}.{ln}.bias"), &[d], 'b');
-        }
-        let attns: &[(&str, usize)] = if cross {
-            &[("attn", d), ("cross_attn", da)]
-        } else {
-            &[("attn", d)]
-        };
-        for &(a, d_kv) in attns {
-            for p in ["query", "key", "value", "out"] {
-                let n_in = if p == "key" || p == "value" { d_kv } else { d };
-                add(format!("{b}.{a}.{p}.weight"), &[d, n_in], 'w');
-                if p != "key" {
-                    add(format!("{b}.{a}.{p}.bias"), &[d], 'b');
-                }
-            }
-        }
-        add(format!("{b}.mlp.0.weight"), &[4 * d, d], 'w');
-        add(format!("{b}.mlp.0.bias"), &[4 * d], 'b');
-        add(format!("{b}.mlp.2.weight"), &[d, 4 * d], 'w');
-        add(format!("{b}.mlp.2.bias"), &[d], 'b');
-    }
-    WhisperFile {
-        path: "synthetic".into(),
-        format: SourceFormat::Ggml,
-        hparams: h,
-        tensors: t,
-        vocab: Vec::new(),
-        mel_filters: None,
-        config: ModelConfig::default(),
-    }
+    sotto_formats::random::whisper(h, 1)
 }
 
 /// `f` with every f16 matrix of whole 32-value rows quantized to `t`, as whisper.cpp

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 pub mod ct2;
 pub mod ggml;
 pub mod names;
+pub mod random;
 mod storage;
 
 pub use storage::Storage;

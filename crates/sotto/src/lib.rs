@@ -95,11 +95,33 @@ impl Model {
 
     /// [`Model::load_on`] with load options (the CPU's bf16 encoder).
     pub fn load_with(path: &Path, device: Device, opts: LoadOptions) -> Result<Model> {
+        Model::from_file(sotto_formats::load(path)?, device, opts)
+    }
+
+    /// A model of a published size (`sotto_formats::random::SIZES`: `tiny` … `large-v3`)
+    /// with random weights, for timing sizes whose weights are not at hand: the cost of an
+    /// encoder window or a decoder step does not depend on the values. Its transcripts
+    /// mean nothing.
+    pub fn random(size: &str, device: Device, opts: LoadOptions) -> Result<Model> {
+        let h = sotto_formats::random::hparams(size).ok_or_else(|| {
+            let sizes = sotto_formats::random::SIZES.join(", ");
+            Error::Invalid(format!("no model size {size:?} (sizes: {sizes})"))
+        })?;
+        Model::from_file(sotto_formats::random::whisper(h, 1), device, opts)
+    }
+
+    /// A model from a file already read (`sotto_formats::load`), onto `device`.
+    pub fn from_file(
+        mut file: sotto_formats::WhisperFile,
+        device: Device,
+        opts: LoadOptions,
+    ) -> Result<Model> {
         let device = match device {
             Device::Auto => select_device(Device::Auto)?.device,
             d => d,
         };
-        let mut file = sotto_formats::load(path)?;
+        let path = file.path.clone();
+        let path = path.as_path();
         let vocab = std::mem::take(&mut file.vocab);
         let merges = file.config.bpe_merges.take();
         let n_vocab = file.hparams.n_vocab;
@@ -560,5 +582,22 @@ impl sotto_decode::Inference for TimedInference<'_> {
         let scores = self.session.align(tokens, heads, rows, logits)?;
         self.count(t.elapsed(), false);
         Ok(scores)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `Model::random` builds its tokenizer from the placeholder vocabulary: every size's
+    /// vocabulary size must leave a valid number of language tokens.
+    #[test]
+    fn every_random_size_has_a_tokenizer() {
+        for size in sotto_formats::random::SIZES {
+            let h = sotto_formats::random::hparams(size).unwrap();
+            let vocab = sotto_formats::random::vocabulary(h.n_vocab);
+            let tok = Tokenizer::new(vocab, h.n_vocab).unwrap_or_else(|e| panic!("{size}: {e}"));
+            assert_eq!(tok.is_multilingual(), !size.ends_with(".en"), "{size}");
+        }
     }
 }
