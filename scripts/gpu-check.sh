@@ -46,8 +46,9 @@ for line in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
         print(m["target"]["name"], m["executable"])
 ' | while read -r name exe; do
-        # The host emulation of the kernels is for machines without a GPU.
-        [[ "$name" == emulated ]] || cp "$exe" "$BIN/test-$name"
+        # The host emulation of the kernels (and tiny.en through it) is for machines
+        # without a GPU.
+        [[ "$name" == emulated || "$name" == golden ]] || cp "$exe" "$BIN/test-$name"
     done
     strip --strip-debug "$BIN"/* 2>/dev/null || true
     # tiny.en as q4_0 when the whole transfer (tracked files + this folder) stays < 60 MiB.
