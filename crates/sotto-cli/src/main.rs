@@ -315,16 +315,12 @@ fn quantize(
     calibrate: &[PathBuf],
     threads: usize,
 ) -> anyhow::Result<ExitCode> {
-    use sotto::formats::DType;
     use sotto_quant::QuantType;
     let t = QuantType::parse(kind).ok_or_else(|| anyhow::anyhow!("unknown type {kind}"))?;
     let dtype = match t {
-        QuantType::Q4_0 => DType::Q4_0,
-        QuantType::Q4_1 => DType::Q4_1,
-        QuantType::Q5_0 => DType::Q5_0,
-        QuantType::Q5_1 => DType::Q5_1,
-        QuantType::Q8_0 => DType::Q8_0,
         QuantType::Q8_1 => anyhow::bail!("q8_1 is an activation type, not a weight type"),
+        t => sotto::formats::ggml::dtype_from_ggml(t.ggml_type_id())
+            .expect("every ggml weight type has a dtype"),
     };
     let path = hub.resolve(input, &mut progress::Download::new())?;
     let file = sotto::formats::load(&path)?;

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DeviceRepr,
-    LaunchArgs, PushKernelArg, ValidAsZeroBits,
+    DriverError, LaunchArgs, LaunchConfig, PushKernelArg, ValidAsZeroBits,
 };
 use cudarc::nvrtc::{CompileError, CompileOptions, Ptx};
 
@@ -67,6 +67,30 @@ pub fn compile((major, minor): (i32, i32)) -> Result<Ptx> {
             other => format!("{other:?}"),
         },
     })
+}
+
+/// Queues `func` on `stream` with `args` as its parameters.
+///
+/// # Safety
+/// `args` must be exactly the kernel's parameters, in order, and every pointer among them
+/// must address live device memory large enough for the kernel's indexing at `cfg`.
+pub(crate) unsafe fn launch_on(
+    stream: &CudaStream,
+    func: &CudaFunction,
+    cfg: LaunchConfig,
+    args: &[KernelArg],
+) -> Result<(), DriverError> {
+    let mut l = stream.launch_builder(func);
+    for a in args {
+        match a {
+            KernelArg::Ptr(v) => l.arg(v),
+            KernelArg::U32(v) => l.arg(v),
+            KernelArg::I32(v) => l.arg(v),
+            KernelArg::F32(v) => l.arg(v),
+        };
+    }
+    // SAFETY: the caller guarantees the parameters and the memory (see above).
+    unsafe { l.launch(cfg) }.map(|_| ())
 }
 
 /// Initializes the driver and opens GPU `ordinal`: its description, a context on it and
@@ -174,23 +198,13 @@ impl CudaBackend {
             op: "launch_raw",
             msg: format!("no kernel named {name}"),
         })?;
-        let mut l = self.stream.launch_builder(func);
-        for a in args {
-            match a {
-                KernelArg::Ptr(v) => l.arg(v),
-                KernelArg::U32(v) => l.arg(v),
-                KernelArg::I32(v) => l.arg(v),
-                KernelArg::F32(v) => l.arg(v),
-            };
-        }
-        let cfg = cudarc::driver::LaunchConfig {
+        let cfg = LaunchConfig {
             grid_dim: grid,
             block_dim: block,
             shared_mem_bytes: shared_bytes,
         };
         // SAFETY: the caller guarantees the parameters and the buffers (see above).
-        unsafe { l.launch(cfg) }.map_err(driver("cuLaunchKernel"))?;
-        Ok(())
+        unsafe { launch_on(&self.stream, func, cfg, args) }.map_err(driver("cuLaunchKernel"))
     }
 
     fn builder(&self, name: &'static str) -> LaunchArgs<'_> {

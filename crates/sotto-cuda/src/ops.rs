@@ -12,7 +12,7 @@ use std::sync::Arc;
 use cudarc::cublas::{result as blas, sys as blas_sys, CudaBlas};
 use cudarc::driver::{
     CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig,
-    PushKernelArg, ValidAsZeroBits,
+    ValidAsZeroBits,
 };
 
 use crate::host::{HostDevice, KernelArg};
@@ -339,19 +339,10 @@ impl Dev<'_> {
         }
         match self.stream {
             Stream::Cuda(s) => {
-                let mut l = s.launch_builder(self.k.get(name)?);
-                for a in args {
-                    match a {
-                        KernelArg::Ptr(v) => l.arg(v),
-                        KernelArg::U32(v) => l.arg(v),
-                        KernelArg::I32(v) => l.arg(v),
-                        KernelArg::F32(v) => l.arg(v),
-                    };
-                }
                 // SAFETY: each caller passes exactly the parameters its kernel declares
                 // (pointers as u64), and the session sized every buffer for the shapes.
-                unsafe { l.launch(cfg) }.map_err(driver(name))?;
-                Ok(())
+                unsafe { crate::backend::launch_on(s, self.k.get(name)?, cfg, args) }
+                    .map_err(driver(name))
             }
             Stream::Host(h) => h
                 .launch(

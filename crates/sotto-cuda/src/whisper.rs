@@ -93,15 +93,9 @@ struct Loader<'a> {
     max_quantized: std::cell::Cell<usize>,
 }
 
+/// The ggml block type of a stored tensor (None for f32, f16 and the other plain types).
 fn quant_type(d: DType) -> Option<QuantType> {
-    Some(match d {
-        DType::Q4_0 => QuantType::Q4_0,
-        DType::Q4_1 => QuantType::Q4_1,
-        DType::Q5_0 => QuantType::Q5_0,
-        DType::Q5_1 => QuantType::Q5_1,
-        DType::Q8_0 => QuantType::Q8_0,
-        _ => return None,
-    })
+    QuantType::from_ggml_type_id(sotto_formats::ggml::ggml_type_id(d)?)
 }
 
 impl Loader<'_> {

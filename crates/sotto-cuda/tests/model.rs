@@ -41,14 +41,7 @@ fn synthetic(h: Hparams) -> WhisperFile {
 /// `f` with every f16 matrix of whole 32-value rows quantized to `t`, as whisper.cpp
 /// quantizes 2-D tensors (the 3-D conv weights stay f16).
 fn quantized(mut f: WhisperFile, t: QuantType) -> WhisperFile {
-    let dtype = match t {
-        QuantType::Q4_0 => DType::Q4_0,
-        QuantType::Q4_1 => DType::Q4_1,
-        QuantType::Q5_0 => DType::Q5_0,
-        QuantType::Q5_1 => DType::Q5_1,
-        QuantType::Q8_0 => DType::Q8_0,
-        QuantType::Q8_1 => panic!("q8_1 is not a weight type"),
-    };
+    let dtype = sotto_formats::ggml::dtype_from_ggml(t.ggml_type_id()).expect("a weight type");
     for td in f.tensors.values_mut() {
         if td.dtype != DType::F16 || td.shape.len() != 2 || td.shape[1] % QuantType::BLOCK != 0 {
             continue;
