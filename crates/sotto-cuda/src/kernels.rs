@@ -9,7 +9,7 @@
 use sotto_quant::QuantType;
 
 /// The kernels' entry points, in the order [`SOURCE`] defines them.
-pub const NAMES: [&str; 34] = [
+pub const NAMES: [&str; 35] = [
     "sotto_add_f32",
     "sotto_gelu_f32",
     "sotto_layer_norm_f32",
@@ -43,6 +43,7 @@ pub const NAMES: [&str; 34] = [
     "sotto_embed_q8_0",
     "sotto_kv_write",
     "sotto_attention",
+    "sotto_attention_scores",
     "sotto_flash_attention",
 ];
 
@@ -517,6 +518,22 @@ extern "C" __global__ void sotto_attention(const float* q, const float* k, const
         for (unsigned int j = 0; j < nk; ++j) acc += sc[j] * vb[(size_t)j * d + c];
         o[c] = acc * inv;
     }
+}
+
+// One head's attention scores before the softmax, for word alignment (the decoder's
+// cross-attention against the window): scores[r, j] = scale · q[r, head] · k[j, head].
+// One thread per (r, j). Shape: q [n / n_keys rows, d]; k [n_keys, d]; scores [.., n_keys]
+extern "C" __global__ void sotto_attention_scores(const float* q, const float* k,
+        float* scores, unsigned int d, unsigned int dh, unsigned int head, unsigned int n_keys,
+        unsigned int n, float scale) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    unsigned int r = i / n_keys, j = i % n_keys;
+    const float* qr = q + (size_t)r * d + head * dh;
+    const float* kr = k + (size_t)j * d + head * dh;
+    float acc = 0.0f;
+    for (unsigned int c = 0; c < dh; ++c) acc += qr[c] * kr[c];
+    scores[i] = acc * scale;
 }
 
 // softmax(q kᵀ · scale) v, flash style: no score matrix in memory. A block takes 16 query

@@ -5,7 +5,7 @@
 //! dequantization) for the conformance tests. [`CudaWhisper`] uploads a Whisper model's
 //! weights once ([`Precision::F16`] by default); [`CudaSession`]s share it, each with its
 //! own stream, cuBLAS handle, encoder buffers, cross-attention K/V and self-attention KV
-//! cache, with `sotto_model::Session`'s methods and semantics (not yet `align`).
+//! cache, with `sotto_model::Session`'s methods and semantics (`align` included).
 //!
 //! Kernels are CUDA C ([`kernels::SOURCE`]) compiled by NVRTC at run time, once per
 //! process and GPU; matrix products go to cuBLAS (`cublasGemmEx`, f32 accumulation).

@@ -761,6 +761,42 @@ impl Dev<'_> {
         )
     }
 
+    /// Head `head`'s scores `q·k / √dh` before the softmax, of `rows` query rows against
+    /// `n_keys` keys (word alignment). Shape: q [rows, d]; k [n_keys, d]; out [rows, n_keys]
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention_scores(
+        &self,
+        q: u64,
+        k: u64,
+        out: u64,
+        rows: usize,
+        n_keys: usize,
+        d: usize,
+        n_head: usize,
+        head: usize,
+    ) -> Result<()> {
+        let op = "attention_scores";
+        let Some((cfg, n)) = elementwise(op, rows * n_keys)? else {
+            return Ok(());
+        };
+        let dh = d / n_head.max(1);
+        let scale = 1.0 / (dh as f32).sqrt();
+        let u = |v: usize| launch::count_u32(op, v);
+        let (d, dh, head, n_keys) = (u(d)?, u(dh)?, u(head)?, u(n_keys)?);
+        let args = [
+            q.into(),
+            k.into(),
+            out.into(),
+            d.into(),
+            dh.into(),
+            head.into(),
+            n_keys.into(),
+            n.into(),
+            scale.into(),
+        ];
+        self.run("sotto_attention_scores", cfg, &args)
+    }
+
     /// Copies `n` f32 values on the device.
     pub fn copy_f32(&self, dst: u64, src: u64, n: usize) -> Result<()> {
         if n == 0 {

@@ -392,6 +392,58 @@ impl CudaSession {
         Ok(())
     }
 
+    /// Word alignment, as `sotto_model::Session::align`: runs the decoder over the whole
+    /// sequence `tokens` from position 0 against the current window in one causal pass,
+    /// leaving the batch and its cache as they were; returns the cross-attention scores of
+    /// the `(layer, head)` pairs before the softmax, Shape: [heads.len(), tokens.len(),
+    /// n_audio_ctx], and writes the logits of `rows`, Shape: [rows.len(), n_vocab].
+    pub fn align(
+        &mut self,
+        tokens: &[u32],
+        heads: &[(usize, usize)],
+        rows: &[usize],
+        logits: &mut [f32],
+    ) -> Result<Vec<f32>> {
+        let h = *self.model.hparams();
+        if let Some(&(l, hd)) = heads
+            .iter()
+            .find(|&&(l, hd)| l >= h.n_text_layer || hd >= h.n_text_head)
+        {
+            let shape = format!("{} layers × {} heads", h.n_text_layer, h.n_text_head);
+            return Err(input_err(
+                "align",
+                format!("head ({l}, {hd}) is outside {shape}"),
+            ));
+        }
+        if tokens.len() > h.n_text_ctx {
+            let msg = format!("{} tokens exceed n_text_ctx {}", tokens.len(), h.n_text_ctx);
+            return Err(input_err("align", msg));
+        }
+        self.check_decode("align", tokens, 0, rows, logits)?;
+        let m = tokens.len();
+        let n_scores = heads.len() * m * h.n_audio_ctx;
+        guard("align", || {
+            self.bind()?;
+            self.size_step(m, rows.len())?;
+            let scores = Buf::<f32>::zeros(&self.stream, n_scores)?;
+            let zero = [0u32];
+            let dev = self.dev();
+            dev.upload_to(self.dec.tok.ptr(), tokens)?;
+            dev.upload_to(self.pos.ptr(), &zero)?;
+            let pass = Pass::Align {
+                heads,
+                scores: scores.ptr(),
+            };
+            self.decoder_body(&dev, m, rows, pass)?;
+            let mut out = vec![0f32; n_scores];
+            dev.download(self.dec.logits.ptr(), logits)?;
+            if n_scores > 0 {
+                dev.download(scores.ptr(), &mut out)?;
+            }
+            Ok(out)
+        })
+    }
+
     /// Grows the cache to `batch` sequences, keeping the current ones.
     fn reserve(&mut self, batch: usize) -> Result<()> {
         if batch <= self.kv.capacity {
@@ -493,7 +545,7 @@ impl CudaSession {
                 dev.upload_to(self.pos.ptr(), &pos)?;
                 match graphable {
                     true => self.run_graph(&mut graphs, batch)?,
-                    false => self.decoder_body(&dev, tokens.len(), batch, rows)?,
+                    false => self.decoder_body(&dev, tokens.len(), rows, Pass::Step { batch })?,
                 }
                 // `tokens` and `pos` stay borrowed until this synchronizes.
                 dev.download(self.dec.logits.ptr(), logits)
@@ -547,7 +599,7 @@ impl CudaSession {
                 let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
                 s.begin_capture(mode)
                     .map_err(driver("cuStreamBeginCapture"))?;
-                let body = self.decoder_body(&self.dev(), batch, batch, &rows);
+                let body = self.decoder_body(&self.dev(), batch, &rows, Pass::Step { batch });
                 // Capture ends whatever the body did, or the stream stays unusable.
                 let flags = sys::CUgraphInstantiate_flags(0);
                 let graph = s.end_capture(flags).map_err(driver("cuStreamEndCapture"));
@@ -564,18 +616,22 @@ impl CudaSession {
                     record: Some(&rec),
                     ..self.dev()
                 };
-                self.decoder_body(&dev, batch, batch, &rows)?;
+                self.decoder_body(&dev, batch, &rows, Pass::Step { batch })?;
                 Ok(Graph::Host(rec.into_inner()))
             }
         }
     }
 
-    /// The decoder's launches for `m` token rows in `batch` sequences, from the uploaded
-    /// tokens and position to the logits of `rows` in `dec.logits`.
-    fn decoder_body(&self, dev: &Dev<'_>, m: usize, batch: usize, rows: &[usize]) -> Result<()> {
+    /// The decoder's launches for `m` token rows, from the uploaded tokens and position to
+    /// the logits of `rows` in `dec.logits`; `pass` says which keys the self-attention sees.
+    fn decoder_body(&self, dev: &Dev<'_>, m: usize, rows: &[usize], pass: Pass<'_>) -> Result<()> {
         let h = *self.model.hparams();
         let (b, kv, dec) = (&self.dec, &self.kv, &self.model.decoder);
         let (d, nh, pos) = (h.n_text_state, h.n_text_head, self.pos.ptr());
+        let batch = match pass {
+            Pass::Step { batch } => batch,
+            Pass::Align { .. } => 1,
+        };
         let n_new = m / batch;
         let stride = kv.stride();
         dev.embed(
@@ -595,11 +651,21 @@ impl CudaSession {
             dev.linear(&a.query, hb, m, q, false)?;
             dev.linear(&a.key, hb, m, b.k.ptr(), false)?;
             dev.linear(&a.value, hb, m, b.v.ptr(), false)?;
-            let (kc, vc) = (kv.k[l].ptr(), kv.v[l].ptr());
-            dev.kv_write(b.k.ptr(), kc, batch, n_new, d, pos, stride)?;
-            dev.kv_write(b.v.ptr(), vc, batch, n_new, d, pos, stride)?;
-            // Keys up to the cache's length: each row's causal bound comes from `pos`.
-            dev.attention(q, kc, vc, att, m, n_new, d, nh, stride, kv.n_ctx, Some(pos))?;
+            match pass {
+                Pass::Step { .. } => {
+                    let (kc, vc) = (kv.k[l].ptr(), kv.v[l].ptr());
+                    dev.kv_write(b.k.ptr(), kc, batch, n_new, d, pos, stride)?;
+                    dev.kv_write(b.v.ptr(), vc, batch, n_new, d, pos, stride)?;
+                    // Keys up to the cache's length: each row's causal bound comes from `pos`.
+                    let keys = kv.n_ctx;
+                    dev.attention(q, kc, vc, att, m, n_new, d, nh, stride, keys, Some(pos))?;
+                }
+                // The sequence's own keys, not the cache (`pos` holds 0).
+                Pass::Align { .. } => {
+                    let (kb, vb) = (b.k.ptr(), b.v.ptr());
+                    dev.attention(q, kb, vb, att, m, m, d, nh, m * d, m, Some(pos))?;
+                }
+            }
             dev.linear(&a.out, att, m, hb, false)?;
             dev.add(x, hb, m * d)?;
 
@@ -608,6 +674,13 @@ impl CudaSession {
             dev.linear(&cross.query, hb, m, q, false)?;
             // Every row attends to the same audio (key stride 0).
             let (ck, cv) = (self.cross_k[l].ptr(), self.cross_v[l].ptr());
+            if let Pass::Align { heads, scores } = pass {
+                let ctx = h.n_audio_ctx;
+                for (slot, &(_, head)) in heads.iter().enumerate().filter(|(_, p)| p.0 == l) {
+                    let out = scores + (slot * m * ctx * 4) as u64;
+                    dev.attention_scores(q, ck, out, m, ctx, d, nh, head)?;
+                }
+            }
             dev.attention(q, ck, cv, att, m, 1, d, nh, 0, h.n_audio_ctx, None)?;
             dev.linear(&cross.out, att, m, hb, false)?;
             dev.add(x, hb, m * d)?;
@@ -621,6 +694,19 @@ impl CudaSession {
         let out = b.logits.ptr();
         dev.linear(&dec.token_embedding, b.normed.ptr(), rows.len(), out, false)
     }
+}
+
+/// What a decoder pass's self-attention sees, and what else it reports.
+#[derive(Clone, Copy)]
+enum Pass<'a> {
+    /// `batch` sequences append their rows to the cache at `pos`.
+    Step { batch: usize },
+    /// One sequence from position 0 over its own keys, the cache untouched; the
+    /// cross-attention scores of `heads` go to `scores` ([heads.len(), m, n_audio_ctx] f32).
+    Align {
+        heads: &'a [(usize, usize)],
+        scores: u64,
+    },
 }
 
 /// Whether decoder steps may run as CUDA graphs (`SOTTO_CUDA_GRAPHS=0` says no).

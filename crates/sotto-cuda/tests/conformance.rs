@@ -44,6 +44,9 @@ enum Op {
     KvWrite,
     /// Multi-head attention. Shape: [batch, n_new, heads, head width, keys]
     Attention(Attn),
+    /// One head's scores before the softmax (word alignment). Shape: [rows, heads, head
+    /// width, keys]; the head is the last.
+    Scores,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -77,7 +80,7 @@ fn max_nmse(op: Op) -> f64 {
         Op::Im2col(..) | Op::KvWrite | Op::ToF16 => 0.0,
         Op::ToF32 | Op::Embed => 1e-12,
         Op::DequantizeHalf => 1e-9,
-        Op::MatVec(_) | Op::Attention(_) => 1e-11,
+        Op::MatVec(_) | Op::Attention(_) | Op::Scores => 1e-11,
         _ => 1e-10,
     }
 }
@@ -163,6 +166,8 @@ conformance! {
     flash_partial_tiles: Attention(Flash), [1, 37, 3, 64, 150] F32;
     flash_one_key: Attention(Flash), [1, 20, 1, 64, 1] F32;
     flash_encoder_tiny: Attention(Flash), [1, 1500, 6, 64, 1500] F32;
+    scores_align: Scores, [7, 3, 64, 150] F32;
+    scores_align_tiny: Scores, [30, 6, 64, 1500] F32;
 }
 
 /// Runs `op` on every device here and compares each result with the CPU reference.
@@ -472,6 +477,39 @@ fn run(dev: &mut dyn Device, op: Op, shape: &[usize], dtype: DType) -> (Vec<f32>
             (dev.get_f32(pc, batch * n_ctx * d), want)
         }
         Attention(kind) => attention(dev, kind, shape, seed),
+        Scores => {
+            let [rows, n_head, dh, n_keys] = shape[..] else {
+                panic!("Scores shape: [rows, heads, dh, keys]")
+            };
+            let (d, head) = (n_head * dh, n_head - 1);
+            let (q, k) = (
+                values(rows * d, seed, 1.5),
+                values(n_keys * d, seed + 1, 1.5),
+            );
+            let (pq, pk, po) = (dev.put_f32(&q), dev.put_f32(&k), dev.nans(rows * n_keys));
+            let scale = 1.0 / (dh as f32).sqrt();
+            let args = [
+                Arg::Ptr(pq),
+                Arg::Ptr(pk),
+                Arg::Ptr(po),
+                u(d),
+                u(dh),
+                u(head),
+                u(n_keys),
+                u(rows * n_keys),
+                Arg::F32(scale),
+            ];
+            dev.launch_1d("sotto_attention_scores", flat(rows * n_keys), &args);
+            let mut want = vec![0.0; rows * n_keys];
+            for r in 0..rows {
+                for j in 0..n_keys {
+                    let (qr, kr) = (&q[r * d + head * dh..][..dh], &k[j * d + head * dh..][..dh]);
+                    let dot: f64 = qr.iter().zip(kr).map(|(&a, &b)| a as f64 * b as f64).sum();
+                    want[r * n_keys + j] = (dot * scale as f64) as f32;
+                }
+            }
+            (dev.get_f32(po, rows * n_keys), want)
+        }
     }
 }
 

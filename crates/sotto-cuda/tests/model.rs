@@ -259,6 +259,34 @@ fn check_against(
     gpu.decode(&[31], &[0], &mut lg).unwrap();
     compare_logits("back to one sequence", &lg, &lc, nv, &tol);
 
+    // Word alignment: a whole sequence from position 0, the cache left alone.
+    let seq: Vec<u32> = [prompt.as_slice(), &[40, 41, 42, 43, 44]].concat();
+    let heads = [(0, 1), (h.n_text_layer - 1, 0), (0, 0)];
+    let (mut ac, mut ag) = (vec![0f32; 2 * nv], vec![0f32; 2 * nv]);
+    let sc = cpu
+        .align(&seq, &heads, &[0, seq.len() - 1], &mut ac)
+        .unwrap();
+    let sg = gpu
+        .align(&seq, &heads, &[0, seq.len() - 1], &mut ag)
+        .unwrap();
+    assert_eq!(sg.len(), heads.len() * seq.len() * h.n_audio_ctx);
+    let e = nmse(&sg, &sc);
+    println!(
+        "align scores: nmse {e:.3e}, max abs diff {:.3e}",
+        max_abs_diff(&sg, &sc)
+    );
+    // The CPU's keys are f16 (relative error up to 2^-11 each: nmse ~1e-7), the GPU's f32.
+    assert!(e <= tol.logits_nmse.max(5e-7), "align scores nmse {e:.3e}");
+    compare_logits("align", &ag, &ac, nv, &tol);
+    assert!(gpu
+        .align(&seq, &[(h.n_text_layer, 0)], &[0], &mut ag[..nv])
+        .is_err());
+    // The batch and its cache are as they were.
+    assert_eq!((gpu.batch(), gpu.text_len()), (cpu.batch(), cpu.text_len()));
+    cpu.decode(&[32], &[0], &mut lc).unwrap();
+    gpu.decode(&[32], &[0], &mut lg).unwrap();
+    compare_logits("a step after align", &lg, &lc, nv, &tol);
+
     // A new text over the same audio.
     cpu.reset_text();
     gpu.reset_text();

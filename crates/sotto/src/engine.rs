@@ -124,6 +124,22 @@ impl Forward for sotto_model::Session {
 #[cfg(feature = "cuda")]
 impl Forward for sotto_cuda::CudaSession {
     delegate_forward!(sotto_cuda::CudaSession);
+
+    fn align(
+        &mut self,
+        tokens: &[u32],
+        heads: &[(usize, usize)],
+        rows: &[usize],
+        logits: &mut [f32],
+    ) -> Result<Vec<f32>, BoxError> {
+        Ok(sotto_cuda::CudaSession::align(
+            self, tokens, heads, rows, logits,
+        )?)
+    }
+
+    fn can_align(&self) -> bool {
+        true
+    }
 }
 
 /// A model's weights, uploaded to the device that runs them.
