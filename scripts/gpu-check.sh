@@ -130,6 +130,17 @@ if [[ -x "$SOTTO" ]]; then
         else
             fail "sotto --device cuda jfk (rc $rc): $(head -c 300 "$OUT/jfk-cuda.txt") | $(head -3 "$OUT/jfk-cuda.err")"
         fi
+        # Word timing: the alignment pass on the GPU; words and times land beside the CPU's.
+        "$SOTTO" transcribe --device cpu -m "$MODEL" --no-progress --word-timestamps -f json \
+            samples/jfk.wav >"$OUT/jfk-words-cpu.json" 2>"$OUT/jfk-words-cpu.err"
+        if timeout 240 "$SOTTO" transcribe --device cuda -m "$MODEL" --no-progress \
+            --word-timestamps -f json samples/jfk.wav >"$OUT/jfk-words-cuda.json" \
+            2>"$OUT/jfk-words-cuda.err" && grep -q '"words"' "$OUT/jfk-words-cuda.json"; then
+            words() { python3 -c 'import json,sys; print(" ".join("%s@%.2f" % (w["word"].strip(), w["start"]) for s in json.load(open(sys.argv[1]))["segments"] for w in s["words"]))' "$1" 2>&1; }
+            pass "word timestamps on cuda: $(words "$OUT/jfk-words-cuda.json") | cpu: $(words "$OUT/jfk-words-cpu.json")"
+        else
+            fail "word timestamps on cuda: $(head -3 "$OUT/jfk-words-cuda.err")"
+        fi
         timeout 240 "$SOTTO" bench --device cuda -m "$MODEL" --runs 3 >"$OUT/bench-cuda.txt" 2>&1 &&
             pass "sotto bench --device cuda: $(tr '\n' ';' <"$OUT/bench-cuda.txt")" ||
             fail "sotto bench --device cuda: $(tail -3 "$OUT/bench-cuda.txt")"
