@@ -283,19 +283,23 @@ pub(crate) enum HostOp {
     },
 }
 
+fn host_launch(
+    device: &dyn HostDevice,
+    name: &'static str,
+    cfg: LaunchConfig,
+    args: &[KernelArg],
+) -> Result<()> {
+    let (grid, block, shared) = (cfg.grid_dim, cfg.block_dim, cfg.shared_mem_bytes);
+    device
+        .launch(name, grid, block, shared, args)
+        .map_err(host_err(name))
+}
+
 /// Runs a recorded graph on `device`, in order.
 pub(crate) fn replay(device: &dyn HostDevice, ops: &[HostOp]) -> Result<()> {
     for op in ops {
         match op {
-            HostOp::Launch { name, cfg, args } => device
-                .launch(
-                    name,
-                    cfg.grid_dim,
-                    cfg.block_dim,
-                    cfg.shared_mem_bytes,
-                    args,
-                )
-                .map_err(host_err(name))?,
+            HostOp::Launch { name, cfg, args } => host_launch(device, name, *cfg, args)?,
             &HostOp::Copy { dst, src, bytes } => {
                 // SAFETY: recorded from Dev::copy_f32 on live buffers of the session, which
                 // discards its graphs when any buffer they address is reallocated.
@@ -344,15 +348,7 @@ impl Dev<'_> {
                 unsafe { crate::backend::launch_on(s, self.k.get(name)?, cfg, args) }
                     .map_err(driver(name))
             }
-            Stream::Host(h) => h
-                .launch(
-                    name,
-                    cfg.grid_dim,
-                    cfg.block_dim,
-                    cfg.shared_mem_bytes,
-                    args,
-                )
-                .map_err(host_err(name)),
+            Stream::Host(h) => host_launch(h.as_ref(), name, cfg, args),
         }
     }
 

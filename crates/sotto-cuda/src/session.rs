@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use cudarc::cublas::CudaBlas;
-use sotto_model::check_decode_input;
+use sotto_model::{check_align_input, check_decode_input};
 
 use crate::ops::{self, Buf, Dev, DevLinear, HostOp, Precision, Stream};
 use crate::plan::{self, CopySource};
@@ -405,20 +405,7 @@ impl CudaSession {
         logits: &mut [f32],
     ) -> Result<Vec<f32>> {
         let h = *self.model.hparams();
-        if let Some(&(l, hd)) = heads
-            .iter()
-            .find(|&&(l, hd)| l >= h.n_text_layer || hd >= h.n_text_head)
-        {
-            let shape = format!("{} layers × {} heads", h.n_text_layer, h.n_text_head);
-            return Err(input_err(
-                "align",
-                format!("head ({l}, {hd}) is outside {shape}"),
-            ));
-        }
-        if tokens.len() > h.n_text_ctx {
-            let msg = format!("{} tokens exceed n_text_ctx {}", tokens.len(), h.n_text_ctx);
-            return Err(input_err("align", msg));
-        }
+        check_align_input(&h, tokens, heads).map_err(|msg| input_err("align", msg))?;
         self.check_decode("align", tokens, 0, rows, logits)?;
         let m = tokens.len();
         let n_scores = heads.len() * m * h.n_audio_ctx;

@@ -93,6 +93,30 @@ impl std::fmt::Debug for Session {
     }
 }
 
+/// Checks a word-alignment pass's own limits (the rest is [`check_decode_input`]'s): every
+/// `(layer, head)` inside the decoder, and the sequence within the text context. Shared by
+/// every device's session.
+pub fn check_align_input(
+    h: &crate::Hparams,
+    tokens: &[u32],
+    heads: &[(usize, usize)],
+) -> Result<(), String> {
+    if let Some(&(l, hd)) = heads
+        .iter()
+        .find(|&&(l, hd)| l >= h.n_text_layer || hd >= h.n_text_head)
+    {
+        return Err(format!(
+            "head ({l}, {hd}) is outside {} layers × {} heads",
+            h.n_text_layer, h.n_text_head
+        ));
+    }
+    if tokens.len() > h.n_text_ctx {
+        let n = tokens.len();
+        return Err(format!("{n} tokens exceed n_text_ctx {}", h.n_text_ctx));
+    }
+    Ok(())
+}
+
 /// Checks one decoder step before any work: audio encoded, tokens within the vocabulary,
 /// `len + n_new` within the text context, rows within `tokens`, and a logits buffer of
 /// `rows.len() × n_vocab`. Shared by every device's session; the message names the problem.
@@ -359,24 +383,7 @@ impl Session {
         logits: &mut [f32],
     ) -> Result<Vec<f32>, ModelError> {
         let h = *self.model.hparams();
-        if let Some(&(l, hd)) = heads
-            .iter()
-            .find(|&&(l, hd)| l >= h.n_text_layer || hd >= h.n_text_head)
-        {
-            return Err(input_err(
-                "align",
-                format!(
-                    "head ({l}, {hd}) is outside {} layers × {} heads",
-                    h.n_text_layer, h.n_text_head
-                ),
-            ));
-        }
-        if tokens.len() > h.n_text_ctx {
-            return Err(input_err(
-                "align",
-                format!("{} tokens exceed n_text_ctx {}", tokens.len(), h.n_text_ctx),
-            ));
-        }
+        check_align_input(&h, tokens, heads).map_err(|msg| input_err("align", msg))?;
         self.check_decode("align", tokens, 0, rows, logits)?;
         self.be.set_solo(false);
         let (model, be, b) = (&*self.model, &self.be, &mut self.dec);

@@ -53,8 +53,8 @@ pub trait Forward: Send {
     }
 }
 
-/// Implements the common part of [`Forward`] by calling the session's inherent methods of
-/// the same names.
+/// Implements [`Forward`]'s common part, alignment included, by calling the session's
+/// inherent methods of the same names.
 macro_rules! delegate_forward {
     ($session:ty) => {
         fn encode(&mut self, mel: &[f32]) -> Result<(), BoxError> {
@@ -86,6 +86,20 @@ macro_rules! delegate_forward {
         fn reorder(&mut self, src: &[usize]) -> Result<(), BoxError> {
             Ok(<$session>::reorder(self, src)?)
         }
+
+        fn align(
+            &mut self,
+            tokens: &[u32],
+            heads: &[(usize, usize)],
+            rows: &[usize],
+            logits: &mut [f32],
+        ) -> Result<Vec<f32>, BoxError> {
+            Ok(<$session>::align(self, tokens, heads, rows, logits)?)
+        }
+
+        fn can_align(&self) -> bool {
+            true
+        }
     };
 }
 
@@ -103,43 +117,11 @@ impl Forward for sotto_model::Session {
         };
         sotto_model::Session::set_logit_need(self, top);
     }
-
-    fn align(
-        &mut self,
-        tokens: &[u32],
-        heads: &[(usize, usize)],
-        rows: &[usize],
-        logits: &mut [f32],
-    ) -> Result<Vec<f32>, BoxError> {
-        Ok(sotto_model::Session::align(
-            self, tokens, heads, rows, logits,
-        )?)
-    }
-
-    fn can_align(&self) -> bool {
-        true
-    }
 }
 
 #[cfg(feature = "cuda")]
 impl Forward for sotto_cuda::CudaSession {
     delegate_forward!(sotto_cuda::CudaSession);
-
-    fn align(
-        &mut self,
-        tokens: &[u32],
-        heads: &[(usize, usize)],
-        rows: &[usize],
-        logits: &mut [f32],
-    ) -> Result<Vec<f32>, BoxError> {
-        Ok(sotto_cuda::CudaSession::align(
-            self, tokens, heads, rows, logits,
-        )?)
-    }
-
-    fn can_align(&self) -> bool {
-        true
-    }
 }
 
 /// A model's weights, uploaded to the device that runs them.
