@@ -17,30 +17,6 @@ use sotto_cuda::{CudaSession, CudaWhisper, Precision};
 
 const ENC_TOL: f32 = 0.05;
 
-fn golden_mel(meta: &serde_json::Value) -> Vec<f32> {
-    let raw = sotto_testdata::read_f32(&sotto_testdata::golden("model_jfk_mel.f32"));
-    let shape = &meta["mel"]["shape"];
-    let (n_mels, n) = (
-        shape[0].as_u64().unwrap() as usize,
-        shape[1].as_u64().unwrap() as usize,
-    );
-    assert_eq!(raw.len(), n_mels * n);
-    // Zero-padded to the 3000-frame window, as faster-whisper does.
-    let mut mel = vec![0.0f32; n_mels * 3000];
-    for m in 0..n_mels {
-        mel[m * 3000..m * 3000 + n].copy_from_slice(&raw[m * n..(m + 1) * n]);
-    }
-    mel
-}
-
-fn tokens(v: &serde_json::Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t.as_u64().unwrap() as u32)
-        .collect()
-}
-
 fn argmax(x: &[f32]) -> u32 {
     (0..x.len()).fold(0, |best, i| if x[i] > x[best] { i } else { best }) as u32
 }
@@ -50,13 +26,12 @@ fn tiny_en_emulated_matches_ctranslate2() {
     let Some(emu) = common::emu::get() else {
         return;
     };
-    let path = sotto_testdata::golden("model_goldens.json");
-    let meta: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let (meta, mel) = sotto_testdata::jfk_model_goldens();
     let f = sotto_formats::load(&sotto_testdata::model_dir("tiny.en")).unwrap();
     let dev = Arc::new(common::emu::EmuDevice(emu));
     let model = Arc::new(CudaWhisper::on_host(&f, Precision::F16, dev).unwrap());
     let mut s = CudaSession::new(model).unwrap();
-    s.encode(&golden_mel(&meta)).unwrap();
+    s.encode(&mel).unwrap();
 
     let d = f.hparams.n_audio_state;
     let want = sotto_testdata::read_f32(&sotto_testdata::golden("model_tiny.en_enc_every10.f32"));
@@ -72,9 +47,9 @@ fn tiny_en_emulated_matches_ctranslate2() {
 
     // Plain argmax greedy decoding, as CTranslate2's generate(beam_size=1), suppression off.
     let eot = 50256u32;
-    let want = tokens(&meta["tiny.en"]["greedy_tokens"]);
+    let want = sotto_testdata::golden_tokens(&meta, "tiny.en", "greedy_tokens");
     let mut logits = vec![0.0; f.hparams.n_vocab];
-    let mut input = tokens(&meta["tiny.en"]["prompt"]);
+    let mut input = sotto_testdata::golden_tokens(&meta, "tiny.en", "prompt");
     let mut got = Vec::new();
     while s.text_len() + input.len() <= f.hparams.n_text_ctx {
         s.decode(&input, &[input.len() - 1], &mut logits).unwrap();

@@ -25,19 +25,7 @@ struct Golden {
 }
 
 fn golden() -> Golden {
-    let path = sotto_testdata::golden("model_goldens.json");
-    let meta: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-    let raw = sotto_testdata::read_f32(&sotto_testdata::golden("model_jfk_mel.f32"));
-    let (n_mels, n) = (
-        meta["mel"]["shape"][0].as_u64().unwrap() as usize,
-        meta["mel"]["shape"][1].as_u64().unwrap() as usize,
-    );
-    assert_eq!(raw.len(), n_mels * n);
-    // Zero-pad each mel row to the 3000-frame window, as faster-whisper does.
-    let mut mel = vec![0.0f32; n_mels * 3000];
-    for m in 0..n_mels {
-        mel[m * 3000..m * 3000 + n].copy_from_slice(&raw[m * n..(m + 1) * n]);
-    }
+    let (meta, mel) = sotto_testdata::jfk_model_goldens();
     Golden { meta, mel }
 }
 
@@ -63,12 +51,7 @@ fn top_k(v: &[f32], k: usize) -> Vec<usize> {
 }
 
 fn prompt(g: &Golden, name: &str) -> Vec<u32> {
-    g.meta[name]["prompt"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t.as_u64().unwrap() as u32)
-        .collect()
+    sotto_testdata::golden_tokens(&g.meta, name, "prompt")
 }
 
 /// Encoder rows 0, 10, 20, ... and first-step logits (values, argmax, top-5) against CTranslate2.
@@ -139,12 +122,7 @@ fn tiny_en_greedy_matches_ctranslate2() {
     let mut s = session("tiny.en", 2);
     s.encode(&g.mel).unwrap();
     let eot = 50256u32;
-    let want: Vec<u32> = g.meta["tiny.en"]["greedy_tokens"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t.as_u64().unwrap() as u32)
-        .collect();
+    let want = sotto_testdata::golden_tokens(&g.meta, "tiny.en", "greedy_tokens");
     let n_vocab = s.model().hparams().n_vocab;
     let mut logits = vec![0.0; n_vocab];
     let mut input = prompt(&g, "tiny.en");

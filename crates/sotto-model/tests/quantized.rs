@@ -8,28 +8,6 @@ use sotto_formats::DType;
 use sotto_model::{Session, Whisper};
 use sotto_quant::QuantType;
 
-fn golden_mel() -> (serde_json::Value, Vec<f32>) {
-    let path = sotto_testdata::golden("model_goldens.json");
-    let meta: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-    let raw = sotto_testdata::read_f32(&sotto_testdata::golden("model_jfk_mel.f32"));
-    let n_mels = meta["mel"]["shape"][0].as_u64().unwrap() as usize;
-    let n = raw.len() / n_mels;
-    let mut mel = vec![0.0f32; n_mels * 3000];
-    for m in 0..n_mels {
-        mel[m * 3000..m * 3000 + n].copy_from_slice(&raw[m * n..(m + 1) * n]);
-    }
-    (meta, mel)
-}
-
-fn tokens(meta: &serde_json::Value, key: &str) -> Vec<u32> {
-    meta["tiny.en"][key]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t.as_u64().unwrap() as u32)
-        .collect()
-}
-
 fn greedy(s: &mut Session, mel: &[f32], prompt: Vec<u32>) -> Vec<u32> {
     s.encode(mel).unwrap();
     let n_vocab = s.model().hparams().n_vocab;
@@ -71,8 +49,8 @@ fn lcs(a: &[u32], b: &[u32]) -> usize {
 fn quantized_tiny_en_transcribes_jfk() {
     let src = sotto_formats::load(&sotto_testdata::model_dir("tiny.en")).unwrap();
     let filters = sotto_testdata::read_f32(&sotto_testdata::golden("mel_filters80.f32"));
-    let (meta, mel) = golden_mel();
-    let want = tokens(&meta, "greedy_tokens");
+    let (meta, mel) = sotto_testdata::jfk_model_goldens();
+    let want = sotto_testdata::golden_tokens(&meta, "tiny.en", "greedy_tokens");
     let dir = std::env::temp_dir().join(format!("sotto-quant-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     for (dt, qt, min_match) in [
@@ -87,7 +65,11 @@ fn quantized_tiny_en_transcribes_jfk() {
         assert_eq!(file.tensors["decoder.blocks.0.mlp.0.weight"].dtype, dt);
         let model = Arc::new(Whisper::from_file(&file).unwrap());
         let mut s = Session::new(model, 2).unwrap();
-        let got = greedy(&mut s, &mel, tokens(&meta, "prompt"));
+        let got = greedy(
+            &mut s,
+            &mel,
+            sotto_testdata::golden_tokens(&meta, "tiny.en", "prompt"),
+        );
         let matched = lcs(&got, &want) as f64 / want.len().max(got.len()) as f64;
         eprintln!(
             "{qt}: {} tokens, {:.0}% match the f16 model's",

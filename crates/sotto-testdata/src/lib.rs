@@ -75,3 +75,34 @@ pub fn read_f32(path: &std::path::Path) -> Vec<f32> {
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect()
 }
+
+/// The model goldens of jfk.wav written by `scripts/goldens/model.py`: `model_goldens.json`,
+/// and the mel zero-padded to the 3000-frame window, as faster-whisper feeds the encoder.
+/// Mel Shape: [n_mels, 3000]
+pub fn jfk_model_goldens() -> (serde_json::Value, Vec<f32>) {
+    let path = golden("model_goldens.json");
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let meta: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    let raw = read_f32(&golden("model_jfk_mel.f32"));
+    let shape = &meta["mel"]["shape"];
+    let (n_mels, n) = (
+        shape[0].as_u64().unwrap() as usize,
+        shape[1].as_u64().unwrap() as usize,
+    );
+    assert_eq!(raw.len(), n_mels * n, "model_jfk_mel.f32 against its shape");
+    let mut mel = vec![0.0f32; n_mels * 3000];
+    for m in 0..n_mels {
+        mel[m * 3000..m * 3000 + n].copy_from_slice(&raw[m * n..(m + 1) * n]);
+    }
+    (meta, mel)
+}
+
+/// A token list of the goldens: `meta[model][key]` (`prompt`, `greedy_tokens`).
+pub fn golden_tokens(meta: &serde_json::Value, model: &str, key: &str) -> Vec<u32> {
+    meta[model][key]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {model}.{key} in the goldens"))
+        .iter()
+        .map(|t| t.as_u64().unwrap() as u32)
+        .collect()
+}
