@@ -132,9 +132,10 @@ fn print_limits(
             .unwrap_or_default()
     };
     println!(
-        "peaks             f32 FMA {:.0} GFLOP/s{}{}, memory read {:.1} GB/s ({threads} threads)",
+        "peaks             f32 FMA {:.0} GFLOP/s{}{}{}, memory read {:.1} GB/s ({threads} threads)",
         p.f32_gflops,
         rate("bf16 dot", p.bf16_gflops, "GFLOP/s"),
+        rate("AMX bf16", p.amx_bf16_gflops, "GFLOP/s"),
         rate("int8 dot", p.int8_gops, "GOP/s"),
         p.read_gbs
     );
@@ -201,7 +202,7 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
         hp.n_audio_layer,
         hp.n_audio_state,
         model.device(),
-        sotto::isa().name(),
+        sotto::isa().name().to_string() + if sotto::amx_bf16() { "+amx" } else { "" },
         model
             .encoder_precision()
             .map_or("on device".to_string(), |p| format!("{p:?}").to_lowercase()),

@@ -6,7 +6,7 @@
 
 use std::ops::Range;
 
-use crate::bf16::{self, Bf16Packed, MR};
+use crate::bf16::{self, Bf16Packed, ROW_PAD};
 use crate::blocked::{add_onto, Epi, Out};
 use crate::linear::{check_shapes, SMALL_M};
 use crate::{kernels, shape_err, CpuBackend, Linear, Norm, Result, Weight};
@@ -89,11 +89,11 @@ impl CpuBackend {
         self.install(|| {
             let mut a = self.scratch_u32.take_dirty();
             self.layer_norm_pairs(x, m, norm, &mut a);
-            // The hidden rows as pairs, MR-padded with zero rows for the second GEMM.
+            // The hidden rows as pairs, padded with zero rows for the second GEMM.
             let hp = n1 / 2;
             let mut hidden = self.scratch_u32.take_dirty();
-            hidden.truncate(m.next_multiple_of(MR) * hp);
-            hidden.resize(m.next_multiple_of(MR) * hp, 0);
+            hidden.truncate(m.next_multiple_of(ROW_PAD) * hp);
+            hidden.resize(m.next_multiple_of(ROW_PAD) * hp, 0);
             hidden[m * hp..].fill(0);
             let dst = PairsPtr(hidden.as_mut_ptr());
             let finish = move |rows: Range<usize>, cols: Range<usize>, blk: &[f32], ld: usize| {
@@ -134,7 +134,7 @@ impl CpuBackend {
         m > SMALL_M && bf16::simd(self.isa()) && self.probe.is_none()
     }
 
-    /// `a` = the rows of ln(x) as bf16 pairs (Shape: [m.next_multiple_of(MR), d/2 rounded
+    /// `a` = the rows of ln(x) as bf16 pairs (Shape: [m.next_multiple_of(ROW_PAD), d/2 rounded
     /// up]; padding rows zero), as `bf16::pack_rows` packs f32 rows, inside the pool.
     fn layer_norm_pairs(&self, x: &[f32], m: usize, norm: &Norm, a: &mut Vec<u32>) {
         let (d, isa) = (norm.gamma.len(), self.isa());

@@ -441,6 +441,8 @@ pub struct CpuBackend {
     solo_pool: Option<rayon::ThreadPool>,
     solo: bool,
     isa: Isa,
+    /// Whether the bf16 GEMM runs on AMX tiles ([`CpuBackend::with_amx`]).
+    amx: bool,
     /// Whether f16 decoder tiles meeting many rows (a prompt) may run as bf16 GEMMs.
     tiles_bf16: bool,
     /// Large per-call buffers kept between calls: packed attention K/V and bf16 GEMM
@@ -461,6 +463,7 @@ impl std::fmt::Debug for CpuBackend {
         f.debug_struct("CpuBackend")
             .field("threads", &self.threads)
             .field("isa", &self.isa)
+            .field("amx", &self.amx)
             .finish()
     }
 }
@@ -496,12 +499,14 @@ impl CpuBackend {
         } else {
             None
         };
+        let isa = kernels::checked(isa);
         Ok(Self {
             pool,
             threads,
             solo_pool,
             solo: false,
-            isa: kernels::checked(isa),
+            isa,
+            amx: isa == Isa::Avx512 && sotto_isa::amx_bf16(),
             tiles_bf16: false,
             scratch_f32: Default::default(),
             scratch_u32: Default::default(),
@@ -539,6 +544,19 @@ impl CpuBackend {
     /// The kernel path every op runs.
     pub fn isa(&self) -> Isa {
         self.isa
+    }
+
+    /// Whether the bf16 GEMM runs on Intel AMX tiles: on by default where
+    /// [`sotto_isa::amx_bf16`] holds and the path is AVX-512; `false` keeps it on AVX-512's
+    /// `vdpbf16ps` (tests run both).
+    pub fn with_amx(mut self, on: bool) -> Self {
+        self.amx = on && self.isa == Isa::Avx512 && sotto_isa::amx_bf16();
+        self
+    }
+
+    /// Whether the bf16 GEMM runs on AMX tiles here.
+    pub fn amx(&self) -> bool {
+        self.amx
     }
 
     /// Lets products of f16 tiles ([`Weight::F16Tiled`]) with many rows (32 or more: a
@@ -583,6 +601,16 @@ impl CpuBackend {
 #[cfg(test)]
 pub(crate) mod testutil {
     use crate::{CpuBackend, Isa, Linear, Weight};
+
+    /// A backend of `threads` on the detected path and, where that runs the bf16 products
+    /// on AMX tiles, one on AVX-512's `vdpbf16ps` too: tests run both.
+    pub fn backends(threads: usize) -> Vec<CpuBackend> {
+        let be = CpuBackend::new(threads).unwrap();
+        let avx512 = be
+            .amx()
+            .then(|| CpuBackend::new(threads).unwrap().with_amx(false));
+        std::iter::once(be).chain(avx512).collect()
+    }
 
     /// Deterministic pseudo-random values in [-1, 1).
     pub fn rand_vec(n: usize, seed: u64) -> Vec<f32> {
@@ -665,8 +693,7 @@ pub(crate) mod testutil {
             (203, 70, 33),
             (31, 70, 1100),
         ];
-        for threads in [1, 3] {
-            let be = CpuBackend::new(threads).unwrap();
+        for be in [1, 3].into_iter().flat_map(backends) {
             for &(m, n, k) in &shapes {
                 let (x, w, b) = (rand_vec(m * k, 1), rand_vec(n * k, 2), rand_vec(n, 3));
                 let Some(weight) = pack(&w, n, k) else {

@@ -21,6 +21,9 @@ pub struct Peaks {
     pub f32_gflops: f64,
     /// `vdpbf16ps` (pairs of bf16 products into f32), GFLOP/s; `None` without AVX-512 BF16.
     pub bf16_gflops: Option<f64>,
+    /// AMX `tdpbf16ps` (tile products of bf16 pairs into f32), GFLOP/s: the bf16 GEMM's and
+    /// attention's rate where they run on tiles ([`sotto_isa::amx_bf16`]); else `None`.
+    pub amx_bf16_gflops: Option<f64>,
     /// The int8 GEMM's rate, GOP/s: `vpdpbusd` (quads of u8 × i8 products into i32) with
     /// AVX-512 VNNI, else `vpmaddwd` and `vpaddd` (pairs of i16 products into i32) on the
     /// AVX2 path; `None` on other paths.
@@ -48,8 +51,14 @@ pub fn measure_peaks(isa: Isa, threads: usize) -> Peaks {
     }) / 1e9;
     let wide = kernels::checked(isa) == Isa::Avx512;
     #[cfg(target_arch = "x86_64")]
-    let (bf16_gflops, int8_gops) = {
-        use kernels::x86_peak;
+    let (bf16_gflops, amx_bf16_gflops, int8_gops) = {
+        use kernels::{x86_amx, x86_peak};
+        let amx = (wide && sotto_isa::amx_bf16()).then(|| {
+            rate(threads, x86_amx::PEAK_FLOPS, |n| {
+                // SAFETY: amx_bf16() says the CPU has AMX and the process its tile state.
+                black_box(unsafe { x86_amx::peak(n) });
+            }) / 1e9
+        });
         let bf16 = (wide && crate::bf16_gemm_supported()).then(|| {
             rate(threads, x86_peak::DPBF16_FLOPS, |n| {
                 // SAFETY: bf16_gemm_supported() says the CPU has AVX-512 F and BF16.
@@ -70,17 +79,18 @@ pub fn measure_peaks(isa: Isa, threads: usize) -> Peaks {
             None
         }
         .map(|r| r / 1e9);
-        (bf16, int8)
+        (bf16, amx, int8)
     };
     #[cfg(not(target_arch = "x86_64"))]
-    let (bf16_gflops, int8_gops) = {
+    let (bf16_gflops, amx_bf16_gflops, int8_gops) = {
         let _ = wide;
-        (None, None)
+        (None, None, None)
     };
     Peaks {
         threads,
         f32_gflops,
         bf16_gflops,
+        amx_bf16_gflops,
         int8_gops,
         read_gbs: read_rate(threads) / 1e9,
     }
@@ -199,6 +209,12 @@ mod tests {
             let lanes = (x86_peak::DPBF16_FLOPS / 4) as f64;
             assert_eq!(v, lanes * n as f64 * 2.0 * 2f64.powi(-30));
         }
+        if sotto_isa::amx_bf16() {
+            // Each tile product adds 32 products of 1 · 2^-20 to each sum.
+            // SAFETY: amx_bf16() says the CPU has AMX and the process its tile state.
+            let v = unsafe { kernels::x86_amx::peak(n) } as f64;
+            assert_eq!(v, n as f64 * 32.0 * 2f64.powi(-20));
+        }
         if crate::int8::vnni_supported() {
             // Each instruction adds four products of 3 · −2 to each lane.
             // SAFETY: the CPU has AVX-512 F and VNNI (checked above).
@@ -231,8 +247,17 @@ mod tests {
             p.f32_gflops
         );
         for x in [p.bf16_gflops, p.int8_gops].into_iter().flatten() {
-            // The dot-product instructions do at least as much as an FMA per cycle.
-            assert!(x > 0.5 * p.f32_gflops, "{x} against f32 {}", p.f32_gflops);
+            // The dot-product instructions do at least half as much as an FMA per cycle
+            // (Sapphire Rapids' `vdpbf16ps` measured half).
+            assert!(x > 0.25 * p.f32_gflops, "{x} against f32 {}", p.f32_gflops);
+        }
+        if let Some(amx) = p.amx_bf16_gflops {
+            // A tile product is 1024 multiply-adds per 16 cycles: several FMA units' worth.
+            assert!(
+                amx > 2.0 * p.f32_gflops,
+                "AMX {amx} against f32 {}",
+                p.f32_gflops
+            );
         }
         assert!(p.read_gbs > 0.1 && p.read_gbs < 10_000.0, "{}", p.read_gbs);
     }

@@ -76,6 +76,46 @@ fn has_avx512() -> bool {
     false
 }
 
+/// Whether this CPU and OS run Intel AMX bf16 tile products (Sapphire Rapids and later):
+/// CPUID reports AMX-TILE and AMX-BF16 and Linux granted this process the tile state (it
+/// must ask, once, before the first tile instruction). The bf16 GEMM and the encoder's
+/// attention then use tiles on the [`Isa::Avx512`] path. Detected once; `SOTTO_AMX=0`
+/// turns it off (`SOTTO_FORCE_ISA` below avx512 does too: the kernels around the tiles
+/// are AVX-512).
+pub fn amx_bf16() -> bool {
+    static AMX: OnceLock<bool> = OnceLock::new();
+    *AMX.get_or_init(|| {
+        let off = std::env::var("SOTTO_AMX").is_ok_and(|v| v.trim() == "0");
+        !off && isa() == Isa::Avx512 && amx_bf16_detected()
+    })
+}
+
+/// What the hardware and OS allow, whatever the environment says.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+fn amx_bf16_detected() -> bool {
+    // CPUID.(EAX=7, ECX=0):EDX bit 22 AMX-BF16, bit 24 AMX-TILE.
+    // Leaf 7 exists on every CPU with AVX-512 (checked by the caller).
+    let edx = std::arch::x86_64::__cpuid_count(7, 0).edx;
+    if edx & (1 << 22) == 0 || edx & (1 << 24) == 0 {
+        return false;
+    }
+    const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
+    const XFEATURE_XTILEDATA: libc::c_long = 18;
+    // SAFETY: arch_prctl with these arguments only asks for permission (no pointers).
+    unsafe {
+        libc::syscall(
+            libc::SYS_arch_prctl,
+            ARCH_REQ_XCOMP_PERM,
+            XFEATURE_XTILEDATA,
+        ) == 0
+    }
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+fn amx_bf16_detected() -> bool {
+    false
+}
+
 /// Every path this CPU can run, narrowest first (always starts with [`Isa::Scalar`]).
 pub fn available() -> Vec<Isa> {
     [Isa::Scalar, Isa::Neon, Isa::Avx2, Isa::Avx512]
@@ -110,6 +150,11 @@ mod tests {
     fn scalar_is_always_available_and_first() {
         assert_eq!(available()[0], Isa::Scalar);
         assert!(isa().is_supported());
+    }
+
+    #[test]
+    fn amx_only_on_avx512() {
+        assert!(!amx_bf16() || isa() == Isa::Avx512);
     }
 
     #[test]

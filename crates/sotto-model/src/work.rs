@@ -58,8 +58,9 @@ impl EncoderWork {
         self.f32_flops + self.bf16_flops + self.int8_ops
     }
 
-    /// The time this work takes at `peaks`' rates, each part at its own; `None` when a part
-    /// needs a rate `peaks` lacks (the CPU has no such instruction).
+    /// The time this work takes at `peaks`' rates, each part at its own (bf16 at AMX's where
+    /// it was measured: the bf16 products run on tiles there); `None` when a part needs a
+    /// rate `peaks` lacks (the CPU has no such instruction).
     pub fn limit(&self, peaks: &Peaks) -> Option<Duration> {
         let part = |ops: f64, giga_per_s: Option<f64>| match (ops, giga_per_s) {
             (0.0, _) => Some(0.0),
@@ -67,7 +68,7 @@ impl EncoderWork {
             _ => None,
         };
         let secs = part(self.f32_flops, Some(peaks.f32_gflops))?
-            + part(self.bf16_flops, peaks.bf16_gflops)?
+            + part(self.bf16_flops, peaks.amx_bf16_gflops.or(peaks.bf16_gflops))?
             + part(self.int8_ops, peaks.int8_gops)?;
         Some(Duration::from_secs_f64(secs))
     }
@@ -125,6 +126,7 @@ mod tests {
             threads: 2,
             f32_gflops: 100.0,
             bf16_gflops: Some(200.0),
+            amx_bf16_gflops: None,
             int8_gops: None,
             read_gbs: 30.0,
         };
@@ -136,5 +138,11 @@ mod tests {
         assert_eq!(w.limit(&peaks), Some(Duration::from_millis(30)));
         let int8 = EncoderWork { int8_ops: 1.0, ..w };
         assert_eq!(int8.limit(&peaks), None);
+        // Where bf16 products run on AMX tiles, their rate is the tiles'.
+        let amx = Peaks {
+            amx_bf16_gflops: Some(4000.0),
+            ..peaks
+        };
+        assert_eq!(w.limit(&amx), Some(Duration::from_millis(11)));
     }
 }

