@@ -42,7 +42,7 @@ pub struct Args {
     device: String,
 
     /// Encoder arithmetic: `bf16` (linear layers and attention's P·V in bf16 with f32 sums;
-    /// needs AVX-512 BF16), `bf16-fast` (the attention scores and the decoder's prompt pass
+    /// needs AVX-512 BF16, and runs on AMX tiles where the CPU has them), `bf16-fast` (the attention scores and the decoder's prompt pass
     /// too: faster, less accurate), `int8` (linear layers as int8 products, per-channel
     /// weights and per-row activations as faster-whisper's int8; needs AVX2 or Arm's
     /// dot-product extension), `int16` (int8's AVX2 products with 11–12-bit weights and
