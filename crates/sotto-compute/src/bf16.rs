@@ -1,8 +1,9 @@
 //! bf16 GEMM for the encoder's many-row products, on CPUs with AVX-512 BF16.
 //!
 //! Weights are rounded to bf16 once ([`Bf16Packed`]) and stored in the order the
-//! microkernel streams them: panels of [`NR`] output columns, each a run of k pairs, so one
-//! 64-byte load feeds `vdpbf16ps` for 16 columns. Activations are rounded to bf16 pairs
+//! microkernels stream them: panels of [`PANEL`] output columns, each a run of k pairs, so
+//! one 64-byte row feeds `vdpbf16ps` for 16 columns, and 16 rows are an AMX tile, one
+//! contiguous KiB. Activations are rounded to bf16 pairs
 //! (nearest even) per call and packed in panels of [`MR`] rows. Products accumulate in f32;
 //! bias and GELU are applied in f32 on the finished tile. [`linear_reference`] is the
 //! scalar model of the same arithmetic, which the SIMD path is tested against.
@@ -24,6 +25,11 @@ pub(crate) const MR: usize = 6;
 /// pair instead of 16 by 2 and 8, so loads no longer cap `vdpbf16ps` on cores that issue
 /// two a cycle (Zen 5: 95% of peak in L1 against 86%).
 pub(crate) const NR: usize = 64;
+/// Columns per stored panel: one 64-byte row of pairs. The AVX-512 tile reads
+/// [`NR`]/PANEL panels side by side; an AMX B tile is 16 consecutive rows of one, so it
+/// loads 1 KiB in order (the 64-wide rows it read before, 256 bytes apart, ran its GEMM
+/// ~25% slower).
+const PANEL: usize = 16;
 /// Most k pairs per cache block: a weight panel block of `KC·NR` pairs is 32 KiB (L1).
 /// 256 rather than 192: a 512-wide input is then one block, so each output tile is
 /// stored once instead of loaded and stored again. Base's encoder shapes ran 3–7% faster
@@ -98,8 +104,9 @@ pub(crate) fn to_pairs(isa: Isa, src: &[f32], dst: &mut [u32]) {
 }
 
 /// An `n_out × n_in` weight rounded to bf16 and packed for [`CpuBackend::linear`]'s bf16
-/// GEMM: `n_out.div_ceil(NR)` panels, each Shape: [n_in.div_ceil(2), NR] bf16 pairs,
-/// columns past `n_out` and the element past an odd `n_in` zero.
+/// GEMM: `n_out.div_ceil(NR)` groups of NR/PANEL panels, each Shape:
+/// [n_in.div_ceil(2), PANEL] bf16 pairs, columns past `n_out` and the element past an odd
+/// `n_in` zero.
 #[derive(Clone, Debug)]
 pub struct Bf16Packed {
     data: Vec<u32>,
@@ -122,13 +129,14 @@ impl Bf16Packed {
         // base encoder is ~20 M weights per load.
         data.par_chunks_mut(kp * NR)
             .enumerate()
-            .for_each(|(jp, panel)| {
+            .for_each(|(jp, group)| {
                 let mut pairs = vec![0u32; kp];
                 for jj in 0..NR.min(n_out - jp * NR) {
                     let j = jp * NR + jj;
                     to_pairs(isa, &rows[j * n_in..(j + 1) * n_in], &mut pairs);
+                    let panel = &mut group[(jj / PANEL) * kp * PANEL..][..kp * PANEL];
                     for (p, &v) in pairs.iter().enumerate() {
-                        panel[p * NR + jj] = v;
+                        panel[p * PANEL + jj % PANEL] = v;
                     }
                 }
             });
@@ -143,12 +151,13 @@ impl Bf16Packed {
         data.resize(n_out.div_ceil(NR) * kp * NR, 0);
         data.par_chunks_mut(kp * NR)
             .enumerate()
-            .for_each(|(jp, panel)| {
-                // Panel jp is rows r0..r0 + NR of one tile; rows past n_out are zero there.
+            .for_each(|(jp, group)| {
+                // Group jp is rows r0..r0 + NR of one tile; rows past n_out are zero there.
                 let (tile, r0) = (jp * NR / TILE_ROWS, jp * NR % TILE_ROWS);
                 let tile = &t.data()[tile * tl..][..tl];
                 let (mut lo, mut hi, mut pairs) = ([0.0f32; NR], [0.0f32; NR], [0.0f32; 2 * NR]);
-                for (p, dst) in panel.chunks_exact_mut(NR).enumerate() {
+                let mut row = [0u32; NR];
+                for p in 0..kp {
                     tile[2 * p * TILE_ROWS + r0..][..NR].convert_to_f32_slice(&mut lo);
                     if 2 * p + 1 < n_in {
                         tile[(2 * p + 1) * TILE_ROWS + r0..][..NR].convert_to_f32_slice(&mut hi);
@@ -159,7 +168,10 @@ impl Bf16Packed {
                         pair[0] = lo[j];
                         pair[1] = hi[j];
                     }
-                    to_pairs(isa, &pairs, dst);
+                    to_pairs(isa, &pairs, &mut row);
+                    for (q, src) in row.chunks_exact(PANEL).enumerate() {
+                        group[(q * kp + p) * PANEL..][..PANEL].copy_from_slice(src);
+                    }
                 }
             });
         Self { data, n_out, n_in }
@@ -178,10 +190,15 @@ impl Bf16Packed {
         self.n_in.div_ceil(2)
     }
 
-    /// Column panel `jp`. Shape: [pairs, NR].
-    fn panel(&self, jp: usize) -> &[u32] {
+    /// Columns `NR·g..NR·(g + 1)`: NR/PANEL panels, each Shape: [pairs, PANEL].
+    fn group(&self, g: usize) -> &[u32] {
         let len = self.pairs() * NR;
-        &self.data[jp * len..(jp + 1) * len]
+        &self.data[g * len..(g + 1) * len]
+    }
+
+    /// Where pair `p` of column `j` is stored.
+    fn at(&self, p: usize, j: usize) -> usize {
+        ((j / PANEL) * self.pairs() + p) * PANEL + j % PANEL
     }
 
     /// Row-major elements `start..start + out.len()` widened to f32. Panics when the
@@ -194,7 +211,7 @@ impl Bf16Packed {
         );
         for (o, e) in out.iter_mut().zip(start..end) {
             let (j, c) = (e / self.n_in, e % self.n_in);
-            let v = self.panel(j / NR)[(c / 2) * NR + j % NR];
+            let v = self.data[self.at(c / 2, j)];
             *o = bf16_to_f32((v >> (16 * (c % 2))) as u16);
         }
     }
@@ -423,11 +440,13 @@ impl CpuBackend {
             rows_outer: false,
         };
         for_each_tile(self.isa, blocks, (m, n, kp), out, epi, |t, c, ldc| {
-            let b = &pw.panel(t.jc / NR)[t.p0 * NR..(t.p0 + t.len) * NR];
+            let b = &pw.group(t.jc / NR)[t.p0 * PANEL..];
             let bias = bias.filter(|_| t.last).map(|b| &b[t.jc..t.jc + t.cols]);
             let ap = &a[t.ic * lda + t.p0..(t.ic + MR - 1) * lda + t.p0 + t.len];
+            let panel_len = kp * PANEL;
             // SAFETY: `simd` holds (the caller's check); ap holds MR rows lda apart of
-            // len pairs from p0 and b len·NR pairs; the tile's rows and columns lie at `c`
+            // len pairs from p0, and b the group's NR/PANEL panels from pair p0 (panel v
+            // at v·panel_len, rows PANEL apart); the tile's rows and columns lie at `c`
             // (ldc apart) in its task's block, which no other task writes.
             #[cfg(target_arch = "x86_64")]
             unsafe {
@@ -435,7 +454,7 @@ impl CpuBackend {
                     t.len,
                     ap.as_ptr(),
                     lda,
-                    b.as_ptr(),
+                    (b.as_ptr(), PANEL, panel_len),
                     c,
                     ldc,
                     t.rows,
@@ -480,21 +499,20 @@ impl CpuBackend {
             rows_outer: false,
         };
         for_each_tile(self.isa, blocks, (m, n, kp), out, epi, |t, c, ldc| {
-            let (jp, j0) = (t.jc / NR, t.jc % NR);
-            let b = &pw.panel(jp)[t.p0 * NR + j0..];
+            let (g, j0, panel_len) = (t.jc / NR, t.jc % NR, kp * PANEL);
+            let b = &pw.group(g)[(j0 / PANEL) * panel_len + t.p0 * PANEL..];
             let bias = bias.filter(|_| t.last).map(|b| &b[t.jc..t.jc + t.cols]);
             let ap = &a[t.ic * lda + t.p0..(t.ic + TR - 1) * lda + t.p0 + t.len];
             // SAFETY: `amx` holds (AMX with the tile state, AVX-512); ap holds TR rows lda
-            // apart of len pairs from p0, b len rows NR apart of TC pairs (a panel is NR
-            // wide, j0 + TC <= NR); the tile's rows and columns lie at `c` (ldc apart) in
-            // its task's block, which no other task writes.
+            // apart of len pairs from p0, b two panels' len rows of PANEL pairs from p0 (the
+            // second at panel_len: j0 + TC <= NR); the tile's rows and columns lie at `c`
+            // (ldc apart) in its task's block, which no other task writes.
             unsafe {
                 kernels::x86_amx::tile(
                     t.len,
                     ap.as_ptr(),
                     lda,
-                    b.as_ptr(),
-                    NR,
+                    (b.as_ptr(), PANEL, panel_len),
                     c,
                     ldc,
                     t.rows,
@@ -526,10 +544,9 @@ pub fn linear_reference(
     for (xi, oi) in x.chunks_exact(k.max(1)).zip(out.chunks_exact_mut(n.max(1))) {
         to_pairs(Isa::Scalar, xi, &mut xa);
         for (j, o) in oi.iter_mut().enumerate() {
-            let panel = w.panel(j / NR);
             let mut acc = 0.0f32;
             for (p, &a) in xa.iter().enumerate() {
-                let b = panel[p * NR + j % NR];
+                let b = w.data[w.at(p, j)];
                 let (al, ah) = (bf16_to_f32(a as u16), bf16_to_f32((a >> 16) as u16));
                 let (bl, bh) = (bf16_to_f32(b as u16), bf16_to_f32((b >> 16) as u16));
                 acc += ah * bh;

@@ -91,13 +91,14 @@ struct Pairs([u32; TR * STEP]);
 /// even; its order of addition within a step is the hardware's.
 ///
 /// `a` Shape: [32, lda] bf16 pairs (all 32 rows are read: pad past the last real row);
-/// `b` Shape: [kp, ldb] bf16 pairs (32 columns read: a packed panel, zero past the
-/// weight's last column); `c` Shape: [rows, ldc] f32.
+/// `b`: pair p of columns 0..16 at `b[p·ldb..][..16]` and of columns 16..32 at
+/// `b[next + p·ldb..][..16]` (all 32 read: zero past the weight's last column); `c` Shape:
+/// [rows, ldc] f32.
 ///
 /// # Safety
 /// The CPU must have AMX-TILE, AMX-BF16 and AVX-512 F, and this process the tile state
 /// (`sotto_isa::amx_bf16`). `a` must hold 32 rows `lda` apart of `kp` pairs, `b` `kp` rows
-/// `ldb` apart of 32 pairs; `c` rows `0..rows` must be readable (when `acc`) and writable
+/// `ldb` apart of 16 pairs from 0 and from `next`; `c` rows `0..rows` must be readable (when `acc`) and writable
 /// at columns `0..cols`; `rows <= 32`, `cols <= 32`; `bias`, when given, holds `cols` values.
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::too_many_arguments)]
@@ -105,8 +106,7 @@ pub(crate) unsafe fn tile(
     kp: usize,
     a: *const u32,
     lda: usize,
-    b: *const u32,
-    ldb: usize,
+    (b, ldb, next): (*const u32, usize, usize),
     c: *mut f32,
     ldc: usize,
     rows: usize,
@@ -161,7 +161,7 @@ pub(crate) unsafe fn tile(
                 "2:",
                 "tileloadd tmm4, [{a} + {sa}]",
                 "tileloadd tmm6, [{b} + {sb}]",
-                "tileloadd tmm7, [{b} + {sb} + 64]",
+                "tileloadd tmm7, [{b2} + {sb}]",
                 "tdpbf16ps tmm0, tmm4, tmm6",
                 "tileloadd tmm5, [{a16} + {sa}]",
                 "tdpbf16ps tmm1, tmm4, tmm7",
@@ -170,11 +170,13 @@ pub(crate) unsafe fn tile(
                 "add {a}, 64",
                 "add {a16}, 64",
                 "add {b}, {bstep}",
+                "add {b2}, {bstep}",
                 "dec {n}",
                 "jnz 2b",
                 a = inout(reg) a => _,
                 a16 = inout(reg) a.add(16 * lda) => _,
                 b = inout(reg) b => _,
+                b2 = inout(reg) b.add(next) => _,
                 n = inout(reg) full => _,
                 sa = in(reg) lda * 4,
                 sb = in(reg) ldb * 4,
@@ -190,8 +192,10 @@ pub(crate) unsafe fn tile(
                 ap.0[r * STEP..r * STEP + rest].copy_from_slice(src);
             }
             for p in 0..rest {
-                let src = std::slice::from_raw_parts(b.add((p0 + p) * ldb), TC);
-                bp.0[p * TC..p * TC + TC].copy_from_slice(src);
+                for (half, off) in [0, next].into_iter().enumerate() {
+                    let src = std::slice::from_raw_parts(b.add(off + (p0 + p) * ldb), 16);
+                    bp.0[p * TC + 16 * half..][..16].copy_from_slice(src);
+                }
             }
             let (ap, bp) = (ap.0.as_ptr(), bp.0.as_ptr());
             asm!(

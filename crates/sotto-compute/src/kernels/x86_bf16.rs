@@ -58,12 +58,14 @@ fn low_mask(n: usize) -> __mmask16 {
 /// (the attention's online-softmax rescale and final 1/l). The GEMM runs it as `M × V` = [`crate::bf16::MR`] × [`crate::bf16::NR`]/16; the
 /// encoder attention's panels as 8 × 2.
 ///
-/// `a` Shape: [M, lda] bf16 pairs (rows of activations, `kc` used); `b` Shape: [kc, 16·V]
-/// bf16 pairs (one packed column panel); `c` Shape: [rows, ldc] f32.
+/// `a` Shape: [M, lda] bf16 pairs (rows of activations, `kc` used); `b`: pair p of columns
+/// 16v..16v + 16 at `b[p·ldb + v·vstride..][..16]` (a panel of 16·V columns, `ldb` = 16·V
+/// and `vstride` = 16; or V panels of 16 columns, `ldb` = 16 and `vstride` their length);
+/// `c` Shape: [rows, ldc] f32.
 ///
 /// # Safety
 /// The CPU must have AVX-512 F and BF16; `a` must hold `M` rows of `lda ≥ kc` values
-/// (all `M` are read, so pad past the last real row) and `b` `kc·16·V` values;
+/// (all `M` are read, so pad past the last real row) and `b` the `kc` rows of all V groups;
 /// `c` rows `0..rows` must be writable at columns `0..cols`; `rows <= M`, `cols <= 16·V`;
 /// `bias`, when given, must hold `cols` values, and each of `scale`'s slices `M`.
 #[target_feature(enable = "avx512f,avx512bf16")]
@@ -72,7 +74,7 @@ pub(crate) unsafe fn tile<const M: usize, const V: usize>(
     kc: usize,
     a: *const u32,
     lda: usize,
-    b: *const u32,
+    (b, ldb, vstride): (*const u32, usize, usize),
     c: *mut f32,
     ldc: usize,
     rows: usize,
@@ -91,13 +93,13 @@ pub(crate) unsafe fn tile<const M: usize, const V: usize>(
     if let Some(f) = before.filter(|_| acc) {
         x86_tile::scale_rows(&mut cv, f);
     }
-    let w = 16 * V;
     for p in 0..kc {
-        // SAFETY: p < kc, so b[p·w..(p + 1)·w] and a[r·lda + p] are in bounds.
+        // SAFETY: p < kc, so b[p·ldb + v·vstride..][..16] and a[r·lda + p] are in bounds.
         unsafe {
             let mut bv = [_mm512_setzero_ps(); V];
             for (v, x) in bv.iter_mut().enumerate() {
-                *x = _mm512_castsi512_ps(_mm512_loadu_si512(b.add(p * w + 16 * v) as *const _));
+                let src = b.add(p * ldb + v * vstride);
+                *x = _mm512_castsi512_ps(_mm512_loadu_si512(src as *const _));
             }
             for (r, row) in cv.iter_mut().enumerate() {
                 let av: __m512bh =
