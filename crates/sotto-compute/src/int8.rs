@@ -44,6 +44,9 @@ pub(crate) const NR: usize = 32;
 pub(crate) const MR_AVX2: usize = 6;
 /// Columns per AVX2 tile (and per [`Layout::Pairs`] panel): two 8-lane registers.
 pub(crate) const NR_AVX2: usize = 16;
+/// Rows per AMX int8 tile ([`kernels::x86_amx::tile_i8`]), which quantized rows in
+/// [`Layout::Quads`] are padded to.
+const AMX_ROWS: usize = 32;
 /// Row tiles per task block; its activation block stays in L2.
 const MC_TILES: usize = 12;
 /// Column tiles per task block (fewer on AVX2 for deep k: see [`CpuBackend::gemm_int8`]).
@@ -505,7 +508,8 @@ fn quantize_rows(
     data: Vec<u32>,
 ) -> QuantRows {
     let (mr, k4) = (layout.mr(), k.div_ceil(layout.per_unit()));
-    let rows = m.next_multiple_of(mr);
+    // Quads feed the AMX tile too, which reads 32 rows at a time.
+    let rows = m.next_multiple_of(if layout.pairs() { mr } else { AMX_ROWS });
     let mut qr = QuantRows {
         data,
         scales: vec![0.0; rows],
@@ -610,6 +614,10 @@ impl CpuBackend {
             unreachable!("linear_int8 takes int8 weights only")
         };
         let (n, k4, layout) = (pw.n_out, pw.units(), pw.layout);
+        #[cfg(target_arch = "x86_64")]
+        if layout == Layout::Quads && self.amx_int8() {
+            return self.gemm_int8_amx(qr, m, w, pw, out, gelu);
+        }
         let (mr, nr) = (layout.mr(), layout.nr());
         let bias = w.bias.as_deref();
         // Whole rows of k per tile: the tile has no sums to continue from. On AVX2 a row
@@ -675,6 +683,62 @@ impl CpuBackend {
                 let _ = (a, b, a_scales, a_sums, &epi, c, ldc);
             },
         );
+    }
+}
+
+impl CpuBackend {
+    /// Whether the int8 GEMM's quads run on AMX tiles here.
+    fn amx_int8(&self) -> bool {
+        self.amx() && sotto_isa::amx_int8()
+    }
+
+    /// [`CpuBackend::gemm_int8`] for [`Layout::Quads`] on AMX tiles: 32 × 32 output tiles
+    /// over the whole of k, the same bits as the VNNI tile.
+    #[cfg(target_arch = "x86_64")]
+    fn gemm_int8_amx(
+        &self,
+        qr: &QuantRows,
+        m: usize,
+        w: &Linear,
+        pw: &I8Packed,
+        out: &mut [f32],
+        gelu: bool,
+    ) {
+        use kernels::x86_amx::{TC, TR};
+        const _: () = assert!(TC == NR && TR == AMX_ROWS);
+        let (n, k4) = (pw.n_out, pw.units());
+        let bias = w.bias.as_deref();
+        let blocks = Blocks {
+            mr: TR,
+            nr: TC,
+            mc: 4 * TR,
+            nc: 4 * TC,
+            kc: usize::MAX,
+            rows_outer: false,
+        };
+        let (out, epi) = (Out::Whole(out), Epi::gelu(gelu));
+        for_each_tile(self.isa, blocks, (m, n, k4), out, epi, |t, c, ldc| {
+            let b = pw.panel(t.jc / NR);
+            let w_scales = &pw.scales[t.jc..t.jc + NR];
+            let bias = bias.map(|b| &b[t.jc..t.jc + t.cols]);
+            let a = &qr.data[t.ic * k4..(t.ic + TR) * k4];
+            let (a_scales, a_sums) = (&qr.scales[t.ic..t.ic + TR], &qr.sums[t.ic..t.ic + TR]);
+            // SAFETY: `amx_int8` holds (AMX-INT8 with the tile state, AVX-512); a holds TR
+            // rows of k4 quads (rows padded to AMX_ROWS), b k4·NR; the tile's rows and
+            // columns lie at `c` (ldc apart) in its task's block, which no other task writes.
+            unsafe {
+                kernels::x86_amx::tile_i8(
+                    k4,
+                    a.as_ptr(),
+                    b.as_ptr(),
+                    c,
+                    ldc,
+                    (t.rows, t.cols),
+                    (a_scales, a_sums),
+                    (w_scales, bias),
+                )
+            };
+        });
     }
 }
 
@@ -847,11 +911,16 @@ mod tests {
                     continue;
                 }
                 ran = true;
-                for threads in [1, 2, 3] {
-                    let be = CpuBackend::with_isa(threads, isa).unwrap();
+                // AMX's int8 tile where the CPU has one, and the VNNI tile.
+                for (threads, amx) in [1, 2, 3].into_iter().flat_map(|t| [(t, true), (t, false)]) {
+                    let be = CpuBackend::with_isa(threads, isa).unwrap().with_amx(amx);
                     let mut got = vec![f32::NAN; m * n];
                     be.linear(&x, m, &lin, &mut got).unwrap();
-                    assert_eq!(got, want, "{m}×{n}×{k} {layout:?} {threads} threads");
+                    let amx = be.amx_int8();
+                    assert_eq!(
+                        got, want,
+                        "{m}×{n}×{k} {layout:?} {threads} threads, amx {amx}"
+                    );
                 }
             }
         }

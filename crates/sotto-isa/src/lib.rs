@@ -90,6 +90,24 @@ pub fn amx_bf16() -> bool {
     })
 }
 
+/// Whether AMX int8 tile products run too ([`amx_bf16`] and CPUID's AMX-INT8): the int8
+/// GEMM then uses them on the [`Isa::Avx512`] path.
+pub fn amx_int8() -> bool {
+    static AMX: OnceLock<bool> = OnceLock::new();
+    *AMX.get_or_init(|| amx_bf16() && amx_int8_detected())
+}
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+fn amx_int8_detected() -> bool {
+    // CPUID.(EAX=7, ECX=0):EDX bit 25 AMX-INT8.
+    std::arch::x86_64::__cpuid_count(7, 0).edx & (1 << 25) != 0
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+fn amx_int8_detected() -> bool {
+    false
+}
+
 /// What the hardware and OS allow, whatever the environment says.
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 fn amx_bf16_detected() -> bool {
@@ -155,6 +173,7 @@ mod tests {
     #[test]
     fn amx_only_on_avx512() {
         assert!(!amx_bf16() || isa() == Isa::Avx512);
+        assert!(!amx_int8() || amx_bf16());
     }
 
     #[test]

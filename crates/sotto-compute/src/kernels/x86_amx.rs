@@ -248,6 +248,142 @@ pub(crate) unsafe fn tile(
     }
 }
 
+/// The int8 GEMM's output tile on AMX (`tdpbsud`, exact i32 sums): `c[r·ldc + j] =
+/// (Σ_p a[r·k4 + p] · b[p·32 + j] − 128·a_sums[r]) · a_scales[r] · w_scales[j] (+ bias[j])`
+/// for `r < rows`, `j < cols`: the bits of the VNNI tile (`x86_int8::tile`), whose
+/// operands and epilogue these are.
+///
+/// `a` Shape: [32, k4] quads of signed bytes (all 32 rows are read: pad past the last real
+/// row); `b` Shape: [k4, 32] quads of unsigned bytes (`q + 128`, one packed column panel);
+/// `c` Shape: [rows, ldc] f32.
+///
+/// # Safety
+/// The CPU must have AMX-TILE, AMX-INT8 and AVX-512 F, and this process the tile state
+/// (`sotto_isa::amx_int8`). `a` must hold `32·k4` quads and `b` `k4·32`; `c` rows
+/// `0..rows` must be writable at columns `0..cols`; `rows <= 32`, `cols <= 32`; `a_scales`
+/// and `a_sums` must hold 32 values, `w_scales` 32 and `bias`, when given, `cols`.
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn tile_i8(
+    k4: usize,
+    a: *const u32,
+    b: *const u32,
+    c: *mut f32,
+    ldc: usize,
+    (rows, cols): (usize, usize),
+    (a_scales, a_sums): (&[f32], &[i32]),
+    (w_scales, bias): (&[f32], Option<&[f32]>),
+) {
+    debug_assert!(rows <= TR && cols <= TC && a_scales.len() >= TR && a_sums.len() >= TR);
+    let mut blk = Block::new();
+    let (cp, ldcb) = (blk.0.as_mut_ptr(), TC * 4);
+    let (full, rest) = (k4 / STEP, k4 % STEP);
+    // SAFETY: the CPU runs AMX-INT8 and the process holds the tile state (the contract).
+    // Every tile load reads 16 rows of 64 bytes: A rows 0..32 of quads p..p + 16 (within
+    // k4 for the full steps), B rows p..p + 16 of the panel's 32 columns; the stores write
+    // the 32 × 32 i32 sums into `blk`.
+    unsafe {
+        configure();
+        asm!(
+            "tilezero tmm0",
+            "tilezero tmm1",
+            "tilezero tmm2",
+            "tilezero tmm3",
+            options(nostack, nomem)
+        );
+        if full > 0 {
+            asm!(
+                "2:",
+                "tileloadd tmm4, [{a} + {sa}]",
+                "tileloadd tmm6, [{b} + {sb}]",
+                "tileloadd tmm7, [{b} + {sb} + 64]",
+                "tdpbsud tmm0, tmm4, tmm6",
+                "tileloadd tmm5, [{a16} + {sa}]",
+                "tdpbsud tmm1, tmm4, tmm7",
+                "tdpbsud tmm2, tmm5, tmm6",
+                "tdpbsud tmm3, tmm5, tmm7",
+                "add {a}, 64",
+                "add {a16}, 64",
+                "add {b}, {bstep}",
+                "dec {n}",
+                "jnz 2b",
+                a = inout(reg) a => _,
+                a16 = inout(reg) a.add(16 * k4) => _,
+                b = inout(reg) b => _,
+                n = inout(reg) full => _,
+                sa = in(reg) k4 * 4,
+                sb = in(reg) TC * 4,
+                bstep = in(reg) STEP * TC * 4,
+                options(nostack, readonly),
+            );
+        }
+        if rest > 0 {
+            // The last quads, zero-padded to a whole step: zeros add nothing.
+            let (p0, mut ap, mut bp) = (full * STEP, Pairs([0; TR * STEP]), Pairs([0; TR * STEP]));
+            for r in 0..TR {
+                let src = std::slice::from_raw_parts(a.add(r * k4 + p0), rest);
+                ap.0[r * STEP..r * STEP + rest].copy_from_slice(src);
+            }
+            let src = std::slice::from_raw_parts(b.add(p0 * TC), rest * TC);
+            bp.0[..rest * TC].copy_from_slice(src);
+            let (ap, bp) = (ap.0.as_ptr(), bp.0.as_ptr());
+            asm!(
+                "tileloadd tmm4, [{a} + {sa}]",
+                "tileloadd tmm5, [{a} + {sa} + 1024]",
+                "tileloadd tmm6, [{b} + {sb}]",
+                "tileloadd tmm7, [{b} + {sb} + 64]",
+                "tdpbsud tmm0, tmm4, tmm6",
+                "tdpbsud tmm1, tmm4, tmm7",
+                "tdpbsud tmm2, tmm5, tmm6",
+                "tdpbsud tmm3, tmm5, tmm7",
+                a = in(reg) ap, b = in(reg) bp, sa = in(reg) STEP * 4, sb = in(reg) TC * 4,
+                options(nostack, readonly),
+            );
+        }
+        let c16 = cp.byte_add(16 * ldcb);
+        asm!(
+            "tilestored [{c} + {s}], tmm0",
+            "tilestored [{c} + {s} + 64], tmm1",
+            "tilestored [{c16} + {s}], tmm2",
+            "tilestored [{c16} + {s} + 64], tmm3",
+            c = in(reg) cp, c16 = in(reg) c16, s = in(reg) ldcb,
+            options(nostack),
+        );
+    }
+    // The stores wrote i32 sums into the f32 block.
+    let sums = blk.0.as_ptr() as *const i32;
+    let (m0, m1) = (low_mask(cols.min(16)), low_mask(cols.saturating_sub(16)));
+    // SAFETY: w_scales holds 32 values; bias cols, which the masks do not pass.
+    let (ws0, ws1, bv0, bv1) = unsafe {
+        let ws = w_scales.as_ptr();
+        let (bv0, bv1) = match bias {
+            Some(bias) => (
+                _mm512_maskz_loadu_ps(m0, bias.as_ptr()),
+                _mm512_maskz_loadu_ps(m1, bias.as_ptr().add(16.min(cols))),
+            ),
+            None => (_mm512_setzero_ps(), _mm512_setzero_ps()),
+        };
+        (_mm512_loadu_ps(ws), _mm512_loadu_ps(ws.add(16)), bv0, bv1)
+    };
+    for r in 0..rows {
+        let corr = _mm512_set1_epi32(128 * a_sums[r]);
+        let s = _mm512_set1_ps(a_scales[r]);
+        // SAFETY: row r of `sums` holds 32 values; row r < rows of c, columns masked to
+        // 0..cols (an all-off mask touches nothing, so the second half may lie past the end).
+        unsafe {
+            let row = sums.add(r * TC);
+            let v0 = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_loadu_si512(row as _), corr));
+            let v1 =
+                _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_loadu_si512(row.add(16) as _), corr));
+            // Scale, then bias, in the reference's order, as the VNNI tile.
+            let v0 = _mm512_add_ps(_mm512_mul_ps(v0, _mm512_mul_ps(ws0, s)), bv0);
+            let v1 = _mm512_add_ps(_mm512_mul_ps(v1, _mm512_mul_ps(ws1, s)), bv1);
+            _mm512_mask_storeu_ps(c.add(r * ldc), m0, v0);
+            _mm512_mask_storeu_ps(c.add(r * ldc).wrapping_add(16), m1, v1);
+        }
+    }
+}
+
 /// `o[r·ldo + j] = ((acc ? o[r·ldo + j]·before[r] : 0) + t[r·TC + j])·after[r]` for
 /// `r < rows`, `j < cols`, each factor 1 when None: a fresh product block folded into the
 /// encoder attention's running output (the online softmax's rescale, then 1/l).
