@@ -443,10 +443,9 @@ impl CpuBackend {
             let b = &pw.group(t.jc / NR)[t.p0 * PANEL..];
             let bias = bias.filter(|_| t.last).map(|b| &b[t.jc..t.jc + t.cols]);
             let ap = &a[t.ic * lda + t.p0..(t.ic + MR - 1) * lda + t.p0 + t.len];
-            let panel_len = kp * PANEL;
             // SAFETY: `simd` holds (the caller's check); ap holds MR rows lda apart of
             // len pairs from p0, and b the group's NR/PANEL panels from pair p0 (panel v
-            // at v·panel_len, rows PANEL apart); the tile's rows and columns lie at `c`
+            // at v·kp·PANEL, rows PANEL apart); the tile's rows and columns lie at `c`
             // (ldc apart) in its task's block, which no other task writes.
             #[cfg(target_arch = "x86_64")]
             unsafe {
@@ -454,7 +453,7 @@ impl CpuBackend {
                     t.len,
                     ap.as_ptr(),
                     lda,
-                    (b.as_ptr(), PANEL, panel_len),
+                    (b.as_ptr(), PANEL, kp * PANEL),
                     c,
                     ldc,
                     t.rows,
