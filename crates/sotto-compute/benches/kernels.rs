@@ -292,14 +292,28 @@ fn encoder_gemm_formats_1t(c: &mut Criterion) {
                 .unwrap(),
         ),
     ];
+    // Where the bf16 and int8 products run on AMX tiles, their AVX-512 kernels too.
+    let avx512 = be
+        .amx()
+        .then(|| CpuBackend::new(1).unwrap().with_amx(false));
     for (name, weight) in formats {
         if name != "f32" && matches!(weight, Weight::F32(_) | Weight::F16(_)) {
             continue; // this CPU lacks the format's kernel
         }
         let lin = Linear::new(weight, Some(vals(n, 5)), n, k).unwrap();
-        g.bench_function(format!("{name}_{m}x{k}x{n}"), |b| {
+        let amx = if be.amx() && matches!(name, "bf16" | "int8") {
+            "_amx"
+        } else {
+            ""
+        };
+        g.bench_function(format!("{name}{amx}_{m}x{k}x{n}"), |b| {
             b.iter(|| be.linear_gelu(&x, m, &lin, &mut out).unwrap())
         });
+        if let (Some(be), "_amx") = (&avx512, amx) {
+            g.bench_function(format!("{name}_avx512_{m}x{k}x{n}"), |b| {
+                b.iter(|| be.linear_gelu(&x, m, &lin, &mut out).unwrap())
+            });
+        }
     }
     g.finish();
 }
