@@ -521,6 +521,10 @@ mod x86 {
         out: OutPtr,
         sc: &mut Scratch,
     ) {
+        if amx {
+            // SAFETY: `amx` says AMX runs and the process has the tile state.
+            unsafe { x86_amx::reconfigure() };
+        }
         let (bq, kp, dh) = (i1 - i0, pn.kp, pn.dh);
         let c0 = h * dh;
         let c = std::f32::consts::LOG2_E / (dh as f32).sqrt();

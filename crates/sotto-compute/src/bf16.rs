@@ -498,6 +498,10 @@ impl CpuBackend {
             rows_outer: false,
         };
         for_each_tile(self.isa, blocks, (m, n, kp), out, epi, |t, c, ldc| {
+            if t.ic % blocks.mc == 0 && t.jc % blocks.nc == 0 && t.p0 == 0 {
+                // SAFETY: `amx` holds: AMX runs and the process has the tile state.
+                unsafe { kernels::x86_amx::reconfigure() };
+            }
             let (g, j0, panel_len) = (t.jc / NR, t.jc % NR, kp * PANEL);
             let b = &pw.group(g)[(j0 / PANEL) * panel_len + t.p0 * PANEL..];
             let bias = bias.filter(|_| t.last).map(|b| &b[t.jc..t.jc + t.cols]);
@@ -584,6 +588,26 @@ mod tests {
                 assert_eq!(v, pair(xs[2 * p], hi), "{isa:?} pair {p}");
             }
         }
+    }
+
+    #[test]
+    fn amx_survives_another_librarys_tile_release() {
+        let be = CpuBackend::new(1).unwrap();
+        if !be.amx() {
+            eprintln!("skipped: no AMX");
+            return;
+        }
+        let (m, n, k) = (70, 100, 300);
+        let (x, w) = (rand_vec(m * k, 1), rand_vec(n * k, 2));
+        let pw = Weight::F32(w).for_bf16_gemm(n, k, true).unwrap();
+        let lin = Linear::new(pw, None, n, k).unwrap();
+        let mut want = vec![0.0; m * n];
+        be.linear(&x, m, &lin, &mut want).unwrap();
+        // SAFETY: `amx` says the CPU has AMX; the pool's one worker runs it.
+        be.install(|| unsafe { kernels::x86_amx::release_behind_our_back() });
+        let mut got = vec![f32::NAN; m * n];
+        be.linear(&x, m, &lin, &mut got).unwrap();
+        assert_eq!(got, want);
     }
 
     #[test]

@@ -719,6 +719,10 @@ impl CpuBackend {
         };
         let (out, epi) = (Out::Whole(out), Epi::gelu(gelu));
         for_each_tile(self.isa, blocks, (m, n, k4), out, epi, |t, c, ldc| {
+            if t.ic % blocks.mc == 0 && t.jc % blocks.nc == 0 && t.p0 == 0 {
+                // SAFETY: `amx_int8` holds: AMX runs and the process has the tile state.
+                unsafe { kernels::x86_amx::reconfigure() };
+            }
             let b = pw.panel(t.jc / NR);
             let w_scales = &pw.scales[t.jc..t.jc + NR];
             let bias = bias.map(|b| &b[t.jc..t.jc + t.cols]);

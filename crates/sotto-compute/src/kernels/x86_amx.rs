@@ -50,9 +50,11 @@ static CONFIG: Config = {
 };
 
 thread_local! {
-    /// Whether this thread's tiles hold [`CONFIG`]. Every tile kernel here uses that one
-    /// configuration and none releases it, so a thread loads it once: `ldtilecfg` per
-    /// call cost ~12% of a 32 × 32 block's time.
+    /// Whether this thread's tiles hold [`CONFIG`] as far as this module knows. Every tile
+    /// kernel here uses that one configuration and none releases it, so a thread loads it
+    /// once (`ldtilecfg` per call cost ~12% of a 32 × 32 block's time); [`reconfigure`]
+    /// loads it again at the start of each parallel task, in case other code in the
+    /// process (another library's AMX kernels) changed or released it in between.
     static CONFIGURED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
@@ -63,11 +65,33 @@ thread_local! {
 #[inline]
 unsafe fn configure() {
     if !CONFIGURED.get() {
-        // SAFETY: AMX-TILE runs with the tile state granted (the contract); CONFIG is a
-        // valid palette-1 configuration.
-        unsafe { asm!("ldtilecfg [{0}]", in(reg) &CONFIG, options(nostack, readonly)) };
-        CONFIGURED.set(true);
+        // SAFETY: the same contract.
+        unsafe { reconfigure() };
     }
+}
+
+/// Loads [`CONFIG`] into this thread's tile registers, whatever they hold: callers do so
+/// as a task of tile products begins.
+///
+/// # Safety
+/// The CPU must have AMX-TILE, and this process the tile state.
+#[inline]
+pub(crate) unsafe fn reconfigure() {
+    // SAFETY: AMX-TILE runs with the tile state granted (the contract); CONFIG is a valid
+    // palette-1 configuration.
+    unsafe { asm!("ldtilecfg [{0}]", in(reg) &CONFIG, options(nostack, readonly)) };
+    CONFIGURED.set(true);
+}
+
+/// Releases this thread's tiles (configuration and data), as another library's AMX
+/// kernel may between ours, without telling [`configure`].
+///
+/// # Safety
+/// The CPU must have AMX-TILE.
+#[cfg(test)]
+pub(crate) unsafe fn release_behind_our_back() {
+    // SAFETY: AMX-TILE runs (the contract); releasing is always allowed.
+    unsafe { asm!("tilerelease", options(nostack, nomem)) };
 }
 
 /// An f32 output block of [`TR`] × [`TC`], 64-byte rows: scratch for a partial block, or
