@@ -591,6 +591,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(target_arch = "x86_64")]
     fn amx_survives_another_librarys_tile_release() {
         let be = CpuBackend::new(1).unwrap();
         if !be.amx() {
