@@ -12,6 +12,9 @@
 use std::arch::asm;
 use std::arch::x86_64::*;
 
+use super::x86_int8::Finish;
+use crate::int8::Epilogue;
+
 /// Output rows per [`tile`] call.
 pub(crate) const TR: usize = 32;
 /// Output columns per [`tile`] call.
@@ -109,6 +112,124 @@ impl Block {
 #[repr(C, align(64))]
 struct Pairs([u32; TR * STEP]);
 
+/// Zeroes the sum tiles tmm0..tmm3.
+///
+/// # Safety
+/// This thread's tiles must hold [`CONFIG`].
+#[inline]
+unsafe fn zero_sums() {
+    // SAFETY: the tiles are configured (the contract); zeroing touches no memory.
+    unsafe {
+        asm!(
+            "tilezero tmm0",
+            "tilezero tmm1",
+            "tilezero tmm2",
+            "tilezero tmm3",
+            options(nostack, nomem)
+        )
+    };
+}
+
+/// Stores the sum tiles tmm0..tmm3 as a 32 × 32 block of 4-byte values at `c`, rows `ldcb`
+/// bytes apart.
+///
+/// # Safety
+/// This thread's tiles must hold [`CONFIG`]; `c` must be writable at 32 rows of 128 bytes.
+#[inline]
+unsafe fn store_sums(c: *mut f32, ldcb: usize) {
+    // SAFETY: the tiles are configured and the 32 rows writable (the contract).
+    unsafe {
+        let c16 = c.byte_add(16 * ldcb);
+        asm!(
+            "tilestored [{c} + {s}], tmm0",
+            "tilestored [{c} + {s} + 64], tmm1",
+            "tilestored [{c16} + {s}], tmm2",
+            "tilestored [{c16} + {s} + 64], tmm3",
+            c = in(reg) c, c16 = in(reg) c16, s = in(reg) ldcb,
+            options(nostack),
+        )
+    };
+}
+
+/// Defines `$name(units, a, lda, (b, ldb, next))`: the sum tiles tmm0..tmm3 (2 × 2 of
+/// 16 × 16) plus `$op`'s products of A (32 rows `lda` apart of `units` k units: bf16 pairs
+/// or int8 quads) and B (unit p of columns 0..16 at `b[p·ldb..][..16]`, of columns 16..32
+/// at `b[next + p·ldb..][..16]`). Whole steps of 16 units load in place; the last partial
+/// step is copied, zero-padded, to whole tiles first (zeros add nothing).
+macro_rules! tile_products {
+    ($name:ident, $op:literal) => {
+        /// # Safety
+        /// The CPU must run the instruction, this process hold the tile state and this
+        /// thread the tiles [`CONFIG`] sets up; `a` must hold 32 rows `lda` apart of `units`
+        /// units, `b` `units` rows `ldb` apart of 16 units from 0 and from `next`.
+        unsafe fn $name(units: usize, a: *const u32, lda: usize, (b, ldb, next): (*const u32, usize, usize)) {
+            let (full, rest) = (units / STEP, units % STEP);
+            // SAFETY: every tile load reads 16 rows of 64 bytes: A rows 0..32 of units
+            // p..p + 16 (p + 16 <= units for the whole steps), B rows p..p + 16 from 0 and
+            // from `next` (the contract), or the padded copies of the last step.
+            unsafe {
+                if full > 0 {
+                    asm!(
+                        "2:",
+                        "tileloadd tmm4, [{a} + {sa}]",
+                        "tileloadd tmm6, [{b} + {sb}]",
+                        "tileloadd tmm7, [{b2} + {sb}]",
+                        concat!($op, " tmm0, tmm4, tmm6"),
+                        "tileloadd tmm5, [{a16} + {sa}]",
+                        concat!($op, " tmm1, tmm4, tmm7"),
+                        concat!($op, " tmm2, tmm5, tmm6"),
+                        concat!($op, " tmm3, tmm5, tmm7"),
+                        "add {a}, 64",
+                        "add {a16}, 64",
+                        "add {b}, {bstep}",
+                        "add {b2}, {bstep}",
+                        "dec {n}",
+                        "jnz 2b",
+                        a = inout(reg) a => _,
+                        a16 = inout(reg) a.add(16 * lda) => _,
+                        b = inout(reg) b => _,
+                        b2 = inout(reg) b.add(next) => _,
+                        n = inout(reg) full => _,
+                        sa = in(reg) lda * 4,
+                        sb = in(reg) ldb * 4,
+                        bstep = in(reg) STEP * ldb * 4,
+                        options(nostack, readonly),
+                    );
+                }
+                if rest > 0 {
+                    let (p0, mut ap, mut bp) = (full * STEP, Pairs([0; TR * STEP]), Pairs([0; TR * STEP]));
+                    for r in 0..TR {
+                        let src = std::slice::from_raw_parts(a.add(r * lda + p0), rest);
+                        ap.0[r * STEP..r * STEP + rest].copy_from_slice(src);
+                    }
+                    for p in 0..rest {
+                        for (half, off) in [0, next].into_iter().enumerate() {
+                            let src = std::slice::from_raw_parts(b.add(off + (p0 + p) * ldb), 16);
+                            bp.0[p * TC + 16 * half..][..16].copy_from_slice(src);
+                        }
+                    }
+                    let (ap, bp) = (ap.0.as_ptr(), bp.0.as_ptr());
+                    asm!(
+                        "tileloadd tmm4, [{a} + {sa}]",
+                        "tileloadd tmm5, [{a} + {sa} + 1024]",
+                        "tileloadd tmm6, [{b} + {sb}]",
+                        "tileloadd tmm7, [{b} + {sb} + 64]",
+                        concat!($op, " tmm0, tmm4, tmm6"),
+                        concat!($op, " tmm1, tmm4, tmm7"),
+                        concat!($op, " tmm2, tmm5, tmm6"),
+                        concat!($op, " tmm3, tmm5, tmm7"),
+                        a = in(reg) ap, b = in(reg) bp, sa = in(reg) STEP * 4, sb = in(reg) TC * 4,
+                        options(nostack, readonly),
+                    );
+                }
+            }
+        }
+    };
+}
+
+tile_products!(products_bf16, "tdpbf16ps");
+tile_products!(products_i8, "tdpbsud");
+
 /// One output block of `rows` × `cols` (at most 32 × 32): `c[r·ldc + j] = (acc ? c : 0) +
 /// Σ_p a[r·lda + p] · b[p·ldb + j] (+ bias[j])` for `p < kp`, in f32 from bf16 pairs.
 /// `tdpbf16ps` treats subnormal inputs and results as zero and rounds its sums to nearest
@@ -156,11 +277,9 @@ pub(crate) unsafe fn tile(
             (blk.0.as_mut_ptr(), TC * 4)
         }
     };
-    let (full, rest) = (kp / STEP, kp % STEP);
-    // SAFETY: the CPU runs AMX and the process holds the tile state (the contract). Every
-    // tile load reads 16 rows of 64 bytes: A rows 0..32 of pairs p..p + 16 (p + 16 <= kp
-    // for the full steps), B rows p..p + 16 of columns 0..32, and C's 32 rows × 32 columns
-    // at `cp` (in `c` for a whole block, else in `blk`); stores write the same C rows.
+    // SAFETY: the CPU runs AMX and the process holds the tile state, and a and b hold what
+    // the products read (the contract). The sum tiles' loads and stores cover C's 32 rows
+    // × 32 columns at `cp` (in `c` for a whole block, else in `blk`).
     unsafe {
         configure();
         let c16 = cp.byte_add(16 * ldcb);
@@ -174,77 +293,10 @@ pub(crate) unsafe fn tile(
                 options(nostack, readonly),
             );
         } else {
-            asm!(
-                "tilezero tmm0",
-                "tilezero tmm1",
-                "tilezero tmm2",
-                "tilezero tmm3",
-                options(nostack, nomem)
-            );
+            zero_sums();
         }
-        if full > 0 {
-            asm!(
-                "2:",
-                "tileloadd tmm4, [{a} + {sa}]",
-                "tileloadd tmm6, [{b} + {sb}]",
-                "tileloadd tmm7, [{b2} + {sb}]",
-                "tdpbf16ps tmm0, tmm4, tmm6",
-                "tileloadd tmm5, [{a16} + {sa}]",
-                "tdpbf16ps tmm1, tmm4, tmm7",
-                "tdpbf16ps tmm2, tmm5, tmm6",
-                "tdpbf16ps tmm3, tmm5, tmm7",
-                "add {a}, 64",
-                "add {a16}, 64",
-                "add {b}, {bstep}",
-                "add {b2}, {bstep}",
-                "dec {n}",
-                "jnz 2b",
-                a = inout(reg) a => _,
-                a16 = inout(reg) a.add(16 * lda) => _,
-                b = inout(reg) b => _,
-                b2 = inout(reg) b.add(next) => _,
-                n = inout(reg) full => _,
-                sa = in(reg) lda * 4,
-                sb = in(reg) ldb * 4,
-                bstep = in(reg) STEP * ldb * 4,
-                options(nostack, readonly),
-            );
-        }
-        if rest > 0 {
-            // The last pairs, zero-padded to a whole step: zeros add nothing.
-            let (p0, mut ap, mut bp) = (full * STEP, Pairs([0; TR * STEP]), Pairs([0; TR * STEP]));
-            for r in 0..TR {
-                let src = std::slice::from_raw_parts(a.add(r * lda + p0), rest);
-                ap.0[r * STEP..r * STEP + rest].copy_from_slice(src);
-            }
-            for p in 0..rest {
-                for (half, off) in [0, next].into_iter().enumerate() {
-                    let src = std::slice::from_raw_parts(b.add(off + (p0 + p) * ldb), 16);
-                    bp.0[p * TC + 16 * half..][..16].copy_from_slice(src);
-                }
-            }
-            let (ap, bp) = (ap.0.as_ptr(), bp.0.as_ptr());
-            asm!(
-                "tileloadd tmm4, [{a} + {sa}]",
-                "tileloadd tmm5, [{a} + {sa} + 1024]",
-                "tileloadd tmm6, [{b} + {sb}]",
-                "tileloadd tmm7, [{b} + {sb} + 64]",
-                "tdpbf16ps tmm0, tmm4, tmm6",
-                "tdpbf16ps tmm1, tmm4, tmm7",
-                "tdpbf16ps tmm2, tmm5, tmm6",
-                "tdpbf16ps tmm3, tmm5, tmm7",
-                a = in(reg) ap, b = in(reg) bp, sa = in(reg) STEP * 4, sb = in(reg) TC * 4,
-                options(nostack, readonly),
-            );
-        }
-        asm!(
-            "tilestored [{c} + {s}], tmm0",
-            "tilestored [{c} + {s} + 64], tmm1",
-            "tilestored [{c16} + {s}], tmm2",
-            "tilestored [{c16} + {s} + 64], tmm3",
-            c = in(reg) cp, c16 = in(reg) c16, s = in(reg) ldcb,
-            options(nostack),
-        );
+        products_bf16(kp, a, lda, (b, ldb, next));
+        store_sums(cp, ldcb);
     }
     if let Some(bias) = bias {
         let (lo, hi) = (low_mask(cols.min(16)), low_mask(cols.saturating_sub(16)));
@@ -304,109 +356,30 @@ pub(crate) unsafe fn tile_i8(
     // Every element is written by the tile stores below: no zeroing.
     let mut blk = std::mem::MaybeUninit::<Block>::uninit();
     let (cp, ldcb) = (blk.as_mut_ptr() as *mut f32, TC * 4);
-    let (full, rest) = (k4 / STEP, k4 % STEP);
-    // SAFETY: the CPU runs AMX-INT8 and the process holds the tile state (the contract).
-    // Every tile load reads 16 rows of 64 bytes: A rows 0..32 of quads p..p + 16 (within
-    // k4 for the full steps), B rows p..p + 16 of the panel's 32 columns; the stores write
-    // the 32 × 32 i32 sums into `blk`.
+    // SAFETY: the CPU runs AMX-INT8 and the process holds the tile state, and a and b hold
+    // what the products read (the contract); the stores write the 32 × 32 i32 sums into
+    // `blk`.
     unsafe {
         configure();
-        asm!(
-            "tilezero tmm0",
-            "tilezero tmm1",
-            "tilezero tmm2",
-            "tilezero tmm3",
-            options(nostack, nomem)
-        );
-        if full > 0 {
-            asm!(
-                "2:",
-                "tileloadd tmm4, [{a} + {sa}]",
-                "tileloadd tmm6, [{b} + {sb}]",
-                "tileloadd tmm7, [{b} + {sb} + 64]",
-                "tdpbsud tmm0, tmm4, tmm6",
-                "tileloadd tmm5, [{a16} + {sa}]",
-                "tdpbsud tmm1, tmm4, tmm7",
-                "tdpbsud tmm2, tmm5, tmm6",
-                "tdpbsud tmm3, tmm5, tmm7",
-                "add {a}, 64",
-                "add {a16}, 64",
-                "add {b}, {bstep}",
-                "dec {n}",
-                "jnz 2b",
-                a = inout(reg) a => _,
-                a16 = inout(reg) a.add(16 * k4) => _,
-                b = inout(reg) b => _,
-                n = inout(reg) full => _,
-                sa = in(reg) k4 * 4,
-                sb = in(reg) TC * 4,
-                bstep = in(reg) STEP * TC * 4,
-                options(nostack, readonly),
-            );
-        }
-        if rest > 0 {
-            // The last quads, zero-padded to a whole step: zeros add nothing.
-            let (p0, mut ap, mut bp) = (full * STEP, Pairs([0; TR * STEP]), Pairs([0; TR * STEP]));
-            for r in 0..TR {
-                let src = std::slice::from_raw_parts(a.add(r * k4 + p0), rest);
-                ap.0[r * STEP..r * STEP + rest].copy_from_slice(src);
-            }
-            let src = std::slice::from_raw_parts(b.add(p0 * TC), rest * TC);
-            bp.0[..rest * TC].copy_from_slice(src);
-            let (ap, bp) = (ap.0.as_ptr(), bp.0.as_ptr());
-            asm!(
-                "tileloadd tmm4, [{a} + {sa}]",
-                "tileloadd tmm5, [{a} + {sa} + 1024]",
-                "tileloadd tmm6, [{b} + {sb}]",
-                "tileloadd tmm7, [{b} + {sb} + 64]",
-                "tdpbsud tmm0, tmm4, tmm6",
-                "tdpbsud tmm1, tmm4, tmm7",
-                "tdpbsud tmm2, tmm5, tmm6",
-                "tdpbsud tmm3, tmm5, tmm7",
-                a = in(reg) ap, b = in(reg) bp, sa = in(reg) STEP * 4, sb = in(reg) TC * 4,
-                options(nostack, readonly),
-            );
-        }
-        let c16 = cp.byte_add(16 * ldcb);
-        asm!(
-            "tilestored [{c} + {s}], tmm0",
-            "tilestored [{c} + {s} + 64], tmm1",
-            "tilestored [{c16} + {s}], tmm2",
-            "tilestored [{c16} + {s} + 64], tmm3",
-            c = in(reg) cp, c16 = in(reg) c16, s = in(reg) ldcb,
-            options(nostack),
-        );
+        zero_sums();
+        products_i8(k4, a, k4, (b, TC, 16));
+        store_sums(cp, ldcb);
     }
     // The stores wrote i32 sums into the block.
     let sums = cp as *const i32;
-    let (m0, m1) = (low_mask(cols.min(16)), low_mask(cols.saturating_sub(16)));
-    // SAFETY: w_scales holds 32 values; bias cols, which the masks do not pass.
-    let (ws0, ws1, bv0, bv1) = unsafe {
-        let ws = w_scales.as_ptr();
-        let (bv0, bv1) = match bias {
-            Some(bias) => (
-                _mm512_maskz_loadu_ps(m0, bias.as_ptr()),
-                _mm512_maskz_loadu_ps(m1, bias.as_ptr().add(16.min(cols))),
-            ),
-            None => (_mm512_setzero_ps(), _mm512_setzero_ps()),
-        };
-        (_mm512_loadu_ps(ws), _mm512_loadu_ps(ws.add(16)), bv0, bv1)
-    };
+    let epi = Epilogue { w_scales, bias };
+    // SAFETY: AVX-512 F runs; w_scales holds 32 values and bias `cols` (the contract).
+    let finish = unsafe { Finish::new(&epi, cols) };
     for r in 0..rows {
-        let corr = _mm512_set1_epi32(128 * a_sums[r]);
-        let s = _mm512_set1_ps(a_scales[r]);
-        // SAFETY: row r of `sums` holds 32 values; row r < rows of c, columns masked to
-        // 0..cols (an all-off mask touches nothing, so the second half may lie past the end).
+        // SAFETY: row r of the sums holds 32 values; row r < rows of c is writable at
+        // columns 0..cols (the contract).
         unsafe {
             let row = sums.add(r * TC);
-            let v0 = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_loadu_si512(row as _), corr));
-            let v1 =
-                _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_loadu_si512(row.add(16) as _), corr));
-            // Scale, then bias, in the reference's order, as the VNNI tile.
-            let v0 = _mm512_add_ps(_mm512_mul_ps(v0, _mm512_mul_ps(ws0, s)), bv0);
-            let v1 = _mm512_add_ps(_mm512_mul_ps(v1, _mm512_mul_ps(ws1, s)), bv1);
-            _mm512_mask_storeu_ps(c.add(r * ldc), m0, v0);
-            _mm512_mask_storeu_ps(c.add(r * ldc).wrapping_add(16), m1, v1);
+            let v = (
+                _mm512_loadu_si512(row as _),
+                _mm512_loadu_si512(row.add(16) as _),
+            );
+            finish.row(v, a_scales[r], a_sums[r], c.add(r * ldc));
         }
     }
 }

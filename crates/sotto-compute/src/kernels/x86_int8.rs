@@ -99,32 +99,75 @@ pub(crate) unsafe fn tile(
             }
         }
     }
-    let (m0, m1) = (low_mask(cols.min(16)), low_mask(cols.saturating_sub(16)));
-    // SAFETY: w_scales holds NR values; bias cols, which the masks do not pass.
-    let (ws0, ws1, bv0, bv1) = unsafe {
-        let ws = epi.w_scales.as_ptr();
-        let (bv0, bv1) = match epi.bias {
-            Some(bias) => (
-                _mm512_maskz_loadu_ps(m0, bias.as_ptr()),
-                _mm512_maskz_loadu_ps(m1, bias.as_ptr().add(16.min(cols))),
-            ),
-            None => (_mm512_setzero_ps(), _mm512_setzero_ps()),
-        };
-        (_mm512_loadu_ps(ws), _mm512_loadu_ps(ws.add(16)), bv0, bv1)
-    };
+    // SAFETY: AVX-512 F runs; `epi` holds NR scales and `cols` biases (the contract).
+    let finish = unsafe { Finish::new(epi, cols) };
     for r in 0..rows {
-        let corr = _mm512_set1_epi32(128 * a_sums[r]);
-        let s = _mm512_set1_ps(a_scales[r]);
-        let v0 = _mm512_cvtepi32_ps(_mm512_sub_epi32(c0[r], corr));
-        let v1 = _mm512_cvtepi32_ps(_mm512_sub_epi32(c1[r], corr));
-        // Scale, then bias, in the reference's order: the bias of a missing one is 0 + x.
-        let v0 = _mm512_add_ps(_mm512_mul_ps(v0, _mm512_mul_ps(ws0, s)), bv0);
-        let v1 = _mm512_add_ps(_mm512_mul_ps(v1, _mm512_mul_ps(ws1, s)), bv1);
-        // SAFETY: row r < rows of c, columns masked to 0..cols (an all-off mask touches
-        // nothing, so the second half's address may lie past the end).
+        // SAFETY: row r < rows of c is writable at columns 0..cols (the contract).
+        unsafe { finish.row((c0[r], c1[r]), a_scales[r], a_sums[r], c.add(r * ldc)) };
+    }
+}
+
+/// The epilogue of a 32-column int8 tile (this VNNI one and AMX's `x86_amx::tile_i8`):
+/// `(sum − 128·a_sum) · a_scale · w_scale + bias`, the reference's order.
+pub(crate) struct Finish {
+    ws: (__m512, __m512),
+    bias: (__m512, __m512),
+    masks: (__mmask16, __mmask16),
+}
+
+impl Finish {
+    /// The tile's weight scales (`epi.w_scales`: 32, zero past the last column) and bias
+    /// (`cols` values) for `cols <= 32` columns.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512 F; `epi.w_scales` must hold 32 values.
+    #[target_feature(enable = "avx512f")]
+    pub(crate) unsafe fn new(epi: &Epilogue, cols: usize) -> Self {
+        let (m0, m1) = (low_mask(cols.min(16)), low_mask(cols.saturating_sub(16)));
+        // SAFETY: w_scales holds 32 values (the contract); bias `cols`, which the masks
+        // do not pass.
         unsafe {
-            _mm512_mask_storeu_ps(c.add(r * ldc), m0, v0);
-            _mm512_mask_storeu_ps(c.add(r * ldc).wrapping_add(16), m1, v1);
+            let ws = epi.w_scales.as_ptr();
+            let bias = match epi.bias {
+                Some(bias) => (
+                    _mm512_maskz_loadu_ps(m0, bias.as_ptr()),
+                    _mm512_maskz_loadu_ps(m1, bias.as_ptr().add(16.min(cols))),
+                ),
+                None => (_mm512_setzero_ps(), _mm512_setzero_ps()),
+            };
+            let ws = (_mm512_loadu_ps(ws), _mm512_loadu_ps(ws.add(16)));
+            Finish {
+                ws,
+                bias,
+                masks: (m0, m1),
+            }
+        }
+    }
+
+    /// Writes one row's `cols` outputs to `dst` from its i32 sums (columns 0..16, 16..32).
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512 F; `dst` must be writable at `cols` values.
+    #[target_feature(enable = "avx512f")]
+    pub(crate) unsafe fn row(
+        &self,
+        (c0, c1): (__m512i, __m512i),
+        a_scale: f32,
+        a_sum: i32,
+        dst: *mut f32,
+    ) {
+        let corr = _mm512_set1_epi32(128 * a_sum);
+        let s = _mm512_set1_ps(a_scale);
+        let v0 = _mm512_cvtepi32_ps(_mm512_sub_epi32(c0, corr));
+        let v1 = _mm512_cvtepi32_ps(_mm512_sub_epi32(c1, corr));
+        // Scale, then bias, in the reference's order: the bias of a missing one is 0 + x.
+        let v0 = _mm512_add_ps(_mm512_mul_ps(v0, _mm512_mul_ps(self.ws.0, s)), self.bias.0);
+        let v1 = _mm512_add_ps(_mm512_mul_ps(v1, _mm512_mul_ps(self.ws.1, s)), self.bias.1);
+        // SAFETY: columns masked to 0..cols (an all-off mask touches nothing, so the
+        // second half's address may lie past the end).
+        unsafe {
+            _mm512_mask_storeu_ps(dst, self.masks.0, v0);
+            _mm512_mask_storeu_ps(dst.wrapping_add(16), self.masks.1, v1);
         }
     }
 }
