@@ -560,9 +560,10 @@ mod x86 {
                 if amx {
                     for (ic, jc) in amx_blocks(bq, cols) {
                         let (rows, cols) = (TR.min(bq - ic), TC.min(cols - jc));
-                        // SAFETY: AMX runs (`amx`); qa holds Q_ROWS ≥ ic + TR rows of kp
-                        // pairs, the panel kp rows of NR ≥ jc + TC pairs; rows ic..+rows,
-                        // columns jp·NR + jc..+cols of the [Q_BLOCK, K_TILE] tile exist.
+                        // SAFETY: AMX runs (`amx`), configured as this block began; qa
+                        // holds Q_ROWS ≥ ic + TR rows of kp pairs, the panel kp rows of
+                        // NR ≥ jc + TC pairs; rows ic..+rows, columns jp·NR + jc..+cols of
+                        // the [Q_BLOCK, K_TILE] tile exist.
                         unsafe {
                             x86_amx::tile(
                                 kp,
@@ -633,10 +634,11 @@ mod x86 {
                         let (rows, cols) = (TR.min(bq - ic), TC.min(cols - jc));
                         let before = (j0 > 0).then(|| &sc.corr[ic..ic + rows]);
                         let after = last.then(|| &sc.inv_l[ic..ic + rows]);
-                        // SAFETY: AMX runs (`amx`); pa holds Q_ROWS ≥ ic + TR rows of lp ≥
-                        // kc pairs, the panel slice kc rows of NR ≥ jc + TC pairs; `t` is a
-                        // whole block; rows i0 + ic..+rows, columns c0 + cp·NR + jc..+cols
-                        // of `out` ([tq, d]) belong to this task.
+                        // SAFETY: AMX runs (`amx`), configured as this block began; pa
+                        // holds Q_ROWS ≥ ic + TR rows of lp ≥ kc pairs, the panel slice kc
+                        // rows of NR ≥ jc + TC pairs; `t` is a whole block; rows
+                        // i0 + ic..+rows, columns c0 + cp·NR + jc..+cols of `out`
+                        // ([tq, d]) belong to this task.
                         unsafe {
                             x86_amx::tile(
                                 kc,

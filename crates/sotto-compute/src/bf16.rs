@@ -484,21 +484,10 @@ impl CpuBackend {
         out: Out<'_>,
         epi: Epi,
     ) {
-        use kernels::x86_amx::{TC, TR};
+        use kernels::x86_amx::TR;
         let (n, kp) = (pw.n_out, pw.pairs());
-        // The whole of k per block: the sums stay in tile registers from the first pair to
-        // the last, and the tile loads, not the caches, set the pace (k in blocks of 256
-        // was 18% slower at k = 1536 and 2048).
-        let blocks = Blocks {
-            mr: TR,
-            nr: TC,
-            mc: 4 * TR,
-            nc: 4 * TC,
-            kc: usize::MAX,
-            rows_outer: false,
-        };
-        for_each_tile(self.isa, blocks, (m, n, kp), out, epi, |t, c, ldc| {
-            if t.ic % blocks.mc == 0 && t.jc % blocks.nc == 0 && t.p0 == 0 {
+        for_each_tile(self.isa, Blocks::AMX, (m, n, kp), out, epi, |t, c, ldc| {
+            if t.first {
                 // SAFETY: `amx` holds: AMX runs and the process has the tile state.
                 unsafe { kernels::x86_amx::reconfigure() };
             }
@@ -506,7 +495,8 @@ impl CpuBackend {
             let b = &pw.group(g)[(j0 / PANEL) * panel_len + t.p0 * PANEL..];
             let bias = bias.filter(|_| t.last).map(|b| &b[t.jc..t.jc + t.cols]);
             let ap = &a[t.ic * lda + t.p0..(t.ic + TR - 1) * lda + t.p0 + t.len];
-            // SAFETY: `amx` holds (AMX with the tile state, AVX-512); ap holds TR rows lda
+            // SAFETY: `amx` holds (AMX with the tile state, AVX-512), and this task configured
+            // the tiles at its first; ap holds TR rows lda
             // apart of len pairs from p0, b two panels' len rows of PANEL pairs from p0 (the
             // second at panel_len: j0 + TC <= NR); the tile's rows and columns lie at `c`
             // (ldc apart) in its task's block, which no other task writes.

@@ -709,17 +709,9 @@ impl CpuBackend {
         const _: () = assert!(TC == NR && TR == AMX_ROWS);
         let (n, k4) = (pw.n_out, pw.units());
         let bias = w.bias.as_deref();
-        let blocks = Blocks {
-            mr: TR,
-            nr: TC,
-            mc: 4 * TR,
-            nc: 4 * TC,
-            kc: usize::MAX,
-            rows_outer: false,
-        };
         let (out, epi) = (Out::Whole(out), Epi::gelu(gelu));
-        for_each_tile(self.isa, blocks, (m, n, k4), out, epi, |t, c, ldc| {
-            if t.ic % blocks.mc == 0 && t.jc % blocks.nc == 0 && t.p0 == 0 {
+        for_each_tile(self.isa, Blocks::AMX, (m, n, k4), out, epi, |t, c, ldc| {
+            if t.first {
                 // SAFETY: `amx_int8` holds: AMX runs and the process has the tile state.
                 unsafe { kernels::x86_amx::reconfigure() };
             }
@@ -728,7 +720,8 @@ impl CpuBackend {
             let bias = bias.map(|b| &b[t.jc..t.jc + t.cols]);
             let a = &qr.data[t.ic * k4..(t.ic + TR) * k4];
             let (a_scales, a_sums) = (&qr.scales[t.ic..t.ic + TR], &qr.sums[t.ic..t.ic + TR]);
-            // SAFETY: `amx_int8` holds (AMX-INT8 with the tile state, AVX-512); a holds TR
+            // SAFETY: `amx_int8` holds (AMX-INT8 with the tile state, AVX-512), and this task
+            // configured the tiles at its first; a holds TR
             // rows of k4 quads (rows padded to AMX_ROWS), b k4·NR; the tile's rows and
             // columns lie at `c` (ldc apart) in its task's block, which no other task writes.
             unsafe {

@@ -5,9 +5,11 @@
 //! (A), 16 pairs × 16 columns of a packed weight panel (B, which is already the layout
 //! `tdpbf16ps` reads: row p holds each column's pair p), or 16 × 16 f32 sums (C). One
 //! [`tile`] call makes a 32 × 32 output block from 2 × 2 sum tiles, so each pair of A and
-//! B loads feeds four products. The compiler never uses tile registers, so they keep their
-//! contents from one `asm!` block to the next within a call; each call loads the
-//! configuration first and releases the tiles at the end.
+//! B loads feeds four products: on the machine this was tuned on a tile load took ~54
+//! cycles and a product 16, so the loads set the pace, and no blocking with four sum tiles
+//! needs fewer. The compiler never uses tile registers, so they keep their contents from
+//! one `asm!` block to the next; each parallel task loads the one configuration as it
+//! starts ([`reconfigure`]) and nothing releases it.
 
 use std::arch::asm;
 use std::arch::x86_64::*;
@@ -52,29 +54,11 @@ static CONFIG: Config = {
     }
 };
 
-thread_local! {
-    /// Whether this thread's tiles hold [`CONFIG`] as far as this module knows. Every tile
-    /// kernel here uses that one configuration and none releases it, so a thread loads it
-    /// once (`ldtilecfg` per call cost ~12% of a 32 × 32 block's time); [`reconfigure`]
-    /// loads it again at the start of each parallel task, in case other code in the
-    /// process (another library's AMX kernels) changed or released it in between.
-    static CONFIGURED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Loads [`CONFIG`] into this thread's tile registers unless it is there already.
-///
-/// # Safety
-/// The CPU must have AMX-TILE, and this process the tile state.
-#[inline]
-unsafe fn configure() {
-    if !CONFIGURED.get() {
-        // SAFETY: the same contract.
-        unsafe { reconfigure() };
-    }
-}
-
-/// Loads [`CONFIG`] into this thread's tile registers, whatever they hold: callers do so
-/// as a task of tile products begins.
+/// Loads [`CONFIG`] into this thread's tile registers. Every tile kernel here uses that one
+/// configuration and none releases it, so callers load it once per parallel task, as the
+/// task begins (`ldtilecfg` per tile cost ~12% of a 32 × 32 block's time), and not once per
+/// thread: other code in the process (another library's AMX kernels) may change or release
+/// the tiles between our tasks.
 ///
 /// # Safety
 /// The CPU must have AMX-TILE, and this process the tile state.
@@ -83,11 +67,10 @@ pub(crate) unsafe fn reconfigure() {
     // SAFETY: AMX-TILE runs with the tile state granted (the contract); CONFIG is a valid
     // palette-1 configuration.
     unsafe { asm!("ldtilecfg [{0}]", in(reg) &CONFIG, options(nostack, readonly)) };
-    CONFIGURED.set(true);
 }
 
 /// Releases this thread's tiles (configuration and data), as another library's AMX
-/// kernel may between ours, without telling [`configure`].
+/// kernel may between our tasks.
 ///
 /// # Safety
 /// The CPU must have AMX-TILE.
@@ -162,7 +145,12 @@ macro_rules! tile_products {
         /// The CPU must run the instruction, this process hold the tile state and this
         /// thread the tiles [`CONFIG`] sets up; `a` must hold 32 rows `lda` apart of `units`
         /// units, `b` `units` rows `ldb` apart of 16 units from 0 and from `next`.
-        unsafe fn $name(units: usize, a: *const u32, lda: usize, (b, ldb, next): (*const u32, usize, usize)) {
+        unsafe fn $name(
+            units: usize,
+            a: *const u32,
+            lda: usize,
+            (b, ldb, next): (*const u32, usize, usize),
+        ) {
             let (full, rest) = (units / STEP, units % STEP);
             // SAFETY: every tile load reads 16 rows of 64 bytes: A rows 0..32 of units
             // p..p + 16 (p + 16 <= units for the whole steps), B rows p..p + 16 from 0 and
@@ -197,7 +185,8 @@ macro_rules! tile_products {
                     );
                 }
                 if rest > 0 {
-                    let (p0, mut ap, mut bp) = (full * STEP, Pairs([0; TR * STEP]), Pairs([0; TR * STEP]));
+                    let p0 = full * STEP;
+                    let (mut ap, mut bp) = (Pairs([0; TR * STEP]), Pairs([0; TR * STEP]));
                     for r in 0..TR {
                         let src = std::slice::from_raw_parts(a.add(r * lda + p0), rest);
                         ap.0[r * STEP..r * STEP + rest].copy_from_slice(src);
@@ -241,10 +230,12 @@ tile_products!(products_i8, "tdpbsud");
 /// [rows, ldc] f32.
 ///
 /// # Safety
-/// The CPU must have AMX-TILE, AMX-BF16 and AVX-512 F, and this process the tile state
-/// (`sotto_isa::amx_bf16`). `a` must hold 32 rows `lda` apart of `kp` pairs, `b` `kp` rows
-/// `ldb` apart of 16 pairs from 0 and from `next`; `c` rows `0..rows` must be readable (when `acc`) and writable
-/// at columns `0..cols`; `rows <= 32`, `cols <= 32`; `bias`, when given, holds `cols` values.
+/// The CPU must have AMX-TILE, AMX-BF16 and AVX-512 F, this process the tile state
+/// (`sotto_isa::amx_bf16`) and this thread's tiles [`CONFIG`] ([`reconfigure`] since its
+/// task began). `a` must hold 32 rows `lda` apart of `kp` pairs, `b` `kp` rows `ldb` apart
+/// of 16 pairs from 0 and from `next`; `c` rows `0..rows` must be readable (when `acc`) and
+/// writable at columns `0..cols`; `rows <= 32`, `cols <= 32`; `bias`, when given, holds
+/// `cols` values.
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn tile(
@@ -277,11 +268,11 @@ pub(crate) unsafe fn tile(
             (blk.0.as_mut_ptr(), TC * 4)
         }
     };
-    // SAFETY: the CPU runs AMX and the process holds the tile state, and a and b hold what
-    // the products read (the contract). The sum tiles' loads and stores cover C's 32 rows
-    // × 32 columns at `cp` (in `c` for a whole block, else in `blk`).
+    // SAFETY: the CPU runs AMX, the process holds the tile state and the thread's tiles are
+    // configured, and a and b hold what the products read (the contract). The sum tiles'
+    // loads and stores cover C's 32 rows × 32 columns at `cp` (in `c` for a whole block,
+    // else in `blk`).
     unsafe {
-        configure();
         let c16 = cp.byte_add(16 * ldcb);
         if acc {
             asm!(
@@ -336,8 +327,9 @@ pub(crate) unsafe fn tile(
 /// `c` Shape: [rows, ldc] f32.
 ///
 /// # Safety
-/// The CPU must have AMX-TILE, AMX-INT8 and AVX-512 F, and this process the tile state
-/// (`sotto_isa::amx_int8`). `a` must hold `32·k4` quads and `b` `k4·32`; `c` rows
+/// The CPU must have AMX-TILE, AMX-INT8 and AVX-512 F, this process the tile state
+/// (`sotto_isa::amx_int8`) and this thread's tiles [`CONFIG`] ([`reconfigure`] since its
+/// task began). `a` must hold `32·k4` quads and `b` `k4·32`; `c` rows
 /// `0..rows` must be writable at columns `0..cols`; `rows <= 32`, `cols <= 32`; `a_scales`
 /// and `a_sums` must hold 32 values, `w_scales` 32 and `bias`, when given, `cols`.
 #[target_feature(enable = "avx512f")]
@@ -356,11 +348,10 @@ pub(crate) unsafe fn tile_i8(
     // Every element is written by the tile stores below: no zeroing.
     let mut blk = std::mem::MaybeUninit::<Block>::uninit();
     let (cp, ldcb) = (blk.as_mut_ptr() as *mut f32, TC * 4);
-    // SAFETY: the CPU runs AMX-INT8 and the process holds the tile state, and a and b hold
-    // what the products read (the contract); the stores write the 32 × 32 i32 sums into
-    // `blk`.
+    // SAFETY: the CPU runs AMX-INT8, the process holds the tile state and the thread's tiles
+    // are configured, and a and b hold what the products read (the contract); the stores
+    // write the 32 × 32 i32 sums into `blk`.
     unsafe {
-        configure();
         zero_sums();
         products_i8(k4, a, k4, (b, TC, 16));
         store_sums(cp, ldcb);
@@ -445,7 +436,7 @@ pub(crate) unsafe fn peak(iters: u64) -> f32 {
     // loads read 16 rows of 64 bytes of `a` and `b` (32 rows each), the store writes 16
     // rows of 64 bytes of `out` (32 rows).
     unsafe {
-        configure();
+        reconfigure();
         asm!(
             "tilezero tmm0",
             "tilezero tmm1",
