@@ -262,11 +262,12 @@ impl CpuBackend {
         if chunks.len() == 1 {
             chunks.for_each(task);
         } else {
-            self.install(|| {
-                heads
-                    .par_chunks_exact_mut(per_task * dh)
-                    .enumerate()
-                    .for_each(task)
+            let (len, dst) = (per_task * dh, crate::OutPtr(heads.as_mut_ptr()));
+            self.par_for(heads.len() / len, |t| {
+                // SAFETY: chunk t of `heads` (whole chunks of `len`); each task its own.
+                task((t, unsafe {
+                    std::slice::from_raw_parts_mut(dst.at(t * len), len)
+                }))
             });
         }
         for (t, o) in heads.chunks_exact(per_task * dh).enumerate() {

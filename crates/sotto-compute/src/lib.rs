@@ -22,6 +22,7 @@ mod linear;
 mod ops;
 mod packed_attention;
 mod peak;
+mod pool;
 mod probe;
 mod scratch;
 mod tiled;
@@ -435,6 +436,9 @@ pub struct Norm {
 /// or, while [`CpuBackend::set_solo`] is on, a pool of one.
 pub struct CpuBackend {
     pool: rayon::ThreadPool,
+    /// The decoder's ops fork/join here instead (`pool.rs`): the caller takes part, and
+    /// the helpers stay awake between a step's ops and between steps.
+    team: pool::Pool,
     threads: usize,
     /// One worker, for running on a single thread when the machine's other cores are
     /// taken (see [`crate::ThreadGovernor`]); None for a one-thread backend.
@@ -494,6 +498,11 @@ impl CpuBackend {
                 })
         };
         let pool = build(threads, "sotto-cpu")?;
+        let team =
+            pool::Pool::new(threads, "sotto-team").map_err(|e| ComputeError::ThreadPool {
+                threads,
+                msg: e.to_string(),
+            })?;
         let solo_pool = if threads > 1 {
             Some(build(1, "sotto-solo")?)
         } else {
@@ -502,6 +511,7 @@ impl CpuBackend {
         let isa = kernels::checked(isa);
         Ok(Self {
             pool,
+            team,
             threads,
             solo_pool,
             solo: false,
@@ -585,6 +595,22 @@ impl CpuBackend {
         self.pool.broadcast(reserve);
         if let Some(solo) = &self.solo_pool {
             solo.broadcast(reserve);
+        }
+        self.team.broadcast(&|_| {
+            attention::reserve_thread(shapes);
+            packed_attention::reserve_thread(shapes);
+            linear::reserve_thread(shapes);
+            vocab::reserve_thread(shapes);
+        });
+    }
+
+    /// Runs `f(i)` for every `i < n` on this backend's threads, the caller among them (the
+    /// decoder's fork/join, `pool.rs`), or all on the caller while solo.
+    pub(crate) fn par_for(&self, n: usize, f: impl Fn(usize) + Sync) {
+        if self.threads() == 1 {
+            (0..n).for_each(f);
+        } else {
+            self.team.run(n, &f);
         }
     }
 

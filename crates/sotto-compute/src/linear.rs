@@ -205,11 +205,13 @@ impl CpuBackend {
                 block(0, out_t);
             } else {
                 let rows = rows_per_task(n, self.threads());
-                self.install(|| {
-                    out_t
-                        .par_chunks_mut(rows * m)
-                        .enumerate()
-                        .for_each(|(ci, chunk)| block(ci * rows, chunk))
+                let (len, total, dst) = (rows * m, out_t.len(), OutPtr(out_t.as_mut_ptr()));
+                self.par_for(total.div_ceil(len), |ci| {
+                    let at = ci * len;
+                    // SAFETY: chunk ci of `out_t` (the last one shorter); each task its own.
+                    let chunk =
+                        unsafe { std::slice::from_raw_parts_mut(dst.at(at), len.min(total - at)) };
+                    block(ci * rows, chunk)
                 });
             }
         };

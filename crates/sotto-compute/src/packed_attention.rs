@@ -390,7 +390,7 @@ impl CpuBackend {
         if self.threads() == 1 {
             (0..tasks).for_each(task);
         } else {
-            self.install(|| (0..tasks).into_par_iter().for_each(task));
+            self.par_for(tasks, task);
         }
         Ok(())
     }

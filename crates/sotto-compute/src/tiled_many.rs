@@ -7,7 +7,6 @@
 
 use std::cell::RefCell;
 
-use rayon::prelude::*;
 use sotto_quant::{QuantActs, GROUP_ROWS};
 
 use crate::kernels::{self, TILE_ROWS};
@@ -135,10 +134,8 @@ impl CpuBackend {
             return run(0, units);
         }
         let per = units.div_ceil(self.threads() * 4);
-        self.install(|| {
-            (0..units.div_ceil(per))
-                .into_par_iter()
-                .for_each(|c| run(c * per, ((c + 1) * per).min(units)))
+        self.par_for(units.div_ceil(per), |c| {
+            run(c * per, ((c + 1) * per).min(units))
         });
     }
 }

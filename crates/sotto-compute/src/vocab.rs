@@ -21,7 +21,6 @@
 use std::cell::Cell;
 
 use half::f16;
-use rayon::prelude::*;
 use sotto_quant::{QuantActs, QuantTiles, QuantType, GROUP_ROWS};
 
 use crate::kernels::{self, WRows};
@@ -433,11 +432,11 @@ impl CpuBackend {
         if m == 1 {
             finish((logits, &tilde));
         } else {
-            self.install(|| {
-                logits
-                    .par_chunks_mut(n)
-                    .zip(tilde.par_chunks(k))
-                    .for_each(finish)
+            let dst = OutPtr(logits.as_mut_ptr());
+            self.par_for(m, |i| {
+                // SAFETY: row i < m of `logits` ([m, n]); each task takes its own row.
+                let row = unsafe { std::slice::from_raw_parts_mut(dst.at(i * n), n) };
+                finish((row, &tilde[i * k..(i + 1) * k]));
             });
         }
         self.scratch_f32.give(tilde);

@@ -463,8 +463,8 @@ impl Session {
     /// The decoder over `batch` sequences of `tokens.len() / batch` new tokens each; `rows`
     /// index the flattened [batch · n_new] rows whose logits are written. Inputs checked.
     ///
-    /// Runs on a worker of the session's pool, so each op's fork/join is a local one
-    /// instead of a wake-up of the pool from outside (which costs ~15 µs per op).
+    /// A prompt runs on a worker of the session's rayon pool, so each of its ops' fork/join
+    /// is a local one instead of a wake-up of the pool from outside (~15 µs per op).
     fn forward(
         &mut self,
         tokens: &[u32],
@@ -478,8 +478,15 @@ impl Session {
         let start = std::time::Instant::now();
         let (model, be, b, kv) = (&*self.model, &self.be, &mut self.dec, &mut self.kv);
         let (cross_kv, top) = (&self.cross[..], self.top.as_ref());
-        let done = be
-            .install(|| decoder_step(model, be, b, kv, cross_kv, top, tokens, batch, rows, logits));
+        // A step's ops fork/join on the backend's team, the calling thread among its
+        // threads; a prompt's longer ops still run on the rayon pool, entered once here.
+        let done = if class.is_some() {
+            decoder_step(model, be, b, kv, cross_kv, top, tokens, batch, rows, logits)
+        } else {
+            be.install(|| {
+                decoder_step(model, be, b, kv, cross_kv, top, tokens, batch, rows, logits)
+            })
+        };
         if let Some((g, c)) = self.governor.as_mut().zip(class) {
             g.record(c, mode, start.elapsed().as_secs_f64());
         }
