@@ -5,9 +5,9 @@
 //! (A), 16 pairs × 16 columns of a packed weight panel (B, which is already the layout
 //! `tdpbf16ps` reads: row p holds each column's pair p), or 16 × 16 f32 sums (C). One
 //! [`tile`] call makes a 32 × 32 output block from 2 × 2 sum tiles, so each pair of A and
-//! B loads feeds four products: on the machine this was tuned on a tile load took ~54
-//! cycles and a product 16, so the loads set the pace, and no blocking with four sum tiles
-//! needs fewer. The compiler never uses tile registers, so they keep their contents from
+//! B loads feeds four products. A product takes 16 cycles; a tile load ~8 from L1 (then
+//! the products hide it) but ~50 when, as in the GEMM's stream of panels, its 16 lines
+//! come from L2, and then the loads set the pace. The compiler never uses tile registers, so they keep their contents from
 //! one `asm!` block to the next; each parallel task loads the one configuration as it
 //! starts ([`reconfigure`]) and nothing releases it.
 
