@@ -25,9 +25,10 @@ use std::time::{Duration, Instant};
 /// decoder steps (up to ~0.5 ms; more at a segment's end), short enough that a helper
 /// idle through an encoder pass (tens of ms, on rayon's workers) leaves its core.
 pub(crate) const SPIN: Duration = Duration::from_millis(2);
-/// Checks of the epoch an idle helper makes with the pause instruction alone (some tens
-/// of µs: the gaps between one step's ops) before it yields its core between checks.
-const PURE_SPINS: u32 = 1 << 14;
+/// Checks of the epoch an idle helper makes with the pause instruction alone (~10 µs here:
+/// the gaps between one step's ops) before it yields its core between checks. 16 times as
+/// many measured the same on a quiet machine, and yield to other threads later.
+const PURE_SPINS: u32 = 1 << 10;
 
 thread_local! {
     /// Whether this thread is running a task of some pool's job (nested jobs run inline).
