@@ -325,6 +325,27 @@ fn pool_overhead(c: &mut Criterion) {
     c.bench_function("rayon_install_par2_empty", |b| {
         b.iter(|| be.install(|| v.par_chunks_mut(4).for_each(|c| c[0] += 1.0)))
     });
+    // 100 ops back to back, as in a decoder step: rayon's fork/joins from inside its pool,
+    // and the backend's own pool (which decoder steps use) from the calling thread.
+    c.bench_function("rayon_in_pool_par2_empty_x100", |b| {
+        b.iter(|| {
+            be.install(|| {
+                for _ in 0..100 {
+                    v.par_chunks_mut(4).for_each(|c| c[0] += 1.0);
+                }
+            })
+        })
+    });
+    let hits: Vec<std::sync::atomic::AtomicU32> = (0..2).map(|_| Default::default()).collect();
+    c.bench_function("team_par_for2_empty_x100", |b| {
+        b.iter(|| {
+            for _ in 0..100 {
+                be.par_for(2, |i| {
+                    hits[i].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                });
+            }
+        })
+    });
 }
 
 criterion_group!(

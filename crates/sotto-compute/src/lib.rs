@@ -605,8 +605,9 @@ impl CpuBackend {
     }
 
     /// Runs `f(i)` for every `i < n` on this backend's threads, the caller among them (the
-    /// decoder's fork/join, `pool.rs`), or all on the caller while solo.
-    pub(crate) fn par_for(&self, n: usize, f: impl Fn(usize) + Sync) {
+    /// decoder's fork/join, `pool.rs`), or all on the caller while solo; returns when all
+    /// have run, re-raising a task's panic. Called from inside a task, it runs inline.
+    pub fn par_for(&self, n: usize, f: impl Fn(usize) + Sync) {
         if self.threads() == 1 {
             (0..n).for_each(f);
         } else {
