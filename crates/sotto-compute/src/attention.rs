@@ -262,13 +262,7 @@ impl CpuBackend {
         if chunks.len() == 1 {
             chunks.for_each(task);
         } else {
-            let (len, dst) = (per_task * dh, crate::OutPtr(heads.as_mut_ptr()));
-            self.par_for(heads.len() / len, |t| {
-                // SAFETY: chunk t of `heads` (whole chunks of `len`); each task its own.
-                task((t, unsafe {
-                    std::slice::from_raw_parts_mut(dst.at(t * len), len)
-                }))
-            });
+            self.par_chunks_mut(&mut heads, per_task * dh, |t, o| task((t, o)));
         }
         for (t, o) in heads.chunks_exact(per_task * dh).enumerate() {
             // Task t's rows: sequence s's queries at head h, or head t's of every sequence.

@@ -586,22 +586,17 @@ impl CpuBackend {
     /// so that steps that size never allocate, on whichever worker their tasks land.
     /// Growing only: a smaller `shapes` later keeps what is there.
     pub fn reserve_decode(&self, shapes: &DecodeShapes) {
-        let reserve = |_: rayon::BroadcastContext<'_>| {
+        let reserve = || {
             attention::reserve_thread(shapes);
             packed_attention::reserve_thread(shapes);
             linear::reserve_thread(shapes);
             vocab::reserve_thread(shapes);
         };
-        self.pool.broadcast(reserve);
+        self.pool.broadcast(|_| reserve());
         if let Some(solo) = &self.solo_pool {
-            solo.broadcast(reserve);
+            solo.broadcast(|_| reserve());
         }
-        self.team.broadcast(&|_| {
-            attention::reserve_thread(shapes);
-            packed_attention::reserve_thread(shapes);
-            linear::reserve_thread(shapes);
-            vocab::reserve_thread(shapes);
-        });
+        self.team.broadcast(&|_| reserve());
     }
 
     /// Runs `f(i)` for every `i < n` on this backend's threads, the caller among them (the
@@ -613,6 +608,24 @@ impl CpuBackend {
         } else {
             self.team.run(n, &f);
         }
+    }
+
+    /// [`CpuBackend::par_for`] over `out`'s chunks of `len` values (the last one shorter):
+    /// `f(i, chunk i)`.
+    pub(crate) fn par_chunks_mut(
+        &self,
+        out: &mut [f32],
+        len: usize,
+        f: impl Fn(usize, &mut [f32]) + Sync,
+    ) {
+        let (total, dst) = (out.len(), OutPtr(out.as_mut_ptr()));
+        self.par_for(total.div_ceil(len), |i| {
+            let at = i * len;
+            // SAFETY: chunk i lies inside `out`, and each task takes its own chunk.
+            f(i, unsafe {
+                std::slice::from_raw_parts_mut(dst.at(at), len.min(total - at))
+            })
+        });
     }
 
     /// Runs `f` inside this backend's pool (so nested rayon work uses its threads), or

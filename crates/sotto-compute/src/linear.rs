@@ -205,14 +205,7 @@ impl CpuBackend {
                 block(0, out_t);
             } else {
                 let rows = rows_per_task(n, self.threads());
-                let (len, total, dst) = (rows * m, out_t.len(), OutPtr(out_t.as_mut_ptr()));
-                self.par_for(total.div_ceil(len), |ci| {
-                    let at = ci * len;
-                    // SAFETY: chunk ci of `out_t` (the last one shorter); each task its own.
-                    let chunk =
-                        unsafe { std::slice::from_raw_parts_mut(dst.at(at), len.min(total - at)) };
-                    block(ci * rows, chunk)
-                });
+                self.par_chunks_mut(out_t, rows * m, |ci, chunk| block(ci * rows, chunk));
             }
         };
         if m == 1 {

@@ -432,11 +432,8 @@ impl CpuBackend {
         if m == 1 {
             finish((logits, &tilde));
         } else {
-            let dst = OutPtr(logits.as_mut_ptr());
-            self.par_for(m, |i| {
-                // SAFETY: row i < m of `logits` ([m, n]); each task takes its own row.
-                let row = unsafe { std::slice::from_raw_parts_mut(dst.at(i * n), n) };
-                finish((row, &tilde[i * k..(i + 1) * k]));
+            self.par_chunks_mut(logits, n, |i, row| {
+                finish((row, &tilde[i * k..(i + 1) * k]))
             });
         }
         self.scratch_f32.give(tilde);

@@ -7,9 +7,9 @@
 //! [`tile`] call makes a 32 × 32 output block from 2 × 2 sum tiles, so each pair of A and
 //! B loads feeds four products. A product takes 16 cycles; a tile load ~8 from L1 (then
 //! the products hide it) but ~50 when, as in the GEMM's stream of panels, its 16 lines
-//! come from L2, and then the loads set the pace. The compiler never uses tile registers, so they keep their contents from
-//! one `asm!` block to the next; each parallel task loads the one configuration as it
-//! starts ([`reconfigure`]) and nothing releases it.
+//! come from L2, and then the loads set the pace. The compiler never uses tile registers,
+//! so they keep their contents from one `asm!` block to the next; each parallel task loads
+//! the one configuration as it starts ([`reconfigure`]) and nothing releases it.
 
 use std::arch::asm;
 use std::arch::x86_64::*;
