@@ -158,13 +158,15 @@ pub(crate) fn load_options(
         "auto" => P::Auto,
         "f32" => P::F32,
         "bf16" | "bf16-fast" if !sotto::bf16_encoder_supported() => anyhow::bail!(
-            "--encoder-precision {encoder_precision}: this CPU lacks AVX-512 BF16 (use auto or f32)"
+            "--encoder-precision {encoder_precision}: this CPU (or SOTTO_FORCE_ISA) lacks AVX-512 BF16 (use auto or f32)"
         ),
         "int8" if !sotto::int8_encoder_supported() => anyhow::bail!(
-            "--encoder-precision int8: this CPU lacks AVX2 and AVX-512 VNNI (use auto or f32)"
+            "--encoder-precision int8: this CPU (or SOTTO_FORCE_ISA) lacks AVX2 and AVX-512 VNNI (use auto or f32)"
         ),
         "int16" if !sotto::int16_encoder_supported() => {
-            anyhow::bail!("--encoder-precision int16: this CPU lacks AVX2 (use auto or f32)")
+            anyhow::bail!(
+                "--encoder-precision int16: this CPU (or SOTTO_FORCE_ISA) lacks AVX2 (use auto or f32)"
+            )
         }
         "bf16" => P::Bf16,
         "bf16-fast" => P::Bf16Fast,

@@ -443,6 +443,53 @@ fn bench_times_random_weights_of_a_size() {
         .stderr(predicates::str::contains("possible values"));
 }
 
+/// `SOTTO_FORCE_ISA` below AVX-512 makes the encoder choose what a CPU with only that path
+/// would (int16 on AVX2), and refuses bf16 by name, rather than packing bf16 weights that
+/// the forced kernels would widen to f32 at every product.
+#[test]
+fn a_forced_kernel_path_picks_its_own_encoder_precision() {
+    let model = sotto_testdata::model_dir("tiny.en");
+    for isa in ["scalar", "avx2"] {
+        sotto()
+            .env("SOTTO_FORCE_ISA", isa)
+            .args(["transcribe", "--encoder-precision", "bf16", "-m"])
+            .arg(&model)
+            .arg(jfk())
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains("lacks AVX-512 BF16"));
+    }
+    #[cfg(target_arch = "x86_64")]
+    let avx2 = std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma");
+    #[cfg(not(target_arch = "x86_64"))]
+    let avx2 = false;
+    if !avx2 {
+        return;
+    }
+    let out = sotto()
+        .env("SOTTO_FORCE_ISA", "avx2")
+        .args([
+            "bench",
+            "-t",
+            "1",
+            "--runs",
+            "1",
+            "--tokens",
+            "1",
+            "--no-limits",
+            "-m",
+        ])
+        .arg(&model)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let out = String::from_utf8(out).unwrap();
+    let head = out.lines().next().unwrap_or_default();
+    assert!(head.contains("ISA avx2, encoder int16"), "{head}");
+}
+
 #[test]
 fn bench_prints_every_figure() {
     let out = sotto()

@@ -60,6 +60,13 @@ pub fn bf16_gemm_supported() -> bool {
     }
 }
 
+/// Whether the selected kernel path ([`sotto_isa::isa`]: this CPU's best, or
+/// `SOTTO_FORCE_ISA`) runs the SIMD bf16 GEMM, so that a run forced to AVX2 picks what an
+/// AVX2 CPU would rather than bf16 weights its kernels would widen to f32.
+pub fn bf16_gemm_active() -> bool {
+    simd(sotto_isa::isa())
+}
+
 /// Whether a backend on kernel path `isa` runs the SIMD bf16 GEMM (otherwise bf16 weights
 /// are widened to f32 and take the f32 path).
 pub(crate) fn simd(isa: Isa) -> bool {

@@ -155,6 +155,17 @@ pub fn int16_gemm_supported() -> bool {
     Isa::Avx2.is_supported()
 }
 
+/// [`int8_gemm_supported`] on the selected kernel path ([`sotto_isa::isa`]): AVX2 or
+/// AVX-512 on x86, `sdot` on aarch64 (not the scalar path a forced run may select).
+pub fn int8_gemm_active() -> bool {
+    matches!(sotto_isa::isa(), Isa::Avx2 | Isa::Avx512) || quad_tile(sotto_isa::isa())
+}
+
+/// [`int16_gemm_supported`] on the selected kernel path: AVX2 or AVX-512.
+pub fn int16_gemm_active() -> bool {
+    matches!(sotto_isa::isa(), Isa::Avx2 | Isa::Avx512)
+}
+
 /// Whether the int8 GEMM on the selected kernel path runs the quad tile (AVX-512 VNNI, or
 /// aarch64's `sdot`), with byte activations at four products per lane (else, on x86, the
 /// AVX2 pair tile, where [`Layout::WidePairs`] costs no more than int8).

@@ -31,15 +31,16 @@ mod vocab;
 
 pub use attention::Mask;
 pub use bf16::{
-    bf16_gemm_supported, bf16_to_f32, f32_to_bf16, linear_reference as bf16_linear_reference,
-    Bf16Packed,
+    bf16_gemm_active, bf16_gemm_supported, bf16_to_f32, f32_to_bf16,
+    linear_reference as bf16_linear_reference, Bf16Packed,
 };
 pub use f32gemm::{f32_gemm_supported, linear_reference as f32_linear_reference, F32Packed};
 pub use governor::{ThreadGovernor, Threads};
 pub use half::f16;
 pub use int8::{
-    int16_gemm_preferred, int16_gemm_supported, int8_gemm_supported, int8_quad_tile_active,
-    linear_reference as int8_linear_reference, wide_qmax, I8Packed, Layout as I8Layout,
+    int16_gemm_active, int16_gemm_preferred, int16_gemm_supported, int8_gemm_active,
+    int8_gemm_supported, int8_quad_tile_active, linear_reference as int8_linear_reference,
+    wide_qmax, I8Packed, Layout as I8Layout,
 };
 pub use packed_attention::PackedKv;
 pub use peak::{measure_peaks, Peaks};

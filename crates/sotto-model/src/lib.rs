@@ -155,20 +155,23 @@ pub struct LoadOptions {
     pub exact_logits: bool,
 }
 
-/// Whether this CPU runs the bf16 encoder levels: AVX-512 BF16.
+// These answer for the selected kernel path (`sotto_isa::isa`), not the CPU alone: a run
+// with `SOTTO_FORCE_ISA=avx2` on an AVX-512 CPU chooses and runs what an AVX2 CPU would.
+
+/// Whether the kernel path runs the bf16 encoder levels: AVX-512 BF16.
 pub fn bf16_encoder_supported() -> bool {
-    sotto_compute::bf16_gemm_supported()
+    sotto_compute::bf16_gemm_active()
 }
 
-/// Whether this CPU runs [`EncoderPrecision::Int8`]: AVX-512 VNNI or AVX2, or aarch64 with
-/// the dot-product extension.
+/// Whether the kernel path runs [`EncoderPrecision::Int8`]: AVX-512 VNNI or AVX2, or
+/// aarch64 with the dot-product extension.
 pub fn int8_encoder_supported() -> bool {
-    sotto_compute::int8_gemm_supported()
+    sotto_compute::int8_gemm_active()
 }
 
-/// Whether this CPU runs [`EncoderPrecision::Int16`]: AVX2.
+/// Whether the kernel path runs [`EncoderPrecision::Int16`]: AVX2 (or AVX-512).
 pub fn int16_encoder_supported() -> bool {
-    sotto_compute::int16_gemm_supported()
+    sotto_compute::int16_gemm_active()
 }
 
 impl LoadOptions {
