@@ -318,6 +318,38 @@ fn encoder_gemm_formats_1t(c: &mut Criterion) {
     g.finish();
 }
 
+/// The encoder's other linear shapes at base's width (an attention projection, and fc2
+/// with its deep k), bf16 and int8 where the CPU has them, no GELU, on one thread and on
+/// two (what the split into blocks costs).
+fn encoder_gemm_shapes(c: &mut Criterion) {
+    let mut g = c.benchmark_group("encoder_gemm_shapes");
+    g.sample_size(10);
+    let backends = [CpuBackend::new(1).unwrap(), CpuBackend::new(2).unwrap()];
+    for (m, k, n) in [(1500, 512, 512), (1500, 2048, 512)] {
+        g.throughput(Throughput::Elements((2 * m * n * k) as u64));
+        let x = vals(m * k, 3);
+        let mut out = vec![0.0; m * n];
+        let w = Weight::F32(vals(n * k, 4));
+        let formats = [
+            ("bf16", w.clone().for_bf16_gemm(n, k, true).unwrap()),
+            ("int8", w.clone().for_int8_gemm(n, k, true).unwrap()),
+        ];
+        for (name, weight) in formats {
+            if matches!(weight, Weight::F32(_)) {
+                continue; // this CPU lacks the format's kernel
+            }
+            let lin = Linear::new(weight, Some(vals(n, 5)), n, k).unwrap();
+            for be in &backends {
+                let t = be.threads();
+                g.bench_function(format!("{name}_{t}t_{m}x{k}x{n}"), |b| {
+                    b.iter(|| be.linear(&x, m, &lin, &mut out).unwrap())
+                });
+            }
+        }
+    }
+    g.finish();
+}
+
 /// What one rayon fork/join costs at the decoder's op granularity.
 fn pool_overhead(c: &mut Criterion) {
     let be = CpuBackend::new(2).unwrap();
@@ -357,6 +389,7 @@ criterion_group!(
     encoder_ops,
     encoder_attention_bf16,
     encoder_gemm_formats_1t,
+    encoder_gemm_shapes,
     decoder_quant_1t,
     step_cross_attention_1t,
     pool_overhead

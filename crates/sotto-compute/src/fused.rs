@@ -2,7 +2,10 @@
 //! the bf16 GEMM the activations between them pass as bf16 pairs and never as f32 in
 //! memory: the layer norm writes pairs row by row, and the MLP's hidden activations (4·d
 //! wide, the largest array of an encoder pass) leave the first GEMM block by block as
-//! pairs, GELU applied, for the second. Elsewhere these are the separate ops, in order.
+//! pairs, GELU applied, for the second. On the integer GEMMs (int8, int16) the layer norm
+//! writes each row quantized (its f32 row stays in L1), and the MLP's residual add takes
+//! the second GEMM's blocks; the hidden activations pass in f32, as a row's scale needs
+//! the whole row. Elsewhere these are the separate ops, in order.
 
 use std::ops::Range;
 
@@ -32,7 +35,7 @@ impl PairsPtr {
 impl CpuBackend {
     /// `out_i = ln(x) · W_iᵀ + b_i` for each product (attention's q, k, v). `h` (Shape:
     /// [m, d]) is scratch: it holds ln(x) on the paths that need it in f32, and is left
-    /// unspecified on the bf16 GEMM.
+    /// unspecified on the bf16 and integer GEMMs.
     ///
     /// `x` Shape: [m, d]; each `out_i` Shape: [m, n_out_i].
     pub fn layer_norm_linears(
@@ -46,6 +49,14 @@ impl CpuBackend {
         check_norm(x, m, norm, h)?;
         for (w, out) in products.iter() {
             check_shapes(x, m, w, out)?;
+        }
+        if let Some(layout) = self.fuses_int8(products.iter().map(|(w, _)| *w), m) {
+            self.with_quant_rows(x, m, norm.gamma.len(), layout, Some(norm), |qr| {
+                for (w, out) in products.iter_mut() {
+                    self.gemm_int8(qr, m, w, Out::Whole(out), Epi::Store);
+                }
+            });
+            return Ok(());
         }
         let fused = products.iter().all(|(w, _)| self.fuses(w, m));
         if !fused {
@@ -79,6 +90,13 @@ impl CpuBackend {
         check_shapes(x, m, w1, buf)?;
         check_shapes(buf, m, w2, x)?;
         let n1 = w1.n_out;
+        if let Some(layout) = self.fuses_int8([w1].into_iter(), m) {
+            let d = norm.gamma.len();
+            self.with_quant_rows(x, m, d, layout, Some(norm), |qr| {
+                self.gemm_int8(qr, m, w1, Out::Whole(buf), Epi::Gelu)
+            });
+            return self.linear_residual(buf, m, w2, x);
+        }
         if !(self.fuses(w1, m) && self.fuses(w2, m) && n1.is_multiple_of(2)) {
             self.layer_norm(x, norm, h)?;
             self.linear_gelu(h, m, w1, buf)?;
@@ -121,6 +139,20 @@ impl CpuBackend {
             self.scratch_u32.give(a);
         });
         Ok(())
+    }
+
+    /// The layout of the int8 GEMM that every weight of `ws` meeting `m` rows takes, when
+    /// one quantization of ln(x) can feed them all and no probe needs to see ln(x).
+    fn fuses_int8<'a>(
+        &self,
+        ws: impl Iterator<Item = &'a Linear> + Clone,
+        m: usize,
+    ) -> Option<crate::int8::Layout> {
+        let first = ws.clone().next()?;
+        let (Weight::Int8(p), true) = (&first.weight, m > SMALL_M && self.probe.is_none()) else {
+            return None;
+        };
+        crate::int8::runs_together(self.isa(), ws.map(|w| &w.weight)).then(|| p.layout())
     }
 
     /// Whether `w` meeting `m` rows takes the bf16 GEMM that the fused paths feed.
@@ -185,14 +217,20 @@ mod tests {
         }
     }
 
-    fn linear(n: usize, k: usize, seed: u64, bf16: bool) -> Linear {
+    /// A weight for the bf16, int8 or int16 GEMM (f32 where the CPU lacks it).
+    fn linear(n: usize, k: usize, seed: u64, format: &str) -> Linear {
         let w = Weight::F32(rand_vec(n * k, seed));
-        let w = w.for_bf16_gemm(n, k, bf16).unwrap();
+        let w = match format {
+            "int8" => w.for_int8_gemm(n, k, true).unwrap(),
+            "int16" => w.for_int16_gemm(n, k).unwrap(),
+            _ => w.for_bf16_gemm(n, k, true).unwrap(),
+        };
         Linear::new(w, Some(rand_vec(n, seed + 1)), n, k).unwrap()
     }
 
-    /// The fused ops give the bits of the separate ones: the same pairs meet the same
-    /// weights in the same order (and on paths without the bf16 GEMM they are those ops).
+    /// The fused ops give the bits of the separate ones: the same pairs or quantized rows
+    /// meet the same weights in the same order (and on paths without the bf16 or integer
+    /// GEMMs they are those ops).
     #[test]
     fn fused_match_separate_ops() {
         // (m, d, n1): few rows (not fused), partial row tiles and blocks, an odd d, a d
@@ -206,12 +244,15 @@ mod tests {
         ];
         let mut backends = vec![CpuBackend::new(2).unwrap()];
         backends.push(CpuBackend::with_isa(2, Isa::Scalar).unwrap());
-        for be in &backends {
+        let cases = backends
+            .iter()
+            .flat_map(|be| ["bf16", "int8", "int16"].map(|format| (be, format)));
+        for (be, format) in cases {
             for (m, d, n1) in shapes {
                 let nm = norm(d);
                 let x = rand_vec(m * d, 13);
-                let (wq, wk) = (linear(d, d, 20, true), linear(d / 2 + 1, d, 22, true));
-                let (w1, w2) = (linear(n1, d, 24, true), linear(d, n1, 26, true));
+                let (wq, wk) = (linear(d, d, 20, format), linear(d / 2 + 1, d, 22, format));
+                let (w1, w2) = (linear(n1, d, 24, format), linear(d, n1, 26, format));
                 let mut h = vec![0.0; m * d];
                 let (mut q, mut k) = (vec![0.0; m * d], vec![0.0; m * (d / 2 + 1)]);
                 be.layer_norm_linears(&x, m, &nm, &mut h, &mut [(&wq, &mut q), (&wk, &mut k)])
@@ -220,7 +261,8 @@ mod tests {
                 be.layer_norm(&x, &nm, &mut h).unwrap();
                 be.linears(&h, m, &mut [(&wq, &mut q2), (&wk, &mut k2)])
                     .unwrap();
-                assert_eq!((&q, &k), (&q2, &k2), "{:?} {m}×{d} linears", be.isa());
+                let isa = be.isa();
+                assert_eq!((&q, &k), (&q2, &k2), "{isa:?} {format} {m}×{d} linears");
 
                 let mut got = x.clone();
                 let mut buf = vec![0.0; m * n1];
@@ -230,7 +272,7 @@ mod tests {
                 be.layer_norm(&want, &nm, &mut h).unwrap();
                 be.linear_gelu(&h, m, &w1, &mut buf).unwrap();
                 be.linear_residual(&buf, m, &w2, &mut want).unwrap();
-                assert_eq!(got, want, "{:?} {m}×{d}×{n1} mlp", be.isa());
+                assert_eq!(got, want, "{isa:?} {format} {m}×{d}×{n1} mlp");
             }
         }
     }
@@ -238,7 +280,7 @@ mod tests {
     #[test]
     fn fused_reject_bad_shapes() {
         let be = CpuBackend::new(1).unwrap();
-        let (nm, w) = (norm(8), linear(8, 8, 1, true));
+        let (nm, w) = (norm(8), linear(8, 8, 1, "bf16"));
         let (mut h, mut out) = (vec![0.0; 80], vec![0.0; 80]);
         let x = vec![0.0; 80];
         // x holds 10 rows of 8, not 9.

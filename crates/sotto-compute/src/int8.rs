@@ -34,7 +34,7 @@ use rayon::prelude::*;
 use crate::blocked::{for_each_tile, Blocks, Epi, Out};
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 use crate::kernels;
-use crate::{f16, shape_err, CpuBackend, Isa, Linear, Result, Weight};
+use crate::{f16, shape_err, CpuBackend, Isa, Linear, Norm, Result, Weight};
 
 /// Rows per VNNI tile.
 pub(crate) const MR: usize = 8;
@@ -499,7 +499,7 @@ pub(crate) struct Epilogue<'a> {
 /// Activations quantized for one product in a weight's [`Layout`]: rows padded to a
 /// multiple of its tile's rows (zero rows) and to whole k units (quads of signed bytes, or
 /// pairs of i16).
-struct QuantRows {
+pub(crate) struct QuantRows {
     /// Shape: [m.next_multiple_of(mr), units].
     data: Vec<u32>,
     /// Per row: the scale and (quads only) the sum of its quantized values.
@@ -513,7 +513,7 @@ struct QuantRows {
 fn quantize_rows(
     isa: Isa,
     layout: Layout,
-    x: &[f32],
+    (x, norm): (&[f32], Option<&Norm>),
     m: usize,
     k: usize,
     data: Vec<u32>,
@@ -539,16 +539,26 @@ fn quantize_rows(
         .zip(qr.scales.par_chunks_mut(mr))
         .zip(qr.sums.par_chunks_mut(mr))
         .zip(x.par_chunks(k * mr))
-        .for_each(|(((dst, scales), sums), src)| {
-            let rows = dst.chunks_exact_mut(k4).zip(src.chunks_exact(k));
-            for ((d, s), (scale, sum)) in rows.zip(scales.iter_mut().zip(sums.iter_mut())) {
-                (*scale, *sum) = if layout.pairs() {
-                    (quantize_pairs(isa, s, layout.act_qmax(k) as f32, d), 0)
-                } else {
-                    quantize_into(isa, s, d)
-                };
-            }
-        });
+        .for_each_init(
+            || vec![0.0f32; if norm.is_some() { k } else { 0 }],
+            |ln, (((dst, scales), sums), src)| {
+                let rows = dst.chunks_exact_mut(k4).zip(src.chunks_exact(k));
+                for ((d, s), (scale, sum)) in rows.zip(scales.iter_mut().zip(sums.iter_mut())) {
+                    let s = match norm {
+                        Some(n) => {
+                            kernels::layer_norm(isa, s, &n.gamma, &n.beta, n.eps, ln);
+                            &ln[..]
+                        }
+                        None => s,
+                    };
+                    (*scale, *sum) = if layout.pairs() {
+                        (quantize_pairs(isa, s, layout.act_qmax(k) as f32, d), 0)
+                    } else {
+                        quantize_into(isa, s, d)
+                    };
+                }
+            },
+        );
     qr
 }
 
@@ -608,26 +618,56 @@ impl CpuBackend {
         else {
             return;
         };
-        let layout = first.layout;
-        self.install(|| {
-            let data = self.scratch_u32.take_dirty();
-            let qr = quantize_rows(self.isa, layout, x, m, n_in, data);
+        self.with_quant_rows(x, m, n_in, first.layout, None, |qr| {
             for (w, out) in products.iter_mut() {
-                self.gemm_int8(&qr, m, w, out, gelu);
+                self.gemm_int8(qr, m, w, Out::Whole(out), Epi::gelu(gelu));
             }
-            self.scratch_u32.give(qr.data);
         });
     }
 
+    /// `x · Wᵀ + b` with int8 operands into `out` (whole, or block by block: a residual
+    /// add or a packing that never puts the product in memory). As
+    /// [`CpuBackend::linear_int8`] otherwise.
+    pub(crate) fn linear_int8_out(&self, x: &[f32], m: usize, w: &Linear, out: Out<'_>, epi: Epi) {
+        let Weight::Int8(pw) = &w.weight else {
+            unreachable!("linear_int8_out takes int8 weights only")
+        };
+        self.with_quant_rows(x, m, w.n_in, pw.layout, None, |qr| {
+            self.gemm_int8(qr, m, w, out, epi)
+        });
+    }
+
+    /// Runs `f` inside the pool on `x` (Shape: [m, k]) quantized row by row for `layout`,
+    /// in a scratch buffer reused across calls. With `norm`, each row is the layer norm of
+    /// `x`'s, made just before it is quantized (never stored as f32).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn with_quant_rows<R: Send>(
+        &self,
+        x: &[f32],
+        m: usize,
+        k: usize,
+        layout: Layout,
+        norm: Option<&Norm>,
+        f: impl FnOnce(&QuantRows) -> R + Send,
+    ) -> R {
+        self.install(|| {
+            let data = self.scratch_u32.take_dirty();
+            let qr = quantize_rows(self.isa, layout, (x, norm), m, k, data);
+            let r = f(&qr);
+            self.scratch_u32.give(qr.data);
+            r
+        })
+    }
+
     /// The int8 product of quantized rows `qr` with `w`, inside the pool.
-    fn gemm_int8(&self, qr: &QuantRows, m: usize, w: &Linear, out: &mut [f32], gelu: bool) {
+    pub(crate) fn gemm_int8(&self, qr: &QuantRows, m: usize, w: &Linear, out: Out<'_>, epi: Epi) {
         let Weight::Int8(pw) = &w.weight else {
             unreachable!("linear_int8 takes int8 weights only")
         };
         let (n, k4, layout) = (pw.n_out, pw.units(), pw.layout);
         #[cfg(target_arch = "x86_64")]
         if layout == Layout::Quads && self.amx_int8() {
-            return self.gemm_int8_amx(qr, m, w, pw, out, gelu);
+            return self.gemm_int8_amx(qr, m, w, pw, out, epi);
         }
         let (mr, nr) = (layout.mr(), layout.nr());
         let bias = w.bias.as_deref();
@@ -652,48 +692,39 @@ impl CpuBackend {
                 rows_outer: true,
             },
         };
-        for_each_tile(
-            self.isa,
-            blocks,
-            (m, n, k4),
-            Out::Whole(out),
-            Epi::gelu(gelu),
-            |t, c, ldc| {
-                let b = pw.panel(t.jc / nr);
-                let epi = Epilogue {
-                    w_scales: &pw.scales[t.jc..t.jc + nr],
-                    bias: bias.map(|b| &b[t.jc..t.jc + t.cols]),
-                };
-                let a = &qr.data[t.ic * k4..(t.ic + mr) * k4];
-                let (a_scales, a_sums) = (&qr.scales[t.ic..t.ic + mr], &qr.sums[t.ic..t.ic + mr]);
-                // SAFETY: `runs` holds (the caller's check): the CPU has the layout's tile; a
-                // holds mr rows of k4 units and b k4·nr; the tile's rows and columns lie at
-                // `c` (ldc apart) in its task's block, which no other task writes.
-                #[cfg(target_arch = "x86_64")]
-                unsafe {
-                    use kernels::x86_int8 as k;
-                    let (a, b) = (a.as_ptr(), b.as_ptr());
-                    let (rows, cols) = (t.rows, t.cols);
-                    match layout {
-                        Layout::Quads => {
-                            k::tile(k4, a, b, c, ldc, rows, cols, a_scales, a_sums, &epi)
-                        }
-                        Layout::Pairs | Layout::WidePairs => {
-                            k::tile_avx2(k4, a, b, c, ldc, rows, cols, a_scales, &epi)
-                        }
+        for_each_tile(self.isa, blocks, (m, n, k4), out, epi, |t, c, ldc| {
+            let b = pw.panel(t.jc / nr);
+            let epi = Epilogue {
+                w_scales: &pw.scales[t.jc..t.jc + nr],
+                bias: bias.map(|b| &b[t.jc..t.jc + t.cols]),
+            };
+            let a = &qr.data[t.ic * k4..(t.ic + mr) * k4];
+            let (a_scales, a_sums) = (&qr.scales[t.ic..t.ic + mr], &qr.sums[t.ic..t.ic + mr]);
+            // SAFETY: `runs` holds (the caller's check): the CPU has the layout's tile; a
+            // holds mr rows of k4 units and b k4·nr; the tile's rows and columns lie at
+            // `c` (ldc apart) in its task's block, which no other task writes.
+            #[cfg(target_arch = "x86_64")]
+            unsafe {
+                use kernels::x86_int8 as k;
+                let (a, b) = (a.as_ptr(), b.as_ptr());
+                let (rows, cols) = (t.rows, t.cols);
+                match layout {
+                    Layout::Quads => k::tile(k4, a, b, c, ldc, rows, cols, a_scales, a_sums, &epi),
+                    Layout::Pairs | Layout::WidePairs => {
+                        k::tile_avx2(k4, a, b, c, ldc, rows, cols, a_scales, &epi)
                     }
-                };
-                // SAFETY: as above; on aarch64 `runs` means quads on the `sdot` tile.
-                #[cfg(target_arch = "aarch64")]
-                unsafe {
-                    let _ = a_sums;
-                    let (a, b, rows, cols) = (a.as_ptr(), b.as_ptr(), t.rows, t.cols);
-                    kernels::neon_int8::tile(k4, a, b, c, ldc, rows, cols, a_scales, &epi)
-                };
-                #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-                let _ = (a, b, a_scales, a_sums, &epi, c, ldc);
-            },
-        );
+                }
+            };
+            // SAFETY: as above; on aarch64 `runs` means quads on the `sdot` tile.
+            #[cfg(target_arch = "aarch64")]
+            unsafe {
+                let _ = a_sums;
+                let (a, b, rows, cols) = (a.as_ptr(), b.as_ptr(), t.rows, t.cols);
+                kernels::neon_int8::tile(k4, a, b, c, ldc, rows, cols, a_scales, &epi)
+            };
+            #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+            let _ = (a, b, a_scales, a_sums, &epi, c, ldc);
+        });
     }
 }
 
@@ -713,14 +744,13 @@ impl CpuBackend {
         m: usize,
         w: &Linear,
         pw: &I8Packed,
-        out: &mut [f32],
-        gelu: bool,
+        out: Out<'_>,
+        epi: Epi,
     ) {
         use kernels::x86_amx::{TC, TR};
         const _: () = assert!(TC == NR && TR == AMX_ROWS);
         let (n, k4) = (pw.n_out, pw.units());
         let bias = w.bias.as_deref();
-        let (out, epi) = (Out::Whole(out), Epi::gelu(gelu));
         for_each_tile(self.isa, Blocks::AMX, (m, n, k4), out, epi, |t, c, ldc| {
             if t.first {
                 // SAFETY: `amx_int8` holds: AMX runs and the process has the tile state.

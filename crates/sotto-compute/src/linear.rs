@@ -44,7 +44,7 @@ impl CpuBackend {
     }
 
     /// `out += x · Wᵀ + b`: a residual connection, rounded as the product then the add. On
-    /// the encoder's bf16 and f32 GEMMs each finished block is added while it is hot (no
+    /// the encoder's bf16, f32 and integer GEMMs each finished block is added while it is hot (no
     /// product in memory, no pass of its own for the add); elsewhere the product goes
     /// through a buffer and [`CpuBackend::add`].
     ///
@@ -59,6 +59,9 @@ impl CpuBackend {
         } else if many && crate::f32gemm::runs(self.isa, &w.weight) {
             let add = add_onto(self.isa, out, w.n_out);
             self.linear_f32(x, m, w, Out::Blocks(&add), Epi::Store);
+        } else if many && crate::int8::runs(self.isa, &w.weight) {
+            let add = add_onto(self.isa, out, w.n_out);
+            self.linear_int8_out(x, m, w, Out::Blocks(&add), Epi::Store);
         } else {
             let mut y = self.scratch_f32.take(out.len());
             let done = self.linear_act(x, m, w, &mut y, false);

@@ -11,6 +11,7 @@ use std::ops::Range;
 
 use crate::blocked::{Epi, Out};
 use crate::kernels::{self, KEY_BLOCK, VALUE_ALIGN};
+use crate::linear::SMALL_M;
 use crate::{shape_err, CpuBackend, Isa, Linear, OutPtr, Result, Weight};
 
 /// Query rows per parallel task (and per pass over a head's keys and values).
@@ -205,7 +206,10 @@ impl PackedKv {
         let bf16 = weights
             .iter()
             .all(|(wk, wv)| matches!((&wk.weight, &wv.weight), (Weight::Bf16(_), Weight::Bf16(_))));
-        if !(bf16 && be.fuses_bf16(tk)) {
+        let all = || weights.iter().flat_map(|(wk, wv)| [&wk.weight, &wv.weight]);
+        let int8 =
+            tk > SMALL_M && be.probe.is_none() && crate::int8::runs_together(be.isa(), all());
+        if !(bf16 && be.fuses_bf16(tk) || int8) {
             for (kv, (wk, wv)) in kvs.iter_mut().zip(weights) {
                 be.linears(x, tk, &mut [(wk, &mut *k_buf), (wv, &mut *v_buf)])?;
                 kv.pack(be.isa(), k_buf, v_buf)?;
@@ -213,12 +217,10 @@ impl PackedKv {
             return Ok(());
         }
         let isa = be.isa();
-        let kp = n_in.div_ceil(2);
-        let project = |a: &[u32]| {
+        // Every layer's two products, each finished block going straight into the packed
+        // layouts: `gemm(w, out)` runs one product on the activations prepared once.
+        let mut project = |gemm: &dyn Fn(&Linear, Out<'_>)| {
             for (kv, (wk, wv)) in kvs.iter_mut().zip(weights) {
-                let (Weight::Bf16(pk), Weight::Bf16(pv)) = (&wk.weight, &wv.weight) else {
-                    unreachable!("checked above: bf16 weights")
-                };
                 let dst = KvDst {
                     k: kv.k.as_mut_ptr(),
                     v: kv.v.as_mut_ptr(),
@@ -236,12 +238,28 @@ impl PackedKv {
                     move |rows: Range<usize>, cols: Range<usize>, blk: &[f32], ld: usize| unsafe {
                         dst.values(isa, rows, cols, blk, ld)
                     };
-                let (bk, bv) = (wk.bias.as_deref(), wv.bias.as_deref());
-                be.gemm_bf16_packed(a, kp, tk, pk, bk, Out::Blocks(&keys), Epi::Store);
-                be.gemm_bf16_packed(a, kp, tk, pv, bv, Out::Blocks(&values), Epi::Store);
+                gemm(wk, Out::Blocks(&keys));
+                gemm(wv, Out::Blocks(&values));
             }
         };
-        be.with_pairs(|a| crate::bf16::pack_rows(isa, x, tk, n_in, a), project);
+        if let (true, Some(Weight::Int8(first))) = (int8, all().next()) {
+            be.with_quant_rows(x, tk, n_in, first.layout(), None, |qr| {
+                project(&|w, out| be.gemm_int8(qr, tk, w, out, Epi::Store))
+            });
+            return Ok(());
+        }
+        let kp = n_in.div_ceil(2);
+        be.with_pairs(
+            |a| crate::bf16::pack_rows(isa, x, tk, n_in, a),
+            |a| {
+                project(&|w, out| {
+                    let Weight::Bf16(pw) = &w.weight else {
+                        unreachable!("checked above: bf16 weights")
+                    };
+                    be.gemm_bf16_packed(a, kp, tk, pw, w.bias.as_deref(), out, Epi::Store)
+                })
+            },
+        );
         Ok(())
     }
 }
@@ -465,10 +483,14 @@ mod tests {
         ] {
             let d = nh * dh;
             let x = rand_vec(tk * n_in, 4);
-            for bf16 in [true, false] {
+            for format in ["bf16", "int8", "f32"] {
                 let lin = |seed| {
                     let w = Weight::F32(rand_vec(d * n_in, seed));
-                    let w = w.for_bf16_gemm(d, n_in, bf16).unwrap();
+                    let w = match format {
+                        "bf16" => w.for_bf16_gemm(d, n_in, true).unwrap(),
+                        "int8" => w.for_int8_gemm(d, n_in, true).unwrap(),
+                        _ => w,
+                    };
                     Linear::new(w, Some(rand_vec(d, seed + 1)), d, n_in).unwrap()
                 };
                 let (wk, wv) = (lin(5), lin(7));
@@ -481,38 +503,49 @@ mod tests {
                     .unwrap();
                 want.pack(be.isa(), &kb, &vb).unwrap();
                 let bits = |v: &[f16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-                assert_eq!(
-                    bits(&got.k),
-                    bits(&want.k),
-                    "{tk}×{nh}×{dh} keys, bf16 {bf16}"
-                );
+                assert_eq!(bits(&got.k), bits(&want.k), "{tk}×{nh}×{dh} keys, {format}");
                 assert_eq!(
                     bits(&got.v),
                     bits(&want.v),
-                    "{tk}×{nh}×{dh} values, bf16 {bf16}"
+                    "{tk}×{nh}×{dh} values, {format}"
                 );
             }
         }
-        // Two layers at once equal each on its own.
+        // Two layers at once equal each on its own (the activations rounded or quantized
+        // once for both).
         let (tk, nh, dh, n_in) = (200, 2, 64, 128);
         let x = rand_vec(tk * n_in, 9);
+        for int8 in [false, true] {
+            let lin = |seed| {
+                let w = Weight::F32(rand_vec(nh * dh * n_in, seed));
+                let w = if int8 {
+                    w.for_int8_gemm(nh * dh, n_in, true).unwrap()
+                } else {
+                    w.for_bf16_gemm(nh * dh, n_in, true).unwrap()
+                };
+                Linear::new(w, Some(rand_vec(nh * dh, seed + 1)), nh * dh, n_in).unwrap()
+            };
+            let ws = [(lin(10), lin(12)), (lin(14), lin(16))];
+            let pairs: Vec<(&Linear, &Linear)> = ws.iter().map(|(k, v)| (k, v)).collect();
+            let (mut kb, mut vb) = (vec![0.0; tk * nh * dh], vec![0.0; tk * nh * dh]);
+            let mut all = vec![PackedKv::new(tk, nh, nh * dh).unwrap(); 2];
+            be.install(|| PackedKv::project_all(&mut all, &be, &x, &pairs, &mut kb, &mut vb))
+                .unwrap();
+            for (kv, (wk, wv)) in all.iter().zip(&pairs) {
+                let mut one = PackedKv::new(tk, nh, nh * dh).unwrap();
+                be.install(|| one.project(&be, &x, wk, wv, &mut kb, &mut vb))
+                    .unwrap();
+                assert!(kv.k == one.k && kv.v == one.v, "int8 {int8}");
+            }
+        }
+        let (mut kb, mut vb) = (vec![0.0; tk * nh * dh], vec![0.0; tk * nh * dh]);
         let lin = |seed| {
             let w = Weight::F32(rand_vec(nh * dh * n_in, seed));
-            let w = w.for_bf16_gemm(nh * dh, n_in, true).unwrap();
-            Linear::new(w, Some(rand_vec(nh * dh, seed + 1)), nh * dh, n_in).unwrap()
+            Linear::new(w, None, nh * dh, n_in).unwrap()
         };
         let ws = [(lin(10), lin(12)), (lin(14), lin(16))];
         let pairs: Vec<(&Linear, &Linear)> = ws.iter().map(|(k, v)| (k, v)).collect();
-        let (mut kb, mut vb) = (vec![0.0; tk * nh * dh], vec![0.0; tk * nh * dh]);
         let mut all = vec![PackedKv::new(tk, nh, nh * dh).unwrap(); 2];
-        be.install(|| PackedKv::project_all(&mut all, &be, &x, &pairs, &mut kb, &mut vb))
-            .unwrap();
-        for (kv, (wk, wv)) in all.iter().zip(&pairs) {
-            let mut one = PackedKv::new(tk, nh, nh * dh).unwrap();
-            be.install(|| one.project(&be, &x, wk, wv, &mut kb, &mut vb))
-                .unwrap();
-            assert!(kv.k == one.k && kv.v == one.v);
-        }
         assert!(PackedKv::project_all(&mut all[..1], &be, &x, &pairs, &mut kb, &mut vb).is_err());
         let mut kv = PackedKv::new(4, 1, 8).unwrap();
         let w = Linear::new(Weight::F32(vec![0.0; 64]), None, 8, 8).unwrap();
