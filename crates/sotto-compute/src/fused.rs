@@ -4,8 +4,9 @@
 //! wide, the largest array of an encoder pass) leave the first GEMM block by block as
 //! pairs, GELU applied, for the second. On the integer GEMMs (int8, int16) the layer norm
 //! writes each row quantized (its f32 row stays in L1), and the MLP's residual add takes
-//! the second GEMM's blocks; the hidden activations pass in f32, as a row's scale needs
-//! the whole row. Elsewhere these are the separate ops, in order.
+//! the second GEMM's blocks; on int8's quads the first GEMM's tasks span whole rows, so
+//! the hidden rows leave them quantized (a row's scale needs the whole row); on the pair
+//! tiles they pass in f32. Elsewhere these are the separate ops, in order.
 
 use std::ops::Range;
 
@@ -90,8 +91,20 @@ impl CpuBackend {
         check_shapes(x, m, w1, buf)?;
         check_shapes(buf, m, w2, x)?;
         let n1 = w1.n_out;
-        if let Some(layout) = self.fuses_int8([w1].into_iter(), m) {
-            let d = norm.gamma.len();
+        if let Some(layout) = self.fuses_int8([w1, w2].into_iter(), m) {
+            let (d, isa) = (norm.gamma.len(), self.isa());
+            if layout == crate::int8::Layout::Quads {
+                // The hidden rows leave the first GEMM quantized for the second.
+                self.install(|| {
+                    let qr = self.quant_rows(x, m, d, layout, Some(norm));
+                    let hidden = self.gemm_int8_hidden(&qr, m, w1, layout);
+                    self.recycle(qr);
+                    let add = add_onto(isa, x, w2.n_out);
+                    self.gemm_int8(&hidden, m, w2, Out::Blocks(&add), Epi::Store);
+                    self.recycle(hidden);
+                });
+                return Ok(());
+            }
             self.with_quant_rows(x, m, d, layout, Some(norm), |qr| {
                 self.gemm_int8(qr, m, w1, Out::Whole(buf), Epi::Gelu)
             });

@@ -29,6 +29,8 @@
 //! even). Products accumulate exactly in i32, then one f32 scale per (row, column), bias
 //! and GELU. [`linear_reference`] is the scalar model of that arithmetic for either layout.
 
+use std::ops::Range;
+
 use rayon::prelude::*;
 
 use crate::blocked::{for_each_tile, Blocks, Epi, Out};
@@ -51,6 +53,23 @@ const AMX_ROWS: usize = 32;
 const MC_TILES: usize = 12;
 /// Column tiles per task block (fewer on AVX2 for deep k: see [`CpuBackend::gemm_int8`]).
 const NC_TILES: usize = 8;
+/// Most bytes of a whole-rows block ([`CpuBackend::gemm_int8_hidden`]): the f32 block stays
+/// in L2 until its rows are quantized.
+const WHOLE_ROWS_BLOCK: usize = 512 << 10;
+
+impl Blocks {
+    /// These blocks widened to all `n` columns, with as many row tiles (at least one) as
+    /// keep an f32 block within [`WHOLE_ROWS_BLOCK`].
+    fn whole_rows(self, n: usize) -> Blocks {
+        let nc = n.next_multiple_of(self.nr).max(self.nr);
+        let tiles = (WHOLE_ROWS_BLOCK / (4 * nc * self.mr)).max(1);
+        Blocks {
+            mc: tiles * self.mr,
+            nc,
+            ..self
+        }
+    }
+}
 
 /// How an [`I8Packed`] weight is laid out: for the VNNI tile or for the AVX2 one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -508,6 +527,86 @@ pub(crate) struct QuantRows {
     sums: Vec<i32>,
 }
 
+impl QuantRows {
+    /// Room for `m` rows of `k` values in `layout` in `data` (reused, any contents): the
+    /// padding rows (and, when k does not fill its units, every row) zero, the rest to be
+    /// written.
+    fn sized(layout: Layout, m: usize, k: usize, mut data: Vec<u32>) -> QuantRows {
+        let k4 = k.div_ceil(layout.per_unit());
+        // Quads feed the AMX tile too, which reads 32 rows at a time.
+        let rows = m.next_multiple_of(if layout.pairs() {
+            layout.mr()
+        } else {
+            AMX_ROWS
+        });
+        // Rows < m are written whole when k fills its units; otherwise (and for the padding
+        // rows) the buffer must hold zeros, not the last call's bytes.
+        if !k.is_multiple_of(layout.per_unit()) {
+            data.clear();
+        }
+        data.truncate(rows * k4);
+        data.resize(rows * k4, 0);
+        data[m * k4..].fill(0);
+        QuantRows {
+            data,
+            scales: vec![0.0; rows],
+            sums: vec![0; rows],
+        }
+    }
+}
+
+/// One row `x` quantized for `layout` into its units `d`: its scale and (quads) sum.
+fn quantize_one(isa: Isa, layout: Layout, x: &[f32], d: &mut [u32]) -> (f32, i32) {
+    if layout.pairs() {
+        (
+            quantize_pairs(isa, x, layout.act_qmax(x.len()) as f32, d),
+            0,
+        )
+    } else {
+        quantize_into(isa, x, d)
+    }
+}
+
+/// A [`QuantRows`]' storage for tasks that each quantize their own rows.
+#[derive(Clone, Copy)]
+struct RowsDst {
+    data: *mut u32,
+    scales: *mut f32,
+    sums: *mut i32,
+    k4: usize,
+    rows: usize,
+}
+
+// SAFETY: tasks write disjoint rows (see `RowsDst::put`).
+unsafe impl Send for RowsDst {}
+// SAFETY: as above.
+unsafe impl Sync for RowsDst {}
+
+impl RowsDst {
+    fn new(qr: &mut QuantRows, k4: usize) -> Self {
+        RowsDst {
+            data: qr.data.as_mut_ptr(),
+            scales: qr.scales.as_mut_ptr(),
+            sums: qr.sums.as_mut_ptr(),
+            k4,
+            rows: qr.scales.len(),
+        }
+    }
+
+    /// Row `i` quantized from `x` for `layout`.
+    ///
+    /// # Safety
+    /// No other thread touches row `i` meanwhile, and the rows outlive the call.
+    unsafe fn put(self, isa: Isa, layout: Layout, i: usize, x: &[f32]) {
+        assert!(i < self.rows, "quantized row {i} past {}", self.rows);
+        // SAFETY: row i lies inside the buffers (checked), and is this caller's alone.
+        unsafe {
+            let d = std::slice::from_raw_parts_mut(self.data.add(i * self.k4), self.k4);
+            (*self.scales.add(i), *self.sums.add(i)) = quantize_one(isa, layout, x, d);
+        }
+    }
+}
+
 /// Quantizes `x` (Shape: [m, k]) row by row for `layout` into `data` (reused, any
 /// contents), on the current pool.
 fn quantize_rows(
@@ -519,21 +618,7 @@ fn quantize_rows(
     data: Vec<u32>,
 ) -> QuantRows {
     let (mr, k4) = (layout.mr(), k.div_ceil(layout.per_unit()));
-    // Quads feed the AMX tile too, which reads 32 rows at a time.
-    let rows = m.next_multiple_of(if layout.pairs() { mr } else { AMX_ROWS });
-    let mut qr = QuantRows {
-        data,
-        scales: vec![0.0; rows],
-        sums: vec![0; rows],
-    };
-    // Rows < m are written whole when k fills its units; otherwise (and for the padding
-    // rows) the buffer must hold zeros, not the last call's bytes.
-    if !k.is_multiple_of(layout.per_unit()) {
-        qr.data.clear();
-    }
-    qr.data.truncate(rows * k4);
-    qr.data.resize(rows * k4, 0);
-    qr.data[m * k4..].fill(0);
+    let mut qr = QuantRows::sized(layout, m, k, data);
     qr.data
         .par_chunks_mut(k4 * mr)
         .zip(qr.scales.par_chunks_mut(mr))
@@ -551,11 +636,7 @@ fn quantize_rows(
                         }
                         None => s,
                     };
-                    (*scale, *sum) = if layout.pairs() {
-                        (quantize_pairs(isa, s, layout.act_qmax(k) as f32, d), 0)
-                    } else {
-                        quantize_into(isa, s, d)
-                    };
+                    (*scale, *sum) = quantize_one(isa, layout, s, d);
                 }
             },
         );
@@ -651,23 +732,83 @@ impl CpuBackend {
         f: impl FnOnce(&QuantRows) -> R + Send,
     ) -> R {
         self.install(|| {
-            let data = self.scratch_u32.take_dirty();
-            let qr = quantize_rows(self.isa, layout, (x, norm), m, k, data);
+            let qr = self.quant_rows(x, m, k, layout, norm);
             let r = f(&qr);
             self.scratch_u32.give(qr.data);
             r
         })
     }
 
+    /// [`CpuBackend::with_quant_rows`]'s rows, owned (hand them back with
+    /// [`CpuBackend::recycle`]); on the current pool.
+    pub(crate) fn quant_rows(
+        &self,
+        x: &[f32],
+        m: usize,
+        k: usize,
+        layout: Layout,
+        norm: Option<&Norm>,
+    ) -> QuantRows {
+        let data = self.scratch_u32.take_dirty();
+        quantize_rows(self.isa, layout, (x, norm), m, k, data)
+    }
+
+    /// Keeps `qr`'s buffer for later rows.
+    pub(crate) fn recycle(&self, qr: QuantRows) {
+        self.scratch_u32.give(qr.data);
+    }
+
+    /// An MLP's hidden rows, `gelu(qr · W₁ᵀ + b₁)`, quantized for a second product of
+    /// `layout` as each task finishes its rows (whole rows per task, so a row's scale is
+    /// known there): no f32 hidden array reaches memory. The bits of the f32 product, then
+    /// [`CpuBackend::quant_rows`]. Quads only (the pair tiles stream their panels per row
+    /// tile, which whole rows would take from L3); inside the pool.
+    pub(crate) fn gemm_int8_hidden(
+        &self,
+        qr: &QuantRows,
+        m: usize,
+        w1: &Linear,
+        layout: Layout,
+    ) -> QuantRows {
+        assert_eq!(layout, Layout::Quads, "hidden rows for quads only");
+        let (n1, isa) = (w1.n_out, self.isa);
+        let mut hidden = QuantRows::sized(layout, m, n1, self.scratch_u32.take_dirty());
+        let dst = RowsDst::new(&mut hidden, n1.div_ceil(layout.per_unit()));
+        let finish = move |rows: Range<usize>, cols: Range<usize>, blk: &[f32], ld: usize| {
+            assert_eq!(cols, 0..n1, "hidden rows come whole");
+            for (r, i) in rows.enumerate() {
+                // SAFETY: row i < m belongs to this task's block alone; `hidden` outlives
+                // the GEMM.
+                unsafe { dst.put(isa, layout, i, &blk[r * ld..][..n1]) };
+            }
+        };
+        self.gemm_int8_with(qr, m, w1, Out::Blocks(&finish), Epi::Gelu, true);
+        hidden
+    }
+
     /// The int8 product of quantized rows `qr` with `w`, inside the pool.
     pub(crate) fn gemm_int8(&self, qr: &QuantRows, m: usize, w: &Linear, out: Out<'_>, epi: Epi) {
+        self.gemm_int8_with(qr, m, w, out, epi, false);
+    }
+
+    /// [`CpuBackend::gemm_int8`]; with `whole_rows` (quads only) each task's block spans
+    /// every column, rows as many as keep it within [`WHOLE_ROWS_BLOCK`].
+    fn gemm_int8_with(
+        &self,
+        qr: &QuantRows,
+        m: usize,
+        w: &Linear,
+        out: Out<'_>,
+        epi: Epi,
+        whole_rows: bool,
+    ) {
         let Weight::Int8(pw) = &w.weight else {
             unreachable!("linear_int8 takes int8 weights only")
         };
         let (n, k4, layout) = (pw.n_out, pw.units(), pw.layout);
         #[cfg(target_arch = "x86_64")]
         if layout == Layout::Quads && self.amx_int8() {
-            return self.gemm_int8_amx(qr, m, w, pw, out, epi);
+            return self.gemm_int8_amx(qr, m, w, pw, out, epi, whole_rows);
         }
         let (mr, nr) = (layout.mr(), layout.nr());
         let bias = w.bias.as_deref();
@@ -691,6 +832,11 @@ impl CpuBackend {
                 kc: usize::MAX,
                 rows_outer: true,
             },
+        };
+        let blocks = if whole_rows {
+            blocks.whole_rows(n)
+        } else {
+            blocks
         };
         for_each_tile(self.isa, blocks, (m, n, k4), out, epi, |t, c, ldc| {
             let b = pw.panel(t.jc / nr);
@@ -738,6 +884,7 @@ impl CpuBackend {
     /// [`CpuBackend::gemm_int8`] for [`Layout::Quads`] on AMX tiles: 32 × 32 output tiles
     /// over the whole of k, the same bits as the VNNI tile.
     #[cfg(target_arch = "x86_64")]
+    #[allow(clippy::too_many_arguments)]
     fn gemm_int8_amx(
         &self,
         qr: &QuantRows,
@@ -746,12 +893,18 @@ impl CpuBackend {
         pw: &I8Packed,
         out: Out<'_>,
         epi: Epi,
+        whole_rows: bool,
     ) {
         use kernels::x86_amx::{TC, TR};
         const _: () = assert!(TC == NR && TR == AMX_ROWS);
         let (n, k4) = (pw.n_out, pw.units());
         let bias = w.bias.as_deref();
-        for_each_tile(self.isa, Blocks::AMX, (m, n, k4), out, epi, |t, c, ldc| {
+        let blocks = if whole_rows {
+            Blocks::AMX.whole_rows(n)
+        } else {
+            Blocks::AMX
+        };
+        for_each_tile(self.isa, blocks, (m, n, k4), out, epi, |t, c, ldc| {
             if t.first {
                 // SAFETY: `amx_int8` holds: AMX runs and the process has the tile state.
                 unsafe { kernels::x86_amx::reconfigure() };
