@@ -734,7 +734,7 @@ impl CpuBackend {
         self.install(|| {
             let qr = self.quant_rows(x, m, k, layout, norm);
             let r = f(&qr);
-            self.scratch_u32.give(qr.data);
+            self.recycle(qr);
             r
         })
     }
