@@ -338,7 +338,8 @@ mod x86 {
             let (mut pk, mut kf) = (Vec::new(), Vec::new());
             if f32_scores {
                 let k_len = k_panels * dh * NR;
-                kf = pools.0.take(n_head * k_len);
+                // `pack_k_panel` writes every value of a panel, padding keys too.
+                kf = pools.0.take_overwritten(n_head * k_len);
                 kf.par_chunks_mut(k_len).enumerate().for_each(|(h, kf)| {
                     for (jp, panel) in kf.chunks_exact_mut(dh * NR).enumerate() {
                         let rows = NR.min(tk - jp * NR);
@@ -372,7 +373,8 @@ mod x86 {
                     }
                 });
             }
-            let mut pv = pools.1.take(n_head * v_len);
+            // `pack_v_panel` writes every pair of a panel, padding included.
+            let mut pv = pools.1.take_overwritten(n_head * v_len);
             pv.par_chunks_mut(v_len).enumerate().for_each(|(h, pv)| {
                 let c0 = h * dh;
                 for (cp, panel) in pv.chunks_exact_mut(tkp * NR).enumerate() {

@@ -85,6 +85,14 @@ impl CpuBackend {
             self.conv_bf16(x, c_in, w, stride, t_out, out, epi);
             return Ok(t_out);
         }
+        if t_out > crate::linear::SMALL_M
+            && crate::int8::runs(self.isa, &w.weight)
+            && self.probe.is_none()
+        {
+            let epi = crate::blocked::Epi::gelu(gelu);
+            self.conv_int8(x, c_in, w, stride, t_out, out, epi);
+            return Ok(t_out);
+        }
         let kc = c_in * KERNEL;
         // Kept between calls (a base window's conv2 columns are 9 MB: fresh, they cost
         // their page faults every window); every element is written below.
@@ -183,15 +191,30 @@ mod tests {
         assert!(be.conv1d(&[0.0; 4], 2, &lin, 0, &mut [0.0; 1]).is_err());
     }
 
-    /// The in-place bf16 path against im2col columns through the same bf16 linear: the
-    /// same pairs meet the same weights in the same order, so the bits match.
+    /// The in-place paths (bf16 pairs; int8 columns quantized as they are gathered)
+    /// against im2col columns through the same linear: the same values meet the same
+    /// weights in the same order, so the bits match.
     #[test]
-    fn bf16_in_place_matches_columns() {
-        if !crate::bf16_gemm_supported() {
-            eprintln!("skipped: no AVX-512 BF16");
-            return;
-        }
+    fn in_place_matches_columns() {
         let be = CpuBackend::new(2).unwrap();
+        let mut formats = vec![];
+        if crate::bf16_gemm_supported() {
+            formats.push("bf16");
+        } else {
+            eprintln!("bf16 skipped: no AVX-512 BF16");
+        }
+        let int8 = Weight::F32(vec![0.0; 4]).for_int8_gemm(1, 4, true).unwrap();
+        if crate::int8::runs(be.isa, &int8) {
+            formats.push("int8");
+        } else {
+            eprintln!("int8 skipped: no int8 tile on this CPU");
+        }
+        for format in formats {
+            in_place_matches_columns_for(&be, format);
+        }
+    }
+
+    fn in_place_matches_columns_for(be: &CpuBackend, format: &str) {
         // (t_in, c_in, c_out, stride): odd and even lengths, a partial last row tile and
         // block, Whisper's conv1 and conv2 shapes (scaled down in time).
         let shapes = [
@@ -205,7 +228,14 @@ mod tests {
         for (t_in, c_in, c_out, stride) in shapes {
             let x = rand_vec(t_in * c_in, 4);
             let (w, b) = (rand_vec(c_out * c_in * 3, 5), rand_vec(c_out, 6));
-            let lin = conv_linear(&w, &b, c_out, c_in, true);
+            let lin = match format {
+                "bf16" => conv_linear(&w, &b, c_out, c_in, true),
+                _ => {
+                    let taps = Weight::F32(w.to_vec()).taps_first(c_out, c_in, 3).unwrap();
+                    let taps = taps.for_int8_gemm(c_out, c_in * 3, true).unwrap();
+                    Linear::new(taps, Some(b.to_vec()), c_out, c_in * 3).unwrap()
+                }
+            };
             let t_out = (t_in - 1) / stride + 1;
             let mut cols = vec![0.0; t_out * 3 * c_in];
             for (t, col) in cols.chunks_exact_mut(3 * c_in).enumerate() {
@@ -227,7 +257,7 @@ mod tests {
                 }
                 assert_eq!(
                     got, want,
-                    "{t_in}×{c_in} → {c_out}, stride {stride}, gelu {gelu}"
+                    "{format}: {t_in}×{c_in} → {c_out}, stride {stride}, gelu {gelu}"
                 );
             }
         }

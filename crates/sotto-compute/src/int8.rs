@@ -36,6 +36,7 @@ use rayon::prelude::*;
 use crate::blocked::{for_each_tile, Blocks, Epi, Out};
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 use crate::kernels;
+use crate::scratch::Pool;
 use crate::{f16, shape_err, CpuBackend, Isa, Linear, Norm, Result, Weight};
 
 /// Rows per VNNI tile.
@@ -531,7 +532,7 @@ impl QuantRows {
     /// Room for `m` rows of `k` values in `layout` in `data` (reused, any contents): the
     /// padding rows (and, when k does not fill its units, every row) zero, the rest to be
     /// written.
-    fn sized(layout: Layout, m: usize, k: usize, mut data: Vec<u32>) -> QuantRows {
+    fn sized(layout: Layout, m: usize, k: usize, pool: &Pool<u32>) -> QuantRows {
         let k4 = k.div_ceil(layout.per_unit());
         // Quads feed the AMX tile too, which reads 32 rows at a time.
         let rows = m.next_multiple_of(if layout.pairs() {
@@ -541,11 +542,11 @@ impl QuantRows {
         });
         // Rows < m are written whole when k fills its units; otherwise (and for the padding
         // rows) the buffer must hold zeros, not the last call's bytes.
-        if !k.is_multiple_of(layout.per_unit()) {
-            data.clear();
-        }
-        data.truncate(rows * k4);
-        data.resize(rows * k4, 0);
+        let mut data = if k.is_multiple_of(layout.per_unit()) {
+            pool.take_overwritten(rows * k4)
+        } else {
+            pool.take(rows * k4)
+        };
         data[m * k4..].fill(0);
         QuantRows {
             data,
@@ -615,10 +616,10 @@ fn quantize_rows(
     (x, norm): (&[f32], Option<&Norm>),
     m: usize,
     k: usize,
-    data: Vec<u32>,
+    pool: &Pool<u32>,
 ) -> QuantRows {
     let (mr, k4) = (layout.mr(), k.div_ceil(layout.per_unit()));
-    let mut qr = QuantRows::sized(layout, m, k, data);
+    let mut qr = QuantRows::sized(layout, m, k, pool);
     qr.data
         .par_chunks_mut(k4 * mr)
         .zip(qr.scales.par_chunks_mut(mr))
@@ -706,6 +707,51 @@ impl CpuBackend {
         });
     }
 
+    /// A 3-tap `conv1d` (padding 1) with int8 weights ([`crate::CpuBackend::conv1d`]'s
+    /// shapes): each output step's column (its three input rows side by side) is gathered
+    /// in a per-thread buffer and quantized at once, the bits of quantizing a stored column
+    /// array, which for conv2 of a base window would be 9 MB of f32 written and read back.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn conv_int8(
+        &self,
+        x: &[f32],
+        c_in: usize,
+        w: &Linear,
+        stride: usize,
+        t_out: usize,
+        out: &mut [f32],
+        epi: Epi,
+    ) {
+        let Weight::Int8(pw) = &w.weight else {
+            unreachable!("conv_int8 takes int8 weights only")
+        };
+        let (layout, isa, t_in, k) = (pw.layout, self.isa, x.len() / c_in, w.n_in);
+        debug_assert_eq!(k, 3 * c_in);
+        self.install(|| {
+            let mut qr = QuantRows::sized(layout, t_out, k, &self.scratch_u32);
+            let dst = RowsDst::new(&mut qr, k.div_ceil(layout.per_unit()));
+            (0..t_out)
+                .into_par_iter()
+                .with_min_len(layout.mr())
+                .for_each_init(
+                    || vec![0.0f32; k],
+                    |col, t| {
+                        for (kk, part) in col.chunks_exact_mut(c_in).enumerate() {
+                            // Input step t·stride + kk − 1; outside [0, t_in) is the padding.
+                            match (t * stride + kk).checked_sub(1).filter(|&i| i < t_in) {
+                                Some(i) => part.copy_from_slice(&x[i * c_in..(i + 1) * c_in]),
+                                None => part.fill(0.0),
+                            }
+                        }
+                        // SAFETY: each output step t is one task's alone; `qr` outlives them.
+                        unsafe { dst.put(isa, layout, t, col) };
+                    },
+                );
+            self.gemm_int8(&qr, t_out, w, Out::Whole(out), epi);
+            self.recycle(qr);
+        });
+    }
+
     /// `x · Wᵀ + b` with int8 operands into `out` (whole, or block by block: a residual
     /// add or a packing that never puts the product in memory). As
     /// [`CpuBackend::linear_int8`] otherwise.
@@ -749,8 +795,7 @@ impl CpuBackend {
         layout: Layout,
         norm: Option<&Norm>,
     ) -> QuantRows {
-        let data = self.scratch_u32.take_dirty();
-        quantize_rows(self.isa, layout, (x, norm), m, k, data)
+        quantize_rows(self.isa, layout, (x, norm), m, k, &self.scratch_u32)
     }
 
     /// Keeps `qr`'s buffer for later rows.
@@ -772,7 +817,7 @@ impl CpuBackend {
     ) -> QuantRows {
         assert_eq!(layout, Layout::Quads, "hidden rows for quads only");
         let (n1, isa) = (w1.n_out, self.isa);
-        let mut hidden = QuantRows::sized(layout, m, n1, self.scratch_u32.take_dirty());
+        let mut hidden = QuantRows::sized(layout, m, n1, &self.scratch_u32);
         let dst = RowsDst::new(&mut hidden, n1.div_ceil(layout.per_unit()));
         let finish = move |rows: Range<usize>, cols: Range<usize>, blk: &[f32], ld: usize| {
             assert_eq!(cols, 0..n1, "hidden rows come whole");

@@ -16,9 +16,7 @@ const KEEP: usize = 2;
 impl<T: Copy + Default> Pool<T> {
     /// A buffer of `len` zeros, reusing a kept allocation when there is one.
     pub(crate) fn take(&self, len: usize) -> Vec<T> {
-        // A poisoned lock only means a panic elsewhere: the buffers are refilled anyway.
-        let kept = self.0.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        let mut v = kept.unwrap_or_default();
+        let mut v = self.pick(Some(len));
         v.clear();
         v.resize(len, T::default());
         v
@@ -26,9 +24,34 @@ impl<T: Copy + Default> Pool<T> {
 
     /// A kept buffer as it was given back (any length, old contents), or an empty one: for
     /// callers that size it and write every element themselves, so only growth is zeroed.
+    /// The largest kept one, as the size is not known here.
     pub(crate) fn take_dirty(&self) -> Vec<T> {
-        let kept = self.0.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        kept.unwrap_or_default()
+        self.pick(None)
+    }
+
+    /// The kept buffer that best fits `len` values (the smallest that holds them, else the
+    /// largest), or a new empty one. Ops of one layer want buffers of several sizes
+    /// (packed K/V, quantized rows, an MLP's hidden rows): handed the wrong one, a large
+    /// op would grow a small buffer on every call, copying it and faulting in new pages.
+    fn pick(&self, len: Option<usize>) -> Vec<T> {
+        // A poisoned lock only means a panic elsewhere: the buffers are refilled anyway.
+        let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let cap = |i: &usize| kept[*i].capacity();
+        let fits = len.and_then(|len| (0..kept.len()).filter(|i| cap(i) >= len).min_by_key(cap));
+        match fits.or_else(|| (0..kept.len()).max_by_key(cap)) {
+            Some(i) => kept.swap_remove(i),
+            None => Vec::new(),
+        }
+    }
+
+    /// A buffer of `len` elements for a caller that writes every one of them: a kept
+    /// allocation keeps its old contents (only growth is zeroed), so no pass clears bytes
+    /// that are about to be overwritten.
+    pub(crate) fn take_overwritten(&self, len: usize) -> Vec<T> {
+        let mut v = self.pick(Some(len));
+        v.truncate(len);
+        v.resize(len, T::default());
+        v
     }
 
     /// Keeps `v` for a later `take` (dropped when the pool is full or `v` never held
@@ -63,5 +86,33 @@ mod tests {
             pool.give(vec![1.0; 10]);
         }
         assert_eq!(pool.0.lock().unwrap().len(), KEEP);
+    }
+
+    #[test]
+    fn overwritten_buffers_keep_old_contents_and_zero_growth() {
+        let pool = Pool::<u32>::default();
+        pool.give(vec![7; 4]);
+        assert_eq!(pool.take_overwritten(2), [7, 7]);
+        pool.give(vec![7; 2]);
+        assert_eq!(pool.take_overwritten(3), [7, 7, 0]);
+        assert_eq!(pool.take_overwritten(2), [0, 0]);
+    }
+
+    #[test]
+    fn takes_pick_the_best_fitting_buffer() {
+        let pool = Pool::<u8>::default();
+        let (small, large) = (vec![1; 100], vec![1; 1000]);
+        let (ps, pl) = (small.as_ptr(), large.as_ptr());
+        pool.give(small);
+        pool.give(large);
+        let a = pool.take(50);
+        assert_eq!(a.as_ptr(), ps, "the smallest buffer that holds 50");
+        pool.give(a);
+        let b = pool.take_overwritten(500);
+        assert_eq!(b.as_ptr(), pl, "only the large one holds 500");
+        pool.give(b);
+        assert_eq!(pool.take_dirty().as_ptr(), pl, "unknown size: the largest");
+        let c = pool.take(5000);
+        assert_eq!(c.len(), 5000, "none holds 5000: the largest left grows");
     }
 }
