@@ -111,7 +111,8 @@ mod tests {
         let b = pool.take_overwritten(500);
         assert_eq!(b.as_ptr(), pl, "only the large one holds 500");
         pool.give(b);
-        assert_eq!(pool.take_dirty().as_ptr(), pl, "unknown size: the largest");
+        let d = pool.take_dirty();
+        assert_eq!(d.as_ptr(), pl, "unknown size: the largest");
         let c = pool.take(5000);
         assert_eq!(c.len(), 5000, "none holds 5000: the largest left grows");
     }
