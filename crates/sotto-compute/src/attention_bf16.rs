@@ -22,7 +22,13 @@
 //! shares the rest: the softmax as above and the bf16 P·V.
 
 use crate::bf16::{bf16_to_f32, f32_to_bf16};
-use crate::{shape_err, CpuBackend, Mask, Result};
+#[cfg(target_arch = "x86_64")]
+use crate::blocked::{Epi, FinishBlock, Out};
+#[cfg(target_arch = "x86_64")]
+use crate::fused::check_norm;
+#[cfg(target_arch = "x86_64")]
+use crate::Weight;
+use crate::{shape_err, CpuBackend, Linear, Mask, Norm, Result};
 
 /// Query rows per parallel task (a multiple of [`MR`]; Whisper's 1500 are 25 blocks).
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
@@ -134,6 +140,86 @@ impl CpuBackend {
         out: &mut [f32],
     ) -> Result<()> {
         self.bf16_attention(q, tq, k, v, tk, n_head, true, out)
+    }
+
+    /// A transformer block's self-attention from its input: q, k, v = ln(x)·Wᵀ + b (as
+    /// [`CpuBackend::layer_norm_linears`]), then [`CpuBackend::attention_mixed`] over them
+    /// into `out`. Where AVX-512 BF16 runs the attention and the fused bf16 or int8 GEMMs
+    /// the products, K's and V's GEMM blocks go straight into the attention's packed
+    /// panels: neither reaches memory in f32, and `k`, `v` are left unspecified.
+    /// Elsewhere the two ops in turn. The same bits either way.
+    ///
+    /// `x` Shape: [m, d]; `h` (scratch), `q`, `k`, `v`, `out` Shape: [m, d]; the weights
+    /// d × d.
+    #[allow(clippy::too_many_arguments)]
+    pub fn layer_norm_attention_mixed(
+        &self,
+        x: &[f32],
+        m: usize,
+        norm: &Norm,
+        h: &mut [f32],
+        (wq, wk, wv): (&Linear, &Linear, &Linear),
+        (q, k, v): (&mut [f32], &mut [f32], &mut [f32]),
+        n_head: usize,
+        out: &mut [f32],
+    ) -> Result<()> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let d = check_shapes(q, m, k, v, m, n_head, out)?;
+            check_norm(x, m, norm, h)?;
+            for (w, o) in [(wq, &*q), (wk, &*k), (wv, &*v)] {
+                crate::linear::check_shapes(x, m, w, o)?;
+            }
+            let ws = [wq, wk, wv];
+            let int8 = self.fuses_int8(ws.into_iter(), m);
+            let bf16 = ws.iter().all(|w| self.fuses(w, m));
+            let heads_fit = (d / n_head).is_multiple_of(NR);
+            if crate::bf16::simd(self.isa()) && (int8.is_some() || bf16) && heads_fit {
+                let (pools, amx) = ((&self.scratch_f32, &self.scratch_u32), self.amx());
+                let project = |q: &mut [f32], put_k: &FinishBlock, put_v: &FinishBlock| {
+                    let outs = [
+                        (wq, Out::Whole(q)),
+                        (wk, Out::Blocks(put_k)),
+                        (wv, Out::Blocks(put_v)),
+                    ];
+                    match int8 {
+                        Some(layout) => {
+                            let qr = self.quant_rows(x, m, d, layout, Some(norm));
+                            for (w, o) in outs {
+                                self.gemm_int8(&qr, m, w, o, Epi::Store);
+                            }
+                            self.recycle(qr);
+                        }
+                        None => self.with_pairs(
+                            |a| self.layer_norm_pairs(x, m, norm, a),
+                            |a| {
+                                for (w, o) in outs {
+                                    let Weight::Bf16(pw) = &w.weight else {
+                                        unreachable!("`fuses` holds for bf16 weights only")
+                                    };
+                                    let bias = w.bias.as_deref();
+                                    self.gemm_bf16_packed(
+                                        a,
+                                        pw.pairs(),
+                                        m,
+                                        pw,
+                                        bias,
+                                        o,
+                                        Epi::Store,
+                                    );
+                                }
+                            },
+                        ),
+                    }
+                };
+                self.install(|| {
+                    x86::attention_projected(q, m, m, d, n_head, amx, out, pools, project)
+                });
+                return Ok(());
+            }
+        }
+        self.layer_norm_linears(x, m, norm, h, &mut [(wq, q), (wk, k), (wv, v)])?;
+        self.attention_mixed(q, m, k, v, m, n_head, out)
     }
 
     /// The shared body of [`CpuBackend::attention_bf16`] (`f32_scores` false) and
@@ -292,6 +378,9 @@ mod x86 {
 
     /// Rows of the query and probability scratch: a query block in whole AMX row tiles.
     const Q_ROWS: usize = Q_BLOCK.next_multiple_of(TR);
+    use std::ops::Range;
+
+    use crate::blocked::FinishBlock;
     use crate::scratch::Pool;
     use crate::{Isa, OutPtr};
 
@@ -405,6 +494,45 @@ mod x86 {
             }
         }
 
+        /// Panels for f32 scores that [`PanelsDst`] fills from GEMM blocks: every key and
+        /// value the blocks put is written there, so only the padding keys of each head's
+        /// last key panel are zeroed here. `dh` must be a multiple of [`NR`] (no padding
+        /// columns in the value panels).
+        fn for_blocks(tk: usize, d: usize, n_head: usize, pools: (&Pool<f32>, &Pool<u32>)) -> Self {
+            let dh = d / n_head;
+            assert!(
+                dh.is_multiple_of(NR),
+                "value panels would need padding columns"
+            );
+            let (kp, tkp) = (dh.div_ceil(2), tk.div_ceil(2));
+            let (k_panels, v_panels) = (tk.div_ceil(NR), dh / NR);
+            let k_len = k_panels * dh * NR;
+            let mut kf = pools.0.take_overwritten(n_head * k_len);
+            let pad = tk - (k_panels - 1) * NR..NR;
+            for head in kf.chunks_exact_mut(k_len) {
+                for row in head[(k_panels - 1) * dh * NR..].chunks_exact_mut(NR) {
+                    row[pad.clone()].fill(0.0);
+                }
+            }
+            Self {
+                k: Vec::new(),
+                kf,
+                v: pools.1.take_overwritten(n_head * v_panels * tkp * NR),
+                dh,
+                kp,
+                tkp,
+                k_panels,
+                v_panels,
+            }
+        }
+
+        /// Hands the buffers back to the pools.
+        fn give(self, pools: (&Pool<f32>, &Pool<u32>)) {
+            pools.0.give(self.kf);
+            pools.1.give(self.k);
+            pools.1.give(self.v);
+        }
+
         /// f32 key panel `jp` of head `h`. Shape: [dh, NR].
         fn kf_panel(&self, h: usize, jp: usize) -> &[f32] {
             &self.kf[(h * self.k_panels + jp) * self.dh * NR..][..self.dh * NR]
@@ -478,7 +606,60 @@ mod x86 {
         pools: (&Pool<f32>, &Pool<u32>),
     ) {
         let panels = Panels::new(k, v, tk, d, n_head, f32_scores, pools);
-        let qf_len = if f32_scores { Q_BLOCK * panels.dh } else { 0 };
+        attend(q, tq, &panels, tk, d, n_head, amx, out);
+        panels.give(pools);
+    }
+
+    /// `attention_mixed` where K and V come from GEMMs that `project` runs: it gets `q`
+    /// to fill (Shape: [tq, d]) and the finishes that put K's and V's output blocks
+    /// ([`Out::Blocks`], Shape: [tk, d]) straight into the packed panels, so neither
+    /// reaches memory in f32. Inside the backend's pool; the caller checked the shapes,
+    /// that AVX-512 BF16 runs and that d_head is a multiple of [`NR`].
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn attention_projected(
+        q: &mut [f32],
+        tq: usize,
+        tk: usize,
+        d: usize,
+        n_head: usize,
+        amx: bool,
+        out: &mut [f32],
+        pools: (&Pool<f32>, &Pool<u32>),
+        project: impl FnOnce(&mut [f32], &FinishBlock, &FinishBlock),
+    ) {
+        let mut panels = Panels::for_blocks(tk, d, n_head, pools);
+        let dst = PanelsDst::new(&mut panels, tk, d);
+        let put_k = |r: Range<usize>, c: Range<usize>, blk: &[f32], ld: usize| {
+            // SAFETY: AVX-512 F runs (the caller's check); a block's rows and columns are
+            // its task's alone, and the panels outlive the GEMM.
+            unsafe { dst.put_k(r, c, blk, ld) }
+        };
+        let put_v = |r: Range<usize>, c: Range<usize>, blk: &[f32], ld: usize| {
+            // SAFETY: AVX-512 BF16 runs (the caller's check); as above.
+            unsafe { dst.put_v(r, c, blk, ld) }
+        };
+        project(q, &put_k, &put_v);
+        attend(q, tq, &panels, tk, d, n_head, amx, out);
+        panels.give(pools);
+    }
+
+    /// The query blocks of every head against packed panels, in parallel.
+    #[allow(clippy::too_many_arguments)]
+    fn attend(
+        q: &[f32],
+        tq: usize,
+        panels: &Panels,
+        tk: usize,
+        d: usize,
+        n_head: usize,
+        amx: bool,
+        out: &mut [f32],
+    ) {
+        let qf_len = if panels.kf.is_empty() {
+            0
+        } else {
+            Q_BLOCK * panels.dh
+        };
         let n_blocks = tq.div_ceil(Q_BLOCK);
         let dst = OutPtr(out.as_mut_ptr());
         let kp = panels.kp;
@@ -501,12 +682,123 @@ mod x86 {
                 sc.inv_l.resize(Q_BLOCK, 1.0);
                 sc.m.resize(Q_BLOCK, 0.0);
                 sc.l.resize(Q_BLOCK, 0.0);
-                block(q, d, &panels, h, (i0, i1), tk, amx, dst, sc);
+                block(q, d, panels, h, (i0, i1), tk, amx, dst, sc);
             });
         });
-        pools.0.give(panels.kf);
-        pools.1.give(panels.k);
-        pools.1.give(panels.v);
+    }
+
+    /// Where [`attention_projected`]'s GEMM blocks go: the panels of a [`Panels`] for f32
+    /// scores, shared by the GEMM's tasks, each of which writes only its own keys.
+    #[derive(Clone, Copy)]
+    struct PanelsDst {
+        kf: *mut f32,
+        v: *mut u32,
+        tk: usize,
+        d: usize,
+        dh: usize,
+        tkp: usize,
+        k_panels: usize,
+        v_panels: usize,
+    }
+
+    // SAFETY: tasks write disjoint keys and values (see `put_k`, `put_v`).
+    unsafe impl Send for PanelsDst {}
+    // SAFETY: as above.
+    unsafe impl Sync for PanelsDst {}
+
+    impl PanelsDst {
+        fn new(p: &mut Panels, tk: usize, d: usize) -> Self {
+            PanelsDst {
+                kf: p.kf.as_mut_ptr(),
+                v: p.v.as_mut_ptr(),
+                tk,
+                d,
+                dh: p.dh,
+                tkp: p.tkp,
+                k_panels: p.k_panels,
+                v_panels: p.v_panels,
+            }
+        }
+
+        /// The heads that columns `cols` of K or V touch: (head, its columns among `cols`,
+        /// the first one's place in the head).
+        fn heads(self, cols: Range<usize>) -> impl Iterator<Item = (usize, Range<usize>, usize)> {
+            let dh = self.dh;
+            (cols.start / dh..cols.end.div_ceil(dh)).map(move |h| {
+                let seg = cols.start.max(h * dh)..cols.end.min((h + 1) * dh);
+                let at = seg.start - h * dh;
+                (h, seg, at)
+            })
+        }
+
+        /// Keys `rows`, columns `cols` of K (the block's row r − rows.start, `ld` apart)
+        /// into the f32 key panels.
+        ///
+        /// # Safety
+        /// AVX-512 F must run; no other thread writes these keys' columns meanwhile, and
+        /// the panels outlive the call.
+        unsafe fn put_k(self, rows: Range<usize>, cols: Range<usize>, blk: &[f32], ld: usize) {
+            assert!(
+                rows.end <= self.tk && cols.end <= self.d,
+                "K block past its panels"
+            );
+            for (h, seg, p0) in self.heads(cols.clone()) {
+                for jp in rows.start / NR..rows.end.div_ceil(NR) {
+                    let keys = rows.start.max(jp * NR)..rows.end.min((jp + 1) * NR);
+                    let src = &blk[(keys.start - rows.start) * ld + seg.start - cols.start..];
+                    assert!(src.len() >= (keys.len() - 1) * ld + seg.len());
+                    let panel = (h * self.k_panels + jp) * self.dh * NR + p0 * NR;
+                    // SAFETY: `src` holds the keys' rows (checked); panel rows p0..p0 +
+                    // seg.len() ≤ dh and keys up to NR lie in head h's panel jp, which
+                    // `Panels::for_blocks` sized; AVX-512 F runs (the contract).
+                    unsafe {
+                        x86_attn_f32::pack_k_keys::<NR>(
+                            src.as_ptr(),
+                            ld,
+                            keys.len(),
+                            seg.len(),
+                            self.kf.add(panel),
+                            keys.start - jp * NR,
+                        )
+                    };
+                }
+            }
+        }
+
+        /// Keys `rows` (starting even), columns `cols` of V into the bf16 value panels.
+        ///
+        /// # Safety
+        /// AVX-512 F, BW and BF16 must run; no other thread writes these keys' columns
+        /// meanwhile, and the panels outlive the call.
+        unsafe fn put_v(self, rows: Range<usize>, cols: Range<usize>, blk: &[f32], ld: usize) {
+            assert!(
+                rows.end <= self.tk && cols.end <= self.d,
+                "V block past its panels"
+            );
+            assert!(rows.start.is_multiple_of(2), "a V block splits a key pair");
+            for (h, seg, c0) in self.heads(cols.clone()) {
+                for cp in c0 / NR..(c0 + seg.len()).div_ceil(NR) {
+                    let pc = c0.max(cp * NR)..(c0 + seg.len()).min((cp + 1) * NR);
+                    let src = &blk[pc.start - c0 + seg.start - cols.start..];
+                    assert!(src.len() >= (rows.len() - 1) * ld + pc.len());
+                    let at =
+                        (h * self.v_panels + cp) * self.tkp * NR + (rows.start / 2) * NR + pc.start
+                            - cp * NR;
+                    // SAFETY: `src` holds the rows' columns (checked); pair rows
+                    // rows.start / 2.. < tkp and columns pc (within panel cp) lie in head
+                    // h's panel; AVX-512 BF16 runs (the contract).
+                    unsafe {
+                        x86_bf16_attn::pack_v_cols(
+                            src.as_ptr(),
+                            ld,
+                            rows.len(),
+                            pc.len(),
+                            self.v.add(at),
+                        )
+                    };
+                }
+            }
+        }
     }
 
     /// Head `h`, query rows `i0..i1`: writes `out` rows i0..i1, columns h·dh..(h + 1)·dh,
@@ -910,6 +1202,73 @@ mod tests {
                     err <= 1e-4 * scale,
                     "{threads} threads, amx {amx}, {tq}×{tk}, {nh}×{dh}: {err} (scale {scale})"
                 );
+            }
+        }
+    }
+
+    /// The self-attention whose K and V go from the GEMM blocks into the packed panels
+    /// gives the bits of the q, k, v products, then the attention: the same values are
+    /// packed the same way. Odd and partial row counts (a key pair split across the last
+    /// panel, blocks ending mid-panel), heads of 64 and of 32 (not fused), bf16 and int8
+    /// weights, with and without AMX.
+    #[test]
+    fn projected_attention_matches_separate_ops() {
+        use crate::{Linear, Norm, Weight};
+        for be in [1, 2].into_iter().flat_map(backends) {
+            if !crate::bf16::simd(be.isa()) {
+                eprintln!("skipped: no AVX-512 BF16");
+                return;
+            }
+            // (m, n_head, d_head)
+            for (m, nh, dh) in [
+                (5, 2, 64),
+                (97, 2, 64),
+                (301, 3, 64),
+                (130, 4, 32),
+                (600, 1, 128),
+            ] {
+                let d = nh * dh;
+                let norm = Norm {
+                    gamma: rand_vec(d, 11),
+                    beta: rand_vec(d, 12),
+                    eps: 1e-5,
+                };
+                let x: Vec<f32> = rand_vec(m * d, 13).iter().map(|v| 3.0 * v).collect();
+                for format in ["bf16", "int8"] {
+                    let lin = |seed| {
+                        let w = Weight::F32(rand_vec(d * d, seed));
+                        let w = match format {
+                            "int8" => w.for_int8_gemm(d, d, true).unwrap(),
+                            _ => w.for_bf16_gemm(d, d, true).unwrap(),
+                        };
+                        Linear::new(w, Some(rand_vec(d, seed + 1)), d, d).unwrap()
+                    };
+                    let (wq, wk, wv) = (lin(20), lin(22), lin(24));
+                    let buf = || vec![f32::NAN; m * d];
+                    let (mut h, mut q, mut k, mut v, mut got) = (buf(), buf(), buf(), buf(), buf());
+                    be.layer_norm_attention_mixed(
+                        &x,
+                        m,
+                        &norm,
+                        &mut h,
+                        (&wq, &wk, &wv),
+                        (&mut q, &mut k, &mut v),
+                        nh,
+                        &mut got,
+                    )
+                    .unwrap();
+                    let (mut q2, mut k2, mut v2, mut want) = (buf(), buf(), buf(), buf());
+                    let qkv: &mut [(&Linear, &mut [f32])] =
+                        &mut [(&wq, &mut q2), (&wk, &mut k2), (&wv, &mut v2)];
+                    be.layer_norm_linears(&x, m, &norm, &mut h, qkv).unwrap();
+                    be.attention_mixed(&q2, m, &k2, &v2, m, nh, &mut want)
+                        .unwrap();
+                    let (threads, amx) = (be.threads(), be.amx());
+                    let what =
+                        format!("{threads} threads, amx {amx}, {format}, {m} rows, {nh}×{dh}");
+                    assert_eq!(q, q2, "{what}: q");
+                    assert_eq!(got, want, "{what}");
+                }
             }
         }
     }

@@ -193,7 +193,7 @@ impl Bf16Packed {
     }
 
     /// k pairs per column.
-    fn pairs(&self) -> usize {
+    pub(crate) fn pairs(&self) -> usize {
         self.n_in.div_ceil(2)
     }
 

@@ -156,7 +156,7 @@ impl CpuBackend {
 
     /// The layout of the int8 GEMM that every weight of `ws` meeting `m` rows takes, when
     /// one quantization of ln(x) can feed them all and no probe needs to see ln(x).
-    fn fuses_int8<'a>(
+    pub(crate) fn fuses_int8<'a>(
         &self,
         ws: impl Iterator<Item = &'a Linear> + Clone,
         m: usize,
@@ -169,7 +169,7 @@ impl CpuBackend {
     }
 
     /// Whether `w` meeting `m` rows takes the bf16 GEMM that the fused paths feed.
-    fn fuses(&self, w: &Linear, m: usize) -> bool {
+    pub(crate) fn fuses(&self, w: &Linear, m: usize) -> bool {
         matches!(w.weight, Weight::Bf16(_)) && self.fuses_bf16(m)
     }
 
@@ -181,7 +181,7 @@ impl CpuBackend {
 
     /// `a` = the rows of ln(x) as bf16 pairs (Shape: [m.next_multiple_of(ROW_PAD), d/2 rounded
     /// up]; padding rows zero), as `bf16::pack_rows` packs f32 rows, inside the pool.
-    fn layer_norm_pairs(&self, x: &[f32], m: usize, norm: &Norm, a: &mut Vec<u32>) {
+    pub(crate) fn layer_norm_pairs(&self, x: &[f32], m: usize, norm: &Norm, a: &mut Vec<u32>) {
         let (d, isa) = (norm.gamma.len(), self.isa());
         let row = |ln: &mut Vec<f32>, s: &[f32], p: &mut [u32]| {
             kernels::layer_norm(isa, s, &norm.gamma, &norm.beta, norm.eps, ln);
@@ -200,7 +200,7 @@ fn bf16_weight(w: &Linear) -> &Bf16Packed {
 }
 
 /// `x` (Shape: [m, d]) and the scratch `h` against a norm of width d.
-fn check_norm(x: &[f32], m: usize, norm: &Norm, h: &[f32]) -> Result<()> {
+pub(crate) fn check_norm(x: &[f32], m: usize, norm: &Norm, h: &[f32]) -> Result<()> {
     let d = norm.gamma.len();
     if d == 0 || norm.beta.len() != d || x.len() != m * d || h.len() != m * d {
         return Err(shape_err(

@@ -520,20 +520,21 @@ fn encoder_pass(
         let (k, rest) = rest.split_at_mut(ctx * d);
         let (v, att) = rest.split_at_mut(ctx * d);
         let a = &blk.attn;
-        let qkv = &mut [(&a.query, &mut *q), (&a.key, &mut *k), (&a.value, &mut *v)];
-        be.layer_norm_linears(x, ctx, &blk.attn_ln, hb, qkv)?;
-        match model.encoder_precision {
-            crate::EncoderPrecision::F32 => {
-                be.attention(q, ctx, k, v, ctx, h.n_audio_head, Mask::None, att)?
+        let nh = h.n_audio_head;
+        use crate::EncoderPrecision as P;
+        if let P::Bf16 | P::Int8 | P::Auto = model.encoder_precision {
+            // (Auto is resolved at load.) K and V go from their GEMMs' blocks straight
+            // into the attention's panels.
+            let ws = (&a.query, &a.key, &a.value);
+            be.layer_norm_attention_mixed(x, ctx, &blk.attn_ln, hb, ws, (q, k, v), nh, att)?;
+        } else {
+            let qkv = &mut [(&a.query, &mut *q), (&a.key, &mut *k), (&a.value, &mut *v)];
+            be.layer_norm_linears(x, ctx, &blk.attn_ln, hb, qkv)?;
+            match model.encoder_precision {
+                P::Bf16Fast => be.attention_bf16(q, ctx, k, v, ctx, nh, att)?,
+                P::Int16 => be.attention_int16(q, ctx, k, v, ctx, nh, att)?,
+                _ => be.attention(q, ctx, k, v, ctx, nh, Mask::None, att)?,
             }
-            crate::EncoderPrecision::Bf16Fast => {
-                be.attention_bf16(q, ctx, k, v, ctx, h.n_audio_head, att)?
-            }
-            crate::EncoderPrecision::Int16 => {
-                be.attention_int16(q, ctx, k, v, ctx, h.n_audio_head, att)?
-            }
-            // Bf16 and Int8 (Auto is resolved at load).
-            _ => be.attention_mixed(q, ctx, k, v, ctx, h.n_audio_head, att)?,
         }
         be.linear_residual(att, ctx, &blk.attn.out, x)?;
         mlp(be, blk, ctx, x, hb, &mut work[..4 * ctx * d])?;

@@ -175,6 +175,49 @@ pub(crate) unsafe fn pack_k_panel<const W: usize>(
     }
 }
 
+/// Keys `key0..key0 + keys` of one key panel `W` keys wide: `panel[p·W + key0 + j] =
+/// k[j·ld + p]` for keys `j < keys`, `p < dh`. Masked stores write nothing else, so the
+/// tasks of a GEMM can each put their rows' keys into panels they share.
+///
+/// `k` Shape: [keys, ld] (first `dh` of each row used); `panel` Shape: [dh, W] (rows
+/// `0..dh` of it here: the caller may point it at a later row).
+///
+/// # Safety
+/// The CPU must have AVX-512 F; `key0 + keys ≤ W`; `k` must hold `(keys − 1)·ld + dh`
+/// values and `panel` `(dh − 1)·W + key0 + keys`.
+#[target_feature(enable = "avx512f")]
+pub(crate) unsafe fn pack_k_keys<const W: usize>(
+    k: *const f32,
+    ld: usize,
+    keys: usize,
+    dh: usize,
+    panel: *mut f32,
+    key0: usize,
+) {
+    debug_assert!(key0 + keys <= W);
+    for g in 0..keys.div_ceil(16) {
+        let n = (keys - 16 * g).min(16);
+        for p0 in (0..dh).step_by(16) {
+            let cols = (dh - p0).min(16);
+            let mut r = [_mm512_setzero_ps(); 16];
+            for (i, r) in r.iter_mut().enumerate().take(n) {
+                // SAFETY: key 16g + i < keys, columns p0..p0 + cols ≤ dh: inside `k`.
+                *r =
+                    unsafe { _mm512_maskz_loadu_ps(low_mask(cols), k.add((16 * g + i) * ld + p0)) };
+            }
+            let w = transpose16(r);
+            for (c, w) in w.iter().enumerate().take(cols) {
+                // SAFETY: row p0 + c < dh of the panel, keys key0 + 16g.. (n of them, the
+                // mask) ≤ key0 + keys ≤ W.
+                unsafe {
+                    let at = panel.add((p0 + c) * W + key0 + 16 * g);
+                    _mm512_mask_storeu_ps(at, low_mask(n), *w)
+                };
+            }
+        }
+    }
+}
+
 /// Reads `src` (`rows` × `cols`, rows `ld` apart) in 16 × 16 blocks transposed in
 /// registers and hands each piece of a column to `store(c, r0, mask, v)`: lanes `mask` of
 /// `v` are column c's values in rows r0...

@@ -83,6 +83,44 @@ pub(crate) unsafe fn exp2_pairs(s: &[f32], c: f32, mc: f32, p: &mut [u32]) -> f3
     _mm512_reduce_add_ps(acc)
 }
 
+/// Columns of a value panel from `rows` rows of `v`: `panel[p·NR + c] = (bf16 v[2p·ld + c],
+/// bf16 v[(2p + 1)·ld + c])` for pairs p < `rows.div_ceil(2)` and c < `cols` (the missing
+/// row of an odd `rows` zero). Masked stores write nothing else, so the tasks of a GEMM
+/// can each put their rows and columns into panels they share.
+///
+/// `v` Shape: [rows, ld] (first `cols` of each row used); `panel` points at the first pair
+/// row's first column written (rows NR apart).
+///
+/// # Safety
+/// The CPU must have AVX-512 F, BW and BF16; `v` must hold `(rows − 1)·ld + cols` values
+/// and `panel` `(rows.div_ceil(2) − 1)·NR + cols` pairs.
+#[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+pub(crate) unsafe fn pack_v_cols(
+    v: *const f32,
+    ld: usize,
+    rows: usize,
+    cols: usize,
+    panel: *mut u32,
+) {
+    for p in 0..rows.div_ceil(2) {
+        for c in (0..cols).step_by(16) {
+            let m = low_mask((cols - c).min(16));
+            let m_hi = if 2 * p + 1 < rows { m } else { 0 };
+            // SAFETY: the masks read only columns < cols of rows 2p and 2p + 1 < rows, which
+            // the caller guarantees are in `v`, and store only columns < cols of pair row p.
+            unsafe {
+                let lo = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, v.add(2 * p * ld + c)));
+                let row1 = v.wrapping_add((2 * p + 1) * ld + c);
+                let hi = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m_hi, row1));
+                let lo = _mm512_cvtepu16_epi32(std::mem::transmute::<__m256bh, __m256i>(lo));
+                let hi = _mm512_cvtepu16_epi32(std::mem::transmute::<__m256bh, __m256i>(hi));
+                let pair = _mm512_or_si512(lo, _mm512_slli_epi32::<16>(hi));
+                _mm512_mask_storeu_epi32(panel.add(p * NR + c) as *mut i32, m, pair);
+            }
+        }
+    }
+}
+
 /// One value panel: `panel[p·NR + c] = (bf16 v[2p·ld + c], bf16 v[(2p + 1)·ld + c])` for
 /// pairs p < `rows.div_ceil(2)` and columns c < `cols`; the missing row of an odd `rows`
 /// and columns `cols..NR` zero.
