@@ -640,6 +640,7 @@ mod simd {
         ) {
             // SAFETY: the caller's contract.
             unsafe {
+                let k = (k, x86_attn_f32::NR);
                 x86_attn_f32::scores::<MR, { x86_attn_f32::NR / 16 }>(dh, q, k, s, lds, row_max)
             }
         }

@@ -1050,20 +1050,24 @@ mod x86 {
         sc.mv.fill(f32::NEG_INFINITY);
         for jp in 0..nk.div_ceil(NR) {
             let panel = pn.kf_panel(h, j0 / NR + jp);
+            let cols = nk - jp * NR;
             for ic in (0..bq).step_by(MR) {
+                let s = sc.s[ic * K_TILE + jp * NR..].as_mut_ptr();
+                let row_max = Some((sc.mv[ic * 16..].as_mut_ptr(), cols));
+                let (q, k) = (qf[ic * dh..][..MR * dh].as_ptr(), (panel.as_ptr(), NR));
                 // SAFETY: AVX-512 F runs; qf holds bq rounded up to MR ≥ ic + MR rows of dh
-                // (asserted below), the panel dh·NR values, the [Q_BLOCK, K_TILE]
-                // score tile rows ic..ic + MR, columns jp·NR..(jp + 1)·NR ≤ K_TILE, and
-                // sc.mv ([Q_BLOCK, 16]) rows ic..ic + MR.
+                // (sliced above), the panel dh·NR values, the [Q_BLOCK, K_TILE] score tile
+                // rows ic..ic + MR, columns jp·NR..(jp + 1)·NR ≤ K_TILE, and sc.mv
+                // ([Q_BLOCK, 16]) rows ic..ic + MR. A last panel with few keys takes a
+                // narrower tile: its padding keys' scores are never read.
                 unsafe {
-                    x86_attn_f32::scores::<MR, { NR / 16 }>(
-                        dh,
-                        qf[ic * dh..][..MR * dh].as_ptr(),
-                        panel.as_ptr(),
-                        sc.s[ic * K_TILE + jp * NR..].as_mut_ptr(),
-                        K_TILE,
-                        Some((sc.mv[ic * 16..].as_mut_ptr(), nk - jp * NR)),
-                    )
+                    use x86_attn_f32::scores;
+                    match cols {
+                        ..=16 => scores::<MR, 1>(dh, q, k, s, K_TILE, row_max),
+                        17..=32 => scores::<MR, 2>(dh, q, k, s, K_TILE, row_max),
+                        33..=48 => scores::<MR, 3>(dh, q, k, s, K_TILE, row_max),
+                        _ => scores::<MR, { NR / 16 }>(dh, q, k, s, K_TILE, row_max),
+                    }
                 };
             }
         }

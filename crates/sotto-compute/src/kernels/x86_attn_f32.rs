@@ -22,29 +22,30 @@ pub(crate) const NR: usize = 64;
 /// that row's 16 running lane maxima, `mv[r·16..(r + 1)·16]`, while they are in registers
 /// (the softmax then needs no pass over the row for its max).
 ///
-/// `q` Shape: [M, dh] (one query row block); `k` Shape: [dh, W] (one key panel: key j's
-/// element p at `p·W + j`); `s` Shape: [M, lds]; `mv` Shape: [M, 16].
+/// `q` Shape: [M, dh] (one query row block); `k` Shape: [dh, ldk] (one key panel, or its
+/// first W keys: key j's element p at `p·ldk + j`); `s` Shape: [M, lds]; `mv` Shape: [M, 16].
 ///
 /// # Safety
-/// The CPU must have AVX-512 F; `q` must hold `M·dh` values, `k` `dh·W`, and `s` rows
-/// `0..M` must be writable at columns `0..W`; `mv`, when given, `M·16` values.
+/// The CPU must have AVX-512 F; `ldk ≥ W`; `q` must hold `M·dh` values, `k`
+/// `(dh − 1)·ldk + W`, and `s` rows `0..M` must be writable at columns `0..W`; `mv`, when
+/// given, `M·16` values.
 #[target_feature(enable = "avx512f")]
 pub(crate) unsafe fn scores<const M: usize, const V: usize>(
     dh: usize,
     q: *const f32,
-    k: *const f32,
+    (k, ldk): (*const f32, usize),
     s: *mut f32,
     lds: usize,
     row_max: Option<(*mut f32, usize)>,
 ) {
-    let w = 16 * V;
+    debug_assert!(ldk >= 16 * V);
     let mut c = [[_mm512_setzero_ps(); V]; M];
     for p in 0..dh {
-        // SAFETY: p < dh, so k[p·W..(p + 1)·W] and q[r·dh + p] (r < M) are in bounds.
+        // SAFETY: p < dh, so k[p·ldk..p·ldk + W] and q[r·dh + p] (r < M) are in bounds.
         unsafe {
             let mut b = [_mm512_setzero_ps(); V];
             for (v, x) in b.iter_mut().enumerate() {
-                *x = _mm512_loadu_ps(k.add(p * w + 16 * v));
+                *x = _mm512_loadu_ps(k.add(p * ldk + 16 * v));
             }
             for (r, row) in c.iter_mut().enumerate() {
                 let a = _mm512_set1_ps(*q.add(r * dh + p));
