@@ -79,6 +79,11 @@ pub struct Args {
     /// floor at them (about a second, after every other figure).
     #[arg(long)]
     no_limits: bool,
+
+    /// Also print where an encoder window's time goes, by op group (the medians over the
+    /// runs; CPU only).
+    #[arg(long)]
+    encoder_ops: bool,
 }
 
 fn median(mut xs: Vec<Duration>) -> Duration {
@@ -106,6 +111,21 @@ fn measure(
         times.push(f()?);
     }
     Ok(median(times))
+}
+
+/// The median of each op group over the timed runs (`laps`: one list per run).
+fn print_encoder_ops(laps: &[Vec<(&'static str, Duration)>]) {
+    let Some(first) = laps.first() else {
+        println!("  (this device keeps no per-op encoder laps)");
+        return;
+    };
+    for (i, (name, _)) in first.iter().enumerate() {
+        let times = laps
+            .iter()
+            .filter_map(|run| run.get(i).map(|l| l.1))
+            .collect();
+        println!("  {name:<16}{:9.1} ms", ms(median(times)));
+    }
 }
 
 /// Peak resident set size of this process, from /proc (Linux); `None` elsewhere.
@@ -227,12 +247,18 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
         })
         .collect();
     let raw = session.forward();
+    let mut laps = Vec::new();
     let encode = measure(args.runs, || {
         let t = Instant::now();
         dev(raw.encode(&window))?;
-        Ok(t.elapsed())
+        let took = t.elapsed();
+        laps.extend(raw.encoder_laps());
+        Ok(took)
     })?;
     println!("encoder / window  {:9.1} ms", ms(encode));
+    if args.encoder_ops {
+        print_encoder_ops(laps.get(1..).unwrap_or_default());
+    }
 
     // Decoder: a prompt, then one token per step; only the last row's logits.
     let tok = model.tokenizer();

@@ -423,6 +423,7 @@ fn bench_times_random_weights_of_a_size() {
             "--tokens",
             "2",
             "--no-limits",
+            "--encoder-ops",
         ])
         .args(["--device", "cpu", "--random-weights", "tiny"])
         .assert()
@@ -436,6 +437,15 @@ fn bench_times_random_weights_of_a_size() {
         "{out}"
     );
     assert!(out.contains("encoder / window"), "{out}");
+    // The op groups' laps: each named once, each a positive time.
+    for op in ["conv", "self-attention", "out-projection", "mlp", "cross K/V"] {
+        let line = out.lines().find(|l| l.trim_start().starts_with(op));
+        let ms: f64 = line
+            .and_then(|l| l.split_whitespace().rev().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no time for {op}: {out}"));
+        assert!(ms > 0.0, "{op}: {ms} ms\n{out}");
+    }
     sotto()
         .args(["bench", "--random-weights", "huge"])
         .assert()

@@ -12,7 +12,7 @@ mod weights;
 mod work;
 
 pub use calibrate::{Calibration, InputStats};
-pub use session::{check_align_input, check_decode_input, Session};
+pub use session::{check_align_input, check_decode_input, EncoderLaps, Session};
 pub use sotto_compute::{measure_peaks, ComputeError, Peaks, VocabTop};
 pub use sotto_formats::Hparams;
 pub use work::EncoderWork;

@@ -1,6 +1,7 @@
 //! Per-stream state and the encoder / decoder passes.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use sotto_compute::{CpuBackend, DecodeShapes, Mask, PackedKv, ThreadGovernor, Threads};
 
@@ -80,6 +81,36 @@ pub struct Session {
     last_rows: Vec<usize>,
     /// The step the workers' own scratch is sized for (grown with the batch).
     reserved: DecodeShapes,
+    /// Where the last encoder pass spent its time.
+    laps: EncoderLaps,
+}
+
+/// Where an encoder pass spent its time, by op group (wall time, summed over the blocks).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct EncoderLaps {
+    /// The mel's transpose, both convolutions and the positions.
+    pub conv: Duration,
+    /// Per block: the layer norm, the q, k, v products and the self-attention.
+    pub attention: Duration,
+    /// Per block: the attention's out-projection and its residual.
+    pub out_projection: Duration,
+    /// Per block: the MLP with its layer norm and residual.
+    pub mlp: Duration,
+    /// The final layer norm and every decoder layer's cross-attention K/V.
+    pub cross_kv: Duration,
+}
+
+impl EncoderLaps {
+    /// The groups with their names, in the pass's order.
+    pub fn named(&self) -> [(&'static str, Duration); 5] {
+        [
+            ("conv", self.conv),
+            ("self-attention", self.attention),
+            ("out-projection", self.out_projection),
+            ("mlp", self.mlp),
+            ("cross K/V", self.cross_kv),
+        ]
+    }
 }
 
 impl std::fmt::Debug for Session {
@@ -208,6 +239,7 @@ impl Session {
             governor,
             last_rows: Vec::new(),
             reserved,
+            laps: EncoderLaps::default(),
             model,
         })
     }
@@ -265,12 +297,17 @@ impl Session {
         self.kv.clear();
         self.be.set_solo(false);
         let (model, be, b) = (&*self.model, &self.be, &mut self.enc);
-        let (enc_out, cross) = (&mut self.enc_out[..], &mut self.cross[..]);
+        let (enc_out, cross, laps) = (&mut self.enc_out[..], &mut self.cross[..], &mut self.laps);
         // On a worker of the pool, as the decoder step: each op's fork/join is then a
         // local one instead of a wake-up of the pool from outside.
-        be.install(|| encoder_pass(model, be, b, enc_out, cross, mel))?;
+        be.install(|| encoder_pass(model, be, b, enc_out, cross, mel, laps))?;
         self.encoded = true;
         Ok(())
+    }
+
+    /// Where the last [`Session::encode`] spent its time, by op group.
+    pub fn encoder_laps(&self) -> EncoderLaps {
+        self.laps
     }
 
     /// Shape: [n_audio_ctx, n_audio_state]. Zeros before the first [`Session::encode`].
@@ -503,7 +540,16 @@ fn encoder_pass(
     enc_out: &mut [f32],
     cross_kv: &mut [PackedKv],
     mel: &[f32],
+    laps: &mut EncoderLaps,
 ) -> Result<(), ModelError> {
+    *laps = EncoderLaps::default();
+    let mut t = Instant::now();
+    // Adds the time since the last lap to `d`.
+    let mut lap = |d: &mut Duration| {
+        let now = Instant::now();
+        *d += now - t;
+        t = now;
+    };
     let h = *model.hparams();
     let n_frames = model.n_frames();
     let enc = &model.encoder;
@@ -514,6 +560,7 @@ fn encoder_pass(
     be.conv1d_gelu(mel_t, h.n_mels, &enc.conv1, 1, conv1)?;
     be.conv1d_gelu(conv1, d, &enc.conv2, 2, x)?;
     be.add(x, &enc.pos)?;
+    lap(&mut laps.conv);
     let hb = &mut hb[..ctx * d];
     for blk in &enc.blocks {
         let (q, rest) = work[..4 * ctx * d].split_at_mut(ctx * d);
@@ -536,8 +583,11 @@ fn encoder_pass(
                 _ => be.attention(q, ctx, k, v, ctx, nh, Mask::None, att)?,
             }
         }
+        lap(&mut laps.attention);
         be.linear_residual(att, ctx, &blk.attn.out, x)?;
+        lap(&mut laps.out_projection);
         mlp(be, blk, ctx, x, hb, &mut work[..4 * ctx * d])?;
+        lap(&mut laps.mlp);
     }
     be.layer_norm(x, &enc.ln_post, enc_out)?;
     let dt = h.n_text_state;
@@ -553,6 +603,7 @@ fn encoder_pass(
         })
         .collect();
     PackedKv::project_all(cross_kv, be, enc_out, &weights, cross_k, cross_v)?;
+    lap(&mut laps.cross_kv);
     Ok(())
 }
 

@@ -51,6 +51,11 @@ pub trait Forward: Send {
     fn can_align(&self) -> bool {
         false
     }
+    /// Where the last [`Forward::encode`] spent its time, by named op group (wall time),
+    /// on devices that keep such laps.
+    fn encoder_laps(&self) -> Option<Vec<(&'static str, std::time::Duration)>> {
+        None
+    }
 }
 
 /// Implements [`Forward`]'s common part, alignment included, by calling the session's
@@ -105,6 +110,10 @@ macro_rules! delegate_forward {
 
 impl Forward for sotto_model::Session {
     delegate_forward!(sotto_model::Session);
+
+    fn encoder_laps(&self) -> Option<Vec<(&'static str, std::time::Duration)>> {
+        Some(sotto_model::Session::encoder_laps(self).named().to_vec())
+    }
 
     fn set_logit_need(&mut self, need: &sotto_decode::LogitNeed) {
         let top = match need {
