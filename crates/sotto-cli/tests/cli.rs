@@ -438,7 +438,13 @@ fn bench_times_random_weights_of_a_size() {
     );
     assert!(out.contains("encoder / window"), "{out}");
     // The op groups' laps: each named once, each a positive time.
-    for op in ["conv", "self-attention", "out-projection", "mlp", "cross K/V"] {
+    for op in [
+        "conv",
+        "self-attention",
+        "out-projection",
+        "mlp",
+        "cross K/V",
+    ] {
         let line = out.lines().find(|l| l.trim_start().starts_with(op));
         let ms: f64 = line
             .and_then(|l| l.split_whitespace().rev().nth(1))
