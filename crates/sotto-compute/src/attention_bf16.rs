@@ -21,6 +21,9 @@
 //! in order of d_head by fused multiply-adds, K packed in f32 panels of 64 keys) and
 //! shares the rest: the softmax as above and the bf16 P·V.
 
+#[cfg(target_arch = "x86_64")]
+use rayon::prelude::*;
+
 use crate::bf16::{bf16_to_f32, f32_to_bf16};
 #[cfg(target_arch = "x86_64")]
 use crate::blocked::{Epi, FinishBlock, Out};
@@ -182,15 +185,16 @@ impl CpuBackend {
                     match int8 {
                         Some(layout) => {
                             let qr = self.quant_rows(x, m, d, layout, Some(norm));
-                            for (w, o) in outs {
-                                self.gemm_int8(&qr, m, w, o, Epi::Store);
-                            }
+                            // The three products' tasks share the pool at once: one's last
+                            // tasks overlap the next one's first.
+                            outs.into_par_iter()
+                                .for_each(|(w, o)| self.gemm_int8(&qr, m, w, o, Epi::Store));
                             self.recycle(qr);
                         }
                         None => self.with_pairs(
                             |a| self.layer_norm_pairs(x, m, norm, a),
                             |a| {
-                                for (w, o) in outs {
+                                outs.into_par_iter().for_each(|(w, o)| {
                                     let Weight::Bf16(pw) = &w.weight else {
                                         unreachable!("`fuses` holds for bf16 weights only")
                                     };
@@ -204,7 +208,7 @@ impl CpuBackend {
                                         o,
                                         Epi::Store,
                                     );
-                                }
+                                })
                             },
                         ),
                     }

@@ -219,8 +219,10 @@ impl PackedKv {
         let isa = be.isa();
         // Every layer's two products, each finished block going straight into the packed
         // layouts: `gemm(w, out)` runs one product on the activations prepared once.
-        let mut project = |gemm: &dyn Fn(&Linear, Out<'_>)| {
-            for (kv, (wk, wv)) in kvs.iter_mut().zip(weights) {
+        // The layers' products run at once on the pool, so one product's last tasks overlap
+        // the next one's first instead of each waiting out its own tail.
+        let mut project = |gemm: &(dyn Fn(&Linear, Out<'_>) + Sync)| {
+            kvs.par_iter_mut().zip(weights).for_each(|(kv, (wk, wv))| {
                 let dst = KvDst {
                     k: kv.k.as_mut_ptr(),
                     v: kv.v.as_mut_ptr(),
@@ -238,9 +240,11 @@ impl PackedKv {
                     move |rows: Range<usize>, cols: Range<usize>, blk: &[f32], ld: usize| unsafe {
                         dst.values(isa, rows, cols, blk, ld)
                     };
-                gemm(wk, Out::Blocks(&keys));
-                gemm(wv, Out::Blocks(&values));
-            }
+                rayon::join(
+                    || gemm(wk, Out::Blocks(&keys)),
+                    || gemm(wv, Out::Blocks(&values)),
+                );
+            })
         };
         if let (true, Some(Weight::Int8(first))) = (int8, all().next()) {
             be.with_quant_rows(x, tk, n_in, first.layout(), None, |qr| {
