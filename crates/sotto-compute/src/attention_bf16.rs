@@ -148,9 +148,10 @@ impl CpuBackend {
     /// A transformer block's self-attention from its input: q, k, v = ln(x)·Wᵀ + b (as
     /// [`CpuBackend::layer_norm_linears`]), then [`CpuBackend::attention_mixed`] over them
     /// into `out`. Where AVX-512 BF16 runs the attention and the fused bf16 or int8 GEMMs
-    /// the products, K's and V's GEMM blocks go straight into the attention's packed
-    /// panels: neither reaches memory in f32, and `k`, `v` are left unspecified.
-    /// Elsewhere the two ops in turn. The same bits either way.
+    /// the products, the GEMM blocks go straight where the attention reads them (Q into
+    /// rows per head, K and V into the packed panels): none reaches memory in the [m, d]
+    /// layout, and `q`, `k`, `v` are left unspecified. Elsewhere the two ops in turn. The
+    /// same bits either way.
     ///
     /// `x` Shape: [m, d]; `h` (scratch), `q`, `k`, `v`, `out` Shape: [m, d]; the weights
     /// d × d.
