@@ -383,6 +383,7 @@ mod x86 {
     use std::ops::Range;
 
     use crate::blocked::FinishBlock;
+    use crate::packed_attention::head_spans;
     use crate::scratch::Pool;
     use crate::{Isa, OutPtr};
 
@@ -768,11 +769,7 @@ mod x86 {
         /// the first one's place in the head).
         fn heads(self, cols: Range<usize>) -> impl Iterator<Item = (usize, Range<usize>, usize)> {
             let dh = self.dh;
-            (cols.start / dh..cols.end.div_ceil(dh)).map(move |h| {
-                let seg = cols.start.max(h * dh)..cols.end.min((h + 1) * dh);
-                let at = seg.start - h * dh;
-                (h, seg, at)
-            })
+            head_spans(cols, dh).map(move |(h, seg)| (h, seg.clone(), seg.start - h * dh))
         }
 
         /// Keys `rows`, columns `cols` of K (the block's row r − rows.start, `ld` apart)

@@ -268,6 +268,16 @@ impl PackedKv {
     }
 }
 
+/// Columns `cols` of a `[_, n_head·dh]` row split at head boundaries: each head they touch
+/// with its columns among them.
+pub(crate) fn head_spans(
+    cols: Range<usize>,
+    dh: usize,
+) -> impl Iterator<Item = (usize, Range<usize>)> {
+    (cols.start / dh..cols.end.div_ceil(dh))
+        .map(move |h| (h, cols.start.max(h * dh)..cols.end.min((h + 1) * dh)))
+}
+
 /// A [`PackedKv`]'s storage for GEMM tasks that each write the packed elements of their
 /// own block of positions and columns.
 #[derive(Clone, Copy)]
@@ -290,10 +300,7 @@ impl KvDst {
     /// column, count).
     fn heads(self, cols: Range<usize>) -> impl Iterator<Item = (usize, usize, usize, usize)> {
         let dh = self.dh;
-        std::iter::successors(Some(cols.start), move |&c| {
-            Some(c + (dh - c % dh)).filter(|&n| n < cols.end)
-        })
-        .map(move |c| (c / dh, c % dh, c, (dh - c % dh).min(cols.end - c)))
+        head_spans(cols, dh).map(move |(h, c)| (h, c.start - h * dh, c.start, c.len()))
     }
 
     /// Keys at positions `rows`, columns `cols` from `blk` (row i − rows.start `ld` apart).

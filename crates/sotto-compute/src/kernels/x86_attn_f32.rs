@@ -150,29 +150,11 @@ pub(crate) unsafe fn pack_k_panel<const W: usize>(
     panel: *mut f32,
 ) {
     debug_assert!(rows <= W);
-    for g in 0..W / 16 {
-        let keys = rows.saturating_sub(16 * g).min(16);
-        // The next 16 keys' rows (ld apart, so no stream the hardware follows) come in
-        // while these transpose.
-        for i in 16 * (g + 1)..rows.min(16 * (g + 2)) {
-            for p in (0..dh).step_by(16) {
-                _mm_prefetch::<_MM_HINT_T0>(k.wrapping_add(i * ld + p) as *const i8);
-            }
-        }
-        for p0 in (0..dh).step_by(16) {
-            let cols = (dh - p0).min(16);
-            let mut r = [_mm512_setzero_ps(); 16];
-            for (i, r) in r.iter_mut().enumerate().take(keys) {
-                // SAFETY: key 16g + i < rows, columns p0..p0 + cols ≤ dh: inside `k`.
-                *r =
-                    unsafe { _mm512_maskz_loadu_ps(low_mask(cols), k.add((16 * g + i) * ld + p0)) };
-            }
-            let w = transpose16(r);
-            for (c, w) in w.iter().enumerate().take(cols) {
-                // SAFETY: row p0 + c < dh of the panel, keys 16g..16g + 16 ≤ W.
-                unsafe { _mm512_storeu_ps(panel.add((p0 + c) * W + 16 * g), *w) };
-            }
-        }
+    // SAFETY: the same contract, keys 0..rows ≤ W.
+    unsafe { pack_k_keys::<W>(k, ld, rows, dh, panel, 0) };
+    for p in 0..dh {
+        // SAFETY: row p < dh of the panel, keys rows..W.
+        unsafe { std::slice::from_raw_parts_mut(panel.add(p * W + rows), W - rows) }.fill(0.0);
     }
 }
 
@@ -198,6 +180,13 @@ pub(crate) unsafe fn pack_k_keys<const W: usize>(
     debug_assert!(key0 + keys <= W);
     for g in 0..keys.div_ceil(16) {
         let n = (keys - 16 * g).min(16);
+        // The next 16 keys' rows (ld apart, so no stream the hardware follows) come in
+        // while these transpose.
+        for i in 16 * (g + 1)..keys.min(16 * (g + 2)) {
+            for p in (0..dh).step_by(16) {
+                _mm_prefetch::<_MM_HINT_T0>(k.wrapping_add(i * ld + p) as *const i8);
+            }
+        }
         for p0 in (0..dh).step_by(16) {
             let cols = (dh - p0).min(16);
             let mut r = [_mm512_setzero_ps(); 16];

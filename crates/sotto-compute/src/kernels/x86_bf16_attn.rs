@@ -139,21 +139,10 @@ pub(crate) unsafe fn pack_v_panel(
     panel: *mut u32,
 ) {
     debug_assert!(cols <= NR);
+    // SAFETY: the same contract; pair rows are NR apart in the panel.
+    unsafe { pack_v_cols(v, ld, rows, cols, panel) };
     for p in 0..rows.div_ceil(2) {
-        for c in (0..NR).step_by(16) {
-            let m = low_mask(cols.saturating_sub(c).min(16));
-            let m_hi = if 2 * p + 1 < rows { m } else { 0 };
-            // SAFETY: the masks read only columns < cols of rows 2p and 2p + 1 < rows, which
-            // the caller guarantees are in `v`; the store is inside pair row p of `panel`.
-            unsafe {
-                let lo = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, v.add(2 * p * ld + c)));
-                let row1 = v.wrapping_add((2 * p + 1) * ld + c);
-                let hi = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m_hi, row1));
-                let lo = _mm512_cvtepu16_epi32(std::mem::transmute::<__m256bh, __m256i>(lo));
-                let hi = _mm512_cvtepu16_epi32(std::mem::transmute::<__m256bh, __m256i>(hi));
-                let pair = _mm512_or_si512(lo, _mm512_slli_epi32::<16>(hi));
-                _mm512_storeu_si512(panel.add(p * NR + c) as *mut __m512i, pair);
-            }
-        }
+        // SAFETY: pair row p < rows.div_ceil(2) of the panel, columns cols..NR.
+        unsafe { std::slice::from_raw_parts_mut(panel.add(p * NR + cols), NR - cols) }.fill(0);
     }
 }
