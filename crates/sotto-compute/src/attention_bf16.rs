@@ -1270,9 +1270,9 @@ mod tests {
         }
     }
 
-    /// The self-attention whose K and V go from the GEMM blocks into the packed panels
-    /// gives the bits of the q, k, v products, then the attention: the same values are
-    /// packed the same way. Odd and partial row counts (a key pair split across the last
+    /// The self-attention whose Q, K and V go from the GEMM blocks where the attention
+    /// reads them gives the bits of the q, k, v products, then the attention: the same
+    /// values are packed the same way. Odd and partial row counts (a key pair split across the last
     /// panel, blocks ending mid-panel), heads of 64 and of 32 (not fused), bf16 and int8
     /// weights, with and without AMX.
     #[test]

@@ -100,21 +100,28 @@ impl CpuBackend {
         cols.truncate(t_out * kc);
         cols.resize(t_out * kc, 0.0);
         self.install(|| {
-            cols.par_chunks_mut(kc).enumerate().for_each(|(t, col)| {
-                for (kk, dst) in col.chunks_exact_mut(c_in).enumerate() {
-                    // Input time t·stride + kk − 1; outside [0, t_in) is the zero padding.
-                    match (t * stride + kk).checked_sub(1).filter(|&ti| ti < t_in) {
-                        Some(ti) => dst.copy_from_slice(&x[ti * c_in..(ti + 1) * c_in]),
-                        None => dst.fill(0.0),
-                    }
-                }
-            })
+            cols.par_chunks_mut(kc)
+                .enumerate()
+                .for_each(|(t, col)| gather_column(x, c_in, stride, t, col))
         });
         self.observe(&[w], &cols, t_out);
         let result = self.linear_act(&cols, t_out, w, out, gelu);
         self.scratch_f32.give(cols);
         result?;
         Ok(t_out)
+    }
+}
+
+/// Output step `t`'s im2col column of `x` (Shape: [t_in, c_in]) into `col` (Shape:
+/// [KERNEL·c_in]): input steps t·stride − 1 ..= t·stride + 1 side by side, zeros outside
+/// [0, t_in) (the padding).
+pub(crate) fn gather_column(x: &[f32], c_in: usize, stride: usize, t: usize, col: &mut [f32]) {
+    let t_in = x.len() / c_in;
+    for (kk, dst) in col.chunks_exact_mut(c_in).enumerate() {
+        match (t * stride + kk).checked_sub(1).filter(|&ti| ti < t_in) {
+            Some(ti) => dst.copy_from_slice(&x[ti * c_in..(ti + 1) * c_in]),
+            None => dst.fill(0.0),
+        }
     }
 }
 

@@ -725,7 +725,7 @@ impl CpuBackend {
         let Weight::Int8(pw) = &w.weight else {
             unreachable!("conv_int8 takes int8 weights only")
         };
-        let (layout, isa, t_in, k) = (pw.layout, self.isa, x.len() / c_in, w.n_in);
+        let (layout, isa, k) = (pw.layout, self.isa, w.n_in);
         debug_assert_eq!(k, 3 * c_in);
         self.install(|| {
             let mut qr = QuantRows::sized(layout, t_out, k, &self.scratch_u32);
@@ -736,13 +736,7 @@ impl CpuBackend {
                 .for_each_init(
                     || vec![0.0f32; k],
                     |col, t| {
-                        for (kk, part) in col.chunks_exact_mut(c_in).enumerate() {
-                            // Input step t·stride + kk − 1; outside [0, t_in) is the padding.
-                            match (t * stride + kk).checked_sub(1).filter(|&i| i < t_in) {
-                                Some(i) => part.copy_from_slice(&x[i * c_in..(i + 1) * c_in]),
-                                None => part.fill(0.0),
-                            }
-                        }
+                        crate::conv::gather_column(x, c_in, stride, t, col);
                         // SAFETY: each output step t is one task's alone; `qr` outlives them.
                         unsafe { dst.put(isa, layout, t, col) };
                     },

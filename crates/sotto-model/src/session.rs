@@ -570,8 +570,8 @@ fn encoder_pass(
         let nh = h.n_audio_head;
         use crate::EncoderPrecision as P;
         if let P::Bf16 | P::Int8 | P::Auto = model.encoder_precision {
-            // (Auto is resolved at load.) K and V go from their GEMMs' blocks straight
-            // into the attention's panels.
+            // (Auto is resolved at load.) Q, K and V go from their GEMMs' blocks straight
+            // where the attention reads them.
             let ws = (&a.query, &a.key, &a.value);
             be.layer_norm_attention_mixed(x, ctx, &blk.attn_ln, hb, ws, (q, k, v), nh, att)?;
         } else {
