@@ -446,6 +446,11 @@ impl CpuBackend {
             kc: KC,
             rows_outer: false,
         };
+        assert_ne!(
+            epi,
+            Epi::Residual,
+            "the bf16 tiles store; residuals add by block"
+        );
         for_each_tile(self.isa, blocks, (m, n, kp), out, epi, |t, c, ldc| {
             let b = &pw.group(t.jc / NR)[t.p0 * PANEL..];
             let bias = bias.filter(|_| t.last).map(|b| &b[t.jc..t.jc + t.cols]);
@@ -493,6 +498,11 @@ impl CpuBackend {
     ) {
         use kernels::x86_amx::TR;
         let (n, kp) = (pw.n_out, pw.pairs());
+        assert_ne!(
+            epi,
+            Epi::Residual,
+            "the bf16 tiles store; residuals add by block"
+        );
         for_each_tile(self.isa, Blocks::AMX, (m, n, kp), out, epi, |t, c, ldc| {
             if t.first {
                 // SAFETY: `amx` holds: AMX runs and the process has the tile state.

@@ -19,6 +19,10 @@ pub(crate) enum Epi {
     Store,
     /// `out = gelu(x·Wᵀ + b)`.
     Gelu,
+    /// `out += x·Wᵀ + b` (the product rounded, then the add), by the tile as it stores:
+    /// a residual connection with no pass of its own. The integer GEMM's tiles only
+    /// ([`crate::int8`]), with [`Out::Whole`].
+    Residual,
 }
 
 impl Epi {
@@ -162,6 +166,9 @@ pub(crate) fn for_each_tile(
     let k_blocks = k.div_ceil(b.kc).max(1);
     let kc = k.div_ceil(k_blocks).max(1);
     let (dst, finish) = match out {
+        Out::Blocks(_) if epi == Epi::Residual => {
+            unreachable!("a residual GEMM adds onto its whole output")
+        }
         Out::Whole(out) => {
             assert_eq!(
                 out.len(),

@@ -306,6 +306,11 @@ impl CpuBackend {
     ) {
         let (n, k, nr) = (pw.n_out, pw.n_in, pw.nr);
         let full = m / MR * MR;
+        assert_ne!(
+            epi,
+            Epi::Residual,
+            "the f32 tiles store; residuals add by block"
+        );
         for_each_tile(self.isa, blocks(nr), (m, n, k), out, epi, |t, c, ldc| {
             let b = t.p0 * nr..(t.p0 + t.len) * nr;
             let b = match pw.panel(t.jc / nr) {

@@ -92,15 +92,15 @@ impl CpuBackend {
         check_shapes(buf, m, w2, x)?;
         let n1 = w1.n_out;
         if let Some(layout) = self.fuses_int8([w1, w2].into_iter(), m) {
-            let (d, isa) = (norm.gamma.len(), self.isa());
+            let d = norm.gamma.len();
             if layout == crate::int8::Layout::Quads {
-                // The hidden rows leave the first GEMM quantized for the second.
+                // The hidden rows leave the first GEMM quantized for the second, whose tiles
+                // add onto x as they store.
                 self.install(|| {
                     let qr = self.quant_rows(x, m, d, layout, Some(norm));
                     let hidden = self.gemm_int8_hidden(&qr, m, w1, layout);
                     self.recycle(qr);
-                    let add = add_onto(isa, x, w2.n_out);
-                    self.gemm_int8(&hidden, m, w2, Out::Blocks(&add), Epi::Store);
+                    self.gemm_int8(&hidden, m, w2, Out::Whole(x), Epi::Residual);
                     self.recycle(hidden);
                 });
                 return Ok(());

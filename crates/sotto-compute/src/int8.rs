@@ -514,6 +514,8 @@ pub(crate) struct Epilogue<'a> {
     pub w_scales: &'a [f32],
     /// The bias of the tile's valid columns.
     pub bias: Option<&'a [f32]>,
+    /// Add onto the output instead of storing it ([`Epi::Residual`]).
+    pub add: bool,
 }
 
 /// Activations quantized for one product in a weight's [`Layout`]: rows padded to a
@@ -882,6 +884,7 @@ impl CpuBackend {
             let epi = Epilogue {
                 w_scales: &pw.scales[t.jc..t.jc + nr],
                 bias: bias.map(|b| &b[t.jc..t.jc + t.cols]),
+                add: epi == Epi::Residual,
             };
             let a = &qr.data[t.ic * k4..(t.ic + mr) * k4];
             let (a_scales, a_sums) = (&qr.scales[t.ic..t.ic + mr], &qr.sums[t.ic..t.ic + mr]);
@@ -966,7 +969,7 @@ impl CpuBackend {
                     ldc,
                     (t.rows, t.cols),
                     (a_scales, a_sums),
-                    (w_scales, bias),
+                    (w_scales, bias, epi == Epi::Residual),
                 )
             };
         });

@@ -767,6 +767,12 @@ pub(crate) mod testutil {
                     let err = max_abs_diff(&got, &want);
                     let tol = ref_tol(k) + 4.0 * f32::EPSILON * (k as f32).sqrt();
                     assert!(err <= tol, "{m}×{n}×{k} residual: {err}");
+                    // The bits of the product, then the add (whether blocks are added or
+                    // the tiles add as they store).
+                    let mut product = vec![0.0; m * n];
+                    be.linear(&x, m, &lin, &mut product).unwrap();
+                    let added: Vec<f32> = base.iter().zip(&product).map(|(b, p)| b + p).collect();
+                    assert_eq!(got, added, "{m}×{n}×{k} residual: not the product plus x");
                 }
             }
         }

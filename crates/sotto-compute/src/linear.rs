@@ -44,9 +44,9 @@ impl CpuBackend {
     }
 
     /// `out += x · Wᵀ + b`: a residual connection, rounded as the product then the add. On
-    /// the encoder's bf16, f32 and integer GEMMs each finished block is added while it is hot (no
-    /// product in memory, no pass of its own for the add); elsewhere the product goes
-    /// through a buffer and [`CpuBackend::add`].
+    /// the encoder's bf16 and f32 GEMMs each finished block is added while it is hot, and
+    /// the integer GEMM's tiles add as they store (no product in memory, no pass of its own
+    /// for the add); elsewhere the product goes through a buffer and [`CpuBackend::add`].
     ///
     /// `x` Shape: [m, n_in]; `out` Shape: [m, n_out].
     pub fn linear_residual(&self, x: &[f32], m: usize, w: &Linear, out: &mut [f32]) -> Result<()> {
@@ -60,8 +60,7 @@ impl CpuBackend {
             let add = add_onto(self.isa, out, w.n_out);
             self.linear_f32(x, m, w, Out::Blocks(&add), Epi::Store);
         } else if many && crate::int8::runs(self.isa, &w.weight) {
-            let add = add_onto(self.isa, out, w.n_out);
-            self.linear_int8_out(x, m, w, Out::Blocks(&add), Epi::Store);
+            self.linear_int8_out(x, m, w, Out::Whole(out), Epi::Residual);
         } else {
             let mut y = self.scratch_f32.take(out.len());
             let done = self.linear_act(x, m, w, &mut y, false);

@@ -153,8 +153,12 @@ unsafe fn sub_tile(
         let n = SC.min(cols - c0);
         for (j, o) in out[..n].iter().enumerate() {
             let v = o + epi.bias.map_or(0.0, |bias| bias[c0 + j]);
-            // SAFETY: row r0 + r < rows and column c0 + j < cols of c are writable.
-            unsafe { *c.add((r0 + r) * ldc + c0 + j) = v };
+            // SAFETY: row r0 + r < rows and column c0 + j < cols of c are valid for reads
+            // and writes.
+            unsafe {
+                let dst = c.add((r0 + r) * ldc + c0 + j);
+                *dst = if epi.add { *dst + v } else { v };
+            }
         }
     }
 }

@@ -342,7 +342,7 @@ pub(crate) unsafe fn tile_i8(
     ldc: usize,
     (rows, cols): (usize, usize),
     (a_scales, a_sums): (&[f32], &[i32]),
-    (w_scales, bias): (&[f32], Option<&[f32]>),
+    (w_scales, bias, add): (&[f32], Option<&[f32]>, bool),
 ) {
     debug_assert!(rows <= TR && cols <= TC && a_scales.len() >= TR && a_sums.len() >= TR);
     // Every element is written by the tile stores below: no zeroing.
@@ -358,7 +358,11 @@ pub(crate) unsafe fn tile_i8(
     }
     // The stores wrote i32 sums into the block.
     let sums = cp as *const i32;
-    let epi = Epilogue { w_scales, bias };
+    let epi = Epilogue {
+        w_scales,
+        bias,
+        add,
+    };
     // SAFETY: AVX-512 F runs; w_scales holds 32 values and bias `cols` (the contract).
     let finish = unsafe { Finish::new(&epi, cols) };
     for r in 0..rows {

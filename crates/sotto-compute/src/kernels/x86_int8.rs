@@ -87,6 +87,15 @@ pub(crate) unsafe fn tile(
     debug_assert!(rows <= MR && cols <= NR && a_scales.len() >= MR && a_sums.len() >= MR);
     let mut c0 = [_mm512_setzero_si512(); MR];
     let mut c1 = [_mm512_setzero_si512(); MR];
+    if epi.add {
+        // The rows the epilogue reads back: fetched while the products run (a residual
+        // stream is megabytes, so they would otherwise come from L3 at the end).
+        for r in 0..rows {
+            let row = c.wrapping_add(r * ldc) as *const i8;
+            _mm_prefetch::<_MM_HINT_ET0>(row);
+            _mm_prefetch::<_MM_HINT_ET0>(row.wrapping_add(64));
+        }
+    }
     for p in 0..k4 {
         // SAFETY: p < k4, so b[p·NR..(p + 1)·NR] and a[r·k4 + p] are in bounds.
         unsafe {
@@ -113,6 +122,7 @@ pub(crate) struct Finish {
     ws: (__m512, __m512),
     bias: (__m512, __m512),
     masks: (__mmask16, __mmask16),
+    add: bool,
 }
 
 impl Finish {
@@ -140,14 +150,17 @@ impl Finish {
                 ws,
                 bias,
                 masks: (m0, m1),
+                add: epi.add,
             }
         }
     }
 
-    /// Writes one row's `cols` outputs to `dst` from its i32 sums (columns 0..16, 16..32).
+    /// Writes one row's `cols` outputs to `dst` (or adds them onto it, with `epi.add`)
+    /// from its i32 sums (columns 0..16, 16..32).
     ///
     /// # Safety
-    /// The CPU must have AVX-512 F; `dst` must be writable at `cols` values.
+    /// The CPU must have AVX-512 F; `dst` must be writable (and, adding, readable) at
+    /// `cols` values.
     #[target_feature(enable = "avx512f")]
     pub(crate) unsafe fn row(
         &self,
@@ -166,6 +179,13 @@ impl Finish {
         // SAFETY: columns masked to 0..cols (an all-off mask touches nothing, so the
         // second half's address may lie past the end).
         unsafe {
+            let (v0, v1) = if self.add {
+                let o0 = _mm512_maskz_loadu_ps(self.masks.0, dst);
+                let o1 = _mm512_maskz_loadu_ps(self.masks.1, dst.wrapping_add(16));
+                (_mm512_add_ps(o0, v0), _mm512_add_ps(o1, v1))
+            } else {
+                (v0, v1)
+            };
             _mm512_mask_storeu_ps(dst, self.masks.0, v0);
             _mm512_mask_storeu_ps(dst.wrapping_add(16), self.masks.1, v1);
         }
@@ -291,9 +311,24 @@ pub(crate) unsafe fn tile_avx2(
         let v0 = _mm256_add_ps(_mm256_mul_ps(v0, _mm256_mul_ps(ws0, s)), bv0);
         let v1 = _mm256_add_ps(_mm256_mul_ps(v1, _mm256_mul_ps(ws1, s)), bv1);
         // SAFETY: row r < rows of c; whole tiles store 16 columns, partial ones copy `cols`
-        // from a local row.
+        // from a local row (adding: read first, from the same places).
         unsafe {
             let dst = c.add(r * ldc);
+            let (v0, v1) = match (epi.add, cols == NR_AVX2) {
+                (false, _) => (v0, v1),
+                (true, true) => (
+                    _mm256_add_ps(_mm256_loadu_ps(dst), v0),
+                    _mm256_add_ps(_mm256_loadu_ps(dst.add(8)), v1),
+                ),
+                (true, false) => {
+                    let mut row = [0f32; NR_AVX2];
+                    std::ptr::copy_nonoverlapping(dst, row.as_mut_ptr(), cols);
+                    (
+                        _mm256_add_ps(_mm256_loadu_ps(row.as_ptr()), v0),
+                        _mm256_add_ps(_mm256_loadu_ps(row.as_ptr().add(8)), v1),
+                    )
+                }
+            };
             if cols == NR_AVX2 {
                 _mm256_storeu_ps(dst, v0);
                 _mm256_storeu_ps(dst.add(8), v1);
