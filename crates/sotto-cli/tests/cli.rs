@@ -527,8 +527,22 @@ fn bench_prints_every_figure() {
         "peak RSS",
         "peaks             f32 FMA ",
         "encoder limit",
+        ", its best run ",
         "decoder floor",
     ] {
         assert!(out.contains(figure), "{figure} missing from:\n{out}");
     }
+    // The encoder's median and its best run: the best is no slower.
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("encoder / window"))
+        .unwrap();
+    let nums: Vec<f64> = line
+        .split(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .filter_map(|t| t.parse().ok())
+        .collect();
+    assert!(
+        line.contains("(best run ") && nums.len() == 2 && nums[1] <= nums[0],
+        "{line}"
+    );
 }
