@@ -1019,7 +1019,8 @@ mod tests {
         assert_eq!(sum, 66);
         assert_eq!(quantize_row(&[0.0; 3], &mut q), (0.0, 0));
         assert_eq!(q, [0; 8]);
-        for len in [1003, 1002, 17, 16, 5] {
+        // Whole blocks of 64 (the AVX-512 path packs those), with and without a tail.
+        for len in [1003, 1002, 384, 130, 64, 17, 16, 5] {
             let xs = rand_vec(len, 9);
             let mut want = vec![0i8; len.next_multiple_of(4)];
             let (s, sum) = quantize_row(&xs, &mut want);
@@ -1051,16 +1052,18 @@ mod tests {
             }
         }
         // NaN is skipped by the max and quantized to 0 on every path, in and past the
-        // vector part.
-        let mut xs = rand_vec(37, 4);
-        (xs[3], xs[20], xs[35]) = (f32::NAN, f32::NAN, f32::NAN);
-        let mut want = vec![0i8; 40];
+        // vector part (and in and past AVX-512's blocks of 64).
+        let mut xs = rand_vec(101, 4);
+        for i in [3, 20, 35, 70, 99] {
+            xs[i] = f32::NAN;
+        }
+        let mut want = vec![0i8; 104];
         let (s, sum) = quantize_row(&xs, &mut want);
-        assert!(s > 0.0 && want[3] == 0 && want[35] == 0);
-        let mut levels = [0u32; 19];
+        assert!(s > 0.0 && want[3] == 0 && want[35] == 0 && want[99] == 0);
+        let mut levels = [0u32; 51];
         let sp = quantize_pairs(Isa::Scalar, &xs, 999.0, &mut levels);
         for isa in [Isa::Avx2, Isa::Avx512, Isa::Neon] {
-            let mut got = vec![0u32; 10];
+            let mut got = vec![0u32; 26];
             assert_eq!(quantize_into(isa, &xs, &mut got), (s, sum), "{isa:?} NaN");
             let bytes: Vec<i8> = got
                 .iter()
@@ -1068,7 +1071,7 @@ mod tests {
                 .map(|b| b as i8)
                 .collect();
             assert_eq!(bytes, want, "{isa:?} NaN quads");
-            let mut pairs = [0u32; 19];
+            let mut pairs = [0u32; 51];
             assert_eq!(
                 quantize_pairs(isa, &xs, 999.0, &mut pairs),
                 sp,
