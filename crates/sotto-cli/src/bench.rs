@@ -84,6 +84,27 @@ pub struct Args {
     /// runs; CPU only).
     #[arg(long)]
     encoder_ops: bool,
+
+    /// Then time PAIRS pairs of encoder windows with the experiment switch
+    /// (`sotto_compute::ab`) off and set to BITS in turn, and print each side's mean, best
+    /// and op groups: two variants of the code compared in the same minutes. With nothing
+    /// gated on the switch, an A/A run: this machine's noise floor [default PAIRS: 20]
+    #[arg(long, value_name = "BITS[,PAIRS]", value_parser = parse_ab)]
+    ab: Option<(u32, usize)>,
+}
+
+/// `--ab`'s value: experiment bits, and optionally the number of window pairs.
+fn parse_ab(s: &str) -> Result<(u32, usize), String> {
+    let (bits, pairs) = s.split_once(',').unwrap_or((s, "20"));
+    let bits = bits
+        .trim()
+        .parse()
+        .map_err(|e| format!("bits {bits:?}: {e}"))?;
+    match pairs.trim().parse() {
+        Ok(p) if p > 0 => Ok((bits, p)),
+        Ok(_) => Err("at least one pair of windows".into()),
+        Err(e) => Err(format!("pairs {pairs:?}: {e}")),
+    }
 }
 
 fn median(mut xs: Vec<Duration>) -> Duration {
@@ -95,12 +116,12 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-/// Runs `f` once to warm up, then `runs` times; the median duration.
 /// A device error as an `anyhow` one.
 fn dev<T>(r: Result<T, Box<dyn std::error::Error + Send + Sync>>) -> anyhow::Result<T> {
     r.map_err(|e| anyhow::anyhow!(e))
 }
 
+/// Runs `f` once to warm up, then `runs` times; the median duration.
 fn measure(runs: usize, f: impl FnMut() -> anyhow::Result<Duration>) -> anyhow::Result<Duration> {
     Ok(median(measure_all(runs, f)?))
 }
@@ -131,6 +152,52 @@ fn print_encoder_ops(laps: &[Vec<(&'static str, Duration)>]) {
             .collect();
         println!("  {name:<16}{:9.1} ms", ms(median(times)));
     }
+}
+
+/// `--ab`: `pairs` pairs of `window` runs (each its time and op-group laps), the experiment
+/// switch off for the first of each pair and set to `bits` for the second; prints each
+/// side's mean, best and op groups, and on/off ratios.
+fn alternate(
+    bits: u32,
+    pairs: usize,
+    mut window: impl FnMut() -> anyhow::Result<(Duration, Vec<(&'static str, Duration)>)>,
+) -> anyhow::Result<()> {
+    let mut total = [Duration::ZERO; 2];
+    let mut best = [Duration::MAX; 2];
+    let mut ops: Vec<(&'static str, [Duration; 2])> = Vec::new();
+    for i in 0..2 * pairs {
+        let side = i % 2;
+        sotto::model::ab::set(if side == 1 { bits } else { 0 });
+        let (took, laps) = window()?;
+        total[side] += took;
+        best[side] = best[side].min(took);
+        for (j, (name, d)) in laps.into_iter().enumerate() {
+            if ops.len() <= j {
+                ops.push((name, [Duration::ZERO; 2]));
+            }
+            ops[j].1[side] += d;
+        }
+    }
+    let mean = |d: Duration| ms(d) / pairs as f64;
+    let ratio = |on: Duration, off: Duration| on.as_secs_f64() / off.as_secs_f64();
+    println!(
+        "A/B bits {bits}, {pairs} window pairs: off {:.1} ms (best {:.1}), on {:.1} ms (best {:.1}), on/off {:.3} (best {:.3})",
+        mean(total[0]),
+        ms(best[0]),
+        mean(total[1]),
+        ms(best[1]),
+        ratio(total[1], total[0]),
+        ratio(best[1], best[0])
+    );
+    for (name, [off, on]) in ops {
+        println!(
+            "  {name:<16}off {:8.2}  on {:8.2}  on/off {:.3}",
+            mean(off),
+            mean(on),
+            ratio(on, off)
+        );
+    }
+    Ok(())
 }
 
 /// Peak resident set size of this process, from /proc (Linux); `None` elsewhere.
@@ -272,6 +339,15 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
     );
     if args.encoder_ops {
         print_encoder_ops(laps.get(1..).unwrap_or_default());
+    }
+    if let Some((bits, pairs)) = args.ab {
+        let result = alternate(bits, pairs, || {
+            let t = Instant::now();
+            dev(raw.encode(&window))?;
+            Ok((t.elapsed(), raw.encoder_laps().unwrap_or_default()))
+        });
+        sotto::model::ab::set(0);
+        result?;
     }
 
     // Decoder: a prompt, then one token per step; only the last row's logits.

@@ -409,8 +409,8 @@ fn unreadable_calibration_audio_is_an_error() {
     assert!(!out.exists());
 }
 
-/// `sotto bench` prints every figure, the long-prompt beam step included.
-/// A published size with random weights: no file, the real shapes.
+/// A published size with random weights: no file, the real shapes. With `--ab`, windows
+/// alternated with the experiment switch (nothing gated on it here: an A/A run).
 #[test]
 fn bench_times_random_weights_of_a_size() {
     let out = sotto()
@@ -424,6 +424,8 @@ fn bench_times_random_weights_of_a_size() {
             "2",
             "--no-limits",
             "--encoder-ops",
+            "--ab",
+            "4,2",
         ])
         .args(["--device", "cpu", "--random-weights", "tiny"])
         .assert()
@@ -452,11 +454,34 @@ fn bench_times_random_weights_of_a_size() {
             .unwrap_or_else(|| panic!("no time for {op}: {out}"));
         assert!(ms > 0.0, "{op}: {ms} ms\n{out}");
     }
+    // The A/B block: both sides' times, then each op group with its ratio.
+    let ab: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("A/B bits 4, 2 window pairs: off "))
+        .collect();
+    assert!(
+        ab.len() > 5 && ab[0].contains(", on ") && ab[0].contains("on/off "),
+        "{out}"
+    );
+    for op in ["conv", "self-attention", "mlp", "cross K/V"] {
+        assert!(
+            ab.iter()
+                .any(|l| l.trim_start().starts_with(op) && l.contains("on/off")),
+            "{op} missing from the A/B block:\n{out}"
+        );
+    }
     sotto()
         .args(["bench", "--random-weights", "huge"])
         .assert()
         .failure()
         .stderr(predicates::str::contains("possible values"));
+    for bad in ["x", "1,0", "1,y"] {
+        sotto()
+            .args(["bench", "--random-weights", "tiny", "--ab", bad])
+            .assert()
+            .failure()
+            .stderr(predicates::str::contains("--ab"));
+    }
 }
 
 /// `SOTTO_FORCE_ISA` below AVX-512 makes the encoder choose what a CPU with only that path
@@ -506,6 +531,7 @@ fn a_forced_kernel_path_picks_its_own_encoder_precision() {
     assert!(head.contains("ISA avx2, encoder int16"), "{head}");
 }
 
+/// `sotto bench` prints every figure, the long-prompt beam step included.
 #[test]
 fn bench_prints_every_figure() {
     let out = sotto()

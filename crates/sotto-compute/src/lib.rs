@@ -8,6 +8,7 @@
 //! themselves are in [`kernels`]. Large products use the `gemm` crate, which does its own
 //! CPU detection.
 
+pub mod ab;
 mod attention;
 pub mod attention_bf16;
 mod bf16;
