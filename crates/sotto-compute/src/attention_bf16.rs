@@ -180,9 +180,12 @@ impl CpuBackend {
             let heads_fit = (d / n_head).is_multiple_of(NR);
             if crate::bf16::simd(self.isa()) && (int8.is_some() || bf16) && heads_fit {
                 let (pools, amx) = ((&self.scratch_f32, &self.scratch_u32), self.amx());
-                let project = |put_q: &FinishBlock, put_k: &FinishBlock, put_v: &FinishBlock| {
-                    let outs =
-                        [(wq, put_q), (wk, put_k), (wv, put_v)].map(|(w, f)| (w, Out::Blocks(f)));
+                let project = |q_out: Out<'_>, put_k: &FinishBlock, put_v: &FinishBlock| {
+                    let outs = [
+                        (wq, q_out),
+                        (wk, Out::Blocks(put_k)),
+                        (wv, Out::Blocks(put_v)),
+                    ];
                     match int8 {
                         Some(layout) => {
                             let qr = self.quant_rows(x, m, d, layout, Some(norm));
@@ -382,7 +385,7 @@ mod x86 {
     const Q_ROWS: usize = Q_BLOCK.next_multiple_of(TR);
     use std::ops::Range;
 
-    use crate::blocked::FinishBlock;
+    use crate::blocked::{FinishBlock, Out};
     use crate::packed_attention::head_spans;
     use crate::scratch::Pool;
     use crate::{Isa, OutPtr};
@@ -613,10 +616,10 @@ mod x86 {
         panels.give(pools);
     }
 
-    /// `attention_mixed` where Q, K and V come from GEMMs that `project` runs: it gets the
-    /// finishes that put Q's, K's and V's output blocks ([`Out::Blocks`], Shape: [tq, d]
-    /// and [tk, d]) straight where the attention reads them (Q in rows per head, K and V
-    /// in the packed panels), so none reaches memory in the [_, d] layout. Inside the
+    /// `attention_mixed` where Q, K and V come from GEMMs that `project` runs: it gets Q's
+    /// output ([`Out::Heads`]: the tiles write Q's rows per head themselves) and the
+    /// finishes that put K's and V's output blocks ([`Out::Blocks`], Shape: [tk, d])
+    /// straight into the packed panels, so none reaches memory in the [_, d] layout. Inside the
     /// backend's pool; the caller checked the shapes, that AVX-512 BF16 runs and that
     /// d_head is a multiple of [`NR`].
     #[allow(clippy::too_many_arguments)]
@@ -628,7 +631,7 @@ mod x86 {
         amx: bool,
         out: &mut [f32],
         pools: (&Pool<f32>, &Pool<u32>),
-        project: impl FnOnce(&FinishBlock, &FinishBlock, &FinishBlock),
+        project: impl FnOnce(Out<'_>, &FinishBlock, &FinishBlock),
     ) {
         let mut panels = Panels::for_blocks(tk, d, n_head, pools);
         let dst = PanelsDst::new(&mut panels, tk, d);
@@ -638,22 +641,6 @@ mod x86 {
         for head in qh.chunks_exact_mut(rows * dh) {
             head[tq * dh..].fill(0.0);
         }
-        let qdst = OutPtr(qh.as_mut_ptr());
-        let put_q = |r: Range<usize>, c: Range<usize>, blk: &[f32], ld: usize| {
-            assert!(r.end <= tq && c.end <= d, "Q block past its rows");
-            for (h, seg, p0) in dst.heads(c.clone()) {
-                for (i, src) in r.clone().zip(blk.chunks(ld)) {
-                    let src = &src[seg.start - c.start..][..seg.len()];
-                    // SAFETY: row i < tq of head h, columns p0..p0 + seg.len() ≤ dh, lie in
-                    // qh; a block's rows and columns are its task's alone.
-                    let q = unsafe {
-                        let at = qdst.at((h * rows + i) * dh + p0);
-                        std::slice::from_raw_parts_mut(at, seg.len())
-                    };
-                    q.copy_from_slice(src);
-                }
-            }
-        };
         let put_k = |r: Range<usize>, c: Range<usize>, blk: &[f32], ld: usize| {
             // SAFETY: AVX-512 F runs (the caller's check); a block's rows and columns are
             // its task's alone, and the panels outlive the GEMM.
@@ -663,7 +650,7 @@ mod x86 {
             // SAFETY: AVX-512 BF16 runs (the caller's check); as above.
             unsafe { dst.put_v(r, c, blk, ld) }
         };
-        project(&put_q, &put_k, &put_v);
+        project(Out::Heads(&mut qh, rows, dh), &put_k, &put_v);
         attend(
             Queries::Heads(&qh, rows),
             tq,

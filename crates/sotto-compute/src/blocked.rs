@@ -123,6 +123,12 @@ pub(crate) enum Out<'a> {
     /// The closure runs while the buffer is borrowed, so it must not start pool work (a
     /// task stolen onto this thread would find its buffer taken).
     Blocks(&'a FinishBlock<'a>),
+    /// Columns split into heads of `dh`, each head's rows together: element (i, j) at
+    /// `((j / dh)·rows + i)·dh + j % dh` (Shape: [n / dh, rows, dh], rows ≥ m; rows past m
+    /// are not written). The attention's queries, written there by the tiles themselves
+    /// when a tile's columns lie in one head (`nr` divides `dh`), else through a block.
+    /// `Epi::Store` only.
+    Heads(&'a mut [f32], usize, usize),
 }
 
 /// A finish for [`Out::Blocks`] that adds each block onto its place in `out` (Shape:
@@ -166,9 +172,10 @@ pub(crate) fn for_each_tile(
     let k_blocks = k.div_ceil(b.kc).max(1);
     let kc = k.div_ceil(k_blocks).max(1);
     let (dst, finish) = match out {
-        Out::Blocks(_) if epi == Epi::Residual => {
+        Out::Blocks(_) | Out::Heads(..) if epi == Epi::Residual => {
             unreachable!("a residual GEMM adds onto its whole output")
         }
+        Out::Heads(..) if epi == Epi::Gelu => unreachable!("GELU runs on whole rows"),
         Out::Whole(out) => {
             assert_eq!(
                 out.len(),
@@ -176,16 +183,39 @@ pub(crate) fn for_each_tile(
                 "GEMM output: {} values for {m}×{n}",
                 out.len()
             );
-            (Some(OutPtr(out.as_mut_ptr())), None)
+            (Dst::Rows(OutPtr(out.as_mut_ptr())), None)
         }
-        Out::Blocks(f) => (None, Some(f)),
+        Out::Heads(out, rows, dh) => {
+            assert!(
+                dh > 0 && n.is_multiple_of(dh) && rows >= m && out.len() == n * rows,
+                "GEMM output by heads: {} values for {m}×{n} in heads of {dh}, {rows} rows",
+                out.len()
+            );
+            let heads = OutPtr(out.as_mut_ptr());
+            if !dh.is_multiple_of(b.nr) {
+                // A tile would straddle two heads: each block goes through a copy.
+                let put = |r: Range<usize>, c: Range<usize>, blk: &[f32], ld: usize| {
+                    for (i, src) in r.zip(blk.chunks(ld)) {
+                        for (j, &v) in c.clone().zip(src) {
+                            // SAFETY: i < m ≤ rows and j < n, so the element lies in `out`
+                            // (checked above); a block is its task's alone.
+                            unsafe { *heads.at(((j / dh) * rows + i) * dh + j % dh) = v };
+                        }
+                    }
+                };
+                return for_each_tile(isa, b, (m, n, k), Out::Blocks(&put), epi, tile);
+            }
+            (Dst::Heads(heads, rows, dh), None)
+        }
+        Out::Blocks(f) => (Dst::Block, Some(f)),
     };
     (0..m_blocks * n_blocks).into_par_iter().for_each(|t| {
         // Row blocks outermost: rayon's halving gives each worker a run of rows, which the
         // ops before and after touch on the same worker too.
         let (i0, j0) = ((t / n_blocks) * b.mc, (t % n_blocks) * b.nc);
         let (i1, j1) = ((i0 + b.mc).min(m), (j0 + b.nc).min(n));
-        let run = |base: OutPtr, ld: usize, origin: (usize, usize)| {
+        // Where tile (ic, jc) of the block starts, and its row stride.
+        let run = |at: &dyn Fn(usize, usize) -> (*mut f32, usize)| {
             for p0 in (0..k.max(1)).step_by(kc) {
                 let len = kc.min(k - p0);
                 let (n_j, n_i) = ((j1 - j0).div_ceil(b.nr), (i1 - i0).div_ceil(b.mr));
@@ -212,27 +242,123 @@ pub(crate) fn for_each_tile(
                             last,
                             first,
                         };
-                        // SAFETY: (ic, jc) lies in this task's block, inside the output
-                        // `base` points into (`ld` apart, from `origin`).
-                        let c = unsafe { base.at((ic - origin.0) * ld + jc - origin.1) };
-                        tile(t, c, ld);
+                        let (c, ldc) = at(ic, jc);
+                        tile(t, c, ldc);
                     }
                 }
             }
+        };
+        // GELU on the block of a [_, ld] output whose row r0, column c0 `base` points at.
+        let gelu = |base: OutPtr, ld: usize, (r0, c0): (usize, usize)| {
             if epi == Epi::Gelu {
-                let (r, c) = (i0 - origin.0..i1 - origin.0, j0 - origin.1..j1 - origin.1);
+                let (r, c) = (i0 - r0..i1 - r0, j0 - c0..j1 - c0);
                 // SAFETY: rows i0..i1, columns j0..j1 are this task's block of the output.
                 unsafe { base.gelu_block(isa, ld, r, c) };
             }
         };
         match (dst, finish) {
-            (Some(dst), _) => run(dst, n, (0, 0)),
-            (None, Some(finish)) => BLOCK.with_borrow_mut(|blk| {
+            (Dst::Rows(dst), _) => {
+                // SAFETY: (ic, jc) lies in this task's block of the [m, n] output.
+                run(&|ic, jc| (unsafe { dst.at(ic * n + jc) }, n));
+                gelu(dst, n, (0, 0));
+            }
+            (Dst::Heads(dst, rows, dh), _) => {
+                // SAFETY: tile (ic, jc) lies in this task's block; its columns jc..jc + nr
+                // lie in head jc / dh (nr divides dh), at rows ic.. < m ≤ rows.
+                let at = |ic: usize, jc: usize| unsafe {
+                    (dst.at(((jc / dh) * rows + ic) * dh + jc % dh), dh)
+                };
+                run(&at);
+            }
+            (Dst::Block, Some(finish)) => BLOCK.with_borrow_mut(|blk| {
                 blk.resize(b.mc * b.nc, 0.0);
-                run(OutPtr(blk.as_mut_ptr()), b.nc, (i0, j0));
+                let base = OutPtr(blk.as_mut_ptr());
+                // SAFETY: (ic, jc) lies in this task's block, which the buffer holds
+                // (`nc` apart, from (i0, j0)).
+                run(&|ic, jc| (unsafe { base.at((ic - i0) * b.nc + jc - j0) }, b.nc));
+                gelu(base, b.nc, (i0, j0));
                 finish(i0..i1, j0..j1, blk, b.nc);
             }),
-            (None, None) => unreachable!("an output is either whole or in blocks"),
+            (Dst::Block, None) => unreachable!("a block output has its finish"),
         }
     });
+}
+
+/// Where [`for_each_tile`]'s tiles write (an [`Out`] without its borrow).
+#[derive(Clone, Copy)]
+enum Dst {
+    Rows(OutPtr),
+    Heads(OutPtr, usize, usize),
+    Block,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::rand_vec;
+
+    /// A product through `for_each_tile` with a plain tile (sums in the order of k, onto
+    /// the earlier k blocks' when `acc`), into `out`.
+    fn product(x: &[f32], w: &[f32], (m, n, k): (usize, usize, usize), b: Blocks, out: Out<'_>) {
+        for_each_tile(Isa::Scalar, b, (m, n, k), out, Epi::Store, |t, c, ldc| {
+            for r in 0..t.rows {
+                for j in 0..t.cols {
+                    let (i, col) = (t.ic + r, t.jc + j);
+                    let s: f32 = (t.p0..t.p0 + t.len)
+                        .map(|p| x[i * k + p] * w[col * k + p])
+                        .sum();
+                    // SAFETY: the tile's rows and columns lie at c, ldc apart.
+                    unsafe {
+                        let at = c.add(r * ldc + j);
+                        *at = if t.acc { *at + s } else { s };
+                    }
+                }
+            }
+        });
+    }
+
+    /// Out::Heads holds Out::Whole's values by head, whether the tiles write there
+    /// themselves (nr divides dh) or through a block (it does not), with k in one block or
+    /// several; the padding rows past m are left alone.
+    #[test]
+    fn heads_hold_the_whole_output_by_head() {
+        let (m, k) = (37, 21);
+        for (n, dh, nr, kc) in [
+            (96, 32, 16, 64),
+            (96, 32, 32, 8),
+            (96, 48, 32, 64),
+            (64, 16, 32, 5),
+        ] {
+            let b = Blocks {
+                mr: 4,
+                nr,
+                mc: 12,
+                nc: 2 * nr,
+                kc,
+                rows_outer: false,
+            };
+            let (x, w) = (rand_vec(m * k, 1), rand_vec(n * k, 2));
+            let mut whole = vec![f32::NAN; m * n];
+            product(&x, &w, (m, n, k), b, Out::Whole(&mut whole));
+            let rows = m + 3;
+            let mut heads = vec![7.0; n * rows];
+            product(&x, &w, (m, n, k), b, Out::Heads(&mut heads, rows, dh));
+            for h in 0..n / dh {
+                for i in 0..rows {
+                    for p in 0..dh {
+                        let got = heads[(h * rows + i) * dh + p];
+                        let want = if i < m {
+                            whole[i * n + h * dh + p]
+                        } else {
+                            7.0
+                        };
+                        assert_eq!(
+                            got, want,
+                            "n {n} dh {dh} nr {nr} kc {kc}: ({i}, {h}·{dh} + {p})"
+                        );
+                    }
+                }
+            }
+        }
+    }
 }
