@@ -215,29 +215,37 @@ fn peak_rss_mib() -> Option<f64> {
     Some(kib / 1024.0)
 }
 
-/// This CPU's measured peaks on `threads` threads; the encoder's time (`encode`, per
+/// This CPU's measured peaks on `threads` threads (each the better of this measurement
+/// and `early`'s, when given); the encoder's time (`encode`, per
 /// window; its best run and quietest three in a row too) against the least its `work` can
 /// take at them, and a one-row decoder step's (`token`) against the time to read its
 /// `step_bytes` at the measured read rate.
 fn print_limits(
     threads: usize,
+    early: Option<sotto::Peaks>,
     work: &sotto::EncoderWork,
     (encode, best, quiet): (Duration, Duration, Option<Duration>),
     step_bytes: usize,
     token: Duration,
 ) {
     let p = sotto::measure_peaks(sotto::isa(), threads);
+    let p = early.map_or(p, |e| p.best_of(e));
     let rate = |name: &str, r: Option<f64>, unit: &str| {
         r.map(|r| format!(", {name} {r:.0} {unit}"))
             .unwrap_or_default()
     };
     println!(
-        "peaks             f32 FMA {:.0} GFLOP/s{}{}{}, memory read {:.1} GB/s ({threads} threads)",
+        "peaks             f32 FMA {:.0} GFLOP/s{}{}{}, memory read {:.1} GB/s ({threads} threads{})",
         p.f32_gflops,
         rate("bf16 dot", p.bf16_gflops, "GFLOP/s"),
         rate("AMX bf16", p.amx_bf16_gflops, "GFLOP/s"),
         rate("int8 dot", p.int8_gops, "GOP/s"),
-        p.read_gbs
+        p.read_gbs,
+        if early.is_some() {
+            "; compute the better of before and after the runs"
+        } else {
+            ""
+        }
     );
     match work.limit(&p) {
         Some(limit) => {
@@ -334,6 +342,10 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
             (0..frames).map(move |f| row.get(f).copied().unwrap_or(0.0))
         })
         .collect();
+    // The compute peaks now and again at the end, the better of each counting: a busy
+    // stretch at the end alone would lower them, and flatter the ratios to the limit.
+    let early_peaks = (!args.no_limits && model.encoder_work().is_some())
+        .then(|| sotto::measure_compute_peaks(sotto::isa(), threads));
     let raw = session.forward();
     let mut laps = Vec::new();
     let encodes = measure_all(args.runs, || {
@@ -470,7 +482,8 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
     ) {
         // The session's workers must not share the cores with the measurement.
         drop(session);
-        print_limits(threads, &work, (encode, best, quiet), bytes, per_token);
+        let times = (encode, best, quiet);
+        print_limits(threads, early_peaks, &work, times, bytes, per_token);
     }
     Ok(ExitCode::SUCCESS)
 }

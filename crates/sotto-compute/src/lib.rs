@@ -44,7 +44,7 @@ pub use int8::{
     wide_qmax, I8Packed, Layout as I8Layout,
 };
 pub use packed_attention::PackedKv;
-pub use peak::{measure_peaks, Peaks};
+pub use peak::{measure_compute_peaks, measure_peaks, Peaks};
 pub use probe::{accumulate_gram, LinearProbe};
 pub use sotto_isa::Isa;
 pub use sotto_quant::{QuantTiles, QuantType};

@@ -13,7 +13,7 @@ mod work;
 
 pub use calibrate::{Calibration, InputStats};
 pub use session::{check_align_input, check_decode_input, EncoderLaps, Session};
-pub use sotto_compute::{ab, measure_peaks, ComputeError, Peaks, VocabTop};
+pub use sotto_compute::{ab, measure_compute_peaks, measure_peaks, ComputeError, Peaks, VocabTop};
 pub use sotto_formats::Hparams;
 pub use work::EncoderWork;
 

@@ -37,8 +37,8 @@ pub use sotto_hub as hub;
 pub use sotto_isa::{amx_bf16, isa};
 pub use sotto_model as model;
 pub use sotto_model::{
-    bf16_encoder_supported, int16_encoder_supported, int8_encoder_supported, measure_peaks,
-    EncoderPrecision, EncoderWork, LoadOptions, Peaks,
+    bf16_encoder_supported, int16_encoder_supported, int8_encoder_supported, measure_compute_peaks,
+    measure_peaks, EncoderPrecision, EncoderWork, LoadOptions, Peaks,
 };
 
 /// Everything that can go wrong, by layer. Each message names the input and the problem.
