@@ -128,6 +128,7 @@ pub(crate) enum Out<'a> {
     /// are not written). The attention's queries, written there by the tiles themselves
     /// when a tile's columns lie in one head (`nr` divides `dh`), else through a block.
     /// `Epi::Store` only.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // the mixed attention is x86's
     Heads(&'a mut [f32], usize, usize),
 }
 
