@@ -172,7 +172,7 @@ pub(crate) fn for_each_tile(
     let (m_blocks, n_blocks) = (m.div_ceil(b.mc), n.div_ceil(b.nc));
     let k_blocks = k.div_ceil(b.kc).max(1);
     let kc = k.div_ceil(k_blocks).max(1);
-    let (dst, finish) = match out {
+    let dst = match out {
         Out::Blocks(_) | Out::Heads(..) if epi == Epi::Residual => {
             unreachable!("a residual GEMM adds onto its whole output")
         }
@@ -184,7 +184,7 @@ pub(crate) fn for_each_tile(
                 "GEMM output: {} values for {m}×{n}",
                 out.len()
             );
-            (Dst::Rows(OutPtr(out.as_mut_ptr())), None)
+            Dst::Rows(OutPtr(out.as_mut_ptr()))
         }
         Out::Heads(out, rows, dh) => {
             assert!(
@@ -206,9 +206,9 @@ pub(crate) fn for_each_tile(
                 };
                 return for_each_tile(isa, b, (m, n, k), Out::Blocks(&put), epi, tile);
             }
-            (Dst::Heads(heads, rows, dh), None)
+            Dst::Heads(heads, rows, dh)
         }
-        Out::Blocks(f) => (Dst::Block, Some(f)),
+        Out::Blocks(f) => Dst::Block(f),
     };
     (0..m_blocks * n_blocks).into_par_iter().for_each(|t| {
         // Row blocks outermost: rayon's halving gives each worker a run of rows, which the
@@ -257,13 +257,13 @@ pub(crate) fn for_each_tile(
                 unsafe { base.gelu_block(isa, ld, r, c) };
             }
         };
-        match (dst, finish) {
-            (Dst::Rows(dst), _) => {
+        match dst {
+            Dst::Rows(dst) => {
                 // SAFETY: (ic, jc) lies in this task's block of the [m, n] output.
                 run(&|ic, jc| (unsafe { dst.at(ic * n + jc) }, n));
                 gelu(dst, n, (0, 0));
             }
-            (Dst::Heads(dst, rows, dh), _) => {
+            Dst::Heads(dst, rows, dh) => {
                 // SAFETY: tile (ic, jc) lies in this task's block; its columns jc..jc + nr
                 // lie in head jc / dh (nr divides dh), at rows ic.. < m ≤ rows.
                 let at = |ic: usize, jc: usize| unsafe {
@@ -271,7 +271,7 @@ pub(crate) fn for_each_tile(
                 };
                 run(&at);
             }
-            (Dst::Block, Some(finish)) => BLOCK.with_borrow_mut(|blk| {
+            Dst::Block(finish) => BLOCK.with_borrow_mut(|blk| {
                 blk.resize(b.mc * b.nc, 0.0);
                 let base = OutPtr(blk.as_mut_ptr());
                 // SAFETY: (ic, jc) lies in this task's block, which the buffer holds
@@ -280,17 +280,16 @@ pub(crate) fn for_each_tile(
                 gelu(base, b.nc, (i0, j0));
                 finish(i0..i1, j0..j1, blk, b.nc);
             }),
-            (Dst::Block, None) => unreachable!("a block output has its finish"),
         }
     });
 }
 
-/// Where [`for_each_tile`]'s tiles write (an [`Out`] without its borrow).
+/// Where [`for_each_tile`]'s tiles write: an [`Out`] with its slices as shared pointers.
 #[derive(Clone, Copy)]
-enum Dst {
+enum Dst<'f> {
     Rows(OutPtr),
     Heads(OutPtr, usize, usize),
-    Block,
+    Block(&'f FinishBlock<'f>),
 }
 
 #[cfg(test)]
