@@ -380,6 +380,36 @@ fn pool_overhead(c: &mut Criterion) {
     });
 }
 
+/// The int8 encoder's products at tiny's width on one thread, each as the encoder calls it
+/// (activations quantized per call): q/k/v's shape alone, the out-projection with its
+/// residual add, and fc1 with GELU. Against the int8 peak (`sotto bench`), what the
+/// quantization, the epilogue and the memory around the tile cost.
+fn encoder_int8_ops_1t(c: &mut Criterion) {
+    let mut g = c.benchmark_group("encoder_int8_1t");
+    g.sample_size(10);
+    let be = CpuBackend::new(1).unwrap();
+    let (m, d) = (1500, 384);
+    for (name, k, n) in [("linear", d, d), ("residual", d, d), ("gelu", d, 4 * d)] {
+        let w = Weight::F32(vals(n * k, 4));
+        let Ok(w) = w.for_int8_gemm(n, k, true) else {
+            return; // this CPU lacks the int8 GEMM
+        };
+        if matches!(w, Weight::F32(_)) {
+            return;
+        }
+        let lin = Linear::new(w, Some(vals(n, 5)), n, k).unwrap();
+        let x = vals(m * k, 3);
+        let mut out = vals(m * n, 6);
+        g.throughput(Throughput::Elements((2 * m * n * k) as u64));
+        g.bench_function(format!("{name}_{m}x{k}x{n}"), |b| match name {
+            "linear" => b.iter(|| be.linear(&x, m, &lin, &mut out).unwrap()),
+            "residual" => b.iter(|| be.linear_residual(&x, m, &lin, &mut out).unwrap()),
+            _ => b.iter(|| be.linear_gelu(&x, m, &lin, &mut out).unwrap()),
+        });
+    }
+    g.finish();
+}
+
 criterion_group!(
     benches,
     small_m,
@@ -390,6 +420,7 @@ criterion_group!(
     encoder_attention_bf16,
     encoder_gemm_formats_1t,
     encoder_gemm_shapes,
+    encoder_int8_ops_1t,
     decoder_quant_1t,
     step_cross_attention_1t,
     pool_overhead

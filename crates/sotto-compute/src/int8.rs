@@ -853,8 +853,11 @@ impl CpuBackend {
         }
         let (mr, nr) = (layout.mr(), layout.nr());
         let bias = w.bias.as_deref();
-        // Whole rows of k per tile: the tile has no sums to continue from. On AVX2 a row
-        // tile stays in L1 while the block's panels (at most ~256 KiB) stream from L2.
+        // Whole rows of k per tile: the tile has no sums to continue from. On x86 a row
+        // tile stays in L1 while the block's panels (at most ~256 KiB) stream from L2: its
+        // broadcast activations hit L1, the panels are one stream each for the prefetcher.
+        // Against columns outer (the row block streamed past each panel) on Zen 4, q8_0
+        // windows alternated: MLP −1.8 to −2.4%, out-projection 0 to −9%, the rest level.
         let panel_bytes = 4 * k4 * nr;
         let blocks = match layout {
             Layout::Quads => Blocks {
@@ -863,7 +866,8 @@ impl CpuBackend {
                 mc: MC_TILES * mr,
                 nc: NC_TILES * nr,
                 kc: usize::MAX,
-                rows_outer: false,
+                // aarch64's `sdot` tile keeps the order it was measured in.
+                rows_outer: cfg!(target_arch = "x86_64"),
             },
             Layout::Pairs | Layout::WidePairs => Blocks {
                 mr,
