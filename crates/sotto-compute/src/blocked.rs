@@ -69,8 +69,9 @@ pub(crate) struct Blocks {
     pub kc: usize,
     /// Within a k block, row tiles outermost: each row tile's activations stay in L1
     /// while the weight panels stream from L2 (AVX2's f32 GEMM, whose 24 KiB panel
-    /// blocks and the row tile do not fit L1 together; the bf16 and int8 GEMMs on x86). Otherwise
-    /// column panels outermost: each panel block stays in L1 while the row tiles pass.
+    /// blocks and the row tile do not fit L1 together; the bf16 and int8 GEMMs on x86).
+    /// Otherwise column panels outermost: each panel block stays in L1 while the row
+    /// tiles pass.
     pub rows_outer: bool,
 }
 
