@@ -445,8 +445,8 @@ impl CpuBackend {
             nc: NC,
             kc: KC,
             // A row tile's pairs stay in L1 while the panels stream from L2 (as the int8
-            // GEMM's): f16 windows alternated on Zen 4, MLP −1.3 to −4%, cross K/V −2 to
-            // −4% in four runs of five, whole windows −0.5 to −3.4%.
+            // GEMM's): f16 windows alternated on Zen 4, MLP −1.3 to −4%, cross K/V −1.9 to
+            // −3.7% in four runs of five, whole windows −0.5 to −3.4%.
             rows_outer: true,
         };
         assert_ne!(
