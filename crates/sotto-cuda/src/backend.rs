@@ -369,17 +369,26 @@ mod tests {
     /// NVRTC needs no GPU: wherever libnvrtc loads, every kernel must compile for the
     /// architectures sotto targets. `SOTTO_REQUIRE_NVRTC=1` turns a missing library into a
     /// failure (CI sets it after unpacking the nvidia-cuda-nvrtc wheel).
+    /// Whether NVRTC can be loaded; when not, says why the test skips, or fails it where
+    /// `SOTTO_REQUIRE_NVRTC` is set.
+    fn nvrtc_or_skip() -> bool {
+        if crate::nvrtc_present() {
+            return true;
+        }
+        let require = std::env::var_os("SOTTO_REQUIRE_NVRTC").is_some_and(|v| v != "0");
+        assert!(
+            !require,
+            "SOTTO_REQUIRE_NVRTC is set, but libnvrtc was not found (LD_LIBRARY_PATH)"
+        );
+        println!(
+            "skipped: libnvrtc not found; set LD_LIBRARY_PATH to a folder with libnvrtc.so.13"
+        );
+        false
+    }
+
     #[test]
     fn kernels_compile_with_nvrtc() {
-        if !crate::nvrtc_present() {
-            let require = std::env::var_os("SOTTO_REQUIRE_NVRTC").is_some_and(|v| v != "0");
-            assert!(
-                !require,
-                "SOTTO_REQUIRE_NVRTC is set, but libnvrtc was not found (LD_LIBRARY_PATH)"
-            );
-            println!(
-                "skipped: libnvrtc not found; set LD_LIBRARY_PATH to a folder with libnvrtc.so.13"
-            );
+        if !nvrtc_or_skip() {
             return;
         }
         for cc in [(7, 5), (8, 0), (8, 9), (9, 0)] {
@@ -392,6 +401,143 @@ mod tests {
                 );
             }
             println!("compute {}.{}: {} bytes of PTX", cc.0, cc.1, text.len());
+        }
+    }
+
+    /// What ptxas says of one kernel (`--ptxas-options=-v`).
+    #[derive(Debug, Default)]
+    struct Resources {
+        registers: u32,
+        stack: u32,
+        spill_stores: u32,
+        spill_loads: u32,
+        smem: u32,
+    }
+
+    /// Compiles [`kernels::SOURCE`] to machine code for `sm_{cc}` (NVRTC runs ptxas itself
+    /// for a real architecture) and reads each entry's resources from ptxas's report.
+    fn sass_resources(cc: u32) -> HashMap<String, Resources> {
+        use cudarc::nvrtc::result;
+        let src = std::ffi::CString::new(kernels::SOURCE).expect("no NUL in the source");
+        let prog = result::create_program(&src, None).expect("nvrtcCreateProgram");
+        let opts = [
+            format!("--gpu-architecture=sm_{cc}"),
+            "--ptxas-options=-v".to_string(),
+            "--prec-div=true".to_string(),
+            "--prec-sqrt=true".to_string(),
+        ];
+        // SAFETY: `prog` is a live program and the options are valid C strings (no NUL).
+        let compiled = unsafe { result::compile_program(prog, &opts) };
+        // SAFETY: as above; the log is read before the program is destroyed.
+        let log = unsafe { result::get_program_log(prog) }.expect("nvrtcGetProgramLog");
+        // SAFETY: `prog` is not used after this.
+        unsafe { result::destroy_program(prog) }.expect("nvrtcDestroyProgram");
+        let log: Vec<u8> = log
+            .iter()
+            .map(|&c| c as u8)
+            .take_while(|&c| c != 0)
+            .collect();
+        let log = String::from_utf8_lossy(&log);
+        assert!(compiled.is_ok(), "sm_{cc}: {compiled:?}\n{log}");
+        parse_ptxas_report(&log)
+    }
+
+    /// Each entry's resources from ptxas's `-v` report: "Function properties for NAME",
+    /// then "N bytes stack frame, N bytes spill stores, N bytes spill loads" and "Used N
+    /// registers, ..., N bytes smem". A figure that does not parse reads as `u32::MAX`.
+    fn parse_ptxas_report(log: &str) -> HashMap<String, Resources> {
+        let number = |line: &str, unit: &str| -> Option<u32> {
+            let at = line.find(unit)?;
+            line[..at].split_whitespace().last()?.parse().ok()
+        };
+        let mut out = HashMap::new();
+        let mut current: Option<String> = None;
+        for line in log.lines() {
+            if let Some(at) = line.find("Function properties for ") {
+                let name = line[at + "Function properties for ".len()..]
+                    .trim()
+                    .to_string();
+                out.insert(name.clone(), Resources::default());
+                current = Some(name);
+                continue;
+            }
+            let Some(r) = current.as_ref().and_then(|n| out.get_mut(n)) else {
+                continue;
+            };
+            if line.contains("stack frame") {
+                r.stack = number(line, "bytes stack frame").unwrap_or(u32::MAX);
+                r.spill_stores = number(line, "bytes spill stores").unwrap_or(u32::MAX);
+                r.spill_loads = number(line, "bytes spill loads").unwrap_or(u32::MAX);
+            } else if line.contains("Used ") && line.contains(" registers") {
+                r.registers = number(line, " registers").unwrap_or(u32::MAX);
+                r.smem = number(line, " bytes smem").unwrap_or(0);
+                current = None;
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn ptxas_report_is_read_per_kernel() {
+        let log = "ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'a' for 'sm_90'
+ptxas info    : Function properties for a
+ptxas         .     16 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads
+ptxas info    : Used 255 registers, used 1 barriers, 41216 bytes smem
+ptxas info    : Compile time = 1.0 ms
+ptxas info    : Function properties for b
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 12 registers, used 0 barriers
+";
+        let r = parse_ptxas_report(log);
+        let a = &r["a"];
+        assert_eq!(
+            (a.stack, a.spill_stores, a.spill_loads, a.registers, a.smem),
+            (16, 8, 4, 255, 41216)
+        );
+        let b = &r["b"];
+        assert_eq!(
+            (b.stack, b.spill_stores, b.spill_loads, b.registers, b.smem),
+            (0, 0, 0, 12, 0)
+        );
+        assert_eq!(r.len(), 2);
+    }
+
+    /// The kernels' machine code, checked without a GPU: no kernel spills registers to
+    /// local memory or keeps a stack frame (both cost device-memory traffic in the hot
+    /// loops), and none asks for more static shared memory than every architecture gives a
+    /// block without opting in (48 KiB; more fails at launch).
+    #[test]
+    fn kernels_do_not_spill_on_the_target_architectures() {
+        if !nvrtc_or_skip() {
+            return;
+        }
+        for cc in [75, 80, 89, 90] {
+            let res = sass_resources(cc);
+            for name in kernels::NAMES {
+                let r = res
+                    .get(name)
+                    .unwrap_or_else(|| panic!("sm_{cc}: ptxas said nothing of {name}"));
+                assert!(
+                    r.spill_stores == 0 && r.spill_loads == 0 && r.stack == 0,
+                    "sm_{cc}: {name} spills or keeps a stack frame: {r:?}"
+                );
+                assert!(
+                    r.registers > 0 && r.registers <= 255,
+                    "sm_{cc}: {name}: {r:?}"
+                );
+                assert!(r.smem <= 48 * 1024, "sm_{cc}: {name}: {r:?}");
+            }
+            let most = kernels::NAMES
+                .iter()
+                .max_by_key(|n| res[**n].registers)
+                .expect("kernels");
+            println!(
+                "sm_{cc}: {} kernels, none spills; most registers {} ({most}); flash attention {:?}",
+                kernels::NAMES.len(),
+                res[*most].registers,
+                res["sotto_flash_attention"],
+            );
         }
     }
 
