@@ -4,6 +4,7 @@
 //! the `sotto` library.
 
 mod bench;
+mod engine;
 mod gptq;
 mod progress;
 mod transcribe;
@@ -145,52 +146,6 @@ fn dedup_chain(msgs: &[String]) -> String {
     out
 }
 
-/// Load options from `--encoder-precision` (`auto`, `int8`, `int16`, `bf16`, `bf16-fast` or
-/// `f32`).
-/// A level asked for by name on a CPU without its instructions is an error rather than a
-/// silent f32 run; `auto` picks per model file and CPU ([`sotto::EncoderPrecision::Auto`]).
-pub(crate) fn load_options(
-    encoder_precision: &str,
-    exact_logits: bool,
-) -> anyhow::Result<sotto::LoadOptions> {
-    use sotto::EncoderPrecision as P;
-    let encoder = match encoder_precision {
-        "auto" => P::Auto,
-        "f32" => P::F32,
-        "bf16" | "bf16-fast" if !sotto::bf16_encoder_supported() => anyhow::bail!(
-            "--encoder-precision {encoder_precision}: this CPU (or SOTTO_FORCE_ISA) lacks AVX-512 BF16 (use auto or f32)"
-        ),
-        "int8" if !sotto::int8_encoder_supported() => anyhow::bail!(
-            "--encoder-precision int8: this CPU (or SOTTO_FORCE_ISA) lacks AVX2 and AVX-512 VNNI (use auto or f32)"
-        ),
-        "int16" if !sotto::int16_encoder_supported() => {
-            anyhow::bail!(
-                "--encoder-precision int16: this CPU (or SOTTO_FORCE_ISA) lacks AVX2 (use auto or f32)"
-            )
-        }
-        "bf16" => P::Bf16,
-        "bf16-fast" => P::Bf16Fast,
-        "int8" => P::Int8,
-        "int16" => P::Int16,
-        other => anyhow::bail!(
-            "--encoder-precision {other}: expected auto, int8, int16, bf16, bf16-fast or f32"
-        ),
-    };
-    Ok(sotto::LoadOptions {
-        encoder,
-        exact_logits,
-    })
-}
-
-/// Resolves `--device`, printing once on stderr why `auto` chose the CPU when it did.
-pub(crate) fn select_device(name: &str) -> anyhow::Result<sotto::Device> {
-    let choice = sotto::select_device(name.parse()?)?;
-    if let Some(note) = &choice.note {
-        eprintln!("device: {note}");
-    }
-    Ok(choice.device)
-}
-
 fn hub(cli_cache: &Option<PathBuf>) -> sotto::hub::Hub {
     let hub = sotto::hub::Hub::from_env();
     match cli_cache {
@@ -215,7 +170,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             &files,
             &model,
             if all { usize::MAX } else { top },
-            threads,
+            engine::threads(threads)?,
         ),
         Command::Models(ModelsCommand::Fetch { names }) => {
             for name in names {
@@ -260,7 +215,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             &r#type,
             refine,
             &calibrate,
-            threads.unwrap_or(0),
+            engine::threads(threads)?,
         ),
     }
 }
@@ -271,15 +226,10 @@ fn detect_language(
     files: &[String],
     model: &str,
     top: usize,
-    threads: Option<usize>,
+    threads: usize,
 ) -> anyhow::Result<ExitCode> {
-    let threads = threads.unwrap_or_else(|| {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-    });
     let model = sotto::Model::load_named(model, hub, &mut progress::Download::new())?;
-    let mut session = model.session(threads.max(1))?;
+    let mut session = model.session(threads)?;
     let mut failed = false;
     for file in files {
         let detected = sotto::audio::load_16k_mono(file)
@@ -388,11 +338,6 @@ fn calibration_stats(
         "calibrating on {} clips ({seconds:.0} s of audio)",
         audio.len()
     );
-    let threads = if threads == 0 {
-        std::thread::available_parallelism().map_or(1, |n| n.get())
-    } else {
-        threads
-    };
     let decode = sotto::TranscribeOptions {
         beam_size: 1,
         ..Default::default()

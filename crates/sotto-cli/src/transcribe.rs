@@ -36,38 +36,8 @@ pub struct Args {
     #[arg(long, value_parser = ["transcribe", "translate"])]
     task: Option<String>,
 
-    /// Worker threads [default: all cores]. While another process keeps cores busy,
-    /// decoder steps drop to one thread when that is faster (same results);
-    /// `SOTTO_FIXED_THREADS=1` keeps them on all.
-    #[arg(short, long)]
-    threads: Option<usize>,
-
-    /// Where the model runs. `cuda` runs it on the first GPU (CUDA builds); `auto` keeps
-    /// to the CPU until the CUDA backend is validated on a GPU, and says so.
-    #[arg(long, default_value = "auto", value_parser = ["auto", "cpu", "cuda"])]
-    device: String,
-
-    /// Encoder arithmetic: `bf16` (linear layers and attention's P·V in bf16 with f32 sums;
-    /// needs AVX-512 BF16, and runs on AMX tiles where the CPU has them), `bf16-fast` (the attention scores and the decoder's prompt pass
-    /// too: faster, less accurate), `int8` (linear layers as int8 products, per-channel
-    /// weights and per-row activations as faster-whisper's int8; needs AVX2 or Arm's
-    /// dot-product extension), `int16` (int8's AVX2 products with 11–12-bit weights and
-    /// activations: as fast, close to f32), `f32` (the reference path), or `auto`: bf16
-    /// for f16/f32 files on AVX-512 BF16, int8 for ggml-quantized ones on AVX-512 VNNI or
-    /// Arm with `sdot`, int16 on AVX2 CPUs, else f32
-    #[arg(
-        long,
-        env = "SOTTO_ENCODER_PRECISION",
-        default_value = "auto",
-        value_parser = ["auto", "int8", "int16", "bf16", "bf16-fast", "f32"]
-    )]
-    encoder_precision: String,
-
-    /// Compute every logit from the f16 vocabulary rows. By default an f16 model's
-    /// vocabulary projection reads a q8_0 screen and recomputes only the tokens that could
-    /// rank among the best (same choices, half the bytes per decoder step)
-    #[arg(long, env = "SOTTO_EXACT_LOGITS")]
-    exact_logits: bool,
+    #[command(flatten)]
+    engine: crate::engine::EngineArgs,
 
     /// Initial prompt: text that precedes the audio, to steer spelling and style.
     #[arg(long, value_name = "TEXT")]
@@ -369,23 +339,16 @@ fn plan_output(args: &Args) -> anyhow::Result<Sink> {
 }
 
 pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
-    let device = crate::select_device(&args.device)?;
+    let device = args.engine.device()?;
     let sink = plan_output(&args)?;
-    let threads = args.threads.unwrap_or_else(|| {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-    });
-    if threads == 0 {
-        bail!("--threads must be at least 1");
-    }
+    let threads = args.engine.threads()?;
     let t_load = Instant::now();
     let model = Model::load_named_with(
         &args.model,
         hub,
         &mut progress::Download::new(),
         device,
-        crate::load_options(&args.encoder_precision, args.exact_logits)?,
+        args.engine.load_options()?,
     )?;
     let load_time = t_load.elapsed();
     let mut session = model.session(threads)?;

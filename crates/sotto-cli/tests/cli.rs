@@ -245,6 +245,19 @@ fn device_cuda_without_a_gpu_is_a_one_line_error() {
     );
 }
 
+/// Every command that takes `--threads` refuses 0 the same way, before loading anything.
+#[test]
+fn zero_threads_is_a_one_line_error_everywhere() {
+    for args in [
+        &["transcribe", "-t", "0", "-m", "none", "x.wav"][..],
+        &["bench", "-t", "0", "-m", "none"],
+        &["detect-language", "-t", "0", "-m", "none", "x.wav"],
+        &["quantize", "-t", "0", "none", "out.bin", "q8_0"],
+    ] {
+        assert_one_line_error(sotto().args(args), "--threads must be at least 1");
+    }
+}
+
 #[test]
 fn unknown_model_name_is_a_one_line_error() {
     let dir = tempfile::tempdir().unwrap();

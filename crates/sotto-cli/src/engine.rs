@@ -1,0 +1,112 @@
+//! How a model runs — threads, device, encoder arithmetic, logits — as the options that
+//! `transcribe` and `bench` share, and their checks.
+
+/// The options that choose how a loaded model runs (flattened into `transcribe` and
+/// `bench`).
+#[derive(clap::Args)]
+pub struct EngineArgs {
+    /// Worker threads [default: all cores]. While another process keeps cores busy,
+    /// decoder steps drop to one thread when that is faster (same results);
+    /// `SOTTO_FIXED_THREADS=1` keeps them on all.
+    #[arg(short, long)]
+    threads: Option<usize>,
+
+    /// Where the model runs. `cuda` runs it on the first GPU (CUDA builds); `auto` keeps
+    /// to the CPU until the CUDA backend is validated on a GPU, and says so.
+    #[arg(long, default_value = "auto", value_parser = ["auto", "cpu", "cuda"])]
+    device: String,
+
+    /// Encoder arithmetic: `bf16` (linear layers and attention's P·V in bf16 with f32 sums;
+    /// needs AVX-512 BF16, and runs on AMX tiles where the CPU has them), `bf16-fast` (the
+    /// attention scores and the decoder's prompt pass too: faster, less accurate), `int8`
+    /// (linear layers as int8 products, per-channel weights and per-row activations as
+    /// faster-whisper's int8; needs AVX2 or Arm's dot-product extension), `int16` (int8's
+    /// AVX2 products with 11–12-bit weights and activations: as fast, close to f32), `f32`
+    /// (the reference path), or `auto`: bf16 for f16/f32 files on AVX-512 BF16, int8 for
+    /// ggml-quantized ones on AVX-512 VNNI or Arm with `sdot`, int16 on AVX2 CPUs, else f32
+    #[arg(
+        long,
+        env = "SOTTO_ENCODER_PRECISION",
+        default_value = "auto",
+        value_parser = ["auto", "int8", "int16", "bf16", "bf16-fast", "f32"]
+    )]
+    encoder_precision: String,
+
+    /// Compute every logit from the f16 vocabulary rows. By default an f16 model's
+    /// vocabulary projection reads a q8_0 screen and recomputes only the tokens that could
+    /// rank among the best (same choices, half the bytes per decoder step)
+    #[arg(long, env = "SOTTO_EXACT_LOGITS")]
+    exact_logits: bool,
+}
+
+impl EngineArgs {
+    /// `--threads`, or every core.
+    pub fn threads(&self) -> anyhow::Result<usize> {
+        threads(self.threads)
+    }
+
+    /// `--device` resolved; see [`select_device`].
+    pub fn device(&self) -> anyhow::Result<sotto::Device> {
+        select_device(&self.device)
+    }
+
+    /// `--encoder-precision` and `--exact-logits`; see [`load_options`].
+    pub fn load_options(&self) -> anyhow::Result<sotto::LoadOptions> {
+        load_options(&self.encoder_precision, self.exact_logits)
+    }
+}
+
+/// A `--threads` value: every core when not given; 0 is an error, not a silent default.
+pub fn threads(asked: Option<usize>) -> anyhow::Result<usize> {
+    match asked {
+        Some(0) => anyhow::bail!("--threads must be at least 1"),
+        Some(n) => Ok(n),
+        None => Ok(std::thread::available_parallelism().map_or(1, |n| n.get())),
+    }
+}
+
+/// Load options from `--encoder-precision` (`auto`, `int8`, `int16`, `bf16`, `bf16-fast` or
+/// `f32`).
+/// A level asked for by name on a CPU without its instructions is an error rather than a
+/// silent f32 run; `auto` picks per model file and CPU ([`sotto::EncoderPrecision::Auto`]).
+pub fn load_options(
+    encoder_precision: &str,
+    exact_logits: bool,
+) -> anyhow::Result<sotto::LoadOptions> {
+    use sotto::EncoderPrecision as P;
+    let encoder = match encoder_precision {
+        "auto" => P::Auto,
+        "f32" => P::F32,
+        "bf16" | "bf16-fast" if !sotto::bf16_encoder_supported() => anyhow::bail!(
+            "--encoder-precision {encoder_precision}: this CPU (or SOTTO_FORCE_ISA) lacks AVX-512 BF16 (use auto or f32)"
+        ),
+        "int8" if !sotto::int8_encoder_supported() => anyhow::bail!(
+            "--encoder-precision int8: this CPU (or SOTTO_FORCE_ISA) lacks AVX2 and AVX-512 VNNI (use auto or f32)"
+        ),
+        "int16" if !sotto::int16_encoder_supported() => {
+            anyhow::bail!(
+                "--encoder-precision int16: this CPU (or SOTTO_FORCE_ISA) lacks AVX2 (use auto or f32)"
+            )
+        }
+        "bf16" => P::Bf16,
+        "bf16-fast" => P::Bf16Fast,
+        "int8" => P::Int8,
+        "int16" => P::Int16,
+        other => anyhow::bail!(
+            "--encoder-precision {other}: expected auto, int8, int16, bf16, bf16-fast or f32"
+        ),
+    };
+    Ok(sotto::LoadOptions {
+        encoder,
+        exact_logits,
+    })
+}
+
+/// Resolves `--device`, printing once on stderr why `auto` chose the CPU when it did.
+pub fn select_device(name: &str) -> anyhow::Result<sotto::Device> {
+    let choice = sotto::select_device(name.parse()?)?;
+    if let Some(note) = &choice.note {
+        eprintln!("device: {note}");
+    }
+    Ok(choice.device)
+}
