@@ -7,7 +7,7 @@
 //! is then checked against the CPU model on machines without a GPU. Device pointers are
 //! host addresses there.
 
-use crate::plan::GemmShape;
+use crate::plan::{BatchedGemm, GemmShape};
 use crate::Precision;
 
 /// One kernel parameter, in the order and width the kernel declares it: pointers are
@@ -62,4 +62,8 @@ pub trait HostDevice: Send + Sync {
     /// `C[i + j·ldc] = Σ_l A[l + i·lda] · B[l + j·ldb]`, A and B of the precision's type
     /// (f16 as bits, or f32), C f32.
     fn gemm(&self, g: &GemmShape, a: u64, b: u64, c: u64, inputs: Precision) -> Result<(), String>;
+
+    /// `cublasGemmStridedBatchedEx` over f32 matrices with the shape `g` (see
+    /// [`BatchedGemm`]), f32 accumulation.
+    fn gemm_batched(&self, g: &BatchedGemm, a: u64, b: u64, c: u64) -> Result<(), String>;
 }

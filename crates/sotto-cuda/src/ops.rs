@@ -16,7 +16,7 @@ use cudarc::driver::{
 };
 
 use crate::host::{HostDevice, KernelArg};
-use crate::plan::{self, GemmShape};
+use crate::plan::{self, BatchedGemm, GemmShape};
 use crate::{driver, kernels, launch, CudaError, QuantType, Result};
 
 /// Where work is queued: a CUDA stream, or a [`HostDevice`] standing in for one.
@@ -257,6 +257,9 @@ pub(crate) struct Dev<'a> {
     /// f16 scratch for a quantized weight dequantized for cuBLAS, and its length.
     pub wq: u64,
     pub wq_len: usize,
+    /// f32 scratch for the attention scores of [`AttentionPath::Blas`], and its length.
+    pub scores: u64,
+    pub scores_len: usize,
     /// On a [`HostDevice`], a graph being captured: launches, copies and products are
     /// recorded here instead of run, as a CUDA stream in capture mode does.
     pub record: Option<&'a std::cell::RefCell<Vec<HostOp>>>,
@@ -319,10 +322,44 @@ pub(crate) fn replay(device: &dyn HostDevice, ops: &[HostOp]) -> Result<()> {
     Ok(())
 }
 
-/// Whether attention over shared keys may use `sotto_flash_attention`
-/// (`SOTTO_CUDA_FLASH=0` keeps the one-row-per-block kernel, for comparison).
-fn flash_enabled() -> bool {
-    std::env::var_os("SOTTO_CUDA_FLASH").is_none_or(|v| v != "0")
+/// How attention over keys every query row shares (the encoder's self-attention, the
+/// decoder's cross-attention) runs, for more rows than a decoder step has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttentionPath {
+    /// Two batched cuBLAS products around a softmax kernel ([`plan::attention_gemms`]):
+    /// the scores of every head go through device memory. The scores in f32; P·V on
+    /// tensor cores with TF32 inputs at [`Precision::F16`], in f32 at [`Precision::F32`].
+    /// The default.
+    Blas,
+    /// `sotto_flash_attention`: no scores in memory, f32 FMA on the SM's cores.
+    Flash,
+    /// `sotto_attention`: one block per query row and head.
+    Rows,
+}
+
+impl AttentionPath {
+    /// `SOTTO_CUDA_ATTENTION=blas|flash|rows` (`SOTTO_CUDA_FLASH=0`, the older switch,
+    /// means `rows`); an unknown value is an error, not a silent default.
+    pub fn from_env() -> Result<Self> {
+        let flash_off = std::env::var_os("SOTTO_CUDA_FLASH").is_some_and(|v| v == "0");
+        Self::parse(
+            std::env::var("SOTTO_CUDA_ATTENTION").ok().as_deref(),
+            flash_off,
+        )
+    }
+
+    fn parse(name: Option<&str>, flash_off: bool) -> Result<Self> {
+        match name {
+            None | Some("") if flash_off => Ok(AttentionPath::Rows),
+            None | Some("") | Some("blas") => Ok(AttentionPath::Blas),
+            Some("flash") => Ok(AttentionPath::Flash),
+            Some("rows") => Ok(AttentionPath::Rows),
+            Some(other) => Err(CudaError::Input {
+                op: "SOTTO_CUDA_ATTENTION",
+                msg: format!("{other:?}: expected blas, flash or rows"),
+            }),
+        }
+    }
 }
 
 fn elementwise(op: &'static str, n: usize) -> Result<Option<(LaunchConfig, u32)>> {
@@ -715,7 +752,21 @@ impl Dev<'_> {
     ) -> Result<()> {
         let dh = d / n_head.max(1);
         let scale = 1.0 / (dh as f32).sqrt();
-        if causal.is_none() && kv_seq_stride == 0 && flash_enabled() {
+        let path = if causal.is_none() && kv_seq_stride == 0 {
+            AttentionPath::from_env()?
+        } else {
+            AttentionPath::Rows
+        };
+        // Decoder steps (at most MMV_ROWS rows, captured in graphs) keep cuBLAS out, as
+        // their linear layers do; a session without the scratch takes the kernels.
+        if path == AttentionPath::Blas
+            && rows > kernels::MMV_ROWS
+            && self.record.is_none()
+            && plan::attention_scores_len(rows, n_keys, n_head) <= self.scores_len
+        {
+            return self.attention_blas(q, k, v, out, rows, n_keys, d, n_head);
+        }
+        if path != AttentionPath::Rows {
             if let Some(cfg) = plan::flash_attention(rows, n_head, dh, n_keys) {
                 let u = |v: usize| launch::count_u32("flash_attention", v);
                 let (n_rows, n_keys, d) = (u(rows)?, u(n_keys)?, u(d)?);
@@ -755,6 +806,96 @@ impl Dev<'_> {
                 scale.into(),
             ],
         )
+    }
+
+    /// [`AttentionPath::Blas`]: the scores of every head in one batched product into the
+    /// session's scratch, a softmax of each row, and the values in a second product.
+    /// Shape: q, out [rows, d]; k, v [n_keys, d]
+    #[allow(clippy::too_many_arguments)]
+    fn attention_blas(
+        &self,
+        q: u64,
+        k: u64,
+        v: u64,
+        out: u64,
+        rows: usize,
+        n_keys: usize,
+        d: usize,
+        n_head: usize,
+    ) -> Result<()> {
+        let (scores, values) = plan::attention_gemms(rows, n_keys, d, n_head)?;
+        // The scores in f32 (the logits move with them, as on the CPU); the values may
+        // take TF32 inputs, as the CPU's bf16 encoder rounds the probabilities to bf16.
+        self.gemm_batched(&scores, k, q, self.scores, false)?;
+        if let Some(l) = launch::rows("softmax_rows", n_head * rows, n_keys)? {
+            let n_cols = launch::count_u32("softmax_rows", n_keys)?;
+            let args = [self.scores.into(), n_cols.into()];
+            self.run("sotto_softmax_rows_f32", l.into(), &args)?;
+        }
+        let tf32 = self.precision == Precision::F16;
+        self.gemm_batched(&values, v, self.scores, out, tf32)
+    }
+
+    /// One strided batched product of f32 matrices (see [`BatchedGemm`]), f32 accumulation;
+    /// with `tf32` cuBLAS may round the inputs to TF32 for the tensor cores.
+    fn gemm_batched(&self, g: &BatchedGemm, a: u64, b: u64, c: u64, tf32: bool) -> Result<()> {
+        let op = "cublasGemmStridedBatchedEx";
+        let blas = match (self.stream, self.blas) {
+            (Stream::Host(h), _) => return h.gemm_batched(g, a, b, c).map_err(host_err(op)),
+            (Stream::Cuda(_), Some(blas)) => blas,
+            (Stream::Cuda(_), None) => {
+                return Err(CudaError::Library {
+                    op,
+                    msg: "no cuBLAS handle on a CUDA stream".into(),
+                })
+            }
+        };
+        let beta = 0.0f32;
+        let f32_ty = blas_sys::cudaDataType_t::CUDA_R_32F;
+        let compute = if tf32 {
+            blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32
+        } else {
+            blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F
+        };
+        let trans_a = if g.trans_a {
+            blas_sys::cublasOperation_t::CUBLAS_OP_T
+        } else {
+            blas_sys::cublasOperation_t::CUBLAS_OP_N
+        };
+        // SAFETY: a, b and c address f32 buffers holding every batch's matrix at the
+        // strides and leading dimensions of `g` (plan::attention_gemms derives them from
+        // the shapes the session sized its buffers for); alpha and beta are host f32.
+        unsafe {
+            blas::gemm_strided_batched_ex(
+                *blas.handle(),
+                trans_a,
+                blas_sys::cublasOperation_t::CUBLAS_OP_N,
+                g.m,
+                g.n,
+                g.k,
+                (&g.alpha) as *const f32 as *const _,
+                a as *const _,
+                f32_ty,
+                g.lda,
+                g.stride_a,
+                b as *const _,
+                f32_ty,
+                g.ldb,
+                g.stride_b,
+                (&beta) as *const f32 as *const _,
+                c as *mut _,
+                f32_ty,
+                g.ldc,
+                g.stride_c,
+                g.batch,
+                compute,
+                blas_sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+            )
+        }
+        .map_err(|e| CudaError::Library {
+            op,
+            msg: format!("{e:?} ({g:?})"),
+        })
     }
 
     /// Head `head`'s scores `q·k / √dh` before the softmax, of `rows` query rows against
@@ -815,5 +956,32 @@ impl Dev<'_> {
     /// Waits for the stream and copies `out.len()` f32 from `src`.
     pub fn download(&self, src: u64, out: &mut [f32]) -> Result<()> {
         self.stream.download(src, out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attention_path_is_chosen_by_name_and_never_guessed() {
+        use AttentionPath::*;
+        assert_eq!(AttentionPath::parse(None, false).unwrap(), Blas);
+        assert_eq!(AttentionPath::parse(Some(""), false).unwrap(), Blas);
+        assert_eq!(
+            AttentionPath::parse(None, true).unwrap(),
+            Rows,
+            "SOTTO_CUDA_FLASH=0"
+        );
+        assert_eq!(AttentionPath::parse(Some("blas"), true).unwrap(), Blas);
+        assert_eq!(AttentionPath::parse(Some("flash"), false).unwrap(), Flash);
+        assert_eq!(AttentionPath::parse(Some("rows"), false).unwrap(), Rows);
+        let e = AttentionPath::parse(Some("fast"), false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("SOTTO_CUDA_ATTENTION") && e.contains("fast"),
+            "{e}"
+        );
     }
 }

@@ -88,6 +88,96 @@ pub fn flash_attention(
     })
 }
 
+/// One `cublasGemmStridedBatchedEx` over f32 matrices, column-major:
+/// `C_b[i + j·ldc] = alpha · Σ_l op(A_b)[i, l] · B_b[l + j·ldb]` for `b < batch`, where
+/// `op(A_b)[i, l]` is `A_b[l + i·lda]` when `trans_a` (cuBLAS's `OP_T`), else
+/// `A_b[i + l·lda]`, and `X_b` starts `b·stride_x` elements after `X`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BatchedGemm {
+    pub trans_a: bool,
+    /// Rows of C, columns of C, inner dimension.
+    pub m: i32,
+    pub n: i32,
+    pub k: i32,
+    pub lda: i32,
+    pub ldb: i32,
+    pub ldc: i32,
+    pub stride_a: i64,
+    pub stride_b: i64,
+    pub stride_c: i64,
+    pub batch: i32,
+    pub alpha: f32,
+}
+
+/// Attention through cuBLAS, for `rows` query rows of `n_head` heads of width `dh = d /
+/// n_head` over `n_keys` keys that every row sees (q, k, v, out row-major [.., d], head h at
+/// columns `h·dh..`): `scores` (per head, row-major [rows, n_keys]) `= q_h · k_hᵀ / √dh` in
+/// one batched product, a softmax of each of the `n_head · rows` score rows, then `out_h =
+/// scores_h · v_h` in another. Returns the two products; [`attention_scores_len`] elements
+/// of scratch hold the scores.
+pub fn attention_gemms(
+    rows: usize,
+    n_keys: usize,
+    d: usize,
+    n_head: usize,
+) -> Result<(BatchedGemm, BatchedGemm)> {
+    let op = "attention";
+    if rows == 0 || n_keys == 0 || n_head == 0 || !d.is_multiple_of(n_head) {
+        return Err(shape(
+            op,
+            format!("{rows} rows, {n_keys} keys, width {d} in {n_head} heads"),
+        ));
+    }
+    let dh = d / n_head;
+    let int = |v: usize| {
+        i32::try_from(v).map_err(|_| shape(op, format!("dimension {v} exceeds cuBLAS's int")))
+    };
+    // The softmax launch counts every score in 32 bits.
+    let per_head = rows
+        .checked_mul(n_keys)
+        .filter(|&n| {
+            n.checked_mul(n_head)
+                .is_some_and(|t| t <= u32::MAX as usize)
+        })
+        .ok_or_else(|| shape(op, format!("{n_head} × {rows} × {n_keys} scores")))?;
+    let scores = BatchedGemm {
+        // scores_hᵀ (column-major [n_keys, rows]) = k_h (read transposed) · q_h
+        trans_a: true,
+        m: int(n_keys)?,
+        n: int(rows)?,
+        k: int(dh)?,
+        lda: int(d)?,
+        ldb: int(d)?,
+        ldc: int(n_keys)?,
+        stride_a: dh as i64,
+        stride_b: dh as i64,
+        stride_c: per_head as i64,
+        batch: int(n_head)?,
+        alpha: 1.0 / (dh as f32).sqrt(),
+    };
+    let values = BatchedGemm {
+        // out_hᵀ (column-major [dh, rows], ld d) = v_hᵀ (column-major [dh, n_keys]) · P_hᵀ
+        trans_a: false,
+        m: int(dh)?,
+        n: int(rows)?,
+        k: int(n_keys)?,
+        lda: int(d)?,
+        ldb: int(n_keys)?,
+        ldc: int(d)?,
+        stride_a: dh as i64,
+        stride_b: per_head as i64,
+        stride_c: dh as i64,
+        batch: int(n_head)?,
+        alpha: 1.0,
+    };
+    Ok((scores, values))
+}
+
+/// f32 scratch (elements) of [`attention_gemms`]' scores: every head's [rows, n_keys].
+pub fn attention_scores_len(rows: usize, n_keys: usize, n_head: usize) -> usize {
+    rows.saturating_mul(n_keys).saturating_mul(n_head)
+}
+
 /// cuBLAS (column-major) arguments of the row-major `out[m, n_out] = x[m, n_in] · Wᵀ` with
 /// W row-major [n_out, n_in]: `C = op(A) · B` with A = W read transposed (lda n_in),
 /// B = x (ldb n_in), C = out (ldc n_out).
@@ -262,6 +352,95 @@ mod tests {
         assert!(e.contains("shared memory"), "{e}");
         assert!(attention(0, 1, 64, 1).is_err());
         assert!(attention(1, 1, 64, 0).is_err());
+    }
+
+    /// Row-major attention through the two products as cuBLAS reads them, against the
+    /// definition: the shapes, strides and transposes say what they mean.
+    #[test]
+    fn attention_gemms_compute_attention() {
+        let (rows, n_keys, n_head, dh) = (5, 7, 3, 4);
+        let d = n_head * dh;
+        let val = |i: usize, s: usize| ((i * 7 + s * 13) % 17) as f32 / 17.0 - 0.4;
+        let q: Vec<f32> = (0..rows * d).map(|i| val(i, 1)).collect();
+        let k: Vec<f32> = (0..n_keys * d).map(|i| val(i, 2)).collect();
+        let v: Vec<f32> = (0..n_keys * d).map(|i| val(i, 3)).collect();
+        let (gs, gv) = attention_gemms(rows, n_keys, d, n_head).unwrap();
+        let run = |g: &BatchedGemm, a: &[f32], b: &[f32], c: &mut [f32]| {
+            for bt in 0..g.batch as usize {
+                let (a, b) = (
+                    &a[bt * g.stride_a as usize..],
+                    &b[bt * g.stride_b as usize..],
+                );
+                let c = &mut c[bt * g.stride_c as usize..];
+                for j in 0..g.n as usize {
+                    for i in 0..g.m as usize {
+                        let mut acc = 0.0;
+                        for l in 0..g.k as usize {
+                            let av = if g.trans_a {
+                                a[l + i * g.lda as usize]
+                            } else {
+                                a[i + l * g.lda as usize]
+                            };
+                            acc += av * b[l + j * g.ldb as usize];
+                        }
+                        c[i + j * g.ldc as usize] = g.alpha * acc;
+                    }
+                }
+            }
+        };
+        let mut scores = vec![0f32; attention_scores_len(rows, n_keys, n_head)];
+        run(&gs, &k, &q, &mut scores);
+        for row in scores.chunks_mut(n_keys) {
+            let m = row.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
+            row.iter_mut().for_each(|x| *x = (*x - m).exp());
+            let sum: f32 = row.iter().sum();
+            row.iter_mut().for_each(|x| *x /= sum);
+        }
+        let mut out = vec![f32::NAN; rows * d];
+        run(&gv, &v, &scores, &mut out);
+        for h in 0..n_head {
+            for r in 0..rows {
+                let s: Vec<f32> = (0..n_keys)
+                    .map(|j| {
+                        (0..dh)
+                            .map(|c| q[r * d + h * dh + c] * k[j * d + h * dh + c])
+                            .sum::<f32>()
+                            / (dh as f32).sqrt()
+                    })
+                    .collect();
+                let m = s.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
+                let p: Vec<f32> = s.iter().map(|x| (x - m).exp()).collect();
+                let sum: f32 = p.iter().sum();
+                for c in 0..dh {
+                    let want: f32 = (0..n_keys)
+                        .map(|j| p[j] / sum * v[j * d + h * dh + c])
+                        .sum();
+                    let got = out[r * d + h * dh + c];
+                    assert!(
+                        (got - want).abs() < 1e-5,
+                        "head {h} row {r} col {c}: {got} vs {want}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn attention_gemms_check_their_shapes() {
+        let (s, v) = attention_gemms(1500, 1500, 384, 6).unwrap();
+        assert_eq!((s.m, s.n, s.k, s.batch), (1500, 1500, 64, 6));
+        assert_eq!((v.m, v.n, v.k), (64, 1500, 1500));
+        assert_eq!(s.stride_c, 1500 * 1500);
+        assert_eq!(attention_scores_len(1500, 1500, 6), 6 * 1500 * 1500);
+        assert!(attention_gemms(0, 1500, 384, 6).is_err());
+        assert!(
+            attention_gemms(10, 1500, 384, 5).is_err(),
+            "width not whole heads"
+        );
+        let e = attention_gemms(1 << 16, 1 << 16, 64, 1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("scores"), "{e}");
     }
 
     #[test]

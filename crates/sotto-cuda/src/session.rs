@@ -82,6 +82,10 @@ pub struct CudaSession {
     half: Buf<u16>,
     /// f16 copy of one quantized weight for a cuBLAS product (quantized models only).
     wq: Buf<u16>,
+    /// Every head's attention scores of the encoder's self-attention (the largest
+    /// attention through cuBLAS; empty on the kernel paths: `SOTTO_CUDA_ATTENTION`).
+    /// Shape: [n_audio_head, n_audio_ctx, n_audio_ctx]
+    scores: Buf<f32>,
     /// Shape: [n_audio_ctx, n_audio_state]
     enc_out: Buf<f32>,
     encoded: bool,
@@ -176,6 +180,12 @@ impl CudaSession {
                 enc,
                 half: Buf::zeros(&stream, half_len)?,
                 wq: Buf::zeros(&stream, model.max_quantized)?,
+                scores: z(match ops::AttentionPath::from_env()? {
+                    ops::AttentionPath::Blas => {
+                        plan::attention_scores_len(ctx, ctx, h.n_audio_head)
+                    }
+                    _ => 0,
+                })?,
                 enc_out: z(ctx * da)?,
                 encoded: false,
                 cross_k: layers(ctx * dt)?,
@@ -205,6 +215,8 @@ impl CudaSession {
             half_len: self.half.len(),
             wq: self.wq.ptr(),
             wq_len: self.wq.len(),
+            scores: self.scores.ptr(),
+            scores_len: self.scores.len(),
             record: None,
         }
     }

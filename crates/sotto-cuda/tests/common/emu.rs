@@ -267,6 +267,56 @@ impl sotto_cuda::HostDevice for EmuDevice {
         }
         Ok(())
     }
+
+    fn gemm_batched(
+        &self,
+        g: &sotto_cuda::plan::BatchedGemm,
+        a: u64,
+        b: u64,
+        c: u64,
+    ) -> Result<(), String> {
+        gemm_batched(g, a, b, c);
+        Ok(())
+    }
+}
+
+/// `cublasGemmStridedBatchedEx` on f32 matrices, each batch as cuBLAS indexes it.
+fn gemm_batched(g: &sotto_cuda::plan::BatchedGemm, a: u64, b: u64, c: u64) {
+    let (m, n, k) = (g.m as usize, g.n as usize, g.k as usize);
+    let (lda, ldb, ldc) = (g.lda as usize, g.ldb as usize, g.ldc as usize);
+    let (sa, sb, sc) = (
+        g.stride_a as usize,
+        g.stride_b as usize,
+        g.stride_c as usize,
+    );
+    for bt in 0..g.batch as usize {
+        // SAFETY: as cuBLAS would read them: batch bt's A holds (k - 1)·lda + m values
+        // ((m - 1)·lda + k read transposed), B (n - 1)·ldb + k and C (n - 1)·ldc + m, at
+        // host addresses of the session's live buffers, which this call alone touches.
+        let (av, bv, cv) = unsafe {
+            let a_len = if g.trans_a {
+                (m - 1) * lda + k
+            } else {
+                (k - 1) * lda + m
+            };
+            (
+                std::slice::from_raw_parts((a as *const f32).add(bt * sa), a_len),
+                std::slice::from_raw_parts((b as *const f32).add(bt * sb), (n - 1) * ldb + k),
+                std::slice::from_raw_parts_mut((c as *mut f32).add(bt * sc), (n - 1) * ldc + m),
+            )
+        };
+        for j in 0..n {
+            let bj = &bv[j * ldb..][..k];
+            for i in 0..m {
+                let s = if g.trans_a {
+                    dot(&av[i * lda..][..k], bj)
+                } else {
+                    (0..k).map(|l| av[i + l * lda] * bj[l]).sum()
+                };
+                cv[i + j * ldc] = g.alpha * s;
+            }
+        }
+    }
 }
 
 /// f32 dot product in eight interleaved sums (vectorizable; cuBLAS's order differs anyway).
