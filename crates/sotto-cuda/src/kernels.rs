@@ -62,6 +62,12 @@ pub fn for_type(family: &str, t: QuantType) -> Option<&'static str> {
 pub const MMV_ROWS: usize = 8;
 /// Threads per block of the `sotto_mul_mat_vec` kernels: one warp per output.
 pub const MMV_BLOCK: u32 = 128;
+/// Epilogue flags of the `sotto_mul_mat_vec` kernels (their last parameter): add the bias
+/// (the parameter before `n_in`), then GELU, then add the result onto `y` instead of
+/// storing it.
+pub const MMV_BIAS: i32 = 1;
+pub const MMV_GELU: i32 = 2;
+pub const MMV_ADD: i32 = 4;
 
 /// Threads per block of `sotto_attention` (a power of two, at least the head width 64).
 pub const ATTENTION_BLOCK: u32 = 128;
@@ -261,23 +267,38 @@ extern "C" __global__ void sotto_dequantize_half_q8_0(const unsigned char* q, un
     sotto_dequantize_half<8>(q, y, n);
 }
 
+__device__ __forceinline__ float sotto_gelu(float v) {
+    return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+}
+
 // y[r, o] = Σ_k x[r, k] · W[o, k] for the m ≤ SOTTO_MMV_ROWS rows of x (a decoder step: one
 // row per beam), with W [n_out, n_in] in ggml blocks of type T, dequantized on the fly.
 // One warp per output o (blockDim.x / 32 outputs per block); lane l takes blocks l, l + 32, …
 // of W's row and sums them against every row of x; the warp then adds its lanes' sums.
-// Shape: w [n_out, n_in / 32 blocks]; x [m, n_in]; y [m, n_out]
+// The epilogue (flags, in this order): + b[o] (SOTTO_MMV_BIAS), GELU (SOTTO_MMV_GELU), then
+// added onto y instead of stored (SOTTO_MMV_ADD: the residual stream), each as the separate
+// bias_act and add kernels compute it, so a decoder step needs no launch for them.
+// Shape: w [n_out, n_in / 32 blocks]; x [m, n_in]; y [m, n_out]; b [n_out]
 #define SOTTO_MMV_ROWS 8
+#define SOTTO_MMV_BIAS 1
+#define SOTTO_MMV_GELU 2
+#define SOTTO_MMV_ADD 4
 
-// Adds each row's sums over the warp's lanes; lane 0 writes y[r, o]. Every lane of the warp
-// takes part in the shuffles, live output or not.
-__device__ __forceinline__ void sotto_mmv_store(const float* acc, float* y, unsigned int o,
-        unsigned int n_out, unsigned int m) {
+// Adds each row's sums over the warp's lanes; lane 0 applies the epilogue and writes
+// y[r, o]. Every lane of the warp takes part in the shuffles, live output or not.
+__device__ __forceinline__ void sotto_mmv_store(const float* acc, float* y, const float* b,
+        unsigned int o, unsigned int n_out, unsigned int m, int flags) {
 #pragma unroll
     for (int r = 0; r < SOTTO_MMV_ROWS; ++r) {
         if (r < (int)m) {
             float s = acc[r];
             for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
-            if (threadIdx.x % 32 == 0 && o < n_out) y[(size_t)r * n_out + o] = s;
+            if (threadIdx.x % 32 == 0 && o < n_out) {
+                float* at = y + (size_t)r * n_out + o;
+                if (flags & SOTTO_MMV_BIAS) s += b[o];
+                if (flags & SOTTO_MMV_GELU) s = sotto_gelu(s);
+                *at = (flags & SOTTO_MMV_ADD) ? *at + s : s;
+            }
         }
     }
 }
@@ -285,7 +306,8 @@ __device__ __forceinline__ void sotto_mmv_store(const float* acc, float* y, unsi
 // As sotto_mul_mat_vec_q with W in f16 (rows of any length): lane l reads the pair of
 // halves 2l, 2l + 1 of every 64, one 32-bit load when rows are an even length.
 extern "C" __global__ void sotto_mul_mat_vec_f16(const unsigned short* w, const float* x,
-        float* y, unsigned int n_in, unsigned int n_out, unsigned int m) {
+        float* y, const float* b, unsigned int n_in, unsigned int n_out, unsigned int m,
+        int flags) {
     unsigned int lane = threadIdx.x % 32;
     unsigned int o = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     float acc[SOTTO_MMV_ROWS];
@@ -313,11 +335,12 @@ extern "C" __global__ void sotto_mul_mat_vec_f16(const unsigned short* w, const 
             }
         }
     }
-    sotto_mmv_store(acc, y, o, n_out, m);
+    sotto_mmv_store(acc, y, b, o, n_out, m, flags);
 }
 
 template <int T> __device__ __forceinline__ void sotto_mul_mat_vec_q(const unsigned char* w,
-        const float* x, float* y, unsigned int n_in, unsigned int n_out, unsigned int m) {
+        const float* x, float* y, const float* b, unsigned int n_in, unsigned int n_out,
+        unsigned int m, int flags) {
     unsigned int lane = threadIdx.x % 32;
     unsigned int o = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     float acc[SOTTO_MMV_ROWS];
@@ -343,32 +366,33 @@ template <int T> __device__ __forceinline__ void sotto_mul_mat_vec_q(const unsig
             }
         }
     }
-    sotto_mmv_store(acc, y, o, n_out, m);
+    sotto_mmv_store(acc, y, b, o, n_out, m, flags);
 }
 
 extern "C" __global__ void sotto_mul_mat_vec_q4_0(const unsigned char* w, const float* x,
-        float* y, unsigned int n_in, unsigned int n_out, unsigned int m) {
-    sotto_mul_mat_vec_q<0>(w, x, y, n_in, n_out, m);
+        float* y, const float* b, unsigned int n_in, unsigned int n_out, unsigned int m,
+        int flags) {
+    sotto_mul_mat_vec_q<0>(w, x, y, b, n_in, n_out, m, flags);
 }
 extern "C" __global__ void sotto_mul_mat_vec_q4_1(const unsigned char* w, const float* x,
-        float* y, unsigned int n_in, unsigned int n_out, unsigned int m) {
-    sotto_mul_mat_vec_q<1>(w, x, y, n_in, n_out, m);
+        float* y, const float* b, unsigned int n_in, unsigned int n_out, unsigned int m,
+        int flags) {
+    sotto_mul_mat_vec_q<1>(w, x, y, b, n_in, n_out, m, flags);
 }
 extern "C" __global__ void sotto_mul_mat_vec_q5_0(const unsigned char* w, const float* x,
-        float* y, unsigned int n_in, unsigned int n_out, unsigned int m) {
-    sotto_mul_mat_vec_q<2>(w, x, y, n_in, n_out, m);
+        float* y, const float* b, unsigned int n_in, unsigned int n_out, unsigned int m,
+        int flags) {
+    sotto_mul_mat_vec_q<2>(w, x, y, b, n_in, n_out, m, flags);
 }
 extern "C" __global__ void sotto_mul_mat_vec_q5_1(const unsigned char* w, const float* x,
-        float* y, unsigned int n_in, unsigned int n_out, unsigned int m) {
-    sotto_mul_mat_vec_q<3>(w, x, y, n_in, n_out, m);
+        float* y, const float* b, unsigned int n_in, unsigned int n_out, unsigned int m,
+        int flags) {
+    sotto_mul_mat_vec_q<3>(w, x, y, b, n_in, n_out, m, flags);
 }
 extern "C" __global__ void sotto_mul_mat_vec_q8_0(const unsigned char* w, const float* x,
-        float* y, unsigned int n_in, unsigned int n_out, unsigned int m) {
-    sotto_mul_mat_vec_q<8>(w, x, y, n_in, n_out, m);
-}
-
-__device__ __forceinline__ float sotto_gelu(float v) {
-    return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+        float* y, const float* b, unsigned int n_in, unsigned int n_out, unsigned int m,
+        int flags) {
+    sotto_mul_mat_vec_q<8>(w, x, y, b, n_in, n_out, m, flags);
 }
 
 // Narrows f32 to f16 (round to nearest even), for the f16 matrix products.
@@ -673,5 +697,11 @@ mod tests {
             Some("sotto_dequantize_q5_1")
         );
         assert!(SOURCE.contains(&format!("#define SOTTO_MMV_ROWS {MMV_ROWS}\n")));
+        for (name, v) in [("BIAS", MMV_BIAS), ("GELU", MMV_GELU), ("ADD", MMV_ADD)] {
+            assert!(
+                SOURCE.contains(&format!("#define SOTTO_MMV_{name} {v}\n")),
+                "{name}"
+            );
+        }
     }
 }

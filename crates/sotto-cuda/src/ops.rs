@@ -444,28 +444,23 @@ impl Dev<'_> {
         if m == 0 {
             return Ok(());
         }
-        let small = m <= kernels::MMV_ROWS;
-        match w.qtype {
-            Some(t) if small => self.mul_mat_vec(t, w, x, m, out)?,
-            None if small && self.precision == Precision::F16 => {
-                self.mul_mat_vec_f16(w, x, m, out)?
-            }
-            _ => {
-                let g = plan::linear_gemm(m, w.n_out, w.n_in)?;
-                let a = match w.qtype {
-                    Some(t) => self.dequantize_half(t, w)?,
-                    None => w.w.ptr(),
-                };
-                let b_in = match self.precision {
-                    Precision::F16 => {
-                        self.to_half(x, m * w.n_in)?;
-                        self.half
-                    }
-                    Precision::F32 => x,
-                };
-                self.gemm(g, a, b_in, out)?;
-            }
+        if self.mat_vec_takes(w, m) {
+            let flags = if gelu { kernels::MMV_GELU } else { 0 };
+            return self.mat_vec(w, x, m, out, flags);
         }
+        let g = plan::linear_gemm(m, w.n_out, w.n_in)?;
+        let a = match w.qtype {
+            Some(t) => self.dequantize_half(t, w)?,
+            None => w.w.ptr(),
+        };
+        let b_in = match self.precision {
+            Precision::F16 => {
+                self.to_half(x, m * w.n_in)?;
+                self.half
+            }
+            Precision::F32 => x,
+        };
+        self.gemm(g, a, b_in, out)?;
         if w.bias.is_none() && !gelu {
             return Ok(());
         }
@@ -493,44 +488,56 @@ impl Dev<'_> {
         )
     }
 
-    /// `out = x · Wᵀ` for at most [`kernels::MMV_ROWS`] rows, W in ggml blocks.
-    fn mul_mat_vec(&self, t: QuantType, w: &DevLinear, x: u64, m: usize, out: u64) -> Result<()> {
+    /// `acc += x · Wᵀ + b`: the residual stream's update by a layer's last product. Decoder
+    /// steps do it in the product's own launch (`MMV_ADD`); more rows go through `tmp`
+    /// (Shape: [m, n_out]) and an add. Shape: x [m, n_in]; acc [m, n_out]
+    pub fn linear_residual(
+        &self,
+        w: &DevLinear,
+        x: u64,
+        m: usize,
+        tmp: u64,
+        acc: u64,
+    ) -> Result<()> {
+        if self.mat_vec_takes(w, m) {
+            return self.mat_vec(w, x, m, acc, kernels::MMV_ADD);
+        }
+        self.linear(w, x, m, tmp, false)?;
+        self.add(acc, tmp, m * w.n_out)
+    }
+
+    /// Whether `m` rows against `w` go through a `sotto_mul_mat_vec` kernel (weights as
+    /// stored) rather than cuBLAS.
+    fn mat_vec_takes(&self, w: &DevLinear, m: usize) -> bool {
+        m <= kernels::MMV_ROWS && (w.qtype.is_some() || self.precision == Precision::F16)
+    }
+
+    /// `out = x · Wᵀ (+ b)` (or `out +=`, with GELU, as `flags` add to the bias the layer
+    /// has) for at most [`kernels::MMV_ROWS`] rows, W in f16 or ggml blocks, in one launch.
+    fn mat_vec(&self, w: &DevLinear, x: u64, m: usize, out: u64, flags: i32) -> Result<()> {
         let op = "mul_mat_vec";
-        let name = kernels::for_type("sotto_mul_mat_vec", t)
-            .ok_or(CudaError::Unsupported { op, ty: t })?;
+        let name = match w.qtype {
+            Some(t) => kernels::for_type("sotto_mul_mat_vec", t)
+                .ok_or(CudaError::Unsupported { op, ty: t })?,
+            None => "sotto_mul_mat_vec_f16",
+        };
         let Some(cfg) = launch::mul_mat_vec(op, m, w.n_out, w.n_in)? else {
             return Ok(());
         };
-        let (n_in, n_out, m) = (w.n_in as u32, w.n_out as u32, m as u32);
-        let wp = w.w.ptr();
-        self.run(
-            name,
-            cfg.into(),
-            &[
-                wp.into(),
-                x.into(),
-                out.into(),
-                n_in.into(),
-                n_out.into(),
-                m.into(),
-            ],
-        )
-    }
-
-    /// `out = x · Wᵀ` for at most [`kernels::MMV_ROWS`] rows, W in f16.
-    fn mul_mat_vec_f16(&self, w: &DevLinear, x: u64, m: usize, out: u64) -> Result<()> {
-        let name = "sotto_mul_mat_vec_f16";
-        let Some(cfg) = launch::mul_mat_vec("mul_mat_vec", m, w.n_out, w.n_in)? else {
-            return Ok(());
+        let (bias, flags) = match &w.bias {
+            Some(b) => (b.ptr(), flags | kernels::MMV_BIAS),
+            None => (0u64, flags),
         };
         let (n_in, n_out, m) = (w.n_in as u32, w.n_out as u32, m as u32);
         let args = [
             w.w.ptr().into(),
             x.into(),
             out.into(),
+            bias.into(),
             n_in.into(),
             n_out.into(),
             m.into(),
+            flags.into(),
         ];
         self.run(name, cfg.into(), &args)
     }

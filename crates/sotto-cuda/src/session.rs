@@ -280,8 +280,7 @@ impl CudaSession {
             dev.linear(&a.value, b.h.ptr(), ctx, b.v.ptr(), false)?;
             let (q, k, v, att) = (b.q.ptr(), b.k.ptr(), b.v.ptr(), b.att.ptr());
             dev.attention(q, k, v, att, ctx, ctx, d, h.n_audio_head, 0, ctx, None)?;
-            dev.linear(&a.out, att, ctx, b.h.ptr(), false)?;
-            dev.add(b.x.ptr(), b.h.ptr(), ctx * d)?;
+            dev.linear_residual(&a.out, att, ctx, b.h.ptr(), b.x.ptr())?;
             mlp(&dev, blk, ctx, d, b.x.ptr(), b.h.ptr(), b.mlp.ptr())?;
         }
         dev.layer_norm(b.x.ptr(), &enc.ln_post, self.enc_out.ptr(), ctx)?;
@@ -665,8 +664,7 @@ impl CudaSession {
                     dev.attention(q, kb, vb, att, m, m, d, nh, m * d, m, Some(pos))?;
                 }
             }
-            dev.linear(&a.out, att, m, hb, false)?;
-            dev.add(x, hb, m * d)?;
+            dev.linear_residual(&a.out, att, m, hb, x)?;
 
             let (cross_ln, cross) = cross_of(blk)?;
             dev.layer_norm(x, cross_ln, hb, m)?;
@@ -681,8 +679,7 @@ impl CudaSession {
                 }
             }
             dev.attention(q, ck, cv, att, m, 1, d, nh, 0, h.n_audio_ctx, None)?;
-            dev.linear(&cross.out, att, m, hb, false)?;
-            dev.add(x, hb, m * d)?;
+            dev.linear_residual(&cross.out, att, m, hb, x)?;
 
             mlp(dev, blk, m, d, x, hb, b.mlp.ptr())?;
         }
@@ -743,8 +740,8 @@ fn mlp(dev: &Dev<'_>, blk: &DevBlock, m: usize, d: usize, x: u64, h: u64, buf: u
     let (l0, l2): (&DevLinear, &DevLinear) = (&blk.mlp_0, &blk.mlp_2);
     dev.layer_norm(x, &blk.mlp_ln, h, m)?;
     dev.linear(l0, h, m, buf, true)?;
-    dev.linear(l2, buf, m, h, false)?;
-    dev.add(x, h, m * d)
+    debug_assert_eq!(l2.n_out, d);
+    dev.linear_residual(l2, buf, m, h, x)
 }
 
 // Sessions move between threads.

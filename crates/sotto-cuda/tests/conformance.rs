@@ -34,8 +34,9 @@ enum Op {
     /// y += bias (per column), then GELU: (bias, gelu). Shape: [rows, cols]
     BiasAct(bool, bool),
     /// y = x · Wᵀ for this many rows of x, W of the dtype (f16 or a block type), as
-    /// decoder steps multiply. Shape: [n_out, n_in]
-    MatVec(usize),
+    /// decoder steps multiply, with the epilogue `kernels::MMV_*` flags (bias, GELU, added
+    /// onto y). Shape: [n_out, n_in]
+    MatVec(usize, i32),
     /// Token rows of a table of the dtype plus positions. Shape: [n_vocab, d]
     Embed,
     /// conv1d columns: (stride, channel-major input). Shape: [t_in, c_in]
@@ -80,7 +81,8 @@ fn max_nmse(op: Op) -> f64 {
         Op::Im2col(..) | Op::KvWrite | Op::ToF16 => 0.0,
         Op::ToF32 | Op::Embed => 1e-12,
         Op::DequantizeHalf => 1e-9,
-        Op::MatVec(_) | Op::Attention(_) | Op::Scores => 1e-11,
+        Op::MatVec(_, flags) if flags & kernels::MMV_GELU != 0 => 1e-10,
+        Op::MatVec(..) | Op::Attention(_) | Op::Scores => 1e-11,
         _ => 1e-10,
     }
 }
@@ -96,6 +98,7 @@ macro_rules! conformance {
     };
 }
 
+use sotto_cuda::kernels::{MMV_ADD, MMV_BIAS, MMV_GELU};
 use Attn::*;
 use Op::*;
 
@@ -133,16 +136,21 @@ conformance! {
     bias: BiasAct(true, false), [5, 300] F32;
     bias_gelu: BiasAct(true, true), [5, 300] F32;
     gelu_no_bias: BiasAct(false, true), [5, 300] F32;
-    mat_vec_f16_greedy: MatVec(1), [51, 384] F16;
-    mat_vec_f16_beams: MatVec(5), [9, 1536] F16;
-    mat_vec_f16_odd_rows: MatVec(8), [7, 1537] F16;
-    mat_vec_f16_short_rows: MatVec(3), [5, 31] F16;
-    mat_vec_q4_0: MatVec(1), [51, 384] Q4_0;
-    mat_vec_q4_1: MatVec(2), [9, 1536] Q4_1;
-    mat_vec_q5_0: MatVec(5), [7, 64] Q5_0;
-    mat_vec_q5_1: MatVec(8), [5, 1120] Q5_1;
-    mat_vec_q8_0: MatVec(5), [51, 384] Q8_0;
-    mat_vec_q8_0_vocab: MatVec(1), [51864, 384] Q8_0;
+    mat_vec_f16_greedy: MatVec(1, 0), [51, 384] F16;
+    mat_vec_f16_beams: MatVec(5, 0), [9, 1536] F16;
+    mat_vec_f16_odd_rows: MatVec(8, 0), [7, 1537] F16;
+    mat_vec_f16_short_rows: MatVec(3, 0), [5, 31] F16;
+    mat_vec_q4_0: MatVec(1, 0), [51, 384] Q4_0;
+    mat_vec_q4_1: MatVec(2, 0), [9, 1536] Q4_1;
+    mat_vec_q5_0: MatVec(5, 0), [7, 64] Q5_0;
+    mat_vec_q5_1: MatVec(8, 0), [5, 1120] Q5_1;
+    mat_vec_q8_0: MatVec(5, 0), [51, 384] Q8_0;
+    mat_vec_q8_0_vocab: MatVec(1, 0), [51864, 384] Q8_0;
+    mat_vec_f16_bias_gelu: MatVec(5, MMV_BIAS | MMV_GELU), [37, 384] F16;
+    mat_vec_f16_bias_add: MatVec(3, MMV_BIAS | MMV_ADD), [29, 1536] F16;
+    mat_vec_q8_0_bias_gelu: MatVec(2, MMV_BIAS | MMV_GELU), [33, 384] Q8_0;
+    mat_vec_q4_1_add: MatVec(5, MMV_ADD), [9, 1536] Q4_1;
+    mat_vec_q5_0_bias_add: MatVec(1, MMV_BIAS | MMV_ADD), [7, 64] Q5_0;
     embed_f32: Embed, [50, 96] F32;
     embed_f16: Embed, [50, 96] F16;
     embed_q4_0: Embed, [50, 96] Q4_0;
@@ -360,18 +368,28 @@ fn run(dev: &mut dyn Device, op: Op, shape: &[usize], dtype: DType) -> (Vec<f32>
             }
             (dev.get_f32(py, n), want)
         }
-        MatVec(m) => {
+        MatVec(m, flags) => {
             let (n_out, n_in) = (shape[0], shape[1]);
             let (bytes, w) = stored(dtype, &values(n_out * n_in, seed, 1.0));
             let x = values(m * n_in, 41 + m as u64, 2.0);
-            let (pw, px, py) = (dev.put(&bytes), dev.put_f32(&x), dev.nans(m * n_out));
+            let b = values(n_out, 43, 1.0);
+            // Added onto: y's old values; stored: NaN, so an output never written shows.
+            let add = flags & kernels::MMV_ADD != 0;
+            let y0 = values(m * n_out, 47, 3.0);
+            let py = if add {
+                dev.put_f32(&y0)
+            } else {
+                dev.nans(m * n_out)
+            };
+            let (pw, px, pb) = (dev.put(&bytes), dev.put_f32(&x), dev.put_f32(&b));
             let name = match dtype {
                 DType::F16 => "sotto_mul_mat_vec_f16",
                 _ => kernels::for_type("sotto_mul_mat_vec", quant_type(dtype)).unwrap(),
             };
             let l = launch::mul_mat_vec("t", m, n_out, n_in).unwrap().unwrap();
-            let ptrs = [pw, px, py].map(Arg::Ptr);
-            dev.launch_1d(name, l, &[&ptrs[..], &[u(n_in), u(n_out), u(m)]].concat());
+            let ptrs = [pw, px, py, pb].map(Arg::Ptr);
+            let tail = [u(n_in), u(n_out), u(m), Arg::I32(flags)];
+            dev.launch_1d(name, l, &[&ptrs[..], &tail].concat());
             let mut want = vec![0.0; m * n_out];
             for r in 0..m {
                 for o in 0..n_out {
@@ -379,6 +397,17 @@ fn run(dev: &mut dyn Device, op: Op, shape: &[usize], dtype: DType) -> (Vec<f32>
                     let s: f64 = wr.iter().zip(xr).map(|(&a, &b)| a as f64 * b as f64).sum();
                     want[r * n_out + o] = s as f32;
                 }
+            }
+            if flags & kernels::MMV_BIAS != 0 {
+                for row in want.chunks_exact_mut(n_out) {
+                    row.iter_mut().zip(&b).for_each(|(v, b)| *v += b);
+                }
+            }
+            if flags & kernels::MMV_GELU != 0 {
+                cpu::gelu(isa, &mut want);
+            }
+            if add {
+                want.iter_mut().zip(&y0).for_each(|(v, y)| *v += y);
             }
             (dev.get_f32(py, m * n_out), want)
         }

@@ -137,9 +137,11 @@ fn mat_vec(
         ptr(q),
         ptr(x),
         ptr_mut(&mut y),
+        Arg::Ptr(0),
         u32_of(n_in),
         u32_of(n_out),
         u32_of(m),
+        Arg::I32(0),
     ];
     e.launch_1d(name, l, &args);
     y
