@@ -448,17 +448,54 @@ impl Dev<'_> {
             let flags = if gelu { kernels::MMV_GELU } else { 0 };
             return self.mat_vec(w, x, m, out, flags);
         }
+        let b_in = self.gemm_input(x, m * w.n_in)?;
+        self.gemm_linear(w, b_in, m, out, gelu)
+    }
+
+    /// `out_i = x · W_iᵀ + b_i` for several layers that read the same `x` (q, k and v; the
+    /// cross-attention K and V of every decoder layer): as [`Dev::linear`], but where they go
+    /// through cuBLAS in f16, `x` is converted once for all of them.
+    /// Shape: x [m, n_in]; each out [m, n_out of its layer]
+    pub fn linears(&self, layers: &[(&DevLinear, u64)], x: u64, m: usize) -> Result<()> {
+        let Some(&(first, _)) = layers.first() else {
+            return Ok(());
+        };
+        if m == 0 || self.mat_vec_takes(first, m) {
+            for &(w, out) in layers {
+                self.linear(w, x, m, out, false)?;
+            }
+            return Ok(());
+        }
+        if let Some((w, _)) = layers.iter().find(|(w, _)| w.n_in != first.n_in) {
+            return Err(CudaError::Shape {
+                op: "linears",
+                msg: format!("inputs of {} and {} values per row", first.n_in, w.n_in),
+            });
+        }
+        let b_in = self.gemm_input(x, m * first.n_in)?;
+        for &(w, out) in layers {
+            self.gemm_linear(w, b_in, m, out, false)?;
+        }
+        Ok(())
+    }
+
+    /// `x` as the precision's products read it: narrowed to f16 into the scratch, or as is.
+    fn gemm_input(&self, x: u64, n: usize) -> Result<u64> {
+        match self.precision {
+            Precision::F16 => {
+                self.to_half(x, n)?;
+                Ok(self.half)
+            }
+            Precision::F32 => Ok(x),
+        }
+    }
+
+    /// cuBLAS's product of `b_in` (from [`Dev::gemm_input`]) and W, then the bias and GELU.
+    fn gemm_linear(&self, w: &DevLinear, b_in: u64, m: usize, out: u64, gelu: bool) -> Result<()> {
         let g = plan::linear_gemm(m, w.n_out, w.n_in)?;
         let a = match w.qtype {
             Some(t) => self.dequantize_half(t, w)?,
             None => w.w.ptr(),
-        };
-        let b_in = match self.precision {
-            Precision::F16 => {
-                self.to_half(x, m * w.n_in)?;
-                self.half
-            }
-            Precision::F32 => x,
         };
         self.gemm(g, a, b_in, out)?;
         if w.bias.is_none() && !gelu {

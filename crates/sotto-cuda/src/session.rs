@@ -275,21 +275,26 @@ impl CudaSession {
         for blk in &enc.blocks {
             dev.layer_norm(b.x.ptr(), &blk.attn_ln, b.h.ptr(), ctx)?;
             let a = &blk.attn;
-            dev.linear(&a.query, b.h.ptr(), ctx, b.q.ptr(), false)?;
-            dev.linear(&a.key, b.h.ptr(), ctx, b.k.ptr(), false)?;
-            dev.linear(&a.value, b.h.ptr(), ctx, b.v.ptr(), false)?;
+            let qkv = [
+                (&a.query, b.q.ptr()),
+                (&a.key, b.k.ptr()),
+                (&a.value, b.v.ptr()),
+            ];
+            dev.linears(&qkv, b.h.ptr(), ctx)?;
             let (q, k, v, att) = (b.q.ptr(), b.k.ptr(), b.v.ptr(), b.att.ptr());
             dev.attention(q, k, v, att, ctx, ctx, d, h.n_audio_head, 0, ctx, None)?;
             dev.linear_residual(&a.out, att, ctx, b.h.ptr(), b.x.ptr())?;
             mlp(&dev, blk, ctx, d, b.x.ptr(), b.h.ptr(), b.mlp.ptr())?;
         }
         dev.layer_norm(b.x.ptr(), &enc.ln_post, self.enc_out.ptr(), ctx)?;
+        // Every decoder layer's cross-attention K and V from the one encoder output.
+        let mut kv = Vec::with_capacity(2 * self.model.decoder.blocks.len());
         for (l, blk) in self.model.decoder.blocks.iter().enumerate() {
             let (_, cross) = cross_of(blk)?;
-            let out = self.enc_out.ptr();
-            dev.linear(&cross.key, out, ctx, self.cross_k[l].ptr(), false)?;
-            dev.linear(&cross.value, out, ctx, self.cross_v[l].ptr(), false)?;
+            kv.push((&cross.key, self.cross_k[l].ptr()));
+            kv.push((&cross.value, self.cross_v[l].ptr()));
         }
+        dev.linears(&kv, self.enc_out.ptr(), ctx)?;
         // Surfaces launch failures here rather than at the first decode.
         self.stream.synchronize()
     }
@@ -646,9 +651,8 @@ impl CudaSession {
         for (l, blk) in dec.blocks.iter().enumerate() {
             let a = &blk.attn;
             dev.layer_norm(x, &blk.attn_ln, hb, m)?;
-            dev.linear(&a.query, hb, m, q, false)?;
-            dev.linear(&a.key, hb, m, b.k.ptr(), false)?;
-            dev.linear(&a.value, hb, m, b.v.ptr(), false)?;
+            let qkv = [(&a.query, q), (&a.key, b.k.ptr()), (&a.value, b.v.ptr())];
+            dev.linears(&qkv, hb, m)?;
             match pass {
                 Pass::Step { .. } => {
                     let (kc, vc) = (kv.k[l].ptr(), kv.v[l].ptr());
