@@ -59,8 +59,8 @@ pub trait HostDevice: Send + Sync {
     ) -> Result<(), String>;
 
     /// `cublasGemmEx(OP_T, OP_N, ..)` with the shape `g`: column-major
-    /// `C[i + j·ldc] = Σ_l A[l + i·lda] · B[l + j·ldb]`, A and B of the precision's type
-    /// (f16 as bits, or f32), C f32.
+    /// `C[i + j·ldc] = Σ_l A[l + i·lda] · B[l + j·ldb]` (added onto C with `g.accumulate`),
+    /// A and B of the precision's type (f16 as bits, or f32), C f32.
     fn gemm(&self, g: &GemmShape, a: u64, b: u64, c: u64, inputs: Precision) -> Result<(), String>;
 
     /// `cublasGemmStridedBatchedEx` over f32 matrices with the shape `g` (see

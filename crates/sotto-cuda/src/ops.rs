@@ -449,7 +449,7 @@ impl Dev<'_> {
             return self.mat_vec(w, x, m, out, flags);
         }
         let b_in = self.gemm_input(x, m * w.n_in)?;
-        self.gemm_linear(w, b_in, m, out, gelu)
+        self.gemm_linear(w, b_in, m, out, gelu, false)
     }
 
     /// `out_i = x · W_iᵀ + b_i` for several layers that read the same `x` (q, k and v; the
@@ -474,7 +474,7 @@ impl Dev<'_> {
         }
         let b_in = self.gemm_input(x, m * first.n_in)?;
         for &(w, out) in layers {
-            self.gemm_linear(w, b_in, m, out, false)?;
+            self.gemm_linear(w, b_in, m, out, false, false)?;
         }
         Ok(())
     }
@@ -490,9 +490,21 @@ impl Dev<'_> {
         }
     }
 
-    /// cuBLAS's product of `b_in` (from [`Dev::gemm_input`]) and W, then the bias and GELU.
-    fn gemm_linear(&self, w: &DevLinear, b_in: u64, m: usize, out: u64, gelu: bool) -> Result<()> {
-        let g = plan::linear_gemm(m, w.n_out, w.n_in)?;
+    /// cuBLAS's product of `b_in` (from [`Dev::gemm_input`]) and W (added onto `out` with
+    /// `accumulate`), then the bias and GELU.
+    fn gemm_linear(
+        &self,
+        w: &DevLinear,
+        b_in: u64,
+        m: usize,
+        out: u64,
+        gelu: bool,
+        accumulate: bool,
+    ) -> Result<()> {
+        let g = plan::GemmShape {
+            accumulate,
+            ..plan::linear_gemm(m, w.n_out, w.n_in)?
+        };
         let a = match w.qtype {
             Some(t) => self.dequantize_half(t, w)?,
             None => w.w.ptr(),
@@ -526,21 +538,19 @@ impl Dev<'_> {
     }
 
     /// `acc += x · Wᵀ + b`: the residual stream's update by a layer's last product. Decoder
-    /// steps do it in the product's own launch (`MMV_ADD`); more rows go through `tmp`
-    /// (Shape: [m, n_out]) and an add. Shape: x [m, n_in]; acc [m, n_out]
-    pub fn linear_residual(
-        &self,
-        w: &DevLinear,
-        x: u64,
-        m: usize,
-        tmp: u64,
-        acc: u64,
-    ) -> Result<()> {
+    /// steps do it in the product's own launch (`MMV_ADD`): `acc + (x·Wᵀ + b)`, as the CPU
+    /// adds. More rows go through cuBLAS onto `acc` (beta = 1), then the bias: `(acc +
+    /// x·Wᵀ) + b`, one rounding apart, with no launch for the add. Shape: x [m, n_in];
+    /// acc [m, n_out]
+    pub fn linear_residual(&self, w: &DevLinear, x: u64, m: usize, acc: u64) -> Result<()> {
+        if m == 0 {
+            return Ok(());
+        }
         if self.mat_vec_takes(w, m) {
             return self.mat_vec(w, x, m, acc, kernels::MMV_ADD);
         }
-        self.linear(w, x, m, tmp, false)?;
-        self.add(acc, tmp, m * w.n_out)
+        let b_in = self.gemm_input(x, m * w.n_in)?;
+        self.gemm_linear(w, b_in, m, acc, false, true)
     }
 
     /// Whether `m` rows against `w` go through a `sotto_mul_mat_vec` kernel (weights as
@@ -627,7 +637,7 @@ impl Dev<'_> {
                 })
             }
         };
-        let (alpha, beta) = (1.0f32, 0.0f32);
+        let (alpha, beta) = (1.0f32, if g.accumulate { 1.0f32 } else { 0.0 });
         let ty = self.precision.cuda_type();
         // SAFETY: a, b and c address buffers of at least k·m, k·n and m·n elements of their
         // types (the session sized them from the same shapes); alpha and beta are host f32

@@ -190,6 +190,8 @@ pub struct GemmShape {
     pub lda: i32,
     pub ldb: i32,
     pub ldc: i32,
+    /// Adds the product onto C (cuBLAS's beta = 1) instead of overwriting it.
+    pub accumulate: bool,
 }
 
 pub fn linear_gemm(m: usize, n_out: usize, n_in: usize) -> Result<GemmShape> {
@@ -210,6 +212,7 @@ pub fn linear_gemm(m: usize, n_out: usize, n_in: usize) -> Result<GemmShape> {
         lda: int(n_in)?,
         ldb: int(n_in)?,
         ldc: int(n_out)?,
+        accumulate: false,
     })
 }
 

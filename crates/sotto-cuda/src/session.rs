@@ -283,7 +283,7 @@ impl CudaSession {
             dev.linears(&qkv, b.h.ptr(), ctx)?;
             let (q, k, v, att) = (b.q.ptr(), b.k.ptr(), b.v.ptr(), b.att.ptr());
             dev.attention(q, k, v, att, ctx, ctx, d, h.n_audio_head, 0, ctx, None)?;
-            dev.linear_residual(&a.out, att, ctx, b.h.ptr(), b.x.ptr())?;
+            dev.linear_residual(&a.out, att, ctx, b.x.ptr())?;
             mlp(&dev, blk, ctx, d, b.x.ptr(), b.h.ptr(), b.mlp.ptr())?;
         }
         dev.layer_norm(b.x.ptr(), &enc.ln_post, self.enc_out.ptr(), ctx)?;
@@ -668,7 +668,7 @@ impl CudaSession {
                     dev.attention(q, kb, vb, att, m, m, d, nh, m * d, m, Some(pos))?;
                 }
             }
-            dev.linear_residual(&a.out, att, m, hb, x)?;
+            dev.linear_residual(&a.out, att, m, x)?;
 
             let (cross_ln, cross) = cross_of(blk)?;
             dev.layer_norm(x, cross_ln, hb, m)?;
@@ -683,7 +683,7 @@ impl CudaSession {
                 }
             }
             dev.attention(q, ck, cv, att, m, 1, d, nh, 0, h.n_audio_ctx, None)?;
-            dev.linear_residual(&cross.out, att, m, hb, x)?;
+            dev.linear_residual(&cross.out, att, m, x)?;
 
             mlp(dev, blk, m, d, x, hb, b.mlp.ptr())?;
         }
@@ -745,7 +745,7 @@ fn mlp(dev: &Dev<'_>, blk: &DevBlock, m: usize, d: usize, x: u64, h: u64, buf: u
     dev.layer_norm(x, &blk.mlp_ln, h, m)?;
     dev.linear(l0, h, m, buf, true)?;
     debug_assert_eq!(l2.n_out, d);
-    dev.linear_residual(l2, buf, m, h, x)
+    dev.linear_residual(l2, buf, m, x)
 }
 
 // Sessions move between threads.

@@ -262,7 +262,8 @@ impl sotto_cuda::HostDevice for EmuDevice {
         for j in 0..n {
             let bj = &bv[j * ldb..][..k];
             for i in 0..m {
-                cv[i + j * ldc] = dot(&av[i * lda..][..k], bj);
+                let s = dot(&av[i * lda..][..k], bj);
+                cv[i + j * ldc] = if g.accumulate { cv[i + j * ldc] + s } else { s };
             }
         }
         Ok(())
