@@ -503,10 +503,22 @@ ptxas info    : Used 12 registers, used 0 barriers
         assert_eq!(r.len(), 2);
     }
 
+    /// The widest block each kernel is launched with (see `launch.rs`, `plan.rs`).
+    fn launch_block(name: &str) -> u32 {
+        match name {
+            "sotto_attention" => kernels::ATTENTION_BLOCK,
+            "sotto_flash_attention" => kernels::FLASH_ROWS * 8,
+            "sotto_layer_norm_f32" | "sotto_softmax_rows_f32" => launch::MAX_ROW_BLOCK,
+            n if n.starts_with("sotto_mul_mat_vec") => kernels::MMV_BLOCK,
+            _ => launch::ELEMENTWISE_BLOCK,
+        }
+    }
+
     /// The kernels' machine code, checked without a GPU: no kernel spills registers to
     /// local memory or keeps a stack frame (both cost device-memory traffic in the hot
-    /// loops), and none asks for more static shared memory than every architecture gives a
-    /// block without opting in (48 KiB; more fails at launch).
+    /// loops), none asks for more static shared memory than every architecture gives a
+    /// block without opting in (48 KiB; more fails at launch), and each fits its widest
+    /// block in an SM's registers.
     #[test]
     fn kernels_do_not_spill_on_the_target_architectures() {
         if !nvrtc_or_skip() {
@@ -527,6 +539,14 @@ ptxas info    : Used 12 registers, used 0 barriers
                     "sm_{cc}: {name}: {r:?}"
                 );
                 assert!(r.smem <= 48 * 1024, "sm_{cc}: {name}: {r:?}");
+                // A block needs registers for all its threads (per thread, rounded up to 8)
+                // out of an SM's 64 Ki, or the launch fails.
+                let block = launch_block(name);
+                assert!(
+                    r.registers.next_multiple_of(8) * block <= 64 * 1024,
+                    "sm_{cc}: {name}: {} registers × {block} threads",
+                    r.registers
+                );
             }
             let most = kernels::NAMES
                 .iter()

@@ -69,8 +69,9 @@ pub const MMV_BIAS: i32 = 1;
 pub const MMV_GELU: i32 = 2;
 pub const MMV_ADD: i32 = 4;
 
-/// Threads per block of `sotto_attention` (a power of two, at least the head width 64).
-pub const ATTENTION_BLOCK: u32 = 128;
+/// Threads per block of `sotto_attention` (a power of two, at least the head width): wide,
+/// because a decoder step launches only rows × heads blocks of it.
+pub const ATTENTION_BLOCK: u32 = 1024;
 /// `sotto_flash_attention`: query rows per block (8 threads each), and the head width it
 /// takes (every Whisper size has 64).
 pub const FLASH_ROWS: u32 = 16;
@@ -503,6 +504,10 @@ extern "C" __global__ void sotto_kv_write(const float* src, float* cache, unsign
 // blockIdx.y = head h. Keys and values of sequence s start at s·kv_seq_stride (0: every
 // row sees the same keys, as in cross-attention). Causal rows see keys 0..=*q_pos0 + i (at
 // most n_keys, the cache's length), others n_keys. q_pos0 is read only when causal.
+// A decoder step has few such blocks (rows × heads: 6 for tiny greedy), so each is wide
+// (blockDim ≥ dh, a power of two): a thread scores a key or two, and P·V splits the keys
+// over blockDim / dh groups whose partial sums meet in shared memory, so no thread walks
+// every key alone.
 // Dynamic shared memory: (n_keys + blockDim.x) floats.
 // Shape: q, out [rows, d]; k, v [.., n_keys, d] per sequence; d = n_head·dh.
 extern "C" __global__ void sotto_attention(const float* q, const float* k, const float* v,
@@ -536,11 +541,18 @@ extern "C" __global__ void sotto_attention(const float* q, const float* k, const
         sum += e;
     }
     float inv = 1.0f / sotto_block_sum(sum, red);
-    float* o = out + (size_t)r * d + h * dh;
-    for (unsigned int c = threadIdx.x; c < dh; c += blockDim.x) {
-        float acc = 0.0f;
-        for (unsigned int j = 0; j < nk; ++j) acc += sc[j] * vb[(size_t)j * d + c];
-        o[c] = acc * inv;
+    // P·V: thread t sums column c = t % dh over keys g, g + groups, … (g = t / dh; a group's
+    // threads read one row of V together), then thread c < dh adds the groups' sums.
+    unsigned int groups = blockDim.x / dh, c = threadIdx.x % dh, g = threadIdx.x / dh;
+    float acc = 0.0f;
+    if (g < groups)
+        for (unsigned int j = g; j < nk; j += groups) acc += sc[j] * vb[(size_t)j * d + c];
+    red[threadIdx.x] = acc;  // sotto_block_sum left `red` free
+    __syncthreads();
+    if (threadIdx.x < dh) {
+        float t = 0.0f;
+        for (unsigned int k = 0; k < groups; ++k) t += red[k * dh + threadIdx.x];
+        out[(size_t)r * d + h * dh + threadIdx.x] = t * inv;
     }
 }
 

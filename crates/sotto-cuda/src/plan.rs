@@ -35,7 +35,7 @@ impl From<AttentionLaunch> for cudarc::driver::LaunchConfig {
 /// width `dh`: the scores of one row live in shared memory, beside the reduction scratch.
 pub fn attention(rows: usize, n_head: usize, dh: usize, n_keys: usize) -> Result<AttentionLaunch> {
     let op = "attention";
-    if rows == 0 || n_head == 0 || dh == 0 || n_keys == 0 {
+    if rows == 0 || n_head == 0 || dh == 0 || n_keys == 0 || dh > ATTENTION_BLOCK as usize {
         return Err(shape(
             op,
             format!("{rows} rows, {n_head} heads of {dh}, {n_keys} keys"),
@@ -354,6 +354,10 @@ mod tests {
         let e = attention(1, 1, 64, 20_000).unwrap_err().to_string();
         assert!(e.contains("shared memory"), "{e}");
         assert!(attention(0, 1, 64, 1).is_err());
+        assert!(
+            attention(1, 1, ATTENTION_BLOCK as usize + 1, 8).is_err(),
+            "head wider than a block"
+        );
         assert!(attention(1, 1, 64, 0).is_err());
     }
 
