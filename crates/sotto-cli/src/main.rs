@@ -121,6 +121,11 @@ fn allocator_policy() {
 fn main() -> ExitCode {
     allocator_policy();
     let cli = Cli::parse();
+    if let Some(dir) = &cli.cache_dir {
+        // The CUDA backend keeps its compiled kernels in the model cache too, and reads
+        // where it is from the environment. Still one thread here, so the write is safe.
+        std::env::set_var("SOTTO_CACHE_DIR", dir);
+    }
     match run(cli) {
         Ok(code) => code,
         Err(e) => {

@@ -40,9 +40,53 @@ fn ptx_for(ordinal: usize, cc: (i32, i32)) -> Result<Ptx> {
     if let Some(ptx) = map.get(&(ordinal, cc)) {
         return Ok(ptx.clone());
     }
-    let ptx = compile(cc)?;
+    let ptx = compile_cached(cc)?;
     map.insert((ordinal, cc), ptx.clone());
     Ok(ptx)
+}
+
+/// [`compile`] through the on-disk cache (`crate::ptx_cache`): NVRTC runs only for a
+/// source, options, architecture and NVRTC version not compiled before.
+pub fn compile_cached(cc: (i32, i32)) -> Result<Ptx> {
+    compile_cached_in(crate::ptx_cache::dir().as_deref(), cc)
+}
+
+/// [`compile_cached`] with the cache in `dir` (None: no disk cache).
+fn compile_cached_in(dir: Option<&std::path::Path>, cc: (i32, i32)) -> Result<Ptx> {
+    if !crate::nvrtc_present() {
+        return Err(CudaError::NoNvrtc);
+    }
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: libnvrtc is present (checked above); the call writes two ints.
+    let _ = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
+    let opts = format!("{:?}", compile_options(cc));
+    let nvrtc = format!("nvrtc {major}.{minor}");
+    let key = crate::ptx_cache::key(&[
+        kernels::SOURCE.as_bytes(),
+        opts.as_bytes(),
+        nvrtc.as_bytes(),
+    ]);
+    let whole = |text: &str| {
+        text.contains(".version")
+            && kernels::NAMES
+                .iter()
+                .all(|n| text.contains(&format!(".entry {n}(")))
+    };
+    let text =
+        crate::ptx_cache::get_or_compile(dir, key, whole, || compile(cc).map(|p| p.to_src()))?;
+    Ok(Ptx::from_src(text))
+}
+
+/// NVRTC's options for compute capability `major.minor`.
+fn compile_options((major, minor): (i32, i32)) -> CompileOptions {
+    CompileOptions {
+        // Precise division and sqrt: the kernels are compared with the CPU by MSE.
+        prec_div: Some(true),
+        prec_sqrt: Some(true),
+        options: vec![format!("--gpu-architecture=compute_{major}{minor}")],
+        name: Some("sotto_kernels.cu".into()),
+        ..Default::default()
+    }
 }
 
 /// Compiles [`kernels::SOURCE`] to PTX for compute capability `major.minor`. Needs libnvrtc
@@ -51,14 +95,7 @@ pub fn compile((major, minor): (i32, i32)) -> Result<Ptx> {
     if !crate::nvrtc_present() {
         return Err(CudaError::NoNvrtc);
     }
-    let opts = CompileOptions {
-        // Precise division and sqrt: the kernels are compared with the CPU by MSE.
-        prec_div: Some(true),
-        prec_sqrt: Some(true),
-        options: vec![format!("--gpu-architecture=compute_{major}{minor}")],
-        name: Some("sotto_kernels.cu".into()),
-        ..Default::default()
-    };
+    let opts = compile_options((major, minor));
     cudarc::nvrtc::compile_ptx_with_opts(kernels::SOURCE, opts).map_err(|e| CudaError::Compile {
         major,
         minor,
@@ -402,6 +439,32 @@ mod tests {
             }
             println!("compute {}.{}: {} bytes of PTX", cc.0, cc.1, text.len());
         }
+    }
+
+    /// The disk cache with the real compiler: the first call compiles and saves, the
+    /// second reads the same text back (`SOTTO_KERNEL_CACHE` is read per call).
+    #[test]
+    fn compiled_ptx_is_cached_on_disk() {
+        if !nvrtc_or_skip() {
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("sotto-kernels-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let cached = |cc| compile_cached_in(Some(&dir), cc).unwrap().to_src();
+        let first = cached((8, 0));
+        assert_eq!(first, compile((8, 0)).unwrap().to_src());
+        let t = std::time::Instant::now();
+        let second = cached((8, 0));
+        assert_eq!(first, second);
+        assert!(
+            t.elapsed().as_millis() < 500,
+            "read back, not compiled again"
+        );
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+        // Another architecture is another file.
+        cached((9, 0));
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// What ptxas says of one kernel (`--ptxas-options=-v`).

@@ -8,7 +8,8 @@
 //! cache, with `sotto_model::Session`'s methods and semantics (`align` included).
 //!
 //! Kernels are CUDA C ([`kernels::SOURCE`]) compiled by NVRTC at run time, once per
-//! process and GPU; matrix products go to cuBLAS (`cublasGemmEx`, f32 accumulation).
+//! process and GPU, and the PTX kept on disk for the next process (`ptx_cache`); matrix
+//! products go to cuBLAS (`cublasGemmEx`, f32 accumulation).
 //! libcuda, libnvrtc and libcublas are loaded at run time (cudarc's `dynamic-loading`), so
 //! this crate builds and links on machines without CUDA. cudarc panics when a library or
 //! symbol is missing; every entry point here checks for the driver first and turns what is
@@ -20,12 +21,13 @@ pub mod kernels;
 pub mod launch;
 mod ops;
 pub mod plan;
+mod ptx_cache;
 mod session;
 mod whisper;
 
 use cudarc::driver::{result, sys};
 
-pub use backend::{compile, CudaBackend, DeviceBuffer};
+pub use backend::{compile, compile_cached, CudaBackend, DeviceBuffer};
 pub use half::f16;
 pub use host::{HostDevice, KernelArg};
 pub use ops::Precision;

@@ -1,0 +1,151 @@
+//! Compiled PTX kept on disk between runs, so a process that opens a GPU skips NVRTC
+//! (~1.5 s for sotto's kernels) when the same source, options, architecture and NVRTC
+//! version were compiled before. The driver then caches the PTX's machine code itself.
+//!
+//! The folder is `SOTTO_KERNEL_CACHE` when set (empty or `0`: no disk cache), else `kernels`
+//! in the model cache (`$SOTTO_CACHE_DIR`, else `$XDG_CACHE_HOME/sotto`, else
+//! `~/.cache/sotto`, as `sotto-hub` resolves it). A file is named by a hash of everything
+//! that went into it, written under a temporary name and renamed, and checked before use:
+//! a truncated or foreign file is compiled again and replaced. The cache is best effort: a
+//! folder that cannot be written costs the compile, never an error.
+
+use std::path::{Path, PathBuf};
+
+/// The kernel cache folder, or None for no disk cache (see the module docs).
+pub(crate) fn dir() -> Option<PathBuf> {
+    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+    if let Some(v) = std::env::var_os("SOTTO_KERNEL_CACHE") {
+        return (!v.is_empty() && v != "0").then(|| PathBuf::from(v));
+    }
+    let models = match (var("SOTTO_CACHE_DIR"), var("XDG_CACHE_HOME"), var("HOME")) {
+        (Some(d), _, _) => PathBuf::from(d),
+        (None, Some(x), _) => PathBuf::from(x).join("sotto"),
+        (None, None, Some(h)) => PathBuf::from(h).join(".cache").join("sotto"),
+        (None, None, None) => return None,
+    };
+    Some(models.join("kernels"))
+}
+
+/// FNV-1a over `parts` (each followed by a 0 byte): a file name that changes with any of
+/// them and stays the same across builds and toolchains.
+pub(crate) fn key(parts: &[&[u8]]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for &b in part.iter().chain(&[0u8]) {
+            h = (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    h
+}
+
+/// The PTX for `key` from `dir`, when a file there holds it whole (`valid`); else
+/// `compile`'s, saved there for the next process.
+pub(crate) fn get_or_compile<E>(
+    dir: Option<&Path>,
+    key: u64,
+    valid: impl Fn(&str) -> bool,
+    compile: impl FnOnce() -> Result<String, E>,
+) -> Result<String, E> {
+    let Some(dir) = dir else {
+        return compile();
+    };
+    let path = dir.join(format!("sotto-{key:016x}.ptx"));
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        if valid(&text) {
+            return Ok(text);
+        }
+    }
+    let text = compile()?;
+    let _ = save(&path, &text);
+    Ok(text)
+}
+
+/// Writes `text` to `path` under a temporary name first, so a reader never sees half a file.
+fn save(path: &Path, text: &str) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("sotto-ptx-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    #[test]
+    fn compiles_once_then_reads_the_file() {
+        let dir = temp_dir("once");
+        let calls = Cell::new(0);
+        let compile = || -> Result<String, ()> {
+            calls.set(calls.get() + 1);
+            Ok(".version 9.0\n.entry a(".to_string())
+        };
+        let valid = |t: &str| t.contains(".entry a(");
+        for _ in 0..3 {
+            let text = get_or_compile(Some(&dir), 7, valid, compile).unwrap();
+            assert!(text.ends_with(".entry a("));
+        }
+        assert_eq!(calls.get(), 1, "later calls read the file");
+        // Another key is another file.
+        get_or_compile(Some(&dir), 8, valid, compile).unwrap();
+        assert_eq!(calls.get(), 2);
+        let files = std::fs::read_dir(&dir).unwrap().count();
+        assert_eq!(files, 2, "no temporary files left");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_damaged_file_is_compiled_again_and_replaced() {
+        let dir = temp_dir("damaged");
+        let good = ".version 9.0\n.entry a(\n.entry b(";
+        let valid = |t: &str| t.contains(".entry b(");
+        get_or_compile(Some(&dir), 1, valid, || Ok::<_, ()>(good.to_string())).unwrap();
+        let file = dir.join(format!("sotto-{:016x}.ptx", 1));
+        std::fs::write(&file, &good[..12]).unwrap(); // truncated
+        let calls = Cell::new(0);
+        let text = get_or_compile(Some(&dir), 1, valid, || {
+            calls.set(1);
+            Ok::<_, ()>(good.to_string())
+        })
+        .unwrap();
+        assert_eq!((text.as_str(), calls.get()), (good, 1));
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), good);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_unwritable_folder_only_costs_the_compile() {
+        // A file where the folder should be: create_dir_all fails.
+        let blocker = temp_dir("blocker");
+        std::fs::write(&blocker, b"x").unwrap();
+        let dir = blocker.join("kernels");
+        let text = get_or_compile(Some(&dir), 1, |_| true, || Ok::<_, ()>("ptx".into()));
+        assert_eq!(text.unwrap(), "ptx");
+        let failed = get_or_compile(Some(&dir), 1, |_| true, || Err::<String, _>("nvrtc"));
+        assert_eq!(
+            failed.unwrap_err(),
+            "nvrtc",
+            "a compile error is still reported"
+        );
+        std::fs::remove_file(&blocker).unwrap();
+    }
+
+    #[test]
+    fn keys_change_with_any_part() {
+        let k = key(&[b"src", b"opts", b"9.0"]);
+        assert_eq!(k, key(&[b"src", b"opts", b"9.0"]));
+        assert_ne!(k, key(&[b"src", b"opts", b"8.9"]));
+        assert_ne!(k, key(&[b"srcopts", b"", b"9.0"]), "parts are delimited");
+    }
+}
