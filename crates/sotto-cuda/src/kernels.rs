@@ -9,7 +9,7 @@
 use sotto_quant::QuantType;
 
 /// The kernels' entry points, in the order [`SOURCE`] defines them.
-pub const NAMES: [&str; 35] = [
+pub const NAMES: [&str; 41] = [
     "sotto_add_f32",
     "sotto_gelu_f32",
     "sotto_layer_norm_f32",
@@ -26,11 +26,17 @@ pub const NAMES: [&str; 35] = [
     "sotto_dequantize_half_q5_1",
     "sotto_dequantize_half_q8_0",
     "sotto_mul_mat_vec_f16",
+    "sotto_mul_mat_vec3_f16",
     "sotto_mul_mat_vec_q4_0",
     "sotto_mul_mat_vec_q4_1",
     "sotto_mul_mat_vec_q5_0",
     "sotto_mul_mat_vec_q5_1",
     "sotto_mul_mat_vec_q8_0",
+    "sotto_mul_mat_vec3_q4_0",
+    "sotto_mul_mat_vec3_q4_1",
+    "sotto_mul_mat_vec3_q5_0",
+    "sotto_mul_mat_vec3_q5_1",
+    "sotto_mul_mat_vec3_q8_0",
     "sotto_f32_to_f16",
     "sotto_bias_act",
     "sotto_im2col",
@@ -285,17 +291,32 @@ __device__ __forceinline__ float sotto_gelu(float v) {
 #define SOTTO_MMV_GELU 2
 #define SOTTO_MMV_ADD 4
 
+// Where output row r goes: row r of y ([m, n_out]) when pos0 is null; else the KV-cache
+// slot of row r, as sotto_kv_write puts it: sequence r / n_new at position
+// *pos0 + r % n_new, sequences seq_stride elements apart.
+struct SottoMmvRows {
+    const unsigned int* pos0;
+    unsigned int n_new, seq_stride;
+};
+
+__device__ __forceinline__ size_t sotto_mmv_row(SottoMmvRows rows, unsigned int r,
+        unsigned int n_out) {
+    if (!rows.pos0) return (size_t)r * n_out;
+    return (size_t)(r / rows.n_new) * rows.seq_stride
+        + (size_t)(*rows.pos0 + r % rows.n_new) * n_out;
+}
+
 // Adds each row's sums over the warp's lanes; lane 0 applies the epilogue and writes
 // y[r, o]. Every lane of the warp takes part in the shuffles, live output or not.
 __device__ __forceinline__ void sotto_mmv_store(const float* acc, float* y, const float* b,
-        unsigned int o, unsigned int n_out, unsigned int m, int flags) {
+        unsigned int o, unsigned int n_out, unsigned int m, int flags, SottoMmvRows rows) {
 #pragma unroll
     for (int r = 0; r < SOTTO_MMV_ROWS; ++r) {
         if (r < (int)m) {
             float s = acc[r];
             for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
             if (threadIdx.x % 32 == 0 && o < n_out) {
-                float* at = y + (size_t)r * n_out + o;
+                float* at = y + sotto_mmv_row(rows, (unsigned int)r, n_out) + o;
                 if (flags & SOTTO_MMV_BIAS) s += b[o];
                 if (flags & SOTTO_MMV_GELU) s = sotto_gelu(s);
                 *at = (flags & SOTTO_MMV_ADD) ? *at + s : s;
@@ -306,11 +327,11 @@ __device__ __forceinline__ void sotto_mmv_store(const float* acc, float* y, cons
 
 // As sotto_mul_mat_vec_q with W in f16 (rows of any length): lane l reads the pair of
 // halves 2l, 2l + 1 of every 64, one 32-bit load when rows are an even length.
-extern "C" __global__ void sotto_mul_mat_vec_f16(const unsigned short* w, const float* x,
+// Output o is this warp's.
+__device__ __forceinline__ void sotto_mmv_f16(const unsigned short* w, const float* x,
         float* y, const float* b, unsigned int n_in, unsigned int n_out, unsigned int m,
-        int flags) {
+        int flags, unsigned int o, SottoMmvRows rows) {
     unsigned int lane = threadIdx.x % 32;
-    unsigned int o = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     float acc[SOTTO_MMV_ROWS];
 #pragma unroll
     for (int r = 0; r < SOTTO_MMV_ROWS; ++r) acc[r] = 0.0f;
@@ -336,14 +357,21 @@ extern "C" __global__ void sotto_mul_mat_vec_f16(const unsigned short* w, const 
             }
         }
     }
-    sotto_mmv_store(acc, y, b, o, n_out, m, flags);
+    sotto_mmv_store(acc, y, b, o, n_out, m, flags, rows);
 }
 
-template <int T> __device__ __forceinline__ void sotto_mul_mat_vec_q(const unsigned char* w,
-        const float* x, float* y, const float* b, unsigned int n_in, unsigned int n_out,
-        unsigned int m, int flags) {
-    unsigned int lane = threadIdx.x % 32;
+extern "C" __global__ void sotto_mul_mat_vec_f16(const unsigned short* w, const float* x,
+        float* y, const float* b, unsigned int n_in, unsigned int n_out, unsigned int m,
+        int flags) {
     unsigned int o = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    SottoMmvRows rows = {nullptr, 1, 0};
+    sotto_mmv_f16(w, x, y, b, n_in, n_out, m, flags, o, rows);
+}
+
+template <int T> __device__ __forceinline__ void sotto_mmv_q(const unsigned char* w,
+        const float* x, float* y, const float* b, unsigned int n_in, unsigned int n_out,
+        unsigned int m, int flags, unsigned int o, SottoMmvRows rows) {
+    unsigned int lane = threadIdx.x % 32;
     float acc[SOTTO_MMV_ROWS];
 #pragma unroll
     for (int r = 0; r < SOTTO_MMV_ROWS; ++r) acc[r] = 0.0f;
@@ -367,7 +395,48 @@ template <int T> __device__ __forceinline__ void sotto_mul_mat_vec_q(const unsig
             }
         }
     }
-    sotto_mmv_store(acc, y, b, o, n_out, m, flags);
+    sotto_mmv_store(acc, y, b, o, n_out, m, flags, rows);
+}
+
+template <int T> __device__ __forceinline__ void sotto_mul_mat_vec_q(const unsigned char* w,
+        const float* x, float* y, const float* b, unsigned int n_in, unsigned int n_out,
+        unsigned int m, int flags) {
+    unsigned int o = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    SottoMmvRows rows = {nullptr, 1, 0};
+    sotto_mmv_q<T>(w, x, y, b, n_in, n_out, m, flags, o, rows);
+}
+
+// q, k and v of a decoder step in one launch: three mat-vecs of the same x, each W
+// [n_out, n_in], warps 0..n_out on W0, then W1, W2 (a warp past the last has nothing to
+// do). b_i null: no bias. With pos0, the second and third outputs go straight into their
+// KV caches (SottoMmvRows), so the step needs no sotto_kv_write.
+#define SOTTO_MMV3_PICK(W)                                                          \
+    unsigned int o = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;              \
+    unsigned int which = o / n_out;                                                  \
+    if (which > 2) return;                                                           \
+    o -= which * n_out;                                                              \
+    W w = which == 0 ? w0 : which == 1 ? w1 : w2;                                    \
+    float* y = which == 0 ? y0 : which == 1 ? y1 : y2;                               \
+    const float* b = which == 0 ? b0 : which == 1 ? b1 : b2;                         \
+    SottoMmvRows rows = {which == 0 ? nullptr : pos0, n_new, seq_stride};            \
+    int flags = b ? SOTTO_MMV_BIAS : 0;
+
+extern "C" __global__ void sotto_mul_mat_vec3_f16(const unsigned short* w0,
+        const unsigned short* w1, const unsigned short* w2, const float* x, float* y0,
+        float* y1, float* y2, const float* b0, const float* b1, const float* b2,
+        unsigned int n_in, unsigned int n_out, unsigned int m, const unsigned int* pos0,
+        unsigned int n_new, unsigned int seq_stride) {
+    SOTTO_MMV3_PICK(const unsigned short*)
+    sotto_mmv_f16(w, x, y, b, n_in, n_out, m, flags, o, rows);
+}
+
+template <int T> __device__ __forceinline__ void sotto_mul_mat_vec3_q(const unsigned char* w0,
+        const unsigned char* w1, const unsigned char* w2, const float* x, float* y0,
+        float* y1, float* y2, const float* b0, const float* b1, const float* b2,
+        unsigned int n_in, unsigned int n_out, unsigned int m, const unsigned int* pos0,
+        unsigned int n_new, unsigned int seq_stride) {
+    SOTTO_MMV3_PICK(const unsigned char*)
+    sotto_mmv_q<T>(w, x, y, b, n_in, n_out, m, flags, o, rows);
 }
 
 extern "C" __global__ void sotto_mul_mat_vec_q4_0(const unsigned char* w, const float* x,
@@ -394,6 +463,46 @@ extern "C" __global__ void sotto_mul_mat_vec_q8_0(const unsigned char* w, const 
         float* y, const float* b, unsigned int n_in, unsigned int n_out, unsigned int m,
         int flags) {
     sotto_mul_mat_vec_q<8>(w, x, y, b, n_in, n_out, m, flags);
+}
+extern "C" __global__ void sotto_mul_mat_vec3_q4_0(const unsigned char* w0,
+        const unsigned char* w1, const unsigned char* w2, const float* x, float* y0,
+        float* y1, float* y2, const float* b0, const float* b1, const float* b2,
+        unsigned int n_in, unsigned int n_out, unsigned int m, const unsigned int* pos0,
+        unsigned int n_new, unsigned int seq_stride) {
+    sotto_mul_mat_vec3_q<0>(w0, w1, w2, x, y0, y1, y2, b0, b1, b2, n_in, n_out, m, pos0,
+        n_new, seq_stride);
+}
+extern "C" __global__ void sotto_mul_mat_vec3_q4_1(const unsigned char* w0,
+        const unsigned char* w1, const unsigned char* w2, const float* x, float* y0,
+        float* y1, float* y2, const float* b0, const float* b1, const float* b2,
+        unsigned int n_in, unsigned int n_out, unsigned int m, const unsigned int* pos0,
+        unsigned int n_new, unsigned int seq_stride) {
+    sotto_mul_mat_vec3_q<1>(w0, w1, w2, x, y0, y1, y2, b0, b1, b2, n_in, n_out, m, pos0,
+        n_new, seq_stride);
+}
+extern "C" __global__ void sotto_mul_mat_vec3_q5_0(const unsigned char* w0,
+        const unsigned char* w1, const unsigned char* w2, const float* x, float* y0,
+        float* y1, float* y2, const float* b0, const float* b1, const float* b2,
+        unsigned int n_in, unsigned int n_out, unsigned int m, const unsigned int* pos0,
+        unsigned int n_new, unsigned int seq_stride) {
+    sotto_mul_mat_vec3_q<2>(w0, w1, w2, x, y0, y1, y2, b0, b1, b2, n_in, n_out, m, pos0,
+        n_new, seq_stride);
+}
+extern "C" __global__ void sotto_mul_mat_vec3_q5_1(const unsigned char* w0,
+        const unsigned char* w1, const unsigned char* w2, const float* x, float* y0,
+        float* y1, float* y2, const float* b0, const float* b1, const float* b2,
+        unsigned int n_in, unsigned int n_out, unsigned int m, const unsigned int* pos0,
+        unsigned int n_new, unsigned int seq_stride) {
+    sotto_mul_mat_vec3_q<3>(w0, w1, w2, x, y0, y1, y2, b0, b1, b2, n_in, n_out, m, pos0,
+        n_new, seq_stride);
+}
+extern "C" __global__ void sotto_mul_mat_vec3_q8_0(const unsigned char* w0,
+        const unsigned char* w1, const unsigned char* w2, const float* x, float* y0,
+        float* y1, float* y2, const float* b0, const float* b1, const float* b2,
+        unsigned int n_in, unsigned int n_out, unsigned int m, const unsigned int* pos0,
+        unsigned int n_new, unsigned int seq_stride) {
+    sotto_mul_mat_vec3_q<8>(w0, w1, w2, x, y0, y1, y2, b0, b1, b2, n_in, n_out, m, pos0,
+        n_new, seq_stride);
 }
 
 // Narrows f32 to f16 (round to nearest even), for the f16 matrix products.
@@ -694,6 +803,7 @@ mod tests {
             "sotto_dequantize",
             "sotto_dequantize_half",
             "sotto_mul_mat_vec",
+            "sotto_mul_mat_vec3",
             "sotto_embed",
         ];
         for family in families {

@@ -553,6 +553,60 @@ impl Dev<'_> {
         self.gemm_linear(w, b_in, m, acc, false, true)
     }
 
+    /// q, k and v of a decoder step in one launch (`sotto_mul_mat_vec3_*`), where all three
+    /// take the mat-vec kernels with one weight type and shape. With `cache` = (position
+    /// address, n_new, sequence stride), k and v go straight into the KV caches at
+    /// `outs[1]` and `outs[2]`, as [`Dev::kv_write`] would put them. Returns false, having
+    /// launched nothing, where it does not apply. Shape: x [m, n_in]; outs[0] [m, n_out]
+    pub fn qkv_mat_vec(
+        &self,
+        ws: [&DevLinear; 3],
+        x: u64,
+        m: usize,
+        outs: [u64; 3],
+        cache: Option<(u64, usize, usize)>,
+    ) -> Result<bool> {
+        let [q, k, v] = ws;
+        let same = |w: &DevLinear| w.qtype == q.qtype && w.n_in == q.n_in && w.n_out == q.n_out;
+        if m == 0 || !self.mat_vec_takes(q, m) || !same(k) || !same(v) {
+            return Ok(false);
+        }
+        let op = "mul_mat_vec3";
+        let name = match q.qtype {
+            Some(t) => kernels::for_type("sotto_mul_mat_vec3", t)
+                .ok_or(CudaError::Unsupported { op, ty: t })?,
+            None => "sotto_mul_mat_vec3_f16",
+        };
+        let Some(cfg) = launch::mul_mat_vec(op, m, 3 * q.n_out, q.n_in)? else {
+            return Ok(true);
+        };
+        let (pos0, n_new, seq_stride) = cache.unwrap_or((0, 1, 0));
+        let u = |v: usize| launch::count_u32(op, v);
+        let (n_in, n_out, m) = (u(q.n_in)?, u(q.n_out)?, u(m)?);
+        let (n_new, seq_stride) = (u(n_new.max(1))?, u(seq_stride)?);
+        let bias = |w: &DevLinear| w.bias.as_ref().map_or(0, |b| b.ptr());
+        let args = [
+            q.w.ptr().into(),
+            k.w.ptr().into(),
+            v.w.ptr().into(),
+            x.into(),
+            outs[0].into(),
+            outs[1].into(),
+            outs[2].into(),
+            bias(q).into(),
+            bias(k).into(),
+            bias(v).into(),
+            n_in.into(),
+            n_out.into(),
+            m.into(),
+            pos0.into(),
+            n_new.into(),
+            seq_stride.into(),
+        ];
+        self.run(name, cfg.into(), &args)?;
+        Ok(true)
+    }
+
     /// Whether `m` rows against `w` go through a `sotto_mul_mat_vec` kernel (weights as
     /// stored) rather than cuBLAS.
     fn mat_vec_takes(&self, w: &DevLinear, m: usize) -> bool {

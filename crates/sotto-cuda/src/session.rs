@@ -651,13 +651,29 @@ impl CudaSession {
         for (l, blk) in dec.blocks.iter().enumerate() {
             let a = &blk.attn;
             dev.layer_norm(x, &blk.attn_ln, hb, m)?;
-            let qkv = [(&a.query, q), (&a.key, b.k.ptr()), (&a.value, b.v.ptr())];
-            dev.linears(&qkv, hb, m)?;
+            let ws = [&a.query, &a.key, &a.value];
+            let (kc, vc) = (kv.k[l].ptr(), kv.v[l].ptr());
+            // A step's q, k and v in one launch, k and v straight into the cache; else
+            // the products, then the cache writes.
+            let fused = match pass {
+                Pass::Step { .. } => {
+                    let cache = Some((pos, n_new, stride));
+                    dev.qkv_mat_vec(ws, hb, m, [q, kc, vc], cache)?
+                }
+                Pass::Align { .. } => {
+                    dev.qkv_mat_vec(ws, hb, m, [q, b.k.ptr(), b.v.ptr()], None)?
+                }
+            };
+            if !fused {
+                let qkv = [(&a.query, q), (&a.key, b.k.ptr()), (&a.value, b.v.ptr())];
+                dev.linears(&qkv, hb, m)?;
+            }
             match pass {
                 Pass::Step { .. } => {
-                    let (kc, vc) = (kv.k[l].ptr(), kv.v[l].ptr());
-                    dev.kv_write(b.k.ptr(), kc, batch, n_new, d, pos, stride)?;
-                    dev.kv_write(b.v.ptr(), vc, batch, n_new, d, pos, stride)?;
+                    if !fused {
+                        dev.kv_write(b.k.ptr(), kc, batch, n_new, d, pos, stride)?;
+                        dev.kv_write(b.v.ptr(), vc, batch, n_new, d, pos, stride)?;
+                    }
                     // Keys up to the cache's length: each row's causal bound comes from `pos`.
                     let keys = kv.n_ctx;
                     dev.attention(q, kc, vc, att, m, n_new, d, nh, stride, keys, Some(pos))?;

@@ -37,6 +37,10 @@ enum Op {
     /// decoder steps multiply, with the epilogue `kernels::MMV_*` flags (bias, GELU, added
     /// onto y). Shape: [n_out, n_in]
     MatVec(usize, i32),
+    /// q, k and v of a decoder step in one launch: three mat-vecs of the same rows, k
+    /// without a bias; with `true`, k and v go into KV caches of two sequences at a
+    /// position. Shape: [n_out, n_in]
+    MatVec3(usize, bool),
     /// Token rows of a table of the dtype plus positions. Shape: [n_vocab, d]
     Embed,
     /// conv1d columns: (stride, channel-major input). Shape: [t_in, c_in]
@@ -82,7 +86,7 @@ fn max_nmse(op: Op) -> f64 {
         Op::ToF32 | Op::Embed => 1e-12,
         Op::DequantizeHalf => 1e-9,
         Op::MatVec(_, flags) if flags & kernels::MMV_GELU != 0 => 1e-10,
-        Op::MatVec(..) | Op::Attention(_) | Op::Scores => 1e-11,
+        Op::MatVec(..) | Op::MatVec3(..) | Op::Attention(_) | Op::Scores => 1e-11,
         _ => 1e-10,
     }
 }
@@ -151,6 +155,11 @@ conformance! {
     mat_vec_q8_0_bias_gelu: MatVec(2, MMV_BIAS | MMV_GELU), [33, 384] Q8_0;
     mat_vec_q4_1_add: MatVec(5, MMV_ADD), [9, 1536] Q4_1;
     mat_vec_q5_0_bias_add: MatVec(1, MMV_BIAS | MMV_ADD), [7, 64] Q5_0;
+    mat_vec3_f16_greedy: MatVec3(1, false), [37, 384] F16;
+    mat_vec3_f16_cache: MatVec3(4, true), [29, 384] F16;
+    mat_vec3_q8_0_cache: MatVec3(6, true), [9, 512] Q8_0;
+    mat_vec3_q4_1: MatVec3(5, false), [33, 256] Q4_1;
+    mat_vec3_q5_0_cache: MatVec3(2, true), [7, 64] Q5_0;
     embed_f32: Embed, [50, 96] F32;
     embed_f16: Embed, [50, 96] F16;
     embed_q4_0: Embed, [50, 96] Q4_0;
@@ -410,6 +419,81 @@ fn run(dev: &mut dyn Device, op: Op, shape: &[usize], dtype: DType) -> (Vec<f32>
                 want.iter_mut().zip(&y0).for_each(|(v, y)| *v += y);
             }
             (dev.get_f32(py, m * n_out), want)
+        }
+        MatVec3(m, cache) => {
+            let (n_out, n_in) = (shape[0], shape[1]);
+            let w: Vec<_> = (0..3u64)
+                .map(|i| stored(dtype, &values(n_out * n_in, seed + i, 1.0)))
+                .collect();
+            let x = values(m * n_in, 51, 2.0);
+            let bias = [
+                Some(values(n_out, 52, 1.0)),
+                None,
+                Some(values(n_out, 53, 1.0)),
+            ];
+            let mut outs = vec![vec![0.0f32; m * n_out]; 3];
+            for (i, out) in outs.iter_mut().enumerate() {
+                let wi = &w[i].1;
+                for r in 0..m {
+                    for o in 0..n_out {
+                        let (wr, xr) = (&wi[o * n_in..][..n_in], &x[r * n_in..][..n_in]);
+                        let s: f64 = wr.iter().zip(xr).map(|(&a, &b)| a as f64 * b as f64).sum();
+                        out[r * n_out + o] = s as f32 + bias[i].as_ref().map_or(0.0, |b| b[o]);
+                    }
+                }
+            }
+            // Two sequences of m / 2 new rows at position 3 of 8-slot caches, which hold
+            // other values elsewhere; or plain rows (NaN first: an unwritten one shows).
+            let (n_new, pos0, n_ctx) = if cache { (m / 2, 3u32, 8) } else { (1, 0, 0) };
+            let seq_stride = n_ctx * n_out;
+            let mut want = outs[0].clone();
+            let mut ys = vec![dev.nans(m * n_out)];
+            for (i, out) in outs.iter().enumerate().skip(1) {
+                if cache {
+                    let old = values(2 * seq_stride, 60 + i as u64, 1.0);
+                    let mut slots = old.clone();
+                    for r in 0..m {
+                        let at = (r / n_new) * seq_stride + (pos0 as usize + r % n_new) * n_out;
+                        slots[at..][..n_out].copy_from_slice(&out[r * n_out..][..n_out]);
+                    }
+                    want.extend(slots);
+                    ys.push(dev.put_f32(&old));
+                } else {
+                    want.extend_from_slice(out);
+                    ys.push(dev.nans(m * n_out));
+                }
+            }
+            let pw: Vec<u64> = w.iter().map(|(bytes, _)| dev.put(bytes)).collect();
+            let px = dev.put_f32(&x);
+            let pb: Vec<u64> = bias
+                .iter()
+                .map(|b| b.as_ref().map_or(0, |b| dev.put_f32(b)))
+                .collect();
+            let ppos = if cache { dev.put_u32(&[pos0]) } else { 0 };
+            let name = match dtype {
+                DType::F16 => "sotto_mul_mat_vec3_f16",
+                _ => kernels::for_type("sotto_mul_mat_vec3", quant_type(dtype)).unwrap(),
+            };
+            let l = launch::mul_mat_vec("t", m, 3 * n_out, n_in)
+                .unwrap()
+                .unwrap();
+            let ptrs = [
+                pw[0], pw[1], pw[2], px, ys[0], ys[1], ys[2], pb[0], pb[1], pb[2],
+            ];
+            let tail = [
+                u(n_in),
+                u(n_out),
+                u(m),
+                Arg::Ptr(ppos),
+                u(n_new),
+                u(seq_stride),
+            ];
+            dev.launch_1d(name, l, &[&ptrs.map(Arg::Ptr)[..], &tail].concat());
+            let mut got = dev.get_f32(ys[0], m * n_out);
+            for &y in &ys[1..] {
+                got.extend(dev.get_f32(y, if cache { 2 * seq_stride } else { m * n_out }));
+            }
+            (got, want)
         }
         Embed => {
             let (n_vocab, d) = (shape[0], shape[1]);
