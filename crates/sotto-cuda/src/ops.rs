@@ -257,7 +257,9 @@ pub(crate) struct Dev<'a> {
     /// f16 scratch for a quantized weight dequantized for cuBLAS, and its length.
     pub wq: u64,
     pub wq_len: usize,
-    /// f32 scratch for the attention scores of [`AttentionPath::Blas`], and its length.
+    /// How attention over shared keys runs (the session reads `SOTTO_CUDA_ATTENTION` once),
+    /// and f32 scratch for the scores of [`AttentionPath::Blas`] with its length.
+    pub attention: AttentionPath,
     pub scores: u64,
     pub scores_len: usize,
     /// On a [`HostDevice`], a graph being captured: launches, copies and products are
@@ -677,20 +679,12 @@ impl Dev<'_> {
             });
             return Ok(());
         }
-        let blas = match (self.stream, self.blas) {
-            (Stream::Host(h), _) => {
-                return h
-                    .gemm(&g, a, b, c, self.precision)
-                    .map_err(host_err("cublasGemmEx"))
-            }
-            (Stream::Cuda(_), Some(blas)) => blas,
-            (Stream::Cuda(_), None) => {
-                return Err(CudaError::Library {
-                    op: "cublasGemmEx",
-                    msg: "no cuBLAS handle on a CUDA stream".into(),
-                })
-            }
-        };
+        if let Stream::Host(h) = self.stream {
+            return h
+                .gemm(&g, a, b, c, self.precision)
+                .map_err(host_err("cublasGemmEx"));
+        }
+        let blas = self.blas_handle("cublasGemmEx")?;
         let (alpha, beta) = (1.0f32, if g.accumulate { 1.0f32 } else { 0.0 });
         let ty = self.precision.cuda_type();
         // SAFETY: a, b and c address buffers of at least k·m, k·n and m·n elements of their
@@ -861,7 +855,7 @@ impl Dev<'_> {
         let dh = d / n_head.max(1);
         let scale = 1.0 / (dh as f32).sqrt();
         let path = if causal.is_none() && kv_seq_stride == 0 {
-            AttentionPath::from_env()?
+            self.attention
         } else {
             AttentionPath::Rows
         };
@@ -944,20 +938,22 @@ impl Dev<'_> {
         self.gemm_batched(&values, v, self.scores, out, tf32)
     }
 
+    /// The session's cuBLAS handle, which a CUDA stream always has.
+    fn blas_handle(&self, op: &'static str) -> Result<&CudaBlas> {
+        self.blas.ok_or_else(|| CudaError::Library {
+            op,
+            msg: "no cuBLAS handle on a CUDA stream".into(),
+        })
+    }
+
     /// One strided batched product of f32 matrices (see [`BatchedGemm`]), f32 accumulation;
     /// with `tf32` cuBLAS may round the inputs to TF32 for the tensor cores.
     fn gemm_batched(&self, g: &BatchedGemm, a: u64, b: u64, c: u64, tf32: bool) -> Result<()> {
         let op = "cublasGemmStridedBatchedEx";
-        let blas = match (self.stream, self.blas) {
-            (Stream::Host(h), _) => return h.gemm_batched(g, a, b, c).map_err(host_err(op)),
-            (Stream::Cuda(_), Some(blas)) => blas,
-            (Stream::Cuda(_), None) => {
-                return Err(CudaError::Library {
-                    op,
-                    msg: "no cuBLAS handle on a CUDA stream".into(),
-                })
-            }
-        };
+        if let Stream::Host(h) = self.stream {
+            return h.gemm_batched(g, a, b, c).map_err(host_err(op));
+        }
+        let blas = self.blas_handle(op)?;
         let beta = 0.0f32;
         let f32_ty = blas_sys::cudaDataType_t::CUDA_R_32F;
         let compute = if tf32 {

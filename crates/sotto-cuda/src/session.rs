@@ -86,6 +86,8 @@ pub struct CudaSession {
     /// attention through cuBLAS; empty on the kernel paths: `SOTTO_CUDA_ATTENTION`).
     /// Shape: [n_audio_head, n_audio_ctx, n_audio_ctx]
     scores: Buf<f32>,
+    /// `SOTTO_CUDA_ATTENTION`, read when the session opened.
+    attention: ops::AttentionPath,
     /// Shape: [n_audio_ctx, n_audio_state]
     enc_out: Buf<f32>,
     encoded: bool,
@@ -176,16 +178,17 @@ impl CudaSession {
                 batch: 1,
                 len: 0,
             };
+            let attention = ops::AttentionPath::from_env()?;
+            let scores = match attention {
+                ops::AttentionPath::Blas => plan::attention_scores_len(ctx, ctx, h.n_audio_head),
+                _ => 0,
+            };
             Ok(CudaSession {
                 enc,
                 half: Buf::zeros(&stream, half_len)?,
                 wq: Buf::zeros(&stream, model.max_quantized)?,
-                scores: z(match ops::AttentionPath::from_env()? {
-                    ops::AttentionPath::Blas => {
-                        plan::attention_scores_len(ctx, ctx, h.n_audio_head)
-                    }
-                    _ => 0,
-                })?,
+                scores: z(scores)?,
+                attention,
                 enc_out: z(ctx * da)?,
                 encoded: false,
                 cross_k: layers(ctx * dt)?,
@@ -215,6 +218,7 @@ impl CudaSession {
             half_len: self.half.len(),
             wq: self.wq.ptr(),
             wq_len: self.wq.len(),
+            attention: self.attention,
             scores: self.scores.ptr(),
             scores_len: self.scores.len(),
             record: None,
@@ -284,7 +288,7 @@ impl CudaSession {
             let (q, k, v, att) = (b.q.ptr(), b.k.ptr(), b.v.ptr(), b.att.ptr());
             dev.attention(q, k, v, att, ctx, ctx, d, h.n_audio_head, 0, ctx, None)?;
             dev.linear_residual(&a.out, att, ctx, b.x.ptr())?;
-            mlp(&dev, blk, ctx, d, b.x.ptr(), b.h.ptr(), b.mlp.ptr())?;
+            mlp(&dev, blk, ctx, b.x.ptr(), b.h.ptr(), b.mlp.ptr())?;
         }
         dev.layer_norm(b.x.ptr(), &enc.ln_post, self.enc_out.ptr(), ctx)?;
         // Every decoder layer's cross-attention K and V from the one encoder output.
@@ -701,7 +705,7 @@ impl CudaSession {
             dev.attention(q, ck, cv, att, m, 1, d, nh, 0, h.n_audio_ctx, None)?;
             dev.linear_residual(&cross.out, att, m, x)?;
 
-            mlp(dev, blk, m, d, x, hb, b.mlp.ptr())?;
+            mlp(dev, blk, m, x, hb, b.mlp.ptr())?;
         }
         for (i, &r) in rows.iter().enumerate() {
             dev.copy_f32(b.sel.at(i * d), b.x.at(r * d), d)?;
@@ -756,11 +760,10 @@ fn cross_of(blk: &DevBlock) -> Result<(&crate::ops::DevNorm, &crate::whisper::De
 }
 
 /// `x += mlp.2(gelu(mlp.0(ln(x))))`. `x`, `h` Shape: [m, d]; `buf` Shape: [m, 4·d].
-fn mlp(dev: &Dev<'_>, blk: &DevBlock, m: usize, d: usize, x: u64, h: u64, buf: u64) -> Result<()> {
+fn mlp(dev: &Dev<'_>, blk: &DevBlock, m: usize, x: u64, h: u64, buf: u64) -> Result<()> {
     let (l0, l2): (&DevLinear, &DevLinear) = (&blk.mlp_0, &blk.mlp_2);
     dev.layer_norm(x, &blk.mlp_ln, h, m)?;
     dev.linear(l0, h, m, buf, true)?;
-    debug_assert_eq!(l2.n_out, d);
     dev.linear_residual(l2, buf, m, x)
 }
 
