@@ -1,11 +1,12 @@
 //! What only the kernel emulation checks, bit for bit: its f16 conversions against the
 //! `half` crate over every value (the GPU's PTX `cvt` defines them there), dequantization
-//! to f16 including ggml's −0, and that a decoder-step product reads only its rows. Every
-//! kernel against its CPU reference, in emulation and on the GPU: tests/conformance.rs.
+//! to f16 including ggml's −0, that a decoder-step product reads only its rows, and that
+//! the emulation's two orders expose a missing sync. Every kernel against its CPU
+//! reference, in emulation (in both orders) and on the GPU: tests/conformance.rs.
 
 mod common;
 
-use common::emu::{self, ptr, ptr_mut, Arg, Emu};
+use common::emu::{self, ptr, ptr_mut, Arg, Emu, Schedule};
 use common::{nmse, values};
 use half::f16;
 use sotto_cuda::{kernels, launch, QuantType};
@@ -160,4 +161,65 @@ fn quantized_mat_vec_reads_only_its_rows() {
     let got = mat_vec(e, t, &q, &x, m, n_out, n_in);
     let want = mat_vec_reference(&dequantized(t, &q, w.len()), &x, m, n_out, n_in);
     assert!(nmse(&got, &want) < 1e-11);
+}
+
+/// What each thread of `emu_self_check` (tests/common/emu.rs) saw in `mode`, on `blocks`
+/// blocks of `threads`, in the order `s`; the launch's failure as an error.
+fn self_check(
+    e: &Emu,
+    mode: i32,
+    s: Schedule,
+    blocks: u32,
+    threads: u32,
+) -> Result<Vec<f32>, String> {
+    let n = (blocks * threads) as usize;
+    let mut out = vec![0f32; n];
+    let mut seen = vec![-1f32; n];
+    let args = [ptr_mut(&mut out), ptr_mut(&mut seen), Arg::I32(mode)];
+    e.try_launch(
+        s,
+        "emu_self_check",
+        (blocks, 1, 1),
+        (threads, 1, 1),
+        4 * threads,
+        &args,
+    )?;
+    Ok(seen)
+}
+
+/// A read of another thread's shared-memory write with no barrier between them gives the
+/// written value in one order and not in the other (unwritten dynamic shared memory reads
+/// as NaN), where the barrier makes both orders agree; a shuffle orders its warp, not the
+/// block; blocks run in both orders; a shuffle half a warp reaches fails the launch.
+#[test]
+fn the_two_orders_expose_a_missing_sync() {
+    use Schedule::{Forward, Reverse};
+    let Some(e) = emu::get() else { return };
+    let next: Vec<f32> = (0..64).map(|t| ((t + 1) % 64) as f32).collect();
+    let prev: Vec<f32> = (0..64).map(|t| ((t + 63) % 64) as f32).collect();
+    for s in [Forward, Reverse] {
+        assert_eq!(self_check(e, 0, s, 1, 64).unwrap(), next, "{s:?}");
+    }
+    let is_nan = |v: &[f32]| v.iter().filter(|x| x.is_nan()).count();
+    // Without the barrier, thread t reads thread t + 1's slot before (forward: every slot
+    // but the wrapped one) or after (reverse) it is written; reading t - 1's, the opposite.
+    assert_eq!(is_nan(&self_check(e, 1, Forward, 1, 64).unwrap()), 63);
+    assert_eq!(self_check(e, 1, Reverse, 1, 64).unwrap()[..63], next[..63]);
+    assert_eq!(self_check(e, 2, Forward, 1, 64).unwrap()[1..], prev[1..]);
+    assert_eq!(is_nan(&self_check(e, 2, Reverse, 1, 64).unwrap()), 63);
+    // A shuffle syncs its own warp: the other warp's slots are unwritten (whichever warp
+    // runs first), the neighbouring lane's written.
+    let lane_pair: Vec<f32> = (0..64).map(|t| (t ^ 1) as f32).collect();
+    for s in [Forward, Reverse] {
+        let other_warp = self_check(e, 3, s, 1, 64).unwrap();
+        assert_eq!(is_nan(&other_warp), 32, "{s:?}: {other_warp:?}");
+        assert_eq!(self_check(e, 4, s, 1, 64).unwrap(), lane_pair, "{s:?}");
+        let err = self_check(e, 5, s, 1, 64).unwrap_err();
+        assert!(err.contains("not every lane"), "{err}");
+    }
+    // Block b reads block b - 1's output: written before it (forward) or not yet (reverse).
+    assert_eq!(self_check(e, 6, Forward, 4, 32).unwrap(), vec![1.0; 128]);
+    let reverse = self_check(e, 6, Reverse, 4, 32).unwrap();
+    assert_eq!(reverse[..32], [1.0; 32]);
+    assert_eq!(reverse[32..], [0.0; 96]);
 }

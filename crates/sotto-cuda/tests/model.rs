@@ -13,6 +13,7 @@ use sotto_cuda::{CudaError, CudaSession, CudaWhisper, Precision, QuantType};
 use sotto_formats::{DType, Hparams, Storage, WhisperFile};
 use sotto_model::{EncoderPrecision, LoadOptions, Session, Whisper};
 
+use common::emu::Schedule;
 use common::{nmse, values};
 
 fn require_cuda() -> bool {
@@ -148,10 +149,11 @@ fn compare_logits(what: &str, gpu: &[f32], cpu: &[f32], n_vocab: usize, tol: &To
 }
 
 /// The model in host emulation of the CUDA path (every launch, copy and product of a
-/// session, on host memory), or None (after saying why) without a C++ compiler.
-fn emulated(f: &WhisperFile, p: Precision) -> Option<Arc<CudaWhisper>> {
+/// session, on host memory, kernels in the order `s`), or None (after saying why) without a
+/// C++ compiler.
+fn emulated(f: &WhisperFile, p: Precision, s: Schedule) -> Option<Arc<CudaWhisper>> {
     let e = common::emu::get()?;
-    let dev = Arc::new(common::emu::EmuDevice(e));
+    let dev = Arc::new(common::emu::EmuDevice(e, s));
     Some(Arc::new(
         CudaWhisper::on_host(f, p, dev).expect("model on the host device"),
     ))
@@ -178,9 +180,9 @@ fn check_model(f: &WhisperFile, p: Precision) {
 }
 
 /// The whole comparison for one model and precision, in host emulation.
-fn check_emulated(f: &WhisperFile, p: Precision) {
+fn check_emulated(f: &WhisperFile, p: Precision, s: Schedule) {
     let cpu_model = cpu_reference(f);
-    let Some(model) = emulated(f, p) else {
+    let Some(model) = emulated(f, p, s) else {
         return;
     };
     check_against(f, p, cpu_model, model);
@@ -330,15 +332,31 @@ fn small_synthetic_quantized() {
 #[test]
 fn small_synthetic_emulated() {
     let f = synthetic(SMALL);
-    check_emulated(&f, Precision::F32);
-    check_emulated(&f, Precision::F16);
+    check_emulated(&f, Precision::F32, Schedule::Forward);
+    check_emulated(&f, Precision::F16, Schedule::Forward);
 }
 
 #[test]
 fn small_synthetic_quantized_emulated() {
     for t in [QuantType::Q8_0, QuantType::Q5_1, QuantType::Q4_0] {
-        check_emulated(&quantized(synthetic(SMALL), t), Precision::F16);
+        check_emulated(
+            &quantized(synthetic(SMALL), t),
+            Precision::F16,
+            Schedule::Forward,
+        );
     }
+}
+
+/// As above with every launch's blocks, and each barrier phase's threads, in reverse: a
+/// race between them changes the session's outputs in one of the two orders.
+#[test]
+fn small_synthetic_emulated_in_reverse() {
+    check_emulated(&synthetic(SMALL), Precision::F16, Schedule::Reverse);
+    check_emulated(
+        &quantized(synthetic(SMALL), QuantType::Q5_1),
+        Precision::F16,
+        Schedule::Reverse,
+    );
 }
 
 /// tiny.en itself where it is in the sotto cache (`SOTTO_CACHE_DIR`; scripts/gpu-check.sh

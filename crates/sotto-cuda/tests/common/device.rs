@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 
 use sotto_cuda::{CudaBackend, CudaError, DeviceBuffer, KernelArg};
 
-use super::emu::{self, Emu};
+use super::emu::{self, Emu, Schedule};
 
 pub trait Device {
     fn label(&self) -> String;
@@ -63,15 +63,20 @@ impl dyn Device + '_ {
     }
 }
 
-/// Host memory standing in for the device's, for the emulated kernels.
+/// Host memory standing in for the device's, for the emulated kernels, run in the order
+/// of `schedule`.
 pub struct OnEmulator {
     emu: &'static Emu,
+    schedule: Schedule,
     bufs: Vec<Vec<u64>>,
 }
 
 impl Device for OnEmulator {
     fn label(&self) -> String {
-        "emulation".into()
+        match self.schedule {
+            Schedule::Forward => "emulation".into(),
+            Schedule::Reverse => "emulation, blocks and threads in reverse".into(),
+        }
     }
 
     fn put(&mut self, bytes: &[u8]) -> u64 {
@@ -107,7 +112,8 @@ impl Device for OnEmulator {
         shared_bytes: u32,
         args: &[KernelArg],
     ) {
-        self.emu.launch(name, grid, block, shared_bytes, args)
+        self.emu
+            .launch_in(self.schedule, name, grid, block, shared_bytes, args)
     }
 }
 
@@ -184,14 +190,18 @@ pub fn gpu() -> Option<&'static CudaBackend> {
     }
 }
 
-/// Every device a case runs on here: the emulation and the GPU, each where available.
+/// Every device a case runs on here: the emulation (in both orders, so that a race between
+/// threads or blocks changes the result of one of them) and the GPU, each where available.
 pub fn devices() -> Vec<Box<dyn Device>> {
     let mut out: Vec<Box<dyn Device>> = Vec::new();
     if let Some(e) = emu::get() {
-        out.push(Box::new(OnEmulator {
-            emu: e,
-            bufs: Vec::new(),
-        }));
+        for schedule in [Schedule::Forward, Schedule::Reverse] {
+            out.push(Box::new(OnEmulator {
+                emu: e,
+                schedule,
+                bufs: Vec::new(),
+            }));
+        }
     }
     if let Some(g) = gpu() {
         out.push(Box::new(OnGpu {

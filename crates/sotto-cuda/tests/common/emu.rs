@@ -23,7 +23,18 @@ type LaunchFn = unsafe extern "C" fn(
     *const c_uint,
     c_uint,
     *mut *mut c_void,
+    c_int,
 ) -> c_int;
+
+/// The order in which a launch runs its blocks, and within each barrier phase its threads.
+/// A kernel that gives different results in the two reads another thread's or block's
+/// writes without a barrier between them: a race a GPU would expose (see `emu_host.hpp`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Schedule {
+    #[default]
+    Forward,
+    Reverse,
+}
 
 /// The compiled emulator. Launches are serialized: the emulation keeps its state in globals.
 pub struct Emu {
@@ -31,12 +42,45 @@ pub struct Emu {
     _lib: libloading::Library,
 }
 
+/// A kernel that races on purpose, for tests/emulated.rs to check that the two
+/// [`Schedule`]s expose what a missing sync does. Thread t of block b (i = b·blockDim + t)
+/// writes, then reads another's write into `seen[i]`, by `mode`:
+/// 0 the next thread's, after __syncthreads; 1 the next thread's, with no sync; 2 the
+/// previous thread's, with no sync; 3 a thread's of the other warp (64 threads), after a
+/// shuffle alone; 4 the neighbouring lane's, after a shuffle; 5 a shuffle half the warp
+/// makes; 6 the previous block's `out`, which it writes in the same launch.
+const SELF_CHECK: &str = r#"
+extern "C" __global__ void emu_self_check(float* out, float* seen, int mode) {
+    extern __shared__ float s[];
+    unsigned int t = threadIdx.x, n = blockDim.x, i = blockIdx.x * n + t;
+    s[t] = (float)t;
+    out[i] = 1.0f;
+    float v = 0.0f;
+    if (mode == 0) {
+        __syncthreads();
+        v = s[(t + 1) % n];
+    } else if (mode == 1) {
+        v = s[(t + 1) % n];
+    } else if (mode == 2) {
+        v = s[(t + n - 1) % n];
+    } else if (mode == 3 || mode == 4) {
+        float w = __shfl_xor_sync(0xffffffffu, (float)t, 1);
+        v = mode == 3 ? s[(t + 32) % n] : s[(unsigned int)w];
+    } else if (mode == 5) {
+        if (t % 32 < 16) v = __shfl_xor_sync(0xffffffffu, (float)t, 1);
+    } else if (mode == 6) {
+        v = blockIdx.x > 0 ? out[i - n] : 1.0f;
+    }
+    seen[i] = v;
+}
+"#;
+
 /// Rewrites what plain C++ cannot compile: `extern __shared__ T name[];` (dynamic shared
 /// memory) becomes a pointer into the emulator's per-block buffer.
 fn host_source() -> String {
     let mut out = String::from(HOST);
-    out.push_str("\n// ---- sotto_cuda::kernels::KERNELS ----\n");
-    for line in kernels::KERNELS.lines() {
+    out.push_str("\n// ---- sotto_cuda::kernels::KERNELS, then the emulator's self-check ----\n");
+    for line in kernels::KERNELS.lines().chain(SELF_CHECK.lines()) {
         match line.trim().strip_prefix("extern __shared__ ") {
             Some(decl) => {
                 let decl = decl
@@ -54,7 +98,7 @@ fn host_source() -> String {
         }
     }
     out.push_str("\nstatic const EmuKernel emu_kernels[] = {\n");
-    for name in kernels::NAMES {
+    for name in kernels::NAMES.iter().chain(&["emu_self_check"]) {
         out.push_str(&format!(
             "    {{\"{name}\", [](void** a) {{ emu_invoke({name}, a); }}}},\n"
         ));
@@ -64,9 +108,10 @@ fn host_source() -> String {
 
 extern "C" int sotto_emu_launch(const char* name, const unsigned int* grid,
                                 const unsigned int* block, unsigned int shared_bytes,
-                                void** args) {
+                                void** args, int reverse) {
     for (const EmuKernel& k : emu_kernels)
-        if (std::strcmp(k.name, name) == 0) return emu_launch(k, grid, block, shared_bytes, args);
+        if (std::strcmp(k.name, name) == 0)
+            return emu_launch(k, grid, block, shared_bytes, args, reverse != 0);
     return 1;
 }
 "#,
@@ -154,13 +199,28 @@ impl Emu {
         shared_bytes: u32,
         args: &[Arg],
     ) {
-        if let Err(e) = self.try_launch(name, grid, block, shared_bytes, args) {
+        self.launch_in(Schedule::Forward, name, grid, block, shared_bytes, args)
+    }
+
+    /// [`Emu::launch`] in the order `schedule`.
+    pub fn launch_in(
+        &self,
+        schedule: Schedule,
+        name: &str,
+        grid: (u32, u32, u32),
+        block: (u32, u32, u32),
+        shared_bytes: u32,
+        args: &[Arg],
+    ) {
+        if let Err(e) = self.try_launch(schedule, name, grid, block, shared_bytes, args) {
             panic!("{e}");
         }
     }
 
-    fn try_launch(
+    /// [`Emu::launch_in`], its failure returned.
+    pub fn try_launch(
         &self,
+        schedule: Schedule,
         name: &str,
         grid: (u32, u32, u32),
         block: (u32, u32, u32),
@@ -191,6 +251,7 @@ impl Emu {
                 b.as_ptr(),
                 shared_bytes,
                 ptrs.as_mut_ptr(),
+                c_int::from(schedule == Schedule::Reverse),
             )
         };
         let why = match rc {
@@ -198,11 +259,12 @@ impl Emu {
             1 => "no such kernel",
             2 => "block of 0 or more than 1024 threads",
             3 => "more than 48 KiB of dynamic shared memory",
-            4 => "a barrier in a block after block 0, which never synchronised",
+            4 => "a barrier in a block after the first, which never synchronised",
+            5 => "a warp shuffle or __syncwarp that not every lane of the warp reached",
             _ => "unknown failure",
         };
         Err(format!(
-            "emulated launch of {name} {grid:?}x{block:?}: {why}"
+            "emulated launch of {name} {grid:?}x{block:?} ({schedule:?}): {why}"
         ))
     }
 
@@ -212,9 +274,9 @@ impl Emu {
     }
 }
 
-/// The emulator as the device of `sotto_cuda::CudaWhisper::on_host`: kernels as above,
-/// cuBLAS's GemmEx as a plain f32-accumulating product.
-pub struct EmuDevice(pub &'static Emu);
+/// The emulator as the device of `sotto_cuda::CudaWhisper::on_host`: kernels as above, in
+/// the order of its [`Schedule`], cuBLAS's GemmEx as a plain f32-accumulating product.
+pub struct EmuDevice(pub &'static Emu, pub Schedule);
 
 impl sotto_cuda::HostDevice for EmuDevice {
     fn launch(
@@ -225,7 +287,8 @@ impl sotto_cuda::HostDevice for EmuDevice {
         shared_bytes: u32,
         args: &[Arg],
     ) -> Result<(), String> {
-        self.0.try_launch(name, grid, block, shared_bytes, args)
+        self.0
+            .try_launch(self.1, name, grid, block, shared_bytes, args)
     }
 
     fn gemm(

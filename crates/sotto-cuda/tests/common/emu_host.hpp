@@ -3,16 +3,26 @@
 // without a GPU. Compiled by the tests with the host C++ compiler, before the kernel text.
 //
 // A launch runs its blocks one after another on the calling thread. The threads of a block
-// are ucontext fibers: each runs until it reaches __syncthreads (or a warp shuffle, which
-// is built on it) or returns, so a block's barrier phases run in order and the result does
-// not depend on scheduling. A thread that returns early leaves the barrier count, as on
-// Volta and later. Warp shuffles exchange through a block-wide table, so every thread of
-// the block must reach them (the kernels' shuffles sit in uniform control flow). Dynamic
-// shared memory starts as 0xff bytes (f32 NaN), so reading it before writing shows up.
-// What this cannot catch: races between warps that a GPU would expose, PTX-level issues,
-// and speed. Those wait for a GPU (scripts/gpu-check.sh).
+// are fibers, run warp by warp: each lane of a warp runs until it reaches __syncthreads, a
+// warp shuffle or __syncwarp, or returns; the warp's lanes go on past their shuffles
+// together until every one waits at the block barrier (or has returned); then the next
+// warp runs, and once all have, the block passes its barrier. So a barrier orders the
+// whole block and a shuffle only its warp, as on a GPU, and the result does not depend on
+// the host's scheduling. A thread that returns early leaves the barrier count, as on Volta
+// and later; a shuffle must be reached by every lane of its warp (the kernels' shuffles sit
+// in warp-uniform control flow), else the launch fails. Dynamic shared memory starts as
+// 0xff bytes (f32 NaN), so reading it before writing shows up.
+// A launch may run in reverse (`reverse`): blocks last to first, and within each barrier
+// phase the warps, and each warp's lanes, last to first. A kernel whose result changes with
+// that order reads what another thread writes without a barrier (or, within a warp, a
+// shuffle) between them, or what another block writes in the same launch: races a GPU's
+// scheduling would expose (one order alone hides them, as each thread then sees either
+// every such write or none).
+// What this cannot catch: races that no sequential order shows (two writes of the same
+// value, say), PTX-level issues, and speed. Those wait for a GPU (scripts/gpu-check.sh).
 #include <ucontext.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -40,17 +50,19 @@ struct Fiber {
 #endif
     dim3 tid;
     bool done;
+    // Where a suspended fiber waits: at the block's barrier, or at its warp's.
+    enum Wait { RUNNING, BLOCK, WARP } wait;
     unsigned int shuffles;  // how many warp shuffles this thread has made
 };
 static Fiber* current = nullptr;
 static void (*body)(void**) = nullptr;
 static void** args = nullptr;
 static unsigned char* dynamic_shared = nullptr;
-// Two exchange tables, used in turn by successive shuffles: a thread writes table k only
-// after the barrier of the shuffle before, by when every thread has read table k.
+// Two exchange tables, used in turn by successive shuffles: a lane writes table k only
+// after the warp sync of the shuffle before, by when every lane has read table k.
 static unsigned int exchange[2][1024];
 // Set while the blocks after the first run as plain calls (their kernel never synchronised
-// in block 0); a barrier reached then is reported as an error instead of being skipped.
+// in the first block run); a barrier reached then is reported as an error instead of being skipped.
 static bool direct = false;
 static bool barrier_in_direct_mode = false;
 static const std::size_t STACK_BYTES = 128 * 1024;
@@ -132,13 +144,16 @@ inline void resume(Fiber& f) { swapcontext(&scheduler, &f.ctx); }
 inline void yield() { swapcontext(&current->ctx, &scheduler); }
 #endif
 
-inline void barrier() {
+inline void wait(Fiber::Wait w) {
     if (direct) {
         barrier_in_direct_mode = true;
         return;
     }
+    current->wait = w;
     yield();
 }
+inline void barrier() { wait(Fiber::BLOCK); }
+inline void warp_sync() { wait(Fiber::WARP); }
 
 inline unsigned int linear_tid() {
     return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
@@ -150,7 +165,7 @@ inline T shuffle(T v, unsigned int src_lane) {
     unsigned int t = linear_tid();
     unsigned int* table = exchange[current->shuffles++ & 1u];
     std::memcpy(&table[t], &v, 4);
-    barrier();
+    warp_sync();
     T r;
     std::memcpy(&r, &table[(t & ~31u) | (src_lane & 31u)], 4);
     return r;
@@ -158,7 +173,7 @@ inline T shuffle(T v, unsigned int src_lane) {
 }  // namespace emu
 
 inline void __syncthreads() { emu::barrier(); }
-inline void __syncwarp(unsigned int = 0xffffffffu) { emu::barrier(); }
+inline void __syncwarp(unsigned int = 0xffffffffu) { emu::warp_sync(); }
 
 template <class T>
 inline T __shfl_xor_sync(unsigned int, T v, int mask, int = 32) {
@@ -239,10 +254,12 @@ struct EmuKernel {
     void (*run)(void**);
 };
 
-// Runs one launch. Returns 0, or: 1 unknown kernel, 2 bad block size, 3 too much shared
-// memory, 4 a barrier in a block run directly (see emu::direct).
+// Runs one launch, its blocks and each phase's warps and lanes in reverse order when
+// `reverse`. Returns 0, or: 1 unknown kernel, 2 bad block size, 3 too much shared memory,
+// 4 a barrier in a block run directly (see emu::direct), 5 a warp shuffle or __syncwarp
+// that some lane of the warp did not reach.
 static int emu_launch(const EmuKernel& k, const unsigned int grid[3], const unsigned int block[3],
-                      unsigned int shared_bytes, void** args) {
+                      unsigned int shared_bytes, void** args, bool reverse) {
     std::size_t n = (std::size_t)block[0] * block[1] * block[2];
     if (n == 0 || n > 1024) return 2;
     if (shared_bytes > 48 * 1024) return 3;
@@ -260,41 +277,69 @@ static int emu_launch(const EmuKernel& k, const unsigned int grid[3], const unsi
     emu::barrier_in_direct_mode = false;
     bool synchronised = false;
     bool first = true;
-    for (unsigned int bz = 0; bz < grid[2]; ++bz)
-        for (unsigned int by = 0; by < grid[1]; ++by)
-            for (unsigned int bx = 0; bx < grid[0]; ++bx) {
-                blockIdx = dim3{bx, by, bz};
-                std::memset(shared.data(), 0xff, shared.size());
-                emu::dynamic_shared = shared.data();
-                if (!first && !synchronised) {
-                    // Block 0 never reached a barrier: run the threads as plain calls.
-                    emu::direct = true;
-                    for (std::size_t t = 0; t < n; ++t) {
-                        threadIdx = fibers[t].tid;
-                        emu::body(emu::args);
-                    }
-                    if (emu::barrier_in_direct_mode) return 4;
-                    continue;
-                }
-                for (std::size_t t = 0; t < n; ++t) {
-                    emu::Fiber& f = fibers[t];
-                    emu::start(f, stacks[t], t);
-                    f.shuffles = 0;
-                    f.tid = dim3{(unsigned int)(t % block[0]), (unsigned int)(t / block[0] % block[1]),
-                                 (unsigned int)(t / ((std::size_t)block[0] * block[1]))};
-                    f.done = false;
-                }
-                for (bool live = true; live;) {
-                    live = false;
-                    for (auto& f : fibers) {
-                        if (f.done) continue;
+    std::size_t blocks = (std::size_t)grid[0] * grid[1] * grid[2];
+    auto order = [reverse](std::size_t i, std::size_t count) { return reverse ? count - 1 - i : i; };
+    for (std::size_t i = 0; i < blocks; ++i) {
+        std::size_t b = order(i, blocks);
+        blockIdx = dim3{(unsigned int)(b % grid[0]), (unsigned int)(b / grid[0] % grid[1]),
+                        (unsigned int)(b / ((std::size_t)grid[0] * grid[1]))};
+        std::memset(shared.data(), 0xff, shared.size());
+        emu::dynamic_shared = shared.data();
+        if (!first && !synchronised) {
+            // The first block never reached a barrier: run the threads as plain calls.
+            emu::direct = true;
+            for (std::size_t t = 0; t < n; ++t) {
+                threadIdx = fibers[order(t, n)].tid;
+                emu::body(emu::args);
+            }
+            if (emu::barrier_in_direct_mode) return 4;
+            continue;
+        }
+        for (std::size_t t = 0; t < n; ++t) {
+            emu::Fiber& f = fibers[t];
+            emu::start(f, stacks[t], t);
+            f.shuffles = 0;
+            f.tid = dim3{(unsigned int)(t % block[0]), (unsigned int)(t / block[0] % block[1]),
+                         (unsigned int)(t / ((std::size_t)block[0] * block[1]))};
+            f.done = false;
+            f.wait = emu::Fiber::RUNNING;
+        }
+        std::size_t warps = (n + 31) / 32;
+        for (bool live = true; live;) {  // one barrier phase of the block
+            for (std::size_t wi = 0; wi < warps; ++wi) {
+                std::size_t lo = 32 * order(wi, warps), lanes = std::min<std::size_t>(32, n - lo);
+                for (bool at_warp_sync = true; at_warp_sync;) {  // one warp sync to the next
+                    at_warp_sync = false;
+                    bool left = false;  // some lane returned or waits at the block barrier
+                    for (std::size_t l = 0; l < lanes; ++l) {
+                        emu::Fiber& f = fibers[lo + order(l, lanes)];
+                        if (f.done || f.wait == emu::Fiber::BLOCK) {
+                            left = true;
+                            continue;
+                        }
                         emu::current = &f;
                         threadIdx = f.tid;
+                        f.wait = emu::Fiber::RUNNING;
                         emu::resume(f);
-                        if (!f.done) live = synchronised = true;
+                        if (f.done) {
+                            left = true;
+                        } else {
+                            synchronised = true;
+                            if (f.wait == emu::Fiber::WARP) at_warp_sync = true;
+                            else left = true;
+                        }
                     }
+                    if (at_warp_sync && left) return 5;
                 }
-                first = false;
             }
+            live = false;
+            for (auto& f : fibers)
+                if (!f.done) {
+                    f.wait = emu::Fiber::RUNNING;
+                    live = true;
+                }
+        }
+        first = false;
+    }
     return 0;
 }
