@@ -18,8 +18,12 @@
 // shuffle) between them, or what another block writes in the same launch: races a GPU's
 // scheduling would expose (one order alone hides them, as each thread then sees either
 // every such write or none).
+// The tests build this with UBSan's alignment, bounds and shift checks where the compiler
+// has them (tests/common/emu.rs): a misaligned access, an index past a static shared
+// array, or a shift by the width or more stops the test with the line in the built source.
 // What this cannot catch: races that no sequential order shows (two writes of the same
-// value, say), PTX-level issues, and speed. Those wait for a GPU (scripts/gpu-check.sh).
+// value, say), reads past a global buffer or the dynamic shared memory, PTX-level issues,
+// and speed. Those wait for a GPU (scripts/gpu-check.sh).
 #include <ucontext.h>
 
 #include <algorithm>
