@@ -142,14 +142,14 @@ if [[ -x "$SOTTO" ]]; then
         else
             fail "word timestamps on cuda: $(head -3 "$OUT/jfk-words-cuda.err")"
         fi
-        timeout 240 "$SOTTO" bench --device cuda -m "$MODEL" --runs 3 >"$OUT/bench-cuda.txt" 2>&1 &&
+        timeout 240 "$SOTTO" bench --device cuda -m "$MODEL" --runs 3 --encoder-ops >"$OUT/bench-cuda.txt" 2>&1 &&
             pass "sotto bench --device cuda: $(tr '\n' ';' <"$OUT/bench-cuda.txt")" ||
             fail "sotto bench --device cuda: $(tail -3 "$OUT/bench-cuda.txt")"
         # Without CUDA graphs (decoder steps), and with the attention kernels in place of
         # cuBLAS's products (encoder): what each gains. The flash kernel must still read jfk
         # as the CPU does.
         for var in SOTTO_CUDA_GRAPHS=0 SOTTO_CUDA_ATTENTION=flash SOTTO_CUDA_ATTENTION=rows; do
-            env "$var" timeout 240 "$SOTTO" bench --device cuda -m "$MODEL" --runs 3 \
+            env "$var" timeout 240 "$SOTTO" bench --device cuda -m "$MODEL" --runs 3 --encoder-ops \
                 >"$OUT/bench-cuda-$var.txt" 2>&1 &&
                 pass "sotto bench --device cuda, $var: $(tr '\n' ';' <"$OUT/bench-cuda-$var.txt")" ||
                 fail "sotto bench --device cuda, $var: $(tail -3 "$OUT/bench-cuda-$var.txt")"
@@ -169,7 +169,7 @@ if [[ -x "$SOTTO" ]]; then
     # tiny and base too: the carried tiny.en is q4_0 (its encoder dequantizes every weight
     # per call), while the bar is for the f16 models these stand in for.
     for size in tiny base small medium large-v3; do
-        timeout 300 "$SOTTO" bench --device cuda --random-weights "$size" --runs 3 --tokens 32 \
+        timeout 300 "$SOTTO" bench --device cuda --random-weights "$size" --runs 3 --tokens 32 --encoder-ops \
             >"$OUT/bench-cuda-random-$size.txt" 2>&1 &&
             pass "sotto bench --device cuda --random-weights $size: $(tr '\n' ';' <"$OUT/bench-cuda-random-$size.txt")" ||
             fail "sotto bench --device cuda --random-weights $size: $(tail -3 "$OUT/bench-cuda-random-$size.txt")"

@@ -51,7 +51,7 @@ pub struct Args {
     no_limits: bool,
 
     /// Also print where an encoder window's time goes, by op group (the medians over the
-    /// runs; CPU only).
+    /// runs; on a GPU, its own time between CUDA events).
     #[arg(long)]
     encoder_ops: bool,
 

@@ -8,11 +8,13 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use cudarc::cublas::{result as blas, sys as blas_sys, CudaBlas};
+use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{
-    CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig,
-    ValidAsZeroBits,
+    CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DeviceRepr,
+    LaunchConfig, ValidAsZeroBits,
 };
 
 use crate::host::{HostDevice, KernelArg};
@@ -30,7 +32,42 @@ fn host_err(op: &'static str) -> impl Fn(String) -> CudaError {
     move |msg| CudaError::Library { op, msg }
 }
 
+/// A point in a stream's work, for timing groups of ops: a CUDA event recorded with
+/// timing, or the host clock where a [`HostDevice`] completes each call as it is made.
+pub(crate) enum Mark {
+    Cuda(CudaEvent),
+    Host(Instant),
+}
+
+impl Mark {
+    /// The stream's time from `self` to `later`; waits for `later`'s work.
+    pub fn until(&self, later: &Mark) -> Result<Duration> {
+        match (self, later) {
+            (Mark::Cuda(a), Mark::Cuda(b)) => a
+                .elapsed_ms(b)
+                .map(|ms| Duration::from_secs_f64(f64::from(ms.max(0.0)) / 1e3))
+                .map_err(driver("cuEventElapsedTime")),
+            (Mark::Host(a), Mark::Host(b)) => Ok(b.saturating_duration_since(*a)),
+            _ => Err(CudaError::Library {
+                op: "cuEventElapsedTime",
+                msg: "marks of different streams".into(),
+            }),
+        }
+    }
+}
+
 impl Stream {
+    /// Marks the work queued so far (see [`Mark`]).
+    pub fn mark(&self) -> Result<Mark> {
+        match self {
+            Stream::Cuda(s) => s
+                .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+                .map(Mark::Cuda)
+                .map_err(driver("cuEventRecord")),
+            Stream::Host(_) => Ok(Mark::Host(Instant::now())),
+        }
+    }
+
     /// Waits for everything queued.
     pub fn synchronize(&self) -> Result<()> {
         match self {

@@ -4,11 +4,12 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use cudarc::cublas::CudaBlas;
 use sotto_model::{check_align_input, check_decode_input};
 
-use crate::ops::{self, Buf, Dev, DevLinear, HostOp, Precision, Stream};
+use crate::ops::{self, Buf, Dev, DevLinear, HostOp, Mark, Precision, Stream};
 use crate::plan::{self, CopySource};
 use crate::whisper::DevBlock;
 use crate::{driver, guard, kernels, CudaError, CudaWhisper, Result};
@@ -100,6 +101,8 @@ pub struct CudaSession {
     pos: Buf<u32>,
     /// Captured one-token steps by batch size (see [`CudaSession::decode_batch`]).
     graphs: HashMap<usize, StepGraph>,
+    /// The last encode's time by op group, on the stream's clock.
+    encoder_laps: Vec<(&'static str, Duration)>,
     blas: Option<CudaBlas>,
     stream: Stream,
     model: Arc<CudaWhisper>,
@@ -191,6 +194,7 @@ impl CudaSession {
                 attention,
                 enc_out: z(ctx * da)?,
                 encoded: false,
+                encoder_laps: Vec::new(),
                 cross_k: layers(ctx * dt)?,
                 cross_v: layers(ctx * dt)?,
                 kv,
@@ -248,18 +252,30 @@ impl CudaSession {
         }
         self.encoded = false;
         self.reset_text();
-        guard("encode", || {
+        self.encoder_laps.clear();
+        let laps = guard("encode", || {
             self.bind()?;
             self.run_encoder(mel)
         })?;
+        self.encoder_laps = laps;
         self.encoded = true;
         Ok(())
     }
 
-    fn run_encoder(&self, mel: &[f32]) -> Result<()> {
+    /// Where the last [`CudaSession::encode`] spent its time, by op group in order (the
+    /// GPU's time between CUDA events, or the host's in emulation): `sotto bench
+    /// --encoder-ops`. The groups are the CPU session's, with its self-attention split into
+    /// the q/k/v products (layer norm included) and the attention itself.
+    pub fn encoder_laps(&self) -> &[(&'static str, Duration)] {
+        &self.encoder_laps
+    }
+
+    /// The encoder and cross K/V; returns the time of each op group.
+    fn run_encoder(&self, mel: &[f32]) -> Result<Vec<(&'static str, Duration)>> {
         let h = *self.model.hparams();
         let (dev, b, enc) = (self.dev(), &self.enc, &self.model.encoder);
         let (ctx, d, n_frames) = (h.n_audio_ctx, h.n_audio_state, self.model.n_frames());
+        let mut laps = Laps::start(&self.stream)?;
         dev.upload_to(b.mel.ptr(), mel)?;
         // The mel is channel-major: x(t, c) at c·n_frames + t.
         let t1 = dev.im2col(
@@ -276,6 +292,7 @@ impl CudaSession {
         debug_assert_eq!(t2, ctx);
         dev.linear(&enc.conv2, b.cols.ptr(), t2, b.x.ptr(), true)?;
         dev.add(b.x.ptr(), enc.pos.ptr(), ctx * d)?;
+        laps.lap("conv")?;
         for blk in &enc.blocks {
             dev.layer_norm(b.x.ptr(), &blk.attn_ln, b.h.ptr(), ctx)?;
             let a = &blk.attn;
@@ -285,10 +302,14 @@ impl CudaSession {
                 (&a.value, b.v.ptr()),
             ];
             dev.linears(&qkv, b.h.ptr(), ctx)?;
+            laps.lap("q/k/v")?;
             let (q, k, v, att) = (b.q.ptr(), b.k.ptr(), b.v.ptr(), b.att.ptr());
             dev.attention(q, k, v, att, ctx, ctx, d, h.n_audio_head, 0, ctx, None)?;
+            laps.lap("attention")?;
             dev.linear_residual(&a.out, att, ctx, b.x.ptr())?;
+            laps.lap("out-projection")?;
             mlp(&dev, blk, ctx, b.x.ptr(), b.h.ptr(), b.mlp.ptr())?;
+            laps.lap("mlp")?;
         }
         dev.layer_norm(b.x.ptr(), &enc.ln_post, self.enc_out.ptr(), ctx)?;
         // Every decoder layer's cross-attention K and V from the one encoder output.
@@ -299,8 +320,10 @@ impl CudaSession {
             kv.push((&cross.value, self.cross_v[l].ptr()));
         }
         dev.linears(&kv, self.enc_out.ptr(), ctx)?;
+        laps.lap("cross K/V")?;
         // Surfaces launch failures here rather than at the first decode.
-        self.stream.synchronize()
+        self.stream.synchronize()?;
+        laps.finish()
     }
 
     /// The encoder output, copied to the host. Shape: [n_audio_ctx, n_audio_state]
@@ -732,6 +755,45 @@ enum Pass<'a> {
 /// Whether decoder steps may run as CUDA graphs (`SOTTO_CUDA_GRAPHS=0` says no).
 fn graphs_enabled() -> bool {
     std::env::var_os("SOTTO_CUDA_GRAPHS").is_none_or(|v| v != "0")
+}
+
+/// Marks on a stream between named groups of ops; a name may recur (one per encoder
+/// block), its times then add up.
+struct Laps<'a> {
+    stream: &'a Stream,
+    start: Mark,
+    ends: Vec<(&'static str, Mark)>,
+}
+
+impl<'a> Laps<'a> {
+    fn start(stream: &'a Stream) -> Result<Self> {
+        Ok(Laps {
+            stream,
+            start: stream.mark()?,
+            ends: Vec::new(),
+        })
+    }
+
+    /// Ends a group `name` with the work queued so far.
+    fn lap(&mut self, name: &'static str) -> Result<()> {
+        self.ends.push((name, self.stream.mark()?));
+        Ok(())
+    }
+
+    /// Each name's total, in the order of first appearance (after the stream synchronized).
+    fn finish(self) -> Result<Vec<(&'static str, Duration)>> {
+        let mut out: Vec<(&'static str, Duration)> = Vec::new();
+        let mut from = &self.start;
+        for (name, end) in &self.ends {
+            let d = from.until(end)?;
+            match out.iter_mut().find(|(n, _)| n == name) {
+                Some((_, t)) => *t += d,
+                None => out.push((name, d)),
+            }
+            from = end;
+        }
+        Ok(out)
+    }
 }
 
 /// A captured decoder step and the buffer addresses it was captured with.

@@ -209,7 +209,24 @@ fn check_against(
     let mut gpu = CudaSession::new(gpu_model).unwrap();
     let mel = values(h.n_mels * 2 * h.n_audio_ctx, 99, 1.2);
     cpu.encode(&mel).unwrap();
+    let t = std::time::Instant::now();
     gpu.encode(&mel).unwrap();
+    let wall = t.elapsed();
+    // Every op group timed, in order, within the encode's own time.
+    let laps = gpu.encoder_laps();
+    println!("encoder laps {laps:?} in {wall:?}");
+    let names: Vec<_> = laps.iter().map(|l| l.0).collect();
+    let groups = [
+        "conv",
+        "q/k/v",
+        "attention",
+        "out-projection",
+        "mlp",
+        "cross K/V",
+    ];
+    assert_eq!(names, groups);
+    assert!(laps.iter().all(|l| !l.1.is_zero()), "{laps:?}");
+    assert!(laps.iter().map(|l| l.1).sum::<std::time::Duration>() <= wall);
     let enc = gpu.encoder_output().unwrap();
     let e = nmse(&enc, cpu.encoder_output());
     println!(

@@ -131,6 +131,10 @@ impl Forward for sotto_model::Session {
 #[cfg(feature = "cuda")]
 impl Forward for sotto_cuda::CudaSession {
     delegate_forward!(sotto_cuda::CudaSession);
+
+    fn encoder_laps(&self) -> Option<Vec<(&'static str, std::time::Duration)>> {
+        Some(sotto_cuda::CudaSession::encoder_laps(self).to_vec())
+    }
 }
 
 /// A model's weights, uploaded to the device that runs them.
