@@ -23,7 +23,8 @@
 # off and with the flash and one-row attention kernels in place of cuBLAS's, and for small,
 # medium and large-v3 with random weights). The host emulation of the kernels (SOTTO_SKIP_EMULATION)
 # is not run there: it runs on every build machine. Exit status 0 only when everything
-# passed.
+# passed. The steps run most important first and all within GPU_CHECK_SECONDS (540): a
+# step that would not fit is skipped and noted, and counts as a failure.
 #
 # Real weights: the device transfer holds 64 MiB in all, and tiny.en's f16 model.bin is
 # 75 MB, so the build mode carries tiny.en quantized to q4_0 (about 23 MB) as
@@ -94,6 +95,19 @@ failed=0
 pass() { echo "PASS $*" | tee -a "$OUT/summary.txt"; }
 fail() { echo "FAIL $*" | tee -a "$OUT/summary.txt"; failed=1; }
 : >"$OUT/summary.txt"
+# The whole check fits in GPU_CHECK_SECONDS (default 540: the device tool's calls end at
+# 600 s), most important first. `within N` prints the timeout for a step that may take N
+# seconds, cut to what is left; with under 30 s left it notes the skip and fails, and
+# the step is not run (a hung kernel costs its own timeout, not the rest of the check).
+deadline=$((SECONDS + ${GPU_CHECK_SECONDS:-540}))
+within() {
+    local left=$((deadline - SECONDS))
+    if ((left < 30)); then
+        echo "NOTE out of time (${GPU_CHECK_SECONDS:-540} s): skipped $2" >>"$OUT/summary.txt"
+        return 1
+    fi
+    echo $((left < $1 ? left : $1))
+}
 
 {
     nvidia-smi || echo "nvidia-smi not available"
@@ -107,7 +121,8 @@ tests=("$BIN"/test-*)
 [[ ${#tests[@]} -gt 0 ]] || fail "no test binaries under $BIN (run 'scripts/gpu-check.sh build' first)"
 for t in "${tests[@]}"; do
     name=$(basename "$t")
-    if timeout 240 "$t" --test-threads=1 --nocapture >"$OUT/$name.log" 2>&1; then
+    limit=$(within 150 "$name") || continue
+    if timeout "$limit" "$t" --test-threads=1 --nocapture >"$OUT/$name.log" 2>&1; then
         pass "$name: $(grep -E '^test result' "$OUT/$name.log" | tail -1)"
         grep -E '^skipped' "$OUT/$name.log" | sort | uniq -c | sed "s/^/    $name: /" |
             tee -a "$OUT/summary.txt"
@@ -123,8 +138,10 @@ if [[ -x "$SOTTO" ]]; then
     if [[ -f "$MODEL" ]]; then
         "$SOTTO" transcribe --device cpu -m "$MODEL" --no-progress samples/jfk.wav \
             >"$OUT/jfk-cpu.txt" 2>"$OUT/jfk-cpu.err"
-        timeout 240 "$SOTTO" transcribe --device cuda -m "$MODEL" --no-progress --timings \
-            samples/jfk.wav >"$OUT/jfk-cuda.txt" 2>"$OUT/jfk-cuda.err"
+        rc=124
+        limit=$(within 120 "jfk on cuda") &&
+            timeout "$limit" "$SOTTO" transcribe --device cuda -m "$MODEL" --no-progress \
+                --timings samples/jfk.wav >"$OUT/jfk-cuda.txt" 2>"$OUT/jfk-cuda.err"
         rc=$?
         if [[ $rc -eq 0 ]] && [[ -s "$OUT/jfk-cuda.txt" ]] && cmp -s "$OUT/jfk-cpu.txt" "$OUT/jfk-cuda.txt"; then
             pass "sotto --device cuda transcribes jfk as the CPU does: $(cat "$OUT/jfk-cuda.txt")"
@@ -134,7 +151,8 @@ if [[ -x "$SOTTO" ]]; then
         # Word timing: the alignment pass on the GPU; words and times land beside the CPU's.
         "$SOTTO" transcribe --device cpu -m "$MODEL" --no-progress --word-timestamps -f json \
             samples/jfk.wav >"$OUT/jfk-words-cpu.json" 2>"$OUT/jfk-words-cpu.err"
-        if timeout 240 "$SOTTO" transcribe --device cuda -m "$MODEL" --no-progress \
+        if limit=$(within 120 "word timestamps on cuda") &&
+            timeout "$limit" "$SOTTO" transcribe --device cuda -m "$MODEL" --no-progress \
             --word-timestamps -f json samples/jfk.wav >"$OUT/jfk-words-cuda.json" \
             2>"$OUT/jfk-words-cuda.err" && grep -q '"words"' "$OUT/jfk-words-cuda.json"; then
             words() { python3 -c 'import json,sys; print(" ".join("%s@%.2f" % (w["word"].strip(), w["start"]) for s in json.load(open(sys.argv[1]))["segments"] for w in s["words"]))' "$1" 2>&1; }
@@ -142,25 +160,11 @@ if [[ -x "$SOTTO" ]]; then
         else
             fail "word timestamps on cuda: $(head -3 "$OUT/jfk-words-cuda.err")"
         fi
-        timeout 240 "$SOTTO" bench --device cuda -m "$MODEL" --runs 3 --encoder-ops >"$OUT/bench-cuda.txt" 2>&1 &&
+        limit=$(within 120 "bench on cuda") &&
+            timeout "$limit" "$SOTTO" bench --device cuda -m "$MODEL" --runs 3 --encoder-ops \
+                >"$OUT/bench-cuda.txt" 2>&1 &&
             pass "sotto bench --device cuda: $(tr '\n' ';' <"$OUT/bench-cuda.txt")" ||
             fail "sotto bench --device cuda: $(tail -3 "$OUT/bench-cuda.txt")"
-        # Without CUDA graphs (decoder steps), and with the attention kernels in place of
-        # cuBLAS's products (encoder): what each gains. The flash kernel must still read jfk
-        # as the CPU does.
-        for var in SOTTO_CUDA_GRAPHS=0 SOTTO_CUDA_ATTENTION=flash SOTTO_CUDA_ATTENTION=rows; do
-            env "$var" timeout 240 "$SOTTO" bench --device cuda -m "$MODEL" --runs 3 --encoder-ops \
-                >"$OUT/bench-cuda-$var.txt" 2>&1 &&
-                pass "sotto bench --device cuda, $var: $(tr '\n' ';' <"$OUT/bench-cuda-$var.txt")" ||
-                fail "sotto bench --device cuda, $var: $(tail -3 "$OUT/bench-cuda-$var.txt")"
-        done
-        if SOTTO_CUDA_ATTENTION=flash timeout 240 "$SOTTO" transcribe --device cuda -m "$MODEL" \
-            --no-progress samples/jfk.wav >"$OUT/jfk-cuda-flash.txt" 2>&1 &&
-            cmp -s "$OUT/jfk-cpu.txt" "$OUT/jfk-cuda-flash.txt"; then
-            pass "SOTTO_CUDA_ATTENTION=flash transcribes jfk as the CPU does"
-        else
-            fail "SOTTO_CUDA_ATTENTION=flash jfk: $(head -c 300 "$OUT/jfk-cuda-flash.txt")"
-        fi
     else
         fail "no carried model at $MODEL"
     fi
@@ -168,11 +172,33 @@ if [[ -x "$SOTTO" ]]; then
     # and a decoder step's cost do not depend on the values): the issue's bar per size.
     # tiny and base too: the carried tiny.en is q4_0 (its encoder dequantizes every weight
     # per call), while the bar is for the f16 models these stand in for.
-    for size in tiny base small medium large-v3; do
-        timeout 300 "$SOTTO" bench --device cuda --random-weights "$size" --runs 3 --tokens 32 --encoder-ops \
-            >"$OUT/bench-cuda-random-$size.txt" 2>&1 &&
-            pass "sotto bench --device cuda --random-weights $size: $(tr '\n' ';' <"$OUT/bench-cuda-random-$size.txt")" ||
-            fail "sotto bench --device cuda --random-weights $size: $(tail -3 "$OUT/bench-cuda-random-$size.txt")"
+    bench_random() {  # SIZE [VAR=VALUE]: one size, in the environment given
+        local size=$1 var=${2:-} tag=$1${2:+-$2} limit
+        limit=$(within 150 "bench --random-weights $tag") || return
+        env $var timeout "$limit" "$SOTTO" bench --device cuda --random-weights "$size" --runs 3 \
+            --tokens 32 --encoder-ops >"$OUT/bench-cuda-random-$tag.txt" 2>&1 &&
+            pass "sotto bench --device cuda --random-weights $tag: $(tr '\n' ';' <"$OUT/bench-cuda-random-$tag.txt")" ||
+            fail "sotto bench --device cuda --random-weights $tag: $(tail -3 "$OUT/bench-cuda-random-$tag.txt")"
+    }
+    bench_random tiny
+    bench_random base
+    # Without CUDA graphs (decoder steps), and with the attention kernels in place of
+    # cuBLAS's products (encoder): what each gains, at the bar's sizes. The flash kernel
+    # must still read jfk as the CPU does.
+    for var in SOTTO_CUDA_ATTENTION=flash SOTTO_CUDA_ATTENTION=rows SOTTO_CUDA_GRAPHS=0; do
+        bench_random tiny "$var"
+        bench_random base "$var"
+    done
+    if [[ -f "$MODEL" ]] && limit=$(within 120 "flash jfk") &&
+        SOTTO_CUDA_ATTENTION=flash timeout "$limit" "$SOTTO" transcribe --device cuda \
+            -m "$MODEL" --no-progress samples/jfk.wav >"$OUT/jfk-cuda-flash.txt" 2>&1 &&
+        cmp -s "$OUT/jfk-cpu.txt" "$OUT/jfk-cuda-flash.txt"; then
+        pass "SOTTO_CUDA_ATTENTION=flash transcribes jfk as the CPU does"
+    else
+        fail "SOTTO_CUDA_ATTENTION=flash jfk: $(head -c 300 "$OUT/jfk-cuda-flash.txt" 2>/dev/null)"
+    fi
+    for size in small medium large-v3; do
+        bench_random "$size"
     done
     # Where the GPU's time goes, by kernel, where the toolkit has Nsight Systems: what the
     # next speed change should aim at. Only the CSV summaries are kept (the report is big).
@@ -181,9 +207,10 @@ if [[ -x "$SOTTO" ]]; then
     if [[ -n "$nsys" ]]; then
         for size in tiny base; do
             rep="$OUT/nsys-$size"
-            if timeout 240 "$nsys" profile --force-overwrite true -o "$rep" "$SOTTO" bench \
+            limit=$(within 150 "nsys $size") || break
+            if timeout "$limit" "$nsys" profile --force-overwrite true -o "$rep" "$SOTTO" bench \
                 --device cuda --random-weights "$size" --runs 3 --tokens 32 >"$rep.log" 2>&1 &&
-                timeout 120 "$nsys" stats --force-export true --format csv -o "$rep" \
+                timeout 60 "$nsys" stats --force-export true --format csv -o "$rep" \
                     --report cuda_gpu_kern_sum,cuda_api_sum "$rep.nsys-rep" >>"$rep.log" 2>&1; then
                 pass "nsys $size: $(ls "$rep"_*.csv 2>/dev/null | xargs -n1 basename | tr '\n' ' ')"
             else
@@ -206,5 +233,6 @@ else
     fail "no sotto binary at $SOTTO"
 fi
 
+grep -q "^NOTE out of time" "$OUT/summary.txt" && failed=1
 echo "--- summary in $OUT/summary.txt"
 exit $failed
