@@ -113,7 +113,8 @@ impl Device for OnEmulator {
         args: &[KernelArg],
     ) {
         self.emu
-            .launch_in(self.schedule, name, grid, block, shared_bytes, args)
+            .try_launch(self.schedule, name, grid, block, shared_bytes, args)
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 }
 

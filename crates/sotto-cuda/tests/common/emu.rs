@@ -220,25 +220,13 @@ impl Emu {
         shared_bytes: u32,
         args: &[Arg],
     ) {
-        self.launch_in(Schedule::Forward, name, grid, block, shared_bytes, args)
-    }
-
-    /// [`Emu::launch`] in the order `schedule`.
-    pub fn launch_in(
-        &self,
-        schedule: Schedule,
-        name: &str,
-        grid: (u32, u32, u32),
-        block: (u32, u32, u32),
-        shared_bytes: u32,
-        args: &[Arg],
-    ) {
-        if let Err(e) = self.try_launch(schedule, name, grid, block, shared_bytes, args) {
+        let forward = Schedule::Forward;
+        if let Err(e) = self.try_launch(forward, name, grid, block, shared_bytes, args) {
             panic!("{e}");
         }
     }
 
-    /// [`Emu::launch_in`], its failure returned.
+    /// [`Emu::launch`] in the order `schedule`, its failure returned.
     pub fn try_launch(
         &self,
         schedule: Schedule,
