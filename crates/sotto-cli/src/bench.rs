@@ -313,6 +313,7 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
     let early_peaks = (!args.no_limits && model.encoder_work().is_some())
         .then(|| sotto::measure_compute_peaks(sotto::isa(), threads));
     let raw = session.forward();
+    raw.keep_encoder_laps(args.encoder_ops || args.ab.is_some());
     let mut laps = Vec::new();
     let encodes = measure_all(args.runs, || {
         let t = Instant::now();

@@ -101,7 +101,9 @@ pub struct CudaSession {
     pos: Buf<u32>,
     /// Captured one-token steps by batch size (see [`CudaSession::decode_batch`]).
     graphs: HashMap<usize, StepGraph>,
-    /// The last encode's time by op group, on the stream's clock.
+    /// Whether encodes time their op groups ([`CudaSession::keep_encoder_laps`]), and the
+    /// last one's times, on the stream's clock.
+    keep_laps: bool,
     encoder_laps: Vec<(&'static str, Duration)>,
     blas: Option<CudaBlas>,
     stream: Stream,
@@ -194,6 +196,7 @@ impl CudaSession {
                 attention,
                 enc_out: z(ctx * da)?,
                 encoded: false,
+                keep_laps: false,
                 encoder_laps: Vec::new(),
                 cross_k: layers(ctx * dt)?,
                 cross_v: layers(ctx * dt)?,
@@ -263,11 +266,18 @@ impl CudaSession {
     }
 
     /// Where the last [`CudaSession::encode`] spent its time, by op group in order (the
-    /// GPU's time between CUDA events, or the host's in emulation): `sotto bench
-    /// --encoder-ops`. The groups are the CPU session's, with its self-attention split into
-    /// the q/k/v products (layer norm included) and the attention itself.
+    /// GPU's time between CUDA events, or the host's in emulation), when
+    /// [`CudaSession::keep_encoder_laps`] asked for it; empty otherwise. The groups are the
+    /// CPU session's, with its self-attention split into the q/k/v products (layer norm
+    /// included) and the attention itself.
     pub fn encoder_laps(&self) -> &[(&'static str, Duration)] {
         &self.encoder_laps
+    }
+
+    /// Whether later encodes time their op groups (`sotto bench --encoder-ops`): off by
+    /// default, since each group costs an event recorded on the stream.
+    pub fn keep_encoder_laps(&mut self, on: bool) {
+        self.keep_laps = on;
     }
 
     /// The encoder and cross K/V; returns the time of each op group.
@@ -275,7 +285,7 @@ impl CudaSession {
         let h = *self.model.hparams();
         let (dev, b, enc) = (self.dev(), &self.enc, &self.model.encoder);
         let (ctx, d, n_frames) = (h.n_audio_ctx, h.n_audio_state, self.model.n_frames());
-        let mut laps = Laps::start(&self.stream)?;
+        let mut laps = Laps::start(&self.stream, self.keep_laps)?;
         dev.upload_to(b.mel.ptr(), mel)?;
         // The mel is channel-major: x(t, c) at c·n_frames + t.
         let t1 = dev.im2col(
@@ -757,33 +767,38 @@ fn graphs_enabled() -> bool {
     std::env::var_os("SOTTO_CUDA_GRAPHS").is_none_or(|v| v != "0")
 }
 
-/// Marks on a stream between named groups of ops; a name may recur (one per encoder
-/// block), its times then add up.
+/// Marks on a stream between named groups of ops, when timing is on; a name may recur (one
+/// per encoder block), its times then add up.
 struct Laps<'a> {
     stream: &'a Stream,
-    start: Mark,
+    start: Option<Mark>,
     ends: Vec<(&'static str, Mark)>,
 }
 
 impl<'a> Laps<'a> {
-    fn start(stream: &'a Stream) -> Result<Self> {
+    fn start(stream: &'a Stream, on: bool) -> Result<Self> {
         Ok(Laps {
             stream,
-            start: stream.mark()?,
+            start: on.then(|| stream.mark()).transpose()?,
             ends: Vec::new(),
         })
     }
 
     /// Ends a group `name` with the work queued so far.
     fn lap(&mut self, name: &'static str) -> Result<()> {
-        self.ends.push((name, self.stream.mark()?));
+        if self.start.is_some() {
+            self.ends.push((name, self.stream.mark()?));
+        }
         Ok(())
     }
 
-    /// Each name's total, in the order of first appearance (after the stream synchronized).
+    /// Each name's total, in the order of first appearance (after the stream synchronized);
+    /// empty when timing is off.
     fn finish(self) -> Result<Vec<(&'static str, Duration)>> {
         let mut out: Vec<(&'static str, Duration)> = Vec::new();
-        let mut from = &self.start;
+        let Some(mut from) = self.start.as_ref() else {
+            return Ok(out);
+        };
         for (name, end) in &self.ends {
             let d = from.until(end)?;
             match out.iter_mut().find(|(n, _)| n == name) {

@@ -207,6 +207,7 @@ fn check_against(
     let nv = h.n_vocab;
     let mut cpu = Session::new(cpu_model, 0).unwrap();
     let mut gpu = CudaSession::new(gpu_model).unwrap();
+    gpu.keep_encoder_laps(true);
     let mel = values(h.n_mels * 2 * h.n_audio_ctx, 99, 1.2);
     cpu.encode(&mel).unwrap();
     let t = std::time::Instant::now();

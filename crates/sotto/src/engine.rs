@@ -56,6 +56,9 @@ pub trait Forward: Send {
     fn encoder_laps(&self) -> Option<Vec<(&'static str, std::time::Duration)>> {
         None
     }
+    /// Asks for [`Forward::encoder_laps`] on devices where keeping them costs something
+    /// (the GPU's events); the CPU keeps them always.
+    fn keep_encoder_laps(&mut self, _on: bool) {}
 }
 
 /// Implements [`Forward`]'s common part, alignment included, by calling the session's
@@ -134,6 +137,10 @@ impl Forward for sotto_cuda::CudaSession {
 
     fn encoder_laps(&self) -> Option<Vec<(&'static str, std::time::Duration)>> {
         Some(sotto_cuda::CudaSession::encoder_laps(self).to_vec())
+    }
+
+    fn keep_encoder_laps(&mut self, on: bool) {
+        sotto_cuda::CudaSession::keep_encoder_laps(self, on)
     }
 }
 
