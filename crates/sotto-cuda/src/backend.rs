@@ -295,15 +295,20 @@ impl CudaBackend {
         let Some(cfg) = launch::rows("layer_norm", n_rows, d)? else {
             return Ok(());
         };
-        let d = d as u32;
-        let mut l = self.builder("sotto_layer_norm_f32");
+        let (d, none, stride) = (d as u32, 0u64, 0u32);
+        let name = "sotto_layer_norm";
+        let mut l = self.builder(name);
+        // No add (null, stride 0); f32 out only (a null f16 out).
         l.arg(&x.slice)
+            .arg(&none)
+            .arg(&stride)
             .arg(&gamma.slice)
             .arg(&beta.slice)
             .arg(&mut out.slice)
+            .arg(&none)
             .arg(&d)
             .arg(&eps);
-        Self::launch("sotto_layer_norm_f32", l, cfg)
+        Self::launch(name, l, cfg)
     }
 
     /// Softmax of each row in place. Shape: x [n_rows, n_cols]
@@ -571,7 +576,8 @@ ptxas info    : Used 12 registers, used 0 barriers
         match name {
             "sotto_attention" => kernels::ATTENTION_BLOCK,
             "sotto_flash_attention" => kernels::FLASH_ROWS * 8,
-            "sotto_layer_norm_f32" | "sotto_softmax_rows_f32" => launch::MAX_ROW_BLOCK,
+            "sotto_flash_attention_mma" => 128,
+            "sotto_layer_norm" | "sotto_softmax_rows_f32" => launch::MAX_ROW_BLOCK,
             n if n.starts_with("sotto_mul_mat_vec") => kernels::MMV_BLOCK,
             _ => launch::ELEMENTWISE_BLOCK,
         }

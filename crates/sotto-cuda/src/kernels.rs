@@ -9,10 +9,10 @@
 use sotto_quant::QuantType;
 
 /// The kernels' entry points, in the order [`SOURCE`] defines them.
-pub const NAMES: [&str; 41] = [
+pub const NAMES: [&str; 42] = [
     "sotto_add_f32",
     "sotto_gelu_f32",
-    "sotto_layer_norm_f32",
+    "sotto_layer_norm",
     "sotto_softmax_rows_f32",
     "sotto_f16_to_f32",
     "sotto_dequantize_q4_0",
@@ -51,6 +51,7 @@ pub const NAMES: [&str; 41] = [
     "sotto_attention",
     "sotto_attention_scores",
     "sotto_flash_attention",
+    "sotto_flash_attention_mma",
 ];
 
 /// Which kernel of a family (`sotto_dequantize`, `sotto_dequantize_half`,
@@ -82,6 +83,10 @@ pub const ATTENTION_BLOCK: u32 = 1024;
 /// takes (every Whisper size has 64).
 pub const FLASH_ROWS: u32 = 16;
 pub const FLASH_DH: usize = 64;
+/// `sotto_flash_attention_mma`: query rows per block (16 per warp of its 4), and the
+/// compute capability its tensor-core instructions need.
+pub const MMA_ROWS: u32 = 64;
+pub const MMA_MIN_CC: (i32, i32) = (8, 0);
 
 /// Values in one ggml block.
 pub const QK: usize = 32;
@@ -102,6 +107,24 @@ __device__ __forceinline__ unsigned short sotto_float_to_half(float f) {
     asm("{ cvt.rn.f16.f32 %0, %1; }" : "=h"(h) : "f"(f));
     return h;
 }
+
+// Tensor cores (sm_80 and later): one warp's d += a·b for a 16×16 f16 tile a (row-major),
+// a 16×8 f16 tile b (column-major) and a 16×8 f32 tile d, in PTX's fragment layout: with
+// g = lane / 4 and c = 2·(lane % 4), a[0] holds a(g, c..c+1), a[1] a(g+8, c..), a[2]
+// a(g, c+8..), a[3] a(g+8, c+8..); b[0] b(c..c+1, g), b[1] b(c+8.., g); d[0..1] d(g,
+// c..c+1), d[2..3] d(g+8, c..). Each 32-bit register packs two f16, the lower index in
+// the low half. Kernels that use it compile to nothing below sm_80 (the host never
+// launches them there).
+#if __CUDA_ARCH__ >= 800
+#define SOTTO_MMA 1
+__device__ __forceinline__ void sotto_mma_16816(float* d, const unsigned int* a,
+        const unsigned int* b) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+#endif
 "#
     };
 }
@@ -153,14 +176,27 @@ extern "C" __global__ void sotto_gelu_f32(float* x, unsigned int n) {
     }
 }
 
-// out[r] = (x[r] - mean) / sqrt(var + eps) * gamma + beta, one block per row.
-extern "C" __global__ void sotto_layer_norm_f32(const float* x, const float* gamma,
-        const float* beta, float* out, unsigned int n_cols, float eps) {
+// Layer norm of each row, one block per row: out[r] = (x[r] - mean) / sqrt(var + eps)
+// * gamma + beta, written as f32 to `out` and as f16 to `out_half`, each where not null.
+// With `add` not null, x[r] += add[r·add_stride..] first and is stored (the residual
+// stream takes a deferred bias, stride 0, or the positions, stride n_cols): the encoder
+// folds those adds, and the narrowing of the next product's input, into this launch.
+extern "C" __global__ void sotto_layer_norm(float* x, const float* add,
+        unsigned int add_stride, const float* gamma, const float* beta, float* out,
+        unsigned short* out_half, unsigned int n_cols, float eps) {
     extern __shared__ float sh[];
-    const float* row = x + (size_t)blockIdx.x * n_cols;
-    float* o = out + (size_t)blockIdx.x * n_cols;
+    float* row = x + (size_t)blockIdx.x * n_cols;
+    const float* a = add ? add + (size_t)blockIdx.x * add_stride : 0;
     float s = 0.0f;
-    for (unsigned int j = threadIdx.x; j < n_cols; j += blockDim.x) s += row[j];
+    // Each thread adds, stores and later rereads only its own columns.
+    for (unsigned int j = threadIdx.x; j < n_cols; j += blockDim.x) {
+        float v = row[j];
+        if (a) {
+            v += a[j];
+            row[j] = v;
+        }
+        s += v;
+    }
     float mean = sotto_block_sum(s, sh) / (float)n_cols;
     float v = 0.0f;
     for (unsigned int j = threadIdx.x; j < n_cols; j += blockDim.x) {
@@ -169,8 +205,13 @@ extern "C" __global__ void sotto_layer_norm_f32(const float* x, const float* gam
     }
     float var = sotto_block_sum(v, sh) / (float)n_cols;
     float inv = 1.0f / sqrtf(var + eps);
-    for (unsigned int j = threadIdx.x; j < n_cols; j += blockDim.x)
-        o[j] = (row[j] - mean) * inv * gamma[j] + beta[j];
+    float* o = out ? out + (size_t)blockIdx.x * n_cols : 0;
+    unsigned short* oh = out_half ? out_half + (size_t)blockIdx.x * n_cols : 0;
+    for (unsigned int j = threadIdx.x; j < n_cols; j += blockDim.x) {
+        float y = (row[j] - mean) * inv * gamma[j] + beta[j];
+        if (o) o[j] = y;
+        if (oh) oh[j] = sotto_float_to_half(y);
+    }
 }
 
 // In-place softmax of each row, one block per row.
@@ -511,30 +552,40 @@ extern "C" __global__ void sotto_f32_to_f16(const float* x, unsigned short* y, u
     if (i < n) y[i] = sotto_float_to_half(x[i]);
 }
 
-// y[r, c] += b[c] when has_bias, then exact GELU when gelu. Shape: y [n / n_cols, n_cols]
-extern "C" __global__ void sotto_bias_act(float* y, const float* b, unsigned int n_cols,
-        unsigned int n, int has_bias, int gelu) {
+// y[r, c] += b[c] when has_bias, then exact GELU when gelu; stored in y, or as f16 in
+// y_half where that is not null (the input of the next f16 product).
+// Shape: y [n / n_cols, n_cols]
+extern "C" __global__ void sotto_bias_act(float* y, unsigned short* y_half, const float* b,
+        unsigned int n_cols, unsigned int n, int has_bias, int gelu) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     float v = y[i];
     if (has_bias) v += b[i % n_cols];
     if (gelu) v = sotto_gelu(v);
-    y[i] = v;
+    if (y_half)
+        y_half[i] = sotto_float_to_half(v);
+    else
+        y[i] = v;
 }
 
 // Columns of a conv1d with kernel 3 and padding 1: cols[t, c·3 + kk] = x(t·stride + kk − 1, c),
-// zero outside [0, t_in). x(t, c) sits at x[t·ts + c·cs], so channel-major (the mel) and
-// time-major (the first conv's output) inputs both work. Shape: cols [t_out, c_in·3]
-extern "C" __global__ void sotto_im2col(const float* x, float* cols, unsigned int t_in,
-        unsigned int c_in, unsigned int t_out, unsigned int stride, unsigned int ts,
-        unsigned int cs) {
+// zero outside [0, t_in); as f16 into cols_half instead where that is not null. x(t, c)
+// sits at x[t·ts + c·cs], so channel-major (the mel) and time-major (the first conv's
+// output) inputs both work. Shape: cols [t_out, c_in·3]
+extern "C" __global__ void sotto_im2col(const float* x, float* cols, unsigned short* cols_half,
+        unsigned int t_in, unsigned int c_in, unsigned int t_out, unsigned int stride,
+        unsigned int ts, unsigned int cs) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     unsigned int kc = c_in * 3;
     if (i >= t_out * kc) return;
     unsigned int t = i / kc, r = i % kc;
     unsigned int c = r / 3, kk = r % 3;
     int ti = (int)(t * stride + kk) - 1;
-    cols[i] = (ti >= 0 && ti < (int)t_in) ? x[(size_t)ti * ts + (size_t)c * cs] : 0.0f;
+    float v = (ti >= 0 && ti < (int)t_in) ? x[(size_t)ti * ts + (size_t)c * cs] : 0.0f;
+    if (cols_half)
+        cols_half[i] = sotto_float_to_half(v);
+    else
+        cols[i] = v;
 }
 
 // x[r, c] = table[tok[r], c] + pos[*pos0 + r % n_new, c]; rows are [batch, n_new] flattened.
@@ -754,6 +805,147 @@ extern "C" __global__ void sotto_flash_attention(const float* q, const float* k,
 #pragma unroll
         for (int e = 0; e < 8; ++e) out[(size_t)row * d + hc + 8 * j + e] = o[e] * inv;
     }
+}
+
+// Two f32 as one register of two f16 (round to nearest even), `lo` in the low half.
+__device__ __forceinline__ unsigned int sotto_pack_half2(float lo, float hi) {
+    return (unsigned int)sotto_float_to_half(lo) | ((unsigned int)sotto_float_to_half(hi) << 16);
+}
+
+// softmax(q kᵀ · scale) v as sotto_flash_attention computes it, on tensor cores: f16
+// operands (q·scale, k, the probabilities, v) and f32 accumulation, the online softmax in
+// f32. A block takes 64 query rows of one head (blockIdx.x: row tile, blockIdx.y: head),
+// 16 per warp, and walks the keys in tiles of 64 through shared memory (k as keys × dims,
+// v transposed, f16 pairs in 32-bit words: row pitch 36 words, so the 8 rows a fragment
+// load touches fall in distinct banks). Per tile a warp makes S = Q·Kᵀ (16 × 64) in 32
+// sotto_mma_16816, takes the row maxima over each quad of lanes, and feeds exp(S - max)
+// straight from S's accumulator registers as the A fragments of P·V (32 more). The row
+// sums add the rounded probabilities, so the weights that multiply v sum to one.
+// Every row sees all n_keys keys (no mask). Head width 64. Needs sm_80.
+// Shape: q, out [n_rows, d]; k, v [n_keys, d]; d = heads·64
+#define SOTTO_MMA_ROWS 64
+#define SOTTO_MMA_KEYS 64
+#define SOTTO_MMA_PITCH 36
+extern "C" __global__ void sotto_flash_attention_mma(const float* q, const float* k,
+        const float* v, float* out, unsigned int n_rows, unsigned int n_keys, unsigned int d,
+        float scale) {
+#if SOTTO_MMA
+    __shared__ unsigned int ks[SOTTO_MMA_KEYS][SOTTO_MMA_PITCH];  // [key][dim pair]
+    __shared__ unsigned int vt[SOTTO_FA_DH][SOTTO_MMA_PITCH];     // [dim][key pair]
+    const float neg_inf = __int_as_float(0xff800000);
+    unsigned int tid = threadIdx.x, lane = tid % 32, g = lane / 4, c = 2 * (lane % 4);
+    unsigned int hc = blockIdx.y * SOTTO_FA_DH;
+    unsigned int r0 = blockIdx.x * SOTTO_MMA_ROWS + (tid / 32) * 16 + g, r1 = r0 + 8;
+    // Q·scale as A fragments, one per 16 dims.
+    unsigned int qa[4][4];
+#pragma unroll
+    for (int s = 0; s < 4; ++s)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            unsigned int row = i & 1 ? r1 : r0, col = hc + 16 * s + 8 * (i >> 1) + c;
+            bool in = row < n_rows;
+            const float* x = q + (size_t)row * d + col;
+            qa[s][i] = sotto_pack_half2(in ? x[0] * scale : 0.0f, in ? x[1] * scale : 0.0f);
+        }
+    float o[8][4], m0 = neg_inf, m1 = neg_inf, l0 = 0.0f, l1 = 0.0f;
+#pragma unroll
+    for (int t = 0; t < 8; ++t)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) o[t][i] = 0.0f;
+    for (unsigned int key0 = 0; key0 < n_keys; key0 += SOTTO_MMA_KEYS) {
+        __syncthreads();  // the previous tile's reads are done
+        for (unsigned int i = tid; i < SOTTO_MMA_KEYS * 32; i += blockDim.x) {
+            unsigned int kk = i / 32, cc = 2 * (i % 32), key = key0 + kk;
+            const float* x = k + (size_t)key * d + hc + cc;
+            ks[kk][cc / 2] = key < n_keys ? sotto_pack_half2(x[0], x[1]) : 0u;
+        }
+        for (unsigned int i = tid; i < SOTTO_FA_DH * 32; i += blockDim.x) {
+            unsigned int kp = i / SOTTO_FA_DH, cc = i % SOTTO_FA_DH, key = key0 + 2 * kp;
+            const float* x = v + (size_t)key * d + hc + cc;
+            float a = key < n_keys ? x[0] : 0.0f, b = key + 1 < n_keys ? x[d] : 0.0f;
+            vt[cc][kp] = sotto_pack_half2(a, b);
+        }
+        __syncthreads();
+        float s[8][4];
+#pragma unroll
+        for (int t = 0; t < 8; ++t) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) s[t][i] = 0.0f;
+#pragma unroll
+            for (int st = 0; st < 4; ++st) {
+                unsigned int b[2] = {ks[8 * t + g][8 * st + c / 2], ks[8 * t + g][8 * st + 4 + c / 2]};
+                sotto_mma_16816(s[t], qa[st], b);
+            }
+        }
+        float mt0 = neg_inf, mt1 = neg_inf;
+#pragma unroll
+        for (int t = 0; t < 8; ++t)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                if (key0 + 8 * t + c + (i & 1) >= n_keys) s[t][i] = neg_inf;
+                if (i < 2) mt0 = fmaxf(mt0, s[t][i]);
+                else mt1 = fmaxf(mt1, s[t][i]);
+            }
+        // A row's 16 × 4 scores sit in the 4 lanes of a quad.
+        for (int off = 1; off < 4; off <<= 1) {
+            mt0 = fmaxf(mt0, __shfl_xor_sync(0xffffffffu, mt0, off));
+            mt1 = fmaxf(mt1, __shfl_xor_sync(0xffffffffu, mt1, off));
+        }
+        float mn0 = fmaxf(m0, mt0), mn1 = fmaxf(m1, mt1);  // finite: a tile has a key
+        float a0 = expf(m0 - mn0), a1 = expf(m1 - mn1);
+        m0 = mn0;
+        m1 = mn1;
+        l0 *= a0;
+        l1 *= a1;
+#pragma unroll
+        for (int t = 0; t < 8; ++t) {
+            o[t][0] *= a0;
+            o[t][1] *= a0;
+            o[t][2] *= a1;
+            o[t][3] *= a1;
+        }
+        // P·V over the tile's keys, 16 at a time: S's accumulators of key tiles 2·st and
+        // 2·st + 1 are exactly P's A fragment for those 16 keys.
+#pragma unroll
+        for (int st = 0; st < 4; ++st) {
+            unsigned int pa[4];
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf) {
+                const float* x = s[2 * st + hf];
+                unsigned short p0 = sotto_float_to_half(expf(x[0] - m0));
+                unsigned short p1 = sotto_float_to_half(expf(x[1] - m0));
+                unsigned short p2 = sotto_float_to_half(expf(x[2] - m1));
+                unsigned short p3 = sotto_float_to_half(expf(x[3] - m1));
+                l0 += sotto_half_to_float(p0) + sotto_half_to_float(p1);
+                l1 += sotto_half_to_float(p2) + sotto_half_to_float(p3);
+                pa[2 * hf] = (unsigned int)p0 | ((unsigned int)p1 << 16);
+                pa[2 * hf + 1] = (unsigned int)p2 | ((unsigned int)p3 << 16);
+            }
+#pragma unroll
+            for (int t = 0; t < 8; ++t) {
+                unsigned int b[2] = {vt[8 * t + g][8 * st + c / 2], vt[8 * t + g][8 * st + 4 + c / 2]};
+                sotto_mma_16816(o[t], pa, b);
+            }
+        }
+    }
+    for (int off = 1; off < 4; off <<= 1) {
+        l0 += __shfl_xor_sync(0xffffffffu, l0, off);
+        l1 += __shfl_xor_sync(0xffffffffu, l1, off);
+    }
+    float inv0 = 1.0f / l0, inv1 = 1.0f / l1;
+#pragma unroll
+    for (int t = 0; t < 8; ++t) {
+        unsigned int col = hc + 8 * t + c;
+        if (r0 < n_rows) {
+            out[(size_t)r0 * d + col] = o[t][0] * inv0;
+            out[(size_t)r0 * d + col + 1] = o[t][1] * inv0;
+        }
+        if (r1 < n_rows) {
+            out[(size_t)r1 * d + col] = o[t][2] * inv1;
+            out[(size_t)r1 * d + col + 1] = o[t][3] * inv1;
+        }
+    }
+#endif
 }
 "#
     };

@@ -30,7 +30,7 @@ use cudarc::driver::{result, sys};
 pub use backend::{compile, compile_cached, CudaBackend, DeviceBuffer};
 pub use half::f16;
 pub use host::{HostDevice, KernelArg};
-pub use ops::Precision;
+pub use ops::{AttentionPath, Precision};
 pub use session::CudaSession;
 pub use sotto_quant::QuantType;
 pub use whisper::CudaWhisper;

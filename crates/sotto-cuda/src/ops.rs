@@ -302,6 +302,29 @@ pub(crate) struct Dev<'a> {
     /// On a [`HostDevice`], a graph being captured: launches, copies and products are
     /// recorded here instead of run, as a CUDA stream in capture mode does.
     pub record: Option<&'a std::cell::RefCell<Vec<HostOp>>>,
+    /// Whether the encoder's `_in` ops fold adds and f16 narrowing into the launches around
+    /// them (see [`GemmIn`], [`Deferred`]); off, they launch each step alone, as before.
+    pub fuse: bool,
+}
+
+/// A product's input as the next [`Dev::linear_in`] reads it: f32 at an address (which
+/// the product narrows itself, or the mat-vec kernels read as is), or f16 already in the
+/// session's scratch, written there by the launch that made it (layer norm, GELU, im2col)
+/// and valid until the next op that narrows into the scratch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum GemmIn {
+    F32(u64),
+    Half,
+}
+
+/// An add onto the residual stream that the encoder leaves to the next layer norm's
+/// launch: a bias (`stride` 0, one row for every row) or a matrix (the positions,
+/// `stride` = the row width). The stream's values are the same: the norm adds before it
+/// reads, in the order the separate launch would.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Deferred {
+    pub ptr: u64,
+    pub stride: usize,
 }
 
 /// One recorded step of a [`HostDevice`] graph.
@@ -372,12 +395,15 @@ pub enum AttentionPath {
     Blas,
     /// `sotto_flash_attention`: no scores in memory, f32 FMA on the SM's cores.
     Flash,
+    /// `sotto_flash_attention_mma`: no scores in memory, f16 operands on the tensor cores
+    /// (compute capability 8.0 and later).
+    Mma,
     /// `sotto_attention`: one block per query row and head.
     Rows,
 }
 
 impl AttentionPath {
-    /// `SOTTO_CUDA_ATTENTION=blas|flash|rows` (`SOTTO_CUDA_FLASH=0`, the older switch,
+    /// `SOTTO_CUDA_ATTENTION=blas|flash|mma|rows` (`SOTTO_CUDA_FLASH=0`, the older switch,
     /// means `rows`); an unknown value is an error, not a silent default.
     pub fn from_env() -> Result<Self> {
         let flash_off = std::env::var_os("SOTTO_CUDA_FLASH").is_some_and(|v| v == "0");
@@ -392,10 +418,11 @@ impl AttentionPath {
             None | Some("") if flash_off => Ok(AttentionPath::Rows),
             None | Some("") | Some("blas") => Ok(AttentionPath::Blas),
             Some("flash") => Ok(AttentionPath::Flash),
+            Some("mma") => Ok(AttentionPath::Mma),
             Some("rows") => Ok(AttentionPath::Rows),
             Some(other) => Err(CudaError::Input {
                 op: "SOTTO_CUDA_ATTENTION",
-                msg: format!("{other:?}: expected blas, flash or rows"),
+                msg: format!("{other:?}: expected blas, flash, mma or rows"),
             }),
         }
     }
@@ -439,24 +466,96 @@ impl Dev<'_> {
 
     /// Layer norm of each row. Shape: x, out [n_rows, d]
     pub fn layer_norm(&self, x: u64, norm: &DevNorm, out: u64, n_rows: usize) -> Result<()> {
+        self.norm_launch(x, None, norm, out, 0, n_rows)
+    }
+
+    /// `sotto_layer_norm`: `add` onto x first (stored), then the norm into `out` (f32)
+    /// and `out_half` (f16), each skipped where 0. Shape: x [n_rows, d]
+    fn norm_launch(
+        &self,
+        x: u64,
+        add: Option<Deferred>,
+        norm: &DevNorm,
+        out: u64,
+        out_half: u64,
+        n_rows: usize,
+    ) -> Result<()> {
         let d = norm.gamma.len();
         let Some(l) = launch::rows("layer_norm", n_rows, d)? else {
             return Ok(());
         };
-        let name = "sotto_layer_norm_f32";
+        let name = "sotto_layer_norm";
+        let (a, stride) = add.map_or((0, 0), |a| (a.ptr, a.stride));
+        let stride = launch::count_u32("layer_norm", stride)?;
         let (g, b, d) = (norm.gamma.ptr(), norm.beta.ptr(), d as u32);
         self.run(
             name,
             l.into(),
             &[
                 x.into(),
+                a.into(),
+                stride.into(),
                 g.into(),
                 b.into(),
                 out.into(),
+                out_half.into(),
                 d.into(),
                 norm.eps.into(),
             ],
         )
+    }
+
+    /// Whether a fused launch narrows `n` values for a cuBLAS product of `w` over `m` rows
+    /// straight into the f16 scratch.
+    fn narrows_for(&self, w: &DevLinear, m: usize, n: usize) -> bool {
+        self.fuse
+            && self.precision == Precision::F16
+            && !self.mat_vec_takes(w, m)
+            && n <= self.half_len
+    }
+
+    /// The encoder's layer norm before the products of `next` (the first of them, when
+    /// several read it): `add` onto x first, then the norm as the products read it: f16
+    /// in the scratch where they narrow (and f32 in `out` too with `keep_f32`), else f32
+    /// in `out`. Shape: x, out [n_rows, d]
+    #[allow(clippy::too_many_arguments)]
+    pub fn norm_in(
+        &self,
+        x: u64,
+        add: Option<Deferred>,
+        norm: &DevNorm,
+        n_rows: usize,
+        out: u64,
+        keep_f32: bool,
+        next: Option<&DevLinear>,
+    ) -> Result<GemmIn> {
+        let n = n_rows * norm.gamma.len();
+        if next.is_some_and(|w| self.narrows_for(w, n_rows, n)) {
+            let out = if keep_f32 { out } else { 0 };
+            self.norm_launch(x, add, norm, out, self.half, n_rows)?;
+            return Ok(GemmIn::Half);
+        }
+        self.norm_launch(x, add, norm, out, 0, n_rows)?;
+        Ok(GemmIn::F32(out))
+    }
+
+    /// `x += add` (Shape: [rows, d], `add` [rows, d]), or, fusing, left to the next
+    /// [`Dev::norm_in`].
+    pub fn add_or_defer(
+        &self,
+        x: u64,
+        add: u64,
+        rows: usize,
+        d: usize,
+    ) -> Result<Option<Deferred>> {
+        if self.fuse {
+            return Ok(Some(Deferred {
+                ptr: add,
+                stride: d,
+            }));
+        }
+        self.add(x, add, rows * d)?;
+        Ok(None)
     }
 
     fn to_half(&self, x: u64, n: usize) -> Result<()> {
@@ -518,6 +617,88 @@ impl Dev<'_> {
         Ok(())
     }
 
+    /// [`Dev::linear`] of an input a fused launch may have left in the f16 scratch.
+    pub fn linear_in(
+        &self,
+        w: &DevLinear,
+        x: GemmIn,
+        m: usize,
+        out: u64,
+        gelu: bool,
+    ) -> Result<()> {
+        match x {
+            GemmIn::F32(x) => self.linear(w, x, m, out, gelu),
+            GemmIn::Half => self.gemm_linear(w, self.half, m, out, gelu, false),
+        }
+    }
+
+    /// [`Dev::linears`] of an input a fused launch may have left in the f16 scratch.
+    pub fn linears_in(&self, layers: &[(&DevLinear, u64)], x: GemmIn, m: usize) -> Result<()> {
+        match x {
+            GemmIn::F32(x) => self.linears(layers, x, m),
+            GemmIn::Half => {
+                for &(w, out) in layers {
+                    self.gemm_linear(w, self.half, m, out, false, false)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// `out = gelu(x · Wᵀ + b)` for the product of `next` to read: fusing, the bias and
+    /// GELU launch writes f16 into the scratch (once the product has read its input from
+    /// there: the stream orders them) instead of f32 into `out`.
+    /// Shape: x [m, n_in]; out [m, n_out]
+    pub fn linear_gelu_in(
+        &self,
+        w: &DevLinear,
+        x: GemmIn,
+        m: usize,
+        out: u64,
+        next: &DevLinear,
+    ) -> Result<GemmIn> {
+        if !self.narrows_for(next, m, m * w.n_out) || self.mat_vec_takes(w, m) {
+            self.linear_in(w, x, m, out, true)?;
+            return Ok(GemmIn::F32(out));
+        }
+        let b_in = match x {
+            GemmIn::F32(x) => self.gemm_input(x, m * w.n_in)?,
+            GemmIn::Half => self.half,
+        };
+        self.gemm_product(w, b_in, m, out, false)?;
+        self.bias_act(w, m, out, self.half, true)?;
+        Ok(GemmIn::Half)
+    }
+
+    /// [`Dev::linear_residual`] (`acc += x · Wᵀ + b`) of an input a fused launch may have
+    /// left in the f16 scratch; fusing, a cuBLAS product leaves its bias to the next
+    /// [`Dev::norm_in`] and returns it.
+    pub fn linear_residual_in(
+        &self,
+        w: &DevLinear,
+        x: GemmIn,
+        m: usize,
+        acc: u64,
+    ) -> Result<Option<Deferred>> {
+        let b_in = match x {
+            GemmIn::F32(x) if m == 0 || !self.fuse || self.mat_vec_takes(w, m) => {
+                self.linear_residual(w, x, m, acc)?;
+                return Ok(None);
+            }
+            GemmIn::F32(x) => self.gemm_input(x, m * w.n_in)?,
+            GemmIn::Half => self.half,
+        };
+        if !self.fuse {
+            self.gemm_linear(w, b_in, m, acc, false, true)?;
+            return Ok(None);
+        }
+        self.gemm_product(w, b_in, m, acc, true)?;
+        Ok(w.bias.as_ref().map(|b| Deferred {
+            ptr: b.ptr(),
+            stride: 0,
+        }))
+    }
+
     /// `x` as the precision's products read it: narrowed to f16 into the scratch, or as is.
     fn gemm_input(&self, x: u64, n: usize) -> Result<u64> {
         match self.precision {
@@ -540,6 +721,20 @@ impl Dev<'_> {
         gelu: bool,
         accumulate: bool,
     ) -> Result<()> {
+        self.gemm_product(w, b_in, m, out, accumulate)?;
+        self.bias_act(w, m, out, 0, gelu)
+    }
+
+    /// cuBLAS's `x · Wᵀ` alone (onto `out` with `accumulate`), quantized W dequantized to
+    /// f16 first.
+    fn gemm_product(
+        &self,
+        w: &DevLinear,
+        b_in: u64,
+        m: usize,
+        out: u64,
+        accumulate: bool,
+    ) -> Result<()> {
         let g = plan::GemmShape {
             accumulate,
             ..plan::linear_gemm(m, w.n_out, w.n_in)?
@@ -548,8 +743,14 @@ impl Dev<'_> {
             Some(t) => self.dequantize_half(t, w)?,
             None => w.w.ptr(),
         };
-        self.gemm(g, a, b_in, out)?;
-        if w.bias.is_none() && !gelu {
+        self.gemm(g, a, b_in, out)
+    }
+
+    /// `out[r] += b` of `w`, then GELU when `gelu`; into `out_half` as f16 where not 0,
+    /// else in place. Nothing to do (no bias, no GELU, nothing to narrow) launches nothing.
+    /// Shape: out [m, n_out]
+    fn bias_act(&self, w: &DevLinear, m: usize, out: u64, out_half: u64, gelu: bool) -> Result<()> {
+        if w.bias.is_none() && !gelu && out_half == 0 {
             return Ok(());
         }
         let n = m * w.n_out;
@@ -567,6 +768,7 @@ impl Dev<'_> {
             cfg,
             &[
                 out.into(),
+                out_half.into(),
                 b.into(),
                 cols.into(),
                 n.into(),
@@ -756,10 +958,12 @@ impl Dev<'_> {
         })
     }
 
-    /// im2col of a conv1d with kernel 3, padding 1; x(t, c) at `x + (t·ts + c·cs)`.
+    /// im2col of a conv1d with kernel 3, padding 1; x(t, c) at `x + (t·ts + c·cs)`, for
+    /// the product of `next`: into `cols` (f32), or fusing, f16 into the scratch where that
+    /// product narrows. Returns t_out and where the columns are.
     /// Shape: cols [t_out, c_in·3]
     #[allow(clippy::too_many_arguments)]
-    pub fn im2col(
+    pub fn im2col_in(
         &self,
         x: u64,
         cols: u64,
@@ -768,10 +972,17 @@ impl Dev<'_> {
         stride: usize,
         ts: usize,
         cs: usize,
-    ) -> Result<usize> {
+        next: &DevLinear,
+    ) -> Result<(usize, GemmIn)> {
         let t_out = plan::conv_out_len(t_in, stride);
-        let Some((cfg, _)) = elementwise("im2col", t_out * c_in * 3)? else {
-            return Ok(t_out);
+        let n = t_out * c_in * 3;
+        let (cols, cols_half, got) = if self.narrows_for(next, t_out, n) {
+            (0, self.half, GemmIn::Half)
+        } else {
+            (cols, 0, GemmIn::F32(cols))
+        };
+        let Some((cfg, _)) = elementwise("im2col", n)? else {
+            return Ok((t_out, got));
         };
         let u = |v: usize| launch::count_u32("im2col", v);
         let (t_in, c_in, t_out32, stride, ts, cs) =
@@ -783,6 +994,7 @@ impl Dev<'_> {
             &[
                 x.into(),
                 cols.into(),
+                cols_half.into(),
                 t_in.into(),
                 c_in.into(),
                 t_out32.into(),
@@ -791,7 +1003,7 @@ impl Dev<'_> {
                 cs.into(),
             ],
         )?;
-        Ok(t_out)
+        Ok((t_out, got))
     }
 
     /// `x[r] = table[tok[r]] + pos[*pos0 + r % n_new]`, `pos0` the device address of a u32.
@@ -905,22 +1117,27 @@ impl Dev<'_> {
         {
             return self.attention_blas(q, k, v, out, rows, n_keys, d, n_head);
         }
-        if path != AttentionPath::Rows {
-            if let Some(cfg) = plan::flash_attention(rows, n_head, dh, n_keys) {
-                let u = |v: usize| launch::count_u32("flash_attention", v);
-                let (n_rows, n_keys, d) = (u(rows)?, u(n_keys)?, u(d)?);
-                let args = [
-                    q.into(),
-                    k.into(),
-                    v.into(),
-                    out.into(),
-                    n_rows.into(),
-                    n_keys.into(),
-                    d.into(),
-                    scale.into(),
-                ];
-                return self.run("sotto_flash_attention", cfg.into(), &args);
-            }
+        let flash = match path {
+            AttentionPath::Mma => plan::flash_attention_mma(rows, n_head, dh, n_keys)
+                .map(|cfg| ("sotto_flash_attention_mma", cfg)),
+            AttentionPath::Rows => None,
+            _ => plan::flash_attention(rows, n_head, dh, n_keys)
+                .map(|cfg| ("sotto_flash_attention", cfg)),
+        };
+        if let Some((name, cfg)) = flash {
+            let u = |v: usize| launch::count_u32("flash_attention", v);
+            let (n_rows, n_keys, d) = (u(rows)?, u(n_keys)?, u(d)?);
+            let args = [
+                q.into(),
+                k.into(),
+                v.into(),
+                out.into(),
+                n_rows.into(),
+                n_keys.into(),
+                d.into(),
+                scale.into(),
+            ];
+            return self.run(name, cfg.into(), &args);
         }
         let cfg = plan::attention(rows, n_head, dh, n_keys)?;
         let u = |v: usize| launch::count_u32("attention", v);
@@ -1117,6 +1334,7 @@ mod tests {
         assert_eq!(AttentionPath::parse(Some("blas"), true).unwrap(), Blas);
         assert_eq!(AttentionPath::parse(Some("flash"), false).unwrap(), Flash);
         assert_eq!(AttentionPath::parse(Some("rows"), false).unwrap(), Rows);
+        assert_eq!(AttentionPath::parse(Some("mma"), false).unwrap(), Mma);
         let e = AttentionPath::parse(Some("fast"), false)
             .unwrap_err()
             .to_string();

@@ -88,6 +88,27 @@ pub fn flash_attention(
     })
 }
 
+/// Launch of `sotto_flash_attention_mma`: `MMA_ROWS` query rows per block of 4 warps,
+/// one block row per head. None where it does not apply: a head width other than 64, no
+/// keys, or fewer rows than the flash kernel takes (decoder steps keep the row kernel).
+pub fn flash_attention_mma(
+    rows: usize,
+    n_head: usize,
+    dh: usize,
+    n_keys: usize,
+) -> Option<AttentionLaunch> {
+    let fewest = crate::kernels::FLASH_ROWS as usize;
+    if dh != crate::kernels::FLASH_DH || n_keys == 0 || rows < fewest || n_head > 65535 {
+        return None;
+    }
+    Some(AttentionLaunch {
+        rows: u32::try_from(rows.div_ceil(crate::kernels::MMA_ROWS as usize)).ok()?,
+        heads: n_head as u32,
+        block: 128,
+        shared_bytes: 0,
+    })
+}
+
 /// One `cublasGemmStridedBatchedEx` over f32 matrices, column-major:
 /// `C_b[i + j·ldc] = alpha · Σ_l op(A_b)[i, l] · B_b[l + j·ldb]` for `b < batch`, where
 /// `op(A_b)[i, l]` is `A_b[l + i·lda]` when `trans_a` (cuBLAS's `OP_T`), else

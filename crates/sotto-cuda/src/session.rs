@@ -9,7 +9,7 @@ use std::time::Duration;
 use cudarc::cublas::CudaBlas;
 use sotto_model::{check_align_input, check_decode_input};
 
-use crate::ops::{self, Buf, Dev, DevLinear, HostOp, Mark, Precision, Stream};
+use crate::ops::{self, Buf, Dev, DevLinear, GemmIn, HostOp, Mark, Precision, Stream};
 use crate::plan::{self, CopySource};
 use crate::whisper::DevBlock;
 use crate::{driver, guard, kernels, CudaError, CudaWhisper, Result};
@@ -89,6 +89,9 @@ pub struct CudaSession {
     scores: Buf<f32>,
     /// `SOTTO_CUDA_ATTENTION`, read when the session opened.
     attention: ops::AttentionPath,
+    /// Whether the encoder fuses adds and f16 narrowing into the launches around them
+    /// (`SOTTO_CUDA_FUSE=0` turns it off; [`CudaSession::fuse_encoder`]).
+    fuse: bool,
     /// Shape: [n_audio_ctx, n_audio_state]
     enc_out: Buf<f32>,
     encoded: bool,
@@ -184,6 +187,7 @@ impl CudaSession {
                 len: 0,
             };
             let attention = ops::AttentionPath::from_env()?;
+            check_attention(&model, &stream, attention)?;
             let scores = match attention {
                 ops::AttentionPath::Blas => plan::attention_scores_len(ctx, ctx, h.n_audio_head),
                 _ => 0,
@@ -194,6 +198,7 @@ impl CudaSession {
                 wq: Buf::zeros(&stream, model.max_quantized)?,
                 scores: z(scores)?,
                 attention,
+                fuse: fuse_from_env()?,
                 enc_out: z(ctx * da)?,
                 encoded: false,
                 keep_laps: false,
@@ -229,6 +234,7 @@ impl CudaSession {
             scores: self.scores.ptr(),
             scores_len: self.scores.len(),
             record: None,
+            fuse: self.fuse,
         }
     }
 
@@ -280,6 +286,30 @@ impl CudaSession {
         self.keep_laps = on;
     }
 
+    /// How later encodes run the attention over shared keys (`SOTTO_CUDA_ATTENTION` set
+    /// it when the session opened). Errors, the session unchanged, where the GPU lacks
+    /// what the path needs.
+    pub fn set_attention(&mut self, path: ops::AttentionPath) -> Result<()> {
+        check_attention(&self.model, &self.stream, path)?;
+        if path == ops::AttentionPath::Blas {
+            let h = self.model.hparams();
+            let n = plan::attention_scores_len(h.n_audio_ctx, h.n_audio_ctx, h.n_audio_head);
+            guard("set_attention", || {
+                self.bind()?;
+                self.scores.ensure(&self.stream, n)
+            })?;
+        }
+        self.attention = path;
+        Ok(())
+    }
+
+    /// Whether later encodes fold the residual stream's adds into the next layer norm and
+    /// write the f16 inputs of the products from the launches that make them (on by
+    /// default): the encoder's output is the same bit for bit, in fewer launches.
+    pub fn fuse_encoder(&mut self, on: bool) {
+        self.fuse = on;
+    }
+
     /// The encoder and cross K/V; returns the time of each op group.
     fn run_encoder(&self, mel: &[f32]) -> Result<Vec<(&'static str, Duration)>> {
         let h = *self.model.hparams();
@@ -288,48 +318,51 @@ impl CudaSession {
         let mut laps = Laps::start(&self.stream, self.keep_laps)?;
         dev.upload_to(b.mel.ptr(), mel)?;
         // The mel is channel-major: x(t, c) at c·n_frames + t.
-        let t1 = dev.im2col(
-            b.mel.ptr(),
-            b.cols.ptr(),
-            n_frames,
-            h.n_mels,
-            1,
-            1,
-            n_frames,
-        )?;
-        dev.linear(&enc.conv1, b.cols.ptr(), t1, b.conv1.ptr(), true)?;
-        let t2 = dev.im2col(b.conv1.ptr(), b.cols.ptr(), n_frames, d, 2, d, 1)?;
+        let (mel, cols) = (b.mel.ptr(), b.cols.ptr());
+        let (t1, c1) = dev.im2col_in(mel, cols, n_frames, h.n_mels, 1, 1, n_frames, &enc.conv1)?;
+        dev.linear_in(&enc.conv1, c1, t1, b.conv1.ptr(), true)?;
+        let (t2, c2) = dev.im2col_in(b.conv1.ptr(), cols, n_frames, d, 2, d, 1, &enc.conv2)?;
         debug_assert_eq!(t2, ctx);
-        dev.linear(&enc.conv2, b.cols.ptr(), t2, b.x.ptr(), true)?;
-        dev.add(b.x.ptr(), enc.pos.ptr(), ctx * d)?;
+        dev.linear_in(&enc.conv2, c2, t2, b.x.ptr(), true)?;
+        // Adds onto the residual stream (the positions, then each block's last bias) wait
+        // for the layer norm that next reads it, which adds them in its own launch.
+        let mut pending = dev.add_or_defer(b.x.ptr(), enc.pos.ptr(), ctx, d)?;
         laps.lap("conv")?;
+        let (x, h_buf) = (b.x.ptr(), b.h.ptr());
         for blk in &enc.blocks {
-            dev.layer_norm(b.x.ptr(), &blk.attn_ln, b.h.ptr(), ctx)?;
             let a = &blk.attn;
+            let h_in = dev.norm_in(x, pending, &blk.attn_ln, ctx, h_buf, false, Some(&a.query))?;
             let qkv = [
                 (&a.query, b.q.ptr()),
                 (&a.key, b.k.ptr()),
                 (&a.value, b.v.ptr()),
             ];
-            dev.linears(&qkv, b.h.ptr(), ctx)?;
+            dev.linears_in(&qkv, h_in, ctx)?;
             laps.lap("q/k/v")?;
             let (q, k, v, att) = (b.q.ptr(), b.k.ptr(), b.v.ptr(), b.att.ptr());
             dev.attention(q, k, v, att, ctx, ctx, d, h.n_audio_head, 0, ctx, None)?;
             laps.lap("attention")?;
-            dev.linear_residual(&a.out, att, ctx, b.x.ptr())?;
+            pending = dev.linear_residual_in(&a.out, GemmIn::F32(att), ctx, x)?;
             laps.lap("out-projection")?;
-            mlp(&dev, blk, ctx, b.x.ptr(), b.h.ptr(), b.mlp.ptr())?;
+            // x += mlp.2(gelu(mlp.0(ln(x)))), as the decoder's `mlp`.
+            let (l0, l2) = (&blk.mlp_0, &blk.mlp_2);
+            let h_in = dev.norm_in(x, pending, &blk.mlp_ln, ctx, h_buf, false, Some(l0))?;
+            let g_in = dev.linear_gelu_in(l0, h_in, ctx, b.mlp.ptr(), l2)?;
+            pending = dev.linear_residual_in(l2, g_in, ctx, x)?;
             laps.lap("mlp")?;
         }
-        dev.layer_norm(b.x.ptr(), &enc.ln_post, self.enc_out.ptr(), ctx)?;
-        // Every decoder layer's cross-attention K and V from the one encoder output.
+        // Every decoder layer's cross-attention K and V from the one encoder output, which
+        // stays in f32 as well for `encoder_output`.
         let mut kv = Vec::with_capacity(2 * self.model.decoder.blocks.len());
         for (l, blk) in self.model.decoder.blocks.iter().enumerate() {
             let (_, cross) = cross_of(blk)?;
             kv.push((&cross.key, self.cross_k[l].ptr()));
             kv.push((&cross.value, self.cross_v[l].ptr()));
         }
-        dev.linears(&kv, self.enc_out.ptr(), ctx)?;
+        let first = kv.first().map(|&(w, _)| w);
+        let out = self.enc_out.ptr();
+        let e_in = dev.norm_in(x, pending, &enc.ln_post, ctx, out, true, first)?;
+        dev.linears_in(&kv, e_in, ctx)?;
         laps.lap("cross K/V")?;
         // Surfaces launch failures here rather than at the first decode.
         self.stream.synchronize()?;
@@ -849,3 +882,54 @@ const _: () = {
     const fn movable<T: Send>() {}
     movable::<CudaSession>();
 };
+
+/// `SOTTO_CUDA_FUSE`: unset or 1 fuses, 0 launches each encoder step alone (to compare the
+/// two on a GPU); anything else is an error, not a silent default.
+fn fuse_from_env() -> Result<bool> {
+    parse_fuse(std::env::var("SOTTO_CUDA_FUSE").ok().as_deref())
+}
+
+fn parse_fuse(value: Option<&str>) -> Result<bool> {
+    match value {
+        None | Some("") | Some("1") => Ok(true),
+        Some("0") => Ok(false),
+        Some(other) => Err(input_err(
+            "SOTTO_CUDA_FUSE",
+            format!("{other:?}: expected 0 or 1"),
+        )),
+    }
+}
+
+/// The tensor-core attention needs compute capability 8.0 (its `mma.sync` shape); an
+/// older GPU gets a clear error instead of a kernel compiled to nothing.
+fn check_attention(model: &CudaWhisper, stream: &Stream, path: ops::AttentionPath) -> Result<()> {
+    let cc = model.device().compute_capability;
+    if path == ops::AttentionPath::Mma
+        && matches!(stream, Stream::Cuda(_))
+        && cc < kernels::MMA_MIN_CC
+    {
+        let (major, minor) = kernels::MMA_MIN_CC;
+        return Err(input_err(
+            "SOTTO_CUDA_ATTENTION",
+            format!(
+                "mma needs compute capability {major}.{minor} or newer; {} has {}.{}",
+                model.device().name,
+                cc.0,
+                cc.1
+            ),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn fusion_is_switched_by_name_and_never_guessed() {
+        use super::parse_fuse;
+        assert!(parse_fuse(None).unwrap() && parse_fuse(Some("")).unwrap());
+        assert!(parse_fuse(Some("1")).unwrap() && !parse_fuse(Some("0")).unwrap());
+        let e = parse_fuse(Some("off")).unwrap_err().to_string();
+        assert!(e.contains("SOTTO_CUDA_FUSE") && e.contains("off"), "{e}");
+    }
+}

@@ -21,8 +21,9 @@ enum Op {
     /// a += b. Shape: [.., n]
     Add,
     Gelu,
-    /// Rows of the last dimension, eps 1e-5.
-    LayerNorm,
+    /// Rows of the last dimension, eps 1e-5, after an add onto the input (stored), into
+    /// f32 and/or f16 outputs; compared as [x after the add, each output].
+    LayerNorm(LnAdd, LnOut),
     /// Rows of the last dimension; square shapes get a causal (-inf) mask.
     SoftMax,
     /// The dtype's storage to f32 (ggml's cpy/dequantize).
@@ -31,8 +32,9 @@ enum Op {
     ToF16,
     /// A ggml block type to f16, as quantized weights go to cuBLAS.
     DequantizeHalf,
-    /// y += bias (per column), then GELU: (bias, gelu). Shape: [rows, cols]
-    BiasAct(bool, bool),
+    /// y += bias (per column), then GELU: (bias, gelu, into f16 instead of in place).
+    /// Shape: [rows, cols]
+    BiasAct(bool, bool, bool),
     /// y = x · Wᵀ for this many rows of x, W of the dtype (f16 or a block type), as
     /// decoder steps multiply, with the epilogue `kernels::MMV_*` flags (bias, GELU, added
     /// onto y). Shape: [n_out, n_in]
@@ -43,8 +45,8 @@ enum Op {
     MatVec3(usize, bool),
     /// Token rows of a table of the dtype plus positions. Shape: [n_vocab, d]
     Embed,
-    /// conv1d columns: (stride, channel-major input). Shape: [t_in, c_in]
-    Im2col(usize, bool),
+    /// conv1d columns: (stride, channel-major input, as f16). Shape: [t_in, c_in]
+    Im2col(usize, bool, bool),
     /// New rows into a KV cache at position pos0. Shape: [batch, n_new, d, n_ctx, pos0]
     KvWrite,
     /// Multi-head attention. Shape: [batch, n_new, heads, head width, keys]
@@ -52,6 +54,24 @@ enum Op {
     /// One head's scores before the softmax (word alignment). Shape: [rows, heads, head
     /// width, keys]; the head is the last.
     Scores,
+}
+
+/// What `sotto_layer_norm` adds onto its input first.
+#[derive(Clone, Copy, Debug)]
+enum LnAdd {
+    Nothing,
+    /// One row for every row (a deferred bias).
+    Bias,
+    /// A matrix of the input's shape (the positions).
+    Rows,
+}
+
+/// Which outputs `sotto_layer_norm` writes.
+#[derive(Clone, Copy, Debug)]
+enum LnOut {
+    F32,
+    Half,
+    Both,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -62,6 +82,8 @@ enum Attn {
     Shared,
     /// As `Shared`, through `sotto_flash_attention` (head width 64).
     Flash,
+    /// As `Flash`, on tensor cores (`sotto_flash_attention_mma`): f16 operands.
+    Mma,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -86,6 +108,8 @@ fn max_nmse(op: Op) -> f64 {
         Op::ToF32 | Op::Embed => 1e-12,
         Op::DequantizeHalf => 1e-9,
         Op::MatVec(_, flags) if flags & kernels::MMV_GELU != 0 => 1e-10,
+        // q, k, v and the probabilities rounded to f16 (relative error 2^-11 each).
+        Op::Attention(Mma) => 1e-6,
         Op::MatVec(..) | Op::MatVec3(..) | Op::Attention(_) | Op::Scores => 1e-11,
         _ => 1e-10,
     }
@@ -113,11 +137,16 @@ conformance! {
     gelu_1: Gelu, [1] F32;
     gelu_mlp: Gelu, [1500, 1536] F32;
     gelu_odd: Gelu, [4099] F32;
-    layer_norm_1x1: LayerNorm, [1, 1] F32;
-    layer_norm_tiny: LayerNorm, [1500, 384] F32;
-    layer_norm_large: LayerNorm, [3, 1280] F32;
-    layer_norm_wide_odd: LayerNorm, [2, 2049] F32;
-    layer_norm_narrow: LayerNorm, [5, 7] F32;
+    layer_norm_1x1: LayerNorm(LnAdd::Nothing, LnOut::F32), [1, 1] F32;
+    layer_norm_tiny: LayerNorm(LnAdd::Nothing, LnOut::F32), [1500, 384] F32;
+    layer_norm_large: LayerNorm(LnAdd::Nothing, LnOut::F32), [3, 1280] F32;
+    layer_norm_wide_odd: LayerNorm(LnAdd::Nothing, LnOut::F32), [2, 2049] F32;
+    layer_norm_narrow: LayerNorm(LnAdd::Nothing, LnOut::F32), [5, 7] F32;
+    layer_norm_bias_half: LayerNorm(LnAdd::Bias, LnOut::Half), [1500, 384] F32;
+    layer_norm_positions_half: LayerNorm(LnAdd::Rows, LnOut::Half), [37, 512] F32;
+    layer_norm_bias_both: LayerNorm(LnAdd::Bias, LnOut::Both), [9, 1280] F32;
+    layer_norm_half_odd: LayerNorm(LnAdd::Nothing, LnOut::Half), [3, 2049] F32;
+    layer_norm_rows_f32: LayerNorm(LnAdd::Rows, LnOut::F32), [5, 7] F32;
     softmax_small: SoftMax, [5, 7] F32;
     softmax_causal: SoftMax, [448, 448] F32;
     softmax_vocab: SoftMax, [2, 51865] F32;
@@ -137,9 +166,12 @@ conformance! {
     dequantize_half_q5_0: DequantizeHalf, [4, 384] Q5_0;
     dequantize_half_q5_1: DequantizeHalf, [4, 384] Q5_1;
     dequantize_half_q8_0: DequantizeHalf, [4, 384] Q8_0;
-    bias: BiasAct(true, false), [5, 300] F32;
-    bias_gelu: BiasAct(true, true), [5, 300] F32;
-    gelu_no_bias: BiasAct(false, true), [5, 300] F32;
+    bias: BiasAct(true, false, false), [5, 300] F32;
+    bias_gelu: BiasAct(true, true, false), [5, 300] F32;
+    gelu_no_bias: BiasAct(false, true, false), [5, 300] F32;
+    bias_gelu_half: BiasAct(true, true, true), [1500, 1536] F32;
+    bias_half: BiasAct(true, false, true), [7, 301] F32;
+    narrow_only: BiasAct(false, false, true), [3, 77] F32;
     mat_vec_f16_greedy: MatVec(1, 0), [51, 384] F16;
     mat_vec_f16_beams: MatVec(5, 0), [9, 1536] F16;
     mat_vec_f16_odd_rows: MatVec(8, 0), [7, 1537] F16;
@@ -167,10 +199,12 @@ conformance! {
     embed_q5_0: Embed, [50, 96] Q5_0;
     embed_q5_1: Embed, [50, 96] Q5_1;
     embed_q8_0: Embed, [50, 96] Q8_0;
-    im2col_mel: Im2col(1, true), [37, 5] F32;
-    im2col_mel_stride_2: Im2col(2, true), [37, 5] F32;
-    im2col_time_major: Im2col(1, false), [37, 5] F32;
-    im2col_conv2: Im2col(2, false), [3000, 8] F32;
+    im2col_mel: Im2col(1, true, false), [37, 5] F32;
+    im2col_mel_stride_2: Im2col(2, true, false), [37, 5] F32;
+    im2col_time_major: Im2col(1, false, false), [37, 5] F32;
+    im2col_conv2: Im2col(2, false, false), [3000, 8] F32;
+    im2col_mel_half: Im2col(1, true, true), [3000, 80] F32;
+    im2col_conv2_half: Im2col(2, false, true), [37, 5] F32;
     kv_write_beams: KvWrite, [3, 2, 8, 10, 4] F32;
     kv_write_prompt: KvWrite, [1, 7, 384, 448, 0] F32;
     attention_prompt: Attention(Causal(0)), [1, 5, 2, 64, 5] F32;
@@ -183,6 +217,10 @@ conformance! {
     flash_partial_tiles: Attention(Flash), [1, 37, 3, 64, 150] F32;
     flash_one_key: Attention(Flash), [1, 20, 1, 64, 1] F32;
     flash_encoder_tiny: Attention(Flash), [1, 1500, 6, 64, 1500] F32;
+    mma_one_tile: Attention(Mma), [1, 64, 1, 64, 64] F32;
+    mma_partial_tiles: Attention(Mma), [1, 37, 3, 64, 150] F32;
+    mma_one_key: Attention(Mma), [1, 20, 1, 64, 1] F32;
+    mma_encoder_tiny: Attention(Mma), [1, 1500, 6, 64, 1500] F32;
     scores_align: Scores, [7, 3, 64, 150] F32;
     scores_align_tiny: Scores, [30, 6, 64, 1500] F32;
 }
@@ -301,24 +339,66 @@ fn run(dev: &mut dyn Device, op: Op, shape: &[usize], dtype: DType) -> (Vec<f32>
             cpu::gelu(isa, &mut want);
             (dev.get_f32(px, n), want)
         }
-        LayerNorm => {
+        LayerNorm(add, out) => {
             let x = values(n, seed, 4.0);
             let (gamma, beta) = gamma_beta(cols);
-            let (px, pg, pb, po) = (
-                dev.put_f32(&x),
-                dev.put_f32(&gamma),
-                dev.put_f32(&beta),
-                dev.nans(n),
-            );
+            let a = match add {
+                LnAdd::Nothing => Vec::new(),
+                LnAdd::Bias => values(cols, 5, 2.0),
+                LnAdd::Rows => values(n, 6, 2.0),
+            };
+            let stride = if matches!(add, LnAdd::Rows) { cols } else { 0 };
+            let (f32_out, half_out) = match out {
+                LnOut::F32 => (true, false),
+                LnOut::Half => (false, true),
+                LnOut::Both => (true, true),
+            };
+            let (px, pg, pb) = (dev.put_f32(&x), dev.put_f32(&gamma), dev.put_f32(&beta));
+            let pa = if a.is_empty() { 0 } else { dev.put_f32(&a) };
+            let po = if f32_out { dev.nans(n) } else { 0 };
+            let ph = if half_out {
+                dev.put_u16(&vec![0x7e00; n])
+            } else {
+                0
+            };
             let l = launch::rows("t", n / cols, cols).unwrap().unwrap();
-            let args = [px, pg, pb, po].map(Arg::Ptr);
-            let args = [&args[..], &[u(cols), Arg::F32(1e-5)]].concat();
-            dev.launch_1d("sotto_layer_norm_f32", l, &args);
-            let mut want = vec![0.0; n];
-            for (row, o) in x.chunks_exact(cols).zip(want.chunks_exact_mut(cols)) {
+            let args = [
+                Arg::Ptr(px),
+                Arg::Ptr(pa),
+                u(stride),
+                Arg::Ptr(pg),
+                Arg::Ptr(pb),
+                Arg::Ptr(po),
+                Arg::Ptr(ph),
+                u(cols),
+                Arg::F32(1e-5),
+            ];
+            dev.launch_1d("sotto_layer_norm", l, &args);
+            let mut added = x;
+            if !a.is_empty() {
+                for (r, row) in added.chunks_exact_mut(cols).enumerate() {
+                    let add = &a[r * stride..][..cols];
+                    row.iter_mut().zip(add).for_each(|(v, a)| *v += a);
+                }
+            }
+            let mut normed = vec![0.0; n];
+            for (row, o) in added.chunks_exact(cols).zip(normed.chunks_exact_mut(cols)) {
                 cpu::layer_norm(isa, row, &gamma, &beta, 1e-5, o);
             }
-            (dev.get_f32(po, n), want)
+            let (mut got, mut want) = (dev.get_f32(px, n), added);
+            if f32_out {
+                got.extend(dev.get_f32(po, n));
+                want.extend(&normed);
+            }
+            if half_out {
+                got.extend(
+                    dev.get_u16(ph, n)
+                        .iter()
+                        .map(|&h| f16::from_bits(h).to_f32()),
+                );
+                want.extend(normed.iter().map(|&v| f16::from_f32(v).to_f32()));
+            }
+            (got, want)
         }
         SoftMax => {
             let x = softmax_input(&values(n, seed, 4.0), cols);
@@ -367,13 +447,19 @@ fn run(dev: &mut dyn Device, op: Op, shape: &[usize], dtype: DType) -> (Vec<f32>
             let want = wide.iter().map(|&v| f16::from_f32(v).to_f32()).collect();
             (got, want)
         }
-        BiasAct(bias, gelu) => {
+        BiasAct(bias, gelu, half) => {
             let (y, b) = (values(n, seed, 3.0), values(cols, 72, 1.0));
             let (py, pb) = (dev.put_f32(&y), dev.put_f32(&b));
+            let ph = if half {
+                dev.put_u16(&vec![0x7e00; n])
+            } else {
+                0
+            };
             let flags = [Arg::I32(bias as i32), Arg::I32(gelu as i32)];
-            let args = [&[Arg::Ptr(py), Arg::Ptr(pb), u(cols), u(n)][..], &flags].concat();
+            let ptrs = [py, ph, pb].map(Arg::Ptr);
+            let args = [&ptrs[..], &[u(cols), u(n)], &flags].concat();
             dev.launch_1d("sotto_bias_act", flat(n), &args);
-            let mut want = y;
+            let mut want = y.clone();
             if bias {
                 for row in want.chunks_exact_mut(cols) {
                     row.iter_mut().zip(&b).for_each(|(v, b)| *v += b);
@@ -382,7 +468,18 @@ fn run(dev: &mut dyn Device, op: Op, shape: &[usize], dtype: DType) -> (Vec<f32>
             if gelu {
                 cpu::gelu(isa, &mut want);
             }
-            (dev.get_f32(py, n), want)
+            if !half {
+                return (dev.get_f32(py, n), want);
+            }
+            // Into f16 alone: y itself is left as it was.
+            let mut got = dev.get_f32(py, n);
+            got.extend(
+                dev.get_u16(ph, n)
+                    .iter()
+                    .map(|&h| f16::from_bits(h).to_f32()),
+            );
+            let narrowed = want.iter().map(|&v| f16::from_f32(v).to_f32());
+            (got, y.into_iter().chain(narrowed).collect())
         }
         MatVec(m, flags) => {
             let (n_out, n_in) = (shape[0], shape[1]);
@@ -537,16 +634,22 @@ fn run(dev: &mut dyn Device, op: Op, shape: &[usize], dtype: DType) -> (Vec<f32>
             }
             (dev.get_f32(px, m), want)
         }
-        Im2col(stride, channel_major) => {
+        Im2col(stride, channel_major, half) => {
             let (t_in, c_in) = (shape[0], shape[1]);
             let x = values(t_in * c_in, seed, 1.0);
             let (ts, cs) = if channel_major { (1, t_in) } else { (c_in, 1) };
             let t_out = plan::conv_out_len(t_in, stride);
             let len = t_out * c_in * 3;
-            let (px, pc) = (dev.put_f32(&x), dev.nans(len));
+            let px = dev.put_f32(&x);
+            let (pc, ph) = if half {
+                (0, dev.put_u16(&vec![0x7e00; len]))
+            } else {
+                (dev.nans(len), 0)
+            };
             let args = [
                 Arg::Ptr(px),
                 Arg::Ptr(pc),
+                Arg::Ptr(ph),
                 u(t_in),
                 u(c_in),
                 u(t_out),
@@ -565,6 +668,14 @@ fn run(dev: &mut dyn Device, op: Op, shape: &[usize], dtype: DType) -> (Vec<f32>
                         }
                     }
                 }
+            }
+            if half {
+                let got = dev.get_u16(ph, len);
+                let got = got.iter().map(|&h| f16::from_bits(h).to_f32()).collect();
+                return (
+                    got,
+                    want.iter().map(|&v| f16::from_f32(v).to_f32()).collect(),
+                );
             }
             (dev.get_f32(pc, len), want)
         }
@@ -653,17 +764,21 @@ fn attention(dev: &mut dyn Device, kind: Attn, shape: &[usize], seed: u64) -> (V
     let scale = 1.0 / (dh as f32).sqrt();
     let ptrs = [pq, pk, pv, po].map(Arg::Ptr);
     match kind {
-        Flash => {
-            let l = plan::flash_attention(rows, n_head, dh, n_keys).expect("a flash shape");
+        Flash | Mma => {
+            let (name, l) = match kind {
+                Mma => (
+                    "sotto_flash_attention_mma",
+                    plan::flash_attention_mma(rows, n_head, dh, n_keys),
+                ),
+                _ => (
+                    "sotto_flash_attention",
+                    plan::flash_attention(rows, n_head, dh, n_keys),
+                ),
+            };
+            let l = l.expect("a flash shape");
             let rest = [u(rows), u(n_keys), u(d), Arg::F32(scale)];
             let args = [&ptrs[..], &rest].concat();
-            dev.launch(
-                "sotto_flash_attention",
-                (l.rows, l.heads, 1),
-                (l.block, 1, 1),
-                0,
-                &args,
-            );
+            dev.launch(name, (l.rows, l.heads, 1), (l.block, 1, 1), 0, &args);
         }
         Causal(_) | Shared => {
             let q_pos0 = match kind {

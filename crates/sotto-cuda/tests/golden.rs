@@ -28,7 +28,10 @@ fn tiny_en_emulated_matches_ctranslate2() {
     };
     let (meta, mel) = sotto_testdata::jfk_model_goldens();
     let f = sotto_formats::load(&sotto_testdata::model_dir("tiny.en")).unwrap();
-    let dev = Arc::new(common::emu::EmuDevice(emu, common::emu::Schedule::Forward));
+    let dev = Arc::new(common::emu::EmuDevice::new(
+        emu,
+        common::emu::Schedule::Forward,
+    ));
     let model = Arc::new(CudaWhisper::on_host(&f, Precision::F16, dev).unwrap());
     let mut s = CudaSession::new(model).unwrap();
     s.encode(&mel).unwrap();

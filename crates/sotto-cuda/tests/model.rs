@@ -9,7 +9,7 @@ mod common;
 
 use std::sync::Arc;
 
-use sotto_cuda::{CudaError, CudaSession, CudaWhisper, Precision, QuantType};
+use sotto_cuda::{AttentionPath, CudaError, CudaSession, CudaWhisper, Precision, QuantType};
 use sotto_formats::{DType, Hparams, Storage, WhisperFile};
 use sotto_model::{EncoderPrecision, LoadOptions, Session, Whisper};
 
@@ -153,7 +153,7 @@ fn compare_logits(what: &str, gpu: &[f32], cpu: &[f32], n_vocab: usize, tol: &To
 /// C++ compiler.
 fn emulated(f: &WhisperFile, p: Precision, s: Schedule) -> Option<Arc<CudaWhisper>> {
     let e = common::emu::get()?;
-    let dev = Arc::new(common::emu::EmuDevice(e, s));
+    let dev = Arc::new(common::emu::EmuDevice::new(e, s));
     Some(Arc::new(
         CudaWhisper::on_host(f, p, dev).expect("model on the host device"),
     ))
@@ -172,27 +172,37 @@ fn cpu_reference(f: &WhisperFile) -> Arc<Whisper> {
 
 /// The whole comparison for one model and precision, on the GPU.
 fn check_model(f: &WhisperFile, p: Precision) {
+    check_model_with(f, p, None);
+}
+
+fn check_model_with(f: &WhisperFile, p: Precision, attention: Option<AttentionPath>) {
     let cpu_model = cpu_reference(f);
     let Some(gpu_model) = upload(f, p) else {
         return;
     };
-    check_against(f, p, cpu_model, gpu_model);
+    check_against(f, p, cpu_model, gpu_model, attention);
 }
 
 /// The whole comparison for one model and precision, in host emulation.
 fn check_emulated(f: &WhisperFile, p: Precision, s: Schedule) {
+    check_emulated_with(f, p, s, None);
+}
+
+fn check_emulated_with(f: &WhisperFile, p: Precision, s: Schedule, a: Option<AttentionPath>) {
     let cpu_model = cpu_reference(f);
     let Some(model) = emulated(f, p, s) else {
         return;
     };
-    check_against(f, p, cpu_model, model);
+    check_against(f, p, cpu_model, model, a);
 }
 
+/// The GPU session against the CPU's; `attention` overrides the session's path.
 fn check_against(
     f: &WhisperFile,
     p: Precision,
     cpu_model: Arc<Whisper>,
     gpu_model: Arc<CudaWhisper>,
+    attention: Option<AttentionPath>,
 ) {
     let h = f.hparams;
     println!("{} {p:?} on {}", f.path.display(), gpu_model.device());
@@ -207,6 +217,9 @@ fn check_against(
     let nv = h.n_vocab;
     let mut cpu = Session::new(cpu_model, 0).unwrap();
     let mut gpu = CudaSession::new(gpu_model).unwrap();
+    if let Some(a) = attention {
+        gpu.set_attention(a).unwrap();
+    }
     gpu.keep_encoder_laps(true);
     let mel = values(h.n_mels * 2 * h.n_audio_ctx, 99, 1.2);
     cpu.encode(&mel).unwrap();
@@ -238,6 +251,27 @@ fn check_against(
 
     // A prompt of three tokens, logits of rows 0 and 2.
     let prompt = [(nv - 3) as u32, 7, (nv / 2) as u32];
+
+    // The fused encoder (the default) and the one launch per step agree bit for bit: the
+    // fusions move adds and f16 narrowing between launches, not the arithmetic. The
+    // prompt's logits cover the cross K/V, whose input the fused ln_post narrows.
+    let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    let (mut fused, mut apart) = (vec![0f32; 2 * nv], vec![0f32; 2 * nv]);
+    gpu.decode(&prompt, &[0, 2], &mut fused).unwrap();
+    gpu.fuse_encoder(false);
+    gpu.encode(&mel).unwrap();
+    let unfused = gpu.encoder_output().unwrap();
+    assert!(
+        bits(&unfused) == bits(&enc),
+        "fused and unfused encoder outputs differ"
+    );
+    gpu.decode(&prompt, &[0, 2], &mut apart).unwrap();
+    assert!(
+        bits(&apart) == bits(&fused),
+        "logits after the two encoders differ"
+    );
+    gpu.fuse_encoder(true);
+    gpu.encode(&mel).unwrap();
     let (mut lc, mut lg) = (vec![0f32; 2 * nv], vec![0f32; 2 * nv]);
     cpu.decode(&prompt, &[0, 2], &mut lc).unwrap();
     gpu.decode(&prompt, &[0, 2], &mut lg).unwrap();
@@ -336,6 +370,16 @@ fn tiny_shaped_synthetic_f16() {
     check_model(&synthetic(TINY_SHAPES), Precision::F16);
 }
 
+/// The tensor-core attention at the encoder's real size (1500 keys, 6 heads).
+#[test]
+fn tiny_shaped_synthetic_f16_mma_attention() {
+    check_model_with(
+        &synthetic(TINY_SHAPES),
+        Precision::F16,
+        Some(AttentionPath::Mma),
+    );
+}
+
 /// Weights kept in ggml blocks on the device: decoder steps through the quantized
 /// matrix-vector kernels, the encoder and prompt passes through dequantization and cuBLAS.
 #[test]
@@ -375,6 +419,53 @@ fn small_synthetic_emulated_in_reverse() {
         Precision::F16,
         Schedule::Reverse,
     );
+}
+
+/// The tensor-core flash attention (`SOTTO_CUDA_ATTENTION=mma`) in a whole session, in
+/// both orders: the encoder's self-attention and the prompt's cross-attention take it.
+#[test]
+fn small_synthetic_emulated_mma_attention() {
+    for s in [Schedule::Forward, Schedule::Reverse] {
+        check_emulated_with(
+            &synthetic(SMALL),
+            Precision::F16,
+            s,
+            Some(AttentionPath::Mma),
+        );
+    }
+}
+
+/// The fused encoder's launches, counted in emulation against the one launch per step: per
+/// block, the two layer norms narrow their outputs (2 launches fewer), the GELU launch
+/// narrows its (1) and the out-projection's and MLP's biases go into the next norm (2);
+/// im2col narrows its columns (2) and the positions go into the first norm (1); ln_post
+/// narrows the cross K/V's input (1). Only the attention output is narrowed alone.
+#[test]
+fn fused_encoder_saves_launches() {
+    let Some(e) = common::emu::get() else {
+        return;
+    };
+    let f = synthetic(SMALL);
+    let dev = Arc::new(common::emu::EmuDevice::new(e, Schedule::Forward));
+    let model = CudaWhisper::on_host(&f, Precision::F16, dev.clone()).unwrap();
+    let mut s = CudaSession::new(Arc::new(model)).unwrap();
+    let mel = values(SMALL.n_mels * 2 * SMALL.n_audio_ctx, 5, 1.0);
+    let mut counts = Vec::new();
+    for fuse in [false, true] {
+        s.fuse_encoder(fuse);
+        dev.take_launches();
+        s.encode(&mel).unwrap();
+        counts.push(dev.take_launches());
+    }
+    let [apart, fused] = &counts[..] else {
+        unreachable!()
+    };
+    println!("one launch per step: {apart:?}\nfused: {fused:?}");
+    let total = |c: &std::collections::BTreeMap<String, usize>| c.values().sum::<usize>();
+    let blocks = SMALL.n_audio_layer;
+    assert_eq!(total(apart) - total(fused), 4 + 5 * blocks);
+    assert_eq!(fused.get("sotto_f32_to_f16"), Some(&blocks));
+    assert_eq!(fused.get("sotto_add_f32"), None);
 }
 
 /// tiny.en itself where it is in the sotto cache (`SOTTO_CACHE_DIR`; scripts/gpu-check.sh

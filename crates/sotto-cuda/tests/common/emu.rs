@@ -285,7 +285,27 @@ impl Emu {
 
 /// The emulator as the device of `sotto_cuda::CudaWhisper::on_host`: kernels as above, in
 /// the order of its [`Schedule`], cuBLAS's GemmEx as a plain f32-accumulating product.
-pub struct EmuDevice(pub &'static Emu, pub Schedule);
+/// Counts its launches by kernel name.
+pub struct EmuDevice {
+    emu: &'static Emu,
+    schedule: Schedule,
+    launches: Mutex<std::collections::BTreeMap<String, usize>>,
+}
+
+impl EmuDevice {
+    pub fn new(emu: &'static Emu, schedule: Schedule) -> Self {
+        EmuDevice {
+            emu,
+            schedule,
+            launches: Mutex::default(),
+        }
+    }
+
+    /// Launches by kernel name since the last call, which starts the count again.
+    pub fn take_launches(&self) -> std::collections::BTreeMap<String, usize> {
+        std::mem::take(&mut *self.launches.lock().unwrap())
+    }
+}
 
 impl sotto_cuda::HostDevice for EmuDevice {
     fn launch(
@@ -296,8 +316,14 @@ impl sotto_cuda::HostDevice for EmuDevice {
         shared_bytes: u32,
         args: &[Arg],
     ) -> Result<(), String> {
-        self.0
-            .try_launch(self.1, name, grid, block, shared_bytes, args)
+        *self
+            .launches
+            .lock()
+            .unwrap()
+            .entry(name.to_string())
+            .or_default() += 1;
+        self.emu
+            .try_launch(self.schedule, name, grid, block, shared_bytes, args)
     }
 
     fn gemm(

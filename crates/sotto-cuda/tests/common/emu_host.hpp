@@ -243,6 +243,41 @@ inline unsigned short sotto_float_to_half(float f) {
     return (unsigned short)(sign | h);
 }
 
+// The device prelude's tensor-core product (PTX mma.sync m16n8k16, f16 inputs, f32
+// accumulators), as a warp collective like a shuffle: every lane leaves its A and B
+// registers in the exchange table, the warp syncs, and each lane computes its own four
+// outputs from the whole warp's fragments (the layout in sotto_cuda::kernels). The
+// products of two f16 are exact in f32; the sum runs in k order, then adds onto d (the
+// tensor cores' order differs, as cuBLAS's does).
+namespace emu {
+static unsigned int mma_exchange[2][1024][6];
+}
+#define SOTTO_MMA 1
+inline void sotto_mma_16816(float* d, const unsigned int* a, const unsigned int* b) {
+    unsigned int t = emu::linear_tid();
+    auto& table = emu::mma_exchange[emu::current->shuffles++ & 1u];
+    for (int i = 0; i < 4; ++i) table[t][i] = a[i];
+    table[t][4] = b[0];
+    table[t][5] = b[1];
+    emu::warp_sync();
+    unsigned int base = t & ~31u, lane = t & 31u, g = lane / 4, c = 2 * (lane % 4);
+    // Element (lane l, register r, half k % 2) of the warp's fragments.
+    auto at = [&](unsigned int l, unsigned int r, unsigned int k) {
+        unsigned int w = table[base + l][r];
+        return sotto_half_to_float((unsigned short)(k % 2 ? w >> 16 : w & 0xffffu));
+    };
+    for (unsigned int i = 0; i < 4; ++i) {
+        unsigned int row = g + 8 * (i / 2), col = c + i % 2;
+        float acc = 0.0f;
+        for (unsigned int k = 0; k < 16; ++k) {
+            float x = at((row % 8) * 4 + (k % 8) / 2, row / 8 + 2 * (k / 8), k);
+            float y = at(col * 4 + (k % 8) / 2, 4 + k / 8, k);
+            acc += x * y;
+        }
+        d[i] += acc;
+    }
+}
+
 // Calls kernel k with the arguments cuLaunchKernel-style: args[i] points at parameter i.
 template <class... A, std::size_t... I>
 void emu_call(void (*k)(A...), void** a, std::index_sequence<I...>) {
