@@ -346,6 +346,12 @@ pub(crate) enum HostOp {
         c: u64,
         precision: Precision,
     },
+    GemmBatched {
+        g: BatchedGemm,
+        a: u64,
+        b: u64,
+        c: u64,
+    },
 }
 
 fn host_launch(
@@ -379,6 +385,9 @@ pub(crate) fn replay(device: &dyn HostDevice, ops: &[HostOp]) -> Result<()> {
             } => device
                 .gemm(g, *a, *b, *c, *precision)
                 .map_err(host_err("cublasGemmEx"))?,
+            HostOp::GemmBatched { g, a, b, c } => device
+                .gemm_batched(g, *a, *b, *c)
+                .map_err(host_err("cublasGemmStridedBatchedEx"))?,
         }
     }
     Ok(())
@@ -1112,7 +1121,6 @@ impl Dev<'_> {
         // their linear layers do; a session without the scratch takes the kernels.
         if path == AttentionPath::Blas
             && rows > kernels::MMV_ROWS
-            && self.record.is_none()
             && plan::attention_scores_len(rows, n_keys, n_head) <= self.scores_len
         {
             return self.attention_blas(q, k, v, out, rows, n_keys, d, n_head);
@@ -1204,6 +1212,11 @@ impl Dev<'_> {
     /// with `tf32` cuBLAS may round the inputs to TF32 for the tensor cores.
     fn gemm_batched(&self, g: &BatchedGemm, a: u64, b: u64, c: u64, tf32: bool) -> Result<()> {
         let op = "cublasGemmStridedBatchedEx";
+        if let Some(rec) = self.record {
+            let g = *g;
+            rec.borrow_mut().push(HostOp::GemmBatched { g, a, b, c });
+            return Ok(());
+        }
         if let Stream::Host(h) = self.stream {
             return h.gemm_batched(g, a, b, c).map_err(host_err(op));
         }

@@ -104,6 +104,12 @@ pub struct CudaSession {
     pos: Buf<u32>,
     /// Captured one-token steps by batch size (see [`CudaSession::decode_batch`]).
     graphs: HashMap<usize, StepGraph>,
+    /// The encoder as a captured graph, the encodes so far, whether the last one replayed
+    /// the graph, and why capturing failed, if it did ([`CudaSession::encoder_graphed`]).
+    enc_graph: Option<StepGraph>,
+    encodes: usize,
+    graphed_encode: bool,
+    enc_graph_off: Option<String>,
     /// Whether encodes time their op groups ([`CudaSession::keep_encoder_laps`]), and the
     /// last one's times, on the stream's clock.
     keep_laps: bool,
@@ -209,6 +215,10 @@ impl CudaSession {
                 dec,
                 pos: Buf::zeros(&stream, 1)?,
                 graphs: HashMap::new(),
+                enc_graph: None,
+                encodes: 0,
+                graphed_encode: false,
+                enc_graph_off: None,
                 blas,
                 stream,
                 model,
@@ -262,13 +272,40 @@ impl CudaSession {
         self.encoded = false;
         self.reset_text();
         self.encoder_laps.clear();
+        // The first encode runs directly (it also warms cuBLAS up, which a capture should
+        // not be the first to call); later ones replay one captured graph, unless timing
+        // the op groups, or graphs are off or failed to capture.
+        let graphed =
+            self.encodes > 0 && !self.keep_laps && self.enc_graph_off.is_none() && graphs_enabled();
+        let (mut slot, mut off) = (self.enc_graph.take(), self.enc_graph_off.take());
         let laps = guard("encode", || {
             self.bind()?;
-            self.run_encoder(mel)
-        })?;
-        self.encoder_laps = laps;
+            if !graphed {
+                return self.run_encoder(mel);
+            }
+            self.dev().upload_to(self.enc.mel.ptr(), mel)?;
+            self.run_encoder_graph(&mut slot, &mut off)?;
+            self.stream.synchronize()?;
+            Ok(Vec::new())
+        });
+        self.graphed_encode = graphed && off.is_none();
+        (self.enc_graph, self.enc_graph_off) = (slot, off);
+        self.encoder_laps = laps?;
+        self.encodes += 1;
         self.encoded = true;
         Ok(())
+    }
+
+    /// Whether the last [`CudaSession::encode`] replayed a captured CUDA graph (every encode
+    /// after the first, unless `SOTTO_CUDA_GRAPHS=0`, op-group timing, or a failed
+    /// capture, whose reason [`CudaSession::encoder_graph_error`] gives).
+    pub fn encoder_graphed(&self) -> bool {
+        self.graphed_encode
+    }
+
+    /// Why the encoder runs without a graph, when capturing one failed.
+    pub fn encoder_graph_error(&self) -> Option<&str> {
+        self.enc_graph_off.as_deref()
     }
 
     /// Where the last [`CudaSession::encode`] spent its time, by op group in order (the
@@ -312,11 +349,20 @@ impl CudaSession {
 
     /// The encoder and cross K/V; returns the time of each op group.
     fn run_encoder(&self, mel: &[f32]) -> Result<Vec<(&'static str, Duration)>> {
-        let h = *self.model.hparams();
-        let (dev, b, enc) = (self.dev(), &self.enc, &self.model.encoder);
-        let (ctx, d, n_frames) = (h.n_audio_ctx, h.n_audio_state, self.model.n_frames());
         let mut laps = Laps::start(&self.stream, self.keep_laps)?;
-        dev.upload_to(b.mel.ptr(), mel)?;
+        self.dev().upload_to(self.enc.mel.ptr(), mel)?;
+        self.encoder_body(&self.dev(), &mut laps)?;
+        // Surfaces launch failures here rather than at the first decode.
+        self.stream.synchronize()?;
+        laps.finish()
+    }
+
+    /// The encoder's launches, from the uploaded mel to the cross K/V (what a graph
+    /// captures), marking each op group's end in `laps`.
+    fn encoder_body(&self, dev: &Dev<'_>, laps: &mut Laps<'_>) -> Result<()> {
+        let h = *self.model.hparams();
+        let (b, enc) = (&self.enc, &self.model.encoder);
+        let (ctx, d, n_frames) = (h.n_audio_ctx, h.n_audio_state, self.model.n_frames());
         // The mel is channel-major: x(t, c) at c·n_frames + t.
         let (mel, cols) = (b.mel.ptr(), b.cols.ptr());
         let (t1, c1) = dev.im2col_in(mel, cols, n_frames, h.n_mels, 1, 1, n_frames, &enc.conv1)?;
@@ -363,10 +409,54 @@ impl CudaSession {
         let out = self.enc_out.ptr();
         let e_in = dev.norm_in(x, pending, &enc.ln_post, ctx, out, true, first)?;
         dev.linears_in(&kv, e_in, ctx)?;
-        laps.lap("cross K/V")?;
-        // Surfaces launch failures here rather than at the first decode.
-        self.stream.synchronize()?;
-        laps.finish()
+        laps.lap("cross K/V")
+    }
+
+    /// Every device address and switch the encoder's launches depend on: a graph captured
+    /// under others is stale.
+    fn encoder_layout(&self) -> Vec<u64> {
+        let b = &self.enc;
+        let bufs = [
+            &b.mel, &b.cols, &b.conv1, &b.x, &b.h, &b.q, &b.k, &b.v, &b.att, &b.mlp,
+        ];
+        let cross = self.cross_k.iter().chain(&self.cross_v);
+        (bufs.into_iter().chain(cross).map(|b| b.ptr()))
+            .chain([
+                self.enc_out.ptr(),
+                self.scores.ptr(),
+                self.scores.len() as u64,
+            ])
+            .chain([self.half.ptr(), self.half.len() as u64, self.wq.ptr()])
+            .chain([self.attention as u64, self.fuse as u64])
+            .collect()
+    }
+
+    /// Runs the encoder from the uploaded mel as a graph in `slot`, capturing it first
+    /// where there is none for the current layout. A capture that fails leaves the reason
+    /// in `off` (later encodes run without a graph) and runs the launches directly.
+    fn run_encoder_graph(
+        &self,
+        slot: &mut Option<StepGraph>,
+        off: &mut Option<String>,
+    ) -> Result<()> {
+        let layout = self.encoder_layout();
+        if slot.as_ref().is_none_or(|g| g.layout != layout) {
+            *slot = None;
+            match self
+                .capture_with(|dev| self.encoder_body(dev, &mut Laps::start(&self.stream, false)?))
+            {
+                Ok(graph) => *slot = Some(StepGraph { layout, graph }),
+                Err(e) => {
+                    *off = Some(e.to_string());
+                    let dev = self.dev();
+                    return self.encoder_body(&dev, &mut Laps::start(&self.stream, false)?);
+                }
+            }
+        }
+        match slot {
+            Some(g) => self.launch_graph(&g.graph),
+            None => unreachable!("captured above"),
+        }
     }
 
     /// The encoder output, copied to the host. Shape: [n_audio_ctx, n_audio_state]
@@ -651,10 +741,16 @@ impl CudaSession {
         let layout = self.layout();
         if graphs.get(&batch).is_none_or(|g| g.layout != layout) {
             graphs.remove(&batch);
-            let graph = self.capture(batch)?;
+            let rows: Vec<usize> = (0..batch).collect();
+            let graph = self
+                .capture_with(|dev| self.decoder_body(dev, batch, &rows, Pass::Step { batch }))?;
             graphs.insert(batch, StepGraph { layout, graph });
         }
-        match &graphs[&batch].graph {
+        self.launch_graph(&graphs[&batch].graph)
+    }
+
+    fn launch_graph(&self, graph: &Graph) -> Result<()> {
+        match graph {
             Graph::Cuda(g) => g.0.launch().map_err(driver("cuGraphLaunch")),
             Graph::Host(ops) => match &self.stream {
                 Stream::Host(d) => ops::replay(d.as_ref(), ops),
@@ -663,16 +759,15 @@ impl CudaSession {
         }
     }
 
-    /// Captures the decoder body of a one-token step for `batch` sequences.
-    fn capture(&self, batch: usize) -> Result<Graph> {
-        let rows: Vec<usize> = (0..batch).collect();
+    /// Captures what `body` queues on the stream as a graph (on a host stream, records it).
+    fn capture_with(&self, body: impl FnOnce(&Dev<'_>) -> Result<()>) -> Result<Graph> {
         match &self.stream {
             Stream::Cuda(s) => {
                 use cudarc::driver::sys;
                 let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
                 s.begin_capture(mode)
                     .map_err(driver("cuStreamBeginCapture"))?;
-                let body = self.decoder_body(&self.dev(), batch, &rows, Pass::Step { batch });
+                let body = body(&self.dev());
                 // Capture ends whatever the body did, or the stream stays unusable.
                 let flags = sys::CUgraphInstantiate_flags(0);
                 let graph = s.end_capture(flags).map_err(driver("cuStreamEndCapture"));
@@ -689,7 +784,7 @@ impl CudaSession {
                     record: Some(&rec),
                     ..self.dev()
                 };
-                self.decoder_body(&dev, batch, &rows, Pass::Step { batch })?;
+                body(&dev)?;
                 Ok(Graph::Host(rec.into_inner()))
             }
         }

@@ -271,7 +271,36 @@ fn check_against(
         "logits after the two encoders differ"
     );
     gpu.fuse_encoder(true);
+    // Encodes after the first, untimed, replay one captured graph: the same bits as the
+    // direct encodes of the same mels, taken in turn (so no launch can be left out of the
+    // graph unseen), cross K/V included.
+    let graphs = std::env::var_os("SOTTO_CUDA_GRAPHS").is_none_or(|v| v != "0");
+    let mel2 = values(mel.len(), 98, 1.2);
+    gpu.encode(&mel2).unwrap();
+    let enc2 = gpu.encoder_output().unwrap();
+    gpu.keep_encoder_laps(false);
+    for (m, want) in [(&mel, &enc), (&mel2, &enc2), (&mel, &enc)] {
+        gpu.encode(m).unwrap();
+        assert_eq!(
+            gpu.encoder_graphed(),
+            graphs,
+            "{:?}",
+            gpu.encoder_graph_error()
+        );
+        let got = gpu.encoder_output().unwrap();
+        assert!(
+            bits(&got) == bits(want),
+            "the encoder graph's output differs"
+        );
+    }
+    gpu.decode(&prompt, &[0, 2], &mut apart).unwrap();
+    assert!(
+        bits(&apart) == bits(&fused),
+        "logits after the encoder graph differ"
+    );
+    gpu.keep_encoder_laps(true);
     gpu.encode(&mel).unwrap();
+    assert!(!gpu.encoder_graphed(), "timed encodes run directly");
     let (mut lc, mut lg) = (vec![0f32; 2 * nv], vec![0f32; 2 * nv]);
     cpu.decode(&prompt, &[0, 2], &mut lc).unwrap();
     gpu.decode(&prompt, &[0, 2], &mut lg).unwrap();
@@ -287,7 +316,6 @@ fn check_against(
     }
     assert_eq!(gpu.text_len(), cpu.text_len());
     // One-token steps at F16 replay one captured graph at each new position.
-    let graphs = std::env::var_os("SOTTO_CUDA_GRAPHS").is_none_or(|v| v != "0");
     let want = usize::from(p == Precision::F16 && graphs);
     assert_eq!(gpu.step_graphs(), want, "step graphs after greedy steps");
 

@@ -59,6 +59,11 @@ pub trait Forward: Send {
     /// Asks for [`Forward::encoder_laps`] on devices where keeping them costs something
     /// (the GPU's events); the CPU keeps them always.
     fn keep_encoder_laps(&mut self, _on: bool) {}
+    /// How the last [`Forward::encode`] ran, where the device has more than one way (the
+    /// GPU's captured graph or direct launches).
+    fn encoder_note(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Implements [`Forward`]'s common part, alignment included, by calling the session's
@@ -136,11 +141,20 @@ impl Forward for sotto_cuda::CudaSession {
     delegate_forward!(sotto_cuda::CudaSession);
 
     fn encoder_laps(&self) -> Option<Vec<(&'static str, std::time::Duration)>> {
-        Some(sotto_cuda::CudaSession::encoder_laps(self).to_vec())
+        let laps = sotto_cuda::CudaSession::encoder_laps(self);
+        (!laps.is_empty()).then(|| laps.to_vec())
     }
 
     fn keep_encoder_laps(&mut self, on: bool) {
         sotto_cuda::CudaSession::keep_encoder_laps(self, on)
+    }
+
+    fn encoder_note(&self) -> Option<String> {
+        Some(match (self.encoder_graphed(), self.encoder_graph_error()) {
+            (true, _) => "replays a CUDA graph".into(),
+            (false, Some(e)) => format!("direct launches (capturing a CUDA graph failed: {e})"),
+            (false, None) => "direct launches".into(),
+        })
     }
 }
 
