@@ -9,7 +9,7 @@
 use sotto_quant::QuantType;
 
 /// The kernels' entry points, in the order [`SOURCE`] defines them.
-pub const NAMES: [&str; 42] = [
+pub const NAMES: [&str; 43] = [
     "sotto_add_f32",
     "sotto_gelu_f32",
     "sotto_layer_norm",
@@ -39,6 +39,7 @@ pub const NAMES: [&str; 42] = [
     "sotto_mul_mat_vec3_q8_0",
     "sotto_f32_to_f16",
     "sotto_bias_act",
+    "sotto_split_bias",
     "sotto_im2col",
     "sotto_embed_f16",
     "sotto_embed_f32",
@@ -566,6 +567,22 @@ extern "C" __global__ void sotto_bias_act(float* y, unsigned short* y_half, cons
         y_half[i] = sotto_float_to_half(v);
     else
         y[i] = v;
+}
+
+// A stacked product's output split into its parts (at most 4: q, k and v; the cross K and
+// V of two decoder layers), each part's bias added where bit p of has_bias is set:
+// d_p[r, c] = src[r, p·width + c] (+ bias[p·width + c]).
+// Shape: src [rows, parts·width]; each d_p [rows, width]; n = rows·parts·width
+extern "C" __global__ void sotto_split_bias(const float* src, const float* bias, float* d0,
+        float* d1, float* d2, float* d3, unsigned int width, unsigned int parts,
+        unsigned int has_bias, unsigned int n) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    unsigned int cols = parts * width, r = i / cols, j = i % cols, p = j / width;
+    float v = src[i];
+    if ((has_bias >> p) & 1u) v += bias[j];
+    float* d = p == 0 ? d0 : p == 1 ? d1 : p == 2 ? d2 : d3;
+    d[(size_t)r * width + j % width] = v;
 }
 
 // Columns of a conv1d with kernel 3 and padding 1: cols[t, c·3 + kk] = x(t·stride + kk − 1, c),

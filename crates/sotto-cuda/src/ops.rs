@@ -138,6 +138,8 @@ enum Backing<T> {
     Cuda(CudaSlice<T>),
     /// Host memory standing in for the device's; only ever accessed through `ptr`.
     Host(Vec<T>),
+    /// Part of another buffer ([`Buf::view`]), which owns the memory.
+    View,
 }
 
 /// A device allocation and its address. Freed (asynchronously, on its stream) when dropped.
@@ -192,6 +194,18 @@ impl<T: DeviceRepr + ValidAsZeroBits + Default + Clone> Buf<T> {
 
     pub fn ptr(&self) -> u64 {
         self.ptr
+    }
+
+    /// Elements `offset..offset + len` of this buffer, as a buffer that frees nothing: its
+    /// holder keeps it no longer than this one (the model keeps a stacked weight and the
+    /// views into it side by side).
+    pub fn view(&self, offset: usize, len: usize) -> Self {
+        debug_assert!(offset + len <= self.len);
+        Buf {
+            _mem: Backing::View,
+            ptr: self.at(offset),
+            len,
+        }
     }
 
     /// Address of element `i`.
@@ -652,6 +666,64 @@ impl Dev<'_> {
                 Ok(())
             }
         }
+    }
+
+    /// [`Dev::linears_in`] of `layers` (each `x · W_iᵀ + b_i` into its output), as one
+    /// product where the encoder fuses and `stacked` holds their weights in order
+    /// ([`crate::whisper::DevEncoder::qkv`]): the stacked output goes to `tmp` (Shape:
+    /// [m, stacked.n_out], within `tmp_len` elements), and one launch splits it into the
+    /// layers' outputs, adding their biases.
+    pub fn linears_stacked(
+        &self,
+        stacked: Option<&DevLinear>,
+        layers: &[(&DevLinear, u64)],
+        x: GemmIn,
+        m: usize,
+        (tmp, tmp_len): (u64, usize),
+    ) -> Result<()> {
+        let fits = |w: &DevLinear| {
+            self.fuse
+                && !self.mat_vec_takes(w, m)
+                && m * w.n_out <= tmp_len
+                && (1..=4).contains(&layers.len())
+                && layers
+                    .iter()
+                    .all(|(l, _)| l.n_out * layers.len() == w.n_out)
+        };
+        let Some(w) = stacked.filter(|w| fits(w)) else {
+            return self.linears_in(layers, x, m);
+        };
+        let b_in = match x {
+            GemmIn::F32(x) => self.gemm_input(x, m * w.n_in)?,
+            GemmIn::Half => self.half,
+        };
+        self.gemm_product(w, b_in, m, tmp, false)?;
+        let (width, parts) = (layers[0].0.n_out, layers.len());
+        let Some((cfg, n)) = elementwise("split_bias", m * w.n_out)? else {
+            return Ok(());
+        };
+        let has_bias = (layers.iter().enumerate())
+            .filter(|(_, (l, _))| l.bias.is_some())
+            .fold(0u32, |mask, (p, _)| mask | 1 << p);
+        let mut outs = [0u64; 4];
+        for (o, &(_, out)) in outs.iter_mut().zip(layers) {
+            *o = out;
+        }
+        let bias = w.bias.as_ref().map_or(0, |b| b.ptr());
+        let u = |v: usize| launch::count_u32("split_bias", v);
+        let args = [
+            tmp.into(),
+            bias.into(),
+            outs[0].into(),
+            outs[1].into(),
+            outs[2].into(),
+            outs[3].into(),
+            u(width)?.into(),
+            u(parts)?.into(),
+            has_bias.into(),
+            n.into(),
+        ];
+        self.run("sotto_split_bias", cfg, &args)
     }
 
     /// `out = gelu(x · Wᵀ + b)` for the product of `next` to read: fusing, the bias and

@@ -11,7 +11,7 @@ use sotto_model::{check_align_input, check_decode_input};
 
 use crate::ops::{self, Buf, Dev, DevLinear, GemmIn, HostOp, Mark, Precision, Stream};
 use crate::plan::{self, CopySource};
-use crate::whisper::DevBlock;
+use crate::whisper::{DevBlock, CROSS_GROUP};
 use crate::{driver, guard, kernels, CudaError, CudaWhisper, Result};
 
 /// Encoder activations, allocated once per session.
@@ -375,15 +375,18 @@ impl CudaSession {
         let mut pending = dev.add_or_defer(b.x.ptr(), enc.pos.ptr(), ctx, d)?;
         laps.lap("conv")?;
         let (x, h_buf) = (b.x.ptr(), b.h.ptr());
-        for blk in &enc.blocks {
+        // The MLP's buffer holds a stacked product's output until it is split.
+        let tmp = (b.mlp.ptr(), b.mlp.len());
+        for (blk, stacked) in enc.blocks.iter().zip(&enc.qkv) {
             let a = &blk.attn;
-            let h_in = dev.norm_in(x, pending, &blk.attn_ln, ctx, h_buf, false, Some(&a.query))?;
+            let first = stacked.as_ref().filter(|_| dev.fuse).unwrap_or(&a.query);
+            let h_in = dev.norm_in(x, pending, &blk.attn_ln, ctx, h_buf, false, Some(first))?;
             let qkv = [
                 (&a.query, b.q.ptr()),
                 (&a.key, b.k.ptr()),
                 (&a.value, b.v.ptr()),
             ];
-            dev.linears_in(&qkv, h_in, ctx)?;
+            dev.linears_stacked(stacked.as_ref(), &qkv, h_in, ctx, tmp)?;
             laps.lap("q/k/v")?;
             let (q, k, v, att) = (b.q.ptr(), b.k.ptr(), b.v.ptr(), b.att.ptr());
             dev.attention(q, k, v, att, ctx, ctx, d, h.n_audio_head, 0, ctx, None)?;
@@ -398,17 +401,23 @@ impl CudaSession {
             laps.lap("mlp")?;
         }
         // Every decoder layer's cross-attention K and V from the one encoder output, which
-        // stays in f32 as well for `encoder_output`.
+        // stays in f32 as well for `encoder_output`; CROSS_GROUP layers per product.
         let mut kv = Vec::with_capacity(2 * self.model.decoder.blocks.len());
         for (l, blk) in self.model.decoder.blocks.iter().enumerate() {
             let (_, cross) = cross_of(blk)?;
             kv.push((&cross.key, self.cross_k[l].ptr()));
             kv.push((&cross.value, self.cross_v[l].ptr()));
         }
-        let first = kv.first().map(|&(w, _)| w);
+        let stacks = &self.model.decoder.cross_kv;
+        let first = match stacks.first() {
+            Some(Some(w)) if dev.fuse => Some(w),
+            _ => kv.first().map(|&(w, _)| w),
+        };
         let out = self.enc_out.ptr();
         let e_in = dev.norm_in(x, pending, &enc.ln_post, ctx, out, true, first)?;
-        dev.linears_in(&kv, e_in, ctx)?;
+        for (group, stacked) in kv.chunks(2 * CROSS_GROUP).zip(stacks) {
+            dev.linears_stacked(stacked.as_ref(), group, e_in, ctx, tmp)?;
+        }
         laps.lap("cross K/V")
     }
 

@@ -13,6 +13,10 @@ use crate::{driver, guard, CudaError, DeviceInfo, Result};
 
 const LN_EPS: f32 = 1e-5;
 
+/// Decoder layers whose cross-attention K and V are one product: 2 × 2 × d outputs, the
+/// width of the encoder's MLP buffer that holds the product before it is split.
+pub(crate) const CROSS_GROUP: usize = 2;
+
 pub(crate) struct DevAttention {
     pub query: DevLinear,
     pub key: DevLinear,
@@ -37,6 +41,9 @@ pub(crate) struct DevEncoder {
     /// Shape: [n_audio_ctx, d]
     pub pos: Buf<f32>,
     pub blocks: Vec<DevBlock>,
+    /// Per block, its q, k and v stacked as one product (their weights are views into it);
+    /// None where their storage types differ.
+    pub qkv: Vec<Option<DevLinear>>,
     pub ln_post: DevNorm,
 }
 
@@ -46,6 +53,10 @@ pub(crate) struct DevDecoder {
     /// Shape: [n_text_ctx, d]
     pub pos: Buf<f32>,
     pub blocks: Vec<DevBlock>,
+    /// The cross-attention K and V of blocks `CROSS_GROUP·g ..` stacked as one product
+    /// (K, V of the first block, then of the next); the blocks' K and V weights are views
+    /// into it.
+    pub cross_kv: Vec<Option<DevLinear>>,
     pub ln: DevNorm,
 }
 
@@ -137,13 +148,24 @@ impl Loader<'_> {
         n_out: usize,
         n_in: usize,
     ) -> Result<(Buf<u8>, Option<QuantType>)> {
+        let (bytes, qtype) = self.matrix_bytes(name, n_out, n_in)?;
+        Ok((Buf::upload(self.stream, &bytes)?, qtype))
+    }
+
+    /// [`Loader::matrix`]'s bytes, on the host.
+    fn matrix_bytes(
+        &self,
+        name: &str,
+        n_out: usize,
+        n_in: usize,
+    ) -> Result<(std::borrow::Cow<'_, [u8]>, Option<QuantType>)> {
         let t = self.tensor(name, n_out * n_in)?;
         let bytes = t.data.as_bytes();
         if t.dtype == DType::F16 && self.precision == Precision::F16 {
             if bytes.len() != n_out * n_in * 2 {
                 return Err(self.err(name, format!("{} bytes of f16", bytes.len())));
             }
-            return Ok((Buf::upload(self.stream, bytes)?, None));
+            return Ok((bytes.into(), None));
         }
         let values = match quant_type(t.dtype) {
             Some(q) => {
@@ -158,7 +180,7 @@ impl Loader<'_> {
                 if self.precision == Precision::F16 {
                     self.max_quantized
                         .set(self.max_quantized.get().max(n_out * n_in));
-                    return Ok((Buf::upload(self.stream, bytes)?, Some(q)));
+                    return Ok((bytes.into(), Some(q)));
                 }
                 let rb = q.row_bytes(n_in);
                 let mut v = vec![0f32; n_out * n_in];
@@ -176,7 +198,53 @@ impl Loader<'_> {
                 .collect(),
             Precision::F32 => values.iter().flat_map(|x| x.to_le_bytes()).collect(),
         };
-        Ok((Buf::upload(self.stream, &out)?, None))
+        Ok((out.into(), None))
+    }
+
+    /// `parts`, the products of the weight tensors `names` over one input (one storage
+    /// type, one input width), as one stacked product: their rows in order in one matrix,
+    /// their biases in one vector (zeros where a part has none). Each part's weights become
+    /// a view into the stacked matrix, so nothing is stored twice. None (the parts as they
+    /// were) where their storage types or widths differ.
+    fn stack(&self, names: &[String], parts: &mut [&mut DevLinear]) -> Result<Option<DevLinear>> {
+        let Some(first) = parts.first() else {
+            return Ok(None);
+        };
+        let (qtype, n_in) = (first.qtype, first.n_in);
+        if parts.iter().any(|p| p.qtype != qtype || p.n_in != n_in) {
+            return Ok(None);
+        }
+        let (mut bytes, mut bias) = (Vec::new(), Vec::new());
+        let mut offsets = Vec::with_capacity(parts.len());
+        for (name, p) in names.iter().zip(parts.iter()) {
+            let (b, _) = self.matrix_bytes(name, p.n_out, n_in)?;
+            offsets.push((bytes.len(), b.len()));
+            bytes.extend_from_slice(&b);
+            match &p.bias {
+                Some(_) => {
+                    let bias_name = name.replace(".weight", ".bias");
+                    let t = self.tensor(&bias_name, p.n_out)?;
+                    bias.extend(t.to_f32().map_err(|e| self.err(&bias_name, e))?);
+                }
+                None => bias.resize(bias.len() + p.n_out, 0.0),
+            }
+        }
+        let n_out = bias.len();
+        if qtype.is_some() {
+            self.max_quantized
+                .set(self.max_quantized.get().max(n_out * n_in));
+        }
+        let w = Buf::upload(self.stream, &bytes)?;
+        for (p, &(at, len)) in parts.iter_mut().zip(&offsets) {
+            p.w = w.view(at, len);
+        }
+        Ok(Some(DevLinear {
+            w,
+            qtype,
+            bias: Some(Buf::upload(self.stream, &bias)?),
+            n_out,
+            n_in,
+        }))
     }
 
     fn linear(&self, prefix: &str, n_out: usize, n_in: usize, bias: bool) -> Result<DevLinear> {
@@ -323,21 +391,52 @@ impl CudaWhisper {
         };
         let h = f.hparams;
         let (da, dt) = (h.n_audio_state, h.n_text_state);
+        let mut blocks: Vec<DevBlock> = (0..h.n_audio_layer)
+            .map(|i| l.block(&format!("encoder.blocks.{i}"), da, None))
+            .collect::<Result<_>>()?;
+        // Each block's q, k and v as one product.
+        let mut qkv = Vec::with_capacity(blocks.len());
+        for (i, blk) in blocks.iter_mut().enumerate() {
+            let names =
+                ["query", "key", "value"].map(|p| format!("encoder.blocks.{i}.attn.{p}.weight"));
+            let a = &mut blk.attn;
+            qkv.push(l.stack(&names, &mut [&mut a.query, &mut a.key, &mut a.value])?);
+        }
         let encoder = DevEncoder {
             conv1: l.linear("encoder.conv1", da, h.n_mels * 3, true)?,
             conv2: l.linear("encoder.conv2", da, da * 3, true)?,
             pos: l.vector("encoder.positional_embedding", h.n_audio_ctx * da)?,
-            blocks: (0..h.n_audio_layer)
-                .map(|i| l.block(&format!("encoder.blocks.{i}"), da, None))
-                .collect::<Result<_>>()?,
+            blocks,
+            qkv,
             ln_post: l.norm("encoder.ln_post", da)?,
         };
+        let mut blocks: Vec<DevBlock> = (0..h.n_text_layer)
+            .map(|i| l.block(&format!("decoder.blocks.{i}"), dt, Some(da)))
+            .collect::<Result<_>>()?;
+        // The cross-attention K and V of CROSS_GROUP decoder layers at a time as one
+        // product over the encoder output.
+        let mut cross_kv = Vec::new();
+        for (g, group) in blocks.chunks_mut(CROSS_GROUP).enumerate() {
+            let mut names = Vec::new();
+            let mut parts: Vec<&mut DevLinear> = Vec::new();
+            for (j, blk) in group.iter_mut().enumerate() {
+                let Some((_, cross)) = blk.cross.as_mut() else {
+                    return Err(l.err("decoder", "a decoder block has no cross-attention"));
+                };
+                let i = g * CROSS_GROUP + j;
+                for p in ["key", "value"] {
+                    names.push(format!("decoder.blocks.{i}.cross_attn.{p}.weight"));
+                }
+                parts.push(&mut cross.key);
+                parts.push(&mut cross.value);
+            }
+            cross_kv.push(l.stack(&names, &mut parts)?);
+        }
         let decoder = DevDecoder {
             token_embedding: l.linear("decoder.token_embedding", h.n_vocab, dt, false)?,
             pos: l.vector("decoder.positional_embedding", h.n_text_ctx * dt)?,
-            blocks: (0..h.n_text_layer)
-                .map(|i| l.block(&format!("decoder.blocks.{i}"), dt, Some(da)))
-                .collect::<Result<_>>()?,
+            blocks,
+            cross_kv,
             ln: l.norm("decoder.ln", dt)?,
         };
         let max_quantized = l.max_quantized.get();

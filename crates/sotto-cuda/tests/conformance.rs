@@ -35,6 +35,9 @@ enum Op {
     /// y += bias (per column), then GELU: (bias, gelu, into f16 instead of in place).
     /// Shape: [rows, cols]
     BiasAct(bool, bool, bool),
+    /// A stacked product's output split into this many parts, every other part (from
+    /// the first) with its bias added, as q, k and v. Shape: [rows, width]
+    SplitBias(usize),
     /// y = x · Wᵀ for this many rows of x, W of the dtype (f16 or a block type), as
     /// decoder steps multiply, with the epilogue `kernels::MMV_*` flags (bias, GELU, added
     /// onto y). Shape: [n_out, n_in]
@@ -104,7 +107,7 @@ enum DType {
 /// difference (~2e-10 each at these sizes; a wrong element costs ~1/n, 1e-3).
 fn max_nmse(op: Op) -> f64 {
     match op {
-        Op::Im2col(..) | Op::KvWrite | Op::ToF16 => 0.0,
+        Op::Im2col(..) | Op::KvWrite | Op::ToF16 | Op::SplitBias(_) => 0.0,
         Op::ToF32 | Op::Embed => 1e-12,
         Op::DequantizeHalf => 1e-9,
         Op::MatVec(_, flags) if flags & kernels::MMV_GELU != 0 => 1e-10,
@@ -172,6 +175,10 @@ conformance! {
     bias_gelu_half: BiasAct(true, true, true), [1500, 1536] F32;
     bias_half: BiasAct(true, false, true), [7, 301] F32;
     narrow_only: BiasAct(false, false, true), [3, 77] F32;
+    split_qkv: SplitBias(3), [1500, 384] F32;
+    split_cross_pair: SplitBias(4), [37, 64] F32;
+    split_one: SplitBias(1), [5, 7] F32;
+    split_two_odd: SplitBias(2), [3, 33] F32;
     mat_vec_f16_greedy: MatVec(1, 0), [51, 384] F16;
     mat_vec_f16_beams: MatVec(5, 0), [9, 1536] F16;
     mat_vec_f16_odd_rows: MatVec(8, 0), [7, 1537] F16;
@@ -480,6 +487,35 @@ fn run(dev: &mut dyn Device, op: Op, shape: &[usize], dtype: DType) -> (Vec<f32>
             );
             let narrowed = want.iter().map(|&v| f16::from_f32(v).to_f32());
             (got, y.into_iter().chain(narrowed).collect())
+        }
+        SplitBias(parts) => {
+            let (rows, width) = (shape[0], shape[1]);
+            let src = values(rows * parts * width, seed, 3.0);
+            let bias = values(parts * width, 17, 1.0);
+            let has_bias = (0..parts).step_by(2).fold(0u32, |m, p| m | 1 << p);
+            let (ps, pb) = (dev.put_f32(&src), dev.put_f32(&bias));
+            let outs: Vec<u64> = (0..4)
+                .map(|p| if p < parts { dev.nans(rows * width) } else { 0 })
+                .collect();
+            let ptrs = [ps, pb, outs[0], outs[1], outs[2], outs[3]].map(Arg::Ptr);
+            let tail = [u(width), u(parts), Arg::U32(has_bias), u(src.len())];
+            dev.launch_1d(
+                "sotto_split_bias",
+                flat(src.len()),
+                &[&ptrs[..], &tail].concat(),
+            );
+            let (mut got, mut want) = (Vec::new(), Vec::new());
+            for (p, &out) in outs.iter().enumerate().take(parts) {
+                got.extend(dev.get_f32(out, rows * width));
+                for r in 0..rows {
+                    for c in 0..width {
+                        let j = p * width + c;
+                        let b = if has_bias >> p & 1 == 1 { bias[j] } else { 0.0 };
+                        want.push(src[r * parts * width + j] + b);
+                    }
+                }
+            }
+            (got, want)
         }
         MatVec(m, flags) => {
             let (n_out, n_in) = (shape[0], shape[1]);

@@ -252,26 +252,43 @@ fn check_against(
     // A prompt of three tokens, logits of rows 0 and 2.
     let prompt = [(nv - 3) as u32, 7, (nv / 2) as u32];
 
-    // The fused encoder (the default) and the one launch per step agree bit for bit: the
-    // fusions move adds and f16 narrowing between launches, not the arithmetic. The
-    // prompt's logits cover the cross K/V, whose input the fused ln_post narrows.
-    let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    // The fused encoder (the default) and the one launch per step agree bit for bit in
+    // emulation: the fusions move adds and f16 narrowing between launches, not the
+    // arithmetic. On a GPU cuBLAS may sum a stacked product (q, k and v as one) in another
+    // order than its parts, so there they agree within a hundredth of the CPU tolerance.
+    // The prompt's logits cover the cross K/V, whose input the fused ln_post narrows.
+    let emulated = gpu.model().device().compute_capability == (0, 0);
+    let same = |got: &[f32], want: &[f32], bound: f64, what: &str| {
+        let e = nmse(got, want);
+        let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        match emulated {
+            true => assert!(
+                bits(got) == bits(want),
+                "{what}: nmse {e:.3e}, not bit for bit"
+            ),
+            false => assert!(e <= bound / 100.0, "{what}: nmse {e:.3e}"),
+        }
+    };
     let (mut fused, mut apart) = (vec![0f32; 2 * nv], vec![0f32; 2 * nv]);
     gpu.decode(&prompt, &[0, 2], &mut fused).unwrap();
     gpu.fuse_encoder(false);
     gpu.encode(&mel).unwrap();
     let unfused = gpu.encoder_output().unwrap();
-    assert!(
-        bits(&unfused) == bits(&enc),
-        "fused and unfused encoder outputs differ"
+    same(
+        &unfused,
+        &enc,
+        tol.enc_nmse,
+        "fused and unfused encoder outputs",
     );
     gpu.decode(&prompt, &[0, 2], &mut apart).unwrap();
-    assert!(
-        bits(&apart) == bits(&fused),
-        "logits after the two encoders differ"
+    same(
+        &apart,
+        &fused,
+        tol.logits_nmse,
+        "logits after the two encoders",
     );
     gpu.fuse_encoder(true);
-    // Encodes after the first, untimed, replay one captured graph: the same bits as the
+    // Encodes after the first, untimed, replay one captured graph: the same output as the
     // direct encodes of the same mels, taken in turn (so no launch can be left out of the
     // graph unseen), cross K/V included.
     let graphs = std::env::var_os("SOTTO_CUDA_GRAPHS").is_none_or(|v| v != "0");
@@ -288,15 +305,14 @@ fn check_against(
             gpu.encoder_graph_error()
         );
         let got = gpu.encoder_output().unwrap();
-        assert!(
-            bits(&got) == bits(want),
-            "the encoder graph's output differs"
-        );
+        same(&got, want, tol.enc_nmse, "the encoder graph's output");
     }
     gpu.decode(&prompt, &[0, 2], &mut apart).unwrap();
-    assert!(
-        bits(&apart) == bits(&fused),
-        "logits after the encoder graph differ"
+    same(
+        &apart,
+        &fused,
+        tol.logits_nmse,
+        "logits after the encoder graph",
     );
     gpu.keep_encoder_laps(true);
     gpu.encode(&mel).unwrap();
@@ -463,11 +479,14 @@ fn small_synthetic_emulated_mma_attention() {
     }
 }
 
-/// The fused encoder's launches, counted in emulation against the one launch per step: per
-/// block, the two layer norms narrow their outputs (2 launches fewer), the GELU launch
-/// narrows its (1) and the out-projection's and MLP's biases go into the next norm (2);
-/// im2col narrows its columns (2) and the positions go into the first norm (1); ln_post
-/// narrows the cross K/V's input (1). Only the attention output is narrowed alone.
+/// The fused encoder's launches (kernels and cuBLAS products), counted in emulation
+/// against the one launch per step: per block, q, k and v are one product split in one
+/// launch that adds their biases (2 products and 1 launch fewer), the two layer norms
+/// narrow their outputs (2), the GELU launch narrows its (1) and the out-projection's and
+/// MLP's biases go into the next norm (2); im2col narrows its columns (2) and the positions
+/// go into the first norm (1); ln_post narrows the cross K/V's input (1); and each group of
+/// CROSS_GROUP decoder layers' cross K and V is one product and one split (2·G - 1
+/// products and G - 1 bias launches fewer). Only the attention output is narrowed alone.
 #[test]
 fn fused_encoder_saves_launches() {
     let Some(e) = common::emu::get() else {
@@ -490,10 +509,17 @@ fn fused_encoder_saves_launches() {
     };
     println!("one launch per step: {apart:?}\nfused: {fused:?}");
     let total = |c: &std::collections::BTreeMap<String, usize>| c.values().sum::<usize>();
-    let blocks = SMALL.n_audio_layer;
-    assert_eq!(total(apart) - total(fused), 4 + 5 * blocks);
+    let (blocks, group) = (SMALL.n_audio_layer, 2);
+    let groups = SMALL.n_text_layer.div_ceil(group);
+    assert_eq!(SMALL.n_text_layer % group, 0, "whole groups below");
+    let saved = 4 + 8 * blocks + groups * (3 * group - 2);
+    assert_eq!(total(apart) - total(fused), saved);
     assert_eq!(fused.get("sotto_f32_to_f16"), Some(&blocks));
     assert_eq!(fused.get("sotto_add_f32"), None);
+    assert_eq!(fused.get("sotto_split_bias"), Some(&(blocks + groups)));
+    // conv1 and conv2; per block q/k/v, the out-projection and the MLP's two; the groups.
+    let products = 2 + 4 * blocks + groups;
+    assert_eq!(fused.get("cublasGemmEx"), Some(&products));
 }
 
 /// tiny.en itself where it is in the sotto cache (`SOTTO_CACHE_DIR`; scripts/gpu-check.sh

@@ -301,9 +301,19 @@ impl EmuDevice {
         }
     }
 
-    /// Launches by kernel name since the last call, which starts the count again.
+    /// Launches by kernel name (cuBLAS's products by their function's) since the last
+    /// call, which starts the count again.
     pub fn take_launches(&self) -> std::collections::BTreeMap<String, usize> {
         std::mem::take(&mut *self.launches.lock().unwrap())
+    }
+
+    fn count(&self, name: &str) {
+        *self
+            .launches
+            .lock()
+            .unwrap()
+            .entry(name.to_string())
+            .or_default() += 1;
     }
 }
 
@@ -316,12 +326,7 @@ impl sotto_cuda::HostDevice for EmuDevice {
         shared_bytes: u32,
         args: &[Arg],
     ) -> Result<(), String> {
-        *self
-            .launches
-            .lock()
-            .unwrap()
-            .entry(name.to_string())
-            .or_default() += 1;
+        self.count(name);
         self.emu
             .try_launch(self.schedule, name, grid, block, shared_bytes, args)
     }
@@ -334,6 +339,7 @@ impl sotto_cuda::HostDevice for EmuDevice {
         c: u64,
         inputs: sotto_cuda::Precision,
     ) -> Result<(), String> {
+        self.count("cublasGemmEx");
         let (m, n, k) = (g.m as usize, g.n as usize, g.k as usize);
         let (lda, ldb, ldc) = (g.lda as usize, g.ldb as usize, g.ldc as usize);
         // SAFETY: as cuBLAS would read them: A holds (m - 1)·lda + k values, B (n - 1)·ldb
@@ -374,6 +380,7 @@ impl sotto_cuda::HostDevice for EmuDevice {
         b: u64,
         c: u64,
     ) -> Result<(), String> {
+        self.count("cublasGemmStridedBatchedEx");
         gemm_batched(g, a, b, c);
         Ok(())
     }
