@@ -415,7 +415,11 @@ impl CudaSession {
         };
         let out = self.enc_out.ptr();
         let e_in = dev.norm_in(x, pending, &enc.ln_post, ctx, out, true, first)?;
-        for (group, stacked) in kv.chunks(2 * CROSS_GROUP).zip(stacks) {
+        if !dev.fuse {
+            // One narrowing of the input for all of them, as before the stacks.
+            dev.linears_in(&kv, e_in, ctx)?;
+        }
+        for (group, stacked) in kv.chunks(2 * CROSS_GROUP).zip(stacks).filter(|_| dev.fuse) {
             dev.linears_stacked(stacked.as_ref(), group, e_in, ctx, tmp)?;
         }
         laps.lap("cross K/V")
