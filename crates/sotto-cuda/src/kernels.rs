@@ -838,14 +838,15 @@ __device__ __forceinline__ unsigned int sotto_pack_half2(float lo, float hi) {
 // sotto_mma_16816, takes the row maxima over each quad of lanes, and feeds exp(S - max)
 // straight from S's accumulator registers as the A fragments of P·V (32 more). The row
 // sums add the rounded probabilities, so the weights that multiply v sum to one.
-// Every row sees all n_keys keys (no mask). Head width 64. Needs sm_80.
+// Every row sees all n_keys keys (no mask). Head width 64. Needs sm_80. The output goes
+// to `out`, or as f16 to `out_half` where that is not null (the next product's input).
 // Shape: q, out [n_rows, d]; k, v [n_keys, d]; d = heads·64
 #define SOTTO_MMA_ROWS 64
 #define SOTTO_MMA_KEYS 64
 #define SOTTO_MMA_PITCH 36
 extern "C" __global__ void sotto_flash_attention_mma(const float* q, const float* k,
         const float* v, float* out, unsigned int n_rows, unsigned int n_keys, unsigned int d,
-        float scale) {
+        float scale, unsigned short* out_half) {
 #if SOTTO_MMA
     __shared__ unsigned int ks[SOTTO_MMA_KEYS][SOTTO_MMA_PITCH];  // [key][dim pair]
     __shared__ unsigned int vt[SOTTO_FA_DH][SOTTO_MMA_PITCH];     // [dim][key pair]
@@ -953,13 +954,16 @@ extern "C" __global__ void sotto_flash_attention_mma(const float* q, const float
 #pragma unroll
     for (int t = 0; t < 8; ++t) {
         unsigned int col = hc + 8 * t + c;
-        if (r0 < n_rows) {
-            out[(size_t)r0 * d + col] = o[t][0] * inv0;
-            out[(size_t)r0 * d + col + 1] = o[t][1] * inv0;
-        }
-        if (r1 < n_rows) {
-            out[(size_t)r1 * d + col] = o[t][2] * inv1;
-            out[(size_t)r1 * d + col + 1] = o[t][3] * inv1;
+        float y[4] = {o[t][0] * inv0, o[t][1] * inv0, o[t][2] * inv1, o[t][3] * inv1};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            unsigned int row = i < 2 ? r0 : r1;
+            if (row >= n_rows) continue;
+            size_t at = (size_t)row * d + col + (i & 1);
+            if (out_half)
+                out_half[at] = sotto_float_to_half(y[i]);
+            else
+                out[at] = y[i];
         }
     }
 #endif

@@ -1207,7 +1207,7 @@ impl Dev<'_> {
         if let Some((name, cfg)) = flash {
             let u = |v: usize| launch::count_u32("flash_attention", v);
             let (n_rows, n_keys, d) = (u(rows)?, u(n_keys)?, u(d)?);
-            let args = [
+            let mut args = vec![
                 q.into(),
                 k.into(),
                 v.into(),
@@ -1217,6 +1217,9 @@ impl Dev<'_> {
                 d.into(),
                 scale.into(),
             ];
+            if path == AttentionPath::Mma {
+                args.push(0u64.into()); // no f16 output: see Dev::attention_in
+            }
             return self.run(name, cfg.into(), &args);
         }
         let cfg = plan::attention(rows, n_head, dh, n_keys)?;
@@ -1242,6 +1245,50 @@ impl Dev<'_> {
                 scale.into(),
             ],
         )
+    }
+
+    /// The encoder's self-attention ([`Dev::attention`] over keys every row shares) for
+    /// the product of `next` to read: on the tensor-core path, fusing, the kernel writes
+    /// its output as f16 straight into the scratch (no narrowing launch after it).
+    /// Shape: q, k, v, out [rows, d]
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention_in(
+        &self,
+        (q, k, v): (u64, u64, u64),
+        out: u64,
+        rows: usize,
+        d: usize,
+        n_head: usize,
+        next: &DevLinear,
+    ) -> Result<GemmIn> {
+        let dh = d / n_head.max(1);
+        let plan = plan::flash_attention_mma(rows, n_head, dh, rows);
+        match plan {
+            Some(cfg)
+                if self.attention == AttentionPath::Mma
+                    && self.narrows_for(next, rows, rows * d) =>
+            {
+                let u = |v: usize| launch::count_u32("flash_attention", v);
+                let scale = 1.0 / (dh as f32).sqrt();
+                let args = [
+                    q.into(),
+                    k.into(),
+                    v.into(),
+                    0u64.into(),
+                    u(rows)?.into(),
+                    u(rows)?.into(),
+                    u(d)?.into(),
+                    scale.into(),
+                    self.half.into(),
+                ];
+                self.run("sotto_flash_attention_mma", cfg.into(), &args)?;
+                Ok(GemmIn::Half)
+            }
+            _ => {
+                self.attention(q, k, v, out, rows, rows, d, n_head, 0, rows, None)?;
+                Ok(GemmIn::F32(out))
+            }
+        }
     }
 
     /// [`AttentionPath::Blas`]: the scores of every head in one batched product into the

@@ -9,7 +9,7 @@ use std::time::Duration;
 use cudarc::cublas::CudaBlas;
 use sotto_model::{check_align_input, check_decode_input};
 
-use crate::ops::{self, Buf, Dev, DevLinear, GemmIn, HostOp, Mark, Precision, Stream};
+use crate::ops::{self, Buf, Dev, DevLinear, HostOp, Mark, Precision, Stream};
 use crate::plan::{self, CopySource};
 use crate::whisper::{DevBlock, CROSS_GROUP};
 use crate::{driver, guard, kernels, CudaError, CudaWhisper, Result};
@@ -389,9 +389,9 @@ impl CudaSession {
             dev.linears_stacked(stacked.as_ref(), &qkv, h_in, ctx, tmp)?;
             laps.lap("q/k/v")?;
             let (q, k, v, att) = (b.q.ptr(), b.k.ptr(), b.v.ptr(), b.att.ptr());
-            dev.attention(q, k, v, att, ctx, ctx, d, h.n_audio_head, 0, ctx, None)?;
+            let att_in = dev.attention_in((q, k, v), att, ctx, d, h.n_audio_head, &a.out)?;
             laps.lap("attention")?;
-            pending = dev.linear_residual_in(&a.out, GemmIn::F32(att), ctx, x)?;
+            pending = dev.linear_residual_in(&a.out, att_in, ctx, x)?;
             laps.lap("out-projection")?;
             // x += mlp.2(gelu(mlp.0(ln(x)))), as the decoder's `mlp`.
             let (l0, l2) = (&blk.mlp_0, &blk.mlp_2);

@@ -85,8 +85,9 @@ enum Attn {
     Shared,
     /// As `Shared`, through `sotto_flash_attention` (head width 64).
     Flash,
-    /// As `Flash`, on tensor cores (`sotto_flash_attention_mma`): f16 operands.
-    Mma,
+    /// As `Flash`, on tensor cores (`sotto_flash_attention_mma`): f16 operands; with
+    /// `true`, the output as f16 (compared as the f16 values).
+    Mma(bool),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -112,7 +113,7 @@ fn max_nmse(op: Op) -> f64 {
         Op::DequantizeHalf => 1e-9,
         Op::MatVec(_, flags) if flags & kernels::MMV_GELU != 0 => 1e-10,
         // q, k, v and the probabilities rounded to f16 (relative error 2^-11 each).
-        Op::Attention(Mma) => 1e-6,
+        Op::Attention(Mma(_)) => 1e-6,
         Op::MatVec(..) | Op::MatVec3(..) | Op::Attention(_) | Op::Scores => 1e-11,
         _ => 1e-10,
     }
@@ -224,10 +225,11 @@ conformance! {
     flash_partial_tiles: Attention(Flash), [1, 37, 3, 64, 150] F32;
     flash_one_key: Attention(Flash), [1, 20, 1, 64, 1] F32;
     flash_encoder_tiny: Attention(Flash), [1, 1500, 6, 64, 1500] F32;
-    mma_one_tile: Attention(Mma), [1, 64, 1, 64, 64] F32;
-    mma_partial_tiles: Attention(Mma), [1, 37, 3, 64, 150] F32;
-    mma_one_key: Attention(Mma), [1, 20, 1, 64, 1] F32;
-    mma_encoder_tiny: Attention(Mma), [1, 1500, 6, 64, 1500] F32;
+    mma_one_tile: Attention(Mma(false)), [1, 64, 1, 64, 64] F32;
+    mma_partial_tiles: Attention(Mma(false)), [1, 37, 3, 64, 150] F32;
+    mma_one_key: Attention(Mma(false)), [1, 20, 1, 64, 1] F32;
+    mma_encoder_tiny: Attention(Mma(false)), [1, 1500, 6, 64, 1500] F32;
+    mma_half_out: Attention(Mma(true)), [1, 100, 2, 64, 100] F32;
     scores_align: Scores, [7, 3, 64, 150] F32;
     scores_align_tiny: Scores, [30, 6, 64, 1500] F32;
 }
@@ -799,10 +801,11 @@ fn attention(dev: &mut dyn Device, kind: Attn, shape: &[usize], seed: u64) -> (V
     );
     let scale = 1.0 / (dh as f32).sqrt();
     let ptrs = [pq, pk, pv, po].map(Arg::Ptr);
+    let mut half_out = None;
     match kind {
-        Flash | Mma => {
+        Flash | Mma(_) => {
             let (name, l) = match kind {
-                Mma => (
+                Mma(_) => (
                     "sotto_flash_attention_mma",
                     plan::flash_attention_mma(rows, n_head, dh, n_keys),
                 ),
@@ -813,7 +816,11 @@ fn attention(dev: &mut dyn Device, kind: Attn, shape: &[usize], seed: u64) -> (V
             };
             let l = l.expect("a flash shape");
             let rest = [u(rows), u(n_keys), u(d), Arg::F32(scale)];
-            let args = [&ptrs[..], &rest].concat();
+            let mut args = [&ptrs[..], &rest].concat();
+            if let Mma(half) = kind {
+                half_out = half.then(|| dev.put_u16(&vec![0x7e00; rows * d]));
+                args.push(Arg::Ptr(half_out.unwrap_or(0)));
+            }
             dev.launch(name, (l.rows, l.heads, 1), (l.block, 1, 1), 0, &args);
         }
         Causal(_) | Shared => {
@@ -873,6 +880,14 @@ fn attention(dev: &mut dyn Device, kind: Attn, shape: &[usize], seed: u64) -> (V
                 want[r * d + h * dh + c] = (acc / z) as f32;
             }
         }
+    }
+    if let Some(ph) = half_out {
+        let got = dev.get_u16(ph, rows * d);
+        let got = got.iter().map(|&h| f16::from_bits(h).to_f32()).collect();
+        return (
+            got,
+            want.iter().map(|&v| f16::from_f32(v).to_f32()).collect(),
+        );
     }
     (dev.get_f32(po, rows * d), want)
 }

@@ -520,6 +520,12 @@ fn fused_encoder_saves_launches() {
     // conv1 and conv2; per block q/k/v, the out-projection and the MLP's two; the groups.
     let products = 2 + 4 * blocks + groups;
     assert_eq!(fused.get("cublasGemmEx"), Some(&products));
+    // The tensor-core attention writes its output narrowed too: nothing is narrowed alone.
+    s.set_attention(AttentionPath::Mma).unwrap();
+    s.encode(&mel).unwrap();
+    let mma = dev.take_launches();
+    assert_eq!(mma.get("sotto_flash_attention_mma"), Some(&blocks));
+    assert_eq!(mma.get("sotto_f32_to_f16"), None, "{mma:?}");
 }
 
 /// tiny.en itself where it is in the sotto cache (`SOTTO_CACHE_DIR`; scripts/gpu-check.sh
