@@ -76,35 +76,37 @@ pub fn flash_attention(
     dh: usize,
     n_keys: usize,
 ) -> Option<AttentionLaunch> {
-    let tile = crate::kernels::FLASH_ROWS as usize;
-    if dh != crate::kernels::FLASH_DH || n_keys == 0 || rows < tile || n_head > 65535 {
-        return None;
-    }
-    Some(AttentionLaunch {
-        rows: u32::try_from(rows.div_ceil(tile)).ok()?,
-        heads: n_head as u32,
-        block: crate::kernels::FLASH_ROWS * 8,
-        shared_bytes: 0,
-    })
+    let k = crate::kernels::FLASH_ROWS;
+    flash_tiles(rows, n_head, dh, n_keys, k, k * 8)
 }
 
-/// Launch of `sotto_flash_attention_mma`: `MMA_ROWS` query rows per block of 4 warps,
-/// one block row per head. None where it does not apply: a head width other than 64, no
-/// keys, or fewer rows than the flash kernel takes (decoder steps keep the row kernel).
+/// As [`flash_attention`], for `sotto_flash_attention_mma`: `MMA_ROWS` query rows per
+/// block of 4 warps (it applies from the same number of rows as the f32 kernel).
 pub fn flash_attention_mma(
     rows: usize,
     n_head: usize,
     dh: usize,
     n_keys: usize,
 ) -> Option<AttentionLaunch> {
+    flash_tiles(rows, n_head, dh, n_keys, crate::kernels::MMA_ROWS, 128)
+}
+
+fn flash_tiles(
+    rows: usize,
+    n_head: usize,
+    dh: usize,
+    n_keys: usize,
+    tile: u32,
+    block: u32,
+) -> Option<AttentionLaunch> {
     let fewest = crate::kernels::FLASH_ROWS as usize;
     if dh != crate::kernels::FLASH_DH || n_keys == 0 || rows < fewest || n_head > 65535 {
         return None;
     }
     Some(AttentionLaunch {
-        rows: u32::try_from(rows.div_ceil(crate::kernels::MMA_ROWS as usize)).ok()?,
+        rows: u32::try_from(rows.div_ceil(tile as usize)).ok()?,
         heads: n_head as u32,
-        block: 128,
+        block,
         shared_bytes: 0,
     })
 }
@@ -359,6 +361,12 @@ mod tests {
         );
         assert_eq!(flash_attention(1500, 6, 80, 1500), None, "head width");
         assert_eq!(flash_attention(1500, 6, 64, 0), None);
+        // The tensor-core kernel: 64 rows a block, from as few rows as the f32 kernel.
+        let l = flash_attention_mma(1500, 6, 64, 1500).unwrap();
+        assert_eq!((l.rows, l.heads, l.block, l.shared_bytes), (24, 6, 128, 0));
+        assert_eq!(flash_attention_mma(16, 2, 64, 1).unwrap().rows, 1);
+        assert_eq!(flash_attention_mma(15, 6, 64, 1500), None);
+        assert_eq!(flash_attention_mma(1500, 6, 80, 1500), None);
     }
 
     #[test]
