@@ -576,7 +576,7 @@ ptxas info    : Used 12 registers, used 0 barriers
         match name {
             "sotto_attention" => kernels::ATTENTION_BLOCK,
             "sotto_flash_attention" => kernels::FLASH_ROWS * 8,
-            "sotto_flash_attention_mma" => 128,
+            "sotto_flash_attention_mma" => kernels::MMA_BLOCK,
             "sotto_layer_norm" | "sotto_softmax_rows_f32" => launch::MAX_ROW_BLOCK,
             n if n.starts_with("sotto_mul_mat_vec") => kernels::MMV_BLOCK,
             _ => launch::ELEMENTWISE_BLOCK,

@@ -84,9 +84,11 @@ pub const ATTENTION_BLOCK: u32 = 1024;
 /// takes (every Whisper size has 64).
 pub const FLASH_ROWS: u32 = 16;
 pub const FLASH_DH: usize = 64;
-/// `sotto_flash_attention_mma`: query rows per block (16 per warp of its 4), and the
-/// compute capability its tensor-core instructions need.
+/// `sotto_flash_attention_mma`: query rows per block (16 per warp of its 4), its threads
+/// (which its register loads are unrolled for), and the compute capability its
+/// tensor-core instructions need.
 pub const MMA_ROWS: u32 = 64;
+pub const MMA_BLOCK: u32 = 128;
 pub const MMA_MIN_CC: (i32, i32) = (8, 0);
 
 /// Values in one ggml block.
@@ -836,14 +838,40 @@ __device__ __forceinline__ unsigned int sotto_pack_half2(float lo, float hi) {
 // v transposed, f16 pairs in 32-bit words: row pitch 36 words, so the 8 rows a fragment
 // load touches fall in distinct banks). Per tile a warp makes S = Q·Kᵀ (16 × 64) in 32
 // sotto_mma_16816, takes the row maxima over each quad of lanes, and feeds exp(S - max)
-// straight from S's accumulator registers as the A fragments of P·V (32 more). The row
-// sums add the rounded probabilities, so the weights that multiply v sum to one.
+// straight from S's accumulator registers as the A fragments of P·V (32 more). The next
+// tile's loads are issued before that work and land in registers meanwhile. The row sums
+// add the rounded probabilities, so the weights that multiply v sum to one. 128 threads.
 // Every row sees all n_keys keys (no mask). Head width 64. Needs sm_80. The output goes
 // to `out`, or as f16 to `out_half` where that is not null (the next product's input).
 // Shape: q, out [n_rows, d]; k, v [n_keys, d]; d = heads·64
 #define SOTTO_MMA_ROWS 64
 #define SOTTO_MMA_KEYS 64
 #define SOTTO_MMA_PITCH 36
+#define SOTTO_MMA_THREADS 128
+// f32 pairs of k, and of v, each thread carries from global memory per key tile.
+#define SOTTO_MMA_LOADS (SOTTO_MMA_KEYS * 32 / SOTTO_MMA_THREADS)
+
+// Thread tid's share of the key tile at key0 (k as key × dim pairs, v as key pairs × dim;
+// zeros past n_keys), into registers: issued before a tile's products, so the loads are
+// in flight while the tensor cores work.
+__device__ __forceinline__ void sotto_mma_fetch(const float* k, const float* v,
+        unsigned int key0, unsigned int n_keys, unsigned int d, unsigned int hc,
+        unsigned int tid, float (*kn)[2], float (*vn)[2]) {
+#pragma unroll
+    for (int j = 0; j < SOTTO_MMA_LOADS; ++j) {
+        unsigned int i = tid + j * SOTTO_MMA_THREADS, key = key0 + i / 32;
+        const float* x = k + (size_t)key * d + hc + 2 * (i % 32);
+        kn[j][0] = key < n_keys ? x[0] : 0.0f;
+        kn[j][1] = key < n_keys ? x[1] : 0.0f;
+    }
+#pragma unroll
+    for (int j = 0; j < SOTTO_MMA_LOADS; ++j) {
+        unsigned int i = tid + j * SOTTO_MMA_THREADS, key = key0 + 2 * (i / SOTTO_FA_DH);
+        const float* x = v + (size_t)key * d + hc + i % SOTTO_FA_DH;
+        vn[j][0] = key < n_keys ? x[0] : 0.0f;
+        vn[j][1] = key + 1 < n_keys ? x[d] : 0.0f;
+    }
+}
 extern "C" __global__ void sotto_flash_attention_mma(const float* q, const float* k,
         const float* v, float* out, unsigned int n_rows, unsigned int n_keys, unsigned int d,
         float scale, unsigned short* out_half) {
@@ -870,20 +898,19 @@ extern "C" __global__ void sotto_flash_attention_mma(const float* q, const float
     for (int t = 0; t < 8; ++t)
 #pragma unroll
         for (int i = 0; i < 4; ++i) o[t][i] = 0.0f;
+    float kn[SOTTO_MMA_LOADS][2], vn[SOTTO_MMA_LOADS][2];
+    sotto_mma_fetch(k, v, 0, n_keys, d, hc, tid, kn, vn);
     for (unsigned int key0 = 0; key0 < n_keys; key0 += SOTTO_MMA_KEYS) {
         __syncthreads();  // the previous tile's reads are done
-        for (unsigned int i = tid; i < SOTTO_MMA_KEYS * 32; i += blockDim.x) {
-            unsigned int kk = i / 32, cc = 2 * (i % 32), key = key0 + kk;
-            const float* x = k + (size_t)key * d + hc + cc;
-            ks[kk][cc / 2] = key < n_keys ? sotto_pack_half2(x[0], x[1]) : 0u;
-        }
-        for (unsigned int i = tid; i < SOTTO_FA_DH * 32; i += blockDim.x) {
-            unsigned int kp = i / SOTTO_FA_DH, cc = i % SOTTO_FA_DH, key = key0 + 2 * kp;
-            const float* x = v + (size_t)key * d + hc + cc;
-            float a = key < n_keys ? x[0] : 0.0f, b = key + 1 < n_keys ? x[d] : 0.0f;
-            vt[cc][kp] = sotto_pack_half2(a, b);
+#pragma unroll
+        for (int j = 0; j < SOTTO_MMA_LOADS; ++j) {
+            unsigned int i = tid + j * SOTTO_MMA_THREADS;
+            ks[i / 32][i % 32] = sotto_pack_half2(kn[j][0], kn[j][1]);
+            vt[i % SOTTO_FA_DH][i / SOTTO_FA_DH] = sotto_pack_half2(vn[j][0], vn[j][1]);
         }
         __syncthreads();
+        if (key0 + SOTTO_MMA_KEYS < n_keys)
+            sotto_mma_fetch(k, v, key0 + SOTTO_MMA_KEYS, n_keys, d, hc, tid, kn, vn);
         float s[8][4];
 #pragma unroll
         for (int t = 0; t < 8; ++t) {
@@ -1032,6 +1059,8 @@ mod tests {
             Some("sotto_dequantize_q5_1")
         );
         assert!(SOURCE.contains(&format!("#define SOTTO_MMV_ROWS {MMV_ROWS}\n")));
+        assert!(SOURCE.contains(&format!("#define SOTTO_MMA_ROWS {MMA_ROWS}\n")));
+        assert!(SOURCE.contains(&format!("#define SOTTO_MMA_THREADS {MMA_BLOCK}\n")));
         for (name, v) in [("BIAS", MMV_BIAS), ("GELU", MMV_GELU), ("ADD", MMV_ADD)] {
             assert!(
                 SOURCE.contains(&format!("#define SOTTO_MMV_{name} {v}\n")),

@@ -88,7 +88,14 @@ pub fn flash_attention_mma(
     dh: usize,
     n_keys: usize,
 ) -> Option<AttentionLaunch> {
-    flash_tiles(rows, n_head, dh, n_keys, crate::kernels::MMA_ROWS, 128)
+    flash_tiles(
+        rows,
+        n_head,
+        dh,
+        n_keys,
+        crate::kernels::MMA_ROWS,
+        crate::kernels::MMA_BLOCK,
+    )
 }
 
 fn flash_tiles(
