@@ -238,6 +238,24 @@ else
     fail "no sotto binary at $SOTTO"
 fi
 
+# The benches as one table (size and switch × encoder, decoder token), for the README.
+if command -v python3 >/dev/null; then
+    python3 - "$OUT" >>"$OUT/summary.txt" <<'PY' || echo "NOTE no bench table" >>"$OUT/summary.txt"
+import pathlib, re, sys
+rows = []
+for f in sorted(pathlib.Path(sys.argv[1]).glob("bench-cuda*.txt")):
+    t = f.read_text(errors="replace")
+    enc = re.search(r"^encoder / window\s+([\d.]+) ms\s+\(best run ([\d.]+) ms", t, re.M)
+    tok = re.search(r"^decoder / token\s+([\d.]+) ms", t, re.M)
+    how = re.search(r"^  encoder: (.*)$", t, re.M)
+    name = f.stem.removeprefix("bench-cuda").removeprefix("-random-") or "tiny.en q4_0 (carried)"
+    cell = lambda m, i=1: m.group(i) if m else "-"
+    rows.append(f"| {name} | {cell(enc)} | {cell(enc, 2)} | {cell(tok)} | {cell(how)} |")
+print("--- benches (ms)\n| run | encoder / window | best | decoder / token | encoder ran |\n|---|---|---|---|---|")
+print("\n".join(rows))
+PY
+fi
+
 grep -q "^NOTE out of time" "$OUT/summary.txt" && failed=1
 echo "--- summary in $OUT/summary.txt"
 exit $failed
