@@ -323,8 +323,8 @@ pub(crate) struct Dev<'a> {
 
 /// A product's input as the next [`Dev::linear_in`] reads it: f32 at an address (which
 /// the product narrows itself, or the mat-vec kernels read as is), or f16 already in the
-/// session's scratch, written there by the launch that made it (layer norm, GELU, im2col)
-/// and valid until the next op that narrows into the scratch.
+/// session's scratch, written there by the launch that made it (layer norm, GELU, im2col,
+/// the tensor-core attention) and valid until the next op that narrows into the scratch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum GemmIn {
     F32(u64),

@@ -103,10 +103,10 @@ pub struct CudaSession {
     /// The step's first position (the cache length), as the kernels read it. Shape: [1]
     pos: Buf<u32>,
     /// Captured one-token steps by batch size (see [`CudaSession::decode_batch`]).
-    graphs: HashMap<usize, StepGraph>,
+    graphs: HashMap<usize, CapturedGraph>,
     /// The encoder as a captured graph, the encodes so far, whether the last one replayed
     /// the graph, and why capturing failed, if it did ([`CudaSession::encoder_graphed`]).
-    enc_graph: Option<StepGraph>,
+    enc_graph: Option<CapturedGraph>,
     encodes: usize,
     graphed_encode: bool,
     enc_graph_off: Option<String>,
@@ -449,7 +449,7 @@ impl CudaSession {
     /// in `off` (later encodes run without a graph) and runs the launches directly.
     fn run_encoder_graph(
         &self,
-        slot: &mut Option<StepGraph>,
+        slot: &mut Option<CapturedGraph>,
         off: &mut Option<String>,
     ) -> Result<()> {
         let layout = self.encoder_layout();
@@ -458,7 +458,7 @@ impl CudaSession {
             match self
                 .capture_with(|dev| self.encoder_body(dev, &mut Laps::start(&self.stream, false)?))
             {
-                Ok(graph) => *slot = Some(StepGraph { layout, graph }),
+                Ok(graph) => *slot = Some(CapturedGraph { layout, graph }),
                 Err(e) => {
                     *off = Some(e.to_string());
                     let dev = self.dev();
@@ -750,14 +750,14 @@ impl CudaSession {
 
     /// Launches the step graph of `batch` one-token sequences, capturing it first when
     /// there is none for the current buffers.
-    fn run_graph(&self, graphs: &mut HashMap<usize, StepGraph>, batch: usize) -> Result<()> {
+    fn run_graph(&self, graphs: &mut HashMap<usize, CapturedGraph>, batch: usize) -> Result<()> {
         let layout = self.layout();
         if graphs.get(&batch).is_none_or(|g| g.layout != layout) {
             graphs.remove(&batch);
             let rows: Vec<usize> = (0..batch).collect();
             let graph = self
                 .capture_with(|dev| self.decoder_body(dev, batch, &rows, Pass::Step { batch }))?;
-            graphs.insert(batch, StepGraph { layout, graph });
+            graphs.insert(batch, CapturedGraph { layout, graph });
         }
         self.launch_graph(&graphs[&batch].graph)
     }
@@ -952,8 +952,9 @@ impl<'a> Laps<'a> {
     }
 }
 
-/// A captured decoder step and the buffer addresses it was captured with.
-struct StepGraph {
+/// A captured graph (a decoder step, or the encoder) and the buffer addresses (and
+/// switches) it was captured with.
+struct CapturedGraph {
     layout: Vec<u64>,
     graph: Graph,
 }
