@@ -20,12 +20,12 @@
 # in f32, f16 and ggml block types, with decoder steps as CUDA graphs), and the `sotto`
 # binary's --device handling with a GPU present: jfk transcribed with --device cuda must
 # equal the CPU's transcript, and `sotto bench --device cuda` is recorded (also with graphs
-# off, the encoder's fusions off, and the tensor-core, flash and one-row attention kernels
-# in place of cuBLAS's, and for small, medium and large-v3 with random weights). The host
-# emulation of the kernels (SOTTO_SKIP_EMULATION) is not run there: it runs on every build
-# machine. Exit status 0 only when everything passed. The steps run most important first
-# and all within GPU_CHECK_SECONDS (540): a step that would not fit is skipped and noted,
-# and counts as a failure.
+# off, the encoder's fusions or split cross-attention off, and the tensor-core, flash and
+# one-row attention kernels in place of cuBLAS's, and for small, medium and large-v3 with
+# random weights). The host emulation of the kernels (SOTTO_SKIP_EMULATION) is not run
+# there: it runs on every build machine. Exit status 0 only when everything passed. The
+# steps run most important first and all within GPU_CHECK_SECONDS (540): a step that would
+# not fit is skipped and noted, and counts as a failure.
 #
 # Real weights: the device transfer holds 64 MiB in all, and tiny.en's f16 model.bin is
 # 75 MB, so the build mode carries tiny.en quantized to q4_0 (about 23 MB) as
@@ -184,11 +184,11 @@ if [[ -x "$SOTTO" ]]; then
     bench_random tiny
     bench_random base
     # With the attention kernels in place of cuBLAS's products (encoder), without the
-    # encoder's fusions, and without CUDA graphs (decoder steps): what each gains, at the
-    # bar's sizes, most promising first. The flash kernels must still read jfk as the CPU
+    # encoder's fusions, without split cross-attention (decoder steps), and without CUDA
+    # graphs: what each gains, at the bar's sizes, most promising first. The flash kernels must still read jfk as the CPU
     # does.
-    for var in SOTTO_CUDA_ATTENTION=mma SOTTO_CUDA_FUSE=0 SOTTO_CUDA_ATTENTION=flash \
-        SOTTO_CUDA_ATTENTION=rows SOTTO_CUDA_GRAPHS=0; do
+    for var in SOTTO_CUDA_ATTENTION=mma SOTTO_CUDA_FUSE=0 SOTTO_CUDA_SPLIT=0 \
+        SOTTO_CUDA_ATTENTION=flash SOTTO_CUDA_ATTENTION=rows SOTTO_CUDA_GRAPHS=0; do
         bench_random tiny "$var"
         bench_random base "$var"
     done

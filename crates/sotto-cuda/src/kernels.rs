@@ -9,7 +9,7 @@
 use sotto_quant::QuantType;
 
 /// The kernels' entry points, in the order [`SOURCE`] defines them.
-pub const NAMES: [&str; 43] = [
+pub const NAMES: [&str; 45] = [
     "sotto_add_f32",
     "sotto_gelu_f32",
     "sotto_layer_norm",
@@ -50,6 +50,8 @@ pub const NAMES: [&str; 43] = [
     "sotto_embed_q8_0",
     "sotto_kv_write",
     "sotto_attention",
+    "sotto_attention_split",
+    "sotto_attention_merge",
     "sotto_attention_scores",
     "sotto_flash_attention",
     "sotto_flash_attention_mma",
@@ -90,6 +92,11 @@ pub const FLASH_DH: usize = 64;
 pub const MMA_ROWS: u32 = 64;
 pub const MMA_BLOCK: u32 = 128;
 pub const MMA_MIN_CC: (i32, i32) = (8, 0);
+
+/// `sotto_attention_split`: threads per block, and the most keys one block scores (its
+/// chunk of a (row, head)'s keys; more keys take more blocks).
+pub const SPLIT_BLOCK: u32 = 128;
+pub const SPLIT_KEYS: usize = 256;
 
 /// Values in one ggml block.
 pub const QK: usize = 32;
@@ -733,6 +740,80 @@ extern "C" __global__ void sotto_attention(const float* q, const float* k, const
         for (unsigned int k = 0; k < groups; ++k) t += red[k * dh + threadIdx.x];
         out[(size_t)r * d + h * dh + threadIdx.x] = t * inv;
     }
+}
+
+// softmax(q kᵀ · scale) v over keys every row shares (a decoder step's cross-attention)
+// in two launches that spread one (row, head) over gridDim.z blocks: block s scores keys
+// [s·chunk, min(n_keys, (s + 1)·chunk)) and writes that chunk's maximum score, sum of
+// exponentials and unnormalised P·V to its slot of `part` (dh + 2 floats: the dh sums, the
+// maximum, the sum); sotto_attention_merge combines the slots. A warp scores one key at a
+// time, its lanes over the head's dims (one coalesced row of k); in P·V thread t sums dim
+// t % dh. Block: a power of two, at least dh. Dynamic shared memory: (chunk + blockDim.x)
+// floats. Shape: q [rows, d]; k, v [n_keys, d]; part [rows, heads, splits, dh + 2]
+extern "C" __global__ void sotto_attention_split(const float* q, const float* k,
+        const float* v, float* part, unsigned int d, unsigned int dh, unsigned int n_keys,
+        unsigned int chunk, float scale) {
+    extern __shared__ float sh[];
+    float* sc = sh;
+    float* red = sh + chunk;
+    unsigned int r = blockIdx.x, h = blockIdx.y, s = blockIdx.z;
+    unsigned int j0 = s * chunk, j1 = j0 + chunk < n_keys ? j0 + chunk : n_keys;
+    unsigned int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+    const float* qr = q + (size_t)r * d + h * dh;
+    float m = __int_as_float(0xff800000);
+    for (unsigned int j = j0 + warp; j < j1; j += warps) {
+        const float* kr = k + (size_t)j * d + h * dh;
+        float acc = 0.0f;
+        for (unsigned int c = lane; c < dh; c += 32) acc += qr[c] * kr[c];
+        for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+        acc *= scale;
+        if (lane == 0) sc[j - j0] = acc;
+        m = fmaxf(m, acc);
+    }
+    m = sotto_block_max(m, red);  // its barrier also completes sc
+    float sum = 0.0f;
+    for (unsigned int j = j0 + threadIdx.x; j < j1; j += blockDim.x) {
+        float e = expf(sc[j - j0] - m);
+        sc[j - j0] = e;
+        sum += e;
+    }
+    sum = sotto_block_sum(sum, red);
+    unsigned int groups = blockDim.x / dh, c = threadIdx.x % dh, g = threadIdx.x / dh;
+    float acc = 0.0f;
+    if (g < groups)
+        for (unsigned int j = j0 + g; j < j1; j += groups)
+            acc += sc[j - j0] * v[(size_t)j * d + h * dh + c];
+    red[threadIdx.x] = acc;  // sotto_block_sum left `red` free
+    __syncthreads();
+    float* out = part + ((size_t)(r * gridDim.y + h) * gridDim.z + s) * (dh + 2);
+    if (threadIdx.x < dh) {
+        float t = 0.0f;
+        for (unsigned int i = 0; i < groups; ++i) t += red[i * dh + threadIdx.x];
+        out[threadIdx.x] = t;
+    }
+    if (threadIdx.x == 0) {
+        out[dh] = m;
+        out[dh + 1] = sum;
+    }
+}
+
+// The slots of sotto_attention_split, merged: out[r, h·dh + c] = Σ_s e^(m_s − M)·o_s[c] /
+// Σ_s e^(m_s − M)·l_s with M = max_s m_s. One block of dh threads per (row, head).
+extern "C" __global__ void sotto_attention_merge(const float* part, float* out,
+        unsigned int d, unsigned int dh, unsigned int splits) {
+    unsigned int r = blockIdx.x, h = blockIdx.y, c = threadIdx.x;
+    if (c >= dh) return;
+    const float* p = part + (size_t)(r * gridDim.y + h) * splits * (dh + 2);
+    float mx = __int_as_float(0xff800000);
+    for (unsigned int s = 0; s < splits; ++s) mx = fmaxf(mx, p[s * (dh + 2) + dh]);
+    float num = 0.0f, den = 0.0f;
+    for (unsigned int s = 0; s < splits; ++s) {
+        const float* ps = p + s * (dh + 2);
+        float w = expf(ps[dh] - mx);
+        num += w * ps[c];
+        den += w * ps[dh + 1];
+    }
+    out[(size_t)r * d + h * dh + c] = num / den;
 }
 
 // One head's attention scores before the softmax, for word alignment (the decoder's

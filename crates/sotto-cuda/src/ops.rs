@@ -319,6 +319,12 @@ pub(crate) struct Dev<'a> {
     /// Whether the encoder's `_in` ops fold adds and f16 narrowing into the launches around
     /// them (see [`GemmIn`], [`Deferred`]); off, they launch each step alone, as before.
     pub fuse: bool,
+    /// Whether attention of a few rows over many shared keys (a decoder step's
+    /// cross-attention) spreads each (row, head) over several blocks (`SOTTO_CUDA_SPLIT=0`
+    /// turns it off), and f32 scratch for their partial results with its length.
+    pub split: bool,
+    pub part: u64,
+    pub part_len: usize,
 }
 
 /// A product's input as the next [`Dev::linear_in`] reads it: f32 at an address (which
@@ -1222,6 +1228,12 @@ impl Dev<'_> {
             }
             return self.run(name, cfg.into(), &args);
         }
+        if causal.is_none() && kv_seq_stride == 0 && rows <= kernels::MMV_ROWS && self.split {
+            let split = plan::attention_split(rows, n_head, dh, n_keys);
+            if let Some(p) = split.filter(|p| p.part_len(dh) <= self.part_len) {
+                return self.attention_split(&p, (q, k, v), out, d, dh, n_keys, scale);
+            }
+        }
         let cfg = plan::attention(rows, n_head, dh, n_keys)?;
         let u = |v: usize| launch::count_u32("attention", v);
         let (d, dh, n_new, stride, nk) = (u(d)?, u(dh)?, u(n_new)?, u(kv_seq_stride)?, u(n_keys)?);
@@ -1245,6 +1257,43 @@ impl Dev<'_> {
                 scale.into(),
             ],
         )
+    }
+
+    /// Attention over shared keys in chunks ([`plan::SplitAttention`]): a block per (row,
+    /// head, chunk) into the `part` scratch, then one per (row, head) merging them.
+    #[allow(clippy::too_many_arguments)]
+    fn attention_split(
+        &self,
+        p: &plan::SplitAttention,
+        (q, k, v): (u64, u64, u64),
+        out: u64,
+        d: usize,
+        dh: usize,
+        n_keys: usize,
+        scale: f32,
+    ) -> Result<()> {
+        let u = |v: usize| launch::count_u32("attention_split", v);
+        let (d, dh32, n_keys) = (u(d)?, u(dh)?, u(n_keys)?);
+        let args = [
+            q.into(),
+            k.into(),
+            v.into(),
+            self.part.into(),
+            d.into(),
+            dh32.into(),
+            n_keys.into(),
+            p.chunk.into(),
+            scale.into(),
+        ];
+        self.run("sotto_attention_split", p.split_config(), &args)?;
+        let args = [
+            self.part.into(),
+            out.into(),
+            d.into(),
+            dh32.into(),
+            p.splits.into(),
+        ];
+        self.run("sotto_attention_merge", p.merge_config(dh), &args)
     }
 
     /// The encoder's self-attention ([`Dev::attention`] over keys every row shares) for

@@ -203,6 +203,66 @@ pub fn attention_gemms(
     Ok((scores, values))
 }
 
+/// The two launches of split attention (`sotto_attention_split`, then
+/// `sotto_attention_merge`): each (row, head)'s keys in `splits` chunks of `chunk`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SplitAttention {
+    pub rows: u32,
+    pub heads: u32,
+    pub splits: u32,
+    pub chunk: u32,
+}
+
+impl SplitAttention {
+    /// The scoring launch: a block per (row, head, chunk).
+    pub fn split_config(&self) -> cudarc::driver::LaunchConfig {
+        let block = crate::kernels::SPLIT_BLOCK;
+        cudarc::driver::LaunchConfig {
+            grid_dim: (self.rows, self.heads, self.splits),
+            block_dim: (block, 1, 1),
+            shared_mem_bytes: (self.chunk + block) * 4,
+        }
+    }
+
+    /// The merging launch: a block of `dh` threads per (row, head).
+    pub fn merge_config(&self, dh: usize) -> cudarc::driver::LaunchConfig {
+        cudarc::driver::LaunchConfig {
+            grid_dim: (self.rows, self.heads, 1),
+            block_dim: (dh as u32, 1, 1),
+            shared_mem_bytes: 0,
+        }
+    }
+
+    /// f32 scratch (elements) of the chunks' partial results.
+    pub fn part_len(&self, dh: usize) -> usize {
+        (self.rows as usize * self.heads as usize * self.splits as usize) * (dh + 2)
+    }
+}
+
+/// Split attention for `rows` query rows of `n_head` heads of width `dh` over `n_keys`
+/// keys every row shares, or None where one block per (row, head) serves as well: keys
+/// that fit one chunk, or a head wider than the block.
+pub fn attention_split(
+    rows: usize,
+    n_head: usize,
+    dh: usize,
+    n_keys: usize,
+) -> Option<SplitAttention> {
+    let most = crate::kernels::SPLIT_KEYS;
+    if n_keys <= most || dh == 0 || dh > crate::kernels::SPLIT_BLOCK as usize {
+        return None;
+    }
+    let splits = n_keys.div_ceil(most);
+    Some(SplitAttention {
+        rows: u32::try_from(rows).ok().filter(|&r| r > 0)?,
+        heads: u32::try_from(n_head)
+            .ok()
+            .filter(|&h| (1..=65535).contains(&h))?,
+        splits: u32::try_from(splits).ok().filter(|&s| s <= 65535)?,
+        chunk: n_keys.div_ceil(splits) as u32,
+    })
+}
+
 /// f32 scratch (elements) of [`attention_gemms`]' scores: every head's [rows, n_keys].
 pub fn attention_scores_len(rows: usize, n_keys: usize, n_head: usize) -> usize {
     rows.saturating_mul(n_keys).saturating_mul(n_head)
@@ -374,6 +434,32 @@ mod tests {
         assert_eq!(flash_attention_mma(16, 2, 64, 1).unwrap().rows, 1);
         assert_eq!(flash_attention_mma(15, 6, 64, 1500), None);
         assert_eq!(flash_attention_mma(1500, 6, 80, 1500), None);
+    }
+
+    #[test]
+    fn split_attention_covers_every_key_once() {
+        let p = attention_split(5, 6, 64, 1500).unwrap();
+        assert_eq!((p.rows, p.heads, p.splits, p.chunk), (5, 6, 6, 250));
+        assert!(p.splits * p.chunk >= 1500 && (p.splits - 1) * p.chunk < 1500);
+        assert_eq!(p.part_len(64), 5 * 6 * 6 * 66);
+        let c = p.split_config();
+        assert_eq!(
+            (c.grid_dim, c.shared_mem_bytes),
+            ((5, 6, 6), (250 + 128) * 4)
+        );
+        assert_eq!(p.merge_config(64).block_dim, (64, 1, 1));
+        for n_keys in [257, 511, 512, 513, 1500, 4097] {
+            let p = attention_split(1, 1, 64, n_keys).unwrap();
+            let (s, c) = (p.splits as usize, p.chunk as usize);
+            assert!(c <= crate::kernels::SPLIT_KEYS && s * c >= n_keys && (s - 1) * c < n_keys);
+        }
+        assert_eq!(attention_split(1, 6, 64, 256), None, "one chunk");
+        assert_eq!(
+            attention_split(1, 6, 160, 1500),
+            None,
+            "head wider than the block"
+        );
+        assert_eq!(attention_split(0, 6, 64, 1500), None);
     }
 
     #[test]

@@ -51,6 +51,8 @@ struct DecBuffers {
     normed: Buf<f32>,
     /// Shape: [rows, n_vocab]
     logits: Buf<f32>,
+    /// Partial results of split cross-attention (`plan::SplitAttention::part_len`).
+    part: Buf<f32>,
 }
 
 /// The self-attention cache of a batch of sequences, on the device.
@@ -92,6 +94,9 @@ pub struct CudaSession {
     /// Whether the encoder fuses adds and f16 narrowing into the launches around them
     /// (`SOTTO_CUDA_FUSE=0` turns it off; [`CudaSession::fuse_encoder`]).
     fuse: bool,
+    /// Whether a step's cross-attention is split over blocks by keys (`SOTTO_CUDA_SPLIT=0`
+    /// turns it off).
+    split: bool,
     /// Shape: [n_audio_ctx, n_audio_state]
     enc_out: Buf<f32>,
     encoded: bool,
@@ -181,6 +186,7 @@ impl CudaSession {
                 sel: z(0)?,
                 normed: z(0)?,
                 logits: z(0)?,
+                part: z(0)?,
             };
             let kv = DevKv {
                 k: layers(h.n_text_ctx * dt)?,
@@ -204,7 +210,8 @@ impl CudaSession {
                 wq: Buf::zeros(&stream, model.max_quantized)?,
                 scores: z(scores)?,
                 attention,
-                fuse: fuse_from_env()?,
+                fuse: switch_from_env("SOTTO_CUDA_FUSE")?,
+                split: switch_from_env("SOTTO_CUDA_SPLIT")?,
                 enc_out: z(ctx * da)?,
                 encoded: false,
                 keep_laps: false,
@@ -245,6 +252,9 @@ impl CudaSession {
             scores_len: self.scores.len(),
             record: None,
             fuse: self.fuse,
+            split: self.split,
+            part: self.dec.part.ptr(),
+            part_len: self.dec.part.len(),
         }
     }
 
@@ -684,6 +694,12 @@ impl CudaSession {
         b.sel.ensure(s, rows * d)?;
         b.normed.ensure(s, rows * d)?;
         b.logits.ensure(s, rows * h.n_vocab)?;
+        let dh = d / h.n_text_head;
+        if let Some(p) = plan::attention_split(m, h.n_text_head, dh, h.n_audio_ctx) {
+            if m <= kernels::MMV_ROWS {
+                b.part.ensure(s, p.part_len(dh))?;
+            }
+        }
         if self.model.precision() == Precision::F16 {
             self.half.ensure(s, (m * 4 * d).max(rows * d))?;
         }
@@ -745,6 +761,7 @@ impl CudaSession {
             (self.kv.k.iter().chain(&self.kv.v)).chain(self.cross_k.iter().chain(&self.cross_v));
         (bufs.into_iter().chain(kv).map(|b| b.ptr()))
             .chain([b.tok.ptr(), self.pos.ptr(), self.half.ptr(), self.wq.ptr()])
+            .chain([b.part.ptr(), b.part.len() as u64, self.split as u64])
             .collect()
     }
 
@@ -903,7 +920,8 @@ enum Pass<'a> {
     },
 }
 
-/// Whether decoder steps may run as CUDA graphs (`SOTTO_CUDA_GRAPHS=0` says no).
+/// Whether decoder steps and the encoder may run as CUDA graphs (`SOTTO_CUDA_GRAPHS=0`
+/// says no).
 fn graphs_enabled() -> bool {
     std::env::var_os("SOTTO_CUDA_GRAPHS").is_none_or(|v| v != "0")
 }
@@ -992,20 +1010,17 @@ const _: () = {
     movable::<CudaSession>();
 };
 
-/// `SOTTO_CUDA_FUSE`: unset or 1 fuses, 0 launches each encoder step alone (to compare the
-/// two on a GPU); anything else is an error, not a silent default.
-fn fuse_from_env() -> Result<bool> {
-    parse_fuse(std::env::var("SOTTO_CUDA_FUSE").ok().as_deref())
+/// An optimization's switch (`SOTTO_CUDA_FUSE`, `SOTTO_CUDA_SPLIT`): unset or 1 on, 0 off
+/// (to compare the two on a GPU); anything else is an error, not a silent default.
+fn switch_from_env(name: &'static str) -> Result<bool> {
+    parse_switch(name, std::env::var(name).ok().as_deref())
 }
 
-fn parse_fuse(value: Option<&str>) -> Result<bool> {
+fn parse_switch(name: &'static str, value: Option<&str>) -> Result<bool> {
     match value {
         None | Some("") | Some("1") => Ok(true),
         Some("0") => Ok(false),
-        Some(other) => Err(input_err(
-            "SOTTO_CUDA_FUSE",
-            format!("{other:?}: expected 0 or 1"),
-        )),
+        Some(other) => Err(input_err(name, format!("{other:?}: expected 0 or 1"))),
     }
 }
 
@@ -1034,11 +1049,11 @@ fn check_attention(model: &CudaWhisper, stream: &Stream, path: ops::AttentionPat
 #[cfg(test)]
 mod tests {
     #[test]
-    fn fusion_is_switched_by_name_and_never_guessed() {
-        use super::parse_fuse;
-        assert!(parse_fuse(None).unwrap() && parse_fuse(Some("")).unwrap());
-        assert!(parse_fuse(Some("1")).unwrap() && !parse_fuse(Some("0")).unwrap());
-        let e = parse_fuse(Some("off")).unwrap_err().to_string();
+    fn switches_are_set_by_name_and_never_guessed() {
+        let parse = |v| super::parse_switch("SOTTO_CUDA_FUSE", v);
+        assert!(parse(None).unwrap() && parse(Some("")).unwrap());
+        assert!(parse(Some("1")).unwrap() && !parse(Some("0")).unwrap());
+        let e = parse(Some("off")).unwrap_err().to_string();
         assert!(e.contains("SOTTO_CUDA_FUSE") && e.contains("off"), "{e}");
     }
 }

@@ -85,6 +85,9 @@ enum Attn {
     Shared,
     /// As `Shared`, through `sotto_flash_attention` (head width 64).
     Flash,
+    /// As `Shared`, each (row, head)'s keys split over blocks (`sotto_attention_split`,
+    /// then `sotto_attention_merge`), as decoder steps run cross-attention.
+    Split,
     /// As `Flash`, on tensor cores (`sotto_flash_attention_mma`): f16 operands; with
     /// `true`, the output as f16 (compared as the f16 values).
     Mma(bool),
@@ -221,6 +224,10 @@ conformance! {
     attention_cross: Attention(Shared), [2, 2, 2, 64, 300] F32;
     attention_cross_tiny: Attention(Shared), [5, 1, 6, 64, 1500] F32;
     attention_encoder_dh_80: Attention(Shared), [1, 6, 2, 80, 150] F32;
+    split_cross_tiny: Attention(Split), [5, 1, 6, 64, 1500] F32;
+    split_cross_odd: Attention(Split), [2, 1, 3, 64, 300] F32;
+    split_cross_dh_80: Attention(Split), [1, 1, 2, 80, 600] F32;
+    split_cross_large: Attention(Split), [1, 1, 20, 64, 1500] F32;
     flash_one_tile: Attention(Flash), [1, 16, 2, 64, 64] F32;
     flash_partial_tiles: Attention(Flash), [1, 37, 3, 64, 150] F32;
     flash_one_key: Attention(Flash), [1, 20, 1, 64, 1] F32;
@@ -822,6 +829,29 @@ fn attention(dev: &mut dyn Device, kind: Attn, shape: &[usize], seed: u64) -> (V
                 args.push(Arg::Ptr(half_out.unwrap_or(0)));
             }
             dev.launch(name, (l.rows, l.heads, 1), (l.block, 1, 1), 0, &args);
+        }
+        Split => {
+            let p = plan::attention_split(rows, n_head, dh, n_keys).expect("a split shape");
+            let part = dev.nans(p.part_len(dh));
+            let rest = [u(d), u(dh), u(n_keys), Arg::U32(p.chunk), Arg::F32(scale)];
+            let args = [&[pq, pk, pv, part].map(Arg::Ptr)[..], &rest].concat();
+            let c = p.split_config();
+            dev.launch(
+                "sotto_attention_split",
+                c.grid_dim,
+                c.block_dim,
+                c.shared_mem_bytes,
+                &args,
+            );
+            let m = p.merge_config(dh);
+            let args = [
+                Arg::Ptr(part),
+                Arg::Ptr(po),
+                u(d),
+                u(dh),
+                Arg::U32(p.splits),
+            ];
+            dev.launch("sotto_attention_merge", m.grid_dim, m.block_dim, 0, &args);
         }
         Causal(_) | Shared => {
             let q_pos0 = match kind {

@@ -479,6 +479,27 @@ fn small_synthetic_emulated_mma_attention() {
     }
 }
 
+/// Decoder steps' cross-attention over more keys than one block scores takes the split
+/// kernels (a block per (row, head, chunk of keys), then a merge), in graphs and out.
+#[test]
+fn split_cross_attention_emulated() {
+    let Some(e) = common::emu::get() else {
+        return;
+    };
+    let h = Hparams {
+        n_audio_ctx: 300,
+        ..SMALL
+    };
+    let f = synthetic(h);
+    let dev = Arc::new(common::emu::EmuDevice::new(e, Schedule::Forward));
+    let model = CudaWhisper::on_host(&f, Precision::F16, dev.clone()).unwrap();
+    check_against(&f, Precision::F16, cpu_reference(&f), Arc::new(model), None);
+    let launches = dev.take_launches();
+    let split = launches.get("sotto_attention_split").copied().unwrap_or(0);
+    assert!(split > 0, "{launches:?}");
+    assert_eq!(launches.get("sotto_attention_merge"), Some(&split));
+}
+
 /// The fused encoder's launches (kernels and cuBLAS products), counted in emulation
 /// against the one launch per step: per block, q, k and v are one product split in one
 /// launch that adds their biases (2 products and 1 launch fewer), the two layer norms
