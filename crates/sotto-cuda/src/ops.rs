@@ -699,10 +699,7 @@ impl Dev<'_> {
         let Some(w) = stacked.filter(|w| fits(w)) else {
             return self.linears_in(layers, x, m);
         };
-        let b_in = match x {
-            GemmIn::F32(x) => self.gemm_input(x, m * w.n_in)?,
-            GemmIn::Half => self.half,
-        };
+        let b_in = self.gemm_in(x, m * w.n_in)?;
         self.gemm_product(w, b_in, m, tmp, false)?;
         let (width, parts) = (layers[0].0.n_out, layers.len());
         let Some((cfg, n)) = elementwise("split_bias", m * w.n_out)? else {
@@ -748,10 +745,7 @@ impl Dev<'_> {
             self.linear_in(w, x, m, out, true)?;
             return Ok(GemmIn::F32(out));
         }
-        let b_in = match x {
-            GemmIn::F32(x) => self.gemm_input(x, m * w.n_in)?,
-            GemmIn::Half => self.half,
-        };
+        let b_in = self.gemm_in(x, m * w.n_in)?;
         self.gemm_product(w, b_in, m, out, false)?;
         self.bias_act(w, m, out, self.half, true)?;
         Ok(GemmIn::Half)
@@ -772,8 +766,7 @@ impl Dev<'_> {
                 self.linear_residual(w, x, m, acc)?;
                 return Ok(None);
             }
-            GemmIn::F32(x) => self.gemm_input(x, m * w.n_in)?,
-            GemmIn::Half => self.half,
+            x => self.gemm_in(x, m * w.n_in)?,
         };
         if !self.fuse {
             self.gemm_linear(w, b_in, m, acc, false, true)?;
@@ -784,6 +777,14 @@ impl Dev<'_> {
             ptr: b.ptr(),
             stride: 0,
         }))
+    }
+
+    /// [`Dev::gemm_input`] of an input that may already be in the f16 scratch.
+    fn gemm_in(&self, x: GemmIn, n: usize) -> Result<u64> {
+        match x {
+            GemmIn::F32(x) => self.gemm_input(x, n),
+            GemmIn::Half => Ok(self.half),
+        }
     }
 
     /// `x` as the precision's products read it: narrowed to f16 into the scratch, or as is.
@@ -1211,22 +1212,9 @@ impl Dev<'_> {
                 .map(|cfg| ("sotto_flash_attention", cfg)),
         };
         if let Some((name, cfg)) = flash {
-            let u = |v: usize| launch::count_u32("flash_attention", v);
-            let (n_rows, n_keys, d) = (u(rows)?, u(n_keys)?, u(d)?);
-            let mut args = vec![
-                q.into(),
-                k.into(),
-                v.into(),
-                out.into(),
-                n_rows.into(),
-                n_keys.into(),
-                d.into(),
-                scale.into(),
-            ];
-            if path == AttentionPath::Mma {
-                args.push(0u64.into()); // no f16 output: see Dev::attention_in
-            }
-            return self.run(name, cfg.into(), &args);
+            // The tensor-core kernel's f16 output goes unused here (see Dev::attention_in).
+            let half = (path == AttentionPath::Mma).then_some(0);
+            return self.flash(name, cfg, (q, k, v), out, half, rows, n_keys, d, scale);
         }
         if causal.is_none() && kv_seq_stride == 0 && rows <= kernels::MMV_ROWS && self.split {
             let split = plan::attention_split(rows, n_head, dh, n_keys);
@@ -1257,6 +1245,37 @@ impl Dev<'_> {
                 scale.into(),
             ],
         )
+    }
+
+    /// One of the flash kernels; `out_half` is the tensor-core kernel's f16 output (0 for
+    /// none), None for the f32 kernel, which has no such parameter.
+    #[allow(clippy::too_many_arguments)]
+    fn flash(
+        &self,
+        name: &'static str,
+        cfg: plan::AttentionLaunch,
+        (q, k, v): (u64, u64, u64),
+        out: u64,
+        out_half: Option<u64>,
+        rows: usize,
+        n_keys: usize,
+        d: usize,
+        scale: f32,
+    ) -> Result<()> {
+        let u = |v: usize| launch::count_u32("flash_attention", v);
+        let (n_rows, n_keys, d) = (u(rows)?, u(n_keys)?, u(d)?);
+        let mut args = vec![
+            q.into(),
+            k.into(),
+            v.into(),
+            out.into(),
+            n_rows.into(),
+            n_keys.into(),
+            d.into(),
+            scale.into(),
+        ];
+        args.extend(out_half.map(KernelArg::from));
+        self.run(name, cfg.into(), &args)
     }
 
     /// Attention over shared keys in chunks ([`plan::SplitAttention`]): a block per (row,
@@ -1317,20 +1336,9 @@ impl Dev<'_> {
                 if self.attention == AttentionPath::Mma
                     && self.narrows_for(next, rows, rows * d) =>
             {
-                let u = |v: usize| launch::count_u32("flash_attention", v);
                 let scale = 1.0 / (dh as f32).sqrt();
-                let args = [
-                    q.into(),
-                    k.into(),
-                    v.into(),
-                    0u64.into(),
-                    u(rows)?.into(),
-                    u(rows)?.into(),
-                    u(d)?.into(),
-                    scale.into(),
-                    self.half.into(),
-                ];
-                self.run("sotto_flash_attention_mma", cfg.into(), &args)?;
+                let (name, half) = ("sotto_flash_attention_mma", Some(self.half));
+                self.flash(name, cfg, (q, k, v), 0, half, rows, rows, d, scale)?;
                 Ok(GemmIn::Half)
             }
             _ => {
