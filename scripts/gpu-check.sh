@@ -8,6 +8,14 @@
 # device tool: carry ["target/gpu-check"]) and run there, from the repo root:
 #     scripts/gpu-check.sh                  # results under $OUT (default ./gpu-check-out)
 #
+# base: the issue's second real model, in a call of its own (the transfer holds one model):
+#     scripts/gpu-check.sh build base       # writes target/gpu-check-base/ (sotto, base q4_0)
+#     scripts/gpu-check.sh base             # carry ["target/gpu-check-base"]; about 2 minutes
+# Run it right after the first call, while the machine is still warm (30 s), or on its own.
+#
+# What comes back: summary.txt (every check's verdict, the clips' WER table, the benches as
+# one table) and logs.tar.gz (every log), since the device tool returns at most 8 files.
+#
 # libnvrtc is part of the CUDA toolkit, not the driver. If the GPU machine lacks it, put
 # libnvrtc.so.* (and libnvrtc-builtins.so.*) of a version no newer than the driver's CUDA
 # version in target/gpu-check/nvrtc/ (e.g. from the nvidia-cuda-nvrtc wheel); this script
@@ -31,9 +39,50 @@
 # 75 MB, so the build mode carries tiny.en quantized to q4_0 (about 23 MB) as
 # cache/models/ggml-tiny.en.bin when it fits, and the check points SOTTO_CACHE_DIR there.
 # Without it the tiny.en test says "skipped" (logged in the summary), nothing fails.
+#
+# The shared clips (../shared, or $SOTTO_SHARED_DIR) travel as clips.tar.xz: each is
+# transcribed on the CPU (the f32 reference encoder) and on the GPU by scripts/wer, which
+# reports both WERs and how many clips read exactly alike (the issue's "transcripts of the
+# shared clips equal the CPU's"); English clips only for tiny.en, all with base.
 set -uo pipefail
 
+mode=full
+[[ "${1:-}" == base || "${2:-}" == base ]] && mode=base
 BIN=target/gpu-check
+[[ $mode == base ]] && BIN=target/gpu-check-base
+SHARED="${SOTTO_SHARED_DIR:-$(cd "$(dirname "$0")/.." && pwd)/../shared}"
+
+# The whole transfer (tracked files + the carried folder) must stay under the device
+# tool's 64 MiB; 60 MiB leaves room.
+fits() {
+    local tracked total
+    tracked=$(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
+    total=$((tracked + $(du -sb "$BIN" | cut -f1)))
+    echo "transfer: $total bytes"
+    ((total <= 60 * 1024 * 1024))
+}
+
+pack_clips() {
+    if [[ -f "$SHARED/data/clips/real/manifest.tsv" ]]; then
+        tar -C "$SHARED" -cJf "$BIN/clips.tar.xz" data/clips/real data/clips/synth
+    else
+        echo "note: no shared clips at $SHARED; the clips check will fail there"
+    fi
+}
+
+if [[ "${1:-}" == build && $mode == base ]]; then
+    set -e
+    rm -rf "$BIN" && mkdir -p "$BIN/cache/models"
+    cargo build --release --features cuda -p sotto-cli
+    # Compressed: with base q4_0 (about 45 MB) the plain binary would not fit.
+    strip --strip-debug -o "$BIN/sotto" "${CARGO_TARGET_DIR:-target}/release/sotto"
+    xz -9 "$BIN/sotto"
+    "${CARGO_TARGET_DIR:-target}/release/sotto" quantize base "$BIN/cache/models/ggml-base.bin" q4_0 >/dev/null
+    pack_clips
+    ls -lR "$BIN"
+    fits || { echo "error: target/gpu-check-base is too big to carry" >&2; exit 1; }
+    exit 0
+fi
 
 if [[ "${1:-}" == build ]]; then
     set -e
@@ -54,14 +103,13 @@ for line in sys.stdin:
         [[ "$name" == emulated || "$name" == golden ]] || cp "$exe" "$BIN/test-$name"
     done
     strip --strip-debug "$BIN"/* 2>/dev/null || true
+    pack_clips
     # tiny.en as q4_0 when the whole transfer (tracked files + this folder) stays < 60 MiB.
     models="$BIN/cache/models"
     mkdir -p "$models"
     if "$BIN/sotto" quantize tiny.en "$models/ggml-tiny.en.bin" q4_0 >/dev/null; then
-        tracked=$(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
-        total=$((tracked + $(du -sb "$BIN" | cut -f1)))
-        if ((total > 60 * 1024 * 1024)); then
-            echo "note: without the q4_0 tiny.en the transfer is too big ($total bytes); dropped it"
+        if ! fits; then
+            echo "note: without the q4_0 tiny.en the transfer is too big; dropped it"
             rm -rf "$BIN/cache"
         fi
     else
@@ -96,6 +144,17 @@ failed=0
 pass() { echo "PASS $*" | tee -a "$OUT/summary.txt"; }
 fail() { echo "FAIL $*" | tee -a "$OUT/summary.txt"; failed=1; }
 : >"$OUT/summary.txt"
+# The device tool returns at most 8 files from $OUT: on exit, every file but the summary
+# goes into one archive.
+pack() {
+    (
+        cd "$OUT" || exit
+        files=()
+        for f in *; do [[ $f == summary.txt || $f == logs.tar.gz ]] || files+=("$f"); done
+        ((${#files[@]})) && tar -czf logs.tar.gz "${files[@]}" && rm -rf "${files[@]}"
+    )
+}
+trap pack EXIT
 # The whole check fits in GPU_CHECK_SECONDS (default 540: the device tool's calls end at
 # 600 s), most important first. `within N` prints the timeout for a step that may take N
 # seconds, cut to what is left; with under 30 s left it notes the skip and fails, and
@@ -110,12 +169,89 @@ within() {
     echo $((left < $1 ? left : $1))
 }
 
+# The benches as one table (size and switch × encoder, decoder token), for the README.
+bench_table() {
+    command -v python3 >/dev/null || return
+    python3 - "$OUT" >>"$OUT/summary.txt" <<'PY' || echo "NOTE no bench table" >>"$OUT/summary.txt"
+import pathlib, re, sys
+rows = []
+for f in sorted(pathlib.Path(sys.argv[1]).glob("bench-cuda*.txt")):
+    t = f.read_text(errors="replace")
+    enc = re.search(r"^encoder / window\s+([\d.]+) ms\s+\(best run ([\d.]+) ms", t, re.M)
+    tok = re.search(r"^decoder / token\s+([\d.]+) ms", t, re.M)
+    how = re.search(r"^  encoder: (.*)$", t, re.M)
+    name = f.stem.removeprefix("bench-cuda").removeprefix("-random-").removeprefix("-") or "tiny.en q4_0 (carried)"
+    cell = lambda m, i=1: m.group(i) if m else "-"
+    rows.append(f"| {name} | {cell(enc)} | {cell(enc, 2)} | {cell(tok)} | {cell(how)} |")
+print("--- benches (ms)\n| run | encoder / window | best | decoder / token | encoder ran |\n|---|---|---|---|---|")
+print("\n".join(rows))
+PY
+}
+
+finish() {
+    grep -q "^NOTE out of time" "$OUT/summary.txt" && failed=1
+    echo "--- summary in $OUT/summary.txt (logs in logs.tar.gz)"
+    exit $failed
+}
+
 {
     nvidia-smi || echo "nvidia-smi not available"
     echo "--- libraries"
     ldconfig -p | grep -E 'libcuda\.so|libnvrtc|libcublas' || echo "(none in ldconfig)"
     echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
 } >"$OUT/env.txt" 2>&1
+
+# The shared clips on the CPU and on the GPU (scripts/wer), for the model file $1 named $2,
+# with beam size $3: every clip must read exactly as with the CPU's reference (f32) encoder.
+CLIPS=""
+clips_check() {
+    local model=$1 name=$2 beam=$3 tag="clips-$2-b$3" limit same n m
+    if [[ ! -f "$BIN/clips.tar.xz" ]]; then
+        fail "$tag: no clips.tar.xz under $BIN"
+        return
+    fi
+    if [[ -z "$CLIPS" ]]; then
+        CLIPS=$(mktemp -d)
+        tar -C "$CLIPS" -xJf "$BIN/clips.tar.xz" 2>/dev/null ||
+            python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+                "$BIN/clips.tar.xz" "$CLIPS"
+    fi
+    limit=$(within 240 "$tag") || return
+    if SOTTO_BIN="$SOTTO" SOTTO_SHARED_DIR="$CLIPS" timeout "$limit" python3 scripts/wer \
+        -m "$name" --model-file "$model" --devices cpu,cuda --cpu-encoder f32 \
+        --beam-size "$beam" --threads "$(nproc)" --show-diffs --tsv "$OUT/$tag.tsv" \
+        >"$OUT/$tag.txt" 2>&1 && same=$(grep -o '[0-9]*/[0-9]* clips identical' "$OUT/$tag.txt"); then
+        n=${same%%/*} m=${same#*/}
+        if [[ $n == "${m%% *}" ]]; then
+            pass "$tag: every clip reads on the GPU as on the CPU ($same)"
+        else
+            fail "$tag: not every clip reads on the GPU as on the CPU ($same)"
+        fi
+    else
+        fail "$tag (see $tag.txt): $(tail -3 "$OUT/$tag.txt")"
+    fi
+    sed 's/^/    /' "$OUT/$tag.txt" >>"$OUT/summary.txt"
+}
+
+if [[ $mode == base ]]; then
+    SOTTO="$BIN/sotto"
+    [[ -x "$SOTTO" ]] || python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
+        "$BIN/sotto.xz" "$SOTTO" && chmod +x "$SOTTO"
+    MODEL="$BIN/cache/models/ggml-base.bin"
+    if [[ -x "$SOTTO" && -f "$MODEL" ]]; then
+        clips_check "$MODEL" base 5
+        limit=$(within 120 "bench base on cuda") &&
+            timeout "$limit" "$SOTTO" bench --device cuda -m "$MODEL" --runs 3 \
+                >"$OUT/bench-cuda-base-q4_0.txt" 2>&1 &&
+            pass "sotto bench --device cuda -m base q4_0: $(tr '\n' ';' <"$OUT/bench-cuda-base-q4_0.txt")" ||
+            fail "sotto bench --device cuda -m base q4_0: $(tail -3 "$OUT/bench-cuda-base-q4_0.txt")"
+        clips_check "$MODEL" base 1
+    else
+        fail "no sotto or base model under $BIN (run 'scripts/gpu-check.sh build base' first)"
+    fi
+    bench_table
+    finish
+fi
 
 shopt -s nullglob
 tests=("$BIN"/test-*)
@@ -161,6 +297,8 @@ if [[ -x "$SOTTO" ]]; then
         else
             fail "word timestamps on cuda: $(head -3 "$OUT/jfk-words-cuda.err")"
         fi
+        # The shared clips, beam 5 (the default), on the CPU and the GPU.
+        clips_check "$MODEL" tiny.en 5
         limit=$(within 120 "bench on cuda") &&
             timeout "$limit" "$SOTTO" bench --device cuda -m "$MODEL" --runs 3 --encoder-ops \
                 >"$OUT/bench-cuda.txt" 2>&1 &&
@@ -205,6 +343,8 @@ if [[ -x "$SOTTO" ]]; then
     for size in small medium large-v3; do
         bench_random "$size"
     done
+    # Greedy decoding (one row per decoder step) over the clips too.
+    [[ -f "$MODEL" ]] && clips_check "$MODEL" tiny.en 1
     # Where the GPU's time goes, by kernel, where the toolkit has Nsight Systems: what the
     # next speed change should aim at. Only the CSV summaries are kept (the report is big).
     nsys=$(command -v nsys || compgen -G "/usr/local/cuda*/bin/nsys" || compgen -G "/opt/nvidia/nsight-systems/*/bin/nsys" | head -1)
@@ -238,24 +378,5 @@ else
     fail "no sotto binary at $SOTTO"
 fi
 
-# The benches as one table (size and switch × encoder, decoder token), for the README.
-if command -v python3 >/dev/null; then
-    python3 - "$OUT" >>"$OUT/summary.txt" <<'PY' || echo "NOTE no bench table" >>"$OUT/summary.txt"
-import pathlib, re, sys
-rows = []
-for f in sorted(pathlib.Path(sys.argv[1]).glob("bench-cuda*.txt")):
-    t = f.read_text(errors="replace")
-    enc = re.search(r"^encoder / window\s+([\d.]+) ms\s+\(best run ([\d.]+) ms", t, re.M)
-    tok = re.search(r"^decoder / token\s+([\d.]+) ms", t, re.M)
-    how = re.search(r"^  encoder: (.*)$", t, re.M)
-    name = f.stem.removeprefix("bench-cuda").removeprefix("-random-") or "tiny.en q4_0 (carried)"
-    cell = lambda m, i=1: m.group(i) if m else "-"
-    rows.append(f"| {name} | {cell(enc)} | {cell(enc, 2)} | {cell(tok)} | {cell(how)} |")
-print("--- benches (ms)\n| run | encoder / window | best | decoder / token | encoder ran |\n|---|---|---|---|---|")
-print("\n".join(rows))
-PY
-fi
-
-grep -q "^NOTE out of time" "$OUT/summary.txt" && failed=1
-echo "--- summary in $OUT/summary.txt"
-exit $failed
+bench_table
+finish
