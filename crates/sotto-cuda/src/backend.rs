@@ -7,7 +7,7 @@ use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DeviceRepr,
     DriverError, LaunchArgs, LaunchConfig, PushKernelArg, ValidAsZeroBits,
 };
-use cudarc::nvrtc::{CompileError, CompileOptions, Ptx};
+use cudarc::nvrtc::Ptx;
 
 use crate::kernels::{self, QK};
 use crate::launch::{self, Launch};
@@ -29,81 +29,145 @@ impl<T> DeviceBuffer<T> {
     }
 }
 
-/// Compiled PTX per (device ordinal, compute capability), so NVRTC runs once per process
-/// and GPU however many backends are opened.
-fn ptx_for(ordinal: usize, cc: (i32, i32)) -> Result<Ptx> {
+/// Compiled kernels per (device ordinal, compute capability), so NVRTC runs once per
+/// process and GPU however many backends are opened.
+fn cubin_for(ordinal: usize, cc: (i32, i32)) -> Result<Arc<Vec<u8>>> {
     type Key = (usize, (i32, i32));
-    static CACHE: OnceLock<Mutex<HashMap<Key, Ptx>>> = OnceLock::new();
+    static CACHE: OnceLock<Mutex<HashMap<Key, Arc<Vec<u8>>>>> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
     // A poisoned lock only means another thread panicked mid-insert; the map is still valid.
     let mut map = cache.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(ptx) = map.get(&(ordinal, cc)) {
-        return Ok(ptx.clone());
+    if let Some(cubin) = map.get(&(ordinal, cc)) {
+        return Ok(cubin.clone());
     }
-    let ptx = compile_cached(cc)?;
-    map.insert((ordinal, cc), ptx.clone());
-    Ok(ptx)
+    let cubin = Arc::new(compile_cached(cc)?);
+    map.insert((ordinal, cc), cubin.clone());
+    Ok(cubin)
 }
 
-/// [`compile`] through the on-disk cache (`crate::ptx_cache`): NVRTC runs only for a
+/// [`compile`] through the on-disk cache (`crate::kernel_cache`): NVRTC runs only for a
 /// source, options, architecture and NVRTC version not compiled before.
-pub fn compile_cached(cc: (i32, i32)) -> Result<Ptx> {
-    compile_cached_in(crate::ptx_cache::dir().as_deref(), cc)
+pub fn compile_cached(cc: (i32, i32)) -> Result<Vec<u8>> {
+    compile_cached_in(crate::kernel_cache::dir().as_deref(), cc)
 }
 
 /// [`compile_cached`] with the cache in `dir` (None: no disk cache).
-fn compile_cached_in(dir: Option<&std::path::Path>, cc: (i32, i32)) -> Result<Ptx> {
+fn compile_cached_in(dir: Option<&std::path::Path>, cc: (i32, i32)) -> Result<Vec<u8>> {
     if !crate::nvrtc_present() {
         return Err(CudaError::NoNvrtc);
     }
     let (mut major, mut minor) = (0, 0);
     // SAFETY: libnvrtc is present (checked above); the call writes two ints.
     let _ = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
-    let opts = format!("{:?}", compile_options(cc));
+    let opts = nvrtc_options(cc).join(" ");
     let nvrtc = format!("nvrtc {major}.{minor}");
-    let key = crate::ptx_cache::key(&[
+    let key = crate::kernel_cache::key(&[
         kernels::SOURCE.as_bytes(),
         opts.as_bytes(),
         nvrtc.as_bytes(),
     ]);
-    let whole = |text: &str| {
-        text.contains(".version")
-            && kernels::NAMES
-                .iter()
-                .all(|n| text.contains(&format!(".entry {n}(")))
+    crate::kernel_cache::get_or_compile(dir, key, holds_every_kernel, || compile(cc))
+}
+
+/// Whether `image` is a whole CUDA ELF naming every kernel: 64-bit little-endian, e_machine
+/// 190 (EM_CUDA), with its program headers, section headers and every section's bytes inside
+/// the file. A cached file that is not is compiled again.
+fn holds_every_kernel(image: &[u8]) -> bool {
+    let int = |at: u64, n: usize| -> Option<u64> {
+        let at = usize::try_from(at).ok()?;
+        let b = image.get(at..at.checked_add(n)?)?;
+        Some(b.iter().rev().fold(0, |v, &x| v << 8 | x as u64))
     };
-    let text =
-        crate::ptx_cache::get_or_compile(dir, key, whole, || compile(cc).map(|p| p.to_src()))?;
-    Ok(Ptx::from_src(text))
+    let extent = || -> Option<u64> {
+        let table = |off, size, count| Some((int(off, 8)?, int(size, 2)?, int(count, 2)?));
+        let (phoff, phsize, phnum) = table(0x20, 0x36, 0x38)?;
+        let (shoff, shsize, shnum) = table(0x28, 0x3a, 0x3c)?;
+        let mut end = phoff
+            .checked_add(phsize * phnum)?
+            .max(shoff.checked_add(shsize * shnum)?);
+        for i in 0..shnum {
+            let h = shoff + i * shsize; // within the table's end, checked above
+            const NOBITS: u64 = 8; // .bss-like: no bytes in the file
+            if int(h + 4, 4)? != NOBITS {
+                end = end.max(int(h + 0x18, 8)?.checked_add(int(h + 0x20, 8)?)?);
+            }
+        }
+        Some(end)
+    };
+    let contains = |name: &[u8]| image.windows(name.len()).any(|w| w == name);
+    image.starts_with(b"\x7fELF\x02\x01")
+        && int(18, 2) == Some(190)
+        && extent().is_some_and(|end| end <= image.len() as u64)
+        && kernels::NAMES.iter().all(|n| contains(n.as_bytes()))
 }
 
-/// NVRTC's options for compute capability `major.minor`.
-fn compile_options((major, minor): (i32, i32)) -> CompileOptions {
-    CompileOptions {
+/// NVRTC's options for compute capability `major.minor`: machine code for that architecture
+/// (`sm_XY`), not PTX. The driver JIT-compiles PTX and refuses PTX from an NVRTC newer than
+/// itself (CUDA_ERROR_UNSUPPORTED_PTX_VERSION, common where pip's nvidia-cuda-nvrtc is newer
+/// than the installed driver), while machine code from a newer NVRTC of the same major
+/// version loads (CUDA's minor-version compatibility), with no JIT at start.
+fn nvrtc_options((major, minor): (i32, i32)) -> Vec<String> {
+    vec![
+        format!("--gpu-architecture=sm_{major}{minor}"),
         // Precise division and sqrt: the kernels are compared with the CPU by MSE.
-        prec_div: Some(true),
-        prec_sqrt: Some(true),
-        options: vec![format!("--gpu-architecture=compute_{major}{minor}")],
-        name: Some("sotto_kernels.cu".into()),
-        ..Default::default()
-    }
+        "--prec-div=true".into(),
+        "--prec-sqrt=true".into(),
+    ]
 }
 
-/// Compiles [`kernels::SOURCE`] to PTX for compute capability `major.minor`. Needs libnvrtc
-/// only, no GPU or driver.
-pub fn compile((major, minor): (i32, i32)) -> Result<Ptx> {
+/// Runs NVRTC on [`kernels::SOURCE`] for compute capability `cc` with [`nvrtc_options`] and
+/// `extra`; returns the machine code (a cubin) and NVRTC's log.
+fn nvrtc_run(cc: (i32, i32), extra: &[&str]) -> Result<(Vec<u8>, String)> {
+    use cudarc::nvrtc::{result, sys};
     if !crate::nvrtc_present() {
         return Err(CudaError::NoNvrtc);
     }
-    let opts = compile_options((major, minor));
-    cudarc::nvrtc::compile_ptx_with_opts(kernels::SOURCE, opts).map_err(|e| CudaError::Compile {
-        major,
-        minor,
-        log: match e {
-            CompileError::CompileError { log, .. } => log.to_string_lossy().trim().to_string(),
-            other => format!("{other:?}"),
-        },
-    })
+    let failed = |log: String| CudaError::Compile {
+        major: cc.0,
+        minor: cc.1,
+        log,
+    };
+    let src = std::ffi::CString::new(kernels::SOURCE).map_err(|e| failed(e.to_string()))?;
+    let prog = result::create_program(&src, Some(c"sotto_kernels.cu"))
+        .map_err(|e| failed(format!("nvrtcCreateProgram: {e:?}")))?;
+    let mut opts = nvrtc_options(cc);
+    opts.extend(extra.iter().map(|o| o.to_string()));
+    // SAFETY: `prog` is live until destroyed below, and `src` outlives it; the options are
+    // C strings without NUL.
+    let compiled = unsafe { result::compile_program(prog, &opts) };
+    // SAFETY: as above.
+    let log = unsafe { result::get_program_log(prog) }
+        .map(|l| {
+            let bytes: Vec<u8> = l.iter().map(|&c| c as u8).take_while(|&c| c != 0).collect();
+            String::from_utf8_lossy(&bytes).trim().to_string()
+        })
+        .unwrap_or_default();
+    let cubin = compiled
+        .map_err(|e| failed(format!("{e:?}: {log}")))
+        .and_then(|()| {
+            let mut size = 0usize;
+            // SAFETY: `prog` compiled for a real architecture, so it holds a cubin of
+            // `size` bytes, which nvrtcGetCUBIN writes into a buffer of that size.
+            unsafe {
+                sys::nvrtcGetCUBINSize(prog, &mut size)
+                    .result()
+                    .map_err(|e| failed(format!("nvrtcGetCUBINSize: {e:?}")))?;
+                let mut cubin = vec![0u8; size];
+                sys::nvrtcGetCUBIN(prog, cubin.as_mut_ptr().cast())
+                    .result()
+                    .map_err(|e| failed(format!("nvrtcGetCUBIN: {e:?}")))?;
+                Ok(cubin)
+            }
+        });
+    // SAFETY: `prog` is not used after this.
+    let _ = unsafe { result::destroy_program(prog) };
+    Ok((cubin?, log))
+}
+
+/// Compiles [`kernels::SOURCE`] to machine code (a cubin) for compute capability
+/// `major.minor`. Needs libnvrtc only, no GPU or driver.
+pub fn compile(cc: (i32, i32)) -> Result<Vec<u8>> {
+    nvrtc_run(cc, &[]).map(|(cubin, _)| cubin)
 }
 
 /// Queues `func` on `stream` with `args` as its parameters.
@@ -145,9 +209,11 @@ pub(crate) fn open(ordinal: usize) -> Result<(DeviceInfo, Arc<CudaContext>, Arc<
         return Err(CudaError::BadOrdinal { ordinal, count });
     }
     let info = crate::device_info(ordinal)?;
-    let ptx = ptx_for(ordinal, info.compute_capability)?;
+    let cubin = cubin_for(ordinal, info.compute_capability)?;
     let ctx = CudaContext::new(ordinal).map_err(driver("cuDevicePrimaryCtxRetain"))?;
-    let module = ctx.load_module(ptx).map_err(driver("cuModuleLoadData"))?;
+    let module = ctx
+        .load_module(Ptx::from_binary(cubin.to_vec()))
+        .map_err(driver("cuModuleLoadData"))?;
     Ok((info, ctx, module))
 }
 
@@ -434,30 +500,38 @@ mod tests {
             return;
         }
         for cc in [(7, 5), (8, 0), (8, 9), (9, 0)] {
-            let ptx = compile(cc).unwrap_or_else(|e| panic!("{e}"));
-            let text = ptx.to_src();
-            for name in kernels::NAMES {
-                assert!(
-                    text.contains(&format!(".entry {name}(")),
-                    "compute {cc:?}: no entry {name} in the PTX"
-                );
-            }
-            println!("compute {}.{}: {} bytes of PTX", cc.0, cc.1, text.len());
+            let cubin = compile(cc).unwrap_or_else(|e| panic!("{e}"));
+            assert!(
+                holds_every_kernel(&cubin),
+                "sm {cc:?}: not a cubin with every kernel"
+            );
+            println!(
+                "sm {}.{}: {} bytes of machine code",
+                cc.0,
+                cc.1,
+                cubin.len()
+            );
         }
+        // A cubin missing a kernel, or not a CUDA ELF, is not taken from the cache.
+        let cubin = compile((8, 0)).unwrap();
+        assert!(!holds_every_kernel(&cubin[..cubin.len() - 1]), "truncated");
+        let mut other = cubin.clone();
+        other[18] = 62; // EM_X86_64
+        assert!(!holds_every_kernel(&other));
     }
 
     /// The disk cache with the real compiler: the first call compiles and saves, the
-    /// second reads the same text back (`SOTTO_KERNEL_CACHE` is read per call).
+    /// second reads the same bytes back (`SOTTO_KERNEL_CACHE` is read per call).
     #[test]
-    fn compiled_ptx_is_cached_on_disk() {
+    fn compiled_kernels_are_cached_on_disk() {
         if !nvrtc_or_skip() {
             return;
         }
         let dir = std::env::temp_dir().join(format!("sotto-kernels-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let cached = |cc| compile_cached_in(Some(&dir), cc).unwrap().to_src();
+        let cached = |cc| compile_cached_in(Some(&dir), cc).unwrap();
         let first = cached((8, 0));
-        assert_eq!(first, compile((8, 0)).unwrap().to_src());
+        assert!(holds_every_kernel(&first));
         let t = std::time::Instant::now();
         let second = cached((8, 0));
         assert_eq!(first, second);
@@ -484,29 +558,8 @@ mod tests {
 
     /// Compiles [`kernels::SOURCE`] to machine code for `sm_{cc}` (NVRTC runs ptxas itself
     /// for a real architecture) and reads each entry's resources from ptxas's report.
-    fn sass_resources(cc: u32) -> HashMap<String, Resources> {
-        use cudarc::nvrtc::result;
-        let src = std::ffi::CString::new(kernels::SOURCE).expect("no NUL in the source");
-        let prog = result::create_program(&src, None).expect("nvrtcCreateProgram");
-        let opts = [
-            format!("--gpu-architecture=sm_{cc}"),
-            "--ptxas-options=-v".to_string(),
-            "--prec-div=true".to_string(),
-            "--prec-sqrt=true".to_string(),
-        ];
-        // SAFETY: `prog` is a live program and the options are valid C strings (no NUL).
-        let compiled = unsafe { result::compile_program(prog, &opts) };
-        // SAFETY: as above; the log is read before the program is destroyed.
-        let log = unsafe { result::get_program_log(prog) }.expect("nvrtcGetProgramLog");
-        // SAFETY: `prog` is not used after this.
-        unsafe { result::destroy_program(prog) }.expect("nvrtcDestroyProgram");
-        let log: Vec<u8> = log
-            .iter()
-            .map(|&c| c as u8)
-            .take_while(|&c| c != 0)
-            .collect();
-        let log = String::from_utf8_lossy(&log);
-        assert!(compiled.is_ok(), "sm_{cc}: {compiled:?}\n{log}");
+    fn sass_resources(cc: (i32, i32)) -> HashMap<String, Resources> {
+        let (_, log) = nvrtc_run(cc, &["--ptxas-options=-v"]).unwrap_or_else(|e| panic!("{e}"));
         parse_ptxas_report(&log)
     }
 
@@ -593,8 +646,9 @@ ptxas info    : Used 12 registers, used 0 barriers
         if !nvrtc_or_skip() {
             return;
         }
-        for cc in [75, 80, 89, 90] {
-            let res = sass_resources(cc);
+        for (major, minor) in [(7, 5), (8, 0), (8, 9), (9, 0)] {
+            let cc = major * 10 + minor;
+            let res = sass_resources((major, minor));
             for name in kernels::NAMES {
                 let r = res
                     .get(name)

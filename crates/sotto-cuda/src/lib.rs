@@ -8,7 +8,8 @@
 //! cache, with `sotto_model::Session`'s methods and semantics (`align` included).
 //!
 //! Kernels are CUDA C ([`kernels::SOURCE`]) compiled by NVRTC at run time, once per
-//! process and GPU, and the PTX kept on disk for the next process (`ptx_cache`); matrix
+//! process and GPU, to machine code for that GPU's architecture, kept on disk for the next
+//! process (`kernel_cache`); matrix
 //! products go to cuBLAS (`cublasGemmEx`, f32 accumulation).
 //! libcuda, libnvrtc and libcublas are loaded at run time (cudarc's `dynamic-loading`), so
 //! this crate builds and links on machines without CUDA. cudarc panics when a library or
@@ -17,11 +18,11 @@
 
 mod backend;
 pub mod host;
+mod kernel_cache;
 pub mod kernels;
 pub mod launch;
 mod ops;
 pub mod plan;
-mod ptx_cache;
 mod session;
 mod whisper;
 

@@ -1,6 +1,6 @@
-//! Compiled PTX kept on disk between runs, so a process that opens a GPU skips NVRTC
-//! (~1.5 s for sotto's kernels) when the same source, options, architecture and NVRTC
-//! version were compiled before. The driver then caches the PTX's machine code itself.
+//! Compiled kernels (machine code for one architecture) kept on disk between runs, so a
+//! process that opens a GPU skips NVRTC (seconds for sotto's kernels) when the same source,
+//! options, architecture and NVRTC version were compiled before.
 //!
 //! The folder is `SOTTO_KERNEL_CACHE` when set (empty or `0`: no disk cache), else `kernels`
 //! in the model cache (`$SOTTO_CACHE_DIR`, else `$XDG_CACHE_HOME/sotto`, else
@@ -38,35 +38,35 @@ pub(crate) fn key(parts: &[&[u8]]) -> u64 {
     h
 }
 
-/// The PTX for `key` from `dir`, when a file there holds it whole (`valid`); else
-/// `compile`'s, saved there for the next process.
+/// The compiled kernels for `key` from `dir`, when a file there holds them whole (`valid`);
+/// else `compile`'s, saved there for the next process.
 pub(crate) fn get_or_compile<E>(
     dir: Option<&Path>,
     key: u64,
-    valid: impl Fn(&str) -> bool,
-    compile: impl FnOnce() -> Result<String, E>,
-) -> Result<String, E> {
+    valid: impl Fn(&[u8]) -> bool,
+    compile: impl FnOnce() -> Result<Vec<u8>, E>,
+) -> Result<Vec<u8>, E> {
     let Some(dir) = dir else {
         return compile();
     };
-    let path = dir.join(format!("sotto-{key:016x}.ptx"));
-    if let Ok(text) = std::fs::read_to_string(&path) {
-        if valid(&text) {
-            return Ok(text);
+    let path = dir.join(format!("sotto-{key:016x}.cubin"));
+    if let Ok(bytes) = std::fs::read(&path) {
+        if valid(&bytes) {
+            return Ok(bytes);
         }
     }
-    let text = compile()?;
-    let _ = save(&path, &text);
-    Ok(text)
+    let bytes = compile()?;
+    let _ = save(&path, &bytes);
+    Ok(bytes)
 }
 
-/// Writes `text` to `path` under a temporary name first, so a reader never sees half a file.
-fn save(path: &Path, text: &str) -> std::io::Result<()> {
+/// Writes `bytes` to `path` under a temporary name first, so a reader never sees half a file.
+fn save(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, text)?;
+    std::fs::write(&tmp, bytes)?;
     std::fs::rename(&tmp, path).inspect_err(|_| {
         let _ = std::fs::remove_file(&tmp);
     })
@@ -78,7 +78,7 @@ mod tests {
     use std::cell::Cell;
 
     fn temp_dir(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("sotto-ptx-{name}-{}", std::process::id()));
+        let d = std::env::temp_dir().join(format!("sotto-kc-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         d
     }
@@ -87,14 +87,14 @@ mod tests {
     fn compiles_once_then_reads_the_file() {
         let dir = temp_dir("once");
         let calls = Cell::new(0);
-        let compile = || -> Result<String, ()> {
+        let compile = || -> Result<Vec<u8>, ()> {
             calls.set(calls.get() + 1);
-            Ok(".version 9.0\n.entry a(".to_string())
+            Ok(b"\x7fELF a".to_vec())
         };
-        let valid = |t: &str| t.contains(".entry a(");
+        let valid = |b: &[u8]| b.ends_with(b" a");
         for _ in 0..3 {
-            let text = get_or_compile(Some(&dir), 7, valid, compile).unwrap();
-            assert!(text.ends_with(".entry a("));
+            let bytes = get_or_compile(Some(&dir), 7, valid, compile).unwrap();
+            assert_eq!(bytes, b"\x7fELF a");
         }
         assert_eq!(calls.get(), 1, "later calls read the file");
         // Another key is another file.
@@ -108,19 +108,19 @@ mod tests {
     #[test]
     fn a_damaged_file_is_compiled_again_and_replaced() {
         let dir = temp_dir("damaged");
-        let good = ".version 9.0\n.entry a(\n.entry b(";
-        let valid = |t: &str| t.contains(".entry b(");
-        get_or_compile(Some(&dir), 1, valid, || Ok::<_, ()>(good.to_string())).unwrap();
-        let file = dir.join(format!("sotto-{:016x}.ptx", 1));
-        std::fs::write(&file, &good[..12]).unwrap(); // truncated
+        let good = b"\x7fELF a b".to_vec();
+        let valid = |b: &[u8]| b.ends_with(b" b");
+        get_or_compile(Some(&dir), 1, valid, || Ok::<_, ()>(good.clone())).unwrap();
+        let file = dir.join(format!("sotto-{:016x}.cubin", 1));
+        std::fs::write(&file, &good[..6]).unwrap(); // truncated
         let calls = Cell::new(0);
-        let text = get_or_compile(Some(&dir), 1, valid, || {
+        let bytes = get_or_compile(Some(&dir), 1, valid, || {
             calls.set(1);
-            Ok::<_, ()>(good.to_string())
+            Ok::<_, ()>(good.clone())
         })
         .unwrap();
-        assert_eq!((text.as_str(), calls.get()), (good, 1));
-        assert_eq!(std::fs::read_to_string(&file).unwrap(), good);
+        assert_eq!((bytes.as_slice(), calls.get()), (good.as_slice(), 1));
+        assert_eq!(std::fs::read(&file).unwrap(), good);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -130,9 +130,9 @@ mod tests {
         let blocker = temp_dir("blocker");
         std::fs::write(&blocker, b"x").unwrap();
         let dir = blocker.join("kernels");
-        let text = get_or_compile(Some(&dir), 1, |_| true, || Ok::<_, ()>("ptx".into()));
-        assert_eq!(text.unwrap(), "ptx");
-        let failed = get_or_compile(Some(&dir), 1, |_| true, || Err::<String, _>("nvrtc"));
+        let bytes = get_or_compile(Some(&dir), 1, |_| true, || Ok::<_, ()>(b"elf".to_vec()));
+        assert_eq!(bytes.unwrap(), b"elf");
+        let failed = get_or_compile(Some(&dir), 1, |_| true, || Err::<Vec<u8>, _>("nvrtc"));
         assert_eq!(
             failed.unwrap_err(),
             "nvrtc",
