@@ -17,9 +17,10 @@
 # one table) and logs.tar.gz (every log), since the device tool returns at most 8 files.
 #
 # libnvrtc is part of the CUDA toolkit, not the driver. If the GPU machine lacks it, put
-# libnvrtc.so.* (and libnvrtc-builtins.so.*) of a version no newer than the driver's CUDA
-# version in target/gpu-check/nvrtc/ (e.g. from the nvidia-cuda-nvrtc wheel); this script
-# adds that folder to LD_LIBRARY_PATH.
+# libnvrtc.so.* (and libnvrtc-builtins.so.*) of the driver's CUDA major version (a newer
+# minor version works: the kernels are compiled to machine code, not PTX) in
+# target/gpu-check/nvrtc/ (e.g. from the nvidia-cuda-nvrtc wheel); this script adds that
+# folder to LD_LIBRARY_PATH.
 #
 # What it checks: the driver and libraries it finds, every sotto-cuda test with
 # SOTTO_REQUIRE_CUDA=1 (so a skip is a failure: each kernel of the conformance table must run
@@ -30,9 +31,10 @@
 # equal the CPU's transcript, and `sotto bench --device cuda` is recorded (also with graphs
 # off, the encoder's fusions or split cross-attention off, and the tensor-core, flash and
 # one-row attention kernels in place of cuBLAS's, and for small, medium and large-v3 with
-# random weights). The host emulation of the kernels (SOTTO_SKIP_EMULATION) is not run
+# random weights), the shared clips (below), and compute-sanitizer's memcheck and racecheck
+# where the toolkit has it. The host emulation of the kernels (SOTTO_SKIP_EMULATION) is not run
 # there: it runs on every build machine. Exit status 0 only when everything passed. The
-# steps run most important first and all within GPU_CHECK_SECONDS (540): a step that would
+# steps run most important first and all within GPU_CHECK_SECONDS (480; base: 200): a step that would
 # not fit is skipped and noted, and counts as a failure.
 #
 # Real weights: the device transfer holds 64 MiB in all, and tiny.en's f16 model.bin is
@@ -155,15 +157,17 @@ pack() {
     )
 }
 trap pack EXIT
-# The whole check fits in GPU_CHECK_SECONDS (default 540: the device tool's calls end at
-# 600 s), most important first. `within N` prints the timeout for a step that may take N
+# The whole check fits in GPU_CHECK_SECONDS (default 480, base 200: the device tool's calls
+# end at 600 s, and a session's 15 device minutes must hold both calls and a machine's
+# start), most important first. `within N` prints the timeout for a step that may take N
 # seconds, cut to what is left; with under 30 s left it notes the skip and fails, and
 # the step is not run (a hung kernel costs its own timeout, not the rest of the check).
-deadline=$((SECONDS + ${GPU_CHECK_SECONDS:-540}))
+budget=${GPU_CHECK_SECONDS:-$([[ $mode == base ]] && echo 200 || echo 480)}
+deadline=$((SECONDS + budget))
 within() {
     local left=$((deadline - SECONDS))
     if ((left < 30)); then
-        echo "NOTE out of time (${GPU_CHECK_SECONDS:-540} s): skipped $2" >>"$OUT/summary.txt"
+        echo "NOTE out of time ($budget s): skipped $2" >>"$OUT/summary.txt"
         return 1
     fi
     echo $((left < $1 ? left : $1))
@@ -366,6 +370,36 @@ if [[ -x "$SOTTO" ]]; then
         done
     else
         echo "NOTE nsys not found: no per-kernel profile" | tee -a "$OUT/summary.txt"
+    fi
+    # compute-sanitizer, where the toolkit has it: out-of-bounds or misaligned accesses
+    # (memcheck: the encoder direct and as a graph, decoder steps, the q4_0 mat-vec kernels)
+    # and shared-memory races (racecheck: the tensor-core and f32 flash kernels), which a
+    # run can survive while reading wrong bytes. Any error it reports fails the check.
+    sanitizer=$(command -v compute-sanitizer || compgen -G "/usr/local/cuda*/bin/compute-sanitizer" | head -1)
+    sanitize() {  # TAG TOOL [VAR=VALUE] -- sotto args
+        local tag=$1 tool=$2 var=${3:-} limit
+        shift 4
+        limit=$(within 120 "compute-sanitizer $tag") || return
+        env $var timeout "$limit" "$sanitizer" --tool "$tool" --error-exitcode 86 \
+            "$SOTTO" "$@" >"$OUT/sanitize-$tag.log" 2>&1
+        local rc=$? found
+        found=$(grep -m1 'ERROR SUMMARY' "$OUT/sanitize-$tag.log" || tail -2 "$OUT/sanitize-$tag.log")
+        case $rc in
+            0) pass "compute-sanitizer $tag: $found" ;;
+            # Instrumented kernels run many times slower: a timeout says nothing of the code.
+            124) echo "NOTE compute-sanitizer $tag ran past ${limit} s: $found" | tee -a "$OUT/summary.txt" ;;
+            *) fail "compute-sanitizer $tag (rc $rc, see sanitize-$tag.log): $found" ;;
+        esac
+    }
+    if [[ -n "$sanitizer" ]]; then
+        small=(bench --device cuda --random-weights tiny --runs 2 --tokens 4)
+        sanitize memcheck-tiny memcheck "" -- "${small[@]}"
+        [[ -f "$MODEL" ]] && sanitize memcheck-jfk memcheck "" -- transcribe --device cuda \
+            -m "$MODEL" --no-progress samples/jfk.wav
+        sanitize racecheck-mma racecheck SOTTO_CUDA_ATTENTION=mma -- "${small[@]}"
+        sanitize racecheck-flash racecheck SOTTO_CUDA_ATTENTION=flash -- "${small[@]}"
+    else
+        echo "NOTE compute-sanitizer not found: no memory or race check" | tee -a "$OUT/summary.txt"
     fi
     # auto names the GPU, says it uses the CPU, then goes on (and fails on the missing model).
     "$SOTTO" bench --device auto -m /nonexistent-model >"$OUT/device-auto.log" 2>&1
