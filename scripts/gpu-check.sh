@@ -405,6 +405,14 @@ if [[ -x "$SOTTO" ]]; then
     else
         echo "NOTE compute-sanitizer not found: no memory or race check" | tee -a "$OUT/summary.txt"
     fi
+    # A GPU the driver does not have is a one-line error that lists the ones it has.
+    if "$SOTTO" transcribe --device cuda:99 --no-progress samples/jfk.wav >"$OUT/device-99.log" 2>&1; then
+        fail "sotto --device cuda:99 ran"
+    elif grep -q "^error: --device cuda:99: the CUDA driver sees" "$OUT/device-99.log"; then
+        pass "sotto --device cuda:99: $(head -1 "$OUT/device-99.log")"
+    else
+        fail "sotto --device cuda:99: $(head -3 "$OUT/device-99.log")"
+    fi
     # auto names the GPU, says it uses the CPU, then goes on (and fails on the missing model).
     "$SOTTO" bench --device auto -m /nonexistent-model >"$OUT/device-auto.log" 2>&1
     if grep -q "^device: found GPU .*using the CPU" "$OUT/device-auto.log"; then

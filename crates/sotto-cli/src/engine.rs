@@ -11,9 +11,10 @@ pub struct EngineArgs {
     #[arg(short, long)]
     threads: Option<usize>,
 
-    /// Where the model runs. `cuda` runs it on the first GPU (CUDA builds); `auto` keeps
-    /// to the CPU until the CUDA backend is validated on a GPU, and says so.
-    #[arg(long, default_value = "auto", value_parser = ["auto", "cpu", "cuda"])]
+    /// Where the model runs: `cpu`, `cuda` (the first GPU; CUDA builds), `cuda:N` (GPU N
+    /// in CUDA's numbering, as `CUDA_VISIBLE_DEVICES` leaves it), or `auto`, which keeps to
+    /// the CPU until the CUDA backend is validated on a GPU, and says so
+    #[arg(long, default_value = "auto", value_parser = device_name)]
     device: String,
 
     /// Encoder arithmetic: `bf16` (linear layers and attention's P·V in bf16 with f32 sums;
@@ -54,6 +55,14 @@ impl EngineArgs {
     pub fn load_options(&self) -> anyhow::Result<sotto::LoadOptions> {
         load_options(&self.encoder_precision, self.exact_logits)
     }
+}
+
+/// A `--device` value, checked as clap parses it (so `--help` and typos behave as for
+/// any other option).
+fn device_name(s: &str) -> Result<String, String> {
+    s.parse::<sotto::Device>()
+        .map(|_| s.to_string())
+        .map_err(|e| e.to_string())
 }
 
 /// A `--threads` value: every core when not given; 0 is an error, not a silent default.

@@ -234,15 +234,26 @@ fn non_audio_and_empty_audio_are_one_line_errors() {
 fn device_cuda_without_a_gpu_is_a_one_line_error() {
     // Without the feature: not built in; with it: no driver here (scripts/gpu-check.sh
     // runs --device cuda where there is a GPU). The device is checked before the model.
-    let needle = if cfg!(feature = "cuda") {
-        "--device cuda"
-    } else {
-        "without CUDA support"
-    };
-    assert_one_line_error(
-        sotto().args(["transcribe", "--device", "cuda", "-m", "none", "x.wav"]),
-        needle,
-    );
+    for device in ["cuda", "cuda:1"] {
+        let needle = if cfg!(feature = "cuda") {
+            format!("--device {device}: ")
+        } else {
+            "without CUDA support".to_string()
+        };
+        assert_one_line_error(
+            sotto().args(["transcribe", "--device", device, "-m", "none", "x.wav"]),
+            &needle,
+        );
+    }
+    // A name that is no device is refused as clap refuses any bad value.
+    let out = sotto()
+        .args(["bench", "--device", "gpu", "-m", "none"])
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("expected cpu, cuda, cuda:N or auto"), "{err}");
 }
 
 /// Every command that takes `--threads` refuses 0 the same way, before loading anything.

@@ -1,7 +1,7 @@
-//! Where the model runs: `--device cpu|cuda|auto`.
+//! Where the model runs: `--device cpu|cuda|cuda:N|auto`.
 //!
 //! With the `cuda` feature, `--device cuda` runs the Whisper forward pass on the first GPU
-//! (`sotto::cuda`). That path has not yet been validated on a GPU, so `auto` keeps to the
+//! (`sotto::cuda`), `cuda:N` on GPU N in CUDA's numbering. That path has not yet been validated on a GPU, so `auto` keeps to the
 //! CPU and says why rather than choosing it. The feature gate lives only in which `probe`
 //! module is compiled.
 
@@ -21,36 +21,40 @@ pub enum Device {
     #[default]
     Auto,
     Cpu,
-    Cuda,
-}
-
-impl Device {
-    pub fn name(self) -> &'static str {
-        match self {
-            Device::Auto => "auto",
-            Device::Cpu => "cpu",
-            Device::Cuda => "cuda",
-        }
-    }
+    /// The GPU of this ordinal in CUDA's numbering (`cuda` is `cuda:0`).
+    Cuda(usize),
 }
 
 impl std::str::FromStr for Device {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
+        let ordinal = |n: &str| {
+            n.parse()
+                .ok()
+                .filter(|_| n.bytes().all(|b| b.is_ascii_digit()))
+        };
         match s {
             "auto" => Ok(Device::Auto),
             "cpu" => Ok(Device::Cpu),
-            "cuda" => Ok(Device::Cuda),
-            _ => Err(Error::Device(format!(
-                "unknown device '{s}' (expected cpu, cuda or auto)"
-            ))),
+            "cuda" => Ok(Device::Cuda(0)),
+            _ => match s.strip_prefix("cuda:").and_then(ordinal) {
+                Some(n) => Ok(Device::Cuda(n)),
+                None => Err(Error::Device(format!(
+                    "unknown device '{s}' (expected cpu, cuda, cuda:N or auto)"
+                ))),
+            },
         }
     }
 }
 
 impl std::fmt::Display for Device {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+        match self {
+            Device::Auto => f.write_str("auto"),
+            Device::Cpu => f.write_str("cpu"),
+            Device::Cuda(0) => f.write_str("cuda"),
+            Device::Cuda(n) => write!(f, "cuda:{n}"),
+        }
     }
 }
 
@@ -97,12 +101,20 @@ fn resolve(requested: Device, probe: Probe) -> Result<DeviceChoice> {
     };
     match (requested, probe) {
         (Device::Cpu, _) | (Device::Auto, Probe::NotBuilt) => cpu(None),
-        (Device::Cuda, Probe::NotBuilt) => Err(Error::Device(
+        (Device::Cuda(_), Probe::NotBuilt) => Err(Error::Device(
             "this sotto was built without CUDA support (rebuild with --features cuda)".into(),
         )),
-        (Device::Cuda, Probe::Unusable(why)) => Err(Error::Device(format!("--device cuda: {why}"))),
-        (Device::Cuda, Probe::Gpus(_)) => Ok(DeviceChoice {
-            device: Device::Cuda,
+        (Device::Cuda(_), Probe::Unusable(why)) => {
+            Err(Error::Device(format!("--device {requested}: {why}")))
+        }
+        (Device::Cuda(n), Probe::Gpus(gpus)) if n >= gpus.len() => Err(Error::Device(format!(
+            "--device {requested}: the CUDA driver sees {} GPU{} ({})",
+            gpus.len(),
+            if gpus.len() == 1 { "" } else { "s" },
+            gpus.join(", ")
+        ))),
+        (Device::Cuda(_), Probe::Gpus(_)) => Ok(DeviceChoice {
+            device: requested,
             note: None,
         }),
         (Device::Auto, Probe::Unusable(why)) => {
@@ -138,7 +150,7 @@ mod tests {
 
     #[test]
     fn cuda_needs_a_cuda_build_and_a_gpu() {
-        let e = resolve(Device::Cuda, Probe::NotBuilt)
+        let e = resolve(Device::Cuda(0), Probe::NotBuilt)
             .unwrap_err()
             .to_string();
         assert_eq!(
@@ -146,19 +158,40 @@ mod tests {
             "this sotto was built without CUDA support (rebuild with --features cuda)"
         );
         let e = resolve(
-            Device::Cuda,
+            Device::Cuda(0),
             Probe::Unusable("no CUDA driver (libcuda) found".into()),
         )
         .unwrap_err()
         .to_string();
         assert_eq!(e, "--device cuda: no CUDA driver (libcuda) found");
         assert_eq!(
-            resolve(Device::Cuda, gpus()).unwrap(),
+            resolve(Device::Cuda(0), gpus()).unwrap(),
             DeviceChoice {
-                device: Device::Cuda,
+                device: Device::Cuda(0),
                 note: None
             }
         );
+    }
+
+    #[test]
+    fn cuda_n_picks_a_gpu_the_driver_sees() {
+        let two = Probe::Gpus(vec!["GPU 0: A".into(), "GPU 1: B".into()]);
+        assert_eq!(
+            resolve(Device::Cuda(1), two.clone()).unwrap().device,
+            Device::Cuda(1)
+        );
+        let e = resolve(Device::Cuda(2), two).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "--device cuda:2: the CUDA driver sees 2 GPUs (GPU 0: A, GPU 1: B)"
+        );
+        let e = resolve(Device::Cuda(1), gpus()).unwrap_err().to_string();
+        assert!(
+            e.starts_with("--device cuda:1: the CUDA driver sees 1 GPU ("),
+            "{e}"
+        );
+        let e = resolve(Device::Cuda(3), Probe::Unusable("no driver".into()));
+        assert_eq!(e.unwrap_err().to_string(), "--device cuda:3: no driver");
     }
 
     #[test]
@@ -186,14 +219,22 @@ mod tests {
 
     #[test]
     fn parses_names() {
-        for d in [Device::Auto, Device::Cpu, Device::Cuda] {
-            assert_eq!(d.name().parse::<Device>().unwrap(), d);
+        for d in [Device::Auto, Device::Cpu, Device::Cuda(0), Device::Cuda(3)] {
+            assert_eq!(d.to_string().parse::<Device>().unwrap(), d);
         }
-        assert!("gpu"
-            .parse::<Device>()
-            .unwrap_err()
-            .to_string()
-            .contains("expected cpu"));
+        assert_eq!("cuda".parse::<Device>().unwrap(), Device::Cuda(0));
+        assert_eq!("cuda:0".parse::<Device>().unwrap(), Device::Cuda(0));
+        assert_eq!(Device::Cuda(0).to_string(), "cuda");
+        assert_eq!(Device::Cuda(12).to_string(), "cuda:12");
+        for bad in [
+            "gpu", "cuda:", "cuda:-1", "cuda:+1", "cuda:x", "cuda:1 ", "cuda0",
+        ] {
+            let e = bad.parse::<Device>().unwrap_err().to_string();
+            assert!(
+                e.contains("expected cpu, cuda, cuda:N or auto"),
+                "{bad}: {e}"
+            );
+        }
     }
 
     #[test]
@@ -203,6 +244,7 @@ mod tests {
         assert_eq!(select_device(Device::Auto).unwrap().device, Device::Cpu);
         // Cuda only with a CUDA build that finds a GPU.
         let gpu_here = matches!(gpu::probe(), Probe::Gpus(_));
-        assert_eq!(select_device(Device::Cuda).is_ok(), gpu_here);
+        assert_eq!(select_device(Device::Cuda(0)).is_ok(), gpu_here);
+        assert!(select_device(Device::Cuda(usize::MAX)).is_err());
     }
 }

@@ -172,7 +172,7 @@ impl Weights {
         match self {
             Weights::Cpu(_) => crate::Device::Cpu,
             #[cfg(feature = "cuda")]
-            Weights::Cuda(_) => crate::Device::Cuda,
+            Weights::Cuda(w) => crate::Device::Cuda(w.device().ordinal),
         }
     }
 }

@@ -140,7 +140,7 @@ impl Model {
                 .map_err(invalid)
             });
             let weights = match device {
-                Device::Cuda => cuda_weights(&file),
+                Device::Cuda(ordinal) => cuda_weights(&file, ordinal),
                 _ => sotto_model::Whisper::from_file_with(&file, opts)
                     .map(|w| Weights::Cpu(Arc::new(w)))
                     .map_err(|source| Error::Model {
@@ -355,16 +355,16 @@ pub struct Timings {
     pub total: Duration,
 }
 
-/// Uploads a model file's weights to the first GPU.
+/// Uploads a model file's weights to GPU `ordinal`.
 #[cfg(feature = "cuda")]
-fn cuda_weights(file: &sotto_formats::WhisperFile) -> Result<Weights> {
-    sotto_cuda::CudaWhisper::new(file, 0, sotto_cuda::Precision::F16)
+fn cuda_weights(file: &sotto_formats::WhisperFile, ordinal: usize) -> Result<Weights> {
+    sotto_cuda::CudaWhisper::new(file, ordinal, sotto_cuda::Precision::F16)
         .map(|w| Weights::Cuda(Arc::new(w)))
         .map_err(|e| Error::Device(format!("{}: {e}", file.path.display())))
 }
 
 #[cfg(not(feature = "cuda"))]
-fn cuda_weights(_: &sotto_formats::WhisperFile) -> Result<Weights> {
+fn cuda_weights(_: &sotto_formats::WhisperFile, _: usize) -> Result<Weights> {
     Err(Error::Device(
         "this sotto was built without CUDA support (rebuild with --features cuda)".into(),
     ))
