@@ -31,42 +31,150 @@ impl<T> DeviceBuffer<T> {
 
 /// Compiled kernels per (device ordinal, compute capability), so NVRTC runs once per
 /// process and GPU however many backends are opened.
-fn cubin_for(ordinal: usize, cc: (i32, i32)) -> Result<Arc<Vec<u8>>> {
+fn image_for(ordinal: usize, cc: (i32, i32)) -> Result<Arc<KernelImage>> {
     type Key = (usize, (i32, i32));
-    static CACHE: OnceLock<Mutex<HashMap<Key, Arc<Vec<u8>>>>> = OnceLock::new();
+    static CACHE: OnceLock<Mutex<HashMap<Key, Arc<KernelImage>>>> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
     // A poisoned lock only means another thread panicked mid-insert; the map is still valid.
     let mut map = cache.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(cubin) = map.get(&(ordinal, cc)) {
-        return Ok(cubin.clone());
+    if let Some(image) = map.get(&(ordinal, cc)) {
+        return Ok(image.clone());
     }
-    let cubin = Arc::new(compile_cached(cc)?);
-    map.insert((ordinal, cc), cubin.clone());
-    Ok(cubin)
+    let image = Arc::new(compile_cached(cc)?);
+    map.insert((ordinal, cc), image.clone());
+    Ok(image)
+}
+
+/// What NVRTC compiles sotto's kernels to for one GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// Machine code for this architecture (`sm_XY`, a cubin): the usual case. The driver
+    /// JIT-compiles PTX and refuses PTX from an NVRTC newer than itself
+    /// (CUDA_ERROR_UNSUPPORTED_PTX_VERSION, common where pip's nvidia-cuda-nvrtc is newer
+    /// than the installed driver), while machine code from a newer NVRTC of the same major
+    /// version loads (CUDA's minor-version compatibility), with no JIT at start.
+    Sm(i32),
+    /// PTX for this older architecture (`compute_XY`), which the driver compiles for the GPU:
+    /// for a GPU newer than every architecture NVRTC knows.
+    Ptx(i32),
+}
+
+impl Target {
+    /// The target for a GPU of compute capability `cc`, given the architectures NVRTC
+    /// supports (`nvrtcGetSupportedArchs`, e.g. 75, 80, …, 120); None when the GPU is older
+    /// than all of them.
+    pub fn choose((major, minor): (i32, i32), supported: &[i32]) -> Option<Target> {
+        let arch = major * 10 + minor;
+        if supported.contains(&arch) {
+            return Some(Target::Sm(arch));
+        }
+        let newest_below = supported.iter().copied().filter(|&a| a < arch).max();
+        newest_below.map(Target::Ptx)
+    }
+
+    fn option(self) -> String {
+        match self {
+            Target::Sm(a) => format!("--gpu-architecture=sm_{a}"),
+            Target::Ptx(a) => format!("--gpu-architecture=compute_{a}"),
+        }
+    }
+}
+
+/// sotto's kernels compiled for one GPU: a cubin, or PTX text (see [`Target`]).
+#[derive(Clone, Debug)]
+pub struct KernelImage {
+    pub target: Target,
+    pub bytes: Vec<u8>,
+}
+
+impl KernelImage {
+    /// Whether the bytes hold every kernel whole (a cached file that does not is compiled
+    /// again).
+    fn is_whole(target: Target, bytes: &[u8]) -> bool {
+        match target {
+            Target::Sm(_) => holds_every_kernel(bytes),
+            Target::Ptx(_) => std::str::from_utf8(bytes).is_ok_and(|text| {
+                text.contains(".version")
+                    && kernels::NAMES
+                        .iter()
+                        .all(|n| text.contains(&format!(".entry {n}(")))
+            }),
+        }
+    }
+
+    /// The image as the driver loads it.
+    fn module(&self) -> Ptx {
+        match self.target {
+            Target::Sm(_) => Ptx::from_binary(self.bytes.clone()),
+            Target::Ptx(_) => Ptx::from_src(String::from_utf8_lossy(&self.bytes)),
+        }
+    }
+}
+
+/// The architectures this NVRTC compiles for, e.g. [75, 80, 86, …, 120].
+fn supported_archs() -> Result<Vec<i32>> {
+    use cudarc::nvrtc::sys;
+    if !crate::nvrtc_present() {
+        return Err(CudaError::NoNvrtc);
+    }
+    let failed = |op: &'static str| {
+        move |e| CudaError::Library {
+            op,
+            msg: format!("{e:?}"),
+        }
+    };
+    let mut n = 0;
+    // SAFETY: libnvrtc is present (checked above); the call writes one int.
+    unsafe { sys::nvrtcGetNumSupportedArchs(&mut n) }
+        .result()
+        .map_err(failed("nvrtcGetNumSupportedArchs"))?;
+    let mut archs = vec![0i32; n.max(0) as usize];
+    // SAFETY: `archs` holds the `n` ints the call writes.
+    unsafe { sys::nvrtcGetSupportedArchs(archs.as_mut_ptr()) }
+        .result()
+        .map_err(failed("nvrtcGetSupportedArchs"))?;
+    Ok(archs)
+}
+
+/// The [`Target`] for compute capability `cc` with this NVRTC; an error naming both when
+/// the GPU is older than every architecture NVRTC supports.
+pub fn target(cc: (i32, i32)) -> Result<Target> {
+    let archs = supported_archs()?;
+    Target::choose(cc, &archs).ok_or_else(|| CudaError::Compile {
+        major: cc.0,
+        minor: cc.1,
+        log: format!("this NVRTC supports only the architectures {archs:?}"),
+    })
 }
 
 /// [`compile`] through the on-disk cache (`crate::kernel_cache`): NVRTC runs only for a
-/// source, options, architecture and NVRTC version not compiled before.
-pub fn compile_cached(cc: (i32, i32)) -> Result<Vec<u8>> {
+/// source, options, target and NVRTC version not compiled before.
+pub fn compile_cached(cc: (i32, i32)) -> Result<KernelImage> {
     compile_cached_in(crate::kernel_cache::dir().as_deref(), cc)
 }
 
 /// [`compile_cached`] with the cache in `dir` (None: no disk cache).
-fn compile_cached_in(dir: Option<&std::path::Path>, cc: (i32, i32)) -> Result<Vec<u8>> {
-    if !crate::nvrtc_present() {
-        return Err(CudaError::NoNvrtc);
-    }
+fn compile_cached_in(dir: Option<&std::path::Path>, cc: (i32, i32)) -> Result<KernelImage> {
+    let target = target(cc)?;
     let (mut major, mut minor) = (0, 0);
-    // SAFETY: libnvrtc is present (checked above); the call writes two ints.
+    // SAFETY: libnvrtc is present (`target` checked); the call writes two ints.
     let _ = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
-    let opts = nvrtc_options(cc).join(" ");
+    let opts = nvrtc_options(target).join(" ");
     let nvrtc = format!("nvrtc {major}.{minor}");
     let key = crate::kernel_cache::key(&[
         kernels::SOURCE.as_bytes(),
         opts.as_bytes(),
         nvrtc.as_bytes(),
     ]);
-    crate::kernel_cache::get_or_compile(dir, key, holds_every_kernel, || compile(cc))
+    let ext = match target {
+        Target::Sm(_) => "cubin",
+        Target::Ptx(_) => "ptx",
+    };
+    let valid = |bytes: &[u8]| KernelImage::is_whole(target, bytes);
+    let bytes = crate::kernel_cache::get_or_compile(dir, key, ext, valid, || {
+        compile_for(cc, target).map(|image| image.bytes)
+    })?;
+    Ok(KernelImage { target, bytes })
 }
 
 /// Whether `image` is a whole CUDA ELF naming every kernel: 64-bit little-endian, e_machine
@@ -101,23 +209,19 @@ fn holds_every_kernel(image: &[u8]) -> bool {
         && kernels::NAMES.iter().all(|n| contains(n.as_bytes()))
 }
 
-/// NVRTC's options for compute capability `major.minor`: machine code for that architecture
-/// (`sm_XY`), not PTX. The driver JIT-compiles PTX and refuses PTX from an NVRTC newer than
-/// itself (CUDA_ERROR_UNSUPPORTED_PTX_VERSION, common where pip's nvidia-cuda-nvrtc is newer
-/// than the installed driver), while machine code from a newer NVRTC of the same major
-/// version loads (CUDA's minor-version compatibility), with no JIT at start.
-fn nvrtc_options((major, minor): (i32, i32)) -> Vec<String> {
+/// NVRTC's options for `target`.
+fn nvrtc_options(target: Target) -> Vec<String> {
     vec![
-        format!("--gpu-architecture=sm_{major}{minor}"),
+        target.option(),
         // Precise division and sqrt: the kernels are compared with the CPU by MSE.
         "--prec-div=true".into(),
         "--prec-sqrt=true".into(),
     ]
 }
 
-/// Runs NVRTC on [`kernels::SOURCE`] for compute capability `cc` with [`nvrtc_options`] and
-/// `extra`; returns the machine code (a cubin) and NVRTC's log.
-fn nvrtc_run(cc: (i32, i32), extra: &[&str]) -> Result<(Vec<u8>, String)> {
+/// Runs NVRTC on [`kernels::SOURCE`] for `target` with [`nvrtc_options`] and `extra`
+/// (`cc` names the GPU in errors); returns the image (a cubin, or PTX text) and NVRTC's log.
+fn nvrtc_run(cc: (i32, i32), target: Target, extra: &[&str]) -> Result<(Vec<u8>, String)> {
     use cudarc::nvrtc::{result, sys};
     if !crate::nvrtc_present() {
         return Err(CudaError::NoNvrtc);
@@ -130,7 +234,7 @@ fn nvrtc_run(cc: (i32, i32), extra: &[&str]) -> Result<(Vec<u8>, String)> {
     let src = std::ffi::CString::new(kernels::SOURCE).map_err(|e| failed(e.to_string()))?;
     let prog = result::create_program(&src, Some(c"sotto_kernels.cu"))
         .map_err(|e| failed(format!("nvrtcCreateProgram: {e:?}")))?;
-    let mut opts = nvrtc_options(cc);
+    let mut opts = nvrtc_options(target);
     opts.extend(extra.iter().map(|o| o.to_string()));
     // SAFETY: `prog` is live until destroyed below, and `src` outlives it; the options are
     // C strings without NUL.
@@ -142,13 +246,13 @@ fn nvrtc_run(cc: (i32, i32), extra: &[&str]) -> Result<(Vec<u8>, String)> {
             String::from_utf8_lossy(&bytes).trim().to_string()
         })
         .unwrap_or_default();
-    let cubin = compiled
+    let image = compiled
         .map_err(|e| failed(format!("{e:?}: {log}")))
-        .and_then(|()| {
-            let mut size = 0usize;
+        .and_then(|()| match target {
             // SAFETY: `prog` compiled for a real architecture, so it holds a cubin of
             // `size` bytes, which nvrtcGetCUBIN writes into a buffer of that size.
-            unsafe {
+            Target::Sm(_) => unsafe {
+                let mut size = 0usize;
                 sys::nvrtcGetCUBINSize(prog, &mut size)
                     .result()
                     .map_err(|e| failed(format!("nvrtcGetCUBINSize: {e:?}")))?;
@@ -157,17 +261,26 @@ fn nvrtc_run(cc: (i32, i32), extra: &[&str]) -> Result<(Vec<u8>, String)> {
                     .result()
                     .map_err(|e| failed(format!("nvrtcGetCUBIN: {e:?}")))?;
                 Ok(cubin)
-            }
+            },
+            // SAFETY: `prog` compiled, so it holds PTX text (NUL-terminated).
+            Target::Ptx(_) => unsafe { result::get_ptx(prog) }
+                .map(|t| t.iter().map(|&c| c as u8).take_while(|&c| c != 0).collect())
+                .map_err(|e| failed(format!("nvrtcGetPTX: {e:?}"))),
         });
     // SAFETY: `prog` is not used after this.
     let _ = unsafe { result::destroy_program(prog) };
-    Ok((cubin?, log))
+    Ok((image?, log))
 }
 
-/// Compiles [`kernels::SOURCE`] to machine code (a cubin) for compute capability
-/// `major.minor`. Needs libnvrtc only, no GPU or driver.
-pub fn compile(cc: (i32, i32)) -> Result<Vec<u8>> {
-    nvrtc_run(cc, &[]).map(|(cubin, _)| cubin)
+/// Compiles [`kernels::SOURCE`] for a GPU of compute capability `cc` ([`target`]: machine
+/// code where this NVRTC knows the architecture). Needs libnvrtc only, no GPU or driver.
+pub fn compile(cc: (i32, i32)) -> Result<KernelImage> {
+    compile_for(cc, target(cc)?)
+}
+
+fn compile_for(cc: (i32, i32), target: Target) -> Result<KernelImage> {
+    let (bytes, _) = nvrtc_run(cc, target, &[])?;
+    Ok(KernelImage { target, bytes })
 }
 
 /// Queues `func` on `stream` with `args` as its parameters.
@@ -209,10 +322,10 @@ pub(crate) fn open(ordinal: usize) -> Result<(DeviceInfo, Arc<CudaContext>, Arc<
         return Err(CudaError::BadOrdinal { ordinal, count });
     }
     let info = crate::device_info(ordinal)?;
-    let cubin = cubin_for(ordinal, info.compute_capability)?;
+    let image = image_for(ordinal, info.compute_capability)?;
     let ctx = CudaContext::new(ordinal).map_err(driver("cuDevicePrimaryCtxRetain"))?;
     let module = ctx
-        .load_module(Ptx::from_binary(cubin.to_vec()))
+        .load_module(image.module())
         .map_err(driver("cuModuleLoadData"))?;
     Ok((info, ctx, module))
 }
@@ -500,24 +613,68 @@ mod tests {
             return;
         }
         for cc in [(7, 5), (8, 0), (8, 9), (9, 0)] {
-            let cubin = compile(cc).unwrap_or_else(|e| panic!("{e}"));
+            let image = compile(cc).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(image.target, Target::Sm(cc.0 * 10 + cc.1));
             assert!(
-                holds_every_kernel(&cubin),
-                "sm {cc:?}: not a cubin with every kernel"
+                holds_every_kernel(&image.bytes),
+                "sm {cc:?}: not a whole cubin"
             );
             println!(
                 "sm {}.{}: {} bytes of machine code",
                 cc.0,
                 cc.1,
-                cubin.len()
+                image.bytes.len()
             );
         }
-        // A cubin missing a kernel, or not a CUDA ELF, is not taken from the cache.
-        let cubin = compile((8, 0)).unwrap();
+        // A cubin cut short, or not a CUDA ELF, is not taken from the cache.
+        let cubin = compile((8, 0)).unwrap().bytes;
         assert!(!holds_every_kernel(&cubin[..cubin.len() - 1]), "truncated");
         let mut other = cubin.clone();
         other[18] = 62; // EM_X86_64
         assert!(!holds_every_kernel(&other));
+    }
+
+    /// A GPU newer than every architecture this NVRTC knows gets PTX for the newest one
+    /// (which its driver compiles); one older than all of them, a clear error.
+    #[test]
+    fn a_gpu_newer_than_nvrtc_gets_ptx() {
+        if !nvrtc_or_skip() {
+            return;
+        }
+        let archs = supported_archs().unwrap();
+        let newest = *archs.iter().max().unwrap();
+        let future = (newest / 10 + 1, 0);
+        assert_eq!(target(future).unwrap(), Target::Ptx(newest));
+        let image = compile(future).unwrap_or_else(|e| panic!("{e}"));
+        assert!(KernelImage::is_whole(image.target, &image.bytes));
+        let text = String::from_utf8(image.bytes.clone()).unwrap();
+        assert!(
+            text.contains(&format!(".target sm_{newest}")),
+            "PTX for the newest arch"
+        );
+        assert!(!KernelImage::is_whole(
+            image.target,
+            &image.bytes[..image.bytes.len() / 2]
+        ));
+        let e = target((1, 0)).unwrap_err().to_string();
+        assert!(
+            e.contains("compute capability 1.0") && e.contains("supports only"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn targets_follow_nvrtcs_architectures() {
+        let archs = [75, 80, 86, 89, 90, 100, 120];
+        assert_eq!(Target::choose((9, 0), &archs), Some(Target::Sm(90)));
+        assert_eq!(Target::choose((12, 0), &archs), Some(Target::Sm(120)));
+        // Not in the list: PTX for the newest architecture below, forward-compatible.
+        assert_eq!(Target::choose((8, 7), &archs), Some(Target::Ptx(86)));
+        assert_eq!(Target::choose((13, 0), &archs), Some(Target::Ptx(120)));
+        assert_eq!(Target::choose((7, 0), &archs), None);
+        assert_eq!(Target::choose((9, 0), &[]), None);
+        assert_eq!(Target::Sm(90).option(), "--gpu-architecture=sm_90");
+        assert_eq!(Target::Ptx(120).option(), "--gpu-architecture=compute_120");
     }
 
     /// The disk cache with the real compiler: the first call compiles and saves, the
@@ -529,7 +686,7 @@ mod tests {
         }
         let dir = std::env::temp_dir().join(format!("sotto-kernels-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let cached = |cc| compile_cached_in(Some(&dir), cc).unwrap();
+        let cached = |cc| compile_cached_in(Some(&dir), cc).unwrap().bytes;
         let first = cached((8, 0));
         assert!(holds_every_kernel(&first));
         let t = std::time::Instant::now();
@@ -559,7 +716,9 @@ mod tests {
     /// Compiles [`kernels::SOURCE`] to machine code for `sm_{cc}` (NVRTC runs ptxas itself
     /// for a real architecture) and reads each entry's resources from ptxas's report.
     fn sass_resources(cc: (i32, i32)) -> HashMap<String, Resources> {
-        let (_, log) = nvrtc_run(cc, &["--ptxas-options=-v"]).unwrap_or_else(|e| panic!("{e}"));
+        let target = Target::Sm(cc.0 * 10 + cc.1);
+        let (_, log) =
+            nvrtc_run(cc, target, &["--ptxas-options=-v"]).unwrap_or_else(|e| panic!("{e}"));
         parse_ptxas_report(&log)
     }
 

@@ -38,18 +38,19 @@ pub(crate) fn key(parts: &[&[u8]]) -> u64 {
     h
 }
 
-/// The compiled kernels for `key` from `dir`, when a file there holds them whole (`valid`);
-/// else `compile`'s, saved there for the next process.
+/// The compiled kernels for `key` from `dir` (the file `sotto-<key>.<ext>`), when that file
+/// holds them whole (`valid`); else `compile`'s, saved there for the next process.
 pub(crate) fn get_or_compile<E>(
     dir: Option<&Path>,
     key: u64,
+    ext: &str,
     valid: impl Fn(&[u8]) -> bool,
     compile: impl FnOnce() -> Result<Vec<u8>, E>,
 ) -> Result<Vec<u8>, E> {
     let Some(dir) = dir else {
         return compile();
     };
-    let path = dir.join(format!("sotto-{key:016x}.cubin"));
+    let path = dir.join(format!("sotto-{key:016x}.{ext}"));
     if let Ok(bytes) = std::fs::read(&path) {
         if valid(&bytes) {
             return Ok(bytes);
@@ -93,12 +94,12 @@ mod tests {
         };
         let valid = |b: &[u8]| b.ends_with(b" a");
         for _ in 0..3 {
-            let bytes = get_or_compile(Some(&dir), 7, valid, compile).unwrap();
+            let bytes = get_or_compile(Some(&dir), 7, "cubin", valid, compile).unwrap();
             assert_eq!(bytes, b"\x7fELF a");
         }
         assert_eq!(calls.get(), 1, "later calls read the file");
         // Another key is another file.
-        get_or_compile(Some(&dir), 8, valid, compile).unwrap();
+        get_or_compile(Some(&dir), 8, "cubin", valid, compile).unwrap();
         assert_eq!(calls.get(), 2);
         let files = std::fs::read_dir(&dir).unwrap().count();
         assert_eq!(files, 2, "no temporary files left");
@@ -110,11 +111,11 @@ mod tests {
         let dir = temp_dir("damaged");
         let good = b"\x7fELF a b".to_vec();
         let valid = |b: &[u8]| b.ends_with(b" b");
-        get_or_compile(Some(&dir), 1, valid, || Ok::<_, ()>(good.clone())).unwrap();
+        get_or_compile(Some(&dir), 1, "cubin", valid, || Ok::<_, ()>(good.clone())).unwrap();
         let file = dir.join(format!("sotto-{:016x}.cubin", 1));
         std::fs::write(&file, &good[..6]).unwrap(); // truncated
         let calls = Cell::new(0);
-        let bytes = get_or_compile(Some(&dir), 1, valid, || {
+        let bytes = get_or_compile(Some(&dir), 1, "cubin", valid, || {
             calls.set(1);
             Ok::<_, ()>(good.clone())
         })
@@ -130,9 +131,21 @@ mod tests {
         let blocker = temp_dir("blocker");
         std::fs::write(&blocker, b"x").unwrap();
         let dir = blocker.join("kernels");
-        let bytes = get_or_compile(Some(&dir), 1, |_| true, || Ok::<_, ()>(b"elf".to_vec()));
+        let bytes = get_or_compile(
+            Some(&dir),
+            1,
+            "cubin",
+            |_| true,
+            || Ok::<_, ()>(b"elf".to_vec()),
+        );
         assert_eq!(bytes.unwrap(), b"elf");
-        let failed = get_or_compile(Some(&dir), 1, |_| true, || Err::<Vec<u8>, _>("nvrtc"));
+        let failed = get_or_compile(
+            Some(&dir),
+            1,
+            "cubin",
+            |_| true,
+            || Err::<Vec<u8>, _>("nvrtc"),
+        );
         assert_eq!(
             failed.unwrap_err(),
             "nvrtc",

@@ -28,7 +28,9 @@ mod whisper;
 
 use cudarc::driver::{result, sys};
 
-pub use backend::{compile, compile_cached, CudaBackend, DeviceBuffer};
+pub use backend::{
+    compile, compile_cached, target, CudaBackend, DeviceBuffer, KernelImage, Target,
+};
 pub use half::f16;
 pub use host::{HostDevice, KernelArg};
 pub use ops::{AttentionPath, Precision};
