@@ -241,10 +241,7 @@ fn nvrtc_run(cc: (i32, i32), target: Target, extra: &[&str]) -> Result<(Vec<u8>,
     let compiled = unsafe { result::compile_program(prog, &opts) };
     // SAFETY: as above.
     let log = unsafe { result::get_program_log(prog) }
-        .map(|l| {
-            let bytes: Vec<u8> = l.iter().map(|&c| c as u8).take_while(|&c| c != 0).collect();
-            String::from_utf8_lossy(&bytes).trim().to_string()
-        })
+        .map(|l| String::from_utf8_lossy(&c_bytes(&l)).trim().to_string())
         .unwrap_or_default();
     let image = compiled
         .map_err(|e| failed(format!("{e:?}: {log}")))
@@ -264,12 +261,20 @@ fn nvrtc_run(cc: (i32, i32), target: Target, extra: &[&str]) -> Result<(Vec<u8>,
             },
             // SAFETY: `prog` compiled, so it holds PTX text (NUL-terminated).
             Target::Ptx(_) => unsafe { result::get_ptx(prog) }
-                .map(|t| t.iter().map(|&c| c as u8).take_while(|&c| c != 0).collect())
+                .map(|t| c_bytes(&t))
                 .map_err(|e| failed(format!("nvrtcGetPTX: {e:?}"))),
         });
     // SAFETY: `prog` is not used after this.
     let _ = unsafe { result::destroy_program(prog) };
     Ok((image?, log))
+}
+
+/// The bytes of NVRTC's NUL-terminated text (a log, PTX) before the NUL.
+fn c_bytes(text: &[std::ffi::c_char]) -> Vec<u8> {
+    text.iter()
+        .map(|&c| c as u8)
+        .take_while(|&c| c != 0)
+        .collect()
 }
 
 /// Compiles [`kernels::SOURCE`] for a GPU of compute capability `cc` ([`target`]: machine
