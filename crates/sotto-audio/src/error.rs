@@ -40,7 +40,7 @@ pub enum AudioError {
 
 impl AudioError {
     /// Replaces the input name this error reports (used when a generic helper ran on a named input).
-    pub(crate) fn with_input(mut self, name: &str) -> Self {
+    pub fn with_input(mut self, name: &str) -> Self {
         match &mut self {
             AudioError::Io { input, .. }
             | AudioError::Unsupported { input }

@@ -46,6 +46,15 @@ impl EngineArgs {
         threads(self.threads)
     }
 
+    /// `--threads`, or the cores shared out among `sessions` running at once (at least 1).
+    #[cfg(feature = "server")]
+    pub fn threads_each(&self, sessions: usize) -> anyhow::Result<usize> {
+        match self.threads {
+            Some(_) => self.threads(),
+            None => Ok((threads(None)? / sessions.max(1)).max(1)),
+        }
+    }
+
     /// `--device` resolved; see [`select_device`].
     pub fn device(&self) -> anyhow::Result<sotto::Device> {
         select_device(&self.device)

@@ -7,6 +7,8 @@ mod bench;
 mod engine;
 mod gptq;
 mod progress;
+#[cfg(feature = "server")]
+mod serve;
 mod transcribe;
 mod writers;
 
@@ -59,6 +61,10 @@ enum Command {
         /// Output .bin file.
         output: PathBuf,
     },
+    /// Serve transcription over HTTP: whisper.cpp's `/inference` and `/load`, OpenAI's
+    /// `/v1/audio/transcriptions` and `/translations`, from one model shared by workers.
+    #[cfg(feature = "server")]
+    Serve(Box<serve::Args>),
     /// Measure mel, encoder and decoder speed, end-to-end real-time factor and peak RSS.
     Bench(bench::Args),
     /// Quantize a model to a whisper.cpp ggml .bin, as whisper.cpp's `whisper-quantize` does.
@@ -164,6 +170,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Transcribe(args) => transcribe::run(&hub, args),
         Command::Bench(args) => bench::run(&hub, args),
+        #[cfg(feature = "server")]
+        Command::Serve(args) => serve::run(&hub, *args),
         Command::DetectLanguage {
             files,
             model,

@@ -92,7 +92,7 @@ pub struct Args {
 /// Decoding options; each defaults to faster-whisper 1.2.1's `transcribe()` default.
 #[derive(clap::Args)]
 #[command(next_help_heading = "Decoding")]
-struct Decoding {
+pub struct Decoding {
     /// Beams at temperature 0; 1 decodes greedily [default: 5]
     #[arg(long, value_name = "N")]
     beam_size: Option<usize>,
@@ -235,7 +235,7 @@ fn parse_threshold(s: &str) -> Result<Threshold, String> {
 
 impl Decoding {
     /// Sets every given option on `opts`.
-    fn apply(&self, opts: &mut TranscribeOptions) -> anyhow::Result<()> {
+    pub fn apply(&self, opts: &mut TranscribeOptions) -> anyhow::Result<()> {
         let set = |dst: &mut Option<f64>, src: Option<Threshold>| {
             if let Some(Threshold(t)) = src {
                 *dst = t;

@@ -34,7 +34,7 @@ pub use fallback::{compression_ratio, generate_with_fallback, Fallback, Fallback
 pub use filters::{ApplyTimestampRules, LogitFilter, SuppressBlank, SuppressTokens, TextMasks};
 pub use greedy::{DecodeTask, DecodingResult, Greedy, Rng, Sampling, Search};
 pub use inference::{BoxError, Inference, LogitNeed};
-pub use tokenizer::{Task, Tokenizer, LANGUAGES};
+pub use tokenizer::{language_code, language_name, Task, Tokenizer, LANGUAGES, LANGUAGE_NAMES};
 pub use transcribe::{
     detect_language, suppressed_tokens, transcribe, LanguageDetection, MelView, Segment,
     TranscribeOptions, Transcript, DEFAULT_SILENCE_FLOOR,

@@ -23,6 +23,129 @@ pub const LANGUAGES: [&str; 100] = [
     "ha", "ba", "jw", "su", "yue",
 ];
 
+/// English names of [`LANGUAGES`], index for index (openai's `LANGUAGES` values), as
+/// openai-whisper's `verbose_json` and OpenAI's transcription API report a language.
+pub const LANGUAGE_NAMES: [&str; 100] = [
+    "english",
+    "chinese",
+    "german",
+    "spanish",
+    "russian",
+    "korean",
+    "french",
+    "japanese",
+    "portuguese",
+    "turkish",
+    "polish",
+    "catalan",
+    "dutch",
+    "arabic",
+    "swedish",
+    "italian",
+    "indonesian",
+    "hindi",
+    "finnish",
+    "vietnamese",
+    "hebrew",
+    "ukrainian",
+    "greek",
+    "malay",
+    "czech",
+    "romanian",
+    "danish",
+    "hungarian",
+    "tamil",
+    "norwegian",
+    "thai",
+    "urdu",
+    "croatian",
+    "bulgarian",
+    "lithuanian",
+    "latin",
+    "maori",
+    "malayalam",
+    "welsh",
+    "slovak",
+    "telugu",
+    "persian",
+    "latvian",
+    "bengali",
+    "serbian",
+    "azerbaijani",
+    "slovenian",
+    "kannada",
+    "estonian",
+    "macedonian",
+    "breton",
+    "basque",
+    "icelandic",
+    "armenian",
+    "nepali",
+    "mongolian",
+    "bosnian",
+    "kazakh",
+    "albanian",
+    "swahili",
+    "galician",
+    "marathi",
+    "punjabi",
+    "sinhala",
+    "khmer",
+    "shona",
+    "yoruba",
+    "somali",
+    "afrikaans",
+    "occitan",
+    "georgian",
+    "belarusian",
+    "tajik",
+    "sindhi",
+    "gujarati",
+    "amharic",
+    "yiddish",
+    "lao",
+    "uzbek",
+    "faroese",
+    "haitian creole",
+    "pashto",
+    "turkmen",
+    "nynorsk",
+    "maltese",
+    "sanskrit",
+    "luxembourgish",
+    "myanmar",
+    "tibetan",
+    "tagalog",
+    "malagasy",
+    "assamese",
+    "tatar",
+    "hawaiian",
+    "lingala",
+    "hausa",
+    "bashkir",
+    "javanese",
+    "sundanese",
+    "cantonese",
+];
+
+/// The English name of a language code (`"de"` → `"german"`).
+pub fn language_name(code: &str) -> Option<&'static str> {
+    LANGUAGES
+        .iter()
+        .position(|&c| c == code)
+        .map(|i| LANGUAGE_NAMES[i])
+}
+
+/// The code of a language given by code or English name, any case (`"German"` → `"de"`).
+pub fn language_code(code_or_name: &str) -> Option<&'static str> {
+    let key = code_or_name.trim().to_ascii_lowercase();
+    LANGUAGES
+        .iter()
+        .zip(LANGUAGE_NAMES)
+        .find(|(c, n)| **c == key || *n == key)
+        .map(|(c, _)| *c)
+}
+
 /// Number of timestamp tokens: `<|0.00|>` to `<|30.00|>` by 0.02 s.
 pub const N_TIMESTAMPS: usize = 1501;
 
@@ -395,6 +518,24 @@ pub(crate) mod tests {
         vocab.extend(merges.iter().map(|m| m.as_bytes().to_vec()));
         let n = vocab.len() + 2 + n_languages + N_TASK_SPECIALS + N_TIMESTAMPS;
         Tokenizer::new(vocab, n).unwrap()
+    }
+
+    #[test]
+    fn language_names_and_codes() {
+        assert_eq!(language_name("en"), Some("english"));
+        assert_eq!(language_name("haw"), Some("hawaiian"));
+        assert_eq!(language_name("yue"), Some("cantonese"));
+        assert_eq!(language_name("xx"), None);
+        assert_eq!(language_code("German"), Some("de"));
+        assert_eq!(language_code(" ht "), Some("ht"));
+        assert_eq!(language_code("haitian creole"), Some("ht"));
+        assert_eq!(language_code("klingon"), None);
+        // Names are unique, and no name is another language's code.
+        let mut names = LANGUAGE_NAMES.to_vec();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), LANGUAGES.len());
+        assert!(LANGUAGE_NAMES.iter().all(|n| !LANGUAGES.contains(n)));
     }
 
     #[test]

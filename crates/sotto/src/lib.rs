@@ -29,8 +29,8 @@ pub use sotto_audio as audio;
 #[cfg(feature = "cuda")]
 pub use sotto_cuda as cuda;
 pub use sotto_decode::{
-    LanguageDetection, LogitNeed, Segment, Task, Tokenizer, TranscribeOptions, Transcript, Word,
-    APPEND_PUNCTUATIONS, PREPEND_PUNCTUATIONS,
+    language_code, language_name, DecodeError, LanguageDetection, LogitNeed, Segment, Task,
+    Tokenizer, TranscribeOptions, Transcript, Word, APPEND_PUNCTUATIONS, PREPEND_PUNCTUATIONS,
 };
 pub use sotto_formats as formats;
 pub use sotto_hub as hub;

@@ -1,0 +1,651 @@
+//! The transcription endpoints' fields and answers: whisper.cpp's `/inference` and OpenAI's
+//! `/v1/audio/transcriptions` and `/translations` read one set of form fields (each API's
+//! names) and answer in the formats their clients parse.
+
+use serde::Serialize;
+use serde_json::json;
+use sotto::{Task, TranscribeOptions, Transcript};
+
+use super::form::Form;
+use crate::writers::Format;
+
+/// Largest beam or candidate count a request may ask for (each costs a KV cache).
+pub const MAX_BEAMS: usize = 16;
+
+/// Which API's error shape an endpoint answers in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dialect {
+    /// `{"error": "message"}`, as whisper.cpp's server.
+    WhisperCpp,
+    /// `{"error": {"message", "type", "param", "code"}}`, as OpenAI's API.
+    OpenAi,
+}
+
+/// A request that gets no transcript: an HTTP status and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    pub status: u16,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(status: u16, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            message: message.into(),
+        }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> ApiError {
+        ApiError::new(400, message)
+    }
+
+    /// The JSON body in `dialect`'s shape.
+    pub fn body(&self, dialect: Dialect) -> String {
+        let doc = match dialect {
+            Dialect::WhisperCpp => json!({ "error": self.message }),
+            Dialect::OpenAi => json!({ "error": {
+                "message": self.message,
+                "type": if self.status >= 500 { "server_error" } else { "invalid_request_error" },
+                "param": null,
+                "code": null,
+            }}),
+        };
+        doc.to_string()
+    }
+
+    /// A library error as an answer: what the request asked for is the client's problem
+    /// (400), anything else the server's (500).
+    pub fn from_sotto(e: &sotto::Error) -> ApiError {
+        use sotto::DecodeError;
+        let status = match e {
+            sotto::Error::Audio(_) | sotto::Error::Invalid(_) | sotto::Error::Device(_) => 400,
+            sotto::Error::Decode(
+                DecodeError::UnknownLanguage { .. } | DecodeError::InvalidOption { .. },
+            ) => 400,
+            _ => 500,
+        };
+        ApiError::new(status, e.to_string())
+    }
+}
+
+/// What a transcript is answered as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResponseFormat {
+    /// `{"text": ...}`.
+    Json,
+    /// openai-whisper's result: task, language, duration, text, segments (and words).
+    VerboseJson,
+    /// One segment per line.
+    Text,
+    /// A file format of `sotto transcribe` (srt, vtt, csv, tsv, lrc).
+    File(Format),
+}
+
+impl ResponseFormat {
+    pub fn parse(s: &str) -> Result<ResponseFormat, ApiError> {
+        Ok(match s.to_ascii_lowercase().as_str() {
+            "json" => ResponseFormat::Json,
+            "verbose_json" => ResponseFormat::VerboseJson,
+            "text" | "txt" => ResponseFormat::Text,
+            "srt" => ResponseFormat::File(Format::Srt),
+            "vtt" => ResponseFormat::File(Format::Vtt),
+            "csv" => ResponseFormat::File(Format::Csv),
+            "tsv" => ResponseFormat::File(Format::Tsv),
+            "lrc" => ResponseFormat::File(Format::Lrc),
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "response_format: {other:?} is not one of json, verbose_json, text, srt, \
+                     vtt, csv, tsv, lrc"
+                )))
+            }
+        })
+    }
+
+    /// The body and its `Content-Type`.
+    pub fn render(self, t: &Transcript, task: Task) -> (Vec<u8>, &'static str) {
+        match self {
+            ResponseFormat::Json => (
+                json!({ "text": t.text() }).to_string().into_bytes(),
+                "application/json",
+            ),
+            ResponseFormat::VerboseJson => (verbose_json(t, task), "application/json"),
+            ResponseFormat::Text => (file_body(t, Format::Txt), "text/plain; charset=utf-8"),
+            ResponseFormat::File(f) => {
+                let ct = match f {
+                    Format::Srt => "application/x-subrip; charset=utf-8",
+                    Format::Vtt => "text/vtt; charset=utf-8",
+                    Format::Csv => "text/csv; charset=utf-8",
+                    Format::Tsv => "text/tab-separated-values; charset=utf-8",
+                    _ => "text/plain; charset=utf-8",
+                };
+                (file_body(t, f), ct)
+            }
+        }
+    }
+}
+
+fn file_body(t: &Transcript, f: Format) -> Vec<u8> {
+    let mut out = Vec::new();
+    f.write(t, &mut out)
+        .expect("writing to a Vec<u8> cannot fail");
+    out
+}
+
+#[derive(Serialize)]
+struct Verbose<'a> {
+    task: &'static str,
+    /// The language's English name, as openai-whisper and OpenAI's API give it.
+    language: &'a str,
+    language_probability: f64,
+    duration: f64,
+    text: String,
+    segments: Vec<VerboseSegment<'a>>,
+    /// Every word of the transcript, with word timing only (OpenAI's `words`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    words: Option<Vec<VerboseWord<'a>>>,
+}
+
+#[derive(Serialize)]
+struct VerboseSegment<'a> {
+    id: usize,
+    seek: usize,
+    start: f64,
+    end: f64,
+    text: &'a str,
+    tokens: &'a [u32],
+    temperature: f64,
+    avg_logprob: f64,
+    compression_ratio: f64,
+    no_speech_prob: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    words: Option<Vec<VerboseWord<'a>>>,
+}
+
+#[derive(Serialize)]
+struct VerboseWord<'a> {
+    word: &'a str,
+    start: f64,
+    end: f64,
+    probability: f64,
+}
+
+fn verbose_json(t: &Transcript, task: Task) -> Vec<u8> {
+    // Times to the millisecond; the timestamp tokens carry centiseconds.
+    let ms = |x: f64| (x * 1000.0).round() / 1000.0;
+    fn words(s: &sotto::Segment) -> Vec<VerboseWord<'_>> {
+        let ms = |x: f64| (x * 1000.0).round() / 1000.0;
+        s.words
+            .iter()
+            .map(|w| VerboseWord {
+                word: &w.word,
+                start: ms(w.start),
+                end: ms(w.end),
+                probability: w.probability,
+            })
+            .collect()
+    }
+    let timed = t.segments.iter().any(|s| !s.words.is_empty());
+    let doc = Verbose {
+        task: match task {
+            Task::Transcribe => "transcribe",
+            Task::Translate => "translate",
+        },
+        language: sotto::language_name(&t.language).unwrap_or(&t.language),
+        language_probability: t.language_probability,
+        duration: ms(t.duration),
+        text: t.text(),
+        segments: t
+            .segments
+            .iter()
+            .enumerate()
+            .map(|(i, s)| VerboseSegment {
+                id: i,
+                seek: s.seek,
+                start: ms(s.start),
+                end: ms(s.end),
+                text: &s.text,
+                tokens: &s.tokens,
+                temperature: s.temperature,
+                avg_logprob: s.avg_logprob,
+                compression_ratio: s.compression_ratio,
+                no_speech_prob: s.no_speech_prob,
+                words: timed.then(|| words(s)),
+            })
+            .collect(),
+        words: timed.then(|| t.segments.iter().flat_map(words).collect()),
+    };
+    serde_json::to_vec(&doc).expect("a transcript serializes")
+}
+
+/// A transcription request, its fields read.
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub opts: TranscribeOptions,
+    pub format: ResponseFormat,
+    /// Answer with the detected language only (whisper.cpp's `detect_language`).
+    pub detect_language: bool,
+}
+
+/// Fields clients send that change nothing here: whisper.cpp's console and model-loading
+/// options, and OpenAI's model choice (the server answers with the model it has loaded).
+const IGNORED: [&str; 13] = [
+    "model",
+    "offset_n",
+    "max_context",
+    "audio_ctx",
+    "word_thold",
+    "entropy_thold",
+    "split_on_word",
+    "debug_mode",
+    "print_special",
+    "print_colors",
+    "print_realtime",
+    "print_progress",
+    "suppress_non_speech",
+];
+
+/// Every field a transcription request may carry.
+const KNOWN: [&str; 24] = [
+    "file",
+    "response_format",
+    "language",
+    "prompt",
+    "translate",
+    "task",
+    "temperature",
+    "temperature_inc",
+    "no_timestamps",
+    "beam_size",
+    "best_of",
+    "offset_t",
+    "duration",
+    "max_len",
+    "logprob_thold",
+    "no_speech_thold",
+    "word_timestamps",
+    "timestamp_granularities",
+    "timestamp_granularities[]",
+    "detect_language",
+    "hotwords",
+    "diarize",
+    "tinydiarize",
+    "stream",
+];
+
+/// The fields of `form` neither read nor known to be harmless (logged, not refused: clients
+/// of both APIs send extras).
+pub fn unknown_fields(form: &Form) -> Vec<String> {
+    form.names()
+        .filter(|n| !KNOWN.contains(n) && !IGNORED.contains(n))
+        .map(str::to_string)
+        .collect()
+}
+
+fn text<'a>(form: &'a Form, name: &str) -> Result<Option<&'a str>, ApiError> {
+    form.text(name).map_err(ApiError::bad_request)
+}
+
+fn boolean(form: &Form, name: &str) -> Result<Option<bool>, ApiError> {
+    let Some(v) = text(form, name)? else {
+        return Ok(None);
+    };
+    match v.to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "y" | "on" => Ok(Some(true)),
+        "false" | "0" | "no" | "n" | "off" | "" => Ok(Some(false)),
+        _ => Err(ApiError::bad_request(format!(
+            "{name}: {v:?} is not true or false"
+        ))),
+    }
+}
+
+fn number(form: &Form, name: &str) -> Result<Option<f64>, ApiError> {
+    match text(form, name)? {
+        None | Some("") => Ok(None),
+        Some(v) => v
+            .parse::<f64>()
+            .ok()
+            .filter(|x| x.is_finite())
+            .map(Some)
+            .ok_or_else(|| ApiError::bad_request(format!("{name}: {v:?} is not a number"))),
+    }
+}
+
+/// A count such as `beam_size`: whisper.cpp sends -1 for "the default", read as 1.
+fn count(form: &Form, name: &str) -> Result<Option<usize>, ApiError> {
+    let Some(x) = number(form, name)? else {
+        return Ok(None);
+    };
+    if x.fract() != 0.0 || x > MAX_BEAMS as f64 {
+        return Err(ApiError::bad_request(format!(
+            "{name}: {x} is not a whole number up to {MAX_BEAMS}"
+        )));
+    }
+    Ok(Some(x.max(1.0) as usize))
+}
+
+/// The temperatures tried in turn: `t`, `t + inc`, ... up to 1 (whisper.cpp's
+/// `temperature` and `temperature_inc`; OpenAI's 0 "raises the temperature until the
+/// thresholds are met", the same sequence).
+pub fn temperatures(t: f64, inc: f64) -> Vec<f64> {
+    let mut out = vec![t];
+    if inc > 0.0 {
+        let mut k = 1.0;
+        loop {
+            // Rounded to 1e-6 so that 0.2 steps stay 0.6, not 0.6000000000000001.
+            let next = ((t + k * inc) * 1e6).round() / 1e6;
+            if next > 1.0 + 1e-9 {
+                break;
+            }
+            out.push(next);
+            k += 1.0;
+        }
+    }
+    out
+}
+
+/// Reads a transcription request's fields over the server's `defaults`. `translate_route`
+/// is OpenAI's `/v1/audio/translations`.
+pub fn read_job(
+    form: &Form,
+    defaults: &TranscribeOptions,
+    translate_route: bool,
+) -> Result<Job, ApiError> {
+    let mut opts = defaults.clone();
+    for unsupported in ["diarize", "tinydiarize", "stream"] {
+        if boolean(form, unsupported)? == Some(true) {
+            return Err(ApiError::bad_request(format!(
+                "{unsupported} is not supported by this server"
+            )));
+        }
+    }
+    let format = match text(form, "response_format")? {
+        None | Some("") => ResponseFormat::Json,
+        Some(f) => ResponseFormat::parse(f)?,
+    };
+    if let Some(lang) = text(form, "language")? {
+        opts.language = match lang {
+            "" | "auto" => None,
+            l => Some(
+                sotto::language_code(l)
+                    .ok_or_else(|| {
+                        ApiError::bad_request(format!(
+                            "language: {l:?} is neither a Whisper language code nor a name"
+                        ))
+                    })?
+                    .to_string(),
+            ),
+        };
+    }
+    if let Some(p) = text(form, "prompt")? {
+        opts.initial_prompt = (!p.is_empty()).then(|| p.to_string());
+    }
+    if let Some(h) = text(form, "hotwords")? {
+        opts.hotwords = (!h.is_empty()).then(|| h.to_string());
+    }
+    opts.task = match text(form, "task")? {
+        None | Some("") => opts.task,
+        Some("transcribe") => Task::Transcribe,
+        Some("translate") => Task::Translate,
+        Some(t) => {
+            return Err(ApiError::bad_request(format!(
+                "task: {t:?} is not transcribe or translate"
+            )))
+        }
+    };
+    if translate_route || boolean(form, "translate")? == Some(true) {
+        opts.task = Task::Translate;
+    }
+    let t = number(form, "temperature")?;
+    let inc = number(form, "temperature_inc")?;
+    if t.is_some() || inc.is_some() {
+        let t = t.unwrap_or(opts.temperatures.first().copied().unwrap_or(0.0));
+        if !(0.0..=2.0).contains(&t) {
+            return Err(ApiError::bad_request(format!(
+                "temperature: {t} is not between 0 and 2"
+            )));
+        }
+        let inc = inc.unwrap_or(0.2);
+        if inc < 0.0 {
+            return Err(ApiError::bad_request(format!(
+                "temperature_inc: {inc} is negative"
+            )));
+        }
+        opts.temperatures = temperatures(t, inc);
+    }
+    if let Some(b) = boolean(form, "no_timestamps")? {
+        opts.without_timestamps = b;
+    }
+    if let Some(n) = count(form, "beam_size")? {
+        opts.beam_size = n;
+    }
+    if let Some(n) = count(form, "best_of")? {
+        opts.best_of = n;
+    }
+    let ms = |name| -> Result<Option<f64>, ApiError> {
+        match number(form, name)? {
+            Some(x) if x < 0.0 => Err(ApiError::bad_request(format!(
+                "{name}: {x} is not a time in milliseconds >= 0"
+            ))),
+            x => Ok(x.map(|x| x / 1000.0)),
+        }
+    };
+    let (offset, duration) = (ms("offset_t")?, ms("duration")?);
+    if offset.is_some() || duration.is_some() {
+        let start = offset.unwrap_or(0.0);
+        opts.clip_timestamps = match duration {
+            Some(d) if d > 0.0 => vec![start, start + d],
+            _ if start > 0.0 => vec![start],
+            _ => Vec::new(),
+        };
+    }
+    if let Some(n) = number(form, "max_len")? {
+        if n < 0.0 || n.fract() != 0.0 {
+            return Err(ApiError::bad_request(format!(
+                "max_len: {n} is not a character count"
+            )));
+        }
+        opts.max_segment_chars = (n >= 1.0).then_some(n as usize);
+    }
+    if let Some(x) = number(form, "logprob_thold")? {
+        opts.log_prob_threshold = Some(x);
+    }
+    if let Some(x) = number(form, "no_speech_thold")? {
+        opts.no_speech_threshold = Some(x);
+    }
+    if let Some(w) = boolean(form, "word_timestamps")? {
+        opts.word_timestamps = w;
+    }
+    for name in ["timestamp_granularities[]", "timestamp_granularities"] {
+        for part in form.all(name) {
+            let v = std::str::from_utf8(&part.data)
+                .map_err(|_| ApiError::bad_request(format!("{name}: not UTF-8")))?;
+            for g in v.split(',').map(str::trim) {
+                match g {
+                    "word" => opts.word_timestamps = true,
+                    "segment" | "" => {}
+                    other => {
+                        return Err(ApiError::bad_request(format!(
+                            "{name}: {other:?} is not word or segment"
+                        )))
+                    }
+                }
+            }
+        }
+    }
+    let detect_language = boolean(form, "detect_language")?.unwrap_or(false);
+    Ok(Job {
+        opts,
+        format,
+        detect_language,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::form::encode::{multipart, parse};
+    use super::*;
+
+    fn form(fields: &[(&str, &str)]) -> Form {
+        let parts: Vec<(&str, Option<&str>, &[u8])> = fields
+            .iter()
+            .map(|(n, v)| (*n, None, v.as_bytes()))
+            .collect();
+        let (ct, body) = multipart(&parts);
+        parse(&ct, body, 1 << 20).unwrap()
+    }
+
+    fn job(fields: &[(&str, &str)]) -> Result<Job, ApiError> {
+        read_job(&form(fields), &TranscribeOptions::default(), false)
+    }
+
+    #[test]
+    fn defaults_are_the_servers() {
+        let mut defaults = TranscribeOptions {
+            beam_size: 1,
+            ..TranscribeOptions::default()
+        };
+        defaults.language = Some("de".into());
+        let j = read_job(&form(&[]), &defaults, false).unwrap();
+        assert_eq!(j.opts.beam_size, 1);
+        assert_eq!(j.opts.language.as_deref(), Some("de"));
+        assert_eq!(j.format, ResponseFormat::Json);
+        assert!(!j.detect_language);
+        let j = read_job(&form(&[]), &defaults, true).unwrap();
+        assert_eq!(j.opts.task, Task::Translate);
+    }
+
+    #[test]
+    fn whisper_cpp_fields() {
+        let j = job(&[
+            ("response-format", "verbose_json"),
+            ("temperature", "0.2"),
+            ("temperature_inc", "0.4"),
+            ("language", "auto"),
+            ("translate", "true"),
+            ("no_timestamps", "1"),
+            ("beam_size", "-1"),
+            ("best_of", "3"),
+            ("offset_t", "1500"),
+            ("duration", "2000"),
+            ("max_len", "42"),
+            ("logprob_thold", "-0.5"),
+            ("prompt", "  Hello. "),
+            ("model", "ignored"),
+        ])
+        .unwrap();
+        assert_eq!(j.format, ResponseFormat::VerboseJson);
+        assert_eq!(j.opts.temperatures, vec![0.2, 0.6, 1.0]);
+        assert_eq!(j.opts.language, None);
+        assert_eq!(j.opts.task, Task::Translate);
+        assert!(j.opts.without_timestamps);
+        assert_eq!((j.opts.beam_size, j.opts.best_of), (1, 3));
+        assert_eq!(j.opts.clip_timestamps, vec![1.5, 3.5]);
+        assert_eq!(j.opts.max_segment_chars, Some(42));
+        assert_eq!(j.opts.log_prob_threshold, Some(-0.5));
+        assert_eq!(j.opts.initial_prompt.as_deref(), Some("Hello."));
+    }
+
+    #[test]
+    fn openai_fields() {
+        let j = job(&[
+            ("model", "whisper-1"),
+            ("language", "German"),
+            ("temperature", "0"),
+            ("response_format", "srt"),
+            ("timestamp_granularities[]", "word"),
+            ("timestamp_granularities[]", "segment"),
+        ])
+        .unwrap();
+        assert_eq!(j.opts.language.as_deref(), Some("de"));
+        assert_eq!(j.opts.temperatures, vec![0.0, 0.2, 0.4, 0.6, 0.8, 1.0]);
+        assert_eq!(j.format, ResponseFormat::File(Format::Srt));
+        assert!(j.opts.word_timestamps);
+        assert!(unknown_fields(&form(&[("model", "x"), ("colour", "red")])) == ["colour"]);
+    }
+
+    #[test]
+    fn bad_fields_are_400s_that_name_the_field() {
+        for (fields, names) in [
+            (vec![("response_format", "pdf")], "response_format"),
+            (vec![("language", "klingon")], "language"),
+            (vec![("temperature", "hot")], "temperature"),
+            (vec![("temperature", "NaN")], "temperature"),
+            (vec![("temperature", "3")], "temperature"),
+            (vec![("temperature_inc", "-0.2")], "temperature_inc"),
+            (vec![("beam_size", "2.5")], "beam_size"),
+            (vec![("beam_size", "1000")], "beam_size"),
+            (vec![("translate", "maybe")], "translate"),
+            (vec![("offset_t", "-5")], "offset_t"),
+            (vec![("max_len", "-1")], "max_len"),
+            (vec![("task", "summarize")], "task"),
+            (
+                vec![("timestamp_granularities[]", "char")],
+                "timestamp_granularities",
+            ),
+            (vec![("diarize", "true")], "diarize"),
+            (vec![("stream", "true")], "stream"),
+        ] {
+            let e = job(&fields).unwrap_err();
+            assert_eq!(e.status, 400, "{fields:?}");
+            assert!(e.message.contains(names), "{fields:?}: {}", e.message);
+        }
+    }
+
+    #[test]
+    fn temperature_sequences() {
+        assert_eq!(temperatures(0.0, 0.2), vec![0.0, 0.2, 0.4, 0.6, 0.8, 1.0]);
+        assert_eq!(temperatures(0.5, 0.0), vec![0.5]);
+        assert_eq!(temperatures(1.5, 0.2), vec![1.5]);
+        assert_eq!(temperatures(0.0, 0.3), vec![0.0, 0.3, 0.6, 0.9]);
+    }
+
+    #[test]
+    fn answers() {
+        let seg = sotto::Segment {
+            id: 1,
+            seek: 0,
+            start: 0.0,
+            end: 1.5,
+            text: " Hallo Welt.".into(),
+            tokens: vec![50364, 2425],
+            token_logprobs: vec![0.0, -0.1],
+            avg_logprob: -0.1,
+            compression_ratio: 1.0,
+            no_speech_prob: 0.01,
+            temperature: 0.0,
+            words: vec![sotto::Word {
+                start: 0.1,
+                end: 0.6,
+                word: " Hallo".into(),
+                probability: 0.9,
+                tokens: vec![2425],
+            }],
+        };
+        let t = Transcript {
+            language: "de".into(),
+            language_probability: 0.97,
+            duration: 1.5,
+            segments: vec![seg],
+        };
+        let (body, ct) = ResponseFormat::Json.render(&t, Task::Transcribe);
+        assert_eq!(ct, "application/json");
+        assert_eq!(body, br#"{"text":"Hallo Welt."}"#);
+        let (body, _) = ResponseFormat::VerboseJson.render(&t, Task::Translate);
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["task"], "translate");
+        assert_eq!(v["language"], "german");
+        assert_eq!(v["segments"][0]["id"], 0);
+        assert_eq!(v["segments"][0]["words"][0]["word"], " Hallo");
+        assert_eq!(v["words"][0]["end"], 0.6);
+        let (body, ct) = ResponseFormat::Text.render(&t, Task::Transcribe);
+        assert_eq!(
+            (body.as_slice(), ct),
+            (&b"Hallo Welt.\n"[..], "text/plain; charset=utf-8")
+        );
+        let e = ApiError::bad_request("no file");
+        assert_eq!(e.body(Dialect::WhisperCpp), r#"{"error":"no file"}"#);
+        let v: serde_json::Value = serde_json::from_str(&e.body(Dialect::OpenAi)).unwrap();
+        assert_eq!(v["error"]["type"], "invalid_request_error");
+    }
+}
