@@ -5,29 +5,15 @@ use std::path::{Path, PathBuf};
 use assert_cmd::Command;
 use predicates::prelude::*;
 
+mod common;
+use common::{jfk, normalise, JFK};
+
 fn sotto() -> Command {
     let mut cmd = Command::cargo_bin("sotto").expect("binary");
     // Models come from the test cache; nothing is fetched here.
     cmd.env("SOTTO_CACHE_DIR", sotto_testdata::cache_dir());
     cmd
 }
-
-fn jfk() -> PathBuf {
-    sotto_testdata::workspace_root().join("samples/jfk.wav")
-}
-
-/// Letters and spaces only, lower case.
-fn normalise(s: &str) -> String {
-    s.chars()
-        .filter(|c| c.is_alphanumeric() || c.is_whitespace())
-        .collect::<String>()
-        .to_lowercase()
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-const JFK: &str = "and so my fellow americans ask not what your country can do for you ask what you can do for your country";
 
 #[test]
 fn transcribes_jfk_with_tiny_en_by_name() {

@@ -3,27 +3,12 @@
 #![cfg(feature = "server")]
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const JFK: &str = "and so my fellow americans ask not what your country can do for you ask what you can do for your country";
-
-fn jfk() -> PathBuf {
-    sotto_testdata::workspace_root().join("samples/jfk.wav")
-}
-
-/// Letters and spaces only, lower case.
-fn normalise(s: &str) -> String {
-    s.chars()
-        .filter(|c| c.is_alphanumeric() || c.is_whitespace())
-        .collect::<String>()
-        .to_lowercase()
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-}
+mod common;
+use common::{jfk, normalise, JFK};
 
 /// A running `sotto serve`, killed when dropped.
 struct Server {
