@@ -36,8 +36,8 @@ pub use greedy::{DecodeTask, DecodingResult, Greedy, Rng, Sampling, Search};
 pub use inference::{BoxError, Inference, LogitNeed};
 pub use tokenizer::{language_code, language_name, Task, Tokenizer, LANGUAGES, LANGUAGE_NAMES};
 pub use transcribe::{
-    detect_language, suppressed_tokens, transcribe, LanguageDetection, MelView, Segment,
-    TranscribeOptions, Transcript, DEFAULT_SILENCE_FLOOR,
+    detect_language, fallback_temperatures, suppressed_tokens, transcribe, LanguageDetection,
+    MelView, Segment, TranscribeOptions, Transcript, DEFAULT_SILENCE_FLOOR,
 };
 
 /// Errors of tokenizing and decoding. Messages name the input and the problem.

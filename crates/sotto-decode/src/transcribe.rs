@@ -319,6 +319,24 @@ impl TranscribeOptions {
     }
 }
 
+/// The temperatures a fallback tries in turn: `start`, `start + step`, ... up to 1
+/// (whisper.cpp's `temperature` and `temperature_inc`); just `start` when `step` is 0 or
+/// `start` is above 1. `fallback_temperatures(0.0, 0.2)` is faster-whisper's default.
+pub fn fallback_temperatures(start: f64, step: f64) -> Vec<f64> {
+    let mut out = vec![start];
+    if step > 0.0 {
+        for k in 1.. {
+            // Rounded to 1e-6 so that 0.2 steps stay 0.6, not 0.6000000000000001.
+            let next = ((start + f64::from(k) * step) * 1e6).round() / 1e6;
+            if next > 1.0 + 1e-9 {
+                break;
+            }
+            out.push(next);
+        }
+    }
+    out
+}
+
 /// One transcribed stretch (faster-whisper's `Segment`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Segment {

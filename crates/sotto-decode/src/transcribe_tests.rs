@@ -596,3 +596,15 @@ fn carried_initial_prompt_heads_every_window() {
         (390..400).collect::<Vec<u32>>()
     );
 }
+
+#[test]
+fn fallback_temperature_ladders() {
+    assert_eq!(
+        fallback_temperatures(0.0, 0.2),
+        TranscribeOptions::default().temperatures
+    );
+    assert_eq!(fallback_temperatures(0.5, 0.0), vec![0.5]);
+    assert_eq!(fallback_temperatures(1.5, 0.2), vec![1.5]);
+    assert_eq!(fallback_temperatures(0.0, 0.3), vec![0.0, 0.3, 0.6, 0.9]);
+    assert_eq!(fallback_temperatures(0.2, 0.4), vec![0.2, 0.6, 1.0]);
+}

@@ -324,26 +324,6 @@ fn count(form: &Form, name: &str) -> Result<Option<usize>, ApiError> {
     Ok(Some(x.max(1.0) as usize))
 }
 
-/// The temperatures tried in turn: `t`, `t + inc`, ... up to 1 (whisper.cpp's
-/// `temperature` and `temperature_inc`; OpenAI's 0 "raises the temperature until the
-/// thresholds are met", the same sequence).
-pub fn temperatures(t: f64, inc: f64) -> Vec<f64> {
-    let mut out = vec![t];
-    if inc > 0.0 {
-        let mut k = 1.0;
-        loop {
-            // Rounded to 1e-6 so that 0.2 steps stay 0.6, not 0.6000000000000001.
-            let next = ((t + k * inc) * 1e6).round() / 1e6;
-            if next > 1.0 + 1e-9 {
-                break;
-            }
-            out.push(next);
-            k += 1.0;
-        }
-    }
-    out
-}
-
 /// Reads a transcription request's fields over the server's `defaults`. `translate_route`
 /// is OpenAI's `/v1/audio/translations`.
 pub fn read_job(
@@ -411,7 +391,7 @@ pub fn read_job(
                 "temperature_inc: {inc} is negative"
             )));
         }
-        opts.temperatures = temperatures(t, inc);
+        opts.temperatures = sotto::fallback_temperatures(t, inc);
     }
     if let Some(b) = boolean(form, "no_timestamps")? {
         opts.without_timestamps = b;
@@ -590,14 +570,6 @@ mod tests {
             assert_eq!(e.status, 400, "{fields:?}");
             assert!(e.message.contains(names), "{fields:?}: {}", e.message);
         }
-    }
-
-    #[test]
-    fn temperature_sequences() {
-        assert_eq!(temperatures(0.0, 0.2), vec![0.0, 0.2, 0.4, 0.6, 0.8, 1.0]);
-        assert_eq!(temperatures(0.5, 0.0), vec![0.5]);
-        assert_eq!(temperatures(1.5, 0.2), vec![1.5]);
-        assert_eq!(temperatures(0.0, 0.3), vec![0.0, 0.3, 0.6, 0.9]);
     }
 
     #[test]

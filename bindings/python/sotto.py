@@ -1,0 +1,306 @@
+"""sotto for Python: Whisper speech-to-text through sotto's C library (ctypes; no compiler).
+
+    import sotto
+    model = sotto.Model("tiny.en")                 # a name (fetched on first use) or a path
+    session = model.session(threads=2)             # one per thread that transcribes
+    t = session.transcribe("talk.mp3", language="auto", word_timestamps=True)
+    print(t.language, t.text)
+    for s in t.segments:
+        print(f"[{s.start:.2f} -> {s.end:.2f}] {s.text}", [w.word for w in s.words])
+
+`transcribe` takes a path, or 16 kHz mono samples (a NumPy float32 array, an
+`array.array('f')` or any sequence of floats). The library is `$SOTTO_LIB`, else
+`libsotto_capi` beside this file, else in the repository's `target/release`.
+"""
+
+import array
+import ctypes
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Callable, List, Optional
+
+__all__ = ["Model", "Session", "Transcript", "Segment", "Word", "SottoError", "load_audio"]
+
+
+class SottoError(RuntimeError):
+    """A call the library refused: the message says why."""
+
+
+_SEGMENT_CALLBACK = ctypes.CFUNCTYPE(
+    ctypes.c_int, ctypes.c_int, ctypes.c_double, ctypes.c_double, ctypes.c_char_p, ctypes.c_void_p
+)
+
+
+class _Params(ctypes.Structure):
+    # sotto_params of sotto.h, field for field.
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("language", ctypes.c_char_p),
+        ("translate", ctypes.c_int),
+        ("beam_size", ctypes.c_int),
+        ("best_of", ctypes.c_int),
+        ("temperature", ctypes.c_float),
+        ("temperature_inc", ctypes.c_float),
+        ("no_timestamps", ctypes.c_int),
+        ("word_timestamps", ctypes.c_int),
+        ("initial_prompt", ctypes.c_char_p),
+        ("on_segment", _SEGMENT_CALLBACK),
+        ("user_data", ctypes.c_void_p),
+    ]
+
+
+def _library_path():
+    if os.environ.get("SOTTO_LIB"):
+        return os.environ["SOTTO_LIB"]
+    name = {"darwin": "libsotto_capi.dylib", "win32": "sotto_capi.dll"}.get(
+        sys.platform, "libsotto_capi.so"
+    )
+    here = os.path.dirname(os.path.abspath(__file__))
+    for candidate in (os.path.join(here, name),
+                      os.path.join(here, "..", "..", "target", "release", name)):
+        if os.path.exists(candidate):
+            return candidate
+    raise SottoError(f"{name} not found: build it with `cargo build --release`, or set SOTTO_LIB")
+
+
+def _load():
+    lib = ctypes.CDLL(_library_path())
+    P, c = ctypes.c_void_p, ctypes
+    sigs = {
+        "sotto_version": ([], c.c_char_p),
+        "sotto_last_error": ([], c.c_char_p),
+        "sotto_default_params": ([], _Params),
+        "sotto_model_load": ([c.c_char_p, c.c_char_p], P),
+        "sotto_model_free": ([P], None),
+        "sotto_model_is_multilingual": ([P], c.c_int),
+        "sotto_session_new": ([P, c.c_int], P),
+        "sotto_session_free": ([P], None),
+        "sotto_audio_load": ([c.c_char_p, c.POINTER(c.c_size_t)], c.POINTER(c.c_float)),
+        "sotto_audio_free": ([c.POINTER(c.c_float), c.c_size_t], None),
+        "sotto_transcribe": ([P, c.POINTER(c.c_float), c.c_size_t, c.POINTER(_Params)], P),
+        "sotto_transcribe_file": ([P, c.c_char_p, c.POINTER(_Params)], P),
+        "sotto_detect_language": ([P, c.POINTER(c.c_float), c.c_size_t, c.POINTER(c.c_float)],
+                                  c.c_char_p),
+        "sotto_transcript_free": ([P], None),
+        "sotto_transcript_text": ([P], c.c_char_p),
+        "sotto_transcript_language": ([P], c.c_char_p),
+        "sotto_transcript_duration": ([P], c.c_double),
+        "sotto_transcript_n_segments": ([P], c.c_int),
+        "sotto_transcript_segment_text": ([P, c.c_int], c.c_char_p),
+        "sotto_transcript_segment_start": ([P, c.c_int], c.c_double),
+        "sotto_transcript_segment_end": ([P, c.c_int], c.c_double),
+        "sotto_transcript_segment_no_speech_prob": ([P, c.c_int], c.c_double),
+        "sotto_transcript_n_words": ([P, c.c_int], c.c_int),
+        "sotto_transcript_word_text": ([P, c.c_int, c.c_int], c.c_char_p),
+        "sotto_transcript_word_start": ([P, c.c_int, c.c_int], c.c_double),
+        "sotto_transcript_word_end": ([P, c.c_int, c.c_int], c.c_double),
+        "sotto_transcript_word_probability": ([P, c.c_int, c.c_int], c.c_double),
+    }
+    for name, (args, ret) in sigs.items():
+        f = getattr(lib, name)
+        f.argtypes, f.restype = args, ret
+    size = lib.sotto_default_params().struct_size
+    if size != ctypes.sizeof(_Params):
+        raise SottoError(f"{_library_path()} has sotto_params of {size} bytes, this module "
+                         f"{ctypes.sizeof(_Params)}: they come from different versions")
+    return lib
+
+
+_lib = _load()
+__version__ = _lib.sotto_version().decode()
+
+
+def _fail():
+    raise SottoError(_lib.sotto_last_error().decode("utf-8", "replace"))
+
+
+def _c(s):
+    return None if s is None else s.encode()
+
+
+@dataclass
+class Word:
+    word: str
+    start: float
+    end: float
+    probability: float
+
+
+@dataclass
+class Segment:
+    start: float
+    end: float
+    text: str
+    no_speech_prob: float
+    words: List[Word] = field(default_factory=list)
+
+
+@dataclass
+class Transcript:
+    text: str
+    language: str
+    duration: float
+    segments: List[Segment]
+
+
+class _Samples:
+    """16 kHz mono samples as a float pointer and a count, kept alive with their owner."""
+
+    def __init__(self, audio):
+        if hasattr(audio, "__array_interface__"):  # NumPy, without importing it here
+            import numpy
+
+            self._owner = numpy.ascontiguousarray(audio, dtype=numpy.float32).reshape(-1)
+            self.n = self._owner.size
+            self.ptr = self._owner.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+        else:
+            self._owner = audio if isinstance(audio, array.array) and audio.typecode == "f" \
+                else array.array("f", audio)
+            self.n = len(self._owner)
+            address = self._owner.buffer_info()[0] if self.n else 0
+            self.ptr = ctypes.cast(address, ctypes.POINTER(ctypes.c_float))
+
+
+def load_audio(path) -> array.array:
+    """Decodes an audio file (wav, flac, mp3, ogg) to 16 kHz mono samples."""
+    n = ctypes.c_size_t()
+    ptr = _lib.sotto_audio_load(os.fsencode(path), ctypes.byref(n))
+    if not ptr:
+        _fail()
+    try:
+        return array.array("f", ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float * n.value))[0])
+    finally:
+        _lib.sotto_audio_free(ptr, n)
+
+
+class Model:
+    """A Whisper model, loaded once: a name (tiny.en, base, ...) or a path to a CTranslate2
+    folder or whisper.cpp ggml .bin. `device` is "cpu", "cuda", "cuda:N" or "auto"."""
+
+    def __init__(self, name_or_path, device: str = "auto"):
+        self._h = _lib.sotto_model_load(os.fsencode(name_or_path), device.encode())
+        if not self._h:
+            _fail()
+
+    @property
+    def is_multilingual(self) -> bool:
+        return _lib.sotto_model_is_multilingual(self._h) == 1
+
+    def session(self, threads: int = 0) -> "Session":
+        """A new transcription session (0 threads: every core)."""
+        return Session(self, threads)
+
+    def close(self):
+        if getattr(self, "_h", None):
+            _lib.sotto_model_free(self._h)
+            self._h = None
+
+    __del__ = close
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Session:
+    """One transcription stream: its own caches and threads. Use it from one thread at a time."""
+
+    def __init__(self, model: Model, threads: int = 0):
+        if not model._h:
+            raise SottoError("the model is closed")
+        self._h = _lib.sotto_session_new(model._h, threads)
+        if not self._h:
+            _fail()
+
+    def transcribe(self, audio, *, language: Optional[str] = None, translate: bool = False,
+                   beam_size: int = 5, best_of: int = 5, temperature: float = 0.0,
+                   temperature_increment: float = 0.2, without_timestamps: bool = False,
+                   word_timestamps: bool = False, initial_prompt: Optional[str] = None,
+                   on_segment: Optional[Callable[[int, float, float, str], Optional[bool]]] = None
+                   ) -> Transcript:
+        """Transcribes a file path or 16 kHz mono samples. `on_segment(index, start, end, text)`
+        sees each segment as it is finished; returning False stops early."""
+        self._check()
+        p = _lib.sotto_default_params()
+        p.language = _c(language)
+        p.translate = int(translate)
+        p.beam_size, p.best_of = beam_size, best_of
+        p.temperature, p.temperature_inc = temperature, temperature_increment
+        p.no_timestamps, p.word_timestamps = int(without_timestamps), int(word_timestamps)
+        p.initial_prompt = _c(initial_prompt)
+        raised = []
+
+        def callback(index, start, end, text, _user):
+            try:
+                return 0 if on_segment(index, start, end, text.decode("utf-8", "replace")) is False \
+                    else 1
+            except BaseException as e:  # noqa: BLE001 - re-raised below, after the C call
+                raised.append(e)
+                return 0
+
+        keep = _SEGMENT_CALLBACK(callback) if on_segment else _SEGMENT_CALLBACK()
+        p.on_segment = keep
+        if isinstance(audio, (str, bytes, os.PathLike)):
+            t = _lib.sotto_transcribe_file(self._h, os.fsencode(audio), ctypes.byref(p))
+        else:
+            s = _Samples(audio)
+            t = _lib.sotto_transcribe(self._h, s.ptr, s.n, ctypes.byref(p))
+        if raised:
+            if t:
+                _lib.sotto_transcript_free(t)
+            raise raised[0]
+        if not t:
+            _fail()
+        try:
+            return _read(t)
+        finally:
+            _lib.sotto_transcript_free(t)
+
+    def detect_language(self, audio):
+        """The spoken language of the first 30 s: (code, probability). Multilingual models only."""
+        self._check()
+        if isinstance(audio, (str, bytes, os.PathLike)):
+            audio = load_audio(audio)
+        s = _Samples(audio)
+        prob = ctypes.c_float()
+        code = _lib.sotto_detect_language(self._h, s.ptr, s.n, ctypes.byref(prob))
+        if not code:
+            _fail()
+        return code.decode(), prob.value
+
+    def _check(self):
+        if not getattr(self, "_h", None):
+            raise SottoError("the session is closed")
+
+    def close(self):
+        if getattr(self, "_h", None):
+            _lib.sotto_session_free(self._h)
+            self._h = None
+
+    __del__ = close
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _read(t) -> Transcript:
+    L = _lib
+    segments = []
+    for i in range(L.sotto_transcript_n_segments(t)):
+        words = [Word(L.sotto_transcript_word_text(t, i, w).decode("utf-8", "replace"),
+                      L.sotto_transcript_word_start(t, i, w), L.sotto_transcript_word_end(t, i, w),
+                      L.sotto_transcript_word_probability(t, i, w))
+                 for w in range(L.sotto_transcript_n_words(t, i))]
+        segments.append(Segment(L.sotto_transcript_segment_start(t, i),
+                                L.sotto_transcript_segment_end(t, i),
+                                L.sotto_transcript_segment_text(t, i).decode("utf-8", "replace"),
+                                L.sotto_transcript_segment_no_speech_prob(t, i), words))
+    return Transcript(L.sotto_transcript_text(t).decode("utf-8", "replace"),
+                      L.sotto_transcript_language(t).decode(), L.sotto_transcript_duration(t),
+                      segments)

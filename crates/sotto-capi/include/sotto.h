@@ -1,0 +1,111 @@
+/* sotto: Whisper speech-to-text. The C interface of libsotto_capi.
+ *
+ * A model is loaded once and may be shared by any number of threads. Each thread that
+ * transcribes opens its own session (KV caches, buffers, worker threads), used by one
+ * thread at a time. A transcript is an immutable result: its strings stay valid until it
+ * is freed.
+ *
+ * Failure is a NULL (or negative, or NaN) return; sotto_last_error() then says why, until
+ * the next failure on the same thread. No function aborts the process on bad input.
+ * Strings passed in are NUL-terminated UTF-8.
+ */
+#ifndef SOTTO_H
+#define SOTTO_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sotto_model sotto_model;
+typedef struct sotto_session sotto_session;
+typedef struct sotto_transcript sotto_transcript;
+
+/* Called as each segment is finished: its index, start and end in seconds, and text
+ * (valid during the call). Return nonzero to go on, 0 to stop early (the transcript then
+ * holds the segments so far). */
+typedef int (*sotto_segment_callback)(int index, double start, double end, const char *text,
+                                      void *user_data);
+
+/* Decoding options. Get them from sotto_default_params(), then change fields. */
+typedef struct sotto_params {
+    size_t struct_size;          /* sizeof(sotto_params), set by sotto_default_params() */
+    const char *language;        /* code ("en"), English name, or "auto"; NULL: auto
+                                    (English-only models: en) */
+    int translate;               /* nonzero: translate to English */
+    int beam_size;               /* 1 decodes greedily; default 5 */
+    int best_of;                 /* candidates sampled above temperature 0; default 5 */
+    float temperature;           /* first temperature; default 0 */
+    float temperature_inc;       /* fallback step up to 1; 0 turns the fallback off;
+                                    default 0.2 */
+    int no_timestamps;           /* nonzero: text only, one segment per 30 s window */
+    int word_timestamps;         /* nonzero: time each word (sotto_transcript_word_*) */
+    const char *initial_prompt;  /* text before the audio, or NULL */
+    sotto_segment_callback on_segment; /* or NULL */
+    void *user_data;             /* passed to on_segment */
+} sotto_params;
+
+/* The library's version, e.g. "0.1.0". */
+const char *sotto_version(void);
+
+/* Why the last failing call on this thread failed. Never NULL. */
+const char *sotto_last_error(void);
+
+/* The defaults: faster-whisper's transcribe() defaults. */
+sotto_params sotto_default_params(void);
+
+/* Loads a model: a name (tiny.en, base, ...: from the cache, fetched on first use) or a
+ * path to a CTranslate2 folder or whisper.cpp ggml .bin. device: "cpu", "cuda", "cuda:N",
+ * "auto" or NULL (auto). */
+sotto_model *sotto_model_load(const char *name_or_path, const char *device);
+void sotto_model_free(sotto_model *model);
+/* 1 if the model knows languages other than English, 0 if not, -1 on a NULL model. */
+int sotto_model_is_multilingual(const sotto_model *model);
+
+/* A new session of the model; n_threads <= 0 uses every core. The session keeps the
+ * model alive: the model may be freed first. */
+sotto_session *sotto_session_new(const sotto_model *model, int n_threads);
+void sotto_session_free(sotto_session *session);
+
+/* Decodes an audio file (wav, flac, mp3, ogg; any rate and channel count) to 16 kHz mono:
+ * *n_samples floats, to be given back to sotto_audio_free. */
+float *sotto_audio_load(const char *path, size_t *n_samples);
+void sotto_audio_free(float *samples, size_t n_samples);
+
+/* Transcribes 16 kHz mono samples (params NULL: the defaults). */
+sotto_transcript *sotto_transcribe(sotto_session *session, const float *samples,
+                                   size_t n_samples, const sotto_params *params);
+/* Transcribes an audio file (wav, flac, mp3, ogg; any rate and channel count). */
+sotto_transcript *sotto_transcribe_file(sotto_session *session, const char *path,
+                                        const sotto_params *params);
+/* The spoken language of the first 30 s: a static code ("de"); its probability in
+ * *probability when that is not NULL. Multilingual models only. */
+const char *sotto_detect_language(sotto_session *session, const float *samples,
+                                  size_t n_samples, float *probability);
+
+void sotto_transcript_free(sotto_transcript *transcript);
+/* The whole text, trimmed. */
+const char *sotto_transcript_text(const sotto_transcript *t);
+/* The language code used. */
+const char *sotto_transcript_language(const sotto_transcript *t);
+/* Seconds of audio. */
+double sotto_transcript_duration(const sotto_transcript *t);
+int sotto_transcript_n_segments(const sotto_transcript *t);
+const char *sotto_transcript_segment_text(const sotto_transcript *t, int segment);
+double sotto_transcript_segment_start(const sotto_transcript *t, int segment);
+double sotto_transcript_segment_end(const sotto_transcript *t, int segment);
+/* Probability that the segment's window holds no speech. */
+double sotto_transcript_segment_no_speech_prob(const sotto_transcript *t, int segment);
+/* Words of a segment: 0 unless params.word_timestamps was set. */
+int sotto_transcript_n_words(const sotto_transcript *t, int segment);
+const char *sotto_transcript_word_text(const sotto_transcript *t, int segment, int word);
+double sotto_transcript_word_start(const sotto_transcript *t, int segment, int word);
+double sotto_transcript_word_end(const sotto_transcript *t, int segment, int word);
+double sotto_transcript_word_probability(const sotto_transcript *t, int segment, int word);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SOTTO_H */

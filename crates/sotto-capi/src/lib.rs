@@ -1,0 +1,736 @@
+//! sotto's C ABI, declared by `include/sotto.h`: load a model, open sessions, transcribe,
+//! read segments and words. The language bindings (`bindings/python`) sit on it.
+//!
+//! Every function checks its pointers and catches panics: failure is a NULL, negative or
+//! NaN return with the reason in [`sotto_last_error`], never an abort. Handles are boxed
+//! Rust values; a transcript converts its strings to C once, so the pointers it hands out
+//! live as long as it does.
+
+use std::cell::RefCell;
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr;
+
+use sotto::{Task, TranscribeOptions};
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+fn set_error(msg: &str) {
+    let c = CString::new(msg.replace('\0', " ")).unwrap_or_default();
+    LAST_ERROR.with(|e| *e.borrow_mut() = c);
+}
+
+/// Runs `f`; an error or a panic becomes `fail`, with the reason kept for
+/// [`sotto_last_error`].
+fn guard<T>(fail: T, f: impl FnOnce() -> Result<T, String>) -> T {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(v)) => v,
+        Ok(Err(msg)) => {
+            set_error(&msg);
+            fail
+        }
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            set_error(&format!("internal error (a bug in sotto): {what}"));
+            fail
+        }
+    }
+}
+
+/// A `const char *` argument as a `&str`; `what` names it in errors.
+///
+/// # Safety
+/// `p` is NULL or points to a NUL-terminated string that outlives the call.
+unsafe fn text<'a>(p: *const c_char, what: &str) -> Result<Option<&'a str>, String> {
+    if p.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: non-NULL, and NUL-terminated by the caller's contract.
+    unsafe { CStr::from_ptr(p) }
+        .to_str()
+        .map(Some)
+        .map_err(|_| format!("{what} is not UTF-8"))
+}
+
+/// A handle argument as a reference; `what` names it in errors.
+///
+/// # Safety
+/// `p` is NULL or a live handle of type `T` from this library.
+unsafe fn handle<'a, T>(p: *const T, what: &str) -> Result<&'a T, String> {
+    // SAFETY: the caller passes NULL or a pointer this library returned and has not freed.
+    unsafe { p.as_ref() }.ok_or_else(|| format!("{what} is NULL"))
+}
+
+/// As [`handle`], mutable.
+///
+/// # Safety
+/// `p` is NULL or a live handle of type `T` from this library, used by no other thread.
+unsafe fn handle_mut<'a, T>(p: *mut T, what: &str) -> Result<&'a mut T, String> {
+    // SAFETY: as `handle`; the header asks that a session be used by one thread at a time.
+    unsafe { p.as_mut() }.ok_or_else(|| format!("{what} is NULL"))
+}
+
+/// Frees a handle made by [`Box::into_raw`] (a panic in a destructor is caught).
+///
+/// # Safety
+/// `p` is NULL or a live handle of type `T` from this library, not used afterwards.
+unsafe fn free<T>(p: *mut T) {
+    guard((), || {
+        if !p.is_null() {
+            // SAFETY: `p` came from `Box::into_raw` and is freed once, by the caller's contract.
+            drop(unsafe { Box::from_raw(p) });
+        }
+        Ok(())
+    })
+}
+
+pub struct SottoModel(sotto::Model);
+
+pub struct SottoSession(sotto::Session);
+
+/// A transcript with its strings already in C form.
+pub struct SottoTranscript {
+    transcript: sotto::Transcript,
+    text: CString,
+    language: CString,
+    segments: Vec<CString>,
+    words: Vec<Vec<CString>>,
+}
+
+fn c_string(s: &str) -> CString {
+    CString::new(s.replace('\0', " ")).unwrap_or_default()
+}
+
+impl SottoTranscript {
+    fn new(transcript: sotto::Transcript) -> SottoTranscript {
+        SottoTranscript {
+            text: c_string(&transcript.text()),
+            language: c_string(&transcript.language),
+            segments: transcript
+                .segments
+                .iter()
+                .map(|s| c_string(&s.text))
+                .collect(),
+            words: transcript
+                .segments
+                .iter()
+                .map(|s| s.words.iter().map(|w| c_string(&w.word)).collect())
+                .collect(),
+            transcript,
+        }
+    }
+
+    fn segment(&self, i: c_int) -> Result<&sotto::Segment, String> {
+        usize::try_from(i)
+            .ok()
+            .and_then(|i| self.transcript.segments.get(i))
+            .ok_or_else(|| {
+                format!(
+                    "segment {i} is out of range (the transcript has {})",
+                    self.transcript.segments.len()
+                )
+            })
+    }
+
+    fn word(&self, segment: c_int, word: c_int) -> Result<&sotto::Word, String> {
+        let s = self.segment(segment)?;
+        usize::try_from(word)
+            .ok()
+            .and_then(|w| s.words.get(w))
+            .ok_or_else(|| {
+                format!(
+                    "word {word} of segment {segment} is out of range (it has {})",
+                    s.words.len()
+                )
+            })
+    }
+}
+
+/// Called as each segment is finished; 0 stops the transcription.
+pub type SegmentCallback = unsafe extern "C" fn(
+    index: c_int,
+    start: f64,
+    end: f64,
+    text: *const c_char,
+    user_data: *mut c_void,
+) -> c_int;
+
+/// `sotto_params` of `sotto.h`, field for field.
+#[repr(C)]
+pub struct SottoParams {
+    pub struct_size: usize,
+    pub language: *const c_char,
+    pub translate: c_int,
+    pub beam_size: c_int,
+    pub best_of: c_int,
+    pub temperature: f32,
+    pub temperature_inc: f32,
+    pub no_timestamps: c_int,
+    pub word_timestamps: c_int,
+    pub initial_prompt: *const c_char,
+    pub on_segment: Option<SegmentCallback>,
+    pub user_data: *mut c_void,
+}
+
+impl SottoParams {
+    /// The options these parameters ask for.
+    ///
+    /// # Safety
+    /// The string fields are NULL or NUL-terminated strings alive during the call.
+    unsafe fn options(&self) -> Result<TranscribeOptions, String> {
+        if self.struct_size != std::mem::size_of::<SottoParams>() {
+            return Err(format!(
+                "params.struct_size is {}, not {}: take the params from sotto_default_params() \
+                 of the sotto.h this library ships",
+                self.struct_size,
+                std::mem::size_of::<SottoParams>()
+            ));
+        }
+        let mut opts = TranscribeOptions::default();
+        // SAFETY: string fields as this function's contract says.
+        if let Some(lang) = unsafe { text(self.language, "params.language") }? {
+            if lang != "auto" {
+                let code = sotto::language_code(lang)
+                    .ok_or_else(|| format!("params.language {lang:?} is not a Whisper language"))?;
+                opts.language = Some(code.to_string());
+            }
+        }
+        // SAFETY: as above.
+        opts.initial_prompt = unsafe { text(self.initial_prompt, "params.initial_prompt") }?
+            .filter(|p| !p.is_empty())
+            .map(str::to_string);
+        if self.translate != 0 {
+            opts.task = Task::Translate;
+        }
+        let count = |n: c_int, what: &str| {
+            usize::try_from(n)
+                .ok()
+                .filter(|&n| n >= 1)
+                .ok_or_else(|| format!("params.{what} is {n}; it must be at least 1"))
+        };
+        opts.beam_size = count(self.beam_size, "beam_size")?;
+        opts.best_of = count(self.best_of, "best_of")?;
+        let (t, inc) = (f64::from(self.temperature), f64::from(self.temperature_inc));
+        if !(t.is_finite() && t >= 0.0 && inc.is_finite() && inc >= 0.0) {
+            return Err(format!(
+                "params.temperature {t} and temperature_inc {inc} must be numbers >= 0"
+            ));
+        }
+        opts.temperatures = sotto::fallback_temperatures(t, inc);
+        opts.without_timestamps = self.no_timestamps != 0;
+        opts.word_timestamps = self.word_timestamps != 0;
+        Ok(opts)
+    }
+}
+
+/// The library version.
+#[no_mangle]
+pub extern "C" fn sotto_version() -> *const c_char {
+    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
+}
+
+/// Why the last failing call on this thread failed (empty before any failure).
+#[no_mangle]
+pub extern "C" fn sotto_last_error() -> *const c_char {
+    LAST_ERROR.with(|e| e.borrow().as_ptr())
+}
+
+/// faster-whisper's `transcribe()` defaults.
+#[no_mangle]
+pub extern "C" fn sotto_default_params() -> SottoParams {
+    let d = TranscribeOptions::default();
+    SottoParams {
+        struct_size: std::mem::size_of::<SottoParams>(),
+        language: ptr::null(),
+        translate: 0,
+        beam_size: c_int::try_from(d.beam_size).unwrap_or(5),
+        best_of: c_int::try_from(d.best_of).unwrap_or(5),
+        temperature: 0.0,
+        temperature_inc: 0.2,
+        no_timestamps: 0,
+        word_timestamps: 0,
+        initial_prompt: ptr::null(),
+        on_segment: None,
+        user_data: ptr::null_mut(),
+    }
+}
+
+/// Loads a model by name or path onto `device` (NULL: auto).
+///
+/// # Safety
+/// `name_or_path` and `device` are NULL or NUL-terminated strings.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_model_load(
+    name_or_path: *const c_char,
+    device: *const c_char,
+) -> *mut SottoModel {
+    guard(ptr::null_mut(), || {
+        // SAFETY: the arguments are as this function's contract says.
+        let name = unsafe { text(name_or_path, "name_or_path") }?.ok_or("name_or_path is NULL")?;
+        // SAFETY: as above.
+        let device = unsafe { text(device, "device") }?.unwrap_or("auto");
+        let device: sotto::Device = device.parse().map_err(|e: sotto::Error| e.to_string())?;
+        let device = sotto::select_device(device)
+            .map_err(|e| e.to_string())?
+            .device;
+        let model = sotto::Model::load_named_with(
+            name,
+            &sotto::hub::Hub::from_env(),
+            &mut sotto::hub::NoProgress,
+            device,
+            sotto::LoadOptions::default(),
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(Box::into_raw(Box::new(SottoModel(model))))
+    })
+}
+
+/// Frees a model (its sessions keep what they need).
+///
+/// # Safety
+/// `model` is NULL or a live model from [`sotto_model_load`], not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_model_free(model: *mut SottoModel) {
+    // SAFETY: as this function's contract says.
+    unsafe { free(model) }
+}
+
+/// 1 for a multilingual model, 0 for an English-only one, -1 for NULL.
+///
+/// # Safety
+/// `model` is NULL or a live model.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_model_is_multilingual(model: *const SottoModel) -> c_int {
+    guard(-1, || {
+        // SAFETY: as this function's contract says.
+        let m = unsafe { handle(model, "model") }?;
+        Ok(c_int::from(m.0.is_multilingual()))
+    })
+}
+
+/// A new session of `model` with `n_threads` threads (<= 0: every core).
+///
+/// # Safety
+/// `model` is NULL or a live model.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_session_new(
+    model: *const SottoModel,
+    n_threads: c_int,
+) -> *mut SottoSession {
+    guard(ptr::null_mut(), || {
+        // SAFETY: as this function's contract says.
+        let m = unsafe { handle(model, "model") }?;
+        let threads = usize::try_from(n_threads)
+            .ok()
+            .filter(|&n| n > 0)
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        let session = m.0.session(threads).map_err(|e| e.to_string())?;
+        Ok(Box::into_raw(Box::new(SottoSession(session))))
+    })
+}
+
+/// Frees a session and everything it allocated.
+///
+/// # Safety
+/// `session` is NULL or a live session, not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_session_free(session: *mut SottoSession) {
+    // SAFETY: as this function's contract says.
+    unsafe { free(session) }
+}
+
+/// Transcribes with `params` (NULL: defaults), reporting segments to its callback.
+///
+/// # Safety
+/// `session` is NULL or a live session used by no other thread; `params` is NULL or
+/// points to a `sotto_params` whose strings and `user_data` are valid for the call.
+unsafe fn run(
+    session: *mut SottoSession,
+    samples: &[f32],
+    params: *const SottoParams,
+) -> Result<*mut SottoTranscript, String> {
+    // SAFETY: as this function's contract says.
+    let s = unsafe { handle_mut(session, "session") }?;
+    let defaults = sotto_default_params();
+    // SAFETY: as above.
+    let p = unsafe { params.as_ref() }.unwrap_or(&defaults);
+    // SAFETY: the params' strings are valid for the call.
+    let opts = unsafe { p.options() }?;
+    let mut index = 0;
+    let (callback, user_data) = (p.on_segment, p.user_data);
+    let mut on_segment = |seg: &sotto::Segment| {
+        let Some(cb) = callback else { return true };
+        let text = c_string(&seg.text);
+        // SAFETY: the caller's callback, given a string alive for the call and its own
+        // user_data, as sotto.h documents.
+        let go_on = unsafe { cb(index, seg.start, seg.end, text.as_ptr(), user_data) };
+        index += 1;
+        go_on != 0
+    };
+    let t =
+        s.0.transcribe(samples, &opts, &mut on_segment)
+            .map_err(|e| e.to_string())?;
+    Ok(Box::into_raw(Box::new(SottoTranscript::new(t))))
+}
+
+/// `n_samples` samples at `samples` as a slice.
+///
+/// # Safety
+/// `samples` is NULL or points to `n_samples` floats alive during the call.
+unsafe fn sample_slice<'a>(samples: *const f32, n_samples: usize) -> Result<&'a [f32], String> {
+    if samples.is_null() {
+        return match n_samples {
+            0 => Ok(&[]),
+            _ => Err("samples is NULL".into()),
+        };
+    }
+    if n_samples > isize::MAX as usize / std::mem::size_of::<f32>() {
+        return Err(format!("n_samples {n_samples} is larger than memory"));
+    }
+    // SAFETY: non-NULL, `n_samples` floats by the caller's contract, size checked above.
+    Ok(unsafe { std::slice::from_raw_parts(samples, n_samples) })
+}
+
+/// Decodes an audio file to 16 kHz mono; `*n_samples` of them, freed by
+/// [`sotto_audio_free`].
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string; `n_samples` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_audio_load(path: *const c_char, n_samples: *mut usize) -> *mut f32 {
+    guard(ptr::null_mut(), || {
+        // SAFETY: as this function's contract says.
+        let path = unsafe { text(path, "path") }?.ok_or("path is NULL")?;
+        // SAFETY: as above.
+        let n = unsafe { n_samples.as_mut() }.ok_or("n_samples is NULL")?;
+        let samples = sotto::audio::load_16k_mono(path).map_err(|e| e.to_string())?;
+        *n = samples.len();
+        Ok(Box::into_raw(samples.into_boxed_slice()).cast())
+    })
+}
+
+/// Frees samples from [`sotto_audio_load`].
+///
+/// # Safety
+/// `samples` is NULL or came from `sotto_audio_load` with this `n_samples`, and is not used
+/// afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_audio_free(samples: *mut f32, n_samples: usize) {
+    if !samples.is_null() {
+        let slice = ptr::slice_from_raw_parts_mut(samples, n_samples);
+        // SAFETY: the boxed slice `sotto_audio_load` leaked, with its length, freed once.
+        drop(unsafe { Box::from_raw(slice) });
+    }
+}
+
+/// Transcribes 16 kHz mono samples.
+///
+/// # Safety
+/// `session` is NULL or a live session used by no other thread; `samples` points to
+/// `n_samples` floats; `params` is NULL or a valid `sotto_params`.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_transcribe(
+    session: *mut SottoSession,
+    samples: *const f32,
+    n_samples: usize,
+    params: *const SottoParams,
+) -> *mut SottoTranscript {
+    guard(ptr::null_mut(), || {
+        // SAFETY: as this function's contract says.
+        let samples = unsafe { sample_slice(samples, n_samples) }?;
+        // SAFETY: as above.
+        unsafe { run(session, samples, params) }
+    })
+}
+
+/// Decodes and transcribes an audio file.
+///
+/// # Safety
+/// As [`sotto_transcribe`]; `path` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_transcribe_file(
+    session: *mut SottoSession,
+    path: *const c_char,
+    params: *const SottoParams,
+) -> *mut SottoTranscript {
+    guard(ptr::null_mut(), || {
+        // SAFETY: as this function's contract says.
+        let path = unsafe { text(path, "path") }?.ok_or("path is NULL")?;
+        let samples = sotto::audio::load_16k_mono(path).map_err(|e| e.to_string())?;
+        // SAFETY: as above.
+        unsafe { run(session, &samples, params) }
+    })
+}
+
+/// The most likely language of the first 30 s: a static code; its probability in
+/// `*probability` when that is not NULL.
+///
+/// # Safety
+/// As [`sotto_transcribe`]; `probability` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_detect_language(
+    session: *mut SottoSession,
+    samples: *const f32,
+    n_samples: usize,
+    probability: *mut f32,
+) -> *const c_char {
+    guard(ptr::null(), || {
+        // SAFETY: as this function's contract says.
+        let s = unsafe { handle_mut(session, "session") }?;
+        // SAFETY: as above.
+        let samples = unsafe { sample_slice(samples, n_samples) }?;
+        let d = s.0.detect_language(samples).map_err(|e| e.to_string())?;
+        // SAFETY: NULL or writable, by this function's contract.
+        if let Some(p) = unsafe { probability.as_mut() } {
+            *p = d.probability as f32;
+        }
+        let code = sotto::LANGUAGES
+            .iter()
+            .position(|&c| c == d.language)
+            .map(|i| LANGUAGE_CODES_C[i])
+            .ok_or_else(|| format!("unknown language {}", d.language))?;
+        Ok(code.as_ptr().cast())
+    })
+}
+
+/// [`sotto::LANGUAGES`], NUL-terminated for C.
+const LANGUAGE_CODES_C: [&str; 100] = {
+    macro_rules! c {
+        ($($code:literal),*) => { [$(concat!($code, "\0")),*] };
+    }
+    c!(
+        "en", "zh", "de", "es", "ru", "ko", "fr", "ja", "pt", "tr", "pl", "ca", "nl", "ar", "sv",
+        "it", "id", "hi", "fi", "vi", "he", "uk", "el", "ms", "cs", "ro", "da", "hu", "ta", "no",
+        "th", "ur", "hr", "bg", "lt", "la", "mi", "ml", "cy", "sk", "te", "fa", "lv", "bn", "sr",
+        "az", "sl", "kn", "et", "mk", "br", "eu", "is", "hy", "ne", "mn", "bs", "kk", "sq", "sw",
+        "gl", "mr", "pa", "si", "km", "sn", "yo", "so", "af", "oc", "ka", "be", "tg", "sd", "gu",
+        "am", "yi", "lo", "uz", "fo", "ht", "ps", "tk", "nn", "mt", "sa", "lb", "my", "bo", "tl",
+        "mg", "as", "tt", "haw", "ln", "ha", "ba", "jw", "su", "yue"
+    )
+};
+
+/// Frees a transcript and its strings.
+///
+/// # Safety
+/// `t` is NULL or a live transcript, not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_transcript_free(t: *mut SottoTranscript) {
+    // SAFETY: as this function's contract says.
+    unsafe { free(t) }
+}
+
+/// Reads a transcript: `fail` and the reason on a NULL handle or a bad index.
+///
+/// # Safety
+/// `t` is NULL or a live transcript.
+unsafe fn read<R>(
+    t: *const SottoTranscript,
+    fail: R,
+    f: impl FnOnce(&SottoTranscript) -> Result<R, String>,
+) -> R {
+    guard(fail, || {
+        // SAFETY: as this function's contract says.
+        f(unsafe { handle(t, "transcript") }?)
+    })
+}
+
+/// # Safety
+/// `t` is NULL or a live transcript; the string lives as long as it.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_transcript_text(t: *const SottoTranscript) -> *const c_char {
+    // SAFETY: as this function's contract says.
+    unsafe { read(t, ptr::null(), |t| Ok(t.text.as_ptr())) }
+}
+
+/// # Safety
+/// `t` is NULL or a live transcript; the string lives as long as it.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_transcript_language(t: *const SottoTranscript) -> *const c_char {
+    // SAFETY: as this function's contract says.
+    unsafe { read(t, ptr::null(), |t| Ok(t.language.as_ptr())) }
+}
+
+/// # Safety
+/// `t` is NULL or a live transcript.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_transcript_duration(t: *const SottoTranscript) -> f64 {
+    // SAFETY: as this function's contract says.
+    unsafe { read(t, f64::NAN, |t| Ok(t.transcript.duration)) }
+}
+
+/// # Safety
+/// `t` is NULL or a live transcript.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_transcript_n_segments(t: *const SottoTranscript) -> c_int {
+    // SAFETY: as this function's contract says.
+    unsafe {
+        read(t, -1, |t| {
+            c_int::try_from(t.segments.len()).map_err(|_| "too many segments".to_string())
+        })
+    }
+}
+
+/// # Safety
+/// `t` is NULL or a live transcript; the string lives as long as it.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_transcript_segment_text(
+    t: *const SottoTranscript,
+    segment: c_int,
+) -> *const c_char {
+    // SAFETY: as this function's contract says.
+    unsafe {
+        read(t, ptr::null(), |t| {
+            t.segment(segment)?;
+            Ok(t.segments[segment as usize].as_ptr())
+        })
+    }
+}
+
+/// # Safety
+/// `t` is NULL or a live transcript.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_transcript_segment_start(
+    t: *const SottoTranscript,
+    segment: c_int,
+) -> f64 {
+    // SAFETY: as this function's contract says.
+    unsafe { read(t, f64::NAN, |t| Ok(t.segment(segment)?.start)) }
+}
+
+/// # Safety
+/// `t` is NULL or a live transcript.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_transcript_segment_end(
+    t: *const SottoTranscript,
+    segment: c_int,
+) -> f64 {
+    // SAFETY: as this function's contract says.
+    unsafe { read(t, f64::NAN, |t| Ok(t.segment(segment)?.end)) }
+}
+
+/// # Safety
+/// `t` is NULL or a live transcript.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_transcript_segment_no_speech_prob(
+    t: *const SottoTranscript,
+    segment: c_int,
+) -> f64 {
+    // SAFETY: as this function's contract says.
+    unsafe { read(t, f64::NAN, |t| Ok(t.segment(segment)?.no_speech_prob)) }
+}
+
+/// # Safety
+/// `t` is NULL or a live transcript.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_transcript_n_words(
+    t: *const SottoTranscript,
+    segment: c_int,
+) -> c_int {
+    // SAFETY: as this function's contract says.
+    unsafe {
+        read(t, -1, |t| {
+            c_int::try_from(t.segment(segment)?.words.len())
+                .map_err(|_| "too many words".to_string())
+        })
+    }
+}
+
+/// # Safety
+/// `t` is NULL or a live transcript; the string lives as long as it.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_transcript_word_text(
+    t: *const SottoTranscript,
+    segment: c_int,
+    word: c_int,
+) -> *const c_char {
+    // SAFETY: as this function's contract says.
+    unsafe {
+        read(t, ptr::null(), |t| {
+            t.word(segment, word)?;
+            Ok(t.words[segment as usize][word as usize].as_ptr())
+        })
+    }
+}
+
+/// # Safety
+/// `t` is NULL or a live transcript.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_transcript_word_start(
+    t: *const SottoTranscript,
+    segment: c_int,
+    word: c_int,
+) -> f64 {
+    // SAFETY: as this function's contract says.
+    unsafe { read(t, f64::NAN, |t| Ok(t.word(segment, word)?.start)) }
+}
+
+/// # Safety
+/// `t` is NULL or a live transcript.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_transcript_word_end(
+    t: *const SottoTranscript,
+    segment: c_int,
+    word: c_int,
+) -> f64 {
+    // SAFETY: as this function's contract says.
+    unsafe { read(t, f64::NAN, |t| Ok(t.word(segment, word)?.end)) }
+}
+
+/// # Safety
+/// `t` is NULL or a live transcript.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_transcript_word_probability(
+    t: *const SottoTranscript,
+    segment: c_int,
+    word: c_int,
+) -> f64 {
+    // SAFETY: as this function's contract says.
+    unsafe { read(t, f64::NAN, |t| Ok(t.word(segment, word)?.probability)) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn language_codes_match_the_tokenizer() {
+        for (c, code) in LANGUAGE_CODES_C.iter().zip(sotto::LANGUAGES) {
+            assert_eq!(c.strip_suffix('\0'), Some(code));
+        }
+    }
+
+    #[test]
+    fn params_are_checked() {
+        let mut p = sotto_default_params();
+        // SAFETY: no strings set.
+        let opts = unsafe { p.options() }.unwrap();
+        assert_eq!(opts.temperatures, TranscribeOptions::default().temperatures);
+        assert_eq!(opts.beam_size, 5);
+        p.beam_size = 0;
+        // SAFETY: as above.
+        assert!(unsafe { p.options() }.unwrap_err().contains("beam_size"));
+        p.beam_size = 1;
+        p.temperature = f32::NAN;
+        // SAFETY: as above.
+        assert!(unsafe { p.options() }.unwrap_err().contains("temperature"));
+        p.temperature = 0.0;
+        p.language = c"Deutsch".as_ptr();
+        // SAFETY: a static string.
+        assert!(unsafe { p.options() }.unwrap_err().contains("language"));
+        p.language = c"German".as_ptr();
+        // SAFETY: as above.
+        assert_eq!(
+            unsafe { p.options() }.unwrap().language.as_deref(),
+            Some("de")
+        );
+        p.struct_size = 8;
+        // SAFETY: as above.
+        assert!(unsafe { p.options() }.unwrap_err().contains("struct_size"));
+    }
+}

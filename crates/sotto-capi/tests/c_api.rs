@@ -1,0 +1,262 @@
+//! The C interface as C sees it: a C program built against `include/sotto.h` and the shared
+//! library, and every entry point called from here with real and bad arguments.
+
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::ptr;
+
+use sotto_capi::*;
+
+fn jfk() -> PathBuf {
+    sotto_testdata::workspace_root().join("samples/jfk.wav")
+}
+
+fn c(s: &str) -> CString {
+    CString::new(s).unwrap()
+}
+
+fn last_error() -> String {
+    // SAFETY: sotto_last_error never returns NULL, and the string lives until the next failure.
+    unsafe { CStr::from_ptr(sotto_last_error()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn string(p: *const c_char) -> Option<String> {
+    // SAFETY: the library returns NULL or a live NUL-terminated string.
+    (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+}
+
+fn normalise(s: &str) -> String {
+    s.chars()
+        .filter(|c| c.is_alphanumeric() || c.is_whitespace())
+        .collect::<String>()
+        .to_lowercase()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+const JFK: &str = "and so my fellow americans ask not what your country can do for you ask what you can do for your country";
+
+unsafe extern "C" fn stop_after_first(
+    index: c_int,
+    _start: f64,
+    _end: f64,
+    text: *const c_char,
+    user_data: *mut c_void,
+) -> c_int {
+    // SAFETY: user_data is the Vec this test passed; text is alive during the call.
+    let seen = unsafe { &mut *user_data.cast::<Vec<(c_int, String)>>() };
+    seen.push((index, string(text).unwrap()));
+    0
+}
+
+#[test]
+fn transcribes_through_the_c_interface() {
+    let model_dir = sotto_testdata::model_dir("tiny.en");
+    let path = c(model_dir.to_str().unwrap());
+    // SAFETY: every call below passes live handles and NUL-terminated strings, as sotto.h asks.
+    unsafe {
+        let model = sotto_model_load(path.as_ptr(), c"cpu".as_ptr());
+        assert!(!model.is_null(), "{}", last_error());
+        assert_eq!(sotto_model_is_multilingual(model), 0);
+        let session = sotto_session_new(model, 2);
+        sotto_model_free(model);
+        assert!(!session.is_null(), "{}", last_error());
+
+        let mut params = sotto_default_params();
+        params.word_timestamps = 1;
+        let file = c(jfk().to_str().unwrap());
+        let t = sotto_transcribe_file(session, file.as_ptr(), &params);
+        assert!(!t.is_null(), "{}", last_error());
+        assert_eq!(normalise(&string(sotto_transcript_text(t)).unwrap()), JFK);
+        assert_eq!(string(sotto_transcript_language(t)).as_deref(), Some("en"));
+        assert!((sotto_transcript_duration(t) - 11.0).abs() < 0.1);
+        let n = sotto_transcript_n_segments(t);
+        assert!(n >= 1);
+        let mut words = 0;
+        for s in 0..n {
+            assert!(sotto_transcript_segment_start(t, s) < sotto_transcript_segment_end(t, s));
+            for w in 0..sotto_transcript_n_words(t, s) {
+                assert!(sotto_transcript_word_start(t, s, w) <= sotto_transcript_word_end(t, s, w));
+                let p = sotto_transcript_word_probability(t, s, w);
+                assert!((0.0..=1.0).contains(&p));
+                assert!(string(sotto_transcript_word_text(t, s, w)).is_some());
+                words += 1;
+            }
+        }
+        assert_eq!(words, JFK.split(' ').count());
+        // Out of range: an error, not a crash.
+        assert!(sotto_transcript_segment_text(t, n).is_null());
+        assert!(last_error().contains("out of range"), "{}", last_error());
+        assert!(sotto_transcript_word_end(t, 0, 10_000).is_nan());
+        assert!(sotto_transcript_segment_start(t, -1).is_nan());
+        sotto_transcript_free(t);
+
+        // The same audio as samples, greedy; a callback that stops after one segment.
+        let samples = sotto::audio::load_16k_mono(jfk().to_str().unwrap()).unwrap();
+        let mut seen: Vec<(c_int, String)> = Vec::new();
+        let mut params = sotto_default_params();
+        params.beam_size = 1;
+        params.on_segment = Some(stop_after_first);
+        params.user_data = (&mut seen as *mut Vec<(c_int, String)>).cast();
+        let t = sotto_transcribe(session, samples.as_ptr(), samples.len(), &params);
+        assert!(!t.is_null(), "{}", last_error());
+        assert_eq!(seen.len(), 1);
+        assert_eq!(seen[0].0, 0);
+        assert_eq!(sotto_transcript_n_segments(t), 1);
+        assert_eq!(
+            string(sotto_transcript_segment_text(t, 0)).unwrap(),
+            seen[0].1
+        );
+        sotto_transcript_free(t);
+
+        // English-only: no language detection, no German.
+        let mut p = 0f32;
+        assert!(sotto_detect_language(session, samples.as_ptr(), samples.len(), &mut p).is_null());
+        assert!(last_error().contains("English-only"), "{}", last_error());
+        let mut params = sotto_default_params();
+        params.language = c"de".as_ptr();
+        assert!(sotto_transcribe(session, samples.as_ptr(), samples.len(), &params).is_null());
+        assert!(last_error().contains("English-only"), "{}", last_error());
+        sotto_session_free(session);
+    }
+}
+
+#[test]
+fn bad_arguments_are_errors() {
+    // SAFETY: NULL handles and strings are allowed arguments; the library must refuse them.
+    unsafe {
+        assert!(sotto_model_load(ptr::null(), ptr::null()).is_null());
+        assert!(last_error().contains("NULL"));
+        assert!(sotto_model_load(c"/no/such/model".as_ptr(), c"cpu".as_ptr()).is_null());
+        assert!(last_error().contains("unknown model"), "{}", last_error());
+        assert!(sotto_model_load(c"tiny.en".as_ptr(), c"tpu".as_ptr()).is_null());
+        assert!(last_error().contains("unknown device"), "{}", last_error());
+        assert_eq!(sotto_model_is_multilingual(ptr::null()), -1);
+        assert!(sotto_session_new(ptr::null(), 1).is_null());
+        let x = [0f32; 4];
+        assert!(sotto_transcribe(ptr::null_mut(), x.as_ptr(), 4, ptr::null()).is_null());
+        assert!(last_error().contains("session is NULL"));
+        assert_eq!(sotto_transcript_n_segments(ptr::null()), -1);
+        assert!(sotto_transcript_text(ptr::null()).is_null());
+        // Freeing NULL is a no-op, as free(3).
+        sotto_model_free(ptr::null_mut());
+        sotto_session_free(ptr::null_mut());
+        sotto_transcript_free(ptr::null_mut());
+    }
+    // SAFETY: a static string.
+    let version = unsafe { CStr::from_ptr(sotto_version()) };
+    assert_eq!(version.to_str().unwrap(), env!("CARGO_PKG_VERSION"));
+}
+
+/// Where cargo put this package's shared library: beside this test's binary or one up.
+fn shared_library_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let deps = exe.parent().unwrap();
+    for dir in [deps, deps.parent().unwrap()] {
+        if dir.join(library_file()).exists() {
+            return dir.to_path_buf();
+        }
+    }
+    panic!("no {} near {}", library_file(), exe.display());
+}
+
+fn library_file() -> &'static str {
+    if cfg!(target_os = "macos") {
+        "libsotto_capi.dylib"
+    } else {
+        "libsotto_capi.so"
+    }
+}
+
+/// The C example, compiled with warnings as errors against the header and the shared
+/// library, transcribes the sample.
+#[cfg(unix)]
+#[test]
+fn a_c_program_links_and_transcribes() {
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    if Command::new(&cc).arg("--version").output().is_err() {
+        assert!(
+            std::env::var_os("SOTTO_REQUIRE_CC").is_none(),
+            "no C compiler ({cc})"
+        );
+        eprintln!("skipped: no C compiler ({cc}) to build bindings/c/transcribe.c");
+        return;
+    }
+    let root = sotto_testdata::workspace_root();
+    let lib = shared_library_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("transcribe");
+    let built = Command::new(&cc)
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-I"])
+        .arg(root.join("crates/sotto-capi/include"))
+        .arg(root.join("bindings/c/transcribe.c"))
+        .arg("-L")
+        .arg(&lib)
+        .arg("-lsotto_capi")
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let model = sotto_testdata::model_dir("tiny.en");
+    let run = Command::new(&out).arg(&model).arg(jfk()).output().unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(stdout.starts_with("[   0.00 --> "), "{stdout}");
+    assert!(stdout.contains("language en, 11.00 s"), "{stdout}");
+    let text = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("text: "))
+        .unwrap();
+    assert_eq!(normalise(text), JFK);
+    assert!(stdout.contains("out of range"), "{stdout}");
+    // Bad input: a clear error and exit status 1.
+    let bad = Command::new(&out)
+        .arg(&model)
+        .arg(Path::new("/no/such.wav"))
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).starts_with("error: "));
+}
+
+/// The Python binding (`bindings/python`, ctypes over the shared library) passes its own
+/// tests.
+#[test]
+fn the_python_binding_passes_its_tests() {
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    if Command::new(&python).arg("--version").output().is_err() {
+        assert!(
+            std::env::var_os("SOTTO_REQUIRE_PYTHON").is_none(),
+            "no Python ({python})"
+        );
+        eprintln!("skipped: no Python ({python}) to run bindings/python/test_sotto.py");
+        return;
+    }
+    let root = sotto_testdata::workspace_root();
+    let run = Command::new(&python)
+        .args(["-m", "unittest", "-v", "test_sotto"])
+        .current_dir(root.join("bindings/python"))
+        .env("SOTTO_LIB", shared_library_dir().join(library_file()))
+        .env("SOTTO_TEST_MODEL", sotto_testdata::model_dir("tiny.en"))
+        .env("SOTTO_TEST_AUDIO", jfk())
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{err}");
+    assert!(err.contains("OK"), "{err}");
+}
