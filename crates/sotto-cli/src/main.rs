@@ -54,12 +54,18 @@ enum Command {
     /// List, fetch and locate models.
     #[command(subcommand)]
     Models(ModelsCommand),
-    /// Convert a model (CTranslate2 folder or ggml .bin) to a whisper.cpp ggml .bin (f16).
+    /// Convert a model (CTranslate2 or Hugging Face folder, or ggml .bin) to a whisper.cpp
+    /// ggml .bin (f16) or a Hugging Face folder (safetensors).
     Convert {
         /// Model name or path to convert.
         input: String,
-        /// Output .bin file.
+        /// Output: a .bin file (ggml) or a folder (hf).
         output: PathBuf,
+        /// Output format: `ggml` (whisper.cpp, f16) or `hf` (`transformers`' layout:
+        /// config.json, model.safetensors with each tensor's own type, vocab.json,
+        /// generation_config.json; not from block-quantized files).
+        #[arg(long, default_value = "ggml", value_parser = ["ggml", "hf"])]
+        to: String,
     },
     /// Serve transcription over HTTP: whisper.cpp's `/inference` and `/load`, OpenAI's
     /// `/v1/audio/transcriptions` and `/translations`, from one model shared by workers.
@@ -206,11 +212,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             println!("{}", path.display());
             Ok(ExitCode::SUCCESS)
         }
-        Command::Convert { input, output } => {
+        Command::Convert { input, output, to } => {
             let path = hub.resolve(&input, &mut progress::Download::new())?;
             let file = sotto::formats::load(&path)?;
-            let filters = sotto::audio::mel_filters(file.hparams.n_mels);
-            sotto::formats::ggml::write(&file, &filters, &output)?;
+            if to == "hf" {
+                sotto::formats::hf::write(&file, &output)?;
+            } else {
+                let filters = sotto::audio::mel_filters(file.hparams.n_mels);
+                sotto::formats::ggml::write(&file, &filters, &output)?;
+            }
             eprintln!("wrote {}", output.display());
             Ok(ExitCode::SUCCESS)
         }

@@ -294,6 +294,40 @@ fn convert_writes_a_loadable_ggml_file() {
     assert_eq!(normalise(&String::from_utf8(text).unwrap()), JFK);
 }
 
+/// A Hugging Face folder written by `sotto convert --to hf` transcribes exactly as the
+/// model it came from (the same tensors, in safetensors under `transformers`' names).
+#[test]
+fn convert_to_a_hugging_face_folder_and_transcribe_it_the_same() {
+    let model = sotto_testdata::model_dir("tiny.en");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("whisper-tiny.en");
+    sotto()
+        .args(["convert", "--to", "hf"])
+        .arg(&model)
+        .arg(&out)
+        .assert()
+        .success();
+    assert!(out.join("model.safetensors").is_file());
+    let run = |m: &Path| {
+        let out = sotto()
+            .args(["transcribe", "-t", "2", "--beam-size", "1", "-m"])
+            .arg(m)
+            .arg(jfk())
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        String::from_utf8(out).unwrap()
+    };
+    let hf = run(&out);
+    assert!(
+        normalise(&hf).contains("and so my fellow americans ask not"),
+        "{hf}"
+    );
+    assert_eq!(hf, run(&model));
+}
+
 /// whisper.cpp's transcript of jfk with the ggml file `model`, normalised; `None` (and a
 /// note) without `SOTTO_WHISPERCPP_PYTHON`: a Python with the `pywhispercpp` wheel (which
 /// bundles whisper.cpp). `.ci/run` sets one up, so under CI it must be there.

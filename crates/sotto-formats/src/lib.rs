@@ -2,7 +2,8 @@
 //!
 //! Brief overview: [`WhisperFile`] is the one in-memory representation of a Whisper
 //! checkpoint, whatever file it came from. [`load`] opens a CTranslate2 folder
-//! (faster-whisper) or a whisper.cpp ggml `.bin` and yields canonical tensors named as
+//! (faster-whisper), a Hugging Face `transformers` folder (safetensors, [`hf`]) or a
+//! whisper.cpp ggml `.bin` and yields canonical tensors named as
 //! whisper.cpp names them (`encoder.blocks.0.attn.query.weight`, see [`names`]), each a
 //! [`TensorData`] view over the memory-mapped file. [`ggml::write`] writes a file that
 //! whisper.cpp loads.
@@ -16,6 +17,7 @@ use std::path::{Path, PathBuf};
 
 pub mod ct2;
 pub mod ggml;
+pub mod hf;
 pub mod names;
 pub mod random;
 mod storage;
@@ -67,6 +69,8 @@ pub struct Hparams {
 pub enum SourceFormat {
     Ct2,
     Ggml,
+    /// A Hugging Face `transformers` folder (safetensors).
+    Hf,
 }
 
 /// Extra metadata that only some files carry (CTranslate2's `config.json`).
@@ -96,6 +100,11 @@ impl BpeMerges {
     /// The text of `path`, a `tokenizer.json`, unparsed.
     pub fn new(json: String, path: PathBuf) -> Self {
         Self { json, path }
+    }
+
+    /// The `tokenizer.json` text.
+    pub fn text(&self) -> &str {
+        &self.json
     }
 
     /// The merges in rank order, as raw byte pairs; an error names the file.
@@ -139,10 +148,13 @@ pub enum FormatError {
 
 pub type Result<T, E = FormatError> = std::result::Result<T, E>;
 
-/// Opens a model: a CTranslate2 folder (or its `model.bin`) or a whisper.cpp ggml `.bin`.
+/// Opens a model: a CTranslate2 folder (or its `model.bin`), a Hugging Face folder (or its
+/// `.safetensors` file) or a whisper.cpp ggml `.bin`.
 ///
-/// A folder is read as CTranslate2. A file starting with the ggml magic is read as
-/// ggml; any other file is read as CTranslate2 when a `config.json` lies beside it.
+/// A folder with `model.safetensors` (or its shard index) is read as Hugging Face, any
+/// other folder as CTranslate2. A `.safetensors` file is read as Hugging Face, a file
+/// starting with the ggml magic as ggml, any other file as CTranslate2 when a
+/// `config.json` lies beside it.
 pub fn load(path: &Path) -> Result<WhisperFile> {
     let io = |source| FormatError::Io {
         path: path.to_path_buf(),
@@ -150,7 +162,13 @@ pub fn load(path: &Path) -> Result<WhisperFile> {
     };
     let meta = std::fs::metadata(path).map_err(io)?;
     if meta.is_dir() {
+        if hf::is_hf_dir(path) {
+            return hf::load(path);
+        }
         return ct2::load(path);
+    }
+    if path.extension().is_some_and(|e| e == "safetensors") {
+        return hf::load(path);
     }
     let mut magic = [0u8; 4];
     let n = {
