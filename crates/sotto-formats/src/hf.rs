@@ -264,6 +264,46 @@ fn shards(dir: &Path) -> Result<Vec<PathBuf>> {
         .collect()
 }
 
+/// The tensors of a safetensors file held in `data`, under the file's own names, in file
+/// order; each a view of `data`. `path` names the file in errors. Only f32, f16 and bf16
+/// tensors are accepted.
+pub fn read_safetensors(data: &Storage, path: &Path) -> Result<Vec<(String, TensorData)>> {
+    let (header, meta) = safetensors::SafeTensors::read_metadata(data.as_bytes())
+        .map_err(|e| invalid(path, format!("not a valid safetensors file: {e}")))?;
+    let start = 8 + header;
+    let mut infos: Vec<(String, &safetensors::tensor::TensorInfo)> =
+        meta.tensors().into_iter().collect();
+    infos.sort_by_key(|(_, info)| info.data_offsets.0);
+    infos
+        .into_iter()
+        .map(|(name, info)| {
+            let dtype = match info.dtype {
+                safetensors::Dtype::F32 => DType::F32,
+                safetensors::Dtype::F16 => DType::F16,
+                safetensors::Dtype::BF16 => DType::BF16,
+                other => {
+                    return Err(FormatError::Unsupported {
+                        path: path.to_path_buf(),
+                        msg: format!(
+                            "tensor {name} has type {other:?} (f32, f16 or bf16 expected)"
+                        ),
+                    })
+                }
+            };
+            let (s, e) = info.data_offsets;
+            let view = data
+                .slice(start + s..start + e)
+                .ok_or_else(|| invalid(path, format!("tensor {name} lies outside the file")))?;
+            let t = TensorData {
+                dtype,
+                shape: info.shape.clone(),
+                data: view,
+            };
+            Ok((name, t))
+        })
+        .collect()
+}
+
 /// Reads one safetensors file's tensors, as views of its mapping, into `tensors` under
 /// whisper.cpp's names; `proj_out` gets the output projection if the file has one.
 fn read_shard(
@@ -272,33 +312,7 @@ fn read_shard(
     proj_out: &mut Option<(TensorData, PathBuf)>,
 ) -> Result<()> {
     let data = Storage::map_file(path)?;
-    let (header, meta) = safetensors::SafeTensors::read_metadata(data.as_bytes())
-        .map_err(|e| invalid(path, format!("not a valid safetensors file: {e}")))?;
-    let start = 8 + header;
-    let mut names: Vec<(String, &safetensors::tensor::TensorInfo)> =
-        meta.tensors().into_iter().collect();
-    names.sort_by_key(|(_, info)| info.data_offsets.0);
-    for (name, info) in names {
-        let dtype = match info.dtype {
-            safetensors::Dtype::F32 => DType::F32,
-            safetensors::Dtype::F16 => DType::F16,
-            safetensors::Dtype::BF16 => DType::BF16,
-            other => {
-                return Err(FormatError::Unsupported {
-                    path: path.to_path_buf(),
-                    msg: format!("tensor {name} has type {other:?} (f32, f16 or bf16 expected)"),
-                })
-            }
-        };
-        let (s, e) = info.data_offsets;
-        let view = data
-            .slice(start + s..start + e)
-            .ok_or_else(|| invalid(path, format!("tensor {name} lies outside the file")))?;
-        let t = TensorData {
-            dtype,
-            shape: info.shape.clone(),
-            data: view,
-        };
+    for (name, t) in read_safetensors(&data, path)? {
         if name == PROJ_OUT || name == format!("model.{PROJ_OUT}") {
             *proj_out = Some((t, path.to_path_buf()));
             continue;

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use proptest::prelude::*;
-use sotto_formats::{ct2, ggml, load, FormatError, Result, Storage, WhisperFile};
+use sotto_formats::{ct2, ggml, hf, load, FormatError, Result, Storage, WhisperFile};
 
 /// Records the largest single allocation made on this thread while armed.
 struct Tracking;
@@ -78,6 +78,35 @@ fn parse_ct2(bytes: &[u8]) -> Result<WhisperFile> {
             Path::new("hostile/model.bin"),
         )
     })
+}
+
+/// A safetensors file of a small random model (the tensors of a 1-layer Whisper).
+fn safetensors_good() -> &'static [u8] {
+    static BYTES: OnceLock<Vec<u8>> = OnceLock::new();
+    BYTES.get_or_init(|| {
+        let file = common::whisper_file();
+        let dir = common::scratch("hostile-safetensors");
+        hf::write(&file, &dir).unwrap();
+        let bytes = std::fs::read(dir.join("model.safetensors")).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        bytes
+    })
+}
+
+/// Parses safetensors bytes; the allocation bound as for the other parsers.
+fn parse_safetensors(bytes: &[u8]) -> Result<usize> {
+    let storage = Storage::from_vec(bytes.to_vec());
+    LARGEST.with(|l| l.set(0));
+    ARMED.with(|a| a.set(true));
+    let out = hf::read_safetensors(&storage, Path::new("hostile.safetensors")).map(|t| t.len());
+    ARMED.with(|a| a.set(false));
+    let largest = LARGEST.with(Cell::get);
+    assert!(
+        largest <= 8 * bytes.len() + 16384,
+        "allocated {largest} bytes for a {}-byte input",
+        bytes.len()
+    );
+    out
 }
 
 fn ggml_good() -> &'static [u8] {
@@ -323,5 +352,18 @@ proptest! {
     fn random_bytes_never_parse(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
         prop_assert!(parse_ggml(&bytes).is_err());
         prop_assert!(parse_ct2(&bytes).is_err());
+        prop_assert!(parse_safetensors(&bytes).is_err());
+    }
+
+    #[test]
+    fn corrupted_safetensors_never_panic(f in flips()) {
+        let _ = parse_safetensors(&corrupt(safetensors_good(), &f));
+    }
+
+    /// A valid file cut anywhere is an error.
+    #[test]
+    fn cut_safetensors_fail(cut in any::<prop::sample::Index>()) {
+        let good = safetensors_good();
+        prop_assert!(parse_safetensors(&good[..cut.index(good.len())]).is_err());
     }
 }
