@@ -174,9 +174,33 @@ def load_audio(path) -> array.array:
         _lib.sotto_audio_free(ptr, n)
 
 
-class Model:
+class _Handle:
+    """A library object, freed by close(), on leaving a `with` block, or when collected."""
+
+    _h = None
+
+    def _free(self, h):
+        raise NotImplementedError
+
+    def close(self):
+        if self._h:
+            self._free(self._h)
+            self._h = None
+
+    def __del__(self):
+        self.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Model(_Handle):
     """A Whisper model, loaded once: a name (tiny.en, base, ...) or a path to a CTranslate2
-    folder or whisper.cpp ggml .bin. `device` is "cpu", "cuda", "cuda:N" or "auto"."""
+    or Hugging Face folder or a whisper.cpp ggml .bin. `device` is "cpu", "cuda", "cuda:N"
+    or "auto"."""
 
     def __init__(self, name_or_path, device: str = "auto"):
         self._h = _lib.sotto_model_load(os.fsencode(name_or_path), device.encode())
@@ -191,21 +215,11 @@ class Model:
         """A new transcription session (0 threads: every core)."""
         return Session(self, threads)
 
-    def close(self):
-        if getattr(self, "_h", None):
-            _lib.sotto_model_free(self._h)
-            self._h = None
-
-    __del__ = close
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+    def _free(self, h):
+        _lib.sotto_model_free(h)
 
 
-class Session:
+class Session(_Handle):
     """One transcription stream: its own caches and threads. Use it from one thread at a time."""
 
     def __init__(self, model: Model, threads: int = 0):
@@ -272,21 +286,11 @@ class Session:
         return code.decode(), prob.value
 
     def _check(self):
-        if not getattr(self, "_h", None):
+        if not self._h:
             raise SottoError("the session is closed")
 
-    def close(self):
-        if getattr(self, "_h", None):
-            _lib.sotto_session_free(self._h)
-            self._h = None
-
-    __del__ = close
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+    def _free(self, h):
+        _lib.sotto_session_free(h)
 
 
 def _read(t) -> Transcript:

@@ -7,10 +7,7 @@ use std::process::Command;
 use std::ptr;
 
 use sotto_capi::*;
-
-fn jfk() -> PathBuf {
-    sotto_testdata::workspace_root().join("samples/jfk.wav")
-}
+use sotto_testdata::{jfk, normalise, JFK};
 
 fn c(s: &str) -> CString {
     CString::new(s).unwrap()
@@ -27,18 +24,6 @@ fn string(p: *const c_char) -> Option<String> {
     // SAFETY: the library returns NULL or a live NUL-terminated string.
     (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
 }
-
-fn normalise(s: &str) -> String {
-    s.chars()
-        .filter(|c| c.is_alphanumeric() || c.is_whitespace())
-        .collect::<String>()
-        .to_lowercase()
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-const JFK: &str = "and so my fellow americans ask not what your country can do for you ask what you can do for your country";
 
 unsafe extern "C" fn stop_after_first(
     index: c_int,

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use sotto_formats::{hf, load, names, Hparams, SourceFormat, WhisperFile};
+use sotto_formats::{hf, load, names, SourceFormat, WhisperFile};
 
 /// Tensor names of `openai/whisper-tiny` as `transformers` saves them, per layer and
 /// global, written out from its `modeling_whisper.py` module tree (not from our table).
@@ -51,24 +51,9 @@ const HF_GLOBALS: [&str; 11] = [
     "model.decoder.layer_norm.bias",
 ];
 
-fn tiny() -> Hparams {
-    Hparams {
-        n_vocab: 51865,
-        n_audio_ctx: 1500,
-        n_audio_state: 384,
-        n_audio_head: 6,
-        n_audio_layer: 4,
-        n_text_ctx: 448,
-        n_text_state: 384,
-        n_text_head: 6,
-        n_text_layer: 4,
-        n_mels: 80,
-    }
-}
-
 #[test]
 fn transformers_names_map_one_to_one_onto_whisper_cpps() {
-    let hp = tiny();
+    let hp = sotto_formats::random::hparams("tiny").unwrap();
     let mut hf_names: Vec<String> = HF_GLOBALS.iter().map(|s| s.to_string()).collect();
     for l in 0..hp.n_audio_layer {
         hf_names.extend(

@@ -19,6 +19,26 @@ pub fn workspace_root() -> PathBuf {
         .expect("workspace root")
 }
 
+/// `samples/jfk.wav`, the clip the end-to-end tests transcribe.
+pub fn jfk() -> PathBuf {
+    workspace_root().join("samples/jfk.wav")
+}
+
+/// `samples/jfk.wav`'s words, as [`normalise`] leaves them.
+pub const JFK: &str = "and so my fellow americans ask not what your country can do for you ask what you can do for your country";
+
+/// Letters, digits and spaces only, lower case, single spaces: how transcripts of the
+/// sample are compared.
+pub fn normalise(s: &str) -> String {
+    s.chars()
+        .filter(|c| c.is_alphanumeric() || c.is_whitespace())
+        .collect::<String>()
+        .to_lowercase()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// The sotto cache folder, resolved as the library resolves it.
 pub fn cache_dir() -> PathBuf {
     sotto_hub::default_cache_dir()
