@@ -328,6 +328,105 @@ fn convert_to_a_hugging_face_folder_and_transcribe_it_the_same() {
     assert_eq!(hf, run(&model));
 }
 
+/// Serves the files under `root` over plain HTTP/1.1 (GET only, one request per
+/// connection) on a free local port; returns its base URL and a count of requests.
+fn static_server(
+    root: std::path::PathBuf,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = hits.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().map_while(Result::ok) {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut reader = BufReader::new(stream);
+            let mut line = String::new();
+            if reader.read_line(&mut line).is_err() {
+                continue;
+            }
+            // Skip the headers.
+            let mut header = String::new();
+            while reader.read_line(&mut header).is_ok_and(|n| n > 2) {
+                header.clear();
+            }
+            let path = line
+                .split(' ')
+                .nth(1)
+                .unwrap_or("/")
+                .trim_start_matches('/');
+            let mut out = reader.into_inner();
+            let _ = match std::fs::read(root.join(path)) {
+                Ok(body) => out
+                    .write_all(
+                        format!(
+                            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                            body.len()
+                        )
+                        .as_bytes(),
+                    )
+                    .and_then(|_| out.write_all(&body)),
+                Err(_) => out.write_all(
+                    b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                ),
+            };
+        }
+    });
+    (base, hits)
+}
+
+/// A Hugging Face repo named by its id is fetched (here from a local stand-in for
+/// huggingface.co), cached, loaded as a `transformers` checkpoint and transcribes as the
+/// model it was made from.
+#[test]
+fn a_hugging_face_repo_by_id() {
+    let model = sotto_testdata::model_dir("tiny.en");
+    let site = tempfile::tempdir().unwrap();
+    let repo = site.path().join("someone/whisper-tiny.en/resolve/main");
+    sotto()
+        .args(["convert", "--to", "hf"])
+        .arg(&model)
+        .arg(&repo)
+        .assert()
+        .success();
+    let (endpoint, hits) = static_server(site.path().to_path_buf());
+    let cache = tempfile::tempdir().unwrap();
+    let run = |m: &str| {
+        let out = sotto()
+            .env("SOTTO_CACHE_DIR", cache.path())
+            .env("SOTTO_HF_ENDPOINT", &endpoint)
+            .args([
+                "transcribe",
+                "-t",
+                "2",
+                "--beam-size",
+                "1",
+                "--no-progress",
+                "-m",
+                m,
+            ])
+            .arg(jfk())
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        String::from_utf8(out).unwrap()
+    };
+    let by_id = run("someone/whisper-tiny.en");
+    assert!(cache
+        .path()
+        .join("models/hf--someone--whisper-tiny.en/model.safetensors")
+        .is_file());
+    assert_eq!(by_id, run(model.to_str().unwrap()));
+    // Cached now: the second run asks the server nothing.
+    let asked = hits.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(asked >= 3, "{asked}");
+    assert_eq!(run("someone/whisper-tiny.en"), by_id);
+    assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), asked);
+}
+
 /// whisper.cpp's transcript of jfk with the ggml file `model`, normalised; `None` (and a
 /// note) without `SOTTO_WHISPERCPP_PYTHON`: a Python with the `pywhispercpp` wheel (which
 /// bundles whisper.cpp). `.ci/run` sets one up, so under CI it must be there.

@@ -50,6 +50,10 @@ pub enum HubError {
     #[error("{}: bad wheel: {message}", path.display())]
     Wheel { path: PathBuf, message: String },
 
+    /// A repository's files cannot make a model (`what` names the repo or file).
+    #[error("{what}: {detail}")]
+    Invalid { what: String, detail: String },
+
     /// A file-system operation in the cache failed.
     #[error("{}: {source}", path.display())]
     Io {

