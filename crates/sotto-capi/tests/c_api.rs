@@ -245,3 +245,39 @@ fn the_python_binding_passes_its_tests() {
     assert!(run.status.success(), "{err}");
     assert!(err.contains("OK"), "{err}");
 }
+
+/// The Node binding (`bindings/node`: whisper.rn's API over the shared library through
+/// Koffi, one worker thread per context) passes its own tests. Needs `npm ci` run in
+/// `bindings/node` first (`.ci/run` does; `SOTTO_REQUIRE_NODE=1` makes its absence fail).
+#[test]
+fn the_node_binding_passes_its_tests() {
+    let root = sotto_testdata::workspace_root();
+    let dir = root.join("bindings/node");
+    let node = std::env::var("NODE").unwrap_or_else(|_| "node".into());
+    let have_node = Command::new(&node).arg("--version").output().is_ok();
+    if !have_node || !dir.join("node_modules/koffi").is_dir() {
+        let why = if have_node {
+            "bindings/node/node_modules is missing (run `npm ci` there)"
+        } else {
+            "no Node.js"
+        };
+        assert!(std::env::var_os("SOTTO_REQUIRE_NODE").is_none(), "{why}");
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let run = Command::new(&node)
+        .args(["--test", "test/"])
+        .current_dir(&dir)
+        .env("SOTTO_LIB", shared_library_dir().join(library_file()))
+        .env("SOTTO_TEST_MODEL", sotto_testdata::model_dir("tiny.en"))
+        .env("SOTTO_TEST_AUDIO", jfk())
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(out.contains("# fail 0"), "{out}");
+}

@@ -1,0 +1,164 @@
+'use strict';
+// One WhisperContext's thread: its model and sessions, driven by messages from index.js.
+// sotto's C calls block, so they run here, off the main event loop; a transcription's
+// segment callback runs on this same thread, inside the call, as Koffi requires.
+const { parentPort, workerData } = require('node:worker_threads');
+const koffi = require('koffi');
+
+const lib = koffi.load(workerData.library);
+const SegmentCallback = koffi.proto(
+  'int sotto_segment_callback(int index, double start, double end, const char *text, void *user_data)'
+);
+// sotto_params of sotto.h, field for field.
+koffi.struct('sotto_params', {
+  struct_size: 'size_t',
+  language: 'const char *',
+  translate: 'int',
+  beam_size: 'int',
+  best_of: 'int',
+  temperature: 'float',
+  temperature_inc: 'float',
+  no_timestamps: 'int',
+  word_timestamps: 'int',
+  initial_prompt: 'const char *',
+  on_segment: koffi.pointer(SegmentCallback),
+  user_data: 'void *',
+});
+const c = {
+  lastError: lib.func('const char *sotto_last_error(void)'),
+  defaults: lib.func('sotto_params sotto_default_params(void)'),
+  modelLoad: lib.func('void *sotto_model_load(const char *, const char *)'),
+  modelFree: lib.func('void sotto_model_free(void *)'),
+  sessionNew: lib.func('void *sotto_session_new(void *, int)'),
+  sessionFree: lib.func('void sotto_session_free(void *)'),
+  audioLoad: lib.func('float *sotto_audio_load(const char *, _Out_ size_t *n)'),
+  audioFree: lib.func('void sotto_audio_free(float *, size_t)'),
+  transcribe: lib.func('void *sotto_transcribe(void *, const float *, size_t, const sotto_params *)'),
+  free: lib.func('void sotto_transcript_free(void *)'),
+  text: lib.func('const char *sotto_transcript_text(void *)'),
+  language: lib.func('const char *sotto_transcript_language(void *)'),
+  nSegments: lib.func('int sotto_transcript_n_segments(void *)'),
+  segText: lib.func('const char *sotto_transcript_segment_text(void *, int)'),
+  segStart: lib.func('double sotto_transcript_segment_start(void *, int)'),
+  segEnd: lib.func('double sotto_transcript_segment_end(void *, int)'),
+};
+
+if (c.defaults().struct_size !== koffi.sizeof('sotto_params')) {
+  throw new Error('sotto_params differs between sotto.h and this binding: rebuild both');
+}
+
+let model = null;
+const sessions = new Map(); // threads -> session
+
+function fail() {
+  throw new Error(c.lastError());
+}
+
+function session(threads) {
+  const n = Number.isInteger(threads) && threads > 0 ? threads : 0;
+  if (!sessions.has(n)) {
+    const s = c.sessionNew(model, n);
+    if (!s) fail();
+    sessions.set(n, s);
+  }
+  return sessions.get(n);
+}
+
+/** 16 kHz mono samples of a file, copied out of the library's buffer. */
+function loadAudio(path) {
+  const n = [0];
+  const ptr = c.audioLoad(path, n);
+  if (!ptr) fail();
+  try {
+    // A copy of the native buffer, which is freed below.
+    return new Float32Array(koffi.view(ptr, n[0] * 4).slice(0));
+  } finally {
+    c.audioFree(ptr, n[0]);
+  }
+}
+
+const cs = (seconds) => Math.round(seconds * 100); // whisper.cpp's 10 ms units
+
+function transcribe(job) {
+  const o = job.options || {};
+  let samples = job.samples || loadAudio(job.file);
+  // offset and duration (ms) cut the audio; times stay those of the whole file.
+  const offset = Math.max(0, Math.round(((o.offset || 0) / 1000) * 16000));
+  const end = o.duration > 0 ? offset + Math.round((o.duration / 1000) * 16000) : samples.length;
+  samples = samples.subarray(Math.min(offset, samples.length), Math.min(end, samples.length));
+  const shift = offset / 16000;
+  const abort = new Int32Array(job.abort);
+  const seconds = samples.length / 16000;
+  const segments = [];
+  if (Atomics.load(abort, 0) !== 0) {
+    return { result: '', language: '', segments, isAborted: true };
+  }
+  const p = c.defaults();
+  p.language = o.language === undefined ? 'auto' : o.language;
+  p.translate = o.translate ? 1 : 0;
+  if (o.beamSize !== undefined) p.beam_size = o.beamSize;
+  if (o.bestOf !== undefined) p.best_of = o.bestOf;
+  if (o.temperature !== undefined) p.temperature = o.temperature;
+  if (o.temperatureInc !== undefined) p.temperature_inc = o.temperatureInc;
+  p.word_timestamps = o.tokenTimestamps ? 1 : 0;
+  p.initial_prompt = o.prompt || null;
+  p.on_segment = (index, start, segEnd, text) => {
+    const seg = { text, t0: cs(start + shift), t1: cs(segEnd + shift) };
+    segments.push(seg);
+    parentPort.postMessage({
+      type: 'segments',
+      jobId: job.jobId,
+      nNew: 1,
+      totalNNew: segments.length,
+      result: segments.map((s) => s.text).join(''),
+      segments: [seg],
+    });
+    if (seconds > 0) {
+      const progress = Math.min(99, Math.floor((100 * segEnd) / seconds));
+      parentPort.postMessage({ type: 'progress', jobId: job.jobId, progress });
+    }
+    return Atomics.load(abort, 0) === 0 ? 1 : 0;
+  };
+  const t = c.transcribe(session(o.maxThreads), samples, samples.length, p);
+  if (!t) fail();
+  try {
+    const out = [];
+    for (let i = 0; i < c.nSegments(t); i++) {
+      out.push({ text: c.segText(t, i), t0: cs(c.segStart(t, i) + shift), t1: cs(c.segEnd(t, i) + shift) });
+    }
+    parentPort.postMessage({ type: 'progress', jobId: job.jobId, progress: 100 });
+    return {
+      result: c.text(t),
+      language: c.language(t),
+      segments: out,
+      isAborted: Atomics.load(abort, 0) !== 0,
+    };
+  } finally {
+    c.free(t);
+  }
+}
+
+function release() {
+  for (const s of sessions.values()) c.sessionFree(s);
+  sessions.clear();
+  if (model) c.modelFree(model);
+  model = null;
+}
+
+parentPort.on('message', (msg) => {
+  try {
+    if (msg.type === 'load') {
+      model = c.modelLoad(msg.model, msg.device);
+      if (!model) fail();
+      session(0); // fail here rather than on the first transcription
+      parentPort.postMessage({ type: 'loaded' });
+    } else if (msg.type === 'transcribe') {
+      parentPort.postMessage({ type: 'done', jobId: msg.jobId, result: transcribe(msg) });
+    } else if (msg.type === 'release') {
+      release();
+      parentPort.postMessage({ type: 'released' });
+    }
+  } catch (e) {
+    parentPort.postMessage({ type: 'error', jobId: msg.jobId, message: e.message });
+  }
+});
