@@ -28,7 +28,9 @@
 # sotto_model::Session's encoder output and logits on synthetic models of tiny.en's shapes,
 # in f32, f16 and ggml block types, with decoder steps as CUDA graphs), and the `sotto`
 # binary's --device handling with a GPU present: jfk transcribed with --device cuda must
-# equal the CPU's transcript, and `sotto bench --device cuda` is recorded (also with graphs
+# equal the CPU's transcript, `sotto serve --device cuda` with two GPU sessions of one model
+# must answer four concurrent clients with the CPU's text (scripts/serve-smoke), and
+# `sotto bench --device cuda` is recorded (also with graphs
 # off, the encoder's fusions or split cross-attention off, and the tensor-core, flash and
 # one-row attention kernels in place of cuBLAS's, and for small, medium and large-v3 with
 # random weights), the shared clips (below), and compute-sanitizer's memcheck and racecheck
@@ -324,6 +326,15 @@ if [[ -x "$SOTTO" ]]; then
             pass "word timestamps on cuda: $(words "$OUT/jfk-words-cuda.json") | cpu: $(words "$OUT/jfk-words-cpu.json")"
         else
             fail "word timestamps on cuda: $(head -3 "$OUT/jfk-words-cuda.err")"
+        fi
+        # One model, several GPU sessions at once, through the HTTP server: concurrent
+        # clients must each get the CPU's text.
+        if limit=$(within 90 "serve on cuda") &&
+            timeout "$limit" python3 scripts/serve-smoke "$SOTTO" "$MODEL" samples/jfk.wav \
+                --device cuda --workers 2 --clients 4 >"$OUT/serve-cuda.txt" 2>&1; then
+            pass "sotto serve --device cuda: $(tail -1 "$OUT/serve-cuda.txt")"
+        else
+            fail "sotto serve --device cuda: $(tail -3 "$OUT/serve-cuda.txt" 2>/dev/null)"
         fi
         # The shared clips, beam 5 (the default), on the CPU and the GPU.
         clips_check "$MODEL" tiny.en 5
