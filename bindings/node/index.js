@@ -11,6 +11,7 @@
 const path = require('node:path');
 const fs = require('node:fs');
 const { Worker } = require('node:worker_threads');
+const { fileURLToPath } = require('node:url');
 
 function libraryPath() {
   if (process.env.SOTTO_LIB) return process.env.SOTTO_LIB;
@@ -87,7 +88,7 @@ class WhisperContext {
    */
   transcribe(filePath, options) {
     if (typeof filePath !== 'string') throw new TypeError('filePath must be a string');
-    const file = filePath.startsWith('file://') ? new URL(filePath).pathname : filePath;
+    const file = filePath.startsWith('file://') ? fileURLToPath(filePath) : filePath;
     return this._start({ file }, options);
   }
 
@@ -131,7 +132,7 @@ class WhisperContext {
  */
 async function initWhisper({ filePath, useGpu = true } = {}) {
   if (typeof filePath !== 'string') throw new TypeError('filePath must be a string');
-  const model = filePath.startsWith('file://') ? new URL(filePath).pathname : filePath;
+  const model = filePath.startsWith('file://') ? fileURLToPath(filePath) : filePath;
   const device = useGpu ? 'auto' : 'cpu';
   const worker = new Worker(path.join(__dirname, 'worker.js'), {
     workerData: { library: libraryPath() },

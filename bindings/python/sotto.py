@@ -188,7 +188,9 @@ class _Handle:
             self._h = None
 
     def __del__(self):
-        self.close()
+        # At interpreter exit the module's globals may already be gone.
+        if _lib is not None:
+            self.close()
 
     def __enter__(self):
         return self
