@@ -45,7 +45,7 @@ pub fn decode_file(path: &Path) -> Result<Audio> {
         return Err(AudioError::Empty { input: name });
     }
     let hint = path.extension().and_then(|e| e.to_str());
-    decode_source(Box::new(file), &name, hint)
+    decode_source(Box::new(file), &name, hint, f64::INFINITY)
 }
 
 /// Reads all of `r` into memory, then decodes it (for stdin, which cannot seek). Errors name
@@ -70,12 +70,24 @@ pub fn decode_reader(r: impl Read, hint: Option<&str>) -> Result<Audio> {
 
 /// Decodes an in-memory file; `name` is what errors call it, `hint` an optional extension.
 pub fn decode_bytes(name: &str, bytes: Vec<u8>, hint: Option<&str>) -> Result<Audio> {
+    decode_bytes_within(name, bytes, hint, f64::INFINITY)
+}
+
+/// As [`decode_bytes`], refusing audio longer than `max_seconds` as soon as decoding
+/// passes it (a server's bound on what one upload may cost in memory: a few bytes of FLAC
+/// can code minutes of silence).
+pub fn decode_bytes_within(
+    name: &str,
+    bytes: Vec<u8>,
+    hint: Option<&str>,
+    max_seconds: f64,
+) -> Result<Audio> {
     if bytes.is_empty() {
         return Err(AudioError::Empty {
             input: name.to_string(),
         });
     }
-    decode_source(Box::new(Cursor::new(bytes)), name, hint)
+    decode_source(Box::new(Cursor::new(bytes)), name, hint, max_seconds)
 }
 
 /// Decodes `path_or_dash` (`-` reads stdin) and resamples it to 16 kHz mono.
@@ -90,8 +102,15 @@ pub fn load_16k_mono(path_or_dash: &str) -> Result<Vec<f32>> {
 }
 
 /// Symphonia parsers are not proven panic-free on hostile bytes; a panic there becomes an error.
-fn decode_source(src: Box<dyn MediaSource>, name: &str, hint: Option<&str>) -> Result<Audio> {
-    match catch_unwind(AssertUnwindSafe(|| decode_inner(src, name, hint))) {
+fn decode_source(
+    src: Box<dyn MediaSource>,
+    name: &str,
+    hint: Option<&str>,
+    max_seconds: f64,
+) -> Result<Audio> {
+    match catch_unwind(AssertUnwindSafe(|| {
+        decode_inner(src, name, hint, max_seconds)
+    })) {
         Ok(result) => result,
         Err(_) => Err(corrupt(name, "the decoder failed on malformed data")),
     }
@@ -104,7 +123,12 @@ fn corrupt(name: &str, detail: impl Into<String>) -> AudioError {
     }
 }
 
-fn decode_inner(src: Box<dyn MediaSource>, name: &str, ext: Option<&str>) -> Result<Audio> {
+fn decode_inner(
+    src: Box<dyn MediaSource>,
+    name: &str,
+    ext: Option<&str>,
+    max_seconds: f64,
+) -> Result<Audio> {
     let mss = MediaSourceStream::new(src, Default::default());
     let mut hint = Hint::new();
     if let Some(ext) = ext {
@@ -134,7 +158,10 @@ fn decode_inner(src: Box<dyn MediaSource>, name: &str, ext: Option<&str>) -> Res
             input: name.to_string(),
         })?;
 
-    let mut mono = Mono::default();
+    let mut mono = Mono {
+        max_seconds,
+        ..Mono::default()
+    };
     // Reused while packets keep the same layout and fit.
     let mut buf: Option<(SampleBuffer<f32>, SignalSpec, usize)> = None;
     let mut first_error: Option<String> = None;
@@ -227,12 +254,14 @@ fn probe_error(name: &str, e: SymError) -> AudioError {
     }
 }
 
-/// The mono signal being built, with the stream's rate and channel count (from the first packet).
+/// The mono signal being built, with the stream's rate and channel count (from the first
+/// packet), and the longest it may grow.
 #[derive(Default)]
 struct Mono {
     samples: Vec<f32>,
     rate: Option<u32>,
     channels: u16,
+    max_seconds: f64,
 }
 
 impl Mono {
@@ -258,6 +287,13 @@ impl Mono {
             Some(_) => {}
         }
         let frames = interleaved.len() / channels;
+        let seconds = (self.samples.len() + frames) as f64 / f64::from(spec.rate);
+        if seconds > self.max_seconds {
+            return Err(AudioError::TooLarge {
+                input: name.to_string(),
+                detail: format!("longer than {} s", self.max_seconds),
+            });
+        }
         if self.samples.len() + frames > MAX_SAMPLES {
             return Err(AudioError::TooLarge {
                 input: name.to_string(),

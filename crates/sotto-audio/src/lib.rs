@@ -13,7 +13,9 @@ mod error;
 mod mel;
 mod resample;
 
-pub use decode::{decode_bytes, decode_file, decode_reader, load_16k_mono, Audio};
+pub use decode::{
+    decode_bytes, decode_bytes_within, decode_file, decode_reader, load_16k_mono, Audio,
+};
 pub use error::{AudioError, Result};
 pub use mel::{log_mel_spectrogram, mel_filters, Mel};
 pub use resample::resample_to_16k;

@@ -285,3 +285,19 @@ fn headers_claiming_absurd_lengths_do_not_allocate_them() {
     let audio = decode_bytes("huge.flac", flac, None).unwrap();
     assert_eq!(audio.samples.len(), 11025);
 }
+
+#[test]
+fn a_length_bound_stops_decoding_past_it() {
+    let dir = scratch("length-bound");
+    let path = dir.join("two-seconds.wav");
+    write_wav(&path, 48_000, &[sine(440.0, 48_000, 96_000, 0.5)]);
+    let bytes = std::fs::read(&path).unwrap();
+    let ok = sotto_audio::decode_bytes_within("two.wav", bytes.clone(), Some("wav"), 2.5).unwrap();
+    assert_eq!(ok.samples.len(), 96_000);
+    let err = sotto_audio::decode_bytes_within("two.wav", bytes, Some("wav"), 1.5).unwrap_err();
+    assert!(
+        matches!(err, sotto_audio::AudioError::TooLarge { .. }),
+        "{err}"
+    );
+    assert_eq!(err.to_string(), "two.wav: too large: longer than 1.5 s");
+}

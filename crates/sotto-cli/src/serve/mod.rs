@@ -67,6 +67,11 @@ pub struct Args {
     #[arg(long, default_value_t = 256, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
     max_upload_mb: u64,
 
+    /// Longest audio one request may carry, in minutes (413 above it, found while decoding,
+    /// before the samples take more memory).
+    #[arg(long, default_value_t = 180.0, value_name = "MINUTES", value_parser = positive_minutes)]
+    max_audio_minutes: f64,
+
     /// Seconds a client has to send its whole request body (408 after).
     #[arg(long, default_value_t = 600, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
     read_timeout: u64,
@@ -88,6 +93,13 @@ pub struct Args {
     decoding: Box<Decoding>,
 }
 
+fn positive_minutes(s: &str) -> Result<f64, String> {
+    s.parse::<f64>()
+        .ok()
+        .filter(|m| m.is_finite() && *m > 0.0)
+        .ok_or_else(|| format!("{s:?} is not a positive number of minutes"))
+}
+
 /// The model the workers serve, and a count that changes with each `POST /load`.
 struct Loaded {
     generation: u64,
@@ -107,6 +119,8 @@ struct Shared {
     workers: usize,
     queue: usize,
     limit: u64,
+    /// Longest audio per request, seconds.
+    max_audio: f64,
     read_timeout: Duration,
     allow_load: bool,
     /// The queue's sending end; taken at shutdown, which lets the workers finish.
@@ -190,6 +204,7 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
         workers,
         queue: args.queue,
         limit: args.max_upload_mb << 20,
+        max_audio: args.max_audio_minutes * 60.0,
         read_timeout: Duration::from_secs(args.read_timeout),
         allow_load: !args.no_load,
         jobs: Mutex::new(Some(jobs)),
@@ -520,8 +535,8 @@ async fn transcribe(
     })?;
     let name = file.file_name.unwrap_or_else(|| "upload".into());
     let samples = {
-        let name = name.clone();
-        tokio::task::spawn_blocking(move || decode(&name, file.data))
+        let (name, max) = (name.clone(), shared.max_audio);
+        tokio::task::spawn_blocking(move || decode(&name, file.data, max))
             .await
             .map_err(|e| ApiError::new(500, format!("decoding the audio: {e}")))??
     };
@@ -558,14 +573,22 @@ fn busy(shared: &Shared) -> ApiError {
     )
 }
 
-/// An uploaded file as 16 kHz mono samples; any fault in it is the client's (400).
-fn decode(name: &str, bytes: Vec<u8>) -> Result<Vec<f32>, ApiError> {
+/// An uploaded file as 16 kHz mono samples, at most `max_seconds` of them; any fault in
+/// it is the client's (400, or 413 for audio too long).
+fn decode(name: &str, bytes: Vec<u8>, max_seconds: f64) -> Result<Vec<f32>, ApiError> {
     let hint = Path::new(name)
         .extension()
         .and_then(|e| e.to_str())
         .map(str::to_ascii_lowercase);
-    let bad = |e: sotto::audio::AudioError| ApiError::bad_request(e.to_string());
-    let audio = sotto::audio::decode_bytes(name, bytes, hint.as_deref()).map_err(bad)?;
+    let bad = |e: sotto::audio::AudioError| {
+        let status = match e {
+            sotto::audio::AudioError::TooLarge { .. } => 413,
+            _ => 400,
+        };
+        ApiError::new(status, e.to_string())
+    };
+    let audio = sotto::audio::decode_bytes_within(name, bytes, hint.as_deref(), max_seconds)
+        .map_err(bad)?;
     sotto::audio::resample_to_16k(&audio.samples, audio.sample_rate)
         .map_err(|e| bad(e.with_input(name)))
 }
