@@ -15,6 +15,7 @@ mod writers;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 /// Whisper speech-to-text, fast on a laptop, a server or a GPU.
@@ -55,16 +56,18 @@ enum Command {
     #[command(subcommand)]
     Models(ModelsCommand),
     /// Convert a model (CTranslate2 or Hugging Face folder, or ggml .bin) to a whisper.cpp
-    /// ggml .bin (f16) or a Hugging Face folder (safetensors).
+    /// ggml .bin (f16), a Hugging Face folder (safetensors) or a CTranslate2 folder
+    /// (faster-whisper).
     Convert {
         /// Model name or path to convert.
         input: String,
-        /// Output: a .bin file (ggml) or a folder (hf).
+        /// Output: a .bin file (ggml) or a folder (hf, ct2).
         output: PathBuf,
-        /// Output format: `ggml` (whisper.cpp, f16) or `hf` (`transformers`' layout:
-        /// config.json, model.safetensors with each tensor's own type, vocab.json,
-        /// generation_config.json; not from block-quantized files).
-        #[arg(long, default_value = "ggml", value_parser = ["ggml", "hf"])]
+        /// Output format: `ggml` (whisper.cpp, f16), `hf` (`transformers`' layout:
+        /// config.json, model.safetensors, vocab.json, generation_config.json) or `ct2`
+        /// (CTranslate2's: model.bin, vocabulary.txt, config.json, as its converter writes
+        /// them). hf and ct2 keep each tensor's float type; not from block-quantized files.
+        #[arg(long, default_value = "ggml", value_parser = ["ggml", "hf", "ct2"])]
         to: String,
     },
     /// Serve transcription over HTTP: whisper.cpp's `/inference` and `/load`, OpenAI's
@@ -217,6 +220,18 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let file = sotto::formats::load(&path)?;
             if to == "hf" {
                 sotto::formats::hf::write(&file, &output)?;
+            } else if to == "ct2" {
+                let specials = sotto::special_token_texts(file.hparams.n_vocab, file.vocab.len())
+                    .with_context(|| {
+                    format!(
+                        "{}: {} embeddings for {} ordinary tokens leave no whole set of \
+                                 Whisper's special tokens",
+                        path.display(),
+                        file.hparams.n_vocab,
+                        file.vocab.len()
+                    )
+                })?;
+                sotto::formats::ct2::write(&file, &specials, &output)?;
             } else {
                 let filters = sotto::audio::mel_filters(file.hparams.n_mels);
                 sotto::formats::ggml::write(&file, &filters, &output)?;

@@ -295,9 +295,10 @@ fn convert_writes_a_loadable_ggml_file() {
 }
 
 /// A Hugging Face folder written by `sotto convert --to hf` transcribes exactly as the
-/// model it came from (the same tensors, in safetensors under `transformers`' names).
+/// model it came from (the same tensors, in safetensors under `transformers`' names), and
+/// so does the CTranslate2 folder `--to ct2` makes of it.
 #[test]
-fn convert_to_a_hugging_face_folder_and_transcribe_it_the_same() {
+fn convert_to_hugging_face_and_ctranslate2_folders_and_transcribe_them_the_same() {
     let model = sotto_testdata::model_dir("tiny.en");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("whisper-tiny.en");
@@ -326,6 +327,18 @@ fn convert_to_a_hugging_face_folder_and_transcribe_it_the_same() {
         "{hf}"
     );
     assert_eq!(hf, run(&model));
+    // And on to CTranslate2's layout: the very model.bin CTranslate2's converter wrote.
+    let ct2 = dir.path().join("faster-whisper-tiny.en");
+    sotto()
+        .args(["convert", "--to", "ct2"])
+        .arg(&out)
+        .arg(&ct2)
+        .assert()
+        .success();
+    let same = std::fs::read(ct2.join("model.bin")).unwrap()
+        == std::fs::read(model.join("model.bin")).unwrap();
+    assert!(same, "model.bin differs from CTranslate2's");
+    assert_eq!(run(&ct2), hf);
 }
 
 /// Serves the files under `root` over plain HTTP/1.1 (GET only, one request per

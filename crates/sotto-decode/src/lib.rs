@@ -34,7 +34,9 @@ pub use fallback::{compression_ratio, generate_with_fallback, Fallback, Fallback
 pub use filters::{ApplyTimestampRules, LogitFilter, SuppressBlank, SuppressTokens, TextMasks};
 pub use greedy::{DecodeTask, DecodingResult, Greedy, Rng, Sampling, Search};
 pub use inference::{BoxError, Inference, LogitNeed};
-pub use tokenizer::{language_code, language_name, Task, Tokenizer, LANGUAGES, LANGUAGE_NAMES};
+pub use tokenizer::{
+    language_code, language_name, special_token_texts, Task, Tokenizer, LANGUAGES, LANGUAGE_NAMES,
+};
 pub use transcribe::{
     detect_language, fallback_temperatures, suppressed_tokens, transcribe, LanguageDetection,
     MelView, Segment, TranscribeOptions, Transcript, DEFAULT_SILENCE_FLOOR,

@@ -146,6 +146,40 @@ pub fn language_code(code_or_name: &str) -> Option<&'static str> {
         .map(|(c, _)| *c)
 }
 
+/// The texts of the special tokens of a vocabulary of `n_vocab` entries whose first
+/// `n_ordinary` are ordinary tokens, in id order from `<|endoftext|>`: as CTranslate2's
+/// `vocabulary.txt` lists them, after the Hugging Face vocabularies it converts
+/// (`<|iw|>` for Hebrew, `<|nocaptions|>` for no-speech). None when the count leaves no
+/// whole set of languages.
+pub fn special_token_texts(n_vocab: usize, n_ordinary: usize) -> Option<Vec<String>> {
+    let n_languages = n_vocab.checked_sub(n_ordinary + 2 + N_TASK_SPECIALS + N_TIMESTAMPS)?;
+    if n_languages > LANGUAGES.len() {
+        return None;
+    }
+    let mut out = vec![
+        "<|endoftext|>".to_string(),
+        "<|startoftranscript|>".to_string(),
+    ];
+    out.extend(LANGUAGES[..n_languages].iter().map(|&l| {
+        let l = if l == "he" { "iw" } else { l };
+        format!("<|{l}|>")
+    }));
+    out.extend(
+        [
+            "translate",
+            "transcribe",
+            "startoflm",
+            "startofprev",
+            "nocaptions",
+            "notimestamps",
+        ]
+        .iter()
+        .map(|t| format!("<|{t}|>")),
+    );
+    out.extend((0..N_TIMESTAMPS).map(|i| format!("<|{:.2}|>", i as f64 * 0.02)));
+    Some(out)
+}
+
 /// Number of timestamp tokens: `<|0.00|>` to `<|30.00|>` by 0.02 s.
 pub const N_TIMESTAMPS: usize = 1501;
 
@@ -518,6 +552,22 @@ pub(crate) mod tests {
         vocab.extend(merges.iter().map(|m| m.as_bytes().to_vec()));
         let n = vocab.len() + 2 + n_languages + N_TASK_SPECIALS + N_TIMESTAMPS;
         Tokenizer::new(vocab, n).unwrap()
+    }
+
+    #[test]
+    fn special_token_texts_follow_the_layout() {
+        let t = special_token_texts(51864, 50256).unwrap();
+        assert_eq!(t.len(), 51864 - 50256);
+        assert_eq!(t[0], "<|endoftext|>");
+        assert_eq!(t[2], "<|en|>");
+        assert_eq!(t[2 + 20], "<|iw|>");
+        assert_eq!(t[2 + 99], "<|translate|>");
+        assert_eq!(t[2 + 99 + 5], "<|notimestamps|>");
+        assert_eq!(t.last().unwrap(), "<|30.00|>");
+        assert_eq!(t[t.len() - 2], "<|29.98|>");
+        assert_eq!(special_token_texts(51866, 50257).unwrap()[101], "<|yue|>");
+        assert!(special_token_texts(100, 50256).is_none());
+        assert!(special_token_texts(60000, 50256).is_none());
     }
 
     #[test]

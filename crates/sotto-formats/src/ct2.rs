@@ -318,10 +318,17 @@ pub fn from_parts(
         hparams.n_vocab,
         &path.with_file_name("vocabulary.txt"),
     )?;
-    let config = match config_json {
+    let mut config = match config_json {
         Some(text) => parse_config(text, path)?,
         None => ModelConfig::default(),
     };
+    let text = vocabulary.strip_suffix('\n').unwrap_or(vocabulary);
+    config.special_tokens = Some(
+        text.split('\n')
+            .skip(vocab.len())
+            .map(str::to_string)
+            .collect(),
+    );
     Ok(WhisperFile {
         path: path.to_path_buf(),
         format: SourceFormat::Ct2,
@@ -683,7 +690,358 @@ pub fn parse_config(text: &str, path: &Path) -> Result<ModelConfig> {
         suppress_ids: raw.suppress_ids,
         suppress_ids_begin: raw.suppress_ids_begin,
         bpe_merges: None,
+        special_tokens: None,
     })
+}
+
+/// Where a written CTranslate2 variable's bytes come from.
+enum Part<'a> {
+    Bytes(&'a [u8]),
+    /// This many zero bytes (the key biases Whisper does not have).
+    Zeros(usize),
+    /// A scalar's own bytes.
+    Owned(Vec<u8>),
+}
+
+/// One variable to write: shape, CTranslate2 type id, and its bytes in pieces.
+struct Var<'a> {
+    shape: Vec<usize>,
+    dtype: u8,
+    parts: Vec<Part<'a>>,
+}
+
+impl Var<'_> {
+    fn len(&self) -> usize {
+        self.parts
+            .iter()
+            .map(|p| match p {
+                Part::Bytes(b) => b.len(),
+                Part::Zeros(n) => *n,
+                Part::Owned(v) => v.len(),
+            })
+            .sum()
+    }
+}
+
+fn dtype_id(dtype: DType) -> Option<u8> {
+    Some(match dtype {
+        DType::F32 => 0,
+        DType::I8 => 1,
+        DType::I16 => 2,
+        DType::I32 => 3,
+        DType::F16 => 4,
+        DType::BF16 => 5,
+        _ => return None,
+    })
+}
+
+/// The variables of a CTranslate2 `WhisperSpec` (revision 3), from canonical tensors.
+struct Spec<'a> {
+    file: &'a WhisperFile,
+    out: &'a Path,
+    vars: BTreeMap<String, Var<'a>>,
+}
+
+impl<'a> Spec<'a> {
+    fn tensor(&self, name: &str) -> Result<&'a TensorData> {
+        let t = self
+            .file
+            .tensors
+            .get(name)
+            .ok_or_else(|| FormatError::Invalid {
+                path: self.out.to_path_buf(),
+                msg: format!("missing tensor {name}"),
+            })?;
+        if dtype_id(t.dtype).is_none() || t.dtype.is_integer() {
+            return Err(FormatError::Unsupported {
+                path: self.out.to_path_buf(),
+                msg: format!(
+                    "tensor {name} is {:?}: CTranslate2's Whisper holds f32, f16 or bf16",
+                    t.dtype
+                ),
+            });
+        }
+        Ok(t)
+    }
+
+    fn scalar(&mut self, name: &str, dtype: DType, value: i64) {
+        let bytes = match dtype {
+            DType::I8 => (value as i8).to_le_bytes().to_vec(),
+            _ => (value as i16).to_le_bytes().to_vec(),
+        };
+        let dtype = dtype_id(dtype).expect("integer types have ids");
+        self.vars.insert(
+            name.to_string(),
+            Var {
+                shape: Vec::new(),
+                dtype,
+                parts: vec![Part::Owned(bytes)],
+            },
+        );
+    }
+
+    /// `name` ← the canonical tensor `canonical`.
+    fn put(&mut self, name: String, canonical: &str) -> Result<()> {
+        let t = self.tensor(canonical)?;
+        self.vars.insert(
+            name,
+            Var {
+                shape: t.shape.clone(),
+                dtype: dtype_id(t.dtype).expect("checked above"),
+                parts: vec![Part::Bytes(t.data.as_bytes())],
+            },
+        );
+        Ok(())
+    }
+
+    /// `name` ← the canonical tensors stacked along their first axis; `None` stands for
+    /// a zero block shaped as `like` (the absent key bias).
+    fn fuse(&mut self, name: String, parts: &[Option<&str>], like: &str) -> Result<()> {
+        let like = self.tensor(like)?;
+        let mut shape = like.shape.clone();
+        shape[0] = 0;
+        let mut bytes = Vec::with_capacity(parts.len());
+        for p in parts {
+            match p {
+                Some(c) => {
+                    let t = self.tensor(c)?;
+                    if t.dtype != like.dtype || t.shape[1..] != like.shape[1..] {
+                        return Err(FormatError::Invalid {
+                            path: self.out.to_path_buf(),
+                            msg: format!(
+                                "tensor {c} cannot be fused with {like:?}",
+                                like = like.shape
+                            ),
+                        });
+                    }
+                    shape[0] += t.shape[0];
+                    bytes.push(Part::Bytes(t.data.as_bytes()));
+                }
+                None => {
+                    shape[0] += like.shape[0];
+                    bytes.push(Part::Zeros(like.data.len()));
+                }
+            }
+        }
+        let dtype = dtype_id(like.dtype).expect("checked above");
+        self.vars.insert(
+            name,
+            Var {
+                shape,
+                dtype,
+                parts: bytes,
+            },
+        );
+        Ok(())
+    }
+
+    /// `name/{gamma,beta}` ← `canonical.{weight,bias}`.
+    fn norm(&mut self, name: &str, canonical: &str) -> Result<()> {
+        self.put(format!("{name}/gamma"), &format!("{canonical}.weight"))?;
+        self.put(format!("{name}/beta"), &format!("{canonical}.bias"))
+    }
+
+    /// `name/{weight,bias}` ← `canonical.{weight,bias}`.
+    fn linear(&mut self, name: &str, canonical: &str) -> Result<()> {
+        self.put(format!("{name}/weight"), &format!("{canonical}.weight"))?;
+        self.put(format!("{name}/bias"), &format!("{canonical}.bias"))
+    }
+
+    /// A layer's self-attention, q/k/v fused as `linear_0` (a zero key bias).
+    fn self_attention(&mut self, ct2: &str, c: &str) -> Result<()> {
+        self.norm(&format!("{ct2}/layer_norm"), &format!("{c}.attn_ln"))?;
+        let w = |p: &str| format!("{c}.attn.{p}.weight");
+        self.fuse(
+            format!("{ct2}/linear_0/weight"),
+            &[Some(&w("query")), Some(&w("key")), Some(&w("value"))],
+            &w("query"),
+        )?;
+        let b = |p: &str| format!("{c}.attn.{p}.bias");
+        self.fuse(
+            format!("{ct2}/linear_0/bias"),
+            &[Some(&b("query")), None, Some(&b("value"))],
+            &b("query"),
+        )?;
+        self.linear(&format!("{ct2}/linear_1"), &format!("{c}.attn.out"))
+    }
+
+    fn ffn(&mut self, ct2: &str, c: &str) -> Result<()> {
+        self.norm(&format!("{ct2}/layer_norm"), &format!("{c}.mlp_ln"))?;
+        self.linear(&format!("{ct2}/linear_0"), &format!("{c}.mlp.0"))?;
+        self.linear(&format!("{ct2}/linear_1"), &format!("{c}.mlp.2"))
+    }
+
+    fn build(mut self) -> Result<BTreeMap<String, Var<'a>>> {
+        let hp = self.file.hparams;
+        // WhisperSpec's scalars, as CTranslate2's converter writes them.
+        self.scalar("decoder/activation", DType::I8, 3); // GELU
+        self.scalar("decoder/alibi", DType::I8, 0);
+        self.scalar("decoder/alignment_heads", DType::I16, 1);
+        self.scalar("decoder/alignment_layer", DType::I16, -1);
+        self.scalar("decoder/num_heads", DType::I16, hp.n_text_head as i64);
+        self.scalar("decoder/pre_norm", DType::I8, 1);
+        self.scalar("decoder/scale_embeddings", DType::I8, 0);
+        self.scalar("decoder/start_from_zero_embedding", DType::I8, 0);
+        self.scalar("encoder/num_heads", DType::I16, hp.n_audio_head as i64);
+        for conv in ["conv1", "conv2"] {
+            self.linear(&format!("encoder/{conv}"), &format!("encoder.{conv}"))?;
+        }
+        self.put(
+            "encoder/position_encodings/encodings".into(),
+            "encoder.positional_embedding",
+        )?;
+        for i in 0..hp.n_audio_layer {
+            let (ct2, c) = (format!("encoder/layer_{i}"), format!("encoder.blocks.{i}"));
+            self.self_attention(&format!("{ct2}/self_attention"), &c)?;
+            self.ffn(&format!("{ct2}/ffn"), &c)?;
+        }
+        self.norm("encoder/layer_norm", "encoder.ln_post")?;
+        self.put(
+            "decoder/embeddings/weight".into(),
+            "decoder.token_embedding.weight",
+        )?;
+        self.put(
+            "decoder/position_encodings/encodings".into(),
+            "decoder.positional_embedding",
+        )?;
+        for i in 0..hp.n_text_layer {
+            let (ct2, c) = (format!("decoder/layer_{i}"), format!("decoder.blocks.{i}"));
+            self.self_attention(&format!("{ct2}/self_attention"), &c)?;
+            let a = format!("{ct2}/attention");
+            self.norm(&format!("{a}/layer_norm"), &format!("{c}.cross_attn_ln"))?;
+            self.linear(&format!("{a}/linear_0"), &format!("{c}.cross_attn.query"))?;
+            let w = |p: &str| format!("{c}.cross_attn.{p}.weight");
+            self.fuse(
+                format!("{a}/linear_1/weight"),
+                &[Some(&w("key")), Some(&w("value"))],
+                &w("key"),
+            )?;
+            let vb = format!("{c}.cross_attn.value.bias");
+            self.fuse(format!("{a}/linear_1/bias"), &[None, Some(&vb)], &vb)?;
+            self.linear(&format!("{a}/linear_2"), &format!("{c}.cross_attn.out"))?;
+            self.ffn(&format!("{ct2}/ffn"), &c)?;
+        }
+        self.norm("decoder/layer_norm", "decoder.ln")?;
+        Ok(self.vars)
+    }
+}
+
+fn put_str(out: &mut impl std::io::Write, s: &str) -> std::io::Result<()> {
+    let len = u16::try_from(s.len() + 1).map_err(|_| std::io::Error::other("name too long"))?;
+    out.write_all(&len.to_le_bytes())?;
+    out.write_all(s.as_bytes())?;
+    out.write_all(&[0])
+}
+
+/// Writes `file` as a CTranslate2 Whisper folder in `dir` (created if missing), as
+/// CTranslate2's converter writes one: `model.bin` (binary version 6, `WhisperSpec`
+/// revision 3; q/k/v fused, each tensor in its own float type, the output projection an
+/// alias of the token embedding), `vocabulary.txt` (the ordinary tokens, then the special
+/// tokens as the source spelled them, else `specials`: see
+/// `sotto_decode::special_token_texts`), `config.json` (the alignment heads and token
+/// lists the file carries) and, when the source has one, `tokenizer.json`; for a model
+/// with other than 80 mel bins also `preprocessor_config.json`, which faster-whisper reads
+/// its feature size from. Block-quantized tensors have no CTranslate2 float type: such
+/// files are refused.
+pub fn write(file: &WhisperFile, specials: &[String], dir: &Path) -> Result<()> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| FormatError::Io { path, source }
+    };
+    let bin = dir.join("model.bin");
+    let vars = Spec {
+        file,
+        out: &bin,
+        vars: BTreeMap::new(),
+    }
+    .build()?;
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    {
+        use std::io::Write;
+        let f = std::fs::File::create(&bin).map_err(io(&bin))?;
+        let mut w = std::io::BufWriter::new(f);
+        let mut write = || -> std::io::Result<()> {
+            w.write_all(&6u32.to_le_bytes())?;
+            put_str(&mut w, "WhisperSpec")?;
+            w.write_all(&3u32.to_le_bytes())?;
+            w.write_all(&(vars.len() as u32).to_le_bytes())?;
+            for (name, v) in &vars {
+                put_str(&mut w, name)?;
+                w.write_all(&[v.shape.len() as u8])?;
+                for &d in &v.shape {
+                    let d = u32::try_from(d)
+                        .map_err(|_| std::io::Error::other("dimension too large"))?;
+                    w.write_all(&d.to_le_bytes())?;
+                }
+                w.write_all(&[v.dtype])?;
+                let n = u32::try_from(v.len())
+                    .map_err(|_| std::io::Error::other(format!("{name} is over 4 GiB")))?;
+                w.write_all(&n.to_le_bytes())?;
+                for p in &v.parts {
+                    match p {
+                        Part::Bytes(b) => w.write_all(b)?,
+                        Part::Owned(b) => w.write_all(b)?,
+                        Part::Zeros(n) => w.write_all(&vec![0u8; *n])?,
+                    }
+                }
+            }
+            w.write_all(&1u32.to_le_bytes())?;
+            put_str(&mut w, "decoder/projection/weight")?;
+            put_str(&mut w, "decoder/embeddings/weight")?;
+            w.flush()
+        };
+        write().map_err(io(&bin))?;
+    }
+
+    let mut vocabulary = String::new();
+    for token in &file.vocab {
+        vocabulary.extend(token.iter().map(|&b| crate::hf::byte_to_unicode(b)));
+        vocabulary.push('\n');
+    }
+    let specials = file.config.special_tokens.as_deref().unwrap_or(specials);
+    for s in specials {
+        vocabulary.push_str(s);
+        vocabulary.push('\n');
+    }
+    let path = dir.join("vocabulary.txt");
+    std::fs::write(&path, vocabulary).map_err(io(&path))?;
+
+    let c = &file.config;
+    let mut config = serde_json::Map::new();
+    if let Some(h) = &c.alignment_heads {
+        config.insert("alignment_heads".into(), serde_json::json!(h));
+    }
+    for (key, v) in [
+        ("lang_ids", &c.lang_ids),
+        ("suppress_ids", &c.suppress_ids),
+        ("suppress_ids_begin", &c.suppress_ids_begin),
+    ] {
+        if let Some(v) = v {
+            config.insert(key.into(), serde_json::json!(v));
+        }
+    }
+    let path = dir.join("config.json");
+    let text = serde_json::to_string_pretty(&config).expect("JSON values serialize");
+    std::fs::write(&path, text).map_err(io(&path))?;
+    if let Some(m) = &c.bpe_merges {
+        let path = dir.join("tokenizer.json");
+        std::fs::write(&path, m.text()).map_err(io(&path))?;
+    }
+    if file.hparams.n_mels != 80 {
+        let path = dir.join("preprocessor_config.json");
+        let pre = serde_json::json!({
+            "chunk_length": 30,
+            "feature_extractor_type": "WhisperFeatureExtractor",
+            "feature_size": file.hparams.n_mels,
+            "hop_length": 160,
+            "n_fft": 400,
+            "n_samples": 480000,
+            "nb_max_frames": 3000,
+            "sampling_rate": 16000,
+        });
+        std::fs::write(&path, pre.to_string()).map_err(io(&path))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -377,7 +377,7 @@ fn vocabulary(dir: &Path, n_vocab: usize) -> Result<Vec<Vec<u8>>> {
 }
 
 /// GPT-2's byte → printable-char map, the inverse of the one vocabularies are read with.
-fn byte_to_unicode(b: u8) -> char {
+pub(crate) fn byte_to_unicode(b: u8) -> char {
     let printable = matches!(b, b'!'..=b'~' | 0xA1..=0xAC | 0xAE..=0xFF);
     if printable {
         return char::from(b);

@@ -85,6 +85,9 @@ pub struct ModelConfig {
     /// faster-whisper ships lack some of tiktoken's merges (`"Ġ t"`), so matching its
     /// prompt encoding needs this list.
     pub bpe_merges: Option<BpeMerges>,
+    /// The special tokens' texts from `<|endoftext|>` on, as the file's vocabulary spells
+    /// them (conversions differ: `<|iw|>` or `<|he|>`), where it lists them.
+    pub special_tokens: Option<Vec<String>>,
 }
 
 /// A `tokenizer.json` read with its model, its BPE merges parsed when asked

@@ -2,7 +2,7 @@
 
 mod common;
 
-use sotto_formats::{ct2, load, names, DType, SourceFormat};
+use sotto_formats::{ct2, hf, load, names, DType, SourceFormat};
 
 fn check_tokens(vocab: &[Vec<u8>]) {
     assert_eq!(vocab[0], b"!");
@@ -166,4 +166,51 @@ fn split_model_bin_parts_are_joined() {
         "a missing part leaves a truncated model"
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `ct2::write` reproduces CTranslate2's own conversion of tiny.en and base byte for byte
+/// (model.bin and vocabulary.txt; config.json as JSON), from the CTranslate2 folder and
+/// from the same model passed through a Hugging Face folder.
+#[test]
+fn ct2_writer_reproduces_ctranslate2s_conversions() {
+    for name in ["tiny.en", "base"] {
+        let src = sotto_testdata::model_dir(name);
+        let file = load(&src).unwrap();
+        let specials =
+            sotto_decode::special_token_texts(file.hparams.n_vocab, file.vocab.len()).unwrap();
+        let out = tempfile::tempdir().unwrap();
+        ct2::write(&file, &specials, out.path()).unwrap();
+        let same = |f: &str| {
+            let (a, b) = (
+                std::fs::read(src.join(f)).unwrap(),
+                std::fs::read(out.path().join(f)).unwrap(),
+            );
+            assert!(
+                a == b,
+                "{name}: {f} differs ({} vs {} bytes)",
+                a.len(),
+                b.len()
+            );
+        };
+        same("model.bin");
+        same("vocabulary.txt");
+        let json = |p: std::path::PathBuf| -> serde_json::Value {
+            serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+        };
+        assert_eq!(
+            json(src.join("config.json")),
+            json(out.path().join("config.json")),
+            "{name}"
+        );
+        // Through a Hugging Face folder and back.
+        let hf_dir = tempfile::tempdir().unwrap();
+        hf::write(&file, hf_dir.path()).unwrap();
+        let back = tempfile::tempdir().unwrap();
+        ct2::write(&load(hf_dir.path()).unwrap(), &specials, back.path()).unwrap();
+        assert!(
+            std::fs::read(src.join("model.bin")).unwrap()
+                == std::fs::read(back.path().join("model.bin")).unwrap(),
+            "{name}: model.bin through a Hugging Face folder differs"
+        );
+    }
 }
