@@ -12,6 +12,7 @@ mod decode;
 mod error;
 mod mel;
 mod resample;
+pub mod vad;
 
 pub use decode::{
     decode_bytes, decode_bytes_within, decode_file, decode_reader, load_16k_mono, Audio,

@@ -77,6 +77,28 @@ pub struct Args {
     #[arg(short, long, value_name = "PATH")]
     output: Option<PathBuf>,
 
+    /// Transcribe only the speech the Silero VAD finds, as faster-whisper's `vad_filter`
+    /// (its model comes from faster-whisper's PyPI wheel on first use); times stay the
+    /// original audio's.
+    #[arg(long)]
+    vad: bool,
+
+    /// A Silero VAD v6 ONNX file to use instead of the cached one.
+    #[arg(long, value_name = "PATH", requires = "vad")]
+    vad_model: Option<PathBuf>,
+
+    /// VAD: speech probability threshold [default: 0.5]
+    #[arg(long, value_name = "P", requires = "vad")]
+    vad_threshold: Option<f32>,
+
+    /// VAD: silence that ends a stretch of speech, ms [default: 2000]
+    #[arg(long, value_name = "MS", requires = "vad")]
+    vad_min_silence_ms: Option<f64>,
+
+    /// VAD: padding added to each side of a stretch of speech, ms [default: 400]
+    #[arg(long, value_name = "MS", requires = "vad")]
+    vad_speech_pad_ms: Option<f64>,
+
     /// Print where the time went to stderr.
     #[arg(long)]
     timings: bool,
@@ -370,9 +392,32 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
     };
     args.decoding.apply(&mut opts)?;
 
+    let vad = if args.vad {
+        let mut vad = match &args.vad_model {
+            Some(path) => sotto::Vad::load(path)?,
+            None => sotto::Vad::load_cached(hub, &mut progress::Download::new())?,
+        };
+        let o = &mut vad.options;
+        o.threshold = args.vad_threshold.unwrap_or(o.threshold);
+        o.min_silence_duration_ms = args.vad_min_silence_ms.unwrap_or(o.min_silence_duration_ms);
+        o.speech_pad_ms = args.vad_speech_pad_ms.unwrap_or(o.speech_pad_ms);
+        let valid = (0.0..=1.0).contains(&o.threshold)
+            && o.min_silence_duration_ms >= 0.0
+            && o.speech_pad_ms >= 0.0;
+        if !valid {
+            bail!("--vad-threshold is a probability and the --vad-*-ms options are >= 0");
+        }
+        if !opts.clip_timestamps.is_empty() {
+            bail!("--vad does not combine with --clip-timestamps, --offset or --duration");
+        }
+        Some(vad)
+    } else {
+        None
+    };
+
     let mut failed = 0;
     for input in &args.files {
-        if let Err(e) = transcribe_one(&mut session, input, &opts, &sink, &args) {
+        if let Err(e) = transcribe_one(&mut session, vad.as_ref(), input, &opts, &sink, &args) {
             let msg: Vec<String> = e.chain().map(|c| c.to_string()).collect();
             eprintln!("error: {}", crate::dedup_chain(&msg));
             failed += 1;
@@ -390,6 +435,7 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
 
 fn transcribe_one(
     session: &mut sotto::Session,
+    vad: Option<&sotto::Vad>,
     input: &str,
     opts: &TranscribeOptions,
     sink: &Sink,
@@ -431,9 +477,11 @@ fn transcribe_one(
             }
             true
         };
-        session
-            .transcribe_timed(&samples, opts, &mut on_segment)
-            .with_context(|| input.to_string())?
+        match vad {
+            Some(vad) => session.transcribe_speech_timed(vad, &samples, opts, &mut on_segment),
+            None => session.transcribe_timed(&samples, opts, &mut on_segment),
+        }
+        .with_context(|| input.to_string())?
     };
     if let Some(bar) = bar {
         bar.finish_and_clear();
@@ -457,9 +505,13 @@ fn transcribe_one(
             ),
         };
         eprintln!(
-            "{input}: audio {:.1} s decoded in {:.0} ms | mel {:.0} ms | encode {:.0} ms ({} windows) | decode {:.0} ms ({} steps at {:.2} ms{other}) | total {:.0} ms | RTF {:.3}",
+            "{input}: audio {:.1} s decoded in {:.0} ms |{} mel {:.0} ms | encode {:.0} ms ({} windows) | decode {:.0} ms ({} steps at {:.2} ms{other}) | total {:.0} ms | RTF {:.3}",
             duration,
             ms(audio_time),
+            match vad {
+                Some(_) => format!(" vad {:.0} ms |", ms(timings.vad)),
+                None => String::new(),
+            },
             ms(timings.mel),
             ms(timings.encode),
             timings.windows,

@@ -19,6 +19,7 @@ pub mod ct2;
 pub mod ggml;
 pub mod hf;
 pub mod names;
+pub mod onnx;
 pub mod random;
 mod storage;
 

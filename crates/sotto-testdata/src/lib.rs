@@ -53,6 +53,14 @@ pub fn model_dir(name: &str) -> PathBuf {
         .unwrap_or_else(|e| panic!("model {name} is not cached and could not be fetched: {e}"))
 }
 
+/// The Silero VAD model (`silero_vad_v6.onnx`) in the cache, fetched first from PyPI
+/// (faster-whisper 1.2.1's wheel) when it is missing.
+pub fn vad_model() -> PathBuf {
+    sotto_hub::Hub::from_env()
+        .fetch_vad(&mut sotto_hub::NoProgress)
+        .unwrap_or_else(|e| panic!("the VAD model is not cached and could not be fetched: {e}"))
+}
+
 /// The shared data folder, or `None` (after saying why) when tests may skip.
 pub fn shared_dir() -> Option<PathBuf> {
     let dir = std::env::var_os("SOTTO_SHARED_DIR")

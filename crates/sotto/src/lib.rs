@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 mod device;
 mod engine;
+mod vad;
 
 pub use device::{select_device, Device, DeviceChoice};
 pub use engine::Forward;
@@ -41,6 +42,7 @@ pub use sotto_model::{
     bf16_encoder_supported, int16_encoder_supported, int8_encoder_supported, measure_compute_peaks,
     measure_peaks, EncoderPrecision, EncoderWork, LoadOptions, Peaks,
 };
+pub use vad::{Vad, VadOptions};
 
 /// Everything that can go wrong, by layer. Each message names the input and the problem.
 #[derive(Debug, thiserror::Error)]
@@ -343,6 +345,8 @@ impl Model {
 /// Where the time of one transcription went.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Timings {
+    /// Voice activity detection ([`Session::transcribe_speech_timed`] only).
+    pub vad: Duration,
     pub mel: Duration,
     pub encode: Duration,
     /// Every decoder call: the steps below, prompt passes and word alignment.

@@ -1,0 +1,451 @@
+//! Voice activity detection as faster-whisper's `vad_filter` does it: the Silero VAD
+//! network (v6, as faster-whisper 1.2.1 ships it) gives each 32 ms window of 16 kHz audio a
+//! speech probability, `speech_timestamps` turns them into padded speech stretches, and
+//! [`SpeechMap`] maps times in the speech-only audio back to the original.
+//!
+//! The network, per window of 512 new samples after 64 of context: reflect-padded by 128,
+//! a 258-filter STFT convolution (stride 128, first frame dropped) to 129 magnitudes × 4
+//! frames, four 3-tap convolutions with ReLU (strides 1, 2, 2, 1) to 128 features, an LSTM
+//! cell (128) carried from window to window, then ReLU, a 1×1 convolution and a sigmoid.
+//! The weights come from the ONNX file's initializers, by name (`from_tensors`).
+
+use rayon::prelude::*;
+
+/// Samples per window at 16 kHz.
+pub const WINDOW: usize = 512;
+const CONTEXT: usize = 64;
+const ROW: usize = WINDOW + CONTEXT;
+const PAD: usize = 128;
+const N_FFT: usize = 256;
+const BINS: usize = 129;
+const HIDDEN: usize = 128;
+
+/// `a · b` with eight partial sums, so that the loop vectorizes (the order of the float
+/// additions is fixed, so results do not depend on the CPU).
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for l in 0..8 {
+            acc[l] += x[l] * y[l];
+        }
+    }
+    let mut sum = ra.iter().zip(rb).map(|(x, y)| x * y).sum::<f32>();
+    for v in acc {
+        sum += v;
+    }
+    sum
+}
+
+/// A 3-tap convolution with one sample of zero padding each side.
+struct Conv {
+    w: Vec<f32>,
+    b: Vec<f32>,
+    c_in: usize,
+    c_out: usize,
+    stride: usize,
+}
+
+impl Conv {
+    /// `x` is `[c_in][t]`; the output `[c_out][t_out]`, ReLU applied. Each output position
+    /// gathers its `[c_in][3]` patch (the weights' layout), then one dot product per channel.
+    fn forward(&self, x: &[f32], t: usize) -> (Vec<f32>, usize) {
+        let t_out = (t + 2 - 3) / self.stride + 1;
+        let mut y = vec![0f32; self.c_out * t_out];
+        let mut patch = vec![0f32; self.c_in * 3];
+        for j in 0..t_out {
+            for i in 0..self.c_in {
+                for k in 0..3 {
+                    // Input position of tap k, with the one-sample zero padding.
+                    let pos = (j * self.stride + k) as isize - 1;
+                    patch[i * 3 + k] = if pos >= 0 && (pos as usize) < t {
+                        x[i * t + pos as usize]
+                    } else {
+                        0.0
+                    };
+                }
+            }
+            for o in 0..self.c_out {
+                let w = &self.w[o * self.c_in * 3..][..self.c_in * 3];
+                y[o * t_out + j] = (self.b[o] + dot(w, &patch)).max(0.0);
+            }
+        }
+        (y, t_out)
+    }
+}
+
+/// The Silero VAD network's weights.
+pub struct SileroVad {
+    /// `[258][256]`: 129 real then 129 imaginary STFT filters.
+    basis: Vec<f32>,
+    convs: [Conv; 4],
+    /// LSTM input and recurrent weights `[4·128][128]` (gates i, o, f, c as ONNX orders
+    /// them) and the two biases summed.
+    w: Vec<f32>,
+    r: Vec<f32>,
+    bias: Vec<f32>,
+    out_w: Vec<f32>,
+    out_b: f32,
+}
+
+impl SileroVad {
+    /// The network from named float tensors (shape and values), as the ONNX export names
+    /// them; an error names what is missing or misshapen.
+    pub fn from_tensors(
+        get: impl Fn(&str) -> Option<(Vec<usize>, Vec<f32>)>,
+    ) -> Result<SileroVad, String> {
+        let take = |name: &str, shape: &[usize]| -> Result<Vec<f32>, String> {
+            let (s, v) = get(name).ok_or_else(|| format!("no tensor {name}"))?;
+            if s != shape || v.len() != shape.iter().product::<usize>() {
+                return Err(format!("tensor {name} has shape {s:?}, not {shape:?}"));
+            }
+            Ok(v)
+        };
+        let conv = |i: usize, c_out: usize, c_in: usize, stride: usize| -> Result<Conv, String> {
+            Ok(Conv {
+                w: take(
+                    &format!("encoder.conv_layers.{i}.weight"),
+                    &[c_out, c_in, 3],
+                )?,
+                b: take(&format!("encoder.conv_layers.{i}.bias"), &[c_out])?,
+                c_in,
+                c_out,
+                stride,
+            })
+        };
+        let b = take("onnx::LSTM_211", &[1, 8 * HIDDEN])?;
+        Ok(SileroVad {
+            basis: take(
+                "encoder.feature_extractor.forward_basis_buffer",
+                &[2 * BINS, 1, N_FFT],
+            )?,
+            convs: [
+                conv(0, 128, BINS, 1)?,
+                conv(1, 64, 128, 2)?,
+                conv(2, 64, 64, 2)?,
+                conv(3, 128, 64, 1)?,
+            ],
+            w: take("onnx::LSTM_209", &[1, 4 * HIDDEN, HIDDEN])?,
+            r: take("onnx::LSTM_210", &[1, 4 * HIDDEN, HIDDEN])?,
+            bias: (0..4 * HIDDEN).map(|i| b[i] + b[4 * HIDDEN + i]).collect(),
+            out_w: take("decoder.conv1d.weight", &[1, HIDDEN, 1])?,
+            out_b: take("decoder.conv1d.bias", &[1])?[0],
+        })
+    }
+
+    /// The 128 features of one window: `row` is 64 samples of context then 512 new ones.
+    fn features(&self, row: &[f32]) -> Vec<f32> {
+        // Reflect padding (the edge sample is not repeated).
+        let mut x = [0f32; ROW + 2 * PAD];
+        for (j, v) in x.iter_mut().enumerate() {
+            let i = j as isize - PAD as isize;
+            let i = if i < 0 {
+                -i
+            } else if i >= ROW as isize {
+                2 * (ROW as isize - 1) - i
+            } else {
+                i
+            };
+            *v = row[i as usize];
+        }
+        // STFT by convolution, frames 1..=4 (the export drops frame 0), as magnitudes.
+        let frames = 4;
+        let mut mag = vec![0f32; BINS * frames];
+        for c in 0..BINS {
+            let (re_f, im_f) = (
+                &self.basis[c * N_FFT..][..N_FFT],
+                &self.basis[(BINS + c) * N_FFT..][..N_FFT],
+            );
+            for f in 0..frames {
+                let seg = &x[(f + 1) * PAD..][..N_FFT];
+                let (re, im) = (dot(re_f, seg), dot(im_f, seg));
+                mag[c * frames + f] = (re * re + im * im).sqrt();
+            }
+        }
+        let (mut h, mut t) = (mag, frames);
+        for conv in &self.convs {
+            (h, t) = conv.forward(&h, t);
+        }
+        debug_assert_eq!(t, 1);
+        h
+    }
+
+    /// Speech probability of each 512-sample window of 16 kHz `audio`, as faster-whisper
+    /// computes them: the audio padded with zeros to a whole number of windows plus one
+    /// more when it already is one, each window seeing the previous one's last 64 samples.
+    pub fn probabilities(&self, audio: &[f32]) -> Vec<f32> {
+        let n = audio.len() / WINDOW + 1;
+        let mut padded = audio.to_vec();
+        padded.resize(n * WINDOW, 0.0);
+        // The convolutional front end of every window at once, in parallel.
+        let features: Vec<Vec<f32>> = (0..n)
+            .into_par_iter()
+            .map(|i| {
+                let mut row = [0f32; ROW];
+                if i > 0 {
+                    row[..CONTEXT].copy_from_slice(&padded[i * WINDOW - CONTEXT..i * WINDOW]);
+                }
+                row[CONTEXT..].copy_from_slice(&padded[i * WINDOW..(i + 1) * WINDOW]);
+                self.features(&row)
+            })
+            .collect();
+        // The LSTM, window after window.
+        let (mut h, mut c) = ([0f32; HIDDEN], [0f32; HIDDEN]);
+        let sigmoid = |x: f32| 1.0 / (1.0 + (-x).exp());
+        features
+            .iter()
+            .map(|x| {
+                let mut gates = self.bias.clone();
+                for (g, gate) in gates.iter_mut().enumerate() {
+                    let (wr, rr) = (
+                        &self.w[g * HIDDEN..][..HIDDEN],
+                        &self.r[g * HIDDEN..][..HIDDEN],
+                    );
+                    let mut acc = 0f32;
+                    for k in 0..HIDDEN {
+                        acc += wr[k] * x[k] + rr[k] * h[k];
+                    }
+                    *gate += acc;
+                }
+                let mut out = self.out_b;
+                for k in 0..HIDDEN {
+                    let i = sigmoid(gates[k]);
+                    let o = sigmoid(gates[HIDDEN + k]);
+                    let f = sigmoid(gates[2 * HIDDEN + k]);
+                    let g = gates[3 * HIDDEN + k].tanh();
+                    c[k] = f * c[k] + i * g;
+                    h[k] = o * c[k].tanh();
+                    out += self.out_w[k] * h[k].max(0.0);
+                }
+                sigmoid(out)
+            })
+            .collect()
+    }
+}
+
+/// faster-whisper's `VadOptions`, same defaults.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VadOptions {
+    /// Probability at or above which a window is speech. Default 0.5.
+    pub threshold: f32,
+    /// Below this a window is silence; None: `max(threshold - 0.15, 0.01)`.
+    pub neg_threshold: Option<f32>,
+    /// Shorter speech is dropped. Default 0 ms.
+    pub min_speech_duration_ms: f64,
+    /// Longer speech is split (at a silence where one was seen). Default unlimited.
+    pub max_speech_duration_s: f64,
+    /// Silence at least this long ends a stretch of speech. Default 2000 ms.
+    pub min_silence_duration_ms: f64,
+    /// Each stretch is widened by this on both sides. Default 400 ms.
+    pub speech_pad_ms: f64,
+}
+
+impl Default for VadOptions {
+    fn default() -> Self {
+        VadOptions {
+            threshold: 0.5,
+            neg_threshold: None,
+            min_speech_duration_ms: 0.0,
+            max_speech_duration_s: f64::INFINITY,
+            min_silence_duration_ms: 2000.0,
+            speech_pad_ms: 400.0,
+        }
+    }
+}
+
+/// Stretches of speech `[start, end)` in samples of 16 kHz audio of `n_samples`, from the
+/// windows' probabilities: faster-whisper's `get_speech_timestamps`, step for step.
+pub fn speech_timestamps(probs: &[f32], n_samples: usize, o: &VadOptions) -> Vec<(usize, usize)> {
+    let sr = 16_000f64;
+    let win = WINDOW as f64;
+    let min_speech = sr * o.min_speech_duration_ms / 1000.0;
+    let pad = sr * o.speech_pad_ms / 1000.0;
+    let max_speech = sr * o.max_speech_duration_s - win - 2.0 * pad;
+    let min_silence = sr * o.min_silence_duration_ms / 1000.0;
+    let min_silence_at_max = sr * 98.0 / 1000.0;
+    let neg = o.neg_threshold.unwrap_or((o.threshold - 0.15).max(0.01));
+
+    let mut triggered = false;
+    let mut speeches: Vec<(f64, f64)> = Vec::new();
+    let mut current: Option<f64> = None; // start of the stretch being built
+    let (mut temp_end, mut prev_end, mut next_start) = (0f64, 0f64, 0f64);
+    for (i, &p) in probs.iter().enumerate() {
+        let at = win * i as f64;
+        if p >= o.threshold && temp_end != 0.0 {
+            temp_end = 0.0;
+            if next_start < prev_end {
+                next_start = at;
+            }
+        }
+        if p >= o.threshold && !triggered {
+            triggered = true;
+            current = Some(at);
+            continue;
+        }
+        if let Some(start) = current.filter(|&s| triggered && at - s > max_speech) {
+            if prev_end != 0.0 {
+                speeches.push((start, prev_end));
+                current = None;
+                if next_start < prev_end {
+                    triggered = false;
+                } else {
+                    current = Some(next_start);
+                }
+                (prev_end, next_start, temp_end) = (0.0, 0.0, 0.0);
+            } else {
+                speeches.push((start, at));
+                current = None;
+                (prev_end, next_start, temp_end) = (0.0, 0.0, 0.0);
+                triggered = false;
+                continue;
+            }
+        }
+        if p < neg && triggered {
+            if temp_end == 0.0 {
+                temp_end = at;
+            }
+            if at - temp_end > min_silence_at_max {
+                prev_end = temp_end;
+            }
+            if at - temp_end < min_silence {
+                continue;
+            }
+            if let Some(start) = current {
+                if temp_end - start > min_speech {
+                    speeches.push((start, temp_end));
+                }
+            }
+            current = None;
+            (prev_end, next_start, temp_end) = (0.0, 0.0, 0.0);
+            triggered = false;
+            continue;
+        }
+    }
+    let len = n_samples as f64;
+    if let Some(start) = current {
+        if len - start > min_speech {
+            speeches.push((start, len));
+        }
+    }
+    let k = speeches.len();
+    for i in 0..k {
+        if i == 0 {
+            speeches[0].0 = (speeches[0].0 - pad).max(0.0).trunc();
+        }
+        if i + 1 < k {
+            let silence = speeches[i + 1].0 - speeches[i].1;
+            if silence < 2.0 * pad {
+                let half = (silence / 2.0).floor();
+                speeches[i].1 = (speeches[i].1 + half).trunc();
+                speeches[i + 1].0 = (speeches[i + 1].0 - half).max(0.0).trunc();
+            } else {
+                speeches[i].1 = (speeches[i].1 + pad).min(len).trunc();
+                speeches[i + 1].0 = (speeches[i + 1].0 - pad).max(0.0).trunc();
+            }
+        } else {
+            speeches[i].1 = (speeches[i].1 + pad).min(len).trunc();
+        }
+    }
+    speeches
+        .into_iter()
+        .map(|(s, e)| (s as usize, e as usize))
+        .collect()
+}
+
+/// The speech stretches of `audio` joined end to end (faster-whisper's `collect_chunks`).
+pub fn collect_speech(audio: &[f32], chunks: &[(usize, usize)]) -> Vec<f32> {
+    chunks
+        .iter()
+        .flat_map(|&(s, e)| &audio[s.min(audio.len())..e.min(audio.len())])
+        .copied()
+        .collect()
+}
+
+/// Times in the joined speech back to times in the original audio (faster-whisper's
+/// `SpeechTimestampsMap`).
+pub struct SpeechMap {
+    chunk_end_sample: Vec<usize>,
+    silence_before: Vec<f64>,
+}
+
+impl SpeechMap {
+    pub fn new(chunks: &[(usize, usize)]) -> SpeechMap {
+        let (mut previous_end, mut silent) = (0usize, 0usize);
+        let mut chunk_end_sample = Vec::with_capacity(chunks.len());
+        let mut silence_before = Vec::with_capacity(chunks.len());
+        for &(s, e) in chunks {
+            silent += s.saturating_sub(previous_end);
+            previous_end = e;
+            chunk_end_sample.push(e - silent);
+            silence_before.push(silent as f64 / 16_000.0);
+        }
+        SpeechMap {
+            chunk_end_sample,
+            silence_before,
+        }
+    }
+
+    /// The stretch a time in the joined audio falls in (`is_end`: a time exactly at a
+    /// stretch's end belongs to that stretch).
+    pub fn chunk_index(&self, time: f64, is_end: bool) -> usize {
+        let sample = (time * 16_000.0) as usize;
+        if is_end {
+            if let Some(i) = self.chunk_end_sample.iter().position(|&e| e == sample) {
+                return i;
+            }
+        }
+        let after = self.chunk_end_sample.partition_point(|&e| e <= sample);
+        after.min(self.chunk_end_sample.len().saturating_sub(1))
+    }
+
+    /// `time` in the original audio, rounded to 10 ms; `chunk` when known.
+    pub fn original_time(&self, time: f64, chunk: Option<usize>, is_end: bool) -> f64 {
+        if self.silence_before.is_empty() {
+            return time;
+        }
+        let i = chunk.unwrap_or_else(|| self.chunk_index(time, is_end));
+        ((self.silence_before[i] + time) * 100.0).round() / 100.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stretches_are_padded_and_merged_as_faster_whisper_does() {
+        // 0.5 s silence, 1 s speech, 3 s silence, 1 s speech, 1 s silence (in windows).
+        let w = |s: f64| (s * 16_000.0 / WINDOW as f64) as usize;
+        let mut p = vec![0.0f32; w(6.5)];
+        p[w(0.5)..w(1.5)].fill(0.9);
+        p[w(4.5)..w(5.5)].fill(0.9);
+        let n = 6 * 16_000 + 8000;
+        let s = speech_timestamps(&p, n, &VadOptions::default());
+        assert_eq!(s.len(), 2, "{s:?}");
+        // The first starts 400 ms early, clamped at 0; the gap (over 2 s of silence) keeps
+        // them apart, each padded by 400 ms.
+        assert_eq!(s[0].0, (w(0.5) * WINDOW).saturating_sub(6400));
+        assert_eq!(s[0].1, w(1.5) * WINDOW + 6400);
+        assert_eq!(s[1].0, w(4.5) * WINDOW - 6400);
+        let audio: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        let joined = collect_speech(&audio, &s);
+        assert_eq!(joined.len(), s.iter().map(|(a, b)| b - a).sum::<usize>());
+        let map = SpeechMap::new(&s);
+        // 0.1 s into the second stretch of the joined audio.
+        let first = (s[0].1 - s[0].0) as f64 / 16_000.0;
+        let t = map.original_time(first + 0.1, None, false);
+        assert!((t - (s[1].0 as f64 / 16_000.0 + 0.1)).abs() < 0.011, "{t}");
+        assert_eq!(
+            map.original_time(0.0, None, false),
+            (s[0].0 as f64 / 16_000.0 * 100.0).round() / 100.0
+        );
+    }
+
+    #[test]
+    fn silence_gives_no_speech() {
+        assert!(speech_timestamps(&[0.01; 100], 51_200, &VadOptions::default()).is_empty());
+        assert!(collect_speech(&[0.0; 10], &[]).is_empty());
+        assert_eq!(SpeechMap::new(&[]).original_time(1.25, None, false), 1.25);
+    }
+}

@@ -1,0 +1,152 @@
+//! Voice activity detection before transcription, as faster-whisper's `vad_filter`: only
+//! the stretches of speech are transcribed, joined, and the transcript's times are mapped
+//! back to the original audio.
+
+use std::path::Path;
+use std::sync::Arc;
+
+pub use sotto_audio::vad::VadOptions;
+use sotto_audio::vad::{collect_speech, speech_timestamps, SileroVad, SpeechMap};
+
+use crate::{Error, Result, Segment, Session, Timings, TranscribeOptions, Transcript};
+
+/// A loaded Silero VAD model and the options it is applied with; cheap to clone and
+/// shareable between sessions.
+#[derive(Clone)]
+pub struct Vad {
+    net: Arc<SileroVad>,
+    pub options: VadOptions,
+}
+
+impl Vad {
+    /// Loads the model from its ONNX file (faster-whisper's `silero_vad_v6.onnx`).
+    pub fn load(path: &Path) -> Result<Vad> {
+        let bytes =
+            std::fs::read(path).map_err(|e| Error::Invalid(format!("{}: {e}", path.display())))?;
+        let tensors = sotto_formats::onnx::read_initializers(&bytes, path)?;
+        let net = SileroVad::from_tensors(|name| {
+            let t = tensors.get(name)?;
+            let dims = t
+                .dims
+                .iter()
+                .map(|&d| usize::try_from(d).ok())
+                .collect::<Option<_>>()?;
+            Some((dims, t.floats()?))
+        })
+        .map_err(|e| Error::Invalid(format!("{}: not Silero VAD v6: {e}", path.display())))?;
+        Ok(Vad {
+            net: Arc::new(net),
+            options: VadOptions::default(),
+        })
+    }
+
+    /// Loads the model from the cache, fetching it first if needed (see
+    /// [`sotto_hub::Hub::fetch_vad`]).
+    pub fn load_cached(
+        hub: &sotto_hub::Hub,
+        progress: &mut dyn sotto_hub::Progress,
+    ) -> Result<Vad> {
+        Vad::load(&hub.fetch_vad(progress)?)
+    }
+
+    /// Speech probability of each 32 ms window of 16 kHz samples.
+    pub fn probabilities(&self, samples: &[f32]) -> Vec<f32> {
+        self.net.probabilities(samples)
+    }
+
+    /// The stretches of speech, `[start, end)` in samples.
+    pub fn speech(&self, samples: &[f32]) -> Vec<(usize, usize)> {
+        speech_timestamps(&self.probabilities(samples), samples.len(), &self.options)
+    }
+}
+
+impl Session {
+    /// As [`Session::transcribe`], on the stretches of speech `vad` finds only (joined as
+    /// faster-whisper's `collect_chunks` does); segment and word times, also those
+    /// `on_segment` sees, are the original audio's. No speech gives no segments.
+    pub fn transcribe_speech(
+        &mut self,
+        vad: &Vad,
+        samples: &[f32],
+        opts: &TranscribeOptions,
+        on_segment: &mut dyn FnMut(&Segment) -> bool,
+    ) -> Result<Transcript> {
+        self.transcribe_speech_timed(vad, samples, opts, on_segment)
+            .map(|(t, _)| t)
+    }
+
+    /// As [`Session::transcribe_speech`], also reporting where the time went (the VAD's
+    /// share in `Timings::vad`).
+    pub fn transcribe_speech_timed(
+        &mut self,
+        vad: &Vad,
+        samples: &[f32],
+        opts: &TranscribeOptions,
+        on_segment: &mut dyn FnMut(&Segment) -> bool,
+    ) -> Result<(Transcript, Timings)> {
+        if samples.is_empty() {
+            return Err(Error::Invalid("the audio contains no samples".into()));
+        }
+        if !opts.clip_timestamps.is_empty() {
+            return Err(Error::Invalid(
+                "VAD and clip timestamps do not combine: give one or the other".into(),
+            ));
+        }
+        let start = std::time::Instant::now();
+        let duration = (samples.len() / sotto_audio::HOP_LENGTH) as f64 * 0.01;
+        let chunks = vad.speech(samples);
+        let vad_time = start.elapsed();
+        if chunks.is_empty() {
+            let language = opts
+                .language
+                .clone()
+                .filter(|l| l != "auto")
+                .unwrap_or_else(|| {
+                    if self.model().is_multilingual() {
+                        String::new()
+                    } else {
+                        "en".into()
+                    }
+                });
+            let t = Transcript {
+                language,
+                language_probability: 0.0,
+                duration,
+                segments: Vec::new(),
+            };
+            let timings = Timings {
+                vad: vad_time,
+                total: start.elapsed(),
+                ..Timings::default()
+            };
+            return Ok((t, timings));
+        }
+        let map = SpeechMap::new(&chunks);
+        let speech = collect_speech(samples, &chunks);
+        let mut mapped = |s: &Segment| on_segment(&restore(&map, s.clone()));
+        let (mut t, mut timings) = self.transcribe_timed(&speech, opts, &mut mapped)?;
+        t.segments = t.segments.into_iter().map(|s| restore(&map, s)).collect();
+        t.duration = duration;
+        timings.vad = vad_time;
+        timings.total = start.elapsed();
+        Ok((t, timings))
+    }
+}
+
+/// A segment's times in the original audio (faster-whisper's `restore_speech_timestamps`:
+/// each word by the stretch its middle falls in, the segment then from its words).
+fn restore(map: &SpeechMap, mut s: Segment) -> Segment {
+    if s.words.is_empty() {
+        s.start = map.original_time(s.start, None, false);
+        s.end = map.original_time(s.end, None, true);
+        return s;
+    }
+    for w in &mut s.words {
+        let chunk = map.chunk_index((w.start + w.end) / 2.0, false);
+        w.start = map.original_time(w.start, Some(chunk), false);
+        w.end = map.original_time(w.end, Some(chunk), false);
+    }
+    s.start = s.words[0].start;
+    s.end = s.words[s.words.len() - 1].end;
+    s
+}

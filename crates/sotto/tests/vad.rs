@@ -1,0 +1,121 @@
+//! Voice activity detection against faster-whisper 1.2.1's (tests/golden/vad*, made by
+//! scripts/goldens/vad.py with onnxruntime): window probabilities within 1e-4, the same
+//! speech stretches, and transcription of speech only with the original audio's times.
+
+use sotto::{Model, TranscribeOptions, Vad};
+
+fn golden_probs(name: &str) -> Vec<f32> {
+    sotto_testdata::read_f32(&sotto_testdata::golden(&format!("vad_{name}.f32")))
+}
+
+fn golden_stretches(name: &str) -> Vec<(usize, usize)> {
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(sotto_testdata::golden("vad.json")).unwrap())
+            .unwrap();
+    meta["stretches"][name]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p[0].as_u64().unwrap() as usize,
+                p[1].as_u64().unwrap() as usize,
+            )
+        })
+        .collect()
+}
+
+/// jfk as int16 / 32768, as the goldens read it; and the "gap" clip made from it.
+fn clips() -> (Vec<f32>, Vec<f32>) {
+    let jfk = sotto::audio::load_16k_mono(sotto_testdata::jfk().to_str().unwrap()).unwrap();
+    let z = |s: usize| vec![0f32; s * 16_000];
+    let gap = [z(1), jfk.clone(), z(3), jfk.clone(), z(1)].concat();
+    (jfk, gap)
+}
+
+#[test]
+fn probabilities_and_stretches_match_faster_whisper() {
+    let vad = Vad::load(&sotto_testdata::vad_model()).unwrap();
+    let (jfk, gap) = clips();
+    for (name, audio) in [("jfk", &jfk), ("gap", &gap)] {
+        let want = golden_probs(name);
+        let got = vad.probabilities(audio);
+        assert_eq!(got.len(), want.len(), "{name}");
+        let worst = got
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
+        assert!(
+            worst < 1e-4,
+            "{name}: largest probability difference {worst}"
+        );
+        assert_eq!(vad.speech(audio), golden_stretches(name), "{name}");
+    }
+}
+
+#[test]
+fn speech_only_transcription_keeps_the_original_times() {
+    let vad = Vad::load(&sotto_testdata::vad_model()).unwrap();
+    let model = Model::load(&sotto_testdata::model_dir("tiny.en")).unwrap();
+    let mut session = model.session(2).unwrap();
+    let (_, gap) = clips();
+    let opts = TranscribeOptions {
+        beam_size: 1,
+        ..TranscribeOptions::default()
+    };
+    let mut seen = Vec::new();
+    let t = session
+        .transcribe_speech(&vad, &gap, &opts, &mut |s| {
+            seen.push(s.start);
+            true
+        })
+        .unwrap();
+    let text = sotto_testdata::normalise(&t.text());
+    assert_eq!(
+        text,
+        format!("{} {}", sotto_testdata::JFK, sotto_testdata::JFK),
+        "{t:?}"
+    );
+    assert!((t.duration - 27.0).abs() < 0.01, "{}", t.duration);
+    // The second "And so" starts after the 3 s of silence: at 15 s of the original, not
+    // where it lies in the joined speech (about 12.3 s).
+    let second = t
+        .segments
+        .iter()
+        .skip(1)
+        .find(|s| s.text.trim_start().starts_with("And so"))
+        .expect("a second stretch");
+    assert!((14.5..15.5).contains(&second.start), "{:?}", t.segments);
+    assert!(t.segments[0].start >= 0.9, "{:?}", t.segments);
+    assert_eq!(seen, t.segments.iter().map(|s| s.start).collect::<Vec<_>>());
+    // Word times too.
+    let words = session
+        .transcribe_speech(
+            &vad,
+            &gap,
+            &TranscribeOptions {
+                word_timestamps: true,
+                ..opts.clone()
+            },
+            &mut |_| true,
+        )
+        .unwrap();
+    let ask: Vec<f64> = words
+        .segments
+        .iter()
+        .flat_map(|s| &s.words)
+        .filter(|w| w.word.trim() == "And")
+        .map(|w| w.start)
+        .collect();
+    assert_eq!(ask.len(), 2, "{ask:?}");
+    assert!(
+        (0.9..1.5).contains(&ask[0]) && (14.9..15.5).contains(&ask[1]),
+        "{ask:?}"
+    );
+    // Silence only: no segments, no error.
+    let quiet = session
+        .transcribe_speech(&vad, &vec![0f32; 5 * 16_000], &opts, &mut |_| true)
+        .unwrap();
+    assert!(quiet.segments.is_empty());
+}
