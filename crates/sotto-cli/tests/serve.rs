@@ -200,6 +200,17 @@ fn answers_whisper_cpp_and_openai_clients() {
         .all(|w| w[0]["end"].as_f64() <= w[1]["end"].as_f64()));
     assert!(v["segments"][0]["tokens"].as_array().unwrap().len() > 5);
 
+    // faster-whisper-server's vad_filter: speech only, the original times.
+    let v = post(
+        &format!("{}/v1/audio/transcriptions", s.url),
+        &[
+            file,
+            ("vad_filter", None, b"true"),
+            ("response_format", None, b"verbose_json"),
+        ],
+    )
+    .json();
+    assert_eq!(normalise(v["text"].as_str().unwrap()), JFK, "{v}");
     let text = post(
         &format!("{}/v1/audio/transcriptions", s.url),
         &[file, ("response_format", None, b"text")],

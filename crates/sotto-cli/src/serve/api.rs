@@ -225,6 +225,8 @@ pub struct Job {
     pub format: ResponseFormat,
     /// Answer with the detected language only (whisper.cpp's `detect_language`).
     pub detect_language: bool,
+    /// Transcribe the speech the VAD finds only (`vad_filter`, or whisper.cpp's `vad`).
+    pub vad: bool,
 }
 
 /// Fields clients send that change nothing here: whisper.cpp's console and model-loading
@@ -246,7 +248,7 @@ const IGNORED: [&str; 13] = [
 ];
 
 /// Every field a transcription request may carry.
-const KNOWN: [&str; 24] = [
+const KNOWN: [&str; 26] = [
     "file",
     "response_format",
     "language",
@@ -271,6 +273,8 @@ const KNOWN: [&str; 24] = [
     "diarize",
     "tinydiarize",
     "stream",
+    "vad_filter",
+    "vad",
 ];
 
 /// The fields of `form` neither read nor known to be harmless (logged, not refused: clients
@@ -454,10 +458,19 @@ pub fn read_job(
         }
     }
     let detect_language = boolean(form, "detect_language")?.unwrap_or(false);
+    let vad = boolean(form, "vad_filter")?
+        .or(boolean(form, "vad")?)
+        .unwrap_or(false);
+    if vad && !opts.clip_timestamps.is_empty() {
+        return Err(ApiError::bad_request(
+            "vad_filter does not combine with offset_t or duration",
+        ));
+    }
     Ok(Job {
         opts,
         format,
         detect_language,
+        vad,
     })
 }
 
@@ -490,7 +503,17 @@ mod tests {
         assert_eq!(j.opts.beam_size, 1);
         assert_eq!(j.opts.language.as_deref(), Some("de"));
         assert_eq!(j.format, ResponseFormat::Json);
-        assert!(!j.detect_language);
+        assert!(!j.detect_language && !j.vad);
+        assert!(
+            read_job(&form(&[("vad_filter", "true")]), &defaults, false)
+                .unwrap()
+                .vad
+        );
+        assert!(
+            read_job(&form(&[("vad", "1")]), &defaults, false)
+                .unwrap()
+                .vad
+        );
         let j = read_job(&form(&[]), &defaults, true).unwrap();
         assert_eq!(j.opts.task, Task::Translate);
     }
@@ -565,6 +588,10 @@ mod tests {
             ),
             (vec![("diarize", "true")], "diarize"),
             (vec![("stream", "true")], "stream"),
+            (
+                vec![("vad_filter", "yes"), ("offset_t", "500")],
+                "vad_filter",
+            ),
         ] {
             let e = job(&fields).unwrap_err();
             assert_eq!(e.status, 400, "{fields:?}");

@@ -125,6 +125,8 @@ struct Shared {
     allow_load: bool,
     /// The queue's sending end; taken at shutdown, which lets the workers finish.
     jobs: Mutex<Option<SyncSender<Work>>>,
+    /// The VAD model, loaded (fetched if need be) by the first request that asks for it.
+    vad: std::sync::OnceLock<Result<sotto::Vad, String>>,
     /// Transcription requests between arrival and answer, capped so that uploads being
     /// read and decoded cannot pile up in memory behind a full queue.
     in_flight: AtomicUsize,
@@ -209,6 +211,7 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
         allow_load: !args.no_load,
         jobs: Mutex::new(Some(jobs)),
         in_flight: AtomicUsize::new(0),
+        vad: std::sync::OnceLock::new(),
     });
     let queue = Arc::new(Mutex::new(queue));
     let mut handles = Vec::new();
@@ -667,9 +670,20 @@ fn run_job(
             content_type: "application/json",
         });
     }
-    let t = s
-        .transcribe(&work.samples, &work.job.opts, &mut |_| true)
-        .map_err(to_api)?;
+    let t = if work.job.vad {
+        let vad = shared
+            .vad
+            .get_or_init(|| {
+                sotto::Vad::load_cached(&shared.hub, &mut progress::Download::new())
+                    .map_err(|e| format!("loading the VAD model: {e}"))
+            })
+            .as_ref()
+            .map_err(|e| ApiError::new(500, e.clone()))?;
+        s.transcribe_speech(vad, &work.samples, &work.job.opts, &mut |_| true)
+    } else {
+        s.transcribe(&work.samples, &work.job.opts, &mut |_| true)
+    }
+    .map_err(to_api)?;
     let (body, content_type) = work.job.format.render(&t, work.job.opts.task);
     Ok(Reply { body, content_type })
 }
