@@ -17,6 +17,20 @@ pub(crate) fn file_url(endpoint: &str, repo: &str, file: &str) -> String {
     format!("{endpoint}/{repo}/resolve/main/{file}")
 }
 
+/// Downloads `repo`'s `file` into the (staging) folder `model`.
+fn download(
+    client: &Client,
+    endpoint: &str,
+    repo: &str,
+    model: &Path,
+    file: &str,
+    progress: &mut dyn Progress,
+) -> Result<(), HubError> {
+    let url = file_url(endpoint, repo, file);
+    let what = format!("{repo}/{file}");
+    client.download(&url, &model.join(file), &what, Expect::default(), progress)
+}
+
 /// Downloads a CTranslate2 Whisper repo's files into the (staging) folder `model`.
 pub(crate) fn fetch_ct2(
     client: &Client,
@@ -26,9 +40,7 @@ pub(crate) fn fetch_ct2(
     progress: &mut dyn Progress,
 ) -> Result<(), HubError> {
     let get = |file: &str, progress: &mut dyn Progress| {
-        let url = file_url(endpoint, repo, file);
-        let what = format!("{repo}/{file}");
-        client.download(&url, &model.join(file), &what, Expect::default(), progress)
+        download(client, endpoint, repo, model, file, progress)
     };
     for file in REQUIRED {
         get(file, progress)?;
@@ -45,9 +57,7 @@ fn fetch_ct2_rest(
     progress: &mut dyn Progress,
 ) -> Result<(), HubError> {
     let get = |file: &str, progress: &mut dyn Progress| {
-        let url = file_url(endpoint, repo, file);
-        let what = format!("{repo}/{file}");
-        client.download(&url, &model.join(file), &what, Expect::default(), progress)
+        download(client, endpoint, repo, model, file, progress)
     };
     let mut vocabulary = Err(HubError::Status {
         url: file_url(endpoint, repo, VOCABULARY[0]),
@@ -88,9 +98,7 @@ pub(crate) fn fetch_repo(
     progress: &mut dyn Progress,
 ) -> Result<(), HubError> {
     let get = |file: &str, progress: &mut dyn Progress| {
-        let url = file_url(endpoint, repo, file);
-        let what = format!("{repo}/{file}");
-        client.download(&url, &model.join(file), &what, Expect::default(), progress)
+        download(client, endpoint, repo, model, file, progress)
     };
     let optional = |file: &str, progress: &mut dyn Progress| match get(file, progress) {
         Err(e) if e.is_not_found() => Ok(false),
