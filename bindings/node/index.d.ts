@@ -54,4 +54,36 @@ export type ContextOptions = { filePath: string; useGpu?: boolean };
 
 export function initWhisper(options: ContextOptions): Promise<WhisperContext>;
 export function releaseAllWhisper(): Promise<void>;
+
+/** whisper.rn's VAD options; the defaults are whisper.cpp's. */
+export type VadOptions = {
+  threshold?: number;
+  minSpeechDurationMs?: number;
+  minSilenceDurationMs?: number;
+  maxSpeechDurationS?: number;
+  speechPadMs?: number;
+  /** Accepted for whisper.rn's sake; unused. */
+  samplesOverlap?: number;
+};
+
+/** A stretch of speech; t0 and t1 in 10 ms units. */
+export type VadSegment = { t0: number; t1: number };
+
+export class WhisperVadContext {
+  id: number;
+  gpu: boolean;
+  reasonNoGPU: string;
+  detectSpeech(filePathOrBase64: string, options?: VadOptions): Promise<VadSegment[]>;
+  detectSpeechData(
+    audioData: Float32Array | ArrayBuffer | string,
+    options?: VadOptions,
+  ): Promise<VadSegment[]>;
+  release(): Promise<void>;
+}
+
+/** filePath: a Silero VAD v6 ONNX file; omitted, the cached one. */
+export type VadContextOptions = { filePath?: string; useGpu?: boolean; nThreads?: number };
+
+export function initWhisperVad(options?: VadContextOptions): Promise<WhisperVadContext>;
+export function releaseAllWhisperVad(): Promise<void>;
 export const libVersion: string;

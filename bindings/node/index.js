@@ -1,10 +1,12 @@
 'use strict';
 /**
  * sotto for Node.js, with whisper.rn's API: `initWhisper`, `WhisperContext.transcribe`
- * (returning `{ stop, promise }`), `transcribeData`, `release`, `releaseAllWhisper`.
+ * (returning `{ stop, promise }`), `transcribeData`, `release`, `releaseAllWhisper`; and
+ * voice activity detection: `initWhisperVad`, `WhisperVadContext.detectSpeech`,
+ * `detectSpeechData`, `release`, `releaseAllWhisperVad`.
  *
- * Each context is a worker thread holding one loaded model and its sessions, so
- * transcription never blocks the event loop. It calls sotto's C library
+ * Each context is a worker thread holding one loaded model and its sessions (or one VAD),
+ * so transcription never blocks the event loop. It calls sotto's C library
  * (`libsotto_capi`, found at `$SOTTO_LIB` or in the repository's `target/release`)
  * through Koffi.
  */
@@ -23,8 +25,64 @@ function libraryPath() {
   throw new Error(`${name} not found: build it with \`cargo build --release\`, or set SOTTO_LIB`);
 }
 
+/** Frees what a worker loaded (native memory outlives the thread), then ends it. */
+async function stopWorker(worker) {
+  await new Promise((resolve) => {
+    worker.on('message', (m) => {
+      if (m.type === 'released') resolve();
+    });
+    worker.once('exit', resolve);
+    worker.postMessage({ type: 'release' });
+  });
+  await worker.terminate();
+}
+
 const contexts = new Map();
+const vadContexts = new Map();
 let nextContextId = 1;
+
+/** 16 kHz mono float samples from a Float32Array, an ArrayBuffer of them, or their bytes
+ * in base64 (as whisper.rn's *Data methods take them); a copy the worker may own. */
+function samplesOf(data) {
+  if (data instanceof Float32Array) return Float32Array.from(data);
+  if (data instanceof ArrayBuffer) {
+    if (data.byteLength % 4 !== 0) throw new Error('the ArrayBuffer is not a whole number of float32 samples');
+    return new Float32Array(data.slice(0));
+  }
+  if (typeof data === 'string') {
+    const bytes = Buffer.from(data, 'base64');
+    if (bytes.length % 4 !== 0) throw new Error('base64 data is not a whole number of float32 samples');
+    return new Float32Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length));
+  }
+  throw new TypeError('data must be a Float32Array, an ArrayBuffer or a base64 string');
+}
+
+/** A file path, a `file://` URL, or a WAV as a `data:audio/wav;base64,` URL. */
+function fileOf(filePath) {
+  if (typeof filePath !== 'string') throw new TypeError('filePath must be a string');
+  return filePath.startsWith('file://') ? fileURLToPath(filePath) : filePath;
+}
+
+/** A worker thread of worker.js, once it has answered `message` with 'loaded'. */
+async function startWorker(message) {
+  const worker = new Worker(path.join(__dirname, 'worker.js'), {
+    workerData: { library: libraryPath() },
+  });
+  await new Promise((resolve, reject) => {
+    const onMessage = (m) => {
+      worker.off('message', onMessage);
+      if (m.type === 'loaded') resolve();
+      else reject(new Error(m.message));
+    };
+    worker.on('message', onMessage);
+    worker.once('error', reject);
+    worker.postMessage(message);
+  }).catch(async (e) => {
+    await worker.terminate();
+    throw e;
+  });
+  return worker;
+}
 
 class WhisperContext {
   constructor(id, worker, device) {
@@ -80,16 +138,15 @@ class WhisperContext {
   }
 
   /**
-   * Transcribes an audio file (wav, flac, mp3, ogg; `file://` URLs too).
+   * Transcribes an audio file (wav, flac, mp3, ogg; `file://` URLs, and a WAV as a
+   * `data:audio/wav;base64,` URL, too).
    * Options as whisper.rn's: language ('auto' by default), translate, maxThreads,
    * beamSize, bestOf, temperature, temperatureInc, prompt, offset and duration (ms),
    * tokenTimestamps, onProgress(percent), onNewSegments({ nNew, totalNNew, result,
    * segments }). Segment times t0 and t1 are in 10 ms units, as whisper.cpp's.
    */
   transcribe(filePath, options) {
-    if (typeof filePath !== 'string') throw new TypeError('filePath must be a string');
-    const file = filePath.startsWith('file://') ? fileURLToPath(filePath) : filePath;
-    return this._start({ file }, options);
+    return this._start({ file: fileOf(filePath) }, options);
   }
 
   /**
@@ -97,15 +154,7 @@ class WhisperContext {
    * their bytes in base64 (as whisper.rn's transcribeData takes them).
    */
   transcribeData(data, options) {
-    let samples;
-    if (data instanceof Float32Array) samples = Float32Array.from(data);
-    else if (data instanceof ArrayBuffer) samples = new Float32Array(data.slice(0));
-    else if (typeof data === 'string') {
-      const bytes = Buffer.from(data, 'base64');
-      if (bytes.length % 4 !== 0) throw new Error('base64 data is not a whole number of float32 samples');
-      samples = new Float32Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length));
-    } else throw new TypeError('data must be a Float32Array, an ArrayBuffer or a base64 string');
-    return this._start({ samples }, options);
+    return this._start({ samples: samplesOf(data) }, options);
   }
 
   /** Frees the model and its sessions; pending transcriptions are rejected. */
@@ -113,14 +162,7 @@ class WhisperContext {
     if (this._released) return;
     this._released = true;
     contexts.delete(this.id);
-    await new Promise((resolve) => {
-      const done = (m) => {
-        if (m.type === 'released') resolve();
-      };
-      this._worker.on('message', done);
-      this._worker.postMessage({ type: 'release' });
-    });
-    await this._worker.terminate();
+    await stopWorker(this._worker);
   }
 }
 
@@ -131,25 +173,9 @@ class WhisperContext {
  * library was built with one.
  */
 async function initWhisper({ filePath, useGpu = true } = {}) {
-  if (typeof filePath !== 'string') throw new TypeError('filePath must be a string');
-  const model = filePath.startsWith('file://') ? fileURLToPath(filePath) : filePath;
+  const model = fileOf(filePath);
   const device = useGpu ? 'auto' : 'cpu';
-  const worker = new Worker(path.join(__dirname, 'worker.js'), {
-    workerData: { library: libraryPath() },
-  });
-  await new Promise((resolve, reject) => {
-    const onMessage = (m) => {
-      worker.off('message', onMessage);
-      if (m.type === 'loaded') resolve();
-      else reject(new Error(m.message));
-    };
-    worker.on('message', onMessage);
-    worker.once('error', reject);
-    worker.postMessage({ type: 'load', model, device });
-  }).catch(async (e) => {
-    await worker.terminate();
-    throw e;
-  });
+  const worker = await startWorker({ type: 'load', model, device });
   const id = nextContextId++;
   const context = new WhisperContext(id, worker, device === 'cpu' ? 'cpu' : 'auto');
   contexts.set(id, context);
@@ -161,6 +187,102 @@ async function releaseAllWhisper() {
   await Promise.all([...contexts.values()].map((c) => c.release()));
 }
 
+/** A loaded voice activity detector (Silero VAD v6), on a worker thread of its own. */
+class WhisperVadContext {
+  constructor(id, worker) {
+    this.id = id;
+    this.gpu = false;
+    this.reasonNoGPU = 'the VAD runs on the CPU';
+    this._worker = worker;
+    this._jobs = new Map();
+    this._nextJob = 1;
+    this._released = false;
+    worker.on('message', (m) => {
+      const job = this._jobs.get(m.jobId);
+      if (!job || (m.type !== 'done' && m.type !== 'error')) return;
+      this._jobs.delete(m.jobId);
+      if (m.type === 'done') job.resolve(m.result);
+      else job.reject(new Error(m.message));
+    });
+    const failAll = (e) => {
+      for (const job of this._jobs.values()) job.reject(e);
+      this._jobs.clear();
+    };
+    worker.on('error', failAll);
+    worker.on('exit', () => failAll(new Error('the VAD context was released')));
+  }
+
+  _detect(input, options = {}) {
+    if (this._released) return Promise.reject(new Error(`VAD context ${this.id} has been released`));
+    const jobId = this._nextJob++;
+    return new Promise((resolve, reject) => {
+      this._jobs.set(jobId, { resolve, reject });
+      this._worker.postMessage({ type: 'detect', jobId, options, ...input });
+    });
+  }
+
+  /**
+   * The stretches of speech in an audio file (or a WAV as a `data:audio/wav;base64,` URL):
+   * `[{ t0, t1 }]` in 10 ms units, as whisper.rn gives them. Options as whisper.rn's, with
+   * whisper.cpp's defaults: threshold (0.5), minSpeechDurationMs (250),
+   * minSilenceDurationMs (100), maxSpeechDurationS (no limit), speechPadMs (30);
+   * samplesOverlap is accepted and unused (it concerns how whisper.cpp joins speech for
+   * transcription, not the stretches found).
+   */
+  detectSpeech(filePathOrBase64, options) {
+    try {
+      return this._detect({ file: fileOf(filePathOrBase64) }, options);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  /** As detectSpeech, on 16 kHz mono float samples (as transcribeData takes them). */
+  detectSpeechData(audioData, options) {
+    try {
+      return this._detect({ samples: samplesOf(audioData) }, options);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  /** Frees the VAD; pending detections are rejected. */
+  async release() {
+    if (this._released) return;
+    this._released = true;
+    vadContexts.delete(this.id);
+    await stopWorker(this._worker);
+  }
+}
+
+/**
+ * Loads a VAD: `filePath` is a Silero VAD v6 ONNX file (faster-whisper's
+ * `silero_vad_v6.onnx`); without it, the cached one (fetched on first use). `nThreads`
+ * (default: one per core) runs its front end.
+ */
+async function initWhisperVad({ filePath, nThreads = 0 } = {}) {
+  const file = filePath === undefined || filePath === null ? null : fileOf(filePath);
+  const threads = Number.isInteger(nThreads) && nThreads > 0 ? nThreads : 0;
+  const worker = await startWorker({ type: 'loadVad', path: file, threads });
+  const id = nextContextId++;
+  const context = new WhisperVadContext(id, worker);
+  vadContexts.set(id, context);
+  return context;
+}
+
+/** Releases every VAD context. */
+async function releaseAllWhisperVad() {
+  await Promise.all([...vadContexts.values()].map((c) => c.release()));
+}
+
 const libVersion = require('./package.json').version;
 
-module.exports = { initWhisper, releaseAllWhisper, WhisperContext, libVersion };
+module.exports = {
+  initWhisper,
+  releaseAllWhisper,
+  WhisperContext,
+  initWhisperVad,
+  releaseAllWhisperVad,
+  WhisperVadContext,
+  libVersion,
+};

@@ -1,5 +1,6 @@
 'use strict';
-// One WhisperContext's thread: its model and sessions, driven by messages from index.js.
+// One WhisperContext's thread (its model and sessions) or one WhisperVadContext's (its
+// VAD), driven by messages from index.js.
 // sotto's C calls block, so they run here, off the main event loop; a transcription's
 // segment callback runs on this same thread, inside the call, as Koffi requires.
 const { parentPort, workerData } = require('node:worker_threads');
@@ -9,7 +10,16 @@ const lib = koffi.load(workerData.library);
 const SegmentCallback = koffi.proto(
   'int sotto_segment_callback(int index, double start, double end, const char *text, void *user_data)'
 );
-// sotto_params of sotto.h, field for field.
+// sotto_vad_params and sotto_params of sotto.h, field for field.
+koffi.struct('sotto_vad_params', {
+  struct_size: 'size_t',
+  threshold: 'float',
+  neg_threshold: 'float',
+  min_speech_duration_ms: 'int',
+  max_speech_duration_s: 'float',
+  min_silence_duration_ms: 'int',
+  speech_pad_ms: 'int',
+});
 koffi.struct('sotto_params', {
   struct_size: 'size_t',
   language: 'const char *',
@@ -23,6 +33,8 @@ koffi.struct('sotto_params', {
   initial_prompt: 'const char *',
   on_segment: koffi.pointer(SegmentCallback),
   user_data: 'void *',
+  vad: 'void *',
+  vad_params: 'sotto_vad_params',
 });
 const c = {
   lastError: lib.func('const char *sotto_last_error(void)'),
@@ -32,7 +44,16 @@ const c = {
   sessionNew: lib.func('void *sotto_session_new(void *, int)'),
   sessionFree: lib.func('void sotto_session_free(void *)'),
   audioLoad: lib.func('float *sotto_audio_load(const char *, _Out_ size_t *n)'),
+  audioDecode: lib.func('float *sotto_audio_decode(const void *, size_t, _Out_ size_t *n)'),
   audioFree: lib.func('void sotto_audio_free(float *, size_t)'),
+  vadDefaults: lib.func('sotto_vad_params sotto_vad_default_params(void)'),
+  vadLoad: lib.func('void *sotto_vad_load(const char *, int)'),
+  vadFree: lib.func('void sotto_vad_free(void *)'),
+  vadDetect: lib.func('void *sotto_vad_detect(void *, const float *, size_t, const sotto_vad_params *)'),
+  speechN: lib.func('int sotto_speech_n(void *)'),
+  speechStart: lib.func('double sotto_speech_start(void *, int)'),
+  speechEnd: lib.func('double sotto_speech_end(void *, int)'),
+  speechFree: lib.func('void sotto_speech_free(void *)'),
   transcribe: lib.func('void *sotto_transcribe(void *, const float *, size_t, const sotto_params *)'),
   free: lib.func('void sotto_transcript_free(void *)'),
   text: lib.func('const char *sotto_transcript_text(void *)'),
@@ -43,11 +64,15 @@ const c = {
   segEnd: lib.func('double sotto_transcript_segment_end(void *, int)'),
 };
 
-if (c.defaults().struct_size !== koffi.sizeof('sotto_params')) {
+if (
+  c.defaults().struct_size !== koffi.sizeof('sotto_params') ||
+  c.vadDefaults().struct_size !== koffi.sizeof('sotto_vad_params')
+) {
   throw new Error('sotto_params differs between sotto.h and this binding: rebuild both');
 }
 
 let model = null;
+let vad = null;
 const sessions = new Map(); // threads -> session
 
 function fail() {
@@ -64,10 +89,19 @@ function session(threads) {
   return sessions.get(n);
 }
 
-/** 16 kHz mono samples of a file, copied out of the library's buffer. */
+const WAV_DATA_URL = 'data:audio/wav;base64,';
+
+/** 16 kHz mono samples of a file, or of a WAV in a data URL (as whisper.rn takes them),
+ * copied out of the library's buffer. */
 function loadAudio(path) {
   const n = [0];
-  const ptr = c.audioLoad(path, n);
+  let ptr;
+  if (path.startsWith(WAV_DATA_URL)) {
+    const bytes = Buffer.from(path.slice(WAV_DATA_URL.length), 'base64');
+    ptr = c.audioDecode(bytes, bytes.length, n);
+  } else {
+    ptr = c.audioLoad(path, n);
+  }
   if (!ptr) fail();
   try {
     // A copy of the native buffer, which is freed below.
@@ -138,11 +172,39 @@ function transcribe(job) {
   }
 }
 
+// whisper.cpp's VAD defaults, which whisper.rn's detectSpeech applies.
+const VAD_DEFAULTS = { threshold: 0.5, minSpeechDurationMs: 250, minSilenceDurationMs: 100, speechPadMs: 30 };
+
+/** The stretches of speech, t0 and t1 in 10 ms units as whisper.cpp gives them. */
+function detect(job) {
+  const samples = job.samples || loadAudio(job.file);
+  const o = { ...VAD_DEFAULTS, ...job.options };
+  const p = c.vadDefaults();
+  p.threshold = o.threshold;
+  p.min_speech_duration_ms = Math.round(o.minSpeechDurationMs);
+  p.min_silence_duration_ms = Math.round(o.minSilenceDurationMs);
+  p.max_speech_duration_s = o.maxSpeechDurationS > 0 && Number.isFinite(o.maxSpeechDurationS) ? o.maxSpeechDurationS : 0;
+  p.speech_pad_ms = Math.round(o.speechPadMs);
+  const found = c.vadDetect(vad, samples, samples.length, p);
+  if (!found) fail();
+  try {
+    const out = [];
+    for (let i = 0; i < c.speechN(found); i++) {
+      out.push({ t0: cs(c.speechStart(found, i)), t1: cs(c.speechEnd(found, i)) });
+    }
+    return out;
+  } finally {
+    c.speechFree(found);
+  }
+}
+
 function release() {
   for (const s of sessions.values()) c.sessionFree(s);
   sessions.clear();
   if (model) c.modelFree(model);
   model = null;
+  if (vad) c.vadFree(vad);
+  vad = null;
 }
 
 parentPort.on('message', (msg) => {
@@ -152,6 +214,12 @@ parentPort.on('message', (msg) => {
       if (!model) fail();
       session(0); // fail here rather than on the first transcription
       parentPort.postMessage({ type: 'loaded' });
+    } else if (msg.type === 'loadVad') {
+      vad = c.vadLoad(msg.path, msg.threads);
+      if (!vad) fail();
+      parentPort.postMessage({ type: 'loaded' });
+    } else if (msg.type === 'detect') {
+      parentPort.postMessage({ type: 'done', jobId: msg.jobId, result: detect(msg) });
     } else if (msg.type === 'transcribe') {
       parentPort.postMessage({ type: 'done', jobId: msg.jobId, result: transcribe(msg) });
     } else if (msg.type === 'release') {

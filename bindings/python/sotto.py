@@ -7,6 +7,8 @@
     print(t.language, t.text)
     for s in t.segments:
         print(f"[{s.start:.2f} -> {s.end:.2f}] {s.text}", [w.word for w in s.words])
+    t = session.transcribe("meeting.wav", vad_filter=True)   # speech only (Silero VAD)
+    print(sotto.Vad().speech("meeting.wav"))                 # [(start, end), ...] in seconds
 
 `transcribe` takes a path, or 16 kHz mono samples (a NumPy float32 array, an
 `array.array('f')` or any sequence of floats). The library is `$SOTTO_LIB`, else
@@ -20,7 +22,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Callable, List, Optional
 
-__all__ = ["Model", "Session", "Transcript", "Segment", "Word", "SottoError", "load_audio"]
+__all__ = ["Model", "Session", "Transcript", "Segment", "Word", "Vad", "VadOptions",
+           "SottoError", "load_audio", "decode_audio"]
 
 
 class SottoError(RuntimeError):
@@ -30,6 +33,19 @@ class SottoError(RuntimeError):
 _SEGMENT_CALLBACK = ctypes.CFUNCTYPE(
     ctypes.c_int, ctypes.c_int, ctypes.c_double, ctypes.c_double, ctypes.c_char_p, ctypes.c_void_p
 )
+
+
+class _VadParams(ctypes.Structure):
+    # sotto_vad_params of sotto.h, field for field.
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("threshold", ctypes.c_float),
+        ("neg_threshold", ctypes.c_float),
+        ("min_speech_duration_ms", ctypes.c_int),
+        ("max_speech_duration_s", ctypes.c_float),
+        ("min_silence_duration_ms", ctypes.c_int),
+        ("speech_pad_ms", ctypes.c_int),
+    ]
 
 
 class _Params(ctypes.Structure):
@@ -47,6 +63,8 @@ class _Params(ctypes.Structure):
         ("initial_prompt", ctypes.c_char_p),
         ("on_segment", _SEGMENT_CALLBACK),
         ("user_data", ctypes.c_void_p),
+        ("vad", ctypes.c_void_p),
+        ("vad_params", _VadParams),
     ]
 
 
@@ -77,7 +95,17 @@ def _load():
         "sotto_session_new": ([P, c.c_int], P),
         "sotto_session_free": ([P], None),
         "sotto_audio_load": ([c.c_char_p, c.POINTER(c.c_size_t)], c.POINTER(c.c_float)),
+        "sotto_audio_decode": ([c.c_char_p, c.c_size_t, c.POINTER(c.c_size_t)],
+                               c.POINTER(c.c_float)),
         "sotto_audio_free": ([c.POINTER(c.c_float), c.c_size_t], None),
+        "sotto_vad_default_params": ([], _VadParams),
+        "sotto_vad_load": ([c.c_char_p, c.c_int], P),
+        "sotto_vad_free": ([P], None),
+        "sotto_vad_detect": ([P, c.POINTER(c.c_float), c.c_size_t, c.POINTER(_VadParams)], P),
+        "sotto_speech_n": ([P], c.c_int),
+        "sotto_speech_start": ([P, c.c_int], c.c_double),
+        "sotto_speech_end": ([P, c.c_int], c.c_double),
+        "sotto_speech_free": ([P], None),
         "sotto_transcribe": ([P, c.POINTER(c.c_float), c.c_size_t, c.POINTER(_Params)], P),
         "sotto_transcribe_file": ([P, c.c_char_p, c.POINTER(_Params)], P),
         "sotto_detect_language": ([P, c.POINTER(c.c_float), c.c_size_t, c.POINTER(c.c_float)],
@@ -162,16 +190,32 @@ class _Samples:
             self.ptr = ctypes.cast(address, ctypes.POINTER(ctypes.c_float))
 
 
-def load_audio(path) -> array.array:
-    """Decodes an audio file (wav, flac, mp3, ogg) to 16 kHz mono samples."""
-    n = ctypes.c_size_t()
-    ptr = _lib.sotto_audio_load(os.fsencode(path), ctypes.byref(n))
+def _take_samples(ptr, n) -> array.array:
+    """A copy of the library's sample buffer, which is then freed."""
     if not ptr:
         _fail()
     try:
         return array.array("f", ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float * n.value))[0])
     finally:
         _lib.sotto_audio_free(ptr, n)
+
+
+def load_audio(path) -> array.array:
+    """Decodes an audio file (wav, flac, mp3, ogg) to 16 kHz mono samples."""
+    n = ctypes.c_size_t()
+    return _take_samples(_lib.sotto_audio_load(os.fsencode(path), ctypes.byref(n)), n)
+
+
+def decode_audio(data: bytes) -> array.array:
+    """Decodes a whole audio file held in memory to 16 kHz mono samples."""
+    data = bytes(data)
+    n = ctypes.c_size_t()
+    return _take_samples(_lib.sotto_audio_decode(data, len(data), ctypes.byref(n)), n)
+
+
+def _samples_of(audio):
+    """A path's decoded samples, or the samples given."""
+    return load_audio(audio) if isinstance(audio, (str, bytes, os.PathLike)) else audio
 
 
 class _Handle:
@@ -197,6 +241,77 @@ class _Handle:
 
     def __exit__(self, *exc):
         self.close()
+
+
+@dataclass
+class VadOptions:
+    """How the VAD finds speech: faster-whisper's `VadOptions`, same names and defaults."""
+
+    threshold: float = 0.5
+    neg_threshold: Optional[float] = None
+    min_speech_duration_ms: int = 0
+    max_speech_duration_s: float = float("inf")
+    min_silence_duration_ms: int = 2000
+    speech_pad_ms: int = 400
+
+    def _c(self) -> _VadParams:
+        p = _lib.sotto_vad_default_params()
+        p.threshold = self.threshold
+        p.neg_threshold = -1.0 if self.neg_threshold is None else self.neg_threshold
+        p.min_speech_duration_ms = int(self.min_speech_duration_ms)
+        p.max_speech_duration_s = 0.0 if self.max_speech_duration_s == float("inf") \
+            else self.max_speech_duration_s
+        p.min_silence_duration_ms = int(self.min_silence_duration_ms)
+        p.speech_pad_ms = int(self.speech_pad_ms)
+        return p
+
+
+def _vad_options(options, overrides) -> VadOptions:
+    if isinstance(options, dict):
+        options = VadOptions(**options)
+    options = options or VadOptions()
+    return VadOptions(**{**options.__dict__, **overrides}) if overrides else options
+
+
+class Vad(_Handle):
+    """The Silero VAD v6 (faster-whisper's `silero_vad_v6.onnx`): from `path`, or the cached
+    copy (fetched on first use). Its front end runs on `threads` threads of its own (0: one
+    per core). Shareable between sessions and threads."""
+
+    def __init__(self, path=None, threads: int = 0):
+        self._h = _lib.sotto_vad_load(None if path is None else os.fsencode(path), threads)
+        if not self._h:
+            _fail()
+
+    def speech(self, audio, options=None, **overrides):
+        """The stretches of speech in a file or 16 kHz mono samples: [(start, end), ...] in
+        seconds. `options` is a VadOptions or a dict of its fields; keywords override them."""
+        if not self._h:
+            raise SottoError("the VAD is closed")
+        s = _Samples(_samples_of(audio))
+        p = _vad_options(options, overrides)._c()
+        found = _lib.sotto_vad_detect(self._h, s.ptr, s.n, ctypes.byref(p))
+        if not found:
+            _fail()
+        try:
+            return [(_lib.sotto_speech_start(found, i), _lib.sotto_speech_end(found, i))
+                    for i in range(_lib.sotto_speech_n(found))]
+        finally:
+            _lib.sotto_speech_free(found)
+
+    def _free(self, h):
+        _lib.sotto_vad_free(h)
+
+
+_default_vad = None
+
+
+def _shared_vad() -> Vad:
+    """The cached VAD, loaded once for `vad_filter=True`."""
+    global _default_vad
+    if _default_vad is None:
+        _default_vad = Vad()
+    return _default_vad
 
 
 class Model(_Handle):
@@ -235,10 +350,12 @@ class Session(_Handle):
                    beam_size: int = 5, best_of: int = 5, temperature: float = 0.0,
                    temperature_increment: float = 0.2, without_timestamps: bool = False,
                    word_timestamps: bool = False, initial_prompt: Optional[str] = None,
-                   on_segment: Optional[Callable[[int, float, float, str], Optional[bool]]] = None
-                   ) -> Transcript:
+                   on_segment: Optional[Callable[[int, float, float, str], Optional[bool]]] = None,
+                   vad_filter=False, vad_parameters=None) -> Transcript:
         """Transcribes a file path or 16 kHz mono samples. `on_segment(index, start, end, text)`
-        sees each segment as it is finished; returning False stops early."""
+        sees each segment as it is finished; returning False stops early. `vad_filter` (True,
+        or a Vad) transcribes only the speech the VAD finds, as faster-whisper's does, with
+        `vad_parameters` (a VadOptions or a dict); times stay the audio's."""
         self._check()
         p = _lib.sotto_default_params()
         p.language = _c(language)
@@ -247,6 +364,12 @@ class Session(_Handle):
         p.temperature, p.temperature_inc = temperature, temperature_increment
         p.no_timestamps, p.word_timestamps = int(without_timestamps), int(word_timestamps)
         p.initial_prompt = _c(initial_prompt)
+        vad = vad_filter if isinstance(vad_filter, Vad) else _shared_vad() if vad_filter else None
+        if vad is not None:
+            if not vad._h:
+                raise SottoError("the VAD is closed")
+            p.vad = vad._h
+            p.vad_params = _vad_options(vad_parameters, None)._c()
         raised = []
 
         def callback(index, start, end, text, _user):
@@ -278,9 +401,7 @@ class Session(_Handle):
     def detect_language(self, audio):
         """The spoken language of the first 30 s: (code, probability). Multilingual models only."""
         self._check()
-        if isinstance(audio, (str, bytes, os.PathLike)):
-            audio = load_audio(audio)
-        s = _Samples(audio)
+        s = _Samples(_samples_of(audio))
         prob = ctypes.c_float()
         code = _lib.sotto_detect_language(self._h, s.ptr, s.n, ctypes.byref(prob))
         if not code:

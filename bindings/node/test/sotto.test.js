@@ -6,9 +6,10 @@ const test = require('node:test');
 const assert = require('node:assert');
 const path = require('node:path');
 const fs = require('node:fs');
-const { initWhisper, releaseAllWhisper } = require('..');
+const { initWhisper, releaseAllWhisper, initWhisperVad, releaseAllWhisperVad } = require('..');
 
 const MODEL = process.env.SOTTO_TEST_MODEL || 'tiny.en';
+const VAD = process.env.SOTTO_TEST_VAD; // undefined: the cached VAD, fetched on first use
 const AUDIO = process.env.SOTTO_TEST_AUDIO || path.join(__dirname, '..', '..', '..', 'samples', 'jfk.wav');
 const JFK = 'and so my fellow americans ask not what your country can do for you ask what you can do for your country';
 const normalise = (s) => s.toLowerCase().replace(/[^\p{L}\p{N}\s]/gu, '').split(/\s+/).filter(Boolean).join(' ');
@@ -77,4 +78,60 @@ test('stop aborts, and errors reject with the reason', async () => {
   await ctx.release();
   assert.throws(() => ctx.transcribe(AUDIO), /released/);
   await assert.rejects(initWhisper({ filePath: '/no/such/model' }), /unknown model/);
+});
+
+/** A 16 kHz mono 16-bit WAV of float samples, as a data URL. */
+function wavDataUrl(samples) {
+  const b = Buffer.alloc(44 + samples.length * 2);
+  b.write('RIFF', 0);
+  b.writeUInt32LE(36 + samples.length * 2, 4);
+  b.write('WAVEfmt ', 8);
+  b.writeUInt32LE(16, 16);
+  b.writeUInt16LE(1, 20); // PCM
+  b.writeUInt16LE(1, 22); // mono
+  b.writeUInt32LE(16000, 24);
+  b.writeUInt32LE(32000, 28);
+  b.writeUInt16LE(2, 32);
+  b.writeUInt16LE(16, 34);
+  b.write('data', 36);
+  b.writeUInt32LE(samples.length * 2, 40);
+  samples.forEach((v, i) => b.writeInt16LE(Math.max(-32768, Math.min(32767, Math.round(v * 32768))), 44 + 2 * i));
+  return 'data:audio/wav;base64,' + b.toString('base64');
+}
+
+test('whisper.rn-style voice activity detection', async () => {
+  const jfk = jfkSamples();
+  const silence = (s) => new Float32Array(16000 * s);
+  const gap = Float32Array.from([...silence(1), ...jfk, ...silence(3), ...jfk, ...silence(1)]);
+  const vad = await initWhisperVad({ filePath: VAD, useGpu: false, nThreads: 1 });
+  assert.strictEqual(vad.gpu, false);
+  // faster-whisper's gaps: two stretches, t0/t1 in 10 ms units.
+  const opts = { minSilenceDurationMs: 2000, speechPadMs: 400, minSpeechDurationMs: 0 };
+  const fromData = await vad.detectSpeechData(gap, opts);
+  assert.strictEqual(fromData.length, 2, JSON.stringify(fromData));
+  assert.ok(fromData[0].t0 >= 40 && fromData[0].t0 < 100, JSON.stringify(fromData));
+  assert.ok(fromData[1].t0 > 1450 && fromData[1].t0 < 1550, JSON.stringify(fromData));
+  assert.ok(fromData[1].t1 <= 2700, JSON.stringify(fromData));
+  // The same from a WAV data URL and from base64 float bytes; whisper.cpp's defaults
+  // (100 ms of silence ends speech) split at the pauses inside each sentence too.
+  const fromWav = await vad.detectSpeech(wavDataUrl(gap), opts);
+  assert.strictEqual(fromWav.length, 2, JSON.stringify(fromWav));
+  const base64 = Buffer.from(gap.buffer).toString('base64');
+  const fine = await vad.detectSpeechData(base64);
+  assert.ok(fine.length > 2, JSON.stringify(fine));
+  assert.deepStrictEqual(await vad.detectSpeechData(silence(1)), []);
+  await assert.rejects(vad.detectSpeechData(gap, { threshold: 2 }), /threshold/);
+  await assert.rejects(vad.detectSpeech('/no/such.wav'), /no\/such\.wav/);
+  await assert.rejects(vad.detectSpeechData(new ArrayBuffer(3)), /float32/);
+  await releaseAllWhisperVad();
+  await assert.rejects(vad.detectSpeechData(gap), /released/);
+  await assert.rejects(initWhisperVad({ filePath: '/no/such.onnx' }), /no\/such\.onnx/);
+});
+
+test('a WAV data URL transcribes as the file does', async () => {
+  const ctx = await initWhisper({ filePath: MODEL, useGpu: false });
+  const r = await ctx.transcribe(wavDataUrl(jfkSamples()), { beamSize: 1, maxThreads: 2 }).promise;
+  assert.strictEqual(normalise(r.result), JFK);
+  await assert.rejects(ctx.transcribe('data:audio/wav;base64,AAAA').promise, /data/);
+  await ctx.release();
 });

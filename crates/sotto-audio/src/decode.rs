@@ -101,6 +101,13 @@ pub fn load_16k_mono(path_or_dash: &str) -> Result<Vec<f32>> {
         .map_err(|e| e.with_input(path_or_dash))
 }
 
+/// Decodes an in-memory file (`name` is what errors call it) and resamples it to 16 kHz
+/// mono.
+pub fn decode_bytes_16k_mono(name: &str, bytes: Vec<u8>) -> Result<Vec<f32>> {
+    let audio = decode_bytes(name, bytes, None)?;
+    resample::resample_to_16k(&audio.samples, audio.sample_rate).map_err(|e| e.with_input(name))
+}
+
 /// Symphonia parsers are not proven panic-free on hostile bytes; a panic there becomes an error.
 fn decode_source(
     src: Box<dyn MediaSource>,

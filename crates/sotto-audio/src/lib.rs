@@ -15,7 +15,8 @@ mod resample;
 pub mod vad;
 
 pub use decode::{
-    decode_bytes, decode_bytes_within, decode_file, decode_reader, load_16k_mono, Audio,
+    decode_bytes, decode_bytes_16k_mono, decode_bytes_within, decode_file, decode_reader,
+    load_16k_mono, Audio,
 };
 pub use error::{AudioError, Result};
 pub use mel::{log_mel_spectrogram, mel_filters, Mel};

@@ -21,6 +21,8 @@ extern "C" {
 typedef struct sotto_model sotto_model;
 typedef struct sotto_session sotto_session;
 typedef struct sotto_transcript sotto_transcript;
+typedef struct sotto_vad sotto_vad;
+typedef struct sotto_speech sotto_speech;
 
 /* Called as each segment is finished: its index, start and end in seconds, and text
  * (valid during the call). Return nonzero to go on, 0 to stop early (the transcript then
@@ -28,7 +30,21 @@ typedef struct sotto_transcript sotto_transcript;
 typedef int (*sotto_segment_callback)(int index, double start, double end, const char *text,
                                       void *user_data);
 
-/* Decoding options. Get them from sotto_default_params(), then change fields. */
+/* How the voice activity detector finds speech: faster-whisper's VadOptions. Get them
+ * from sotto_vad_default_params(), then change fields. */
+typedef struct sotto_vad_params {
+    size_t struct_size;          /* sizeof(sotto_vad_params), set by the defaults */
+    float threshold;             /* a 32 ms window is speech at or above this; default 0.5 */
+    float neg_threshold;         /* speech ends below this; < 0: max(threshold - 0.15, 0.01) */
+    int min_speech_duration_ms;  /* shorter speech is dropped; default 0 */
+    float max_speech_duration_s; /* longer speech is split; <= 0: no limit (the default) */
+    int min_silence_duration_ms; /* silence this long ends speech; default 2000 */
+    int speech_pad_ms;           /* added to each side of a stretch; default 400 */
+} sotto_vad_params;
+
+/* Decoding options. Get them from sotto_default_params(), then change fields. Fields are
+ * only ever appended: a program built against an older sotto.h keeps working, the fields
+ * it does not know keeping their defaults. */
 typedef struct sotto_params {
     size_t struct_size;          /* sizeof(sotto_params), set by sotto_default_params() */
     const char *language;        /* code ("en"), English name, or "auto"; NULL: auto
@@ -44,6 +60,9 @@ typedef struct sotto_params {
     const char *initial_prompt;  /* text before the audio, or NULL */
     sotto_segment_callback on_segment; /* or NULL */
     void *user_data;             /* passed to on_segment */
+    const sotto_vad *vad;        /* non-NULL: transcribe only the speech it finds (as
+                                    faster-whisper's vad_filter); times stay the audio's */
+    sotto_vad_params vad_params; /* how the VAD finds speech */
 } sotto_params;
 
 /* The library's version, e.g. "0.1.0". */
@@ -71,6 +90,8 @@ void sotto_session_free(sotto_session *session);
 /* Decodes an audio file (wav, flac, mp3, ogg; any rate and channel count) to 16 kHz mono:
  * *n_samples floats, to be given back to sotto_audio_free. */
 float *sotto_audio_load(const char *path, size_t *n_samples);
+/* The same, from a whole audio file held in memory (len bytes at data). */
+float *sotto_audio_decode(const void *data, size_t len, size_t *n_samples);
 void sotto_audio_free(float *samples, size_t n_samples);
 
 /* Transcribes 16 kHz mono samples (params NULL: the defaults). */
@@ -83,6 +104,23 @@ sotto_transcript *sotto_transcribe_file(sotto_session *session, const char *path
  * *probability when that is not NULL. Multilingual models only. */
 const char *sotto_detect_language(sotto_session *session, const float *samples,
                                   size_t n_samples, float *probability);
+
+/* Voice activity detection (Silero VAD v6). A VAD may be shared by threads and passed in
+ * sotto_params.vad to any session. */
+sotto_vad_params sotto_vad_default_params(void);
+/* Loads the VAD from its ONNX file (faster-whisper's silero_vad_v6.onnx), or with path
+ * NULL from the cache, fetched on first use. Its front end runs on n_threads threads of
+ * its own (<= 0: one per core). */
+sotto_vad *sotto_vad_load(const char *path, int n_threads);
+void sotto_vad_free(sotto_vad *vad);
+/* The stretches of speech in 16 kHz mono samples (params NULL: the defaults). */
+sotto_speech *sotto_vad_detect(const sotto_vad *vad, const float *samples, size_t n_samples,
+                               const sotto_vad_params *params);
+int sotto_speech_n(const sotto_speech *speech);
+/* Start and end of stretch i, in seconds. */
+double sotto_speech_start(const sotto_speech *speech, int i);
+double sotto_speech_end(const sotto_speech *speech, int i);
+void sotto_speech_free(sotto_speech *speech);
 
 void sotto_transcript_free(sotto_transcript *transcript);
 /* The whole text, trimmed. */

@@ -161,8 +161,11 @@ pub type SegmentCallback = unsafe extern "C" fn(
     user_data: *mut c_void,
 ) -> c_int;
 
-/// `sotto_params` of `sotto.h`, field for field.
+/// `sotto_params` of `sotto.h`, field for field. Fields are only ever appended: a caller
+/// built against an older header passes a smaller `struct_size`, and the fields it lacks
+/// keep their defaults.
 #[repr(C)]
+#[derive(Clone, Copy)]
 pub struct SottoParams {
     pub struct_size: usize,
     pub language: *const c_char,
@@ -176,6 +179,42 @@ pub struct SottoParams {
     pub initial_prompt: *const c_char,
     pub on_segment: Option<SegmentCallback>,
     pub user_data: *mut c_void,
+    // Appended after the first header: an older caller's struct ends above.
+    pub vad: *const SottoVad,
+    pub vad_params: SottoVadParams,
+}
+
+/// `struct_size` of the first `sotto_params`, which ended at `user_data`.
+const PARAMS_V1_SIZE: usize = std::mem::offset_of!(SottoParams, vad);
+
+impl SottoParams {
+    /// The caller's params, NULL meaning the defaults; fields beyond its `struct_size`
+    /// keep their defaults.
+    ///
+    /// # Safety
+    /// `p` is NULL or points to a `sotto_params` of at least its own `struct_size` bytes.
+    unsafe fn read(p: *const SottoParams) -> Result<SottoParams, String> {
+        let mut params = sotto_default_params();
+        if p.is_null() {
+            return Ok(params);
+        }
+        // SAFETY: every version of the struct begins with its size.
+        let size = unsafe { ptr::read_unaligned(p.cast::<usize>()) };
+        if size != PARAMS_V1_SIZE && size != std::mem::size_of::<SottoParams>() {
+            return Err(format!(
+                "params.struct_size is {size}, not {}: take the params from \
+                 sotto_default_params() of the sotto.h this library ships",
+                std::mem::size_of::<SottoParams>()
+            ));
+        }
+        // SAFETY: the caller's struct holds `size` bytes, a prefix of ours (fields are
+        // only appended), and `params` is a plain-data struct of at least that size.
+        unsafe {
+            ptr::copy_nonoverlapping(p.cast::<u8>(), ptr::addr_of_mut!(params).cast::<u8>(), size)
+        };
+        params.struct_size = std::mem::size_of::<SottoParams>();
+        Ok(params)
+    }
 }
 
 impl SottoParams {
@@ -184,14 +223,6 @@ impl SottoParams {
     /// # Safety
     /// The string fields are NULL or NUL-terminated strings alive during the call.
     unsafe fn options(&self) -> Result<TranscribeOptions, String> {
-        if self.struct_size != std::mem::size_of::<SottoParams>() {
-            return Err(format!(
-                "params.struct_size is {}, not {}: take the params from sotto_default_params() \
-                 of the sotto.h this library ships",
-                self.struct_size,
-                std::mem::size_of::<SottoParams>()
-            ));
-        }
         let mut opts = TranscribeOptions::default();
         // SAFETY: string fields as this function's contract says.
         if let Some(lang) = unsafe { text(self.language, "params.language") }? {
@@ -258,6 +289,8 @@ pub extern "C" fn sotto_default_params() -> SottoParams {
         initial_prompt: ptr::null(),
         on_segment: None,
         user_data: ptr::null_mut(),
+        vad: ptr::null(),
+        vad_params: sotto_vad_default_params(),
     }
 }
 
@@ -357,11 +390,13 @@ unsafe fn run(
 ) -> Result<*mut SottoTranscript, String> {
     // SAFETY: as this function's contract says.
     let s = unsafe { handle_mut(session, "session") }?;
-    let defaults = sotto_default_params();
     // SAFETY: as above.
-    let p = unsafe { params.as_ref() }.unwrap_or(&defaults);
+    let p = unsafe { SottoParams::read(params) }?;
     // SAFETY: the params' strings are valid for the call.
     let opts = unsafe { p.options() }?;
+    // SAFETY: `vad` is NULL or a live VAD, by sotto.h's contract.
+    let vad = unsafe { p.vad.as_ref() };
+    let vad_options = p.vad_params.options()?;
     let mut index = 0;
     let (callback, user_data) = (p.on_segment, p.user_data);
     let mut on_segment = |seg: &sotto::Segment| {
@@ -373,9 +408,15 @@ unsafe fn run(
         index += 1;
         go_on != 0
     };
-    let t =
-        s.0.transcribe(samples, &opts, &mut on_segment)
-            .map_err(|e| e.to_string())?;
+    let t = match vad {
+        None => s.0.transcribe(samples, &opts, &mut on_segment),
+        Some(vad) => {
+            let chunks = vad.speech(samples, vad_options);
+            s.0.transcribe_chunks_timed(samples, &chunks, &opts, &mut on_segment)
+                .map(|(t, _)| t)
+        }
+    }
+    .map_err(|e| e.to_string())?;
     Ok(Box::into_raw(Box::new(SottoTranscript::new(t))))
 }
 
@@ -415,7 +456,36 @@ pub unsafe extern "C" fn sotto_audio_load(path: *const c_char, n_samples: *mut u
     })
 }
 
-/// Frees samples from [`sotto_audio_load`].
+/// As [`sotto_audio_load`], from a whole file held in memory (`len` bytes at `data`).
+///
+/// # Safety
+/// `data` is NULL or points to `len` readable bytes; `n_samples` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_audio_decode(
+    data: *const c_void,
+    len: usize,
+    n_samples: *mut usize,
+) -> *mut f32 {
+    guard(ptr::null_mut(), || {
+        if data.is_null() && len > 0 {
+            return Err("data is NULL".into());
+        }
+        // SAFETY: as this function's contract says.
+        let n = unsafe { n_samples.as_mut() }.ok_or("n_samples is NULL")?;
+        let bytes = if len == 0 {
+            Vec::new()
+        } else {
+            // SAFETY: non-NULL, `len` readable bytes by the caller's contract.
+            unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) }.to_vec()
+        };
+        let samples =
+            sotto::audio::decode_bytes_16k_mono("data", bytes).map_err(|e| e.to_string())?;
+        *n = samples.len();
+        Ok(Box::into_raw(samples.into_boxed_slice()).cast())
+    })
+}
+
+/// Frees samples from [`sotto_audio_load`] or [`sotto_audio_decode`].
 ///
 /// # Safety
 /// `samples` is NULL or came from `sotto_audio_load` with this `n_samples`, and is not used
@@ -466,6 +536,218 @@ pub unsafe extern "C" fn sotto_transcribe_file(
         // SAFETY: as above.
         unsafe { run(session, &samples, params) }
     })
+}
+
+/// `sotto_vad_params` of `sotto.h`, field for field.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct SottoVadParams {
+    pub struct_size: usize,
+    pub threshold: f32,
+    pub neg_threshold: f32,
+    pub min_speech_duration_ms: c_int,
+    pub max_speech_duration_s: f32,
+    pub min_silence_duration_ms: c_int,
+    pub speech_pad_ms: c_int,
+}
+
+impl SottoVadParams {
+    /// The options these parameters ask for, checked.
+    fn options(&self) -> Result<sotto::VadOptions, String> {
+        if self.struct_size != std::mem::size_of::<SottoVadParams>() {
+            return Err(format!(
+                "vad_params.struct_size is {}, not {}: take them from \
+                 sotto_vad_default_params() of the sotto.h this library ships",
+                self.struct_size,
+                std::mem::size_of::<SottoVadParams>()
+            ));
+        }
+        let probability = |p: f32, what: &str| {
+            if (0.0..=1.0).contains(&p) {
+                Ok(p)
+            } else {
+                Err(format!("vad_params.{what} is {p}; it must be in [0, 1]"))
+            }
+        };
+        let ms = |v: c_int, what: &str| {
+            if v >= 0 {
+                Ok(f64::from(v))
+            } else {
+                Err(format!("vad_params.{what} is {v}; it must be >= 0"))
+            }
+        };
+        let max = f64::from(self.max_speech_duration_s);
+        if max.is_nan() {
+            return Err("vad_params.max_speech_duration_s is NaN".into());
+        }
+        Ok(sotto::VadOptions {
+            threshold: probability(self.threshold, "threshold")?,
+            neg_threshold: if self.neg_threshold < 0.0 {
+                None
+            } else {
+                Some(probability(self.neg_threshold, "neg_threshold")?)
+            },
+            min_speech_duration_ms: ms(self.min_speech_duration_ms, "min_speech_duration_ms")?,
+            max_speech_duration_s: if max > 0.0 { max } else { f64::INFINITY },
+            min_silence_duration_ms: ms(self.min_silence_duration_ms, "min_silence_duration_ms")?,
+            speech_pad_ms: ms(self.speech_pad_ms, "speech_pad_ms")?,
+        })
+    }
+}
+
+/// faster-whisper's `VadOptions` defaults.
+#[no_mangle]
+pub extern "C" fn sotto_vad_default_params() -> SottoVadParams {
+    let d = sotto::VadOptions::default();
+    let ms = |v: f64| v as c_int;
+    SottoVadParams {
+        struct_size: std::mem::size_of::<SottoVadParams>(),
+        threshold: d.threshold,
+        neg_threshold: d.neg_threshold.unwrap_or(-1.0),
+        min_speech_duration_ms: ms(d.min_speech_duration_ms),
+        max_speech_duration_s: if d.max_speech_duration_s.is_finite() {
+            d.max_speech_duration_s as f32
+        } else {
+            0.0
+        },
+        min_silence_duration_ms: ms(d.min_silence_duration_ms),
+        speech_pad_ms: ms(d.speech_pad_ms),
+    }
+}
+
+/// A loaded Silero VAD and the threads its convolutional front end runs on (apart from
+/// the sessions', which it must not take).
+pub struct SottoVad {
+    vad: sotto::Vad,
+    pool: rayon::ThreadPool,
+}
+
+impl SottoVad {
+    /// `[start, end)` sample ranges of speech in `samples`.
+    fn speech(&self, samples: &[f32], options: sotto::VadOptions) -> Vec<(usize, usize)> {
+        let mut vad = self.vad.clone();
+        vad.options = options;
+        self.pool.install(|| vad.speech(samples))
+    }
+}
+
+/// Stretches of speech found by [`sotto_vad_detect`], in seconds.
+pub struct SottoSpeech(Vec<(f64, f64)>);
+
+impl SottoSpeech {
+    fn get(&self, i: c_int) -> Result<(f64, f64), String> {
+        usize::try_from(i)
+            .ok()
+            .and_then(|i| self.0.get(i).copied())
+            .ok_or_else(|| format!("stretch {i} is out of range (there are {})", self.0.len()))
+    }
+}
+
+/// Loads the Silero VAD v6 from `path` (NULL: the cached one, fetched on first use), to
+/// run on `n_threads` threads (<= 0: every core).
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_vad_load(path: *const c_char, n_threads: c_int) -> *mut SottoVad {
+    guard(ptr::null_mut(), || {
+        // SAFETY: as this function's contract says.
+        let vad = match unsafe { text(path, "path") }? {
+            Some(path) => sotto::Vad::load(std::path::Path::new(path)),
+            None => {
+                sotto::Vad::load_cached(&sotto::hub::Hub::from_env(), &mut sotto::hub::NoProgress)
+            }
+        }
+        .map_err(|e| e.to_string())?;
+        let threads = usize::try_from(n_threads).unwrap_or(0);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("sotto-vad-{i}"))
+            .build()
+            .map_err(|e| format!("cannot start the VAD's threads: {e}"))?;
+        Ok(Box::into_raw(Box::new(SottoVad { vad, pool })))
+    })
+}
+
+/// Frees a VAD.
+///
+/// # Safety
+/// `vad` is NULL or a live VAD, used by no transcription in progress and not afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_vad_free(vad: *mut SottoVad) {
+    // SAFETY: as this function's contract says.
+    unsafe { free(vad) }
+}
+
+/// The stretches of speech in 16 kHz mono samples (params NULL: the defaults).
+///
+/// # Safety
+/// `vad` is NULL or a live VAD; `samples` points to `n_samples` floats; `params` is NULL
+/// or a valid `sotto_vad_params`.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_vad_detect(
+    vad: *const SottoVad,
+    samples: *const f32,
+    n_samples: usize,
+    params: *const SottoVadParams,
+) -> *mut SottoSpeech {
+    guard(ptr::null_mut(), || {
+        // SAFETY: as this function's contract says.
+        let vad = unsafe { handle(vad, "vad") }?;
+        // SAFETY: as above.
+        let samples = unsafe { sample_slice(samples, n_samples) }?;
+        // SAFETY: as above; the struct's size is checked before its fields are used.
+        let options = match unsafe { params.as_ref() } {
+            Some(p) => p.options()?,
+            None => sotto::VadOptions::default(),
+        };
+        let rate = f64::from(sotto::audio::SAMPLE_RATE);
+        let stretches = vad
+            .speech(samples, options)
+            .into_iter()
+            .map(|(s, e)| (s as f64 / rate, e as f64 / rate))
+            .collect();
+        Ok(Box::into_raw(Box::new(SottoSpeech(stretches))))
+    })
+}
+
+/// # Safety
+/// `speech` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_speech_n(speech: *const SottoSpeech) -> c_int {
+    guard(-1, || {
+        // SAFETY: as this function's contract says.
+        let s = unsafe { handle(speech, "speech") }?;
+        c_int::try_from(s.0.len()).map_err(|_| "too many stretches".to_string())
+    })
+}
+
+/// # Safety
+/// `speech` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_speech_start(speech: *const SottoSpeech, i: c_int) -> f64 {
+    guard(f64::NAN, || {
+        // SAFETY: as this function's contract says.
+        Ok(unsafe { handle(speech, "speech") }?.get(i)?.0)
+    })
+}
+
+/// # Safety
+/// `speech` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_speech_end(speech: *const SottoSpeech, i: c_int) -> f64 {
+    guard(f64::NAN, || {
+        // SAFETY: as this function's contract says.
+        Ok(unsafe { handle(speech, "speech") }?.get(i)?.1)
+    })
+}
+
+/// # Safety
+/// `speech` is NULL or live, not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_speech_free(speech: *mut SottoSpeech) {
+    // SAFETY: as this function's contract says.
+    unsafe { free(speech) }
 }
 
 /// The most likely language of the first 30 s: a static code; its probability in
@@ -730,7 +1012,14 @@ mod tests {
             Some("de")
         );
         p.struct_size = 8;
-        // SAFETY: as above.
-        assert!(unsafe { p.options() }.unwrap_err().contains("struct_size"));
+        // SAFETY: a whole struct, whatever size it claims.
+        let err = unsafe { SottoParams::read(&p) }.err().unwrap();
+        assert!(err.contains("struct_size"), "{err}");
+        p.struct_size = PARAMS_V1_SIZE;
+        // SAFETY: as above; the VAD fields beyond the old size take the defaults.
+        p.vad = std::ptr::NonNull::dangling().as_ptr();
+        let read = unsafe { SottoParams::read(&p) }.unwrap();
+        assert!(read.vad.is_null());
+        assert_eq!(read.struct_size, std::mem::size_of::<SottoParams>());
     }
 }

@@ -137,6 +137,171 @@ fn bad_arguments_are_errors() {
     assert_eq!(version.to_str().unwrap(), env!("CARGO_PKG_VERSION"));
 }
 
+/// jfk between silences: 1 s, the clip, 3 s, the clip, 1 s.
+fn gap_clip() -> Vec<f32> {
+    let jfk = sotto::audio::load_16k_mono(jfk().to_str().unwrap()).unwrap();
+    let z = |s: usize| vec![0f32; s * 16_000];
+    [z(1), jfk.clone(), z(3), jfk, z(1)].concat()
+}
+
+#[test]
+fn voice_activity_detection_through_the_c_interface() {
+    let vad_path = c(sotto_testdata::vad_model().to_str().unwrap());
+    let model_path = c(sotto_testdata::model_dir("tiny.en").to_str().unwrap());
+    let gap = gap_clip();
+    // SAFETY: every call passes live handles, NUL-terminated strings and whole buffers.
+    unsafe {
+        let vad = sotto_vad_load(vad_path.as_ptr(), 1);
+        assert!(!vad.is_null(), "{}", last_error());
+        let speech = sotto_vad_detect(vad, gap.as_ptr(), gap.len(), ptr::null());
+        assert!(!speech.is_null(), "{}", last_error());
+        // The same stretches as the Rust API's, in seconds.
+        let want = sotto::Vad::load(&sotto_testdata::vad_model())
+            .unwrap()
+            .speech(&gap);
+        assert_eq!(sotto_speech_n(speech), want.len() as c_int);
+        for (i, (s, e)) in want.iter().enumerate() {
+            let i = i as c_int;
+            assert_eq!(sotto_speech_start(speech, i), *s as f64 / 16_000.0);
+            assert_eq!(sotto_speech_end(speech, i), *e as f64 / 16_000.0);
+        }
+        assert!(sotto_speech_end(speech, want.len() as c_int).is_nan());
+        assert!(last_error().contains("out of range"), "{}", last_error());
+        sotto_speech_free(speech);
+
+        // Options are checked; a high threshold finds nothing in silence.
+        let mut vp = sotto_vad_default_params();
+        vp.threshold = 1.5;
+        assert!(sotto_vad_detect(vad, gap.as_ptr(), gap.len(), &vp).is_null());
+        assert!(last_error().contains("threshold"), "{}", last_error());
+        vp = sotto_vad_default_params();
+        vp.struct_size = 4;
+        assert!(sotto_vad_detect(vad, gap.as_ptr(), gap.len(), &vp).is_null());
+        assert!(last_error().contains("struct_size"), "{}", last_error());
+        let quiet = [0f32; 16_000];
+        let none = sotto_vad_detect(vad, quiet.as_ptr(), quiet.len(), ptr::null());
+        assert_eq!(sotto_speech_n(none), 0);
+        sotto_speech_free(none);
+
+        // Transcribing with the VAD: speech only, the original audio's times.
+        let model = sotto_model_load(model_path.as_ptr(), c"cpu".as_ptr());
+        assert!(!model.is_null(), "{}", last_error());
+        let session = sotto_session_new(model, 2);
+        sotto_model_free(model);
+        let mut params = sotto_default_params();
+        params.beam_size = 1;
+        params.vad = vad;
+        let t = sotto_transcribe(session, gap.as_ptr(), gap.len(), &params);
+        assert!(!t.is_null(), "{}", last_error());
+        assert_eq!(
+            normalise(&string(sotto_transcript_text(t)).unwrap()),
+            format!("{JFK} {JFK}")
+        );
+        let starts: Vec<f64> = (0..sotto_transcript_n_segments(t))
+            .map(|i| sotto_transcript_segment_start(t, i))
+            .collect();
+        assert!(starts[0] >= 0.9, "{starts:?}");
+        assert!(
+            starts.iter().any(|s| (14.5..15.5).contains(s)),
+            "{starts:?}"
+        );
+        sotto_transcript_free(t);
+        // Bad VAD options in the params are refused too.
+        params.vad_params.min_silence_duration_ms = -1;
+        assert!(sotto_transcribe(session, gap.as_ptr(), gap.len(), &params).is_null());
+        assert!(last_error().contains("min_silence"), "{}", last_error());
+        sotto_session_free(session);
+        sotto_vad_free(vad);
+
+        assert!(sotto_vad_load(c"/no/such.onnx".as_ptr(), 0).is_null());
+        assert!(last_error().contains("/no/such.onnx"), "{}", last_error());
+        assert!(sotto_vad_detect(ptr::null(), gap.as_ptr(), 1, ptr::null()).is_null());
+        assert!(last_error().contains("vad is NULL"), "{}", last_error());
+        assert_eq!(sotto_speech_n(ptr::null()), -1);
+        sotto_vad_free(ptr::null_mut());
+        sotto_speech_free(ptr::null_mut());
+    }
+}
+
+/// `sotto_params` as the first sotto.h declared it, before the VAD fields.
+#[repr(C)]
+struct ParamsV1 {
+    struct_size: usize,
+    language: *const c_char,
+    translate: c_int,
+    beam_size: c_int,
+    best_of: c_int,
+    temperature: f32,
+    temperature_inc: f32,
+    no_timestamps: c_int,
+    word_timestamps: c_int,
+    initial_prompt: *const c_char,
+    on_segment: Option<SegmentCallback>,
+    user_data: *mut c_void,
+}
+
+#[test]
+fn params_from_an_older_header_still_work() {
+    let model_path = c(sotto_testdata::model_dir("tiny.en").to_str().unwrap());
+    let samples = sotto::audio::load_16k_mono(jfk().to_str().unwrap()).unwrap();
+    let old = Box::new(ParamsV1 {
+        struct_size: std::mem::size_of::<ParamsV1>(),
+        language: ptr::null(),
+        translate: 0,
+        beam_size: 1,
+        best_of: 5,
+        temperature: 0.0,
+        temperature_inc: 0.2,
+        no_timestamps: 1,
+        word_timestamps: 0,
+        initial_prompt: ptr::null(),
+        on_segment: None,
+        user_data: ptr::null_mut(),
+    });
+    assert!(std::mem::size_of::<ParamsV1>() < std::mem::size_of::<SottoParams>());
+    // SAFETY: live handles; the old struct is read only up to its own struct_size (a
+    // boxed allocation of exactly that size, so a read past it would be caught by Miri
+    // or ASan).
+    unsafe {
+        let model = sotto_model_load(model_path.as_ptr(), c"cpu".as_ptr());
+        assert!(!model.is_null(), "{}", last_error());
+        let session = sotto_session_new(model, 2);
+        sotto_model_free(model);
+        let p = (&*old as *const ParamsV1).cast::<SottoParams>();
+        let t = sotto_transcribe(session, samples.as_ptr(), samples.len(), p);
+        assert!(!t.is_null(), "{}", last_error());
+        assert_eq!(normalise(&string(sotto_transcript_text(t)).unwrap()), JFK);
+        // no_timestamps: one segment for the window.
+        assert_eq!(sotto_transcript_n_segments(t), 1);
+        sotto_transcript_free(t);
+        sotto_session_free(session);
+    }
+}
+
+#[test]
+fn audio_decodes_from_memory() {
+    let bytes = std::fs::read(jfk()).unwrap();
+    let want = sotto::audio::load_16k_mono(jfk().to_str().unwrap()).unwrap();
+    let mut n = 0usize;
+    // SAFETY: whole buffers and a writable count.
+    unsafe {
+        let p = sotto_audio_decode(bytes.as_ptr().cast(), bytes.len(), &mut n);
+        assert!(!p.is_null(), "{}", last_error());
+        assert_eq!(std::slice::from_raw_parts(p, n), &want[..]);
+        sotto_audio_free(p, n);
+        assert!(sotto_audio_decode(bytes.as_ptr().cast(), 10, &mut n).is_null());
+        assert!(!last_error().is_empty());
+        assert!(sotto_audio_decode(ptr::null(), 0, &mut n).is_null());
+        assert!(
+            last_error().contains("empty") || last_error().contains("no"),
+            "{}",
+            last_error()
+        );
+        assert!(sotto_audio_decode(ptr::null(), 5, &mut n).is_null());
+        assert!(last_error().contains("NULL"), "{}", last_error());
+    }
+}
+
 /// Where cargo put this package's shared library: beside this test's binary or one up.
 fn shared_library_dir() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
@@ -238,6 +403,7 @@ fn the_python_binding_passes_its_tests() {
         .env("SOTTO_LIB", shared_library_dir().join(library_file()))
         .env("SOTTO_TEST_MODEL", sotto_testdata::model_dir("tiny.en"))
         .env("SOTTO_TEST_AUDIO", jfk())
+        .env("SOTTO_TEST_VAD", sotto_testdata::vad_model())
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .output()
         .unwrap();
@@ -271,6 +437,7 @@ fn the_node_binding_passes_its_tests() {
         .env("SOTTO_LIB", shared_library_dir().join(library_file()))
         .env("SOTTO_TEST_MODEL", sotto_testdata::model_dir("tiny.en"))
         .env("SOTTO_TEST_AUDIO", jfk())
+        .env("SOTTO_TEST_VAD", sotto_testdata::vad_model())
         .output()
         .unwrap();
     let out = String::from_utf8_lossy(&run.stdout);

@@ -84,18 +84,38 @@ impl Session {
         opts: &TranscribeOptions,
         on_segment: &mut dyn FnMut(&Segment) -> bool,
     ) -> Result<(Transcript, Timings)> {
-        if samples.is_empty() {
-            return Err(Error::Invalid("the audio contains no samples".into()));
-        }
-        if !opts.clip_timestamps.is_empty() {
+        check(samples, opts)?;
+        let start = std::time::Instant::now();
+        let chunks = vad.speech(samples);
+        let vad_time = start.elapsed();
+        let (t, mut timings) = self.transcribe_chunks_timed(samples, &chunks, opts, on_segment)?;
+        timings.vad = vad_time;
+        timings.total = start.elapsed();
+        Ok((t, timings))
+    }
+
+    /// As [`Session::transcribe_speech_timed`], on stretches of speech already found
+    /// (`[start, end)` in samples, in order, as [`Vad::speech`] gives them): for callers
+    /// that run the VAD apart, e.g. on threads of their own.
+    pub fn transcribe_chunks_timed(
+        &mut self,
+        samples: &[f32],
+        chunks: &[(usize, usize)],
+        opts: &TranscribeOptions,
+        on_segment: &mut dyn FnMut(&Segment) -> bool,
+    ) -> Result<(Transcript, Timings)> {
+        check(samples, opts)?;
+        let in_order = chunks
+            .iter()
+            .try_fold(0, |prev, &(s, e)| (prev <= s && s <= e).then_some(e))
+            .is_some_and(|last| last <= samples.len());
+        if !in_order {
             return Err(Error::Invalid(
-                "VAD and clip timestamps do not combine: give one or the other".into(),
+                "speech stretches must be in order, apart and within the audio".into(),
             ));
         }
         let start = std::time::Instant::now();
         let duration = (samples.len() / sotto_audio::HOP_LENGTH) as f64 * 0.01;
-        let chunks = vad.speech(samples);
-        let vad_time = start.elapsed();
         if chunks.is_empty() {
             let language = opts
                 .language
@@ -115,22 +135,33 @@ impl Session {
                 segments: Vec::new(),
             };
             let timings = Timings {
-                vad: vad_time,
                 total: start.elapsed(),
                 ..Timings::default()
             };
             return Ok((t, timings));
         }
-        let map = SpeechMap::new(&chunks);
-        let speech = collect_speech(samples, &chunks);
+        let map = SpeechMap::new(chunks);
+        let speech = collect_speech(samples, chunks);
         let mut mapped = |s: &Segment| on_segment(&restore(&map, s.clone()));
         let (mut t, mut timings) = self.transcribe_timed(&speech, opts, &mut mapped)?;
         t.segments = t.segments.into_iter().map(|s| restore(&map, s)).collect();
         t.duration = duration;
-        timings.vad = vad_time;
         timings.total = start.elapsed();
         Ok((t, timings))
     }
+}
+
+/// What no VAD run can fix: no audio, or clip timestamps (they would cut the speech again).
+fn check(samples: &[f32], opts: &TranscribeOptions) -> Result<()> {
+    if samples.is_empty() {
+        return Err(Error::Invalid("the audio contains no samples".into()));
+    }
+    if !opts.clip_timestamps.is_empty() {
+        return Err(Error::Invalid(
+            "VAD and clip timestamps do not combine: give one or the other".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// A segment's times in the original audio (faster-whisper's `restore_speech_timestamps`:

@@ -119,3 +119,34 @@ fn speech_only_transcription_keeps_the_original_times() {
         .unwrap();
     assert!(quiet.segments.is_empty());
 }
+
+#[test]
+fn stretches_found_apart_give_the_same_transcript_and_bad_ones_are_refused() {
+    let vad = Vad::load(&sotto_testdata::vad_model()).unwrap();
+    let model = Model::load(&sotto_testdata::model_dir("tiny.en")).unwrap();
+    let mut session = model.session(2).unwrap();
+    let (_, gap) = clips();
+    let opts = TranscribeOptions {
+        beam_size: 1,
+        ..TranscribeOptions::default()
+    };
+    let whole = session
+        .transcribe_speech(&vad, &gap, &opts, &mut |_| true)
+        .unwrap();
+    let chunks = vad.speech(&gap);
+    let (apart, _) = session
+        .transcribe_chunks_timed(&gap, &chunks, &opts, &mut |_| true)
+        .unwrap();
+    assert_eq!(apart.segments, whole.segments);
+    for bad in [
+        vec![(10, 5)],
+        vec![(100, 200), (150, 300)],
+        vec![(0, gap.len() + 1)],
+    ] {
+        let err = session
+            .transcribe_chunks_timed(&gap, &bad, &opts, &mut |_| true)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("speech stretches"), "{bad:?}: {err}");
+    }
+}
