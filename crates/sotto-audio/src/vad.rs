@@ -134,6 +134,62 @@ impl SileroVad {
         })
     }
 
+    /// The network from the PyTorch state dict's tensors, as whisper.cpp's ggml VAD files
+    /// hold them (`_model.encoder.0.reparam_conv.weight`, ...; size-1 dimensions may be
+    /// squeezed away). PyTorch orders the LSTM's gates i, f, g, o; they are reordered to
+    /// ONNX's i, o, f, c here.
+    pub fn from_torch_tensors(
+        get: impl Fn(&str) -> Option<(Vec<usize>, Vec<f32>)>,
+    ) -> Result<SileroVad, String> {
+        let squeeze = |s: &[usize]| s.iter().copied().filter(|&d| d != 1).collect::<Vec<_>>();
+        let take = |name: &str, shape: &[usize]| -> Result<Vec<f32>, String> {
+            let name = format!("_model.{name}");
+            let (s, v) = get(&name).ok_or_else(|| format!("no tensor {name}"))?;
+            if squeeze(&s) != squeeze(shape) || v.len() != shape.iter().product::<usize>() {
+                return Err(format!("tensor {name} has shape {s:?}, not {shape:?}"));
+            }
+            Ok(v)
+        };
+        let conv = |i: usize, c_out: usize, c_in: usize, stride: usize| -> Result<Conv, String> {
+            Ok(Conv {
+                w: take(
+                    &format!("encoder.{i}.reparam_conv.weight"),
+                    &[c_out, c_in, 3],
+                )?,
+                b: take(&format!("encoder.{i}.reparam_conv.bias"), &[c_out])?,
+                c_in,
+                c_out,
+                stride,
+            })
+        };
+        // PyTorch's gate blocks i, f, g, o, in ONNX's order i, o, f, c.
+        let onnx_order = |v: Vec<f32>| -> Vec<f32> {
+            let block = v.len() / 4;
+            [0, 3, 1, 2]
+                .iter()
+                .flat_map(|&g| v[g * block..(g + 1) * block].to_vec())
+                .collect()
+        };
+        let (b_ih, b_hh) = (
+            onnx_order(take("decoder.rnn.bias_ih", &[4 * HIDDEN])?),
+            onnx_order(take("decoder.rnn.bias_hh", &[4 * HIDDEN])?),
+        );
+        Ok(SileroVad {
+            basis: take("stft.forward_basis_buffer", &[2 * BINS, 1, N_FFT])?,
+            convs: [
+                conv(0, 128, BINS, 1)?,
+                conv(1, 64, 128, 2)?,
+                conv(2, 64, 64, 2)?,
+                conv(3, 128, 64, 1)?,
+            ],
+            w: onnx_order(take("decoder.rnn.weight_ih", &[4 * HIDDEN, HIDDEN])?),
+            r: onnx_order(take("decoder.rnn.weight_hh", &[4 * HIDDEN, HIDDEN])?),
+            bias: b_ih.iter().zip(&b_hh).map(|(a, b)| a + b).collect(),
+            out_w: take("decoder.decoder.2.weight", &[1, HIDDEN, 1])?,
+            out_b: take("decoder.decoder.2.bias", &[1])?[0],
+        })
+    }
+
     /// The 128 features of one window: `row` is 64 samples of context then 512 new ones.
     fn features(&self, row: &[f32]) -> Vec<f32> {
         // Reflect padding (the edge sample is not repeated).
@@ -178,8 +234,9 @@ impl SileroVad {
         let n = audio.len() / WINDOW + 1;
         let mut padded = audio.to_vec();
         padded.resize(n * WINDOW, 0.0);
-        // The convolutional front end of every window at once, in parallel.
-        let features: Vec<Vec<f32>> = (0..n)
+        // Every window's convolutional front end and the LSTM's input term (bias + W·x),
+        // which depend on that window alone, in parallel.
+        let inputs: Vec<Vec<f32>> = (0..n)
             .into_par_iter()
             .map(|i| {
                 let mut row = [0f32; ROW];
@@ -187,26 +244,22 @@ impl SileroVad {
                     row[..CONTEXT].copy_from_slice(&padded[i * WINDOW - CONTEXT..i * WINDOW]);
                 }
                 row[CONTEXT..].copy_from_slice(&padded[i * WINDOW..(i + 1) * WINDOW]);
-                self.features(&row)
+                let x = self.features(&row);
+                self.bias
+                    .iter()
+                    .zip(self.w.chunks_exact(HIDDEN))
+                    .map(|(b, w)| b + dot(w, &x))
+                    .collect()
             })
             .collect();
-        // The LSTM, window after window.
+        // The LSTM's recurrence (R·h), window after window.
         let (mut h, mut c) = ([0f32; HIDDEN], [0f32; HIDDEN]);
         let sigmoid = |x: f32| 1.0 / (1.0 + (-x).exp());
-        features
-            .iter()
-            .map(|x| {
-                let mut gates = self.bias.clone();
-                for (g, gate) in gates.iter_mut().enumerate() {
-                    let (wr, rr) = (
-                        &self.w[g * HIDDEN..][..HIDDEN],
-                        &self.r[g * HIDDEN..][..HIDDEN],
-                    );
-                    let mut acc = 0f32;
-                    for k in 0..HIDDEN {
-                        acc += wr[k] * x[k] + rr[k] * h[k];
-                    }
-                    *gate += acc;
+        inputs
+            .into_iter()
+            .map(|mut gates| {
+                for (gate, r) in gates.iter_mut().zip(self.r.chunks_exact(HIDDEN)) {
+                    *gate += dot(r, &h);
                 }
                 let mut out = self.out_b;
                 for k in 0..HIDDEN {

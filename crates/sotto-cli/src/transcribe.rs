@@ -83,7 +83,8 @@ pub struct Args {
     #[arg(long)]
     vad: bool,
 
-    /// A Silero VAD v6 ONNX file to use instead of the cached one.
+    /// A Silero VAD file to use instead of the cached one: ONNX (faster-whisper's
+    /// silero_vad_v6.onnx) or whisper.cpp's ggml (ggml-silero-v5.1.2.bin, -v6.2.0.bin).
     #[arg(long, value_name = "PATH", requires = "vad")]
     vad_model: Option<PathBuf>,
 

@@ -428,3 +428,40 @@ fn load_swaps_the_model_unless_refused() {
     let a = post(&format!("{}/load", s.url), &[("model", None, b"base")]);
     assert_eq!(a.status, 403, "{}", a.body);
 }
+
+#[test]
+fn a_vad_model_given_at_start_serves_whisper_cpp_vad_requests() {
+    // A bad file stops the server before it listens, naming the file.
+    let out = Command::new(env!("CARGO_BIN_EXE_sotto"))
+        .env("SOTTO_CACHE_DIR", sotto_testdata::cache_dir())
+        .args([
+            "serve",
+            "--port",
+            "0",
+            "--vad-model",
+            "/no/such-vad.bin",
+            "-m",
+        ])
+        .arg(sotto_testdata::model_dir("tiny.en"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/no/such-vad.bin"), "{err}");
+
+    let Some(ggml) = sotto_testdata::silero_ggml() else {
+        return;
+    };
+    let s = Server::start(&["--vad-model", ggml.to_str().unwrap()]);
+    let audio = std::fs::read(jfk()).unwrap();
+    let v = post(
+        &format!("{}/inference", s.url),
+        &[
+            ("file", Some("jfk.wav"), &audio),
+            ("vad", None, b"true"),
+            ("response_format", None, b"verbose_json"),
+        ],
+    )
+    .json();
+    assert_eq!(normalise(v["text"].as_str().unwrap()), JFK, "{v}");
+}

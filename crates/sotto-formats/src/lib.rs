@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 
 pub mod ct2;
 pub mod ggml;
+pub mod ggml_vad;
 pub mod hf;
 pub mod names;
 pub mod onnx;

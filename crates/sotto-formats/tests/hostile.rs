@@ -100,6 +100,31 @@ fn parse_safetensors(bytes: &[u8]) -> Result<usize> {
     })
 }
 
+/// A ggml Silero VAD file: small made-up tensors in the converter's layout.
+fn ggml_vad_good() -> &'static [u8] {
+    static BYTES: OnceLock<Vec<u8>> = OnceLock::new();
+    BYTES.get_or_init(|| {
+        let w: Vec<f32> = (0..64 * 3).map(|i| i as f32 / 64.0).collect();
+        let b: Vec<f32> = (0..64).map(|i| -(i as f32)).collect();
+        sotto_formats::ggml_vad::write(
+            (6, 2, 0),
+            &[
+                ("_model.encoder.1.reparam_conv.weight", &[8, 8, 3], &w),
+                ("_model.encoder.1.reparam_conv.bias", &[64], &b),
+                ("_model.decoder.decoder.2.bias", &[1], &[0.5]),
+            ],
+        )
+    })
+}
+
+/// Parses ggml VAD bytes: the number of tensors.
+fn parse_ggml_vad(bytes: &[u8]) -> Result<usize> {
+    parse(bytes, |s| {
+        sotto_formats::ggml_vad::read(s.as_bytes(), Path::new("hostile-vad.bin"))
+            .map(|v| v.tensors.len())
+    })
+}
+
 fn ggml_good() -> &'static [u8] {
     static BYTES: OnceLock<Vec<u8>> = OnceLock::new();
     BYTES.get_or_init(common::ggml_bytes)
@@ -344,6 +369,21 @@ proptest! {
         prop_assert!(parse_ggml(&bytes).is_err());
         prop_assert!(parse_ct2(&bytes).is_err());
         prop_assert!(parse_safetensors(&bytes).is_err());
+        prop_assert!(parse_ggml_vad(&bytes).is_err());
+    }
+
+    #[test]
+    fn corrupted_ggml_vad_never_panics(f in flips()) {
+        let _ = parse_ggml_vad(&corrupt(ggml_vad_good(), &f));
+    }
+
+    /// A VAD file cut inside a tensor or the header is an error.
+    #[test]
+    fn cut_ggml_vad_fails_or_loses_tensors(cut in any::<prop::sample::Index>()) {
+        let good = ggml_vad_good();
+        if let Ok(n) = parse_ggml_vad(&good[..cut.index(good.len())]) {
+            prop_assert!(n < 3);
+        }
     }
 
     #[test]

@@ -61,6 +61,37 @@ pub fn vad_model() -> PathBuf {
         .unwrap_or_else(|e| panic!("the VAD model is not cached and could not be fetched: {e}"))
 }
 
+/// whisper.cpp's ggml Silero VAD file made from silero-vad 6.1.0 (the weights of
+/// [`vad_model`]) by `scripts/silero-ggml`, in the cache; made first when missing (the
+/// script fetches the package from PyPI). `None`, after saying why, where Python cannot
+/// run the script, unless `SOTTO_REQUIRE_PYTHON=1` (set by CI) makes that a failure.
+pub fn silero_ggml() -> Option<PathBuf> {
+    let path = cache_dir().join("test-data/ggml-silero-v6.1.0.bin");
+    if path.is_file() {
+        return Some(path);
+    }
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let run = std::process::Command::new(&python)
+        .arg(workspace_root().join("scripts/silero-ggml"))
+        .args(["6.1.0".as_ref(), path.as_os_str()])
+        .output();
+    match run {
+        Ok(out) if out.status.success() && path.is_file() => Some(path),
+        other => {
+            let why = match other {
+                Ok(out) => String::from_utf8_lossy(&out.stderr).into_owned(),
+                Err(e) => format!("{python}: {e}"),
+            };
+            assert!(
+                std::env::var_os("SOTTO_REQUIRE_PYTHON").is_none_or(|v| v != "1"),
+                "scripts/silero-ggml failed: {why}"
+            );
+            eprintln!("skipped: scripts/silero-ggml could not make the ggml VAD file: {why}");
+            None
+        }
+    }
+}
+
 /// The shared data folder, or `None` (after saying why) when tests may skip.
 pub fn shared_dir() -> Option<PathBuf> {
     let dir = std::env::var_os("SOTTO_SHARED_DIR")

@@ -19,21 +19,28 @@ pub struct Vad {
 }
 
 impl Vad {
-    /// Loads the model from its ONNX file (faster-whisper's `silero_vad_v6.onnx`).
+    /// Loads the model: an ONNX file (faster-whisper's `silero_vad_v6.onnx`) or a
+    /// whisper.cpp ggml VAD file (`ggml-silero-v5.1.2.bin`, `ggml-silero-v6.2.0.bin`), told
+    /// apart by the ggml magic.
     pub fn load(path: &Path) -> Result<Vad> {
         let bytes =
             std::fs::read(path).map_err(|e| Error::Invalid(format!("{}: {e}", path.display())))?;
-        let tensors = sotto_formats::onnx::read_initializers(&bytes, path)?;
-        let net = SileroVad::from_tensors(|name| {
-            let t = tensors.get(name)?;
-            let dims = t
-                .dims
-                .iter()
-                .map(|&d| usize::try_from(d).ok())
-                .collect::<Option<_>>()?;
-            Some((dims, t.floats()?))
-        })
-        .map_err(|e| Error::Invalid(format!("{}: not Silero VAD v6: {e}", path.display())))?;
+        let net = if sotto_formats::ggml_vad::is_ggml(&bytes) {
+            let file = sotto_formats::ggml_vad::read(&bytes, path)?;
+            SileroVad::from_torch_tensors(|name| file.tensors.get(name).cloned())
+        } else {
+            let tensors = sotto_formats::onnx::read_initializers(&bytes, path)?;
+            SileroVad::from_tensors(|name| {
+                let t = tensors.get(name)?;
+                let dims = t
+                    .dims
+                    .iter()
+                    .map(|&d| usize::try_from(d).ok())
+                    .collect::<Option<_>>()?;
+                Some((dims, t.floats()?))
+            })
+        }
+        .map_err(|e| Error::Invalid(format!("{}: not a Silero VAD: {e}", path.display())))?;
         Ok(Vad {
             net: Arc::new(net),
             options: VadOptions::default(),

@@ -150,3 +150,80 @@ fn stretches_found_apart_give_the_same_transcript_and_bad_ones_are_refused() {
         assert!(err.contains("speech stretches"), "{bad:?}: {err}");
     }
 }
+
+#[test]
+fn a_whisper_cpp_ggml_vad_file_runs_as_the_onnx_one() {
+    let Some(ggml) = sotto_testdata::silero_ggml() else {
+        return;
+    };
+    let vad = Vad::load(&ggml).unwrap();
+    // The ONNX file's network with the weights the ggml file rounds to f16 (convolutions
+    // and STFT basis) rounded the same way: the two must then agree to float precision,
+    // which checks the names, layouts and PyTorch's gate order.
+    let onnx_path = sotto_testdata::vad_model();
+    let onnx =
+        sotto::formats::onnx::read_initializers(&std::fs::read(&onnx_path).unwrap(), &onnx_path)
+            .unwrap();
+    let rounded = sotto::audio::vad::SileroVad::from_tensors(|name| {
+        let t = onnx.get(name)?;
+        let dims = t.dims.iter().map(|&d| d as usize).collect();
+        let mut v = t.floats()?;
+        if name.ends_with("forward_basis_buffer") || name.ends_with(".weight") {
+            v = v
+                .into_iter()
+                .map(|x| half::f16::from_f32(x).to_f32())
+                .collect();
+        }
+        Some((dims, v))
+    })
+    .unwrap();
+    let (jfk, gap) = clips();
+    for (name, audio) in [("jfk", &jfk), ("gap", &gap)] {
+        let got = vad.probabilities(audio);
+        let exact = rounded.probabilities(audio);
+        let worst = |want: &[f32]| {
+            assert_eq!(got.len(), want.len(), "{name}");
+            got.iter()
+                .zip(want)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max)
+        };
+        let same_weights = worst(&exact);
+        assert!(
+            same_weights < 1e-5,
+            "{name}: {same_weights} from the rounded ONNX network"
+        );
+        let speech = vad.speech(audio);
+        let rounded_speech =
+            sotto::audio::vad::speech_timestamps(&exact, audio.len(), &vad.options);
+        assert_eq!(speech, rounded_speech, "{name}");
+        // Against faster-whisper's own (f32) run, f16 weights move a probability by at most
+        // a few hundredths, and an edge of speech by at most a window.
+        let vs_golden = worst(&golden_probs(name));
+        assert!(
+            vs_golden < 0.05,
+            "{name}: {vs_golden} from faster-whisper's"
+        );
+        let golden = golden_stretches(name);
+        assert_eq!(speech.len(), golden.len(), "{name}");
+        for (a, b) in speech.iter().zip(&golden) {
+            assert!(
+                a.0.abs_diff(b.0) <= 512 && a.1.abs_diff(b.1) <= 512,
+                "{name}: {speech:?} against {golden:?}"
+            );
+        }
+    }
+    // A truncated or foreign file is a one-line error naming it.
+    let dir = tempfile::tempdir().unwrap();
+    let cut = dir.path().join("cut.bin");
+    let bytes = std::fs::read(&ggml).unwrap();
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let err = Vad::load(&cut).err().unwrap().to_string();
+    assert!(
+        err.contains("cut.bin") && err.contains("truncated"),
+        "{err}"
+    );
+    let model = sotto_testdata::model_dir("tiny.en").join("model.bin");
+    let err = Vad::load(&model).err().unwrap().to_string();
+    assert!(err.contains("model.bin"), "{err}");
+}

@@ -76,6 +76,12 @@ pub struct Args {
     #[arg(long, default_value_t = 600, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
     read_timeout: u64,
 
+    /// The Silero VAD for requests with `vad_filter` (or whisper.cpp's `vad`), loaded at
+    /// start: ONNX (faster-whisper's) or whisper.cpp's ggml file [default: the cached one,
+    /// fetched and loaded on the first such request].
+    #[arg(long, value_name = "PATH")]
+    vad_model: Option<std::path::PathBuf>,
+
     /// Refuse `POST /load`, which loads whatever model name or path a client sends.
     #[arg(long)]
     no_load: bool,
@@ -192,6 +198,10 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
     drop(model.session(threads)?);
 
     let (jobs, queue) = mpsc::sync_channel(args.queue);
+    let vad = std::sync::OnceLock::new();
+    if let Some(path) = &args.vad_model {
+        let _ = vad.set(Ok(sotto::Vad::load(path)?));
+    }
     let shared = Arc::new(Shared {
         loaded: RwLock::new(Loaded {
             generation: 0,
@@ -211,7 +221,7 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
         allow_load: !args.no_load,
         jobs: Mutex::new(Some(jobs)),
         in_flight: AtomicUsize::new(0),
-        vad: std::sync::OnceLock::new(),
+        vad,
     });
     let queue = Arc::new(Mutex::new(queue));
     let mut handles = Vec::new();
