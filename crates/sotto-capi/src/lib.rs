@@ -411,7 +411,7 @@ unsafe fn run(
     let t = match vad {
         None => s.0.transcribe(samples, &opts, &mut on_segment),
         Some(vad) => {
-            let chunks = vad.speech(samples, vad_options);
+            let chunks = vad.speech(samples, vad_options)?;
             s.0.transcribe_chunks_timed(samples, &chunks, &opts, &mut on_segment)
                 .map(|(t, _)| t)
         }
@@ -624,10 +624,16 @@ pub struct SottoVad {
 
 impl SottoVad {
     /// `[start, end)` sample ranges of speech in `samples`.
-    fn speech(&self, samples: &[f32], options: sotto::VadOptions) -> Vec<(usize, usize)> {
+    fn speech(
+        &self,
+        samples: &[f32],
+        options: sotto::VadOptions,
+    ) -> Result<Vec<(usize, usize)>, String> {
         let mut vad = self.vad.clone();
         vad.options = options;
-        self.pool.install(|| vad.speech(samples))
+        self.pool
+            .install(|| vad.speech(samples))
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -703,7 +709,7 @@ pub unsafe extern "C" fn sotto_vad_detect(
         };
         let rate = f64::from(sotto::audio::SAMPLE_RATE);
         let stretches = vad
-            .speech(samples, options)
+            .speech(samples, options)?
             .into_iter()
             .map(|(s, e)| (s as f64 / rate, e as f64 / rate))
             .collect();

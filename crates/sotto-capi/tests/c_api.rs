@@ -158,7 +158,8 @@ fn voice_activity_detection_through_the_c_interface() {
         // The same stretches as the Rust API's, in seconds.
         let want = sotto::Vad::load(&sotto_testdata::vad_model())
             .unwrap()
-            .speech(&gap);
+            .speech(&gap)
+            .unwrap();
         assert_eq!(sotto_speech_n(speech), want.len() as c_int);
         for (i, (s, e)) in want.iter().enumerate() {
             let i = i as c_int;

@@ -24,16 +24,16 @@ fn bench(c: &mut Criterion) {
     group.sample_size(20);
     group.throughput(Throughput::Elements(60));
     group.bench_function("probabilities/60s/all-cores", |b| {
-        b.iter(|| vad.probabilities(black_box(&audio)))
+        b.iter(|| vad.probabilities(black_box(&audio)).unwrap())
     });
     let one = rayon::ThreadPoolBuilder::new()
         .num_threads(1)
         .build()
         .unwrap();
     group.bench_function("probabilities/60s/1-thread", |b| {
-        b.iter(|| one.install(|| vad.probabilities(black_box(&audio))))
+        b.iter(|| one.install(|| vad.probabilities(black_box(&audio)).unwrap()))
     });
-    let probs = vad.probabilities(&audio);
+    let probs = vad.probabilities(&audio).unwrap();
     group.bench_function("speech_timestamps/60s", |b| {
         b.iter(|| {
             sotto::audio::vad::speech_timestamps(black_box(&probs), audio.len(), &vad.options)

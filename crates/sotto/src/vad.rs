@@ -56,14 +56,18 @@ impl Vad {
         Vad::load(&hub.fetch_vad(progress)?)
     }
 
-    /// Speech probability of each 32 ms window of 16 kHz samples.
-    pub fn probabilities(&self, samples: &[f32]) -> Vec<f32> {
-        self.net.probabilities(samples)
+    /// Speech probability of each 32 ms window of 16 kHz samples, computed on the calling
+    /// rayon pool's threads (every core outside one).
+    pub fn probabilities(&self, samples: &[f32]) -> Result<Vec<f32>> {
+        self.net
+            .probabilities(samples)
+            .map_err(|e| Error::Invalid(format!("voice activity detection failed: {e}")))
     }
 
     /// The stretches of speech, `[start, end)` in samples.
-    pub fn speech(&self, samples: &[f32]) -> Vec<(usize, usize)> {
-        speech_timestamps(&self.probabilities(samples), samples.len(), &self.options)
+    pub fn speech(&self, samples: &[f32]) -> Result<Vec<(usize, usize)>> {
+        let probs = self.probabilities(samples)?;
+        Ok(speech_timestamps(&probs, samples.len(), &self.options))
     }
 }
 
@@ -93,7 +97,7 @@ impl Session {
     ) -> Result<(Transcript, Timings)> {
         check(samples, opts)?;
         let start = std::time::Instant::now();
-        let chunks = vad.speech(samples);
+        let chunks = vad.speech(samples)?;
         let vad_time = start.elapsed();
         let (t, mut timings) = self.transcribe_chunks_timed(samples, &chunks, opts, on_segment)?;
         timings.vad = vad_time;

@@ -39,7 +39,7 @@ fn probabilities_and_stretches_match_faster_whisper() {
     let (jfk, gap) = clips();
     for (name, audio) in [("jfk", &jfk), ("gap", &gap)] {
         let want = golden_probs(name);
-        let got = vad.probabilities(audio);
+        let got = vad.probabilities(audio).unwrap();
         assert_eq!(got.len(), want.len(), "{name}");
         let worst = got
             .iter()
@@ -50,7 +50,7 @@ fn probabilities_and_stretches_match_faster_whisper() {
             worst < 1e-4,
             "{name}: largest probability difference {worst}"
         );
-        assert_eq!(vad.speech(audio), golden_stretches(name), "{name}");
+        assert_eq!(vad.speech(audio).unwrap(), golden_stretches(name), "{name}");
     }
 }
 
@@ -133,7 +133,7 @@ fn stretches_found_apart_give_the_same_transcript_and_bad_ones_are_refused() {
     let whole = session
         .transcribe_speech(&vad, &gap, &opts, &mut |_| true)
         .unwrap();
-    let chunks = vad.speech(&gap);
+    let chunks = vad.speech(&gap).unwrap();
     let (apart, _) = session
         .transcribe_chunks_timed(&gap, &chunks, &opts, &mut |_| true)
         .unwrap();
@@ -179,8 +179,8 @@ fn a_whisper_cpp_ggml_vad_file_runs_as_the_onnx_one() {
     .unwrap();
     let (jfk, gap) = clips();
     for (name, audio) in [("jfk", &jfk), ("gap", &gap)] {
-        let got = vad.probabilities(audio);
-        let exact = rounded.probabilities(audio);
+        let got = vad.probabilities(audio).unwrap();
+        let exact = rounded.probabilities(audio).unwrap();
         let worst = |want: &[f32]| {
             assert_eq!(got.len(), want.len(), "{name}");
             got.iter()
@@ -193,7 +193,7 @@ fn a_whisper_cpp_ggml_vad_file_runs_as_the_onnx_one() {
             same_weights < 1e-5,
             "{name}: {same_weights} from the rounded ONNX network"
         );
-        let speech = vad.speech(audio);
+        let speech = vad.speech(audio).unwrap();
         let rounded_speech =
             sotto::audio::vad::speech_timestamps(&exact, audio.len(), &vad.options);
         assert_eq!(speech, rounded_speech, "{name}");
