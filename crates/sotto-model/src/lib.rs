@@ -8,6 +8,7 @@
 mod calibrate;
 mod kv;
 mod session;
+pub mod silero;
 mod weights;
 mod work;
 

@@ -6,7 +6,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use sotto_audio::vad::VadOptions;
-use sotto_audio::vad::{collect_speech, speech_timestamps, SileroVad, SpeechMap};
+use sotto_audio::vad::{collect_speech, speech_timestamps, SpeechMap};
+use sotto_model::silero::SileroVad;
 
 use crate::{Error, Result, Segment, Session, Timings, TranscribeOptions, Transcript};
 

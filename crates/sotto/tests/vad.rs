@@ -164,7 +164,7 @@ fn a_whisper_cpp_ggml_vad_file_runs_as_the_onnx_one() {
     let onnx =
         sotto::formats::onnx::read_initializers(&std::fs::read(&onnx_path).unwrap(), &onnx_path)
             .unwrap();
-    let rounded = sotto::audio::vad::SileroVad::from_tensors(|name| {
+    let rounded = sotto::model::silero::SileroVad::from_tensors(|name| {
         let t = onnx.get(name)?;
         let dims = t.dims.iter().map(|&d| d as usize).collect();
         let mut v = t.floats()?;
