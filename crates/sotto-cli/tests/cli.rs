@@ -735,3 +735,56 @@ fn bench_prints_every_figure() {
         "{line}"
     );
 }
+
+#[test]
+fn vad_options_as_faster_whisper_and_whisper_cpp_name_them() {
+    let model = sotto_testdata::model_dir("tiny.en");
+    let vad = sotto_testdata::vad_model();
+    // A 3 s limit splits the 11 s of speech at its pauses; the words stay the same.
+    let out = sotto()
+        .args([
+            "transcribe",
+            "-t",
+            "2",
+            "--beam-size",
+            "1",
+            "--format",
+            "json",
+            "--vad",
+        ])
+        .arg("--vad-model")
+        .arg(&vad)
+        .args([
+            "--vad-max-speech-duration-s",
+            "3",
+            "--vad-min-speech-ms",
+            "100",
+            "-m",
+        ])
+        .arg(&model)
+        .arg(jfk())
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(normalise(v["text"].as_str().unwrap()), JFK, "{v}");
+    for bad in [
+        ["--vad-max-speech-s", "0"],
+        ["--vad-min-speech-ms=-5", "--vad-speech-pad-ms=0"],
+        ["--vad-threshold", "NaN"],
+    ] {
+        sotto()
+            .args(["transcribe", "--vad"])
+            .arg("--vad-model")
+            .arg(&vad)
+            .args(bad)
+            .arg("-m")
+            .arg(&model)
+            .arg(jfk())
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains("--vad-max-speech-s is > 0"));
+    }
+}
