@@ -459,6 +459,7 @@ fn a_vad_model_given_at_start_serves_whisper_cpp_vad_requests() {
         &[
             ("file", Some("jfk.wav"), &audio),
             ("vad", None, b"true"),
+            ("vad_max_speech_duration_s", None, b"3"),
             ("response_format", None, b"verbose_json"),
         ],
     )

@@ -227,6 +227,9 @@ pub struct Job {
     pub detect_language: bool,
     /// Transcribe the speech the VAD finds only (`vad_filter`, or whisper.cpp's `vad`).
     pub vad: bool,
+    /// How the VAD finds speech: faster-whisper's defaults, changed by whisper.cpp's
+    /// `vad_threshold`, `vad_min_speech_duration_ms`, ... fields.
+    pub vad_options: sotto::VadOptions,
 }
 
 /// Fields clients send that change nothing here: whisper.cpp's console and model-loading
@@ -248,7 +251,7 @@ const IGNORED: [&str; 13] = [
 ];
 
 /// Every field a transcription request may carry.
-const KNOWN: [&str; 26] = [
+const KNOWN: [&str; 32] = [
     "file",
     "response_format",
     "language",
@@ -275,6 +278,12 @@ const KNOWN: [&str; 26] = [
     "stream",
     "vad_filter",
     "vad",
+    "vad_threshold",
+    "vad_min_speech_duration_ms",
+    "vad_min_silence_duration_ms",
+    "vad_max_speech_duration_s",
+    "vad_speech_pad_ms",
+    "vad_samples_overlap",
 ];
 
 /// The fields of `form` neither read nor known to be harmless (logged, not refused: clients
@@ -466,11 +475,44 @@ pub fn read_job(
             "vad_filter does not combine with offset_t or duration",
         ));
     }
+    let mut vad_options = sotto::VadOptions::default();
+    let at_least = |name: &str, min: f64, strict: bool| -> Result<Option<f64>, ApiError> {
+        match number(form, name)? {
+            Some(v) if v < min || (strict && v == min) => Err(ApiError::bad_request(format!(
+                "{name}: {v} must be {} {min}",
+                if strict { ">" } else { ">=" }
+            ))),
+            v => Ok(v),
+        }
+    };
+    if let Some(t) = at_least("vad_threshold", 0.0, false)? {
+        if t > 1.0 {
+            return Err(ApiError::bad_request(format!(
+                "vad_threshold: {t} is not a probability"
+            )));
+        }
+        vad_options.threshold = t as f32;
+    }
+    if let Some(v) = at_least("vad_min_speech_duration_ms", 0.0, false)? {
+        vad_options.min_speech_duration_ms = v;
+    }
+    if let Some(v) = at_least("vad_min_silence_duration_ms", 0.0, false)? {
+        vad_options.min_silence_duration_ms = v;
+    }
+    if let Some(v) = at_least("vad_max_speech_duration_s", 0.0, true)? {
+        vad_options.max_speech_duration_s = v;
+    }
+    if let Some(v) = at_least("vad_speech_pad_ms", 0.0, false)? {
+        vad_options.speech_pad_ms = v;
+    }
+    // whisper.cpp's overlap between the joined stretches has no counterpart here.
+    number(form, "vad_samples_overlap")?;
     Ok(Job {
         opts,
         format,
         detect_language,
         vad,
+        vad_options,
     })
 }
 
@@ -516,6 +558,32 @@ mod tests {
         );
         let j = read_job(&form(&[]), &defaults, true).unwrap();
         assert_eq!(j.opts.task, Task::Translate);
+        // whisper.cpp's VAD fields; faster-whisper's defaults for the rest.
+        let j = read_job(
+            &form(&[
+                ("vad", "true"),
+                ("vad_threshold", "0.3"),
+                ("vad_min_silence_duration_ms", "100"),
+                ("vad_max_speech_duration_s", "12.5"),
+                ("vad_samples_overlap", "0.1"),
+            ]),
+            &defaults,
+            false,
+        )
+        .unwrap();
+        assert_eq!(j.vad_options.threshold, 0.3);
+        assert_eq!(j.vad_options.min_silence_duration_ms, 100.0);
+        assert_eq!(j.vad_options.max_speech_duration_s, 12.5);
+        assert_eq!(j.vad_options.speech_pad_ms, 400.0);
+        for (name, v) in [
+            ("vad_threshold", "1.5"),
+            ("vad_speech_pad_ms", "-1"),
+            ("vad_max_speech_duration_s", "0"),
+            ("vad_min_speech_duration_ms", "soon"),
+        ] {
+            let err = read_job(&form(&[(name, v)]), &defaults, false).unwrap_err();
+            assert!(format!("{err:?}").contains(name), "{name}: {err:?}");
+        }
     }
 
     #[test]

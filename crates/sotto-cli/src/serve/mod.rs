@@ -689,7 +689,9 @@ fn run_job(
             })
             .as_ref()
             .map_err(|e| ApiError::new(500, e.clone()))?;
-        s.transcribe_speech(vad, &work.samples, &work.job.opts, &mut |_| true)
+        let mut vad = vad.clone();
+        vad.options = work.job.vad_options.clone();
+        s.transcribe_speech(&vad, &work.samples, &work.job.opts, &mut |_| true)
     } else {
         s.transcribe(&work.samples, &work.job.opts, &mut |_| true)
     }
