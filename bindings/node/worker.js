@@ -35,6 +35,13 @@ koffi.struct('sotto_params', {
   user_data: 'void *',
   vad: 'void *',
   vad_params: 'sotto_vad_params',
+  condition_on_previous_text: 'int',
+  patience: 'float',
+  length_penalty: 'float',
+  compression_ratio_threshold: 'float',
+  log_prob_threshold: 'float',
+  no_speech_threshold: 'float',
+  hotwords: 'const char *',
 });
 const c = {
   lastError: lib.func('const char *sotto_last_error(void)'),

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Callable, List, Optional
 
 __all__ = ["Model", "Session", "Transcript", "Segment", "Word", "Vad", "VadOptions",
-           "SottoError", "load_audio", "decode_audio"]
+           "WhisperModel", "TranscriptionInfo", "SottoError", "load_audio", "decode_audio"]
 
 
 class SottoError(RuntimeError):
@@ -65,6 +65,13 @@ class _Params(ctypes.Structure):
         ("user_data", ctypes.c_void_p),
         ("vad", ctypes.c_void_p),
         ("vad_params", _VadParams),
+        ("condition_on_previous_text", ctypes.c_int),
+        ("patience", ctypes.c_float),
+        ("length_penalty", ctypes.c_float),
+        ("compression_ratio_threshold", ctypes.c_float),
+        ("log_prob_threshold", ctypes.c_float),
+        ("no_speech_threshold", ctypes.c_float),
+        ("hotwords", ctypes.c_char_p),
     ]
 
 
@@ -119,6 +126,13 @@ def _load():
         "sotto_transcript_segment_start": ([P, c.c_int], c.c_double),
         "sotto_transcript_segment_end": ([P, c.c_int], c.c_double),
         "sotto_transcript_segment_no_speech_prob": ([P, c.c_int], c.c_double),
+        "sotto_transcript_language_probability": ([P], c.c_double),
+        "sotto_transcript_segment_avg_logprob": ([P, c.c_int], c.c_double),
+        "sotto_transcript_segment_compression_ratio": ([P, c.c_int], c.c_double),
+        "sotto_transcript_segment_temperature": ([P, c.c_int], c.c_double),
+        "sotto_transcript_segment_seek": ([P, c.c_int], c.c_int),
+        "sotto_transcript_segment_n_tokens": ([P, c.c_int], c.c_int),
+        "sotto_transcript_segment_token": ([P, c.c_int, c.c_int], c.c_int),
         "sotto_transcript_n_words": ([P, c.c_int], c.c_int),
         "sotto_transcript_word_text": ([P, c.c_int, c.c_int], c.c_char_p),
         "sotto_transcript_word_start": ([P, c.c_int, c.c_int], c.c_double),
@@ -162,6 +176,12 @@ class Segment:
     text: str
     no_speech_prob: float
     words: List[Word] = field(default_factory=list)
+    id: int = 0
+    seek: int = 0
+    tokens: List[int] = field(default_factory=list)
+    avg_logprob: float = 0.0
+    compression_ratio: float = 0.0
+    temperature: float = 0.0
 
 
 @dataclass
@@ -170,6 +190,7 @@ class Transcript:
     language: str
     duration: float
     segments: List[Segment]
+    language_probability: float = 1.0
 
 
 class _Samples:
@@ -351,7 +372,13 @@ class Session(_Handle):
                    temperature_increment: float = 0.2, without_timestamps: bool = False,
                    word_timestamps: bool = False, initial_prompt: Optional[str] = None,
                    on_segment: Optional[Callable[[int, float, float, str], Optional[bool]]] = None,
-                   vad_filter=False, vad_parameters=None) -> Transcript:
+                   vad_filter=False, vad_parameters=None, patience: float = 1.0,
+                   length_penalty: float = 1.0,
+                   compression_ratio_threshold: Optional[float] = 2.4,
+                   log_prob_threshold: Optional[float] = -1.0,
+                   no_speech_threshold: Optional[float] = 0.6,
+                   condition_on_previous_text: bool = True,
+                   hotwords: Optional[str] = None) -> Transcript:
         """Transcribes a file path or 16 kHz mono samples. `on_segment(index, start, end, text)`
         sees each segment as it is finished; returning False stops early. `vad_filter` (True,
         or a Vad) transcribes only the speech the VAD finds, as faster-whisper's does, with
@@ -364,6 +391,13 @@ class Session(_Handle):
         p.temperature, p.temperature_inc = temperature, temperature_increment
         p.no_timestamps, p.word_timestamps = int(without_timestamps), int(word_timestamps)
         p.initial_prompt = _c(initial_prompt)
+        p.patience, p.length_penalty = patience, length_penalty
+        none_is_nan = lambda v: float("nan") if v is None else v  # noqa: E731
+        p.compression_ratio_threshold = none_is_nan(compression_ratio_threshold)
+        p.log_prob_threshold = none_is_nan(log_prob_threshold)
+        p.no_speech_threshold = none_is_nan(no_speech_threshold)
+        p.condition_on_previous_text = int(condition_on_previous_text)
+        p.hotwords = _c(hotwords)
         vad = vad_filter if isinstance(vad_filter, Vad) else _shared_vad() if vad_filter else None
         if vad is not None:
             if not vad._h:
@@ -424,10 +458,126 @@ def _read(t) -> Transcript:
                       L.sotto_transcript_word_start(t, i, w), L.sotto_transcript_word_end(t, i, w),
                       L.sotto_transcript_word_probability(t, i, w))
                  for w in range(L.sotto_transcript_n_words(t, i))]
-        segments.append(Segment(L.sotto_transcript_segment_start(t, i),
-                                L.sotto_transcript_segment_end(t, i),
-                                L.sotto_transcript_segment_text(t, i).decode("utf-8", "replace"),
-                                L.sotto_transcript_segment_no_speech_prob(t, i), words))
+        segments.append(Segment(
+            L.sotto_transcript_segment_start(t, i), L.sotto_transcript_segment_end(t, i),
+            L.sotto_transcript_segment_text(t, i).decode("utf-8", "replace"),
+            L.sotto_transcript_segment_no_speech_prob(t, i), words, id=i + 1,
+            seek=L.sotto_transcript_segment_seek(t, i),
+            tokens=[L.sotto_transcript_segment_token(t, i, k)
+                    for k in range(L.sotto_transcript_segment_n_tokens(t, i))],
+            avg_logprob=L.sotto_transcript_segment_avg_logprob(t, i),
+            compression_ratio=L.sotto_transcript_segment_compression_ratio(t, i),
+            temperature=L.sotto_transcript_segment_temperature(t, i)))
     return Transcript(L.sotto_transcript_text(t).decode("utf-8", "replace"),
                       L.sotto_transcript_language(t).decode(), L.sotto_transcript_duration(t),
-                      segments)
+                      segments, L.sotto_transcript_language_probability(t))
+
+
+@dataclass
+class TranscriptionInfo:
+    """faster-whisper's `TranscriptionInfo` (the fields sotto knows)."""
+
+    language: str
+    language_probability: float
+    duration: float
+    duration_after_vad: float
+    all_language_probs: Optional[list] = None
+    transcription_options: Optional[dict] = None
+    vad_options: Optional[VadOptions] = None
+
+
+_FALLBACK = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+
+
+def _temperatures(temperature):
+    """faster-whisper's `temperature` (a number, or the fallback sequence) as sotto's first
+    temperature and step: evenly spaced and ending at 1, or a single value."""
+    ts = [float(temperature)] if isinstance(temperature, (int, float)) else list(temperature)
+    if len(ts) == 1:
+        return ts[0], 0.0
+    step = ts[1] - ts[0]
+    # The sequence sotto makes from (first, step): every step up to 1.
+    made = [ts[0]]
+    while step > 0 and round(made[0] + len(made) * step, 6) <= 1.0 + 1e-9:
+        made.append(round(made[0] + len(made) * step, 6))
+    if len(made) != len(ts) or any(abs(a - b) > 1e-6 for a, b in zip(made, ts)):
+        raise ValueError(f"temperature {temperature!r}: sotto takes one value, or values "
+                         "evenly spaced up to 1 (as faster-whisper's default)")
+    return ts[0], step
+
+
+class WhisperModel:
+    """faster-whisper's `WhisperModel`, on sotto: `from sotto import WhisperModel` in place
+    of `from faster_whisper import WhisperModel`, the same calls.
+
+    `model_size_or_path` is a name (tiny.en, base, ...; fetched on first use), a Hugging
+    Face repo id or a path (CTranslate2 folder, transformers folder or whisper.cpp ggml
+    .bin). `device` is "auto", "cpu" or "cuda" (`device_index` picks the GPU). sotto picks
+    each layer's precision for the CPU it runs on, so `compute_type` is accepted and
+    unused. `num_workers` sessions let as many threads transcribe at once."""
+
+    def __init__(self, model_size_or_path, device: str = "auto", device_index=0,
+                 compute_type: str = "default", cpu_threads: int = 0, num_workers: int = 1,
+                 download_root=None, local_files_only: bool = False, **kwargs):
+        if kwargs:
+            raise TypeError(f"WhisperModel: unsupported arguments {sorted(kwargs)}")
+        if device == "cuda":
+            index = device_index[0] if isinstance(device_index, (list, tuple)) else device_index
+            device = f"cuda:{index}"
+        if download_root is not None:
+            os.environ["SOTTO_CACHE_DIR"] = os.fspath(download_root)
+        self.model = Model(model_size_or_path, device=device)
+        import queue
+        self._sessions = queue.Queue()
+        for _ in range(max(1, num_workers)):
+            self._sessions.put(self.model.session(cpu_threads))
+
+    def transcribe(self, audio, language: Optional[str] = None, task: str = "transcribe",
+                   beam_size: int = 5, best_of: int = 5, patience: float = 1,
+                   length_penalty: float = 1, temperature=_FALLBACK,
+                   compression_ratio_threshold: Optional[float] = 2.4,
+                   log_prob_threshold: Optional[float] = -1.0,
+                   no_speech_threshold: Optional[float] = 0.6,
+                   condition_on_previous_text: bool = True,
+                   initial_prompt: Optional[str] = None, word_timestamps: bool = False,
+                   vad_filter: bool = False, vad_parameters=None,
+                   without_timestamps: bool = False, hotwords: Optional[str] = None,
+                   **kwargs):
+        """As faster-whisper's: returns `(segments, info)`. The transcription runs here, not
+        lazily as the segments are read; `segments` is an iterator over them all. Options
+        sotto does not take raise TypeError rather than being ignored."""
+        if kwargs:
+            raise TypeError(f"transcribe: unsupported arguments {sorted(kwargs)}")
+        if task not in ("transcribe", "translate"):
+            raise ValueError(f"task {task!r} is not transcribe or translate")
+        t0, step = _temperatures(temperature)
+        samples = _samples_of(audio)
+        vad = _shared_vad() if vad_filter else None
+        options = _vad_options(vad_parameters, None) if vad_filter else None
+        session = self._sessions.get()
+        try:
+            t = session.transcribe(
+                samples, language=language, translate=task == "translate",
+                beam_size=beam_size, best_of=best_of, temperature=t0,
+                temperature_increment=step, without_timestamps=without_timestamps,
+                word_timestamps=word_timestamps, initial_prompt=initial_prompt,
+                vad_filter=vad or False, vad_parameters=options, patience=patience,
+                length_penalty=length_penalty,
+                compression_ratio_threshold=compression_ratio_threshold,
+                log_prob_threshold=log_prob_threshold,
+                no_speech_threshold=no_speech_threshold,
+                condition_on_previous_text=condition_on_previous_text, hotwords=hotwords)
+        finally:
+            self._sessions.put(session)
+        after_vad = t.duration
+        if vad is not None:
+            after_vad = sum(e - s for s, e in vad.speech(samples, options))
+        info = TranscriptionInfo(
+            language=t.language, language_probability=t.language_probability,
+            duration=t.duration, duration_after_vad=after_vad,
+            transcription_options=dict(beam_size=beam_size, best_of=best_of,
+                                       patience=patience, length_penalty=length_penalty,
+                                       temperatures=temperature,
+                                       word_timestamps=word_timestamps),
+            vad_options=options)
+        return iter(t.segments), info

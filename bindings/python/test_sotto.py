@@ -109,6 +109,57 @@ class TestSotto(unittest.TestCase):
             sotto.decode_audio(data[:10])
 
 
+class TestWhisperModel(unittest.TestCase):
+    """faster-whisper's interface."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.model = sotto.WhisperModel(MODEL, device="cpu", cpu_threads=2, num_workers=2)
+
+    def test_segments_and_info_as_faster_whisper_gives_them(self):
+        segments, info = self.model.transcribe(AUDIO, beam_size=5, word_timestamps=True)
+        segments = list(segments)
+        self.assertEqual(normalise("".join(s.text for s in segments)), JFK)
+        self.assertEqual((info.language, info.language_probability), ("en", 1.0))
+        self.assertAlmostEqual(info.duration, 11.0, delta=0.1)
+        self.assertEqual(info.duration_after_vad, info.duration)
+        self.assertEqual([s.id for s in segments], list(range(1, len(segments) + 1)))
+        for s in segments:
+            self.assertGreater(len(s.tokens), 2)
+            self.assertTrue(all(0 <= t < 51864 for t in s.tokens), s.tokens)
+            self.assertLess(s.avg_logprob, 0.0)
+            self.assertGreater(s.compression_ratio, 0.0)
+            self.assertEqual(s.temperature, 0.0)
+            self.assertTrue(s.words)
+        # Greedy, one temperature, no thresholds: the same words.
+        segments, _ = self.model.transcribe(
+            sotto.load_audio(AUDIO), beam_size=1, temperature=0.0,
+            compression_ratio_threshold=None, log_prob_threshold=None,
+            no_speech_threshold=None, condition_on_previous_text=False, patience=2.0)
+        self.assertEqual(normalise("".join(s.text for s in segments)), JFK)
+
+    def test_speech_only_reports_the_duration_after_vad(self):
+        jfk = sotto.load_audio(AUDIO)
+        audio = array.array("f", bytes(4 * 16000 * 5)) + jfk
+        segments, info = self.model.transcribe(audio, beam_size=1, vad_filter=True,
+                                               vad_parameters=dict(min_silence_duration_ms=500))
+        self.assertEqual(normalise("".join(s.text for s in segments)), JFK)
+        self.assertAlmostEqual(info.duration, 16.0, delta=0.1)
+        self.assertLess(info.duration_after_vad, 12.0)
+        self.assertGreaterEqual(next(iter(self.model.transcribe(
+            audio, beam_size=1, vad_filter=True)[0])).start, 4.5)
+
+    def test_what_sotto_does_not_take_is_refused(self):
+        with self.assertRaisesRegex(TypeError, "repetition_penalty"):
+            self.model.transcribe(AUDIO, repetition_penalty=1.1)
+        with self.assertRaisesRegex(ValueError, "temperature"):
+            self.model.transcribe(AUDIO, temperature=[0.0, 0.5, 0.7])
+        with self.assertRaisesRegex(sotto.SottoError, "patience"):
+            self.model.transcribe(AUDIO, patience=0)
+        with self.assertRaisesRegex(TypeError, "flash_attention"):
+            sotto.WhisperModel(MODEL, flash_attention=True)
+
+
 class TestVad(unittest.TestCase):
     @classmethod
     def setUpClass(cls):

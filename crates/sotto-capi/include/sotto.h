@@ -63,6 +63,14 @@ typedef struct sotto_params {
     const sotto_vad *vad;        /* non-NULL: transcribe only the speech it finds (as
                                     faster-whisper's vad_filter); times stay the audio's */
     sotto_vad_params vad_params; /* how the VAD finds speech */
+    int condition_on_previous_text; /* prompt each window with the text so far; default 1 */
+    float patience;              /* beam search stops after beam_size x patience finished
+                                    hypotheses; default 1 */
+    float length_penalty;        /* rank by sum log-prob / length^x; default 1 */
+    float compression_ratio_threshold; /* retry above it; NaN: never; default 2.4 */
+    float log_prob_threshold;    /* retry below it; NaN: never; default -1 */
+    float no_speech_threshold;   /* skip a silent window above it; NaN: never; default 0.6 */
+    const char *hotwords;        /* words to steer spelling, or NULL */
 } sotto_params;
 
 /* The library's version, e.g. "0.1.0". */
@@ -135,6 +143,17 @@ double sotto_transcript_segment_start(const sotto_transcript *t, int segment);
 double sotto_transcript_segment_end(const sotto_transcript *t, int segment);
 /* Probability that the segment's window holds no speech. */
 double sotto_transcript_segment_no_speech_prob(const sotto_transcript *t, int segment);
+/* The detected language's probability (1 when given or English-only). */
+double sotto_transcript_language_probability(const sotto_transcript *t);
+/* faster-whisper's per-segment figures: its window's average log-probability, text
+ * compression ratio and the temperature of the decoding kept; the frame its window began
+ * at; its tokens (timestamps included). */
+double sotto_transcript_segment_avg_logprob(const sotto_transcript *t, int segment);
+double sotto_transcript_segment_compression_ratio(const sotto_transcript *t, int segment);
+double sotto_transcript_segment_temperature(const sotto_transcript *t, int segment);
+int sotto_transcript_segment_seek(const sotto_transcript *t, int segment);
+int sotto_transcript_segment_n_tokens(const sotto_transcript *t, int segment);
+int sotto_transcript_segment_token(const sotto_transcript *t, int segment, int token);
 /* Words of a segment: 0 unless params.word_timestamps was set. */
 int sotto_transcript_n_words(const sotto_transcript *t, int segment);
 const char *sotto_transcript_word_text(const sotto_transcript *t, int segment, int word);

@@ -182,6 +182,13 @@ pub struct SottoParams {
     // Appended after the first header: an older caller's struct ends above.
     pub vad: *const SottoVad,
     pub vad_params: SottoVadParams,
+    pub condition_on_previous_text: c_int,
+    pub patience: f32,
+    pub length_penalty: f32,
+    pub compression_ratio_threshold: f32,
+    pub log_prob_threshold: f32,
+    pub no_speech_threshold: f32,
+    pub hotwords: *const c_char,
 }
 
 /// `struct_size` of the first `sotto_params`, which ended at `user_data`.
@@ -256,6 +263,31 @@ impl SottoParams {
         opts.temperatures = sotto::fallback_temperatures(t, inc);
         opts.without_timestamps = self.no_timestamps != 0;
         opts.word_timestamps = self.word_timestamps != 0;
+        opts.condition_on_previous_text = self.condition_on_previous_text != 0;
+        let positive = |v: f32, what: &str| {
+            if v.is_finite() && v > 0.0 {
+                Ok(f64::from(v))
+            } else {
+                Err(format!("params.{what} is {v}; it must be a number > 0"))
+            }
+        };
+        opts.patience = positive(self.patience, "patience")?;
+        opts.length_penalty = positive(self.length_penalty, "length_penalty")?;
+        let threshold = |v: f32, what: &str| match v {
+            v if v.is_nan() => Ok(None),
+            v if v.is_finite() => Ok(Some(f64::from(v))),
+            v => Err(format!("params.{what} is {v}; a number, or NaN for none")),
+        };
+        opts.compression_ratio_threshold = threshold(
+            self.compression_ratio_threshold,
+            "compression_ratio_threshold",
+        )?;
+        opts.log_prob_threshold = threshold(self.log_prob_threshold, "log_prob_threshold")?;
+        opts.no_speech_threshold = threshold(self.no_speech_threshold, "no_speech_threshold")?;
+        // SAFETY: string fields as this function's contract says.
+        opts.hotwords = unsafe { text(self.hotwords, "params.hotwords") }?
+            .filter(|h| !h.is_empty())
+            .map(str::to_string);
         Ok(opts)
     }
 }
@@ -291,7 +323,19 @@ pub extern "C" fn sotto_default_params() -> SottoParams {
         user_data: ptr::null_mut(),
         vad: ptr::null(),
         vad_params: sotto_vad_default_params(),
+        condition_on_previous_text: c_int::from(d.condition_on_previous_text),
+        patience: d.patience as f32,
+        length_penalty: d.length_penalty as f32,
+        compression_ratio_threshold: threshold_c(d.compression_ratio_threshold),
+        log_prob_threshold: threshold_c(d.log_prob_threshold),
+        no_speech_threshold: threshold_c(d.no_speech_threshold),
+        hotwords: ptr::null(),
     }
+}
+
+/// A threshold for C: its value, or NaN for none.
+fn threshold_c(t: Option<f64>) -> f32 {
+    t.map_or(f32::NAN, |v| v as f32)
 }
 
 /// Loads a model by name or path onto `device` (NULL: auto).
@@ -911,6 +955,104 @@ pub unsafe extern "C" fn sotto_transcript_segment_no_speech_prob(
 ) -> f64 {
     // SAFETY: as this function's contract says.
     unsafe { read(t, f64::NAN, |t| Ok(t.segment(segment)?.no_speech_prob)) }
+}
+
+/// # Safety
+/// `t` is NULL or a live transcript.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_transcript_language_probability(t: *const SottoTranscript) -> f64 {
+    // SAFETY: as this function's contract says.
+    unsafe { read(t, f64::NAN, |t| Ok(t.transcript.language_probability)) }
+}
+
+/// # Safety
+/// `t` is NULL or a live transcript.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_transcript_segment_avg_logprob(
+    t: *const SottoTranscript,
+    segment: c_int,
+) -> f64 {
+    // SAFETY: as this function's contract says.
+    unsafe { read(t, f64::NAN, |t| Ok(t.segment(segment)?.avg_logprob)) }
+}
+
+/// # Safety
+/// `t` is NULL or a live transcript.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_transcript_segment_compression_ratio(
+    t: *const SottoTranscript,
+    segment: c_int,
+) -> f64 {
+    // SAFETY: as this function's contract says.
+    unsafe { read(t, f64::NAN, |t| Ok(t.segment(segment)?.compression_ratio)) }
+}
+
+/// # Safety
+/// `t` is NULL or a live transcript.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_transcript_segment_temperature(
+    t: *const SottoTranscript,
+    segment: c_int,
+) -> f64 {
+    // SAFETY: as this function's contract says.
+    unsafe { read(t, f64::NAN, |t| Ok(t.segment(segment)?.temperature)) }
+}
+
+/// # Safety
+/// `t` is NULL or a live transcript.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_transcript_segment_seek(
+    t: *const SottoTranscript,
+    segment: c_int,
+) -> c_int {
+    // SAFETY: as this function's contract says.
+    unsafe {
+        read(t, -1, |t| {
+            c_int::try_from(t.segment(segment)?.seek).map_err(|_| "seek out of range".to_string())
+        })
+    }
+}
+
+/// # Safety
+/// `t` is NULL or a live transcript.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_transcript_segment_n_tokens(
+    t: *const SottoTranscript,
+    segment: c_int,
+) -> c_int {
+    // SAFETY: as this function's contract says.
+    unsafe {
+        read(t, -1, |t| {
+            c_int::try_from(t.segment(segment)?.tokens.len())
+                .map_err(|_| "too many tokens".to_string())
+        })
+    }
+}
+
+/// # Safety
+/// `t` is NULL or a live transcript.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_transcript_segment_token(
+    t: *const SottoTranscript,
+    segment: c_int,
+    token: c_int,
+) -> c_int {
+    // SAFETY: as this function's contract says.
+    unsafe {
+        read(t, -1, |t| {
+            let s = t.segment(segment)?;
+            usize::try_from(token)
+                .ok()
+                .and_then(|k| s.tokens.get(k))
+                .map(|&id| id as c_int)
+                .ok_or_else(|| {
+                    format!(
+                        "token {token} of segment {segment} is out of range (it has {})",
+                        s.tokens.len()
+                    )
+                })
+        })
+    }
 }
 
 /// # Safety

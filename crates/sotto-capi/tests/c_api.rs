@@ -73,6 +73,18 @@ fn transcribes_through_the_c_interface() {
             }
         }
         assert_eq!(words, JFK.split(' ').count());
+        // faster-whisper's per-segment figures.
+        assert_eq!(sotto_transcript_language_probability(t), 1.0);
+        for s in 0..n {
+            assert!(sotto_transcript_segment_avg_logprob(t, s) < 0.0);
+            assert!(sotto_transcript_segment_compression_ratio(t, s) > 0.0);
+            assert_eq!(sotto_transcript_segment_temperature(t, s), 0.0);
+            assert!(sotto_transcript_segment_seek(t, s) >= 0);
+            let k = sotto_transcript_segment_n_tokens(t, s);
+            assert!(k > 2);
+            assert!((0..k).all(|i| (0..51864).contains(&sotto_transcript_segment_token(t, s, i))));
+            assert_eq!(sotto_transcript_segment_token(t, s, k), -1);
+        }
         // Out of range: an error, not a crash.
         assert!(sotto_transcript_segment_text(t, n).is_null());
         assert!(last_error().contains("out of range"), "{}", last_error());
@@ -102,6 +114,28 @@ fn transcribes_through_the_c_interface() {
         let mut p = 0f32;
         assert!(sotto_detect_language(session, samples.as_ptr(), samples.len(), &mut p).is_null());
         assert!(last_error().contains("English-only"), "{}", last_error());
+        // Options faster-whisper has: checked.
+        let mut params = sotto_default_params();
+        params.patience = 0.0;
+        assert!(sotto_transcribe(session, samples.as_ptr(), samples.len(), &params).is_null());
+        assert!(last_error().contains("patience"), "{}", last_error());
+        let mut params = sotto_default_params();
+        params.beam_size = 1;
+        params.compression_ratio_threshold = f32::NAN;
+        params.log_prob_threshold = f32::INFINITY;
+        assert!(sotto_transcribe(session, samples.as_ptr(), samples.len(), &params).is_null());
+        assert!(
+            last_error().contains("log_prob_threshold"),
+            "{}",
+            last_error()
+        );
+        params.log_prob_threshold = f32::NAN;
+        params.condition_on_previous_text = 0;
+        params.hotwords = c"Americans".as_ptr();
+        let t = sotto_transcribe(session, samples.as_ptr(), samples.len(), &params);
+        assert!(!t.is_null(), "{}", last_error());
+        assert_eq!(normalise(&string(sotto_transcript_text(t)).unwrap()), JFK);
+        sotto_transcript_free(t);
         let mut params = sotto_default_params();
         params.language = c"de".as_ptr();
         assert!(sotto_transcribe(session, samples.as_ptr(), samples.len(), &params).is_null());
