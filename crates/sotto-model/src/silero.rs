@@ -105,7 +105,7 @@ pub struct SileroVad {
 /// A network's tensors, checked, before its layers are built.
 struct Parts {
     basis: Vec<f32>,
-    convs: [(Vec<f32>, Vec<f32>); 4],
+    convs: [ConvParts; 4],
     w: Vec<f32>,
     r: Vec<f32>,
     bias: Vec<f32>,
@@ -116,36 +116,58 @@ struct Parts {
 /// Output and input channels and stride of the four convolutions.
 const CONVS: [(usize, usize, usize); 4] = [(128, BINS, 1), (64, 128, 2), (64, 64, 2), (128, 64, 1)];
 
+/// A named tensor's shape and values, or None where there is no such tensor.
+type Lookup<'a> = &'a dyn Fn(&str) -> Option<(Vec<usize>, Vec<f32>)>;
+/// A convolution's weights and bias.
+type ConvParts = (Vec<f32>, Vec<f32>);
+
+/// A tensor getter that checks shapes (`squeezed`: size-1 dimensions do not count, as
+/// whisper.cpp's converter drops them).
+fn checked<'a>(
+    get: Lookup<'a>,
+    squeezed: bool,
+) -> impl Fn(&str, &[usize]) -> Result<Vec<f32>, String> + 'a {
+    move |name, shape| {
+        let (s, v) = get(name).ok_or_else(|| format!("no tensor {name}"))?;
+        let dims = |d: &[usize]| -> Vec<usize> {
+            d.iter().copied().filter(|&x| !squeezed || x != 1).collect()
+        };
+        if dims(&s) != dims(shape) || v.len() != shape.iter().product::<usize>() {
+            return Err(format!("tensor {name} has shape {s:?}, not {shape:?}"));
+        }
+        Ok(v)
+    }
+}
+
+/// The four convolutions' weights and biases, named by `name(layer, "weight" | "bias")`.
+fn conv_parts(
+    take: &impl Fn(&str, &[usize]) -> Result<Vec<f32>, String>,
+    name: impl Fn(usize, &str) -> String,
+) -> Result<[ConvParts; 4], String> {
+    let conv = |i: usize| -> Result<ConvParts, String> {
+        let (c_out, c_in, _) = CONVS[i];
+        Ok((
+            take(&name(i, "weight"), &[c_out, c_in, 3])?,
+            take(&name(i, "bias"), &[c_out])?,
+        ))
+    };
+    Ok([conv(0)?, conv(1)?, conv(2)?, conv(3)?])
+}
+
 impl SileroVad {
     /// The network from named float tensors (shape and values), as the ONNX export names
     /// them; an error names what is missing or misshapen.
     pub fn from_tensors(
         get: impl Fn(&str) -> Option<(Vec<usize>, Vec<f32>)>,
     ) -> Result<SileroVad, String> {
-        let take = |name: &str, shape: &[usize]| -> Result<Vec<f32>, String> {
-            let (s, v) = get(name).ok_or_else(|| format!("no tensor {name}"))?;
-            if s != shape || v.len() != shape.iter().product::<usize>() {
-                return Err(format!("tensor {name} has shape {s:?}, not {shape:?}"));
-            }
-            Ok(v)
-        };
-        let conv = |i: usize| -> Result<(Vec<f32>, Vec<f32>), String> {
-            let (c_out, c_in, _) = CONVS[i];
-            Ok((
-                take(
-                    &format!("encoder.conv_layers.{i}.weight"),
-                    &[c_out, c_in, 3],
-                )?,
-                take(&format!("encoder.conv_layers.{i}.bias"), &[c_out])?,
-            ))
-        };
+        let take = checked(&get, false);
         let b = take("onnx::LSTM_211", &[1, 8 * HIDDEN])?;
         SileroVad::new(Parts {
             basis: take(
                 "encoder.feature_extractor.forward_basis_buffer",
                 &[2 * BINS, 1, N_FFT],
             )?,
-            convs: [conv(0)?, conv(1)?, conv(2)?, conv(3)?],
+            convs: conv_parts(&take, |i, what| format!("encoder.conv_layers.{i}.{what}"))?,
             w: take("onnx::LSTM_209", &[1, 4 * HIDDEN, HIDDEN])?,
             r: take("onnx::LSTM_210", &[1, 4 * HIDDEN, HIDDEN])?,
             bias: (0..4 * HIDDEN).map(|i| b[i] + b[4 * HIDDEN + i]).collect(),
@@ -161,25 +183,7 @@ impl SileroVad {
     pub fn from_torch_tensors(
         get: impl Fn(&str) -> Option<(Vec<usize>, Vec<f32>)>,
     ) -> Result<SileroVad, String> {
-        let squeeze = |s: &[usize]| s.iter().copied().filter(|&d| d != 1).collect::<Vec<_>>();
-        let take = |name: &str, shape: &[usize]| -> Result<Vec<f32>, String> {
-            let name = format!("_model.{name}");
-            let (s, v) = get(&name).ok_or_else(|| format!("no tensor {name}"))?;
-            if squeeze(&s) != squeeze(shape) || v.len() != shape.iter().product::<usize>() {
-                return Err(format!("tensor {name} has shape {s:?}, not {shape:?}"));
-            }
-            Ok(v)
-        };
-        let conv = |i: usize| -> Result<(Vec<f32>, Vec<f32>), String> {
-            let (c_out, c_in, _) = CONVS[i];
-            Ok((
-                take(
-                    &format!("encoder.{i}.reparam_conv.weight"),
-                    &[c_out, c_in, 3],
-                )?,
-                take(&format!("encoder.{i}.reparam_conv.bias"), &[c_out])?,
-            ))
-        };
+        let take = checked(&get, true);
         // PyTorch's gate blocks i, f, g, o, in ONNX's order i, o, f, c.
         let onnx_order = |v: Vec<f32>| -> Vec<f32> {
             let block = v.len() / 4;
@@ -189,24 +193,26 @@ impl SileroVad {
                 .collect()
         };
         let (b_ih, b_hh) = (
-            onnx_order(take("decoder.rnn.bias_ih", &[4 * HIDDEN])?),
-            onnx_order(take("decoder.rnn.bias_hh", &[4 * HIDDEN])?),
+            onnx_order(take("_model.decoder.rnn.bias_ih", &[4 * HIDDEN])?),
+            onnx_order(take("_model.decoder.rnn.bias_hh", &[4 * HIDDEN])?),
         );
         SileroVad::new(Parts {
-            basis: take("stft.forward_basis_buffer", &[2 * BINS, 1, N_FFT])?,
-            convs: [conv(0)?, conv(1)?, conv(2)?, conv(3)?],
-            w: onnx_order(take("decoder.rnn.weight_ih", &[4 * HIDDEN, HIDDEN])?),
-            r: onnx_order(take("decoder.rnn.weight_hh", &[4 * HIDDEN, HIDDEN])?),
+            basis: take("_model.stft.forward_basis_buffer", &[2 * BINS, 1, N_FFT])?,
+            convs: conv_parts(&take, |i, what| {
+                format!("_model.encoder.{i}.reparam_conv.{what}")
+            })?,
+            w: onnx_order(take("_model.decoder.rnn.weight_ih", &[4 * HIDDEN, HIDDEN])?),
+            r: onnx_order(take("_model.decoder.rnn.weight_hh", &[4 * HIDDEN, HIDDEN])?),
             bias: b_ih.iter().zip(&b_hh).map(|(a, b)| a + b).collect(),
-            out_w: take("decoder.decoder.2.weight", &[1, HIDDEN, 1])?,
-            out_b: take("decoder.decoder.2.bias", &[1])?[0],
+            out_w: take("_model.decoder.decoder.2.weight", &[1, HIDDEN, 1])?,
+            out_b: take("_model.decoder.decoder.2.bias", &[1])?[0],
         })
     }
 
     /// The layers, packed for the GEMM, from checked tensors.
     fn new(p: Parts) -> Result<SileroVad, String> {
         let [c0, c1, c2, c3] = p.convs;
-        let conv = |(w, b): (Vec<f32>, Vec<f32>), i: usize| {
+        let conv = |(w, b): ConvParts, i: usize| {
             let (c_out, c_in, stride) = CONVS[i];
             Conv::new(w, b, c_out, c_in, stride)
         };
