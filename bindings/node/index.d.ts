@@ -47,8 +47,18 @@ export class WhisperContext {
     data: Float32Array | ArrayBuffer | string,
     options?: TranscribeFileOptions,
   ): { stop: () => Promise<void>; promise: Promise<TranscribeResult> };
+  bench(maxThreads?: number): Promise<BenchResult>;
   release(): Promise<void>;
 }
+
+export type BenchResult = {
+  config: string;
+  nThreads: number;
+  encodeMs: number;
+  decodeMs: number;
+  batchMs: number;
+  promptMs: number;
+};
 
 export type ContextOptions = { filePath: string; useGpu?: boolean };
 

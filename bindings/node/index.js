@@ -157,6 +157,20 @@ class WhisperContext {
     return this._start({ samples: samplesOf(data) }, options);
   }
 
+  /**
+   * Times the model as whisper.rn's bench() does: `{ config, nThreads, encodeMs, decodeMs,
+   * batchMs, promptMs }` (an encoder window, a decoder step of one sequence and of five,
+   * a 256-token prompt; medians of three runs).
+   */
+  bench(maxThreads) {
+    if (this._released) return Promise.reject(new Error(`whisper context ${this.id} has been released`));
+    const jobId = this._nextJob++;
+    return new Promise((resolve, reject) => {
+      this._jobs.set(jobId, { resolve, reject, options: {} });
+      this._worker.postMessage({ type: 'bench', jobId, maxThreads });
+    });
+  }
+
   /** Frees the model and its sessions; pending transcriptions are rejected. */
   async release() {
     if (this._released) return;

@@ -43,6 +43,14 @@ koffi.struct('sotto_params', {
   no_speech_threshold: 'float',
   hotwords: 'const char *',
 });
+koffi.struct('sotto_bench_result', {
+  struct_size: 'size_t',
+  n_threads: 'int',
+  encode_ms: 'double',
+  decode_ms: 'double',
+  batch_ms: 'double',
+  prompt_ms: 'double',
+});
 const c = {
   lastError: lib.func('const char *sotto_last_error(void)'),
   defaults: lib.func('sotto_params sotto_default_params(void)'),
@@ -61,6 +69,8 @@ const c = {
   speechStart: lib.func('double sotto_speech_start(void *, int)'),
   speechEnd: lib.func('double sotto_speech_end(void *, int)'),
   speechFree: lib.func('void sotto_speech_free(void *)'),
+  bench: lib.func('int sotto_bench(void *, int, _Inout_ sotto_bench_result *out)'),
+  systemInfo: lib.func('const char *sotto_system_info(void)'),
   transcribe: lib.func('void *sotto_transcribe(void *, const float *, size_t, const sotto_params *)'),
   free: lib.func('void sotto_transcript_free(void *)'),
   text: lib.func('const char *sotto_transcript_text(void *)'),
@@ -205,6 +215,20 @@ function detect(job) {
   }
 }
 
+/** whisper.rn's BenchResult for a session of `threads` threads. */
+function bench(threads) {
+  const out = { struct_size: koffi.sizeof('sotto_bench_result'), n_threads: 0, encode_ms: 0, decode_ms: 0, batch_ms: 0, prompt_ms: 0 };
+  if (c.bench(session(threads), 3, out) !== 0) fail();
+  return {
+    config: c.systemInfo(),
+    nThreads: out.n_threads,
+    encodeMs: out.encode_ms,
+    decodeMs: out.decode_ms,
+    batchMs: out.batch_ms,
+    promptMs: out.prompt_ms,
+  };
+}
+
 function release() {
   for (const s of sessions.values()) c.sessionFree(s);
   sessions.clear();
@@ -227,6 +251,8 @@ parentPort.on('message', (msg) => {
       parentPort.postMessage({ type: 'loaded' });
     } else if (msg.type === 'detect') {
       parentPort.postMessage({ type: 'done', jobId: msg.jobId, result: detect(msg) });
+    } else if (msg.type === 'bench') {
+      parentPort.postMessage({ type: 'done', jobId: msg.jobId, result: bench(msg.maxThreads) });
     } else if (msg.type === 'transcribe') {
       parentPort.postMessage({ type: 'done', jobId: msg.jobId, result: transcribe(msg) });
     } else if (msg.type === 'release') {

@@ -48,6 +48,18 @@ class _VadParams(ctypes.Structure):
     ]
 
 
+class _Bench(ctypes.Structure):
+    # sotto_bench_result of sotto.h, field for field.
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("n_threads", ctypes.c_int),
+        ("encode_ms", ctypes.c_double),
+        ("decode_ms", ctypes.c_double),
+        ("batch_ms", ctypes.c_double),
+        ("prompt_ms", ctypes.c_double),
+    ]
+
+
 class _Params(ctypes.Structure):
     # sotto_params of sotto.h, field for field.
     _fields_ = [
@@ -117,6 +129,8 @@ def _load():
         "sotto_transcribe_file": ([P, c.c_char_p, c.POINTER(_Params)], P),
         "sotto_detect_language": ([P, c.POINTER(c.c_float), c.c_size_t, c.POINTER(c.c_float)],
                                   c.c_char_p),
+        "sotto_bench": ([P, c.c_int, c.POINTER(_Bench)], c.c_int),
+        "sotto_system_info": ([], c.c_char_p),
         "sotto_transcript_free": ([P], None),
         "sotto_transcript_text": ([P], c.c_char_p),
         "sotto_transcript_language": ([P], c.c_char_p),
@@ -441,6 +455,17 @@ class Session(_Handle):
         if not code:
             _fail()
         return code.decode(), prob.value
+
+    def bench(self, runs: int = 3) -> dict:
+        """Milliseconds per encoder window, per decoder step (one sequence, and five beams)
+        and per 256-token prompt: medians of `runs` after a warm-up."""
+        self._check()
+        out = _Bench(struct_size=ctypes.sizeof(_Bench))
+        if _lib.sotto_bench(self._h, runs, ctypes.byref(out)) != 0:
+            _fail()
+        return {"system": _lib.sotto_system_info().decode(), "threads": out.n_threads,
+                "encode_ms": out.encode_ms, "decode_ms": out.decode_ms,
+                "batch_ms": out.batch_ms, "prompt_ms": out.prompt_ms}
 
     def _check(self):
         if not self._h:

@@ -94,6 +94,15 @@ class TestSotto(unittest.TestCase):
             th.join()
         self.assertEqual(results, [JFK, JFK])
 
+    def test_bench(self):
+        b = self.session.bench(runs=1)
+        self.assertTrue(b["system"].startswith("sotto "), b)
+        self.assertEqual(b["threads"], 2)
+        for k in ("encode_ms", "decode_ms", "batch_ms", "prompt_ms"):
+            self.assertTrue(0 < b[k] < 60000, b)
+        with self.assertRaisesRegex(sotto.SottoError, "runs"):
+            self.session.bench(runs=0)
+
     def test_closed_handles_are_errors(self):
         s = self.model.session(threads=1)
         s.close()

@@ -75,8 +75,14 @@ test('stop aborts, and errors reject with the reason', async () => {
   await assert.rejects(ctx.transcribe('/no/such.wav').promise, /no\/such\.wav/);
   await assert.rejects(ctx.transcribe(AUDIO, { language: 'de' }).promise, /English-only/);
   await assert.rejects(ctx.transcribe(AUDIO, { beamSize: 0 }).promise, /beam_size/);
+  const b = await ctx.bench(1);
+  assert.match(b.config, /^sotto /);
+  assert.strictEqual(b.nThreads, 1);
+  for (const k of ['encodeMs', 'decodeMs', 'batchMs', 'promptMs']) assert.ok(b[k] > 0 && b[k] < 60000, `${k} ${b[k]}`);
+  assert.ok(b.batchMs >= b.decodeMs * 0.5, JSON.stringify(b));
   await ctx.release();
   assert.throws(() => ctx.transcribe(AUDIO), /released/);
+  await assert.rejects(ctx.bench(), /released/);
   await assert.rejects(initWhisper({ filePath: '/no/such/model' }), /unknown model/);
 });
 

@@ -130,6 +130,21 @@ double sotto_speech_start(const sotto_speech *speech, int i);
 double sotto_speech_end(const sotto_speech *speech, int i);
 void sotto_speech_free(sotto_speech *speech);
 
+/* Speed figures, as whisper.cpp's bench reports them (whisper.rn's bench()). */
+typedef struct sotto_bench_result {
+    size_t struct_size; /* sizeof(sotto_bench_result), set by the caller */
+    int n_threads;      /* the session's */
+    double encode_ms;   /* one 30 s encoder window */
+    double decode_ms;   /* one decoder step of one sequence */
+    double batch_ms;    /* one decoder step of five sequences (beams) */
+    double prompt_ms;   /* a 256-token prompt in one call */
+} sotto_bench_result;
+/* Times the session's encoder and decoder (each figure the median of runs >= 1, after a
+ * warm-up); 0, or -1 on failure. */
+int sotto_bench(sotto_session *session, int runs, sotto_bench_result *out);
+/* The library's version, SIMD path and whether CUDA is built in, in one line. */
+const char *sotto_system_info(void);
+
 void sotto_transcript_free(sotto_transcript *transcript);
 /* The whole text, trimmed. */
 const char *sotto_transcript_text(const sotto_transcript *t);

@@ -110,6 +110,27 @@ fn transcribes_through_the_c_interface() {
         );
         sotto_transcript_free(t);
 
+        // The bench checks what it is given.
+        let mut b = SottoBench {
+            struct_size: 8,
+            n_threads: 0,
+            encode_ms: 0.0,
+            decode_ms: 0.0,
+            batch_ms: 0.0,
+            prompt_ms: 0.0,
+        };
+        assert_eq!(sotto_bench(session, 1, &mut b), -1);
+        assert!(last_error().contains("struct_size"), "{}", last_error());
+        b.struct_size = std::mem::size_of::<SottoBench>();
+        assert_eq!(sotto_bench(session, 0, &mut b), -1);
+        assert!(last_error().contains("runs"), "{}", last_error());
+        assert_eq!(sotto_bench(session, 1, ptr::null_mut()), -1);
+        assert_eq!(sotto_bench(ptr::null_mut(), 1, &mut b), -1);
+        assert!(CStr::from_ptr(sotto_system_info())
+            .to_str()
+            .unwrap()
+            .starts_with("sotto "));
+
         // English-only: no language detection, no German.
         let mut p = 0f32;
         assert!(sotto_detect_language(session, samples.as_ptr(), samples.len(), &mut p).is_null());
