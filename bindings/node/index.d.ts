@@ -65,7 +65,8 @@ export type ContextOptions = { filePath: string; useGpu?: boolean };
 export function initWhisper(options: ContextOptions): Promise<WhisperContext>;
 export function releaseAllWhisper(): Promise<void>;
 
-/** whisper.rn's VAD options; the defaults are whisper.cpp's. */
+/** whisper.rn's VAD options, with its defaults (threshold 0.5, minSpeechDurationMs 250,
+ * minSilenceDurationMs 100, maxSpeechDurationS 30, speechPadMs 30). */
 export type VadOptions = {
   threshold?: number;
   minSpeechDurationMs?: number;

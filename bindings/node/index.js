@@ -239,7 +239,7 @@ class WhisperVadContext {
    * The stretches of speech in an audio file (or a WAV as a `data:audio/wav;base64,` URL):
    * `[{ t0, t1 }]` in 10 ms units, as whisper.rn gives them. Options as whisper.rn's, with
    * whisper.cpp's defaults: threshold (0.5), minSpeechDurationMs (250),
-   * minSilenceDurationMs (100), maxSpeechDurationS (no limit), speechPadMs (30);
+   * minSilenceDurationMs (100), maxSpeechDurationS (30), speechPadMs (30);
    * samplesOverlap is accepted and unused (it concerns how whisper.cpp joins speech for
    * transcription, not the stretches found).
    */

@@ -189,8 +189,14 @@ function transcribe(job) {
   }
 }
 
-// whisper.cpp's VAD defaults, which whisper.rn's detectSpeech applies.
-const VAD_DEFAULTS = { threshold: 0.5, minSpeechDurationMs: 250, minSilenceDurationMs: 100, speechPadMs: 30 };
+// whisper.rn's VAD defaults (whisper.cpp's, with speech split at 30 s).
+const VAD_DEFAULTS = {
+  threshold: 0.5,
+  minSpeechDurationMs: 250,
+  minSilenceDurationMs: 100,
+  maxSpeechDurationS: 30,
+  speechPadMs: 30,
+};
 
 /** The stretches of speech, t0 and t1 in 10 ms units as whisper.cpp gives them. */
 function detect(job) {
