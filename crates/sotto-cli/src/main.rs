@@ -33,7 +33,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Transcribe audio files (wav, flac, mp3, ogg; `-` reads stdin).
-    Transcribe(transcribe::Args),
+    Transcribe(Box<transcribe::Args>),
     /// Detect the spoken language of audio files (their first 30 s), with probabilities.
     DetectLanguage {
         /// Audio files (wav, flac, mp3, ogg); `-` reads stdin.
@@ -57,7 +57,8 @@ enum Command {
     Models(ModelsCommand),
     /// Convert a model (CTranslate2 or Hugging Face folder, or ggml .bin) to a whisper.cpp
     /// ggml .bin (f16), a Hugging Face folder (safetensors) or a CTranslate2 folder
-    /// (faster-whisper).
+    /// (faster-whisper); or a Silero VAD `.onnx` (faster-whisper's) to whisper.cpp's ggml
+    /// VAD file (`whisper-cli --vad-model`).
     Convert {
         /// Model name or path to convert.
         input: String,
@@ -177,7 +178,7 @@ fn hub(cli_cache: &Option<PathBuf>) -> sotto::hub::Hub {
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let hub = hub(&cli.cache_dir);
     match cli.command {
-        Command::Transcribe(args) => transcribe::run(&hub, args),
+        Command::Transcribe(args) => transcribe::run(&hub, *args),
         Command::Bench(args) => bench::run(&hub, args),
         #[cfg(feature = "server")]
         Command::Serve(args) => serve::run(&hub, *args),
@@ -216,6 +217,17 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Convert { input, output, to } => {
+            if input.ends_with(".onnx") {
+                // A Silero VAD: whisper.cpp's ggml VAD file of its weights.
+                if to != "ggml" {
+                    anyhow::bail!("{input}: a VAD converts to ggml only (--to ggml)");
+                }
+                let bytes = std::fs::read(&input).with_context(|| input.clone())?;
+                let ggml = sotto::ggml_vad_from_onnx(&bytes, std::path::Path::new(&input))?;
+                std::fs::write(&output, ggml).with_context(|| output.display().to_string())?;
+                eprintln!("wrote {}", output.display());
+                return Ok(ExitCode::SUCCESS);
+            }
             let path = hub.resolve(&input, &mut progress::Download::new())?;
             let file = sotto::formats::load(&path)?;
             if to == "hf" {

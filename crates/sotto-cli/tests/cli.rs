@@ -788,3 +788,47 @@ fn vad_options_as_faster_whisper_and_whisper_cpp_name_them() {
             .stderr(predicate::str::contains("--vad-max-speech-s is > 0"));
     }
 }
+
+#[test]
+fn converts_the_onnx_vad_to_whisper_cpp_s_ggml_vad_file() {
+    let vad = sotto_testdata::vad_model();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ggml-silero.bin");
+    sotto()
+        .arg("convert")
+        .arg(&vad)
+        .arg(&out)
+        .assert()
+        .success();
+    // The file runs: transcribing speech only with it gives the sample's words.
+    let model = sotto_testdata::model_dir("tiny.en");
+    let text = sotto()
+        .args([
+            "transcribe",
+            "-t",
+            "2",
+            "--beam-size",
+            "1",
+            "--no-timestamps",
+            "--vad",
+        ])
+        .arg("--vad-model")
+        .arg(&out)
+        .arg("-m")
+        .arg(&model)
+        .arg(jfk())
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    assert_eq!(normalise(&String::from_utf8(text).unwrap()), JFK);
+    sotto()
+        .arg("convert")
+        .arg(&vad)
+        .arg(dir.path().join("x"))
+        .args(["--to", "hf"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("ggml only"));
+}

@@ -42,7 +42,7 @@ pub use sotto_model::{
     bf16_encoder_supported, int16_encoder_supported, int8_encoder_supported, measure_compute_peaks,
     measure_peaks, EncoderPrecision, EncoderWork, LoadOptions, Peaks,
 };
-pub use vad::{Vad, VadOptions};
+pub use vad::{ggml_vad_from_onnx, Vad, VadOptions};
 
 /// Everything that can go wrong, by layer. Each message names the input and the problem.
 #[derive(Debug, thiserror::Error)]

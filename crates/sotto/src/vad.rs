@@ -72,6 +72,78 @@ impl Vad {
     }
 }
 
+/// whisper.cpp's ggml VAD file (what `whisper-cli --vad-model` loads) of a Silero VAD ONNX
+/// file's weights (faster-whisper's `silero_vad_v6.onnx`, the weights of silero-vad 6.0 and
+/// 6.1): the tensors renamed to the PyTorch state dict's names, the LSTM's gates put back
+/// in PyTorch's order and its two biases apart, laid out as whisper.cpp's converter lays
+/// them out (f16 convolutions and STFT basis).
+pub fn ggml_vad_from_onnx(onnx: &[u8], path: &Path) -> Result<Vec<u8>> {
+    let tensors = sotto_formats::onnx::read_initializers(onnx, path)?;
+    let invalid =
+        |what: &str| Error::Invalid(format!("{}: not a Silero VAD: {what}", path.display()));
+    let get = |name: &str| -> Result<(Vec<usize>, Vec<f32>)> {
+        let t = tensors
+            .get(name)
+            .ok_or_else(|| invalid(&format!("no tensor {name}")))?;
+        let dims = t.dims.iter().map(|&d| d.max(0) as usize).collect();
+        let values = t
+            .floats()
+            .ok_or_else(|| invalid(&format!("tensor {name} is not float")))?;
+        Ok((dims, values))
+    };
+    // ONNX's gate blocks i, o, f, c, in PyTorch's order i, f, g, o.
+    let torch_order = |v: &[f32]| -> Vec<f32> {
+        let block = v.len() / 4;
+        [0, 2, 3, 1]
+            .iter()
+            .flat_map(|&g| v[g * block..(g + 1) * block].to_vec())
+            .collect()
+    };
+    let mut out: Vec<(String, Vec<usize>, Vec<f32>)> = Vec::new();
+    for i in 0..4 {
+        for what in ["weight", "bias"] {
+            let (dims, v) = get(&format!("encoder.conv_layers.{i}.{what}"))?;
+            out.push((format!("_model.encoder.{i}.reparam_conv.{what}"), dims, v));
+        }
+    }
+    for (onnx_name, torch_name) in [
+        ("onnx::LSTM_209", "weight_ih"),
+        ("onnx::LSTM_210", "weight_hh"),
+    ] {
+        let (dims, v) = get(onnx_name)?;
+        if dims.len() != 3 || v.len() % 4 != 0 {
+            return Err(invalid(&format!("{onnx_name} has shape {dims:?}")));
+        }
+        let name = format!("_model.decoder.rnn.{torch_name}");
+        out.push((name, dims[1..].to_vec(), torch_order(&v)));
+    }
+    let (dims, b) = get("onnx::LSTM_211")?;
+    if b.len() % 8 != 0 {
+        return Err(invalid(&format!("onnx::LSTM_211 has shape {dims:?}")));
+    }
+    let (b_ih, b_hh) = b.split_at(b.len() / 2);
+    for (name, half) in [("bias_ih", b_ih), ("bias_hh", b_hh)] {
+        let v = torch_order(half);
+        out.push((format!("_model.decoder.rnn.{name}"), vec![v.len()], v));
+    }
+    for what in ["weight", "bias"] {
+        let (dims, v) = get(&format!("decoder.conv1d.{what}"))?;
+        out.push((format!("_model.decoder.decoder.2.{what}"), dims, v));
+    }
+    let (dims, v) = get("encoder.feature_extractor.forward_basis_buffer")?;
+    out.push(("_model.stft.forward_basis_buffer".into(), dims, v));
+    // What whisper.cpp would load must be what sotto runs: the network builds from it.
+    let refs: Vec<(&str, &[usize], &[f32])> = out
+        .iter()
+        .map(|(n, d, v)| (n.as_str(), d.as_slice(), v.as_slice()))
+        .collect();
+    let bytes = sotto_formats::ggml_vad::write((6, 0, 0), &refs);
+    let back = sotto_formats::ggml_vad::read(&bytes, path)?;
+    SileroVad::from_torch_tensors(|name| back.tensors.get(name).cloned())
+        .map_err(|e| invalid(&e))?;
+    Ok(bytes)
+}
+
 impl Session {
     /// As [`Session::transcribe`], on the stretches of speech `vad` finds only (joined as
     /// faster-whisper's `collect_chunks` does); segment and word times, also those

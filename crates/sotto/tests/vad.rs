@@ -227,3 +227,27 @@ fn a_whisper_cpp_ggml_vad_file_runs_as_the_onnx_one() {
     let err = Vad::load(&model).err().unwrap().to_string();
     assert!(err.contains("model.bin"), "{err}");
 }
+
+#[test]
+fn the_onnx_vad_converts_to_the_file_whisper_cpp_s_converter_writes() {
+    let Some(ggml) = sotto_testdata::silero_ggml() else {
+        return;
+    };
+    // faster-whisper's ONNX holds silero-vad 6.1.0's weights; the converter's file from
+    // that release's PyTorch archive must come out byte for byte, but for the version.
+    let onnx_path = sotto_testdata::vad_model();
+    let got = sotto::ggml_vad_from_onnx(&std::fs::read(&onnx_path).unwrap(), &onnx_path).unwrap();
+    let mut want = std::fs::read(&ggml).unwrap();
+    let version = 4 + 4 + "silero-16k".len();
+    want[version..version + 12].copy_from_slice(&[6, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(got.len(), want.len());
+    assert!(
+        got == want,
+        "first difference at byte {:?}",
+        got.iter().zip(&want).position(|(a, b)| a != b)
+    );
+    let err = sotto::ggml_vad_from_onnx(b"\x08\x01", &onnx_path)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("silero_vad_v6.onnx"), "{err}");
+}
