@@ -12,6 +12,10 @@ export type TranscribeOptions = {
   offset?: number;
   duration?: number;
   tokenTimestamps?: boolean;
+  /** Split segments longer than this many characters, between words. */
+  maxLen?: number;
+  /** 0: no previous text in the prompt; other values keep all of it. */
+  maxContext?: number;
 };
 
 export type Segment = { text: string; t0: number; t1: number };

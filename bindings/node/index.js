@@ -142,8 +142,9 @@ class WhisperContext {
    * `data:audio/wav;base64,` URL, too).
    * Options as whisper.rn's: language ('auto' by default), translate, maxThreads,
    * beamSize, bestOf, temperature, temperatureInc, prompt, offset and duration (ms),
-   * tokenTimestamps, onProgress(percent), onNewSegments({ nNew, totalNNew, result,
-   * segments }). Segment times t0 and t1 are in 10 ms units, as whisper.cpp's.
+   * tokenTimestamps, maxLen, maxContext (0: no previous text), onProgress(percent),
+   * onNewSegments({ nNew, totalNNew, result, segments }). Segment times t0 and t1 are in
+   * 10 ms units, as whisper.cpp's.
    */
   transcribe(filePath, options) {
     return this._start({ file: fileOf(filePath) }, options);
@@ -238,7 +239,7 @@ class WhisperVadContext {
   /**
    * The stretches of speech in an audio file (or a WAV as a `data:audio/wav;base64,` URL):
    * `[{ t0, t1 }]` in 10 ms units, as whisper.rn gives them. Options as whisper.rn's, with
-   * whisper.cpp's defaults: threshold (0.5), minSpeechDurationMs (250),
+   * its defaults: threshold (0.5), minSpeechDurationMs (250),
    * minSilenceDurationMs (100), maxSpeechDurationS (30), speechPadMs (30);
    * samplesOverlap is accepted and unused (it concerns how whisper.cpp joins speech for
    * transcription, not the stretches found).

@@ -42,6 +42,7 @@ koffi.struct('sotto_params', {
   log_prob_threshold: 'float',
   no_speech_threshold: 'float',
   hotwords: 'const char *',
+  max_len: 'int',
 });
 koffi.struct('sotto_bench_result', {
   struct_size: 'size_t',
@@ -152,6 +153,11 @@ function transcribe(job) {
   if (o.temperature !== undefined) p.temperature = o.temperature;
   if (o.temperatureInc !== undefined) p.temperature_inc = o.temperatureInc;
   p.word_timestamps = o.tokenTimestamps ? 1 : 0;
+  // whisper.cpp's maxLen splits segments between words; maxContext 0 drops the previous
+  // text from the prompt (larger values keep all of it, up to the half context whisper.cpp
+  // also stops at).
+  if (o.maxLen > 0) p.max_len = Math.round(o.maxLen);
+  if (o.maxContext === 0) p.condition_on_previous_text = 0;
   p.initial_prompt = o.prompt || null;
   p.on_segment = (index, start, segEnd, text) => {
     const seg = { text, t0: cs(start + shift), t1: cs(segEnd + shift) };

@@ -84,6 +84,7 @@ class _Params(ctypes.Structure):
         ("log_prob_threshold", ctypes.c_float),
         ("no_speech_threshold", ctypes.c_float),
         ("hotwords", ctypes.c_char_p),
+        ("max_len", ctypes.c_int),
     ]
 
 

@@ -134,6 +134,15 @@ test('whisper.rn-style voice activity detection', async () => {
   await assert.rejects(initWhisperVad({ filePath: '/no/such.onnx' }), /no\/such\.onnx/);
 });
 
+test('maxLen splits segments between words; maxContext 0 is accepted', async () => {
+  const ctx = await initWhisper({ filePath: MODEL, useGpu: false });
+  const r = await ctx.transcribe(AUDIO, { beamSize: 1, maxThreads: 2, maxLen: 20, maxContext: 0 }).promise;
+  assert.strictEqual(normalise(r.result), JFK);
+  assert.ok(r.segments.length >= 5, JSON.stringify(r.segments));
+  for (const s of r.segments) assert.ok(s.text.trim().length <= 20, JSON.stringify(s));
+  await ctx.release();
+});
+
 test('a WAV data URL transcribes as the file does', async () => {
   const ctx = await initWhisper({ filePath: MODEL, useGpu: false });
   const r = await ctx.transcribe(wavDataUrl(jfkSamples()), { beamSize: 1, maxThreads: 2 }).promise;

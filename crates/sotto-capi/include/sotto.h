@@ -71,6 +71,8 @@ typedef struct sotto_params {
     float log_prob_threshold;    /* retry below it; NaN: never; default -1 */
     float no_speech_threshold;   /* skip a silent window above it; NaN: never; default 0.6 */
     const char *hotwords;        /* words to steer spelling, or NULL */
+    int max_len;                 /* split segments longer than this many characters between
+                                    words (whisper.cpp's max_len); 0: no limit */
 } sotto_params;
 
 /* The library's version, e.g. "0.1.0". */

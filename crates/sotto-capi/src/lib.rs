@@ -190,6 +190,7 @@ pub struct SottoParams {
     pub log_prob_threshold: f32,
     pub no_speech_threshold: f32,
     pub hotwords: *const c_char,
+    pub max_len: c_int,
 }
 
 /// `struct_size` of the first `sotto_params`, which ended at `user_data`.
@@ -289,6 +290,13 @@ impl SottoParams {
         opts.hotwords = unsafe { text(self.hotwords, "params.hotwords") }?
             .filter(|h| !h.is_empty())
             .map(str::to_string);
+        opts.max_segment_chars = match self.max_len {
+            0 => None,
+            n => Some(
+                usize::try_from(n)
+                    .map_err(|_| format!("params.max_len is {n}; it must be >= 0"))?,
+            ),
+        };
         Ok(opts)
     }
 }
@@ -331,6 +339,7 @@ pub extern "C" fn sotto_default_params() -> SottoParams {
         log_prob_threshold: threshold_c(d.log_prob_threshold),
         no_speech_threshold: threshold_c(d.no_speech_threshold),
         hotwords: ptr::null(),
+        max_len: 0,
     }
 }
 

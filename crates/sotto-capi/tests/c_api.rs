@@ -140,6 +140,10 @@ fn transcribes_through_the_c_interface() {
         params.patience = 0.0;
         assert!(sotto_transcribe(session, samples.as_ptr(), samples.len(), &params).is_null());
         assert!(last_error().contains("patience"), "{}", last_error());
+        params.patience = 1.0;
+        params.max_len = -3;
+        assert!(sotto_transcribe(session, samples.as_ptr(), samples.len(), &params).is_null());
+        assert!(last_error().contains("max_len"), "{}", last_error());
         let mut params = sotto_default_params();
         params.beam_size = 1;
         params.compression_ratio_threshold = f32::NAN;
