@@ -10,6 +10,7 @@ mod progress;
 #[cfg(feature = "server")]
 mod serve;
 mod transcribe;
+mod vad;
 mod writers;
 
 use std::path::PathBuf;
@@ -52,6 +53,9 @@ enum Command {
         #[arg(short, long)]
         threads: Option<usize>,
     },
+    /// List the stretches of speech in audio files (Silero VAD, as `transcribe --vad` finds
+    /// them): `start<TAB>end` seconds per line, or JSON.
+    Vad(vad::Args),
     /// List, fetch and locate models.
     #[command(subcommand)]
     Models(ModelsCommand),
@@ -180,6 +184,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Transcribe(args) => transcribe::run(&hub, *args),
         Command::Bench(args) => bench::run(&hub, args),
+        Command::Vad(args) => vad::run(&hub, args),
         #[cfg(feature = "server")]
         Command::Serve(args) => serve::run(&hub, *args),
         Command::DetectLanguage {

@@ -83,46 +83,8 @@ pub struct Args {
     #[arg(long)]
     vad: bool,
 
-    /// A Silero VAD file to use instead of the cached one: ONNX (faster-whisper's
-    /// silero_vad_v6.onnx) or whisper.cpp's ggml (ggml-silero-v5.1.2.bin, -v6.2.0.bin).
-    #[arg(long, value_name = "PATH", requires = "vad")]
-    vad_model: Option<PathBuf>,
-
-    /// VAD: speech probability threshold [default: 0.5]
-    #[arg(long, value_name = "P", requires = "vad")]
-    vad_threshold: Option<f32>,
-
-    /// VAD: silence that ends a stretch of speech, ms [default: 2000]
-    #[arg(
-        long,
-        visible_alias = "vad-min-silence-duration-ms",
-        value_name = "MS",
-        requires = "vad"
-    )]
-    vad_min_silence_ms: Option<f64>,
-
-    /// VAD: shorter stretches of speech are dropped, ms [default: 0]
-    #[arg(
-        long,
-        visible_alias = "vad-min-speech-duration-ms",
-        value_name = "MS",
-        requires = "vad"
-    )]
-    vad_min_speech_ms: Option<f64>,
-
-    /// VAD: longer stretches of speech are split, at a silence where there is one, seconds
-    /// [default: no limit]
-    #[arg(
-        long,
-        visible_alias = "vad-max-speech-duration-s",
-        value_name = "SECONDS",
-        requires = "vad"
-    )]
-    vad_max_speech_s: Option<f64>,
-
-    /// VAD: padding added to each side of a stretch of speech, ms [default: 400]
-    #[arg(long, value_name = "MS", requires = "vad")]
-    vad_speech_pad_ms: Option<f64>,
+    #[command(flatten)]
+    vad_args: crate::vad::VadArgs,
 
     /// Print where the time went to stderr.
     #[arg(long)]
@@ -417,32 +379,14 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
     };
     args.decoding.apply(&mut opts)?;
 
+    if !args.vad && args.vad_args.given() {
+        bail!("the --vad-* options apply with --vad");
+    }
     let vad = if args.vad {
-        let mut vad = match &args.vad_model {
-            Some(path) => sotto::Vad::load(path)?,
-            None => sotto::Vad::load_cached(hub, &mut progress::Download::new())?,
-        };
-        let o = &mut vad.options;
-        o.threshold = args.vad_threshold.unwrap_or(o.threshold);
-        o.min_silence_duration_ms = args.vad_min_silence_ms.unwrap_or(o.min_silence_duration_ms);
-        o.speech_pad_ms = args.vad_speech_pad_ms.unwrap_or(o.speech_pad_ms);
-        o.min_speech_duration_ms = args.vad_min_speech_ms.unwrap_or(o.min_speech_duration_ms);
-        o.max_speech_duration_s = args.vad_max_speech_s.unwrap_or(o.max_speech_duration_s);
-        let valid = (0.0..=1.0).contains(&o.threshold)
-            && o.min_silence_duration_ms >= 0.0
-            && o.min_speech_duration_ms >= 0.0
-            && o.speech_pad_ms >= 0.0
-            && o.max_speech_duration_s > 0.0;
-        if !valid {
-            bail!(
-                "--vad-threshold is a probability, the --vad-*-ms options are >= 0 and \
-                 --vad-max-speech-s is > 0"
-            );
-        }
         if !opts.clip_timestamps.is_empty() {
             bail!("--vad does not combine with --clip-timestamps, --offset or --duration");
         }
-        Some(vad)
+        Some(args.vad_args.load(hub)?)
     } else {
         None
     };

@@ -832,3 +832,59 @@ fn converts_the_onnx_vad_to_whisper_cpp_s_ggml_vad_file() {
         .failure()
         .stderr(predicate::str::contains("ggml only"));
 }
+
+#[test]
+fn vad_lists_the_stretches_of_speech() {
+    let vad = sotto_testdata::vad_model();
+    let dir = tempfile::tempdir().unwrap();
+    // jfk, 3 s of silence, jfk again: two stretches, the second from about 14 s.
+    let samples = sotto::audio::load_16k_mono(jfk().to_str().unwrap()).unwrap();
+    let gap = [samples.clone(), vec![0.0; 3 * 16_000], samples].concat();
+    let wav = dir.path().join("gap.wav");
+    std::fs::write(&wav, common::wav(&gap)).unwrap();
+    let out = sotto()
+        .arg("vad")
+        .arg("--vad-model")
+        .arg(&vad)
+        .arg(&wav)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let lines: Vec<(f64, f64)> = String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let (a, b) = l.split_once('\t').unwrap();
+            (a.parse().unwrap(), b.parse().unwrap())
+        })
+        .collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(
+        lines[0].0 < 0.5 && (13.5..14.5).contains(&lines[1].0),
+        "{lines:?}"
+    );
+    // JSON, a missing file among good ones (an error, the others still listed).
+    let out = sotto()
+        .args(["vad", "--json", "--vad-max-speech-s", "3"])
+        .arg("--vad-model")
+        .arg(&vad)
+        .arg(jfk())
+        .arg(dir.path().join("missing.wav"))
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("missing.wav"))
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert!(v[0]["speech"].as_array().unwrap().len() >= 4, "{v}");
+    // VAD flags without --vad are an error, not ignored.
+    sotto()
+        .args(["transcribe", "--vad-threshold", "0.3"])
+        .arg(jfk())
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("apply with --vad"));
+}

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{jfk, normalise, JFK};
+use common::{jfk, normalise, wav, JFK};
 
 /// A running `sotto serve`, killed when dropped.
 struct Server {
@@ -327,28 +327,6 @@ fn bad_requests_get_clear_errors_and_the_server_keeps_serving() {
     let ok = post(&inference, &[short]);
     assert_eq!(ok.status, 200, "{}", ok.body);
     assert!(normalise(ok.json()["text"].as_str().unwrap()).starts_with("and so my fellow"));
-}
-
-/// 16-bit mono WAV of `samples` at 16 kHz.
-fn wav(samples: &[f32]) -> Vec<u8> {
-    let data_len = (samples.len() * 2) as u32;
-    let mut out = Vec::with_capacity(44 + samples.len() * 2);
-    out.extend_from_slice(b"RIFF");
-    out.extend_from_slice(&(36 + data_len).to_le_bytes());
-    out.extend_from_slice(b"WAVEfmt ");
-    out.extend_from_slice(&16u32.to_le_bytes());
-    out.extend_from_slice(&1u16.to_le_bytes()); // PCM
-    out.extend_from_slice(&1u16.to_le_bytes()); // mono
-    out.extend_from_slice(&16_000u32.to_le_bytes());
-    out.extend_from_slice(&32_000u32.to_le_bytes());
-    out.extend_from_slice(&2u16.to_le_bytes());
-    out.extend_from_slice(&16u16.to_le_bytes());
-    out.extend_from_slice(b"data");
-    out.extend_from_slice(&data_len.to_le_bytes());
-    for s in samples {
-        out.extend_from_slice(&((s.clamp(-1.0, 1.0) * 32767.0) as i16).to_le_bytes());
-    }
-    out
 }
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
