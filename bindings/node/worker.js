@@ -43,6 +43,7 @@ koffi.struct('sotto_params', {
   no_speech_threshold: 'float',
   hotwords: 'const char *',
   max_len: 'int',
+  on_segment_transcript: 'void *',
 });
 koffi.struct('sotto_bench_result', {
   struct_size: 'size_t',

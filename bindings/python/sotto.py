@@ -35,6 +35,9 @@ _SEGMENT_CALLBACK = ctypes.CFUNCTYPE(
 )
 
 
+_TRANSCRIPT_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+
+
 class _VadParams(ctypes.Structure):
     # sotto_vad_params of sotto.h, field for field.
     _fields_ = [
@@ -85,6 +88,7 @@ class _Params(ctypes.Structure):
         ("no_speech_threshold", ctypes.c_float),
         ("hotwords", ctypes.c_char_p),
         ("max_len", ctypes.c_int),
+        ("on_segment_transcript", _TRANSCRIPT_CALLBACK),
     ]
 
 
@@ -393,9 +397,12 @@ class Session(_Handle):
                    log_prob_threshold: Optional[float] = -1.0,
                    no_speech_threshold: Optional[float] = 0.6,
                    condition_on_previous_text: bool = True,
-                   hotwords: Optional[str] = None) -> Transcript:
+                   hotwords: Optional[str] = None,
+                   on_full_segment: Optional[Callable[[Segment], Optional[bool]]] = None
+                   ) -> Transcript:
         """Transcribes a file path or 16 kHz mono samples. `on_segment(index, start, end, text)`
-        sees each segment as it is finished; returning False stops early. `vad_filter` (True,
+        sees each segment as it is finished, and `on_full_segment(segment)` sees it as a
+        whole `Segment` (tokens, words, ...); returning False stops early. `vad_filter` (True,
         or a Vad) transcribes only the speech the VAD finds, as faster-whisper's does, with
         `vad_parameters` (a VadOptions or a dict); times stay the audio's."""
         self._check()
@@ -429,8 +436,19 @@ class Session(_Handle):
                 raised.append(e)
                 return 0
 
+        def full(one, _user):
+            try:
+                seg = _read(one).segments[0]
+                seg.id = full.count = full.count + 1
+                return 0 if on_full_segment(seg) is False else 1
+            except BaseException as e:  # noqa: BLE001 - re-raised below, after the C call
+                raised.append(e)
+                return 0
+
+        full.count = 0
         keep = _SEGMENT_CALLBACK(callback) if on_segment else _SEGMENT_CALLBACK()
-        p.on_segment = keep
+        keep_full = _TRANSCRIPT_CALLBACK(full) if on_full_segment else _TRANSCRIPT_CALLBACK()
+        p.on_segment, p.on_segment_transcript = keep, keep_full
         if isinstance(audio, (str, bytes, os.PathLike)):
             t = _lib.sotto_transcribe_file(self._h, os.fsencode(audio), ctypes.byref(p))
         else:
@@ -569,41 +587,86 @@ class WhisperModel:
                    vad_filter: bool = False, vad_parameters=None,
                    without_timestamps: bool = False, hotwords: Optional[str] = None,
                    **kwargs):
-        """As faster-whisper's: returns `(segments, info)`. The transcription runs here, not
-        lazily as the segments are read; `segments` is an iterator over them all. Options
-        sotto does not take raise TypeError rather than being ignored."""
+        """As faster-whisper's: returns `(segments, info)` at once, `segments` a generator
+        that transcribes as it is read (each segment as soon as it is finished; closing it
+        early stops the transcription). Options sotto does not take raise TypeError rather
+        than being ignored."""
         if kwargs:
             raise TypeError(f"transcribe: unsupported arguments {sorted(kwargs)}")
         if task not in ("transcribe", "translate"):
             raise ValueError(f"task {task!r} is not transcribe or translate")
         t0, step = _temperatures(temperature)
         samples = _samples_of(audio)
+        duration = len(samples) / 16000
         vad = _shared_vad() if vad_filter else None
         options = _vad_options(vad_parameters, None) if vad_filter else None
-        session = self._sessions.get()
-        try:
-            t = session.transcribe(
-                samples, language=language, translate=task == "translate",
-                beam_size=beam_size, best_of=best_of, temperature=t0,
-                temperature_increment=step, without_timestamps=without_timestamps,
-                word_timestamps=word_timestamps, initial_prompt=initial_prompt,
-                vad_filter=vad or False, vad_parameters=options, patience=patience,
-                length_penalty=length_penalty,
-                compression_ratio_threshold=compression_ratio_threshold,
-                log_prob_threshold=log_prob_threshold,
-                no_speech_threshold=no_speech_threshold,
-                condition_on_previous_text=condition_on_previous_text, hotwords=hotwords)
-        finally:
-            self._sessions.put(session)
-        after_vad = t.duration
+        after_vad, speech = duration, samples
         if vad is not None:
-            after_vad = sum(e - s for s, e in vad.speech(samples, options))
+            stretches = vad.speech(samples, options)
+            after_vad = sum(e - s for s, e in stretches)
+            speech = array.array("f")
+            for s, e in stretches:
+                speech.extend(samples[round(s * 16000):round(e * 16000)])
+        # The language is known before the first segment, as faster-whisper decides it:
+        # from the first 30 s of speech.
+        probability = 1.0
+        if language is None:
+            if not self.model.is_multilingual:
+                language = "en"
+            elif len(speech) == 0:
+                language, probability = "en", 0.0
+            else:
+                session = self._sessions.get()
+                try:
+                    language, probability = session.detect_language(speech)
+                finally:
+                    self._sessions.put(session)
         info = TranscriptionInfo(
-            language=t.language, language_probability=t.language_probability,
-            duration=t.duration, duration_after_vad=after_vad,
+            language=language, language_probability=probability, duration=duration,
+            duration_after_vad=after_vad,
             transcription_options=dict(beam_size=beam_size, best_of=best_of,
                                        patience=patience, length_penalty=length_penalty,
                                        temperatures=temperature,
                                        word_timestamps=word_timestamps),
             vad_options=options)
-        return iter(t.segments), info
+        run = dict(
+            language=language, translate=task == "translate", beam_size=beam_size,
+            best_of=best_of, temperature=t0, temperature_increment=step,
+            without_timestamps=without_timestamps, word_timestamps=word_timestamps,
+            initial_prompt=initial_prompt, vad_filter=vad or False, vad_parameters=options,
+            patience=patience, length_penalty=length_penalty,
+            compression_ratio_threshold=compression_ratio_threshold,
+            log_prob_threshold=log_prob_threshold, no_speech_threshold=no_speech_threshold,
+            condition_on_previous_text=condition_on_previous_text, hotwords=hotwords)
+        return self._segments(samples, run), info
+
+    def _segments(self, samples, run):
+        """Transcribes on a thread of its own, handing each finished segment over."""
+        import queue
+        import threading
+
+        handed = queue.Queue()
+        stop = threading.Event()
+
+        def work(session):
+            try:
+                session.transcribe(samples, on_full_segment=lambda seg: (
+                    handed.put(("segment", seg)), not stop.is_set())[1], **run)
+                handed.put(("done", None))
+            except BaseException as e:  # noqa: BLE001 - raised in the reading thread
+                handed.put(("error", e))
+            finally:
+                self._sessions.put(session)
+
+        threading.Thread(target=work, args=(self._sessions.get(),), daemon=True).start()
+        try:
+            while True:
+                kind, value = handed.get()
+                if kind == "segment":
+                    yield value
+                elif kind == "error":
+                    raise value
+                else:
+                    return
+        finally:
+            stop.set()

@@ -158,13 +158,28 @@ class TestWhisperModel(unittest.TestCase):
         self.assertGreaterEqual(next(iter(self.model.transcribe(
             audio, beam_size=1, vad_filter=True)[0])).start, 4.5)
 
+    def test_segments_come_as_they_are_read_and_closing_stops(self):
+        segments, info = self.model.transcribe(AUDIO, beam_size=1)
+        self.assertEqual(info.language, "en")  # known before any segment is read
+        first = next(segments)
+        self.assertEqual(first.id, 1)
+        self.assertTrue(first.text.strip().lower().startswith("and so"), first)
+        segments.close()  # stops the transcription; its session goes back to the pool
+        for _ in range(3):  # more runs than the two sessions: each came back
+            segs, _ = self.model.transcribe(AUDIO, beam_size=1)
+            self.assertEqual(normalise("".join(s.text for s in segs)), JFK)
+        # An error in the transcription surfaces while reading.
+        segs, _ = self.model.transcribe(AUDIO, best_of=0, temperature=0.0)
+        with self.assertRaisesRegex(sotto.SottoError, "best_of"):
+            list(segs)
+
     def test_what_sotto_does_not_take_is_refused(self):
         with self.assertRaisesRegex(TypeError, "repetition_penalty"):
             self.model.transcribe(AUDIO, repetition_penalty=1.1)
         with self.assertRaisesRegex(ValueError, "temperature"):
             self.model.transcribe(AUDIO, temperature=[0.0, 0.5, 0.7])
         with self.assertRaisesRegex(sotto.SottoError, "patience"):
-            self.model.transcribe(AUDIO, patience=0)
+            list(self.model.transcribe(AUDIO, patience=0)[0])
         with self.assertRaisesRegex(TypeError, "flash_attention"):
             sotto.WhisperModel(MODEL, flash_attention=True)
 

@@ -42,6 +42,12 @@ typedef struct sotto_vad_params {
     int speech_pad_ms;           /* added to each side of a stretch; default 400 */
 } sotto_vad_params;
 
+/* Called as each segment is finished, with a transcript of that segment alone (its
+ * segment 0, read with the sotto_transcript_* functions; valid during the call only; its
+ * language and duration are not set). Return nonzero to go on, 0 to stop early. */
+typedef int (*sotto_segment_transcript_callback)(const sotto_transcript *segment,
+                                                 void *user_data);
+
 /* Decoding options. Get them from sotto_default_params(), then change fields. Fields are
  * only ever appended: a program built against an older sotto.h keeps working, the fields
  * it does not know keeping their defaults. */
@@ -73,6 +79,7 @@ typedef struct sotto_params {
     const char *hotwords;        /* words to steer spelling, or NULL */
     int max_len;                 /* split segments longer than this many characters between
                                     words (whisper.cpp's max_len); 0: no limit */
+    sotto_segment_transcript_callback on_segment_transcript; /* or NULL; gets user_data */
 } sotto_params;
 
 /* The library's version, e.g. "0.1.0". */

@@ -162,6 +162,11 @@ pub type SegmentCallback = unsafe extern "C" fn(
     user_data: *mut c_void,
 ) -> c_int;
 
+/// Called as each segment is finished with a transcript of that segment alone; 0 stops
+/// the transcription.
+pub type SegmentTranscriptCallback =
+    unsafe extern "C" fn(segment: *const SottoTranscript, user_data: *mut c_void) -> c_int;
+
 /// `sotto_params` of `sotto.h`, field for field. Fields are only ever appended: a caller
 /// built against an older header passes a smaller `struct_size`, and the fields it lacks
 /// keep their defaults.
@@ -191,6 +196,7 @@ pub struct SottoParams {
     pub no_speech_threshold: f32,
     pub hotwords: *const c_char,
     pub max_len: c_int,
+    pub on_segment_transcript: Option<SegmentTranscriptCallback>,
 }
 
 /// `struct_size` of the first `sotto_params`, which ended at `user_data`.
@@ -340,6 +346,7 @@ pub extern "C" fn sotto_default_params() -> SottoParams {
         no_speech_threshold: threshold_c(d.no_speech_threshold),
         hotwords: ptr::null(),
         max_len: 0,
+        on_segment_transcript: None,
     }
 }
 
@@ -452,15 +459,28 @@ unsafe fn run(
     let vad = unsafe { p.vad.as_ref() };
     let vad_options = p.vad_params.options()?;
     let mut index = 0;
-    let (callback, user_data) = (p.on_segment, p.user_data);
+    let (callback, whole, user_data) = (p.on_segment, p.on_segment_transcript, p.user_data);
     let mut on_segment = |seg: &sotto::Segment| {
-        let Some(cb) = callback else { return true };
-        let text = c_string(&seg.text);
-        // SAFETY: the caller's callback, given a string alive for the call and its own
-        // user_data, as sotto.h documents.
-        let go_on = unsafe { cb(index, seg.start, seg.end, text.as_ptr(), user_data) };
+        let mut go_on = true;
+        if let Some(cb) = callback {
+            let text = c_string(&seg.text);
+            // SAFETY: the caller's callback, given a string alive for the call and its own
+            // user_data, as sotto.h documents.
+            go_on &= unsafe { cb(index, seg.start, seg.end, text.as_ptr(), user_data) } != 0;
+        }
+        if let Some(cb) = whole {
+            let one = SottoTranscript::new(sotto::Transcript {
+                language: String::new(),
+                language_probability: f64::NAN,
+                duration: f64::NAN,
+                segments: vec![seg.clone()],
+            });
+            // SAFETY: the caller's callback, given a transcript alive for the call and its
+            // own user_data, as sotto.h documents.
+            go_on &= unsafe { cb(&one, user_data) } != 0;
+        }
         index += 1;
-        go_on != 0
+        go_on
     };
     let t = match vad {
         None => s.0.transcribe(samples, &opts, &mut on_segment),

@@ -38,6 +38,24 @@ unsafe extern "C" fn stop_after_first(
     0
 }
 
+unsafe extern "C" fn keep_whole_segments(
+    segment: *const SottoTranscript,
+    user_data: *mut c_void,
+) -> c_int {
+    // SAFETY: user_data is the Vec this test passed; the segment's transcript is alive
+    // during the call.
+    let seen = unsafe { &mut *user_data.cast::<Vec<(String, c_int)>>() };
+    // SAFETY: as above.
+    unsafe {
+        assert_eq!(sotto_transcript_n_segments(segment), 1);
+        seen.push((
+            string(sotto_transcript_segment_text(segment, 0)).unwrap(),
+            sotto_transcript_segment_n_tokens(segment, 0),
+        ));
+    }
+    1
+}
+
 #[test]
 fn transcribes_through_the_c_interface() {
     let model_dir = sotto_testdata::model_dir("tiny.en");
@@ -108,6 +126,26 @@ fn transcribes_through_the_c_interface() {
             string(sotto_transcript_segment_text(t, 0)).unwrap(),
             seen[0].1
         );
+        sotto_transcript_free(t);
+
+        // Whole segments as they are finished: the same as the transcript's.
+        let mut whole: Vec<(String, c_int)> = Vec::new();
+        let mut params = sotto_default_params();
+        params.beam_size = 1;
+        params.on_segment_transcript = Some(keep_whole_segments);
+        params.user_data = (&mut whole as *mut Vec<(String, c_int)>).cast();
+        let t = sotto_transcribe(session, samples.as_ptr(), samples.len(), &params);
+        assert!(!t.is_null(), "{}", last_error());
+        let n = sotto_transcript_n_segments(t);
+        assert_eq!(whole.len(), n as usize);
+        for (i, (text, tokens)) in whole.iter().enumerate() {
+            let i = i as c_int;
+            assert_eq!(
+                string(sotto_transcript_segment_text(t, i)).as_ref(),
+                Some(text)
+            );
+            assert_eq!(sotto_transcript_segment_n_tokens(t, i), *tokens);
+        }
         sotto_transcript_free(t);
 
         // The bench checks what it is given.
