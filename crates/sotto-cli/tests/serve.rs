@@ -444,3 +444,64 @@ fn a_vad_model_given_at_start_serves_whisper_cpp_vad_requests() {
     .json();
     assert_eq!(normalise(v["text"].as_str().unwrap()), JFK, "{v}");
 }
+
+#[test]
+fn stream_true_answers_server_sent_events_as_segments_finish() {
+    let s = Server::start(&[]);
+    let audio = std::fs::read(jfk()).unwrap();
+    let a = post(
+        &format!("{}/v1/audio/transcriptions", s.url),
+        &[
+            ("file", Some("jfk.wav"), &audio),
+            ("stream", None, b"true"),
+            ("beam_size", None, b"1"),
+        ],
+    );
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert!(
+        a.content_type.starts_with("text/event-stream"),
+        "{}",
+        a.content_type
+    );
+    let events: Vec<serde_json::Value> = a
+        .body
+        .split("\n\n")
+        .filter(|e| !e.is_empty())
+        .map(|e| serde_json::from_str(e.strip_prefix("data: ").expect("a data line")).unwrap())
+        .collect();
+    let (last, deltas) = events.split_last().unwrap();
+    assert!(deltas.len() >= 2, "{events:?}");
+    assert!(deltas.iter().all(|d| d["type"] == "transcript.text.delta"));
+    assert_eq!(last["type"], "transcript.text.done");
+    let joined: String = deltas
+        .iter()
+        .map(|d| d["delta"].as_str().unwrap())
+        .collect();
+    assert_eq!(joined.trim(), last["text"].as_str().unwrap());
+    assert_eq!(normalise(&joined), JFK);
+    // A failing job ends the stream with an error event; a bad field is a plain 400.
+    let a = post(
+        &format!("{}/v1/audio/transcriptions", s.url),
+        &[
+            ("file", Some("jfk.wav"), &audio),
+            ("stream", None, b"true"),
+            ("language", None, b"de"),
+        ],
+    );
+    assert!(
+        a.body.contains("\"type\":\"error\"") && a.body.contains("English-only"),
+        "{}",
+        a.body
+    );
+    let a = post(
+        &format!("{}/v1/audio/transcriptions", s.url),
+        &[
+            ("file", Some("jfk.wav"), &audio),
+            ("stream", None, b"perhaps"),
+        ],
+    );
+    assert_eq!(a.status, 400, "{}", a.body);
+    // The in-flight count came back down: health says no request is running.
+    let health = get(&format!("{}/health", s.url)).json();
+    assert_eq!(health["status"], "ok", "{health}");
+}

@@ -230,6 +230,9 @@ pub struct Job {
     /// How the VAD finds speech: faster-whisper's defaults, changed by whisper.cpp's
     /// `vad_threshold`, `vad_min_speech_duration_ms`, ... fields.
     pub vad_options: sotto::VadOptions,
+    /// Answer as server-sent events, a `transcript.text.delta` per finished segment then
+    /// `transcript.text.done`, as OpenAI's streaming transcriptions do (`stream=true`).
+    pub stream: bool,
 }
 
 /// Fields clients send that change nothing here: whisper.cpp's console and model-loading
@@ -345,7 +348,7 @@ pub fn read_job(
     translate_route: bool,
 ) -> Result<Job, ApiError> {
     let mut opts = defaults.clone();
-    for unsupported in ["diarize", "tinydiarize", "stream"] {
+    for unsupported in ["diarize", "tinydiarize"] {
         if boolean(form, unsupported)? == Some(true) {
             return Err(ApiError::bad_request(format!(
                 "{unsupported} is not supported by this server"
@@ -507,12 +510,19 @@ pub fn read_job(
     }
     // whisper.cpp's overlap between the joined stretches has no counterpart here.
     number(form, "vad_samples_overlap")?;
+    let stream = boolean(form, "stream")?.unwrap_or(false);
+    if stream && detect_language {
+        return Err(ApiError::bad_request(
+            "stream does not combine with detect_language",
+        ));
+    }
     Ok(Job {
         opts,
         format,
         detect_language,
         vad,
         vad_options,
+        stream,
     })
 }
 
@@ -655,7 +665,7 @@ mod tests {
                 "timestamp_granularities",
             ),
             (vec![("diarize", "true")], "diarize"),
-            (vec![("stream", "true")], "stream"),
+            (vec![("stream", "maybe")], "stream"),
             (
                 vec![("vad_filter", "yes"), ("offset_t", "500")],
                 "vad_filter",

@@ -168,6 +168,8 @@ struct Work {
     samples: Vec<f32>,
     name: String,
     reply: oneshot::Sender<Result<Reply, ApiError>>,
+    /// For `stream=true`: each finished segment's event, as it is finished.
+    events: Option<tokio::sync::mpsc::UnboundedSender<String>>,
 }
 
 struct Reply {
@@ -450,15 +452,73 @@ async fn openai_translations(State(shared): State<Arc<Shared>>, req: Request) ->
     answer(transcribe(shared, req, true).await, Dialect::OpenAi)
 }
 
-fn answer(r: Result<Reply, ApiError>, dialect: Dialect) -> Response {
+/// What a transcription request gets: the whole answer, or (`stream=true`) its events as
+/// they come.
+enum Answer {
+    Whole(Reply),
+    Events(Body),
+}
+
+fn answer(r: Result<Answer, ApiError>, dialect: Dialect) -> Response {
     match r {
-        Ok(reply) => (
+        Ok(Answer::Whole(reply)) => (
             StatusCode::OK,
             [(header::CONTENT_TYPE, reply.content_type)],
             reply.body,
         )
             .into_response(),
+        Ok(Answer::Events(body)) => (
+            StatusCode::OK,
+            [
+                (header::CONTENT_TYPE, "text/event-stream"),
+                (header::CACHE_CONTROL, "no-cache"),
+            ],
+            body,
+        )
+            .into_response(),
         Err(e) => error_response(&e, dialect),
+    }
+}
+
+/// The server-sent events of a streamed transcription: each segment's delta as the worker
+/// sends it, then the worker's last word (`transcript.text.done`, or an error event).
+/// `slot` holds the request's in-flight place until the stream ends.
+fn event_stream(
+    events: tokio::sync::mpsc::UnboundedReceiver<String>,
+    answer: oneshot::Receiver<Result<Reply, ApiError>>,
+    slot: OwnedSlot,
+) -> Body {
+    let state = (events, Some(answer), slot);
+    let stream = futures_util::stream::unfold(state, |(mut events, answer, slot)| async move {
+        if let Some(event) = events.recv().await {
+            return Some((
+                Ok::<_, std::convert::Infallible>(sse(&event)),
+                (events, answer, slot),
+            ));
+        }
+        let last = match answer?.await {
+            Ok(Ok(reply)) => String::from_utf8_lossy(&reply.body).into_owned(),
+            Ok(Err(e)) => json!({ "type": "error", "error": { "message": e.message } }).to_string(),
+            Err(_) => {
+                json!({ "type": "error", "error": { "message": "the worker stopped" } }).to_string()
+            }
+        };
+        Some((Ok(sse(&last)), (events, None, slot)))
+    });
+    Body::from_stream(stream)
+}
+
+/// One server-sent event carrying `data` (one line of JSON).
+fn sse(data: &str) -> String {
+    format!("data: {data}\n\n")
+}
+
+/// A request's in-flight place, held by an event stream that outlives the handler.
+struct OwnedSlot(Arc<Shared>);
+
+impl Drop for OwnedSlot {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -531,7 +591,7 @@ async fn transcribe(
     shared: Arc<Shared>,
     req: Request,
     translate_route: bool,
-) -> Result<Reply, ApiError> {
+) -> Result<Answer, ApiError> {
     let held = shared.in_flight.fetch_add(1, Ordering::AcqRel);
     let _slot = Slot(&shared.in_flight);
     if held >= shared.max_in_flight() {
@@ -554,11 +614,18 @@ async fn transcribe(
             .map_err(|e| ApiError::new(500, format!("decoding the audio: {e}")))??
     };
     let (reply, answer) = oneshot::channel();
+    let (events, stream) = if job.stream {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        (Some(tx), Some(rx))
+    } else {
+        (None, None)
+    };
     let work = Work {
         job,
         samples,
         name,
         reply,
+        events,
     };
     let sent = match &*shared.jobs.lock().unwrap_or_else(|p| p.into_inner()) {
         Some(jobs) => jobs.try_send(work),
@@ -571,9 +638,16 @@ async fn transcribe(
             return Err(ApiError::new(503, "the server is shutting down"))
         }
     }
+    if let Some(events) = stream {
+        // The stream keeps this request's in-flight place until it ends.
+        shared.in_flight.fetch_add(1, Ordering::AcqRel);
+        let slot = OwnedSlot(shared.clone());
+        return Ok(Answer::Events(event_stream(events, answer, slot)));
+    }
     answer
         .await
         .map_err(|_| ApiError::new(500, "the worker stopped before answering"))?
+        .map(Answer::Whole)
 }
 
 fn busy(shared: &Shared) -> ApiError {
@@ -618,7 +692,7 @@ fn worker(shared: &Shared, queue: &Mutex<Receiver<Work>>) {
                 Err(_) => return,
             }
         };
-        if work.reply.is_closed() {
+        if work.reply.is_closed() || work.events.as_ref().is_some_and(|e| e.is_closed()) {
             continue; // the client left while the job waited
         }
         let start = Instant::now();
@@ -680,6 +754,14 @@ fn run_job(
             content_type: "application/json",
         });
     }
+    // Streamed: each segment's text as it is finished; a client that left stops the work.
+    let mut on_segment = |seg: &sotto::Segment| match &work.events {
+        None => true,
+        Some(events) => {
+            let delta = json!({ "type": "transcript.text.delta", "delta": seg.text });
+            events.send(delta.to_string()).is_ok()
+        }
+    };
     let t = if work.job.vad {
         let vad = shared
             .vad
@@ -691,11 +773,18 @@ fn run_job(
             .map_err(|e| ApiError::new(500, e.clone()))?;
         let mut vad = vad.clone();
         vad.options = work.job.vad_options.clone();
-        s.transcribe_speech(&vad, &work.samples, &work.job.opts, &mut |_| true)
+        s.transcribe_speech(&vad, &work.samples, &work.job.opts, &mut on_segment)
     } else {
-        s.transcribe(&work.samples, &work.job.opts, &mut |_| true)
+        s.transcribe(&work.samples, &work.job.opts, &mut on_segment)
     }
     .map_err(to_api)?;
+    if work.events.is_some() {
+        let done = json!({ "type": "transcript.text.done", "text": t.text() });
+        return Ok(Reply {
+            body: done.to_string().into_bytes(),
+            content_type: "text/event-stream",
+        });
+    }
     let (body, content_type) = work.job.format.render(&t, work.job.opts.task);
     Ok(Reply { body, content_type })
 }
