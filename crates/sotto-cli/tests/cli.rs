@@ -190,20 +190,7 @@ fn non_audio_and_empty_audio_are_one_line_errors() {
 
     // A valid WAV header with no samples.
     let empty = dir.path().join("empty.wav");
-    let mut wav = Vec::new();
-    wav.extend_from_slice(b"RIFF");
-    wav.extend_from_slice(&36u32.to_le_bytes());
-    wav.extend_from_slice(b"WAVEfmt ");
-    wav.extend_from_slice(&16u32.to_le_bytes());
-    wav.extend_from_slice(&1u16.to_le_bytes()); // PCM
-    wav.extend_from_slice(&1u16.to_le_bytes()); // mono
-    wav.extend_from_slice(&16000u32.to_le_bytes());
-    wav.extend_from_slice(&32000u32.to_le_bytes());
-    wav.extend_from_slice(&2u16.to_le_bytes());
-    wav.extend_from_slice(&16u16.to_le_bytes());
-    wav.extend_from_slice(b"data");
-    wav.extend_from_slice(&0u32.to_le_bytes());
-    std::fs::write(&empty, wav).unwrap();
+    std::fs::write(&empty, common::wav(&[])).unwrap();
     assert_one_line_error(
         sotto().args(["transcribe", "-m"]).arg(&model).arg(&empty),
         "empty.wav",
