@@ -375,25 +375,68 @@ impl CpuBackend {
         kv: &PackedKv,
         out: &mut [f32],
     ) -> Result<()> {
-        let d = kv.d();
-        if tq == 0 || q.len() != tq * d || out.len() != tq * d {
+        self.attention_packed_groups(q, &[(0, tq)], &|_| kv, out)
+    }
+
+    /// [`CpuBackend::attention_packed`] over consecutive row groups, each against its own
+    /// keys and values (a batch of windows decoded together: each sequence attends to its
+    /// window's audio), in one fork/join over (group, head, row chunk).
+    ///
+    /// `groups`: `(kv index, rows)` in row order; group g attends to `kv(index)`, every kv
+    /// of the same shape. `q`, `out` Shape: [Σ rows, d].
+    pub fn attention_packed_groups<'k>(
+        &self,
+        q: &[f32],
+        groups: &[(usize, usize)],
+        kv: &(dyn Fn(usize) -> &'k PackedKv + Sync),
+        out: &mut [f32],
+    ) -> Result<()> {
+        let Some(&(first, _)) = groups.first() else {
+            return Err(shape_err("attention_packed", "no row groups"));
+        };
+        let first = kv(first);
+        let (d, tq) = (first.d(), groups.iter().map(|g| g.1).sum::<usize>());
+        let same = |kv: &PackedKv| (kv.tk, kv.n_head, kv.dh) == (first.tk, first.n_head, first.dh);
+        if tq == 0
+            || q.len() != tq * d
+            || out.len() != tq * d
+            || groups.iter().any(|&(i, rows)| rows == 0 || !same(kv(i)))
+        {
             return Err(shape_err(
                 "attention_packed",
                 format!(
-                    "q {} and out {} values for {tq} rows of {d}",
+                    "q {} and out {} values for {tq} rows of {d} in {} groups (each group \
+                     non-empty, every kv of one shape)",
                     q.len(),
-                    out.len()
+                    out.len(),
+                    groups.len()
                 ),
             ));
         }
-        let (isa, dh, dhp, tk) = (self.isa(), kv.dh, kv.dhp(), kv.tk);
-        let lds = kv.nb() * KEY_BLOCK;
+        let (isa, dh, dhp, tk, n_head) =
+            (self.isa(), first.dh, first.dhp(), first.tk, first.n_head);
+        let lds = first.nb() * KEY_BLOCK;
         let scale = 1.0 / (dh as f32).sqrt();
-        let chunks = tq.div_ceil(Q_CHUNK);
+        // Tasks: per group, its heads × row chunks, numbered on from the groups before.
+        let tasks: usize = groups.iter().map(|g| n_head * g.1.div_ceil(Q_CHUNK)).sum();
+        // Task t's group: its kv, first row, rows and chunks, and t within the group.
+        let locate = |mut t: usize| {
+            let mut row0 = 0;
+            for &(i, rows) in groups {
+                let chunks = rows.div_ceil(Q_CHUNK);
+                if t < n_head * chunks {
+                    return (kv(i), row0, rows, chunks, t);
+                }
+                (t, row0) = (t - n_head * chunks, row0 + rows);
+            }
+            unreachable!("task {t} past the groups' tasks")
+        };
         let dst = OutPtr(out.as_mut_ptr());
         let task = |t: usize| {
-            let (h, i0) = (t / chunks, t % chunks * Q_CHUNK);
-            let n = Q_CHUNK.min(tq - i0);
+            let (kv, row0, rows, chunks, t) = locate(t);
+            let (h, c) = (t / chunks, t % chunks);
+            let i0 = row0 + c * Q_CHUNK;
+            let n = Q_CHUNK.min(row0 + rows - i0);
             SCRATCH.with_borrow_mut(|buf| {
                 buf.resize(scratch_len(tk, dh), 0.0);
                 let (s, rest) = buf.split_at_mut(Q_CHUNK * lds);
@@ -415,7 +458,6 @@ impl CpuBackend {
                 }
             })
         };
-        let tasks = kv.n_head * chunks;
         if self.threads() == 1 {
             (0..tasks).for_each(task);
         } else {
@@ -604,6 +646,55 @@ mod tests {
                         assert!((s[i * tk + j] - w).abs() < 1e-4, "{isa:?} score {i} {j}");
                     }
                 }
+            }
+        }
+    }
+
+    /// Row groups against their own keys and values equal each group on its own, bit for
+    /// bit; groups of other shapes, empty groups and no groups are refused.
+    #[test]
+    fn groups_match_each_group_alone() {
+        for isa in sotto_isa::available() {
+            let be = CpuBackend::with_isa(2, isa).unwrap();
+            let (tk, nh, dh) = (70, 3, 20);
+            let d = nh * dh;
+            let kvs: Vec<PackedKv> = (0..3)
+                .map(|i| {
+                    let mut kv = PackedKv::new(tk, nh, d).unwrap();
+                    kv.pack(isa, &rand_vec(tk * d, 10 + i), &rand_vec(tk * d, 20 + i))
+                        .unwrap();
+                    kv
+                })
+                .collect();
+            let by_index = |i: usize| &kvs[i];
+            for groups in [
+                [(0, 1), (1, 1), (2, 1)],
+                [(2, 5), (0, 1), (1, 9)],
+                [(1, 2), (1, 7), (0, 3)],
+            ] {
+                let tq: usize = groups.iter().map(|g| g.1).sum();
+                let q = rand_vec(tq * d, 3);
+                let mut got = vec![f32::NAN; tq * d];
+                be.attention_packed_groups(&q, &groups, &by_index, &mut got)
+                    .unwrap();
+                let mut r0 = 0;
+                for (i, n) in groups {
+                    let mut want = vec![f32::NAN; n * d];
+                    be.attention_packed(&q[r0 * d..(r0 + n) * d], n, &kvs[i], &mut want)
+                        .unwrap();
+                    assert_eq!(&got[r0 * d..(r0 + n) * d], &want[..], "{isa:?} {groups:?}");
+                    r0 += n;
+                }
+            }
+            let other = PackedKv::new(tk + 1, nh, d).unwrap();
+            let with_other = |i: usize| if i == 3 { &other } else { &kvs[i] };
+            let mut out = vec![0.0; 2 * d];
+            let q = vec![0.0; 2 * d];
+            let bad: [&[(usize, usize)]; 3] = [&[(0, 1), (3, 1)], &[(0, 2), (1, 0)], &[]];
+            for groups in bad {
+                assert!(be
+                    .attention_packed_groups(&q, groups, &with_other, &mut out)
+                    .is_err());
             }
         }
     }

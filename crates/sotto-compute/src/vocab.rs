@@ -31,16 +31,14 @@ use crate::{shape_err, CpuBackend, Linear, OutPtr, Result, Weight};
 /// dozen exactly summed integer block dots times f32 scales, and the recomputation sums
 /// n_in f32 products, each erring by far less than 1e-6 of `Σ|w'_i x̃_i|`.
 const SUM_SLACK: f32 = 1e-5;
-/// Input rows per pass of the full product: their 10 split rows are one pass of the VNNI
-/// kernel, so 5 sampled candidates read each plane once.
-const EXACT_PASS: usize = 5;
 /// Candidate rows each thread's [`Recompute`] widens to f32 at a time (a multiple of the
 /// product kernels' row groups, so a chunk's sums are those of one whole pass).
 const RECOMPUTE_CHUNK: usize = 64;
 /// Candidate indices each thread's [`Recompute`] holds from the start: a step recomputes a
 /// few to a few dozen rows, a flat distribution some hundreds.
 const KEEP_CANDS: usize = 2048;
-/// Groups per local output block of the kernels (at most 2 · SMALL_M split rows).
+/// Groups per local output block of the kernels: one block of a plane (~48 KiB at 384
+/// inputs) stays in L2 while every input row's passes read it.
 const LOCAL_GROUPS: usize = 8;
 
 /// A vocabulary projection's weights (see the module docs): `n_out` rows of `n_in` values,
@@ -286,6 +284,9 @@ thread_local! {
     static SPLIT: Cell<QuantActs> = const { Cell::new(QuantActs::new()) };
     /// Each thread's buffers for finishing a screened row (see [`Recompute`]).
     static RECOMPUTE: Cell<Recompute> = Cell::new(Recompute::default());
+    /// Each thread's output block of both planes when a product has more than
+    /// [`SMALL_M`] rows (fewer use the stack).
+    static BLOCKS: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
 }
 
 /// Sizes this thread's [`SPLIT`] (each row and its remainder: twice the rows) and
@@ -297,6 +298,11 @@ pub(crate) fn reserve_thread(shapes: &crate::DecodeShapes) {
     let mut r = RECOMPUTE.take();
     r.reserve(shapes.d);
     RECOMPUTE.set(r);
+    if shapes.rows > SMALL_M {
+        let mut b = BLOCKS.take();
+        b.reserve((2 * LOCAL_GROUPS * GROUP_ROWS * 2 * shapes.rows).saturating_sub(b.len()));
+        BLOCKS.set(b);
+    }
 }
 
 /// Buffers for finishing one screened row, kept per thread so a decoder step allocates
@@ -395,7 +401,7 @@ impl CpuBackend {
         top: Option<&VocabTop>,
         logits: &mut [f32],
     ) -> Result<()> {
-        let (Weight::Vocab(v), Some(top), true) = (&w.weight, top, m <= SMALL_M) else {
+        let (Weight::Vocab(v), Some(top)) = (&w.weight, top) else {
             return self.linear(x, m, w, logits);
         };
         if x.len() != m * v.n_in || logits.len() != m * v.n_out || w.bias.is_some() {
@@ -441,17 +447,14 @@ impl CpuBackend {
     }
 
     /// [`CpuBackend::linear`] for [`VocabWeights`]: every row in full, both planes against
-    /// at most [`EXACT_PASS`] input rows per pass, then the f16 tail.
+    /// all input rows in one pass over each, then the f16 tail.
     pub(crate) fn vocab_exact(&self, x: &[f32], m: usize, v: &VocabWeights, out: &mut [f32]) {
-        let (k, n) = (v.n_in, v.n_out);
+        let k = v.n_in;
         let mut acts = SPLIT.with(Cell::take);
         let mut tilde = self.scratch_f32.take_dirty();
-        for i0 in (0..m).step_by(EXACT_PASS) {
-            let g = (m - i0).min(EXACT_PASS);
-            split(&x[i0 * k..(i0 + g) * k], g, k, &mut acts, &mut tilde);
-            // The planes write each row's text columns; the tail fills the rest below.
-            self.planes(v, &acts, g, true, &mut out[i0 * n..(i0 + g) * n]);
-        }
+        split(&x[..m * k], m, k, &mut acts, &mut tilde);
+        // The planes write each row's text columns; the tail fills the rest below.
+        self.planes(v, &acts, m, true, out);
         SPLIT.with(|c| c.set(acts));
         self.scratch_f32.give(tilde);
         self.tail(v, x, m, out)
@@ -459,13 +462,24 @@ impl CpuBackend {
     }
 
     /// `logits[i][r] = hi_r · x̃_i` (and `+ lo_r · x̃_i` when `both`) for every text row r,
-    /// `acts` holding the 2m split rows: contiguous runs of groups across threads.
+    /// `acts` holding the 2m split rows: contiguous runs of groups across threads, each
+    /// block of groups read from memory once for all m rows (the kernels' passes over the
+    /// rows find it in cache).
     fn planes(&self, v: &VocabWeights, acts: &QuantActs, m: usize, both: bool, logits: &mut [f32]) {
         let (n, isa, n_groups) = (v.n_out, self.isa, v.hi.groups());
         let dst = OutPtr(logits.as_mut_ptr());
         let run = |g0: usize, g1: usize| {
-            let mut hi = [0.0f32; LOCAL_GROUPS * GROUP_ROWS * 2 * SMALL_M];
-            let mut lo = [0.0f32; LOCAL_GROUPS * GROUP_ROWS * 2 * SMALL_M];
+            const SMALL: usize = LOCAL_GROUPS * GROUP_ROWS * 2 * SMALL_M;
+            let (mut hi_s, mut lo_s) = ([0.0f32; SMALL], [0.0f32; SMALL]);
+            let mut heap = Vec::new();
+            let len = LOCAL_GROUPS * GROUP_ROWS * 2 * m;
+            let (hi, lo) = if m <= SMALL_M {
+                (&mut hi_s[..], &mut lo_s[..])
+            } else {
+                heap = BLOCKS.take();
+                heap.resize(2 * len, 0.0);
+                heap.split_at_mut(len)
+            };
             for b0 in (g0..g1).step_by(LOCAL_GROUPS) {
                 let b1 = (b0 + LOCAL_GROUPS).min(g1);
                 let (r0, r1) = (b0 * GROUP_ROWS, (b1 * GROUP_ROWS).min(v.n_text));
@@ -489,6 +503,9 @@ impl CpuBackend {
                             .for_each(|((o, x), s)| *o += x * s);
                     }
                 }
+            }
+            if m > SMALL_M {
+                BLOCKS.set(heap);
             }
         };
         self.in_runs(n_groups, run);
@@ -712,9 +729,16 @@ mod tests {
             return;
         }
         let (n_out, k, n_text) = (3000, 128, 2900);
-        for (isa, (m, top_k, text_end, seed)) in sotto_isa::available()
-            .into_iter()
-            .flat_map(|isa| [(1, 1, 2900, 1), (2, 12, 2900, 2), (5, 10, 2850, 3)].map(|c| (isa, c)))
+        for (isa, (m, top_k, text_end, seed)) in
+            sotto_isa::available().into_iter().flat_map(|isa| {
+                [
+                    (1, 1, 2900, 1),
+                    (2, 12, 2900, 2),
+                    (5, 10, 2850, 3),
+                    (13, 10, 2850, 4),
+                ]
+                .map(|c| (isa, c))
+            })
         {
             let be = CpuBackend::with_isa(2, isa).unwrap();
             let (rows, x) = case(n_out, k, m, seed);
