@@ -40,6 +40,37 @@ pub trait Inference {
     /// Encodes one 30 s window of log-mel. Shape: [n_mels, 3000], row-major.
     fn encode(&mut self, mel: &[f32]) -> Result<(), BoxError>;
 
+    /// Windows [`Inference::encode_windows`] takes at once: 1 where the model decodes one
+    /// window at a time.
+    fn max_windows(&self) -> usize {
+        1
+    }
+
+    /// Encodes several windows (each Shape: [n_mels, 3000]) and starts a batch of one empty
+    /// sequence per window: sequence `i` attends to window `i`, and keeps its window
+    /// through [`Inference::reorder`]. At most [`Inference::max_windows`] windows.
+    fn encode_windows(&mut self, mels: &[&[f32]]) -> Result<(), BoxError> {
+        match mels {
+            [one] => self.encode(one),
+            _ => Err(format!(
+                "this model encodes one window at a time, not {}",
+                mels.len()
+            )
+            .into()),
+        }
+    }
+
+    /// Starts a new text sequence against window `w` of the last
+    /// [`Inference::encode_windows`] (a batch of one, empty), for [`Inference::align`] and
+    /// [`Inference::decode`] on that window.
+    fn select_window(&mut self, w: usize) -> Result<(), BoxError> {
+        if w == 0 {
+            self.reset();
+            return Ok(());
+        }
+        Err(format!("this model holds one window, not window {w}").into())
+    }
+
     /// Starts a new text sequence: drops the self-attention cache, keeps the audio; the
     /// batch is one (empty) sequence again.
     fn reset(&mut self);

@@ -38,6 +38,8 @@ struct DecBuffers {
     /// Shape: [rows, d] each: the rows whose logits are asked for.
     sel: Vec<f32>,
     normed: Vec<f32>,
+    /// Runs of consecutive sequences on one window: (window, rows).
+    runs: Vec<(usize, usize)>,
 }
 
 impl DecBuffers {
@@ -67,9 +69,16 @@ pub struct Session {
     /// Shape: [n_audio_ctx, n_audio_state]
     enc_out: Vec<f32>,
     encoded: bool,
-    /// Per decoder layer: cross-attention keys and values (f16), shared by every sequence
-    /// of the batch.
-    cross: Vec<PackedKv>,
+    /// Per encoded window, per decoder layer: cross-attention keys and values (f16). One
+    /// window after [`Session::encode`], shared by every sequence of the batch; several
+    /// after [`Session::encode_windows`] (grown on demand, kept for later batches).
+    cross: Vec<Vec<PackedKv>>,
+    /// Windows encoded by the last encode call (the first `windows` of `cross`).
+    windows: usize,
+    /// The window each sequence of the batch attends to (its length is the batch).
+    seq_window: Vec<usize>,
+    /// [`Session::reorder`]'s next `seq_window`, kept (the decode loop allocates nothing).
+    reordered: Vec<usize>,
     kv: KvCache,
     dec: DecBuffers,
     /// The logits the searches need in full (see [`Session::set_logit_need`]); None: all.
@@ -232,7 +241,10 @@ impl Session {
             },
             enc_out: vec![0.0; ctx * da],
             encoded: false,
-            cross,
+            cross: vec![cross],
+            windows: 1,
+            seq_window: vec![0],
+            reordered: Vec::new(),
             kv: KvCache::new(h.n_text_layer, h.n_text_ctx, dt),
             dec: DecBuffers::default(),
             top: None,
@@ -293,16 +305,89 @@ impl Session {
                 ),
             ));
         }
+        self.encode_windows(&[mel])
+    }
+
+    /// Runs the encoder on each of `mels` (one window each, Shape: [n_mels, 3000]) and
+    /// starts a batch of one empty text sequence per window: sequence `i` attends to window
+    /// `i`, and follows it through [`Session::reorder`]. The prompts are then decoded with
+    /// [`Session::decode_batch`]: windows decoded together read every decoder weight once
+    /// per step for all of them. [`Session::decode`], [`Session::align`] and
+    /// [`Session::reset_text`] work on the first sequence's window.
+    ///
+    /// Keeps every window's cross-attention K/V (per window ~9 MiB on tiny, ~18 MiB on
+    /// base); the memory stays with the session for later batches.
+    pub fn encode_windows(&mut self, mels: &[&[f32]]) -> Result<(), ModelError> {
+        let h = *self.model.hparams();
+        let want = h.n_mels * self.model.n_frames();
+        if let Some(bad) = mels.iter().find(|m| m.len() != want) {
+            return Err(input_err(
+                "encode",
+                format!(
+                    "mel has {} values, expected {}×{}",
+                    bad.len(),
+                    h.n_mels,
+                    self.model.n_frames()
+                ),
+            ));
+        }
+        if mels.is_empty() {
+            return Err(input_err("encode", "no windows to encode"));
+        }
         self.encoded = false;
         self.kv.clear();
         self.be.set_solo(false);
-        let (model, be, b) = (&*self.model, &self.be, &mut self.enc);
-        let (enc_out, cross, laps) = (&mut self.enc_out[..], &mut self.cross[..], &mut self.laps);
-        // On a worker of the pool, as the decoder step: each op's fork/join is then a
-        // local one instead of a wake-up of the pool from outside.
-        be.install(|| encoder_pass(model, be, b, enc_out, cross, mel, laps))?;
+        while self.cross.len() < mels.len() {
+            let layers = self.cross[0].clone();
+            self.cross.push(layers);
+        }
+        for (mel, cross) in mels.iter().zip(self.cross.iter_mut()) {
+            let (model, be, b) = (&*self.model, &self.be, &mut self.enc);
+            let (enc_out, laps) = (&mut self.enc_out[..], &mut self.laps);
+            // On a worker of the pool, as the decoder step: each op's fork/join is then a
+            // local one instead of a wake-up of the pool from outside.
+            be.install(|| encoder_pass(model, be, b, enc_out, cross, mel, laps))?;
+        }
+        self.windows = mels.len();
+        self.seq_window.clear();
+        self.seq_window.extend(0..mels.len());
+        if mels.len() > 1 {
+            // One empty sequence per window; nothing is shared (`reorder` on an empty
+            // cache copies no rows).
+            self.kv.reorder(&vec![0; mels.len()]);
+            self.reserve_rows(mels.len());
+        }
         self.encoded = true;
         Ok(())
+    }
+
+    /// Starts a new text sequence (a batch of one, empty) against window `w` of the last
+    /// [`Session::encode_windows`]: [`Session::decode`] and [`Session::align`] then work on
+    /// that window (word timing of windows decoded together).
+    pub fn select_window(&mut self, w: usize) -> Result<(), ModelError> {
+        if w >= self.windows {
+            return Err(input_err(
+                "select_window",
+                format!("window {w} of {} encoded", self.windows),
+            ));
+        }
+        self.kv.clear();
+        self.seq_window.clear();
+        self.seq_window.push(w);
+        Ok(())
+    }
+
+    /// Windows the last encode call encoded.
+    pub fn windows(&self) -> usize {
+        self.windows
+    }
+
+    /// Grows every worker's scratch for steps of `rows` sequences.
+    fn reserve_rows(&mut self, rows: usize) {
+        if rows > self.reserved.rows {
+            self.reserved.rows = rows;
+            self.be.reserve_decode(&self.reserved);
+        }
     }
 
     /// Where the last [`Session::encode`] spent its time, by op group.
@@ -319,6 +404,9 @@ impl Session {
     /// the batch is one empty sequence.
     pub fn reset_text(&mut self) {
         self.kv.clear();
+        let w = self.seq_window[0];
+        self.seq_window.clear();
+        self.seq_window.push(w);
     }
 
     /// Tokens decoded so far in each sequence of the batch.
@@ -397,10 +485,11 @@ impl Session {
             ));
         }
         self.kv.reorder(src);
-        if src.len() > self.reserved.rows {
-            self.reserved.rows = src.len();
-            self.be.reserve_decode(&self.reserved);
-        }
+        let mut windows = std::mem::take(&mut self.reordered);
+        windows.clear();
+        windows.extend(src.iter().map(|&s| self.seq_window[s]));
+        self.reordered = std::mem::replace(&mut self.seq_window, windows);
+        self.reserve_rows(src.len());
         Ok(())
     }
 
@@ -424,6 +513,7 @@ impl Session {
         self.check_decode("align", tokens, 0, rows, logits)?;
         self.be.set_solo(false);
         let (model, be, b) = (&*self.model, &self.be, &mut self.dec);
+        let cross_kv = &self.cross[self.seq_window[0]];
         let dec = &model.decoder;
         let (m, d, ctx) = (tokens.len(), h.n_text_state, h.n_audio_ctx);
         b.size(m, rows.len(), d);
@@ -460,9 +550,9 @@ impl Session {
             be.linear(&b.h, m, &cross.query, &mut b.q)?;
             for (slot, &(_, head)) in heads.iter().enumerate().filter(|(_, hh)| hh.0 == l) {
                 let out = &mut scores[slot * m * ctx..(slot + 1) * m * ctx];
-                be.attention_scores_packed(&b.q, m, &self.cross[l], head, out)?;
+                be.attention_scores_packed(&b.q, m, &cross_kv[l], head, out)?;
             }
-            be.attention_packed(&b.q, m, &self.cross[l], &mut b.att)?;
+            be.attention_packed(&b.q, m, &cross_kv[l], &mut b.att)?;
             be.linear(&b.att, m, &cross.out, &mut b.h)?;
             be.add(&mut b.x, &b.h)?;
 
@@ -514,15 +604,17 @@ impl Session {
         self.be.set_solo(mode == Threads::One);
         let start = std::time::Instant::now();
         let (model, be, b, kv) = (&*self.model, &self.be, &mut self.dec, &mut self.kv);
-        let (cross_kv, top) = (&self.cross[..], self.top.as_ref());
+        let top = self.top.as_ref();
+        let audio = Audio {
+            windows: &self.cross,
+            seq_window: &self.seq_window,
+        };
         // A step's ops fork/join on the backend's team, the calling thread among its
         // threads; a prompt's longer ops still run on the rayon pool, entered once here.
         let done = if class.is_some() {
-            decoder_step(model, be, b, kv, cross_kv, top, tokens, batch, rows, logits)
+            decoder_step(model, be, b, kv, audio, top, tokens, batch, rows, logits)
         } else {
-            be.install(|| {
-                decoder_step(model, be, b, kv, cross_kv, top, tokens, batch, rows, logits)
-            })
+            be.install(|| decoder_step(model, be, b, kv, audio, top, tokens, batch, rows, logits))
         };
         if let Some((g, c)) = self.governor.as_mut().zip(class) {
             g.record(c, mode, start.elapsed().as_secs_f64());
@@ -613,6 +705,14 @@ fn adaptive_by_default() -> bool {
     std::env::var("SOTTO_FIXED_THREADS").map_or(true, |v| v.is_empty() || v == "0")
 }
 
+/// The audio a decoder step's sequences attend to: per window, per layer, the packed
+/// cross-attention K/V, and each sequence's window.
+#[derive(Clone, Copy)]
+struct Audio<'a> {
+    windows: &'a [Vec<PackedKv>],
+    seq_window: &'a [usize],
+}
+
 /// [`Session::forward`]'s work, on split borrows of the session.
 #[allow(clippy::too_many_arguments)]
 fn decoder_step(
@@ -620,7 +720,7 @@ fn decoder_step(
     be: &CpuBackend,
     b: &mut DecBuffers,
     kv: &mut KvCache,
-    cross_kv: &[PackedKv],
+    audio: Audio<'_>,
     top: Option<&sotto_compute::VocabTop>,
     tokens: &[u32],
     batch: usize,
@@ -638,6 +738,15 @@ fn decoder_step(
         row.iter_mut().zip(p).for_each(|(a, b)| *a += b);
     }
     let (stride, end) = (kv.stride(), (pos0 + n_new) * d);
+    let runs = &mut b.runs;
+    runs.clear();
+    for &w in &audio.seq_window[..batch] {
+        match runs.last_mut() {
+            Some((last, rows)) if *last == w => *rows += n_new,
+            _ => runs.push((w, n_new)),
+        }
+    }
+    let runs = std::mem::take(runs);
     for (l, blk) in dec.blocks.iter().enumerate() {
         be.layer_norm(&b.x, &blk.attn_ln, &mut b.h)?;
         be.linear(&b.h, m, &blk.attn.query, &mut b.q)?;
@@ -672,13 +781,14 @@ fn decoder_step(
             .expect("decoder blocks have cross-attention");
         be.layer_norm(&b.x, cross_ln, &mut b.h)?;
         be.linear(&b.h, m, &cross.query, &mut b.q)?;
-        // Every row attends to the same audio: one call for the whole batch.
-        be.attention_packed(&b.q, m, &cross_kv[l], &mut b.att)?;
+        // One call for the whole batch, each run of rows against its window's audio.
+        be.attention_packed_groups(&b.q, &runs, &|w| &audio.windows[w][l], &mut b.att)?;
         be.linear(&b.att, m, &cross.out, &mut b.h)?;
         be.add(&mut b.x, &b.h)?;
 
         mlp(be, blk, m, &mut b.x, &mut b.h, &mut b.mlp)?;
     }
+    b.runs = runs;
     kv.advance(n_new);
     for (&r, out) in rows.iter().zip(b.sel.chunks_exact_mut(d)) {
         out.copy_from_slice(&b.x[r * d..(r + 1) * d]);

@@ -121,6 +121,32 @@ fn check(name: &str, opts: sotto_model::LoadOptions, threads: usize) {
             top.is_some()
         );
     }
+    // Three windows decoded together (batched transcription): each sequence against its
+    // own window's cross-attention, the sequences reordered between steps.
+    let shifted = |k: usize| -> Vec<f32> { mel.iter().skip(k).chain(&mel[..k]).copied().collect() };
+    let mels = [mel.clone(), shifted(7), shifted(1234)];
+    let refs: Vec<&[f32]> = mels.iter().map(|m| &m[..]).collect();
+    s.set_logit_need(Some(VocabTop::new(1, eot as usize, &[])));
+    s.encode_windows(&refs).unwrap();
+    s.decode_batch(&prompt.repeat(3), 3, &mut logits[..3 * n])
+        .unwrap();
+    let tokens: Vec<Vec<u32>> = (0..28u32)
+        .map(|step| (0..3).map(|b| 500 + 11 * b + step).collect())
+        .collect();
+    for t in &tokens[..4] {
+        s.decode_batch(t, 3, &mut logits[..3 * n]).unwrap();
+        s.reorder(&[0, 1, 2]).unwrap();
+    }
+    let got = allocations(|| {
+        for t in &tokens[4..] {
+            s.decode_batch(t, 3, &mut logits[..3 * n]).unwrap();
+            s.reorder(&[0, 1, 2]).unwrap();
+        }
+    });
+    assert_eq!(
+        got, 0,
+        "{name}, {threads} threads, 3 windows: {got} allocations in 24 steps"
+    );
 }
 
 /// One test, so that no other test's work runs (and allocates) while this one counts.

@@ -12,6 +12,30 @@ pub trait Forward: Send {
     /// Runs the encoder and every layer's cross-attention K/V on one window and starts a
     /// new text sequence. `mel` Shape: [n_mels, 3000].
     fn encode(&mut self, mel: &[f32]) -> Result<(), BoxError>;
+    /// Windows [`Forward::encode_windows`] takes at once (1: only [`Forward::encode`]).
+    fn max_windows(&self) -> usize {
+        1
+    }
+    /// Encodes several windows and starts one empty sequence per window, which attends to
+    /// it (see `sotto_model::Session::encode_windows`); devices without it take one.
+    fn encode_windows(&mut self, mels: &[&[f32]]) -> Result<(), BoxError> {
+        match mels {
+            [one] => self.encode(one),
+            _ => Err(format!(
+                "this device encodes one window at a time, not {}",
+                mels.len()
+            )
+            .into()),
+        }
+    }
+    /// Starts a new text sequence against window `w` of the last encode call.
+    fn select_window(&mut self, w: usize) -> Result<(), BoxError> {
+        if w == 0 {
+            self.reset_text();
+            return Ok(());
+        }
+        Err(format!("this device holds one window, not window {w}").into())
+    }
     /// Starts a new text sequence (a batch of one, empty); keeps the audio.
     fn reset_text(&mut self);
     /// Appends `tokens` to the single sequence and writes the logits of `rows` (indices
@@ -118,6 +142,19 @@ macro_rules! delegate_forward {
 
 impl Forward for sotto_model::Session {
     delegate_forward!(sotto_model::Session);
+
+    fn max_windows(&self) -> usize {
+        // Memory, not speed, sets this: each window keeps its cross-attention K/V.
+        64
+    }
+
+    fn encode_windows(&mut self, mels: &[&[f32]]) -> Result<(), BoxError> {
+        Ok(sotto_model::Session::encode_windows(self, mels)?)
+    }
+
+    fn select_window(&mut self, w: usize) -> Result<(), BoxError> {
+        Ok(sotto_model::Session::select_window(self, w)?)
+    }
 
     fn encoder_laps(&self) -> Option<Vec<(&'static str, std::time::Duration)>> {
         Some(sotto_model::Session::encoder_laps(self).named().to_vec())
