@@ -37,6 +37,42 @@ impl Default for VadOptions {
     }
 }
 
+impl VadOptions {
+    /// faster-whisper's batched mode's defaults (`BatchedInferencePipeline.transcribe`):
+    /// stretches of at most 30 s (a window each), ended by 160 ms of silence.
+    pub fn batched() -> Self {
+        VadOptions {
+            max_speech_duration_s: 30.0,
+            min_silence_duration_ms: 160.0,
+            ..VadOptions::default()
+        }
+    }
+}
+
+/// Groups consecutive stretches of speech into chunks of at most `max_samples` joined
+/// samples (faster-whisper's `collect_chunks` with `max_duration`): ranges of indices into
+/// `stretches`, in order. A stretch longer than `max_samples` is a chunk of its own (its
+/// window then keeps the first 30 s).
+pub fn group_speech(
+    stretches: &[(usize, usize)],
+    max_samples: usize,
+) -> Vec<std::ops::Range<usize>> {
+    let mut groups = Vec::new();
+    let (mut first, mut joined) = (0, 0);
+    for (i, &(s, e)) in stretches.iter().enumerate() {
+        let len = e.saturating_sub(s);
+        if joined + len > max_samples && i > first {
+            groups.push(first..i);
+            (first, joined) = (i, 0);
+        }
+        joined += len;
+    }
+    if first < stretches.len() {
+        groups.push(first..stretches.len());
+    }
+    groups
+}
+
 /// Stretches of speech `[start, end)` in samples of 16 kHz audio of `n_samples`, from the
 /// windows' probabilities: faster-whisper's `get_speech_timestamps`, step for step.
 pub fn speech_timestamps(probs: &[f32], n_samples: usize, o: &VadOptions) -> Vec<(usize, usize)> {
@@ -195,6 +231,19 @@ impl SpeechMap {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn speech_is_grouped_into_chunks_as_collect_chunks_does() {
+        let st = [(0, 10), (20, 25), (30, 40), (50, 51), (60, 100), (100, 101)];
+        // 10 + 5 fit in 16; 10 more do not; 10 + 1 do; 40 is alone and too long; then 1.
+        assert_eq!(group_speech(&st, 16), vec![0..2, 2..4, 4..5, 5..6]);
+        assert_eq!(group_speech(&st, 1000), vec![0..6]);
+        assert_eq!(
+            group_speech(&st, 0),
+            vec![0..1, 1..2, 2..3, 3..4, 4..5, 5..6]
+        );
+        assert!(group_speech(&[], 16).is_empty());
+    }
 
     #[test]
     fn stretches_are_padded_and_merged_as_faster_whisper_does() {

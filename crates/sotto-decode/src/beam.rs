@@ -94,102 +94,141 @@ const TOP_K_CHUNK: usize = 64;
 
 impl Search for BeamSearch {
     fn search(&mut self, inf: &mut dyn Inference, task: &DecodeTask) -> Result<DecodingResult> {
-        let max_finished = self.max_finished()?;
-        let (k, n) = (self.beam_size, inf.n_vocab());
+        let mut state = BeamState::new(*self, task)?;
         // The step keeps the best 2k (beam, token) pairs: at most 2k from any one beam.
-        inf.set_logit_need(&task.logit_need(2 * k));
+        inf.set_logit_need(&task.logit_need(2 * self.beam_size));
         let (mut logits, no_speech_prob) = start(inf, task)?;
-        let mut beams = vec![Beam {
-            tokens: task.forced.to_vec(),
-            logprobs: vec![0.0; task.forced.len()],
-            score: 0.0,
-        }];
-        let mut finished: Vec<Beam> = Vec::new();
         for step in task.forced.len()..task.max_steps {
-            for (b, beam) in beams.iter().enumerate() {
-                let row = &mut logits[b * n..(b + 1) * n];
-                for f in task.filters {
-                    f.apply(row, &beam.tokens);
-                }
-                // The beam's score folded into the normalisation: one pass over the row.
-                log_softmax_shifted(row, beam.score);
-            }
-            let mut cands = top_k(&logits, 2 * k);
-            if step > 0 && step == task.forced.len() {
-                // CTranslate2 (`update_sample_with_prefix`): right after a prefix, an end in
-                // any but the best candidate becomes token 0 at a hopeless score.
-                for c in cands.iter_mut().skip(1) {
-                    if (c.flat % n) as u32 == task.eot {
-                        *c = Candidate {
-                            flat: c.flat - c.flat % n,
-                            score: -1e10,
-                        };
-                    }
-                }
-            }
-            let is_last = step + 1 == task.max_steps;
-            let token = |c: &Candidate| (c.flat % n) as u32;
-            let mut next: Vec<Candidate> = Vec::with_capacity(k);
-            let mut secondary = k;
-            for (j, c) in cands.iter().enumerate().take(k) {
-                let mut pick = j;
-                if token(c) == task.eot || is_last {
-                    let from = &beams[c.flat / n];
-                    let (mut tokens, mut logprobs) = (from.tokens.clone(), from.logprobs.clone());
-                    if token(c) != task.eot {
-                        tokens.push(token(c));
-                        logprobs.push(c.score - from.score);
-                    }
-                    finished.push(Beam {
-                        tokens,
-                        logprobs,
-                        score: c.score,
-                    });
-                    if let Some(r) =
-                        (secondary..cands.len()).find(|&r| token(&cands[r]) != task.eot)
-                    {
-                        pick = r;
-                        secondary = r + 1;
-                    }
-                }
-                next.push(cands[pick]);
-            }
-            if is_last || finished.len() >= max_finished || next.is_empty() {
+            let Some((origins, tokens)) = state.step(task, &mut logits, step) else {
                 break;
-            }
-            let origins: Vec<usize> = next.iter().map(|c| c.flat / n).collect();
-            let tokens: Vec<u32> = next.iter().map(token).collect();
-            beams = next
-                .iter()
-                .map(|c| {
-                    let from = &beams[c.flat / n];
-                    let (mut tokens, mut logprobs) = (from.tokens.clone(), from.logprobs.clone());
-                    tokens.push(token(c));
-                    logprobs.push(c.score - from.score);
-                    Beam {
-                        tokens,
-                        logprobs,
-                        score: c.score,
-                    }
-                })
-                .collect();
+            };
             inf.reorder(&origins).map_err(DecodeError::Inference)?;
-            logits.resize(beams.len() * n, 0.0);
-            inf.decode_batch(&tokens, beams.len(), &mut logits)
+            logits.resize(tokens.len() * inf.n_vocab(), 0.0);
+            inf.decode_batch(&tokens, tokens.len(), &mut logits)
                 .map_err(DecodeError::Inference)?;
         }
-        let lp = self.length_penalty;
+        Ok(state.finish(no_speech_prob))
+    }
+}
+
+/// One window's beam search between decoder passes: [`BeamSearch::search`] drives one,
+/// `crate::batched` many windows in shared passes.
+#[derive(Debug, Clone)]
+pub(crate) struct BeamState {
+    cfg: BeamSearch,
+    max_finished: usize,
+    /// The live beams, one per batch row of this window.
+    beams: Vec<Beam>,
+    finished: Vec<Beam>,
+}
+
+impl BeamState {
+    /// The search of `task` before its first step: one beam of the forced tokens.
+    pub(crate) fn new(cfg: BeamSearch, task: &DecodeTask) -> Result<Self> {
+        Ok(BeamState {
+            cfg,
+            max_finished: cfg.max_finished()?,
+            beams: vec![Beam {
+                tokens: task.forced.to_vec(),
+                logprobs: vec![0.0; task.forced.len()],
+                score: 0.0,
+            }],
+            finished: Vec::new(),
+        })
+    }
+
+    /// Chooses from the live beams' logits (Shape: [live, n_vocab], overwritten) at `step`
+    /// (tokens generated so far, forced ones included). Returns the next beams' origins
+    /// (indices among the live beams) and tokens, or None when the search is over.
+    pub(crate) fn step(
+        &mut self,
+        task: &DecodeTask,
+        logits: &mut [f32],
+        step: usize,
+    ) -> Option<(Vec<usize>, Vec<u32>)> {
+        let (k, beams) = (self.cfg.beam_size, &self.beams);
+        let n = logits.len() / beams.len();
+        for (b, beam) in beams.iter().enumerate() {
+            let row = &mut logits[b * n..(b + 1) * n];
+            for f in task.filters {
+                f.apply(row, &beam.tokens);
+            }
+            // The beam's score folded into the normalisation: one pass over the row.
+            log_softmax_shifted(row, beam.score);
+        }
+        let mut cands = top_k(logits, 2 * k);
+        if step > 0 && step == task.forced.len() {
+            // CTranslate2 (`update_sample_with_prefix`): right after a prefix, an end in
+            // any but the best candidate becomes token 0 at a hopeless score.
+            for c in cands.iter_mut().skip(1) {
+                if (c.flat % n) as u32 == task.eot {
+                    *c = Candidate {
+                        flat: c.flat - c.flat % n,
+                        score: -1e10,
+                    };
+                }
+            }
+        }
+        let is_last = step + 1 == task.max_steps;
+        let token = |c: &Candidate| (c.flat % n) as u32;
+        let mut next: Vec<Candidate> = Vec::with_capacity(k);
+        let mut secondary = k;
+        for (j, c) in cands.iter().enumerate().take(k) {
+            let mut pick = j;
+            if token(c) == task.eot || is_last {
+                let from = &beams[c.flat / n];
+                let (mut tokens, mut logprobs) = (from.tokens.clone(), from.logprobs.clone());
+                if token(c) != task.eot {
+                    tokens.push(token(c));
+                    logprobs.push(c.score - from.score);
+                }
+                self.finished.push(Beam {
+                    tokens,
+                    logprobs,
+                    score: c.score,
+                });
+                if let Some(r) = (secondary..cands.len()).find(|&r| token(&cands[r]) != task.eot) {
+                    pick = r;
+                    secondary = r + 1;
+                }
+            }
+            next.push(cands[pick]);
+        }
+        if is_last || self.finished.len() >= self.max_finished || next.is_empty() {
+            return None;
+        }
+        let origins: Vec<usize> = next.iter().map(|c| c.flat / n).collect();
+        let tokens: Vec<u32> = next.iter().map(token).collect();
+        self.beams = next
+            .iter()
+            .map(|c| {
+                let from = &beams[c.flat / n];
+                let (mut tokens, mut logprobs) = (from.tokens.clone(), from.logprobs.clone());
+                tokens.push(token(c));
+                logprobs.push(c.score - from.score);
+                Beam {
+                    tokens,
+                    logprobs,
+                    score: c.score,
+                }
+            })
+            .collect();
+        Some((origins, tokens))
+    }
+
+    /// The best finished hypothesis by normalised score (first registered on ties); an
+    /// empty result when none finished.
+    pub(crate) fn finish(self, no_speech_prob: f64) -> DecodingResult {
+        let lp = self.cfg.length_penalty;
         let score = |b: &Beam| normalised(f64::from(b.score), b.tokens.len(), lp);
-        // The best normalised score, first registered on ties.
-        let best = finished
-            .into_iter()
-            .reduce(|a, b| if score(&b) > score(&a) { b } else { a });
-        Ok(match best {
+        let best =
+            (self.finished.into_iter()).reduce(|a, b| if score(&b) > score(&a) { b } else { a });
+        match best {
             Some(b) => {
                 DecodingResult::new(b.tokens, b.logprobs, f64::from(b.score), no_speech_prob)
             }
             None => DecodingResult::new(Vec::new(), Vec::new(), 0.0, no_speech_prob),
-        })
+        }
     }
 }
 

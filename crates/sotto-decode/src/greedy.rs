@@ -8,6 +8,7 @@ use crate::inference::{Inference, LogitNeed};
 use crate::{DecodeError, Result};
 
 /// What to decode: the prompt and the rules of one window.
+#[derive(Clone, Copy)]
 pub struct DecodeTask<'a> {
     /// `[<|startofprev|>, previous text..., <|startoftranscript|>, language, task, (<|notimestamps|>)]`.
     pub prompt: &'a [u32],
@@ -250,42 +251,73 @@ pub(crate) fn start(inf: &mut dyn Inference, task: &DecodeTask) -> Result<(Vec<f
 fn run(
     inf: &mut dyn Inference,
     task: &DecodeTask,
-    mut pick: impl FnMut(&[f32]) -> u32,
+    pick: impl FnMut(&[f32]) -> u32,
 ) -> Result<DecodingResult> {
     let (mut logits, no_speech_prob) = start(inf, task)?;
-    let mut tokens = task.forced.to_vec();
-    let mut logprobs = vec![0f32; tokens.len()];
-    let mut sum_logprob = 0f64;
+    let mut state = GreedyState::new(task);
+    let mut pick = pick;
     for step in task.forced.len()..task.max_steps {
-        for f in task.filters {
-            f.apply(&mut logits, &tokens);
+        let Some(token) = state.step(task, &mut logits, step, &mut pick) else {
+            break;
+        };
+        inf.decode(&[token], &[0], &mut logits)
+            .map_err(DecodeError::Inference)?;
+    }
+    Ok(state.finish(no_speech_prob))
+}
+
+/// One window's greedy search between decoder passes: [`Greedy::search`] drives one,
+/// `crate::batched` many windows in shared passes.
+#[derive(Debug, Clone)]
+pub(crate) struct GreedyState {
+    tokens: Vec<u32>,
+    logprobs: Vec<f32>,
+    sum_logprob: f64,
+}
+
+impl GreedyState {
+    /// The search of `task` before its first step: the forced tokens.
+    pub(crate) fn new(task: &DecodeTask) -> Self {
+        GreedyState {
+            tokens: task.forced.to_vec(),
+            logprobs: vec![0.0; task.forced.len()],
+            sum_logprob: 0.0,
         }
-        log_softmax(&mut logits);
-        let token = pick(&logits);
+    }
+
+    /// Chooses with `pick` from the sequence's logits (Shape: [n_vocab], overwritten) at
+    /// `step`; returns the token to decode next, or None when the search is over.
+    pub(crate) fn step(
+        &mut self,
+        task: &DecodeTask,
+        logits: &mut [f32],
+        step: usize,
+        pick: &mut impl FnMut(&[f32]) -> u32,
+    ) -> Option<u32> {
+        for f in task.filters {
+            f.apply(logits, &self.tokens);
+        }
+        log_softmax(logits);
+        let token = pick(logits);
         let logprob = logits
             .get(token as usize)
             .copied()
             .unwrap_or(f32::NEG_INFINITY);
-        sum_logprob += f64::from(logprob);
+        self.sum_logprob += f64::from(logprob);
         if token == task.eot {
-            break;
+            return None;
         }
-        tokens.push(token);
-        logprobs.push(logprob);
-        if step + 1 < task.max_steps {
-            inf.decode(&[token], &[0], &mut logits)
-                .map_err(DecodeError::Inference)?;
-        }
+        self.tokens.push(token);
+        self.logprobs.push(logprob);
+        (step + 1 < task.max_steps).then_some(token)
     }
-    Ok(DecodingResult::new(
-        tokens,
-        logprobs,
-        sum_logprob,
-        no_speech_prob,
-    ))
+
+    pub(crate) fn finish(self, no_speech_prob: f64) -> DecodingResult {
+        DecodingResult::new(self.tokens, self.logprobs, self.sum_logprob, no_speech_prob)
+    }
 }
 
-fn softmax_at(logits: &[f32], i: usize) -> f64 {
+pub(crate) fn softmax_at(logits: &[f32], i: usize) -> f64 {
     let lse = logsumexp(logits);
     logits.get(i).map_or(0.0, |l| f64::from((l - lse).exp()))
 }
@@ -295,7 +327,7 @@ pub(crate) fn log_softmax(x: &mut [f32]) {
 }
 
 /// First index of the maximum (CTranslate2's and torch's argmax tie rule).
-fn argmax(x: &[f32]) -> u32 {
+pub(crate) fn argmax(x: &[f32]) -> u32 {
     let Some(&first) = x.first() else {
         return 0;
     };

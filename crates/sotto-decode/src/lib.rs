@@ -9,12 +9,14 @@
 //! - [`filters`]: logit filters (suppress blank / tokens, timestamp rules).
 //! - [`greedy`]: one decoding pass (greedy at T = 0, best-of-N sampling at T > 0).
 //! - [`beam`]: beam search at T = 0, as CTranslate2's.
+//! - [`batched`]: many windows in shared decoder passes (faster-whisper's batched mode).
 //! - [`fallback`]: faster-whisper's `generate_with_fallback`.
 //! - [`transcribe`]: the 30 s window loop and timestamp-driven seeking.
 //! - `segments`: cutting a window's tokens into segments, hallucination rules, length limits.
 //! - [`align`]: word timestamps from the alignment heads' cross-attention.
 
 pub mod align;
+pub mod batched;
 pub mod beam;
 pub mod fallback;
 pub mod filters;
@@ -29,6 +31,7 @@ pub mod transcribe;
 mod mock;
 
 pub use align::{default_alignment_heads, Word, APPEND_PUNCTUATIONS, PREPEND_PUNCTUATIONS};
+pub use batched::{decode_windows, transcribe_batched, Chunk};
 pub use beam::BeamSearch;
 pub use fallback::{compression_ratio, generate_with_fallback, Fallback, FallbackOptions};
 pub use filters::{ApplyTimestampRules, LogitFilter, SuppressBlank, SuppressTokens, TextMasks};

@@ -38,7 +38,7 @@ pub struct MelView<'a> {
 }
 
 impl MelView<'_> {
-    fn check(&self) -> Result<()> {
+    pub(crate) fn check(&self) -> Result<()> {
         if self.n_mels == 0 || self.data.len() != self.n_mels * self.n_frames {
             return Err(DecodeError::Mel(format!(
                 "{} values do not make [{} mels, {} frames]",
@@ -221,6 +221,15 @@ impl Default for TranscribeOptions {
 impl TranscribeOptions {
     /// The search at temperature 0, after checking the decoding options' ranges.
     fn zero_search(&self) -> Result<Box<dyn Search>> {
+        Ok(match self.zero_search_kind()? {
+            Some(beam) => Box::new(beam),
+            None => Box::new(Greedy),
+        })
+    }
+
+    /// The beam search at temperature 0, or None for greedy decoding, after checking the
+    /// decoding options' ranges.
+    pub(crate) fn zero_search_kind(&self) -> Result<Option<BeamSearch>> {
         let invalid = |name, reason: String| Err(DecodeError::InvalidOption { name, reason });
         if self.best_of == 0 {
             return invalid("best_of", "must be at least 1".into());
@@ -248,7 +257,7 @@ impl TranscribeOptions {
             if self.beam_size == 0 {
                 return invalid("beam_size", "must be at least 1".into());
             }
-            return Ok(Box::new(Greedy));
+            return Ok(None);
         }
         let beam = BeamSearch {
             beam_size: self.beam_size,
@@ -256,7 +265,7 @@ impl TranscribeOptions {
             length_penalty: self.length_penalty,
         };
         beam.max_finished()?;
-        Ok(Box::new(beam))
+        Ok(Some(beam))
     }
 
     /// Whether the words must be timed (so the alignment heads are needed): asked for, or
@@ -267,7 +276,7 @@ impl TranscribeOptions {
             || self.limits().is_set()
     }
 
-    fn limits(&self) -> SegmentLimits {
+    pub(crate) fn limits(&self) -> SegmentLimits {
         SegmentLimits {
             max_chars: self.max_segment_chars,
             max_tokens: self.max_segment_tokens,
@@ -442,7 +451,7 @@ pub fn detect_language(
 
 /// [`detect_language`] on the 30 s from frame `start`; also returns that window's mel, which
 /// `inf` holds encoded.
-fn detect_language_at(
+pub(crate) fn detect_language_at(
     inf: &mut dyn Inference,
     tok: &Tokenizer,
     mel: &MelView,
@@ -486,7 +495,7 @@ fn detect_encoded(inf: &mut dyn Inference, tok: &Tokenizer) -> Result<LanguageDe
     })
 }
 
-fn check_vocab(inf: &dyn Inference, tok: &Tokenizer) -> Result<()> {
+pub(crate) fn check_vocab(inf: &dyn Inference, tok: &Tokenizer) -> Result<()> {
     if inf.n_vocab() != tok.n_vocab() {
         return Err(DecodeError::VocabMismatch {
             model: inf.n_vocab(),
@@ -529,7 +538,7 @@ fn resolve_language(
 
 /// `" " + text.trim()` encoded, at most `MAX_LENGTH / 2 - 1` tokens (faster-whisper's
 /// `get_prompt` for its prefix and hotwords); None for None or "" (Python's falsy strings).
-fn encode_hint(tok: &Tokenizer, text: Option<&str>) -> Option<Vec<u32>> {
+pub(crate) fn encode_hint(tok: &Tokenizer, text: Option<&str>) -> Option<Vec<u32>> {
     let text = text.filter(|t| !t.is_empty())?;
     let mut ids = tok.encode(&format!(" {}", text.trim()));
     ids.truncate(MAX_LENGTH / 2 - 1);
@@ -539,7 +548,7 @@ fn encode_hint(tok: &Tokenizer, text: Option<&str>) -> Option<Vec<u32>> {
 /// faster-whisper's `get_prompt`: `[<|startofprev|>, hotwords, previous text]` when there is
 /// either, then the start sequence (and `<|notimestamps|>`). Hotwords are left out of a
 /// window that has a prefix.
-fn prompt(
+pub(crate) fn prompt(
     tok: &Tokenizer,
     previous: &[u32],
     hotwords: Option<&[u32]>,
@@ -627,7 +636,10 @@ fn is_soundless(
 }
 
 /// The filters of every window, in CTranslate2's order.
-fn filters(tok: &Tokenizer, opts: &TranscribeOptions) -> Result<Vec<Box<dyn LogitFilter>>> {
+pub(crate) fn filters(
+    tok: &Tokenizer,
+    opts: &TranscribeOptions,
+) -> Result<Vec<Box<dyn LogitFilter>>> {
     let mut f: Vec<Box<dyn LogitFilter>> = Vec::new();
     let suppress = suppressed_tokens(tok, &opts.suppress_tokens);
     if !suppress.is_empty() {
@@ -653,7 +665,11 @@ fn filters(tok: &Tokenizer, opts: &TranscribeOptions) -> Result<Vec<Box<dyn Logi
 /// by `forced_len` forced ones: faster-whisper's `max_length` check over the whole prompt,
 /// then CTranslate2's `min(max_length / 2, max_length - start_step)`, whose start step does
 /// not count the forced tokens.
-fn max_steps(prompt_len: usize, forced_len: usize, max_new_tokens: Option<usize>) -> Result<usize> {
+pub(crate) fn max_steps(
+    prompt_len: usize,
+    forced_len: usize,
+    max_new_tokens: Option<usize>,
+) -> Result<usize> {
     let full = prompt_len + forced_len;
     let total = max_new_tokens.map_or(MAX_LENGTH, |n| full.saturating_add(n));
     if total > MAX_LENGTH {

@@ -415,30 +415,7 @@ impl Session {
         if samples.is_empty() {
             return Err(Error::Invalid("the audio contains no samples".into()));
         }
-        let mut opts = opts.clone();
-        if !self.model.is_multilingual() {
-            match opts.language.as_deref() {
-                None | Some("en") | Some("auto") => opts.language = Some("en".into()),
-                Some(other) => {
-                    return Err(Error::Invalid(format!(
-                        "{} is an English-only model; it cannot transcribe language '{other}'",
-                        self.model.path().display()
-                    )))
-                }
-            }
-        } else if opts.language.as_deref() == Some("auto") {
-            opts.language = None;
-        }
-        if opts.needs_word_timing() && !self.inner.can_align() {
-            return Err(Error::Device(format!(
-                "word timing (word timestamps, the hallucination threshold, segment limits) \
-                 does not run on {} yet; use --device cpu",
-                self.model.device()
-            )));
-        }
-        if opts.needs_word_timing() && opts.alignment_heads.is_none() {
-            opts.alignment_heads = Some(self.model.alignment_heads());
-        }
+        let opts = self.prepare(opts)?;
         let hp = *self.model.hparams();
         let mut timings = Timings::default();
         let t = Instant::now();
@@ -468,6 +445,36 @@ impl Session {
 }
 
 impl Session {
+    /// `opts` as this model runs them: English-only models take "en" (or none) only,
+    /// "auto" detects, and word timing gets the model's alignment heads.
+    fn prepare(&self, opts: &TranscribeOptions) -> Result<TranscribeOptions> {
+        let mut opts = opts.clone();
+        if !self.model.is_multilingual() {
+            match opts.language.as_deref() {
+                None | Some("en") | Some("auto") => opts.language = Some("en".into()),
+                Some(other) => {
+                    return Err(Error::Invalid(format!(
+                        "{} is an English-only model; it cannot transcribe language '{other}'",
+                        self.model.path().display()
+                    )))
+                }
+            }
+        } else if opts.language.as_deref() == Some("auto") {
+            opts.language = None;
+        }
+        if opts.needs_word_timing() && !self.inner.can_align() {
+            return Err(Error::Device(format!(
+                "word timing (word timestamps, the hallucination threshold, segment limits) \
+                 does not run on {} yet; use --device cpu",
+                self.model.device()
+            )));
+        }
+        if opts.needs_word_timing() && opts.alignment_heads.is_none() {
+            opts.alignment_heads = Some(self.model.alignment_heads());
+        }
+        Ok(opts)
+    }
+
     /// Detects the spoken language of the first 30 s of 16 kHz mono samples, as
     /// faster-whisper does: every language's probability, most likely first.
     pub fn detect_language(&mut self, samples: &[f32]) -> Result<LanguageDetection> {
@@ -532,6 +539,22 @@ impl sotto_decode::Inference for TimedInference<'_> {
         self.timings.encode += t.elapsed();
         self.timings.windows += 1;
         Ok(())
+    }
+
+    fn max_windows(&self) -> usize {
+        self.session.max_windows()
+    }
+
+    fn encode_windows(&mut self, mels: &[&[f32]]) -> Result<(), sotto_decode::BoxError> {
+        let t = Instant::now();
+        self.session.encode_windows(mels)?;
+        self.timings.encode += t.elapsed();
+        self.timings.windows += mels.len();
+        Ok(())
+    }
+
+    fn select_window(&mut self, w: usize) -> Result<(), sotto_decode::BoxError> {
+        self.session.select_window(w)
     }
 
     fn reset(&mut self) {

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use sotto_audio::vad::VadOptions;
-use sotto_audio::vad::{collect_speech, speech_timestamps, SpeechMap};
+use sotto_audio::vad::{collect_speech, group_speech, speech_timestamps, SpeechMap};
 use sotto_model::silero::SileroVad;
 
 use crate::{Error, Result, Segment, Session, Timings, TranscribeOptions, Transcript};
@@ -189,40 +189,15 @@ impl Session {
         on_segment: &mut dyn FnMut(&Segment) -> bool,
     ) -> Result<(Transcript, Timings)> {
         check(samples, opts)?;
-        let in_order = chunks
-            .iter()
-            .try_fold(0, |prev, &(s, e)| (prev <= s && s <= e).then_some(e))
-            .is_some_and(|last| last <= samples.len());
-        if !in_order {
-            return Err(Error::Invalid(
-                "speech stretches must be in order, apart and within the audio".into(),
-            ));
-        }
+        check_stretches(samples, chunks)?;
         let start = std::time::Instant::now();
         let duration = (samples.len() / sotto_audio::HOP_LENGTH) as f64 * 0.01;
         if chunks.is_empty() {
-            let language = opts
-                .language
-                .clone()
-                .filter(|l| l != "auto")
-                .unwrap_or_else(|| {
-                    if self.model().is_multilingual() {
-                        String::new()
-                    } else {
-                        "en".into()
-                    }
-                });
-            let t = Transcript {
-                language,
-                language_probability: 0.0,
-                duration,
-                segments: Vec::new(),
-            };
             let timings = Timings {
                 total: start.elapsed(),
                 ..Timings::default()
             };
-            return Ok((t, timings));
+            return Ok((self.no_speech(opts, duration), timings));
         }
         let map = SpeechMap::new(chunks);
         let speech = collect_speech(samples, chunks);
@@ -233,6 +208,150 @@ impl Session {
         timings.total = start.elapsed();
         Ok((t, timings))
     }
+}
+
+impl Session {
+    /// The transcript of audio without speech: no segments, the language as asked.
+    fn no_speech(&self, opts: &TranscribeOptions, duration: f64) -> Transcript {
+        let language = opts
+            .language
+            .clone()
+            .filter(|l| l != "auto")
+            .unwrap_or_else(|| {
+                if self.model().is_multilingual() {
+                    String::new()
+                } else {
+                    "en".into()
+                }
+            });
+        Transcript {
+            language,
+            language_probability: 0.0,
+            duration,
+            segments: Vec::new(),
+        }
+    }
+
+    /// faster-whisper's batched mode (`BatchedInferencePipeline.transcribe`): `vad` finds
+    /// the speech, with stretches of at most 30 s (its `max_speech_duration_s` capped
+    /// there; [`VadOptions::batched`] are that mode's defaults); consecutive stretches are
+    /// joined into chunks of at most 30 s, and up to `batch_size` chunks are decoded
+    /// together, one window each, sharing every decoder pass (see
+    /// [`sotto_decode::transcribe_batched`] for what differs from [`Session::transcribe`]:
+    /// no text carried between windows, no temperature fallback). Times are the original
+    /// audio's. Devices that hold one window at a time decode the chunks one by one.
+    pub fn transcribe_batched(
+        &mut self,
+        vad: &Vad,
+        samples: &[f32],
+        opts: &TranscribeOptions,
+        batch_size: usize,
+        on_segment: &mut dyn FnMut(&Segment) -> bool,
+    ) -> Result<(Transcript, Timings)> {
+        check(samples, opts)?;
+        let start = std::time::Instant::now();
+        let mut options = vad.options.clone();
+        options.max_speech_duration_s = options.max_speech_duration_s.min(30.0);
+        let probs = vad.probabilities(samples)?;
+        let stretches = speech_timestamps(&probs, samples.len(), &options);
+        let vad_time = start.elapsed();
+        let (t, mut timings) =
+            self.transcribe_batched_chunks(samples, &stretches, opts, batch_size, on_segment)?;
+        timings.vad = vad_time;
+        timings.total = start.elapsed();
+        Ok((t, timings))
+    }
+
+    /// As [`Session::transcribe_batched`], on stretches of speech already found (`[start,
+    /// end)` in samples, in order, each at most 30 s, as [`Vad::speech`] gives them with
+    /// `max_speech_duration_s` 30): for callers that run the VAD apart.
+    pub fn transcribe_batched_chunks(
+        &mut self,
+        samples: &[f32],
+        stretches: &[(usize, usize)],
+        opts: &TranscribeOptions,
+        batch_size: usize,
+        on_segment: &mut dyn FnMut(&Segment) -> bool,
+    ) -> Result<(Transcript, Timings)> {
+        check(samples, opts)?;
+        check_stretches(samples, stretches)?;
+        let max = 30 * sotto_audio::SAMPLE_RATE as usize;
+        if stretches.iter().any(|&(s, e)| e - s > max) {
+            return Err(Error::Invalid(
+                "batched transcription takes stretches of speech of at most 30 s (the VAD's \
+                 max_speech_duration_s 30)"
+                    .into(),
+            ));
+        }
+        let opts = self.prepare(opts)?;
+        let start = std::time::Instant::now();
+        let duration = (samples.len() / sotto_audio::HOP_LENGTH) as f64 * 0.01;
+        let mut timings = Timings::default();
+        if stretches.is_empty() {
+            timings.total = start.elapsed();
+            return Ok((self.no_speech(&opts, duration), timings));
+        }
+        let t = std::time::Instant::now();
+        let rate = f64::from(sotto_audio::SAMPLE_RATE);
+        let n_mels = self.model().hparams().n_mels;
+        let mut joined = 0usize;
+        let mels: Vec<(sotto_audio::Mel, f64, f64)> = group_speech(stretches, max)
+            .into_iter()
+            .map(|g| {
+                let audio = collect_speech(samples, &stretches[g]);
+                let offset = joined as f64 / rate;
+                joined += audio.len();
+                let mel = sotto_audio::log_mel_spectrogram(&audio, n_mels, sotto_audio::HOP_LENGTH);
+                (mel, offset, audio.len() as f64 / rate)
+            })
+            .collect();
+        let chunks: Vec<sotto_decode::Chunk> = (mels.iter())
+            .map(|(mel, offset, duration)| sotto_decode::Chunk {
+                mel: sotto_decode::MelView {
+                    data: &mel.data,
+                    n_mels: mel.n_mels,
+                    n_frames: mel.n_frames,
+                },
+                offset: *offset,
+                duration: *duration,
+            })
+            .collect();
+        timings.mel = t.elapsed();
+        let map = SpeechMap::new(stretches);
+        let mut mapped = |s: &Segment| on_segment(&restore(&map, s.clone()));
+        let n_vocab = self.model().hparams().n_vocab;
+        let mut inference = crate::TimedInference {
+            n_vocab,
+            session: self.inner.as_mut(),
+            timings: &mut timings,
+        };
+        let mut t = sotto_decode::transcribe_batched(
+            &mut inference,
+            &self.model.inner.tokenizer,
+            &chunks,
+            &opts,
+            batch_size,
+            &mut mapped,
+        )?;
+        t.segments = t.segments.into_iter().map(|s| restore(&map, s)).collect();
+        t.duration = duration;
+        timings.total = start.elapsed();
+        Ok((t, timings))
+    }
+}
+
+/// Stretches of speech must be in order, apart and within the audio.
+fn check_stretches(samples: &[f32], stretches: &[(usize, usize)]) -> Result<()> {
+    let in_order = stretches
+        .iter()
+        .try_fold(0, |prev, &(s, e)| (prev <= s && s <= e).then_some(e))
+        .is_some_and(|last| last <= samples.len());
+    if !in_order {
+        return Err(Error::Invalid(
+            "speech stretches must be in order, apart and within the audio".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// What no VAD run can fix: no audio, or clip timestamps (they would cut the speech again).

@@ -1,0 +1,272 @@
+//! Batched transcription against faster-whisper 1.2.1's `BatchedInferencePipeline`
+//! (tests/golden/batched.json, made by scripts/goldens/batched.py): the same chunks (same
+//! segment times, in the original audio), the same text; and windows decoded together
+//! giving what each gives alone.
+
+use sotto::{Model, Segment, TranscribeOptions, Vad, VadOptions};
+
+fn golden(case: &str) -> (String, Vec<(f64, f64, String)>) {
+    let all: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(sotto_testdata::golden("batched.json")).unwrap(),
+    )
+    .unwrap();
+    let c = &all[case];
+    let segments = c["segments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s[0].as_f64().unwrap(),
+                s[1].as_f64().unwrap(),
+                s[2].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    (c["language"].as_str().unwrap().to_string(), segments)
+}
+
+fn batched_vad() -> Vad {
+    let mut vad = Vad::load(&sotto_testdata::vad_model()).unwrap();
+    vad.options = VadOptions::batched();
+    vad
+}
+
+/// Word-level edits between two texts after normalisation, and the reference's words.
+fn edits(reference: &str, hypothesis: &str) -> (usize, usize) {
+    let r: Vec<String> = sotto_testdata::normalise(reference)
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    let h: Vec<String> = sotto_testdata::normalise(hypothesis)
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    let mut prev: Vec<usize> = (0..=h.len()).collect();
+    for (i, rw) in r.iter().enumerate() {
+        let mut cur = vec![i + 1; h.len() + 1];
+        for (j, hw) in h.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(rw != hw))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    (prev[h.len()], r.len())
+}
+
+/// Our segments against the golden case: the same count and times (to 10 ms), and the
+/// text within `max_wer` of faster-whisper's (its float32 against our f16 weights).
+fn check(case: &str, got: &sotto::Transcript, max_wer: f64) {
+    let (language, want) = golden(case);
+    assert_eq!(got.language, language, "{case}");
+    let ours: Vec<(f64, f64, &str)> = (got.segments.iter())
+        .map(|s| (s.start, s.end, s.text.as_str()))
+        .collect();
+    assert_eq!(ours.len(), want.len(), "{case}: {ours:#?}\nwant {want:#?}");
+    let (mut e, mut n) = (0, 0);
+    for ((s, t, text), (ws, wt, wtext)) in ours.iter().zip(&want) {
+        assert!(
+            (s - ws).abs() < 0.011 && (t - wt).abs() < 0.011,
+            "{case}: [{s}, {t}] against [{ws}, {wt}]"
+        );
+        let (de, dn) = edits(wtext, text);
+        (e, n) = (e + de, n + dn);
+    }
+    let wer = e as f64 / n as f64;
+    eprintln!("{case}: {e} word edits in {n} against faster-whisper's batched transcript");
+    assert!(
+        wer <= max_wer,
+        "{case}: WER {wer:.3} against faster-whisper\nours {ours:#?}\nwant {want:#?}"
+    );
+}
+
+fn longform() -> Option<Vec<f32>> {
+    let shared = sotto_testdata::shared_dir()?;
+    let path = sotto_testdata::clip(&shared, "en10_longform.wav");
+    Some(sotto::audio::load_16k_mono(path.to_str().unwrap()).unwrap())
+}
+
+#[test]
+fn long_audio_in_batches_matches_faster_whisper_s_batched_pipeline() {
+    let Some(audio) = longform() else {
+        return;
+    };
+    let vad = batched_vad();
+    let model = Model::load(&sotto_testdata::model_dir("tiny.en")).unwrap();
+    let mut session = model.session(2).unwrap();
+    for (case, beam, without_ts) in [
+        ("longform", 1, true),
+        ("longform_b5", 5, true),
+        ("longform_ts", 1, false),
+    ] {
+        let opts = TranscribeOptions {
+            beam_size: beam,
+            without_timestamps: without_ts,
+            ..TranscribeOptions::default()
+        };
+        let mut seen = Vec::new();
+        let (t, timings) = session
+            .transcribe_batched(&vad, &audio, &opts, 8, &mut |s: &Segment| {
+                seen.push(s.clone());
+                true
+            })
+            .unwrap();
+        assert_eq!(
+            seen, t.segments,
+            "{case}: on_segment saw the final segments"
+        );
+        assert_eq!(timings.windows, 6, "{case}");
+        assert!((t.duration - 150.05).abs() < 0.1, "{case}: {}", t.duration);
+        check(case, &t, 0.02);
+    }
+}
+
+#[test]
+fn windows_decoded_together_give_what_each_gives_alone() {
+    let Some(audio) = longform() else {
+        return;
+    };
+    let vad = batched_vad();
+    let model = Model::load(&sotto_testdata::model_dir("tiny.en")).unwrap();
+    let mut session = model.session(2).unwrap();
+    for beam in [1, 5] {
+        let opts = TranscribeOptions {
+            beam_size: beam,
+            ..TranscribeOptions::default()
+        };
+        let run = |session: &mut sotto::Session, n: usize| {
+            session
+                .transcribe_batched(&vad, &audio, &opts, n, &mut |_| true)
+                .unwrap()
+        };
+        let (alone, one) = run(&mut session, 1);
+        let (together, eight) = run(&mut session, 8);
+        let (three, _) = run(&mut session, 3);
+        let text = |t: &sotto::Transcript| -> Vec<String> {
+            t.segments.iter().map(|s| s.text.clone()).collect()
+        };
+        assert_eq!(text(&together), text(&alone), "beam {beam}");
+        assert_eq!(text(&three), text(&alone), "beam {beam}");
+        // Shared passes: far fewer decoder steps than one window at a time.
+        assert!(eight.steps * 3 < one.steps, "{} {}", eight.steps, one.steps);
+    }
+}
+
+#[test]
+fn speech_apart_keeps_its_times_and_words_are_timed() {
+    let vad = batched_vad();
+    let model = Model::load(&sotto_testdata::model_dir("tiny.en")).unwrap();
+    let mut session = model.session(2).unwrap();
+    let jfk = sotto::audio::load_16k_mono(sotto_testdata::jfk().to_str().unwrap()).unwrap();
+    let z = |s: usize| vec![0f32; s * 16_000];
+    let gap = [z(1), jfk.clone(), z(3), jfk, z(1)].concat();
+    let opts = TranscribeOptions {
+        beam_size: 1,
+        without_timestamps: true,
+        ..TranscribeOptions::default()
+    };
+    let (t, _) = session
+        .transcribe_batched(&vad, &gap, &opts, 4, &mut |_| true)
+        .unwrap();
+    check("gap", &t, 0.0);
+    // Word timing on windows decoded together: each word where faster-whisper puts it in
+    // the original audio, to a timestamp step.
+    let words = TranscribeOptions {
+        word_timestamps: true,
+        ..opts.clone()
+    };
+    let (t, _) = session
+        .transcribe_batched(&vad, &gap, &words, 4, &mut |_| true)
+        .unwrap();
+    check("gap_words", &t, 0.0);
+    let all: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(sotto_testdata::golden("batched.json")).unwrap(),
+    )
+    .unwrap();
+    let want = all["gap_words"]["words"].as_array().unwrap();
+    let got: Vec<&sotto::Word> = t.segments.iter().flat_map(|s| &s.words).collect();
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(want) {
+        let (ws, we) = (w[0].as_f64().unwrap(), w[1].as_f64().unwrap());
+        assert_eq!(g.word, w[2].as_str().unwrap());
+        assert!(
+            (g.start - ws).abs() < 0.021 && (g.end - we).abs() < 0.021,
+            "{:?} against {w}",
+            (g.start, g.end, &g.word)
+        );
+    }
+    // No speech: no segments, no error.
+    let (quiet, _) = session
+        .transcribe_batched(&vad, &z(5), &opts, 4, &mut |_| true)
+        .unwrap();
+    assert!(quiet.segments.is_empty());
+}
+
+#[test]
+fn the_language_is_detected_on_the_chunks_joined() {
+    let Some(shared) = sotto_testdata::shared_dir() else {
+        return;
+    };
+    let path = sotto_testdata::clip(&shared, "cheetah_de.wav");
+    let audio = sotto::audio::load_16k_mono(path.to_str().unwrap()).unwrap();
+    let model = Model::load(&sotto_testdata::model_dir("base")).unwrap();
+    let mut session = model.session(2).unwrap();
+    let opts = TranscribeOptions {
+        beam_size: 1,
+        without_timestamps: true,
+        ..TranscribeOptions::default()
+    };
+    let (t, _) = session
+        .transcribe_batched(&batched_vad(), &audio, &opts, 8, &mut |_| true)
+        .unwrap();
+    check("de", &t, 0.0);
+}
+
+#[test]
+fn what_batched_decoding_cannot_do_is_refused() {
+    let vad = batched_vad();
+    let model = Model::load(&sotto_testdata::model_dir("tiny.en")).unwrap();
+    let mut session = model.session(1).unwrap();
+    let jfk = sotto::audio::load_16k_mono(sotto_testdata::jfk().to_str().unwrap()).unwrap();
+    let base = TranscribeOptions {
+        beam_size: 1,
+        ..TranscribeOptions::default()
+    };
+    for (opts, n, what) in [
+        (
+            TranscribeOptions {
+                temperatures: vec![0.4],
+                ..base.clone()
+            },
+            4,
+            "temperature",
+        ),
+        (
+            TranscribeOptions {
+                prefix: Some("And so".into()),
+                ..base.clone()
+            },
+            4,
+            "prefix",
+        ),
+        (
+            TranscribeOptions {
+                clip_timestamps: vec![1.0],
+                ..base.clone()
+            },
+            4,
+            "clip timestamps",
+        ),
+        (base.clone(), 0, "batch_size"),
+    ] {
+        let err = session
+            .transcribe_batched(&vad, &jfk, &opts, n, &mut |_| true)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(what), "{what}: {err}");
+    }
+    assert!(session
+        .transcribe_batched(&vad, &[], &base, 4, &mut |_| true)
+        .is_err());
+}
