@@ -86,6 +86,15 @@ pub struct Args {
     #[command(flatten)]
     vad_args: crate::vad::VadArgs,
 
+    /// Decode up to N chunks of speech together, as faster-whisper's
+    /// BatchedInferencePipeline (`batch_size`): the VAD (implied, with that mode's defaults:
+    /// 160 ms of silence ends speech, stretches of at most 30 s) cuts the audio, stretches
+    /// are joined into chunks of up to 30 s, and each decoder pass reads the weights once
+    /// for all N windows. No window sees another's text and there is no temperature
+    /// fallback; word timing works. Faster on long audio, same text quality as the VAD path.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    batch_size: Option<u32>,
+
     /// Print where the time went to stderr.
     #[arg(long)]
     timings: bool,
@@ -379,14 +388,23 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
     };
     args.decoding.apply(&mut opts)?;
 
-    if !args.vad && args.vad_args.given() {
-        bail!("the --vad-* options apply with --vad");
+    let batched = args.batch_size.is_some();
+    if !(args.vad || batched) && args.vad_args.given() {
+        bail!("the --vad-* options apply with --vad or --batch-size");
     }
-    let vad = if args.vad {
+    let vad = if args.vad || batched {
         if !opts.clip_timestamps.is_empty() {
-            bail!("--vad does not combine with --clip-timestamps, --offset or --duration");
+            bail!(
+                "--vad and --batch-size do not combine with --clip-timestamps, --offset or \
+                 --duration"
+            );
         }
-        Some(args.vad_args.load(hub)?)
+        let base = if batched {
+            sotto::VadOptions::batched()
+        } else {
+            sotto::VadOptions::default()
+        };
+        Some(args.vad_args.load_with(hub, base)?)
     } else {
         None
     };
@@ -453,9 +471,14 @@ fn transcribe_one(
             }
             true
         };
-        match vad {
-            Some(vad) => session.transcribe_speech_timed(vad, &samples, opts, &mut on_segment),
-            None => session.transcribe_timed(&samples, opts, &mut on_segment),
+        match (vad, args.batch_size) {
+            (Some(vad), Some(n)) => {
+                session.transcribe_batched(vad, &samples, opts, n as usize, &mut on_segment)
+            }
+            (Some(vad), None) => {
+                session.transcribe_speech_timed(vad, &samples, opts, &mut on_segment)
+            }
+            (None, _) => session.transcribe_timed(&samples, opts, &mut on_segment),
         }
         .with_context(|| input.to_string())?
     };

@@ -58,10 +58,20 @@ impl VadArgs {
 
     /// The VAD these flags ask for, its options checked.
     pub fn load(&self, hub: &sotto::hub::Hub) -> anyhow::Result<sotto::Vad> {
+        self.load_with(hub, sotto::VadOptions::default())
+    }
+
+    /// [`VadArgs::load`] with the options the flags change starting from `base`.
+    pub fn load_with(
+        &self,
+        hub: &sotto::hub::Hub,
+        base: sotto::VadOptions,
+    ) -> anyhow::Result<sotto::Vad> {
         let mut vad = match &self.vad_model {
             Some(path) => sotto::Vad::load(path)?,
             None => sotto::Vad::load_cached(hub, &mut progress::Download::new())?,
         };
+        vad.options = base;
         let o = &mut vad.options;
         o.threshold = self.vad_threshold.unwrap_or(o.threshold);
         o.min_silence_duration_ms = self.vad_min_silence_ms.unwrap_or(o.min_silence_duration_ms);

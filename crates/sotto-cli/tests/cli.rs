@@ -777,6 +777,52 @@ fn vad_options_as_faster_whisper_and_whisper_cpp_name_them() {
 }
 
 #[test]
+fn batch_size_decodes_the_vad_s_chunks_together() {
+    let model = sotto_testdata::model_dir("tiny.en");
+    let vad = sotto_testdata::vad_model();
+    let run = |extra: &[&str]| {
+        sotto()
+            .args([
+                "transcribe",
+                "-t",
+                "2",
+                "--beam-size",
+                "1",
+                "--format",
+                "json",
+            ])
+            .args(extra)
+            .arg("--vad-model")
+            .arg(&vad)
+            .arg("-m")
+            .arg(&model)
+            .arg(jfk())
+            .assert()
+    };
+    // A 3 s limit (the VAD's) cuts the 11 s of speech into stretches, joined into one
+    // chunk; the text is the sample's, the times the audio's.
+    let out = run(&["--batch-size", "4", "--vad-max-speech-s", "3"])
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(normalise(v["text"].as_str().unwrap()), JFK, "{v}");
+    let first = &v["segments"][0];
+    assert!(first["start"].as_f64().unwrap() < 1.0, "{v}");
+    // What batched decoding cannot do is refused, naming the option.
+    run(&["--batch-size", "0"])
+        .failure()
+        .stderr(predicate::str::contains("batch-size"));
+    run(&["--batch-size", "2", "--temperature", "0.5"])
+        .failure()
+        .stderr(predicate::str::contains("temperature 0"));
+    run(&["--batch-size", "2", "--clip-timestamps", "1,5"])
+        .failure()
+        .stderr(predicate::str::contains("--batch-size do not combine"));
+}
+
+#[test]
 fn converts_the_onnx_vad_to_whisper_cpp_s_ggml_vad_file() {
     let vad = sotto_testdata::vad_model();
     let dir = tempfile::tempdir().unwrap();
