@@ -44,6 +44,7 @@ koffi.struct('sotto_params', {
   hotwords: 'const char *',
   max_len: 'int',
   on_segment_transcript: 'void *',
+  batch_size: 'int',
 });
 koffi.struct('sotto_bench_result', {
   struct_size: 'size_t',

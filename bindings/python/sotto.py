@@ -89,6 +89,7 @@ class _Params(ctypes.Structure):
         ("hotwords", ctypes.c_char_p),
         ("max_len", ctypes.c_int),
         ("on_segment_transcript", _TRANSCRIPT_CALLBACK),
+        ("batch_size", ctypes.c_int),
     ]
 
 
@@ -132,6 +133,8 @@ def _load():
         "sotto_speech_free": ([P], None),
         "sotto_transcribe": ([P, c.POINTER(c.c_float), c.c_size_t, c.POINTER(_Params)], P),
         "sotto_transcribe_file": ([P, c.c_char_p, c.POINTER(_Params)], P),
+        "sotto_transcribe_speech": ([P, c.POINTER(c.c_float), c.c_size_t,
+                                     c.POINTER(c.c_double), c.c_size_t, c.POINTER(_Params)], P),
         "sotto_detect_language": ([P, c.POINTER(c.c_float), c.c_size_t, c.POINTER(c.c_float)],
                                   c.c_char_p),
         "sotto_bench": ([P, c.c_int, c.POINTER(_Bench)], c.c_int),
@@ -398,13 +401,17 @@ class Session(_Handle):
                    no_speech_threshold: Optional[float] = 0.6,
                    condition_on_previous_text: bool = True,
                    hotwords: Optional[str] = None,
-                   on_full_segment: Optional[Callable[[Segment], Optional[bool]]] = None
-                   ) -> Transcript:
+                   on_full_segment: Optional[Callable[[Segment], Optional[bool]]] = None,
+                   batch_size: int = 0, speech=None) -> Transcript:
         """Transcribes a file path or 16 kHz mono samples. `on_segment(index, start, end, text)`
         sees each segment as it is finished, and `on_full_segment(segment)` sees it as a
         whole `Segment` (tokens, words, ...); returning False stops early. `vad_filter` (True,
         or a Vad) transcribes only the speech the VAD finds, as faster-whisper's does, with
-        `vad_parameters` (a VadOptions or a dict); times stay the audio's."""
+        `vad_parameters` (a VadOptions or a dict); times stay the audio's. `batch_size` > 0
+        (with `vad_filter`) is faster-whisper's batched mode: the speech in chunks of up to
+        30 s, that many decoded together, no text carried between them, no fallback.
+        `speech` ([(start, end), ...] seconds, as `Vad.speech` gives them) transcribes those
+        stretches only, without running the VAD again."""
         self._check()
         p = _lib.sotto_default_params()
         p.language = _c(language)
@@ -420,6 +427,7 @@ class Session(_Handle):
         p.no_speech_threshold = none_is_nan(no_speech_threshold)
         p.condition_on_previous_text = int(condition_on_previous_text)
         p.hotwords = _c(hotwords)
+        p.batch_size = batch_size
         vad = vad_filter if isinstance(vad_filter, Vad) else _shared_vad() if vad_filter else None
         if vad is not None:
             if not vad._h:
@@ -449,7 +457,12 @@ class Session(_Handle):
         keep = _SEGMENT_CALLBACK(callback) if on_segment else _SEGMENT_CALLBACK()
         keep_full = _TRANSCRIPT_CALLBACK(full) if on_full_segment else _TRANSCRIPT_CALLBACK()
         p.on_segment, p.on_segment_transcript = keep, keep_full
-        if isinstance(audio, (str, bytes, os.PathLike)):
+        if speech is not None:
+            s = _Samples(_samples_of(audio))
+            pairs = (ctypes.c_double * (2 * len(speech)))(*[t for se in speech for t in se])
+            t = _lib.sotto_transcribe_speech(self._h, s.ptr, s.n, pairs, len(speech),
+                                             ctypes.byref(p))
+        elif isinstance(audio, (str, bytes, os.PathLike)):
             t = _lib.sotto_transcribe_file(self._h, os.fsencode(audio), ctypes.byref(p))
         else:
             s = _Samples(audio)
@@ -600,7 +613,7 @@ class WhisperModel:
         duration = len(samples) / 16000
         vad = _shared_vad() if vad_filter else None
         options = _vad_options(vad_parameters, None) if vad_filter else None
-        after_vad, speech = duration, samples
+        after_vad, speech, stretches = duration, samples, None
         if vad is not None:
             stretches = vad.speech(samples, options)
             after_vad = sum(e - s for s, e in stretches)
@@ -633,7 +646,7 @@ class WhisperModel:
             language=language, translate=task == "translate", beam_size=beam_size,
             best_of=best_of, temperature=t0, temperature_increment=step,
             without_timestamps=without_timestamps, word_timestamps=word_timestamps,
-            initial_prompt=initial_prompt, vad_filter=vad or False, vad_parameters=options,
+            initial_prompt=initial_prompt, speech=stretches,
             patience=patience, length_penalty=length_penalty,
             compression_ratio_threshold=compression_ratio_threshold,
             log_prob_threshold=log_prob_threshold, no_speech_threshold=no_speech_threshold,
@@ -670,3 +683,80 @@ class WhisperModel:
                     return
         finally:
             stop.set()
+
+
+class BatchedInferencePipeline:
+    """faster-whisper's `BatchedInferencePipeline`, on sotto: the VAD cuts the speech into
+    chunks of up to 30 s and `batch_size` of them are decoded together, each decoder pass
+    reading the weights once for all. As faster-whisper's: its VAD defaults
+    (`min_silence_duration_ms=160`, `max_speech_duration_s=30`), no timestamps by default,
+    only the first temperature (it must be 0 here), and the same arguments it lists as
+    unused (accepted, ignored: the thresholds, `condition_on_previous_text`, `prefix`, ...).
+    `vad_filter=False` and `clip_timestamps` are not supported (TypeError)."""
+
+    _UNUSED = ("log_progress", "compression_ratio_threshold", "log_prob_threshold",
+               "no_speech_threshold", "condition_on_previous_text",
+               "prompt_reset_on_temperature", "prefix", "max_initial_timestamp",
+               "hallucination_silence_threshold", "suppress_blank", "language_detection_threshold",
+               "language_detection_segments", "repetition_penalty", "no_repeat_ngram_size")
+
+    def __init__(self, model: WhisperModel):
+        self.model = model
+
+    def transcribe(self, audio, language: Optional[str] = None, task: str = "transcribe",
+                   beam_size: int = 5, best_of: int = 5, patience: float = 1,
+                   length_penalty: float = 1, temperature=_FALLBACK,
+                   initial_prompt: Optional[str] = None, word_timestamps: bool = False,
+                   vad_filter: bool = True, vad_parameters=None,
+                   without_timestamps: bool = True, hotwords: Optional[str] = None,
+                   batch_size: int = 8, **kwargs):
+        """As faster-whisper's: `(segments, info)`, `segments` a generator."""
+        unknown = sorted(k for k in kwargs if k not in self._UNUSED)
+        if unknown:
+            raise TypeError(f"transcribe: unsupported arguments {unknown}")
+        if not vad_filter:
+            raise TypeError("sotto's batched mode finds its chunks with the VAD: vad_filter=True")
+        if batch_size < 1:
+            raise ValueError(f"batch_size {batch_size} must be at least 1")
+        if task not in ("transcribe", "translate"):
+            raise ValueError(f"task {task!r} is not transcribe or translate")
+        t0, _ = _temperatures(temperature)
+        # faster-whisper: its own defaults, or the given ones with the 30 s cap.
+        options = VadOptions(max_speech_duration_s=30, min_silence_duration_ms=160) \
+            if vad_parameters is None else _vad_options(vad_parameters,
+                                                        {"max_speech_duration_s": 30})
+        model = self.model
+        samples = _samples_of(audio)
+        duration = len(samples) / 16000
+        vad = _shared_vad()
+        stretches = vad.speech(samples, options)
+        speech = array.array("f")
+        for s, e in stretches:
+            speech.extend(samples[round(s * 16000):round(e * 16000)])
+        probability = 1.0
+        if language is None:
+            if not model.model.is_multilingual:
+                language = "en"
+            elif len(speech) == 0:
+                language, probability = "en", 0.0
+            else:
+                session = model._sessions.get()
+                try:
+                    language, probability = session.detect_language(speech)
+                finally:
+                    model._sessions.put(session)
+        info = TranscriptionInfo(
+            language=language, language_probability=probability, duration=duration,
+            duration_after_vad=len(speech) / 16000,
+            transcription_options=dict(beam_size=beam_size, best_of=best_of,
+                                       patience=patience, length_penalty=length_penalty,
+                                       temperatures=[t0], word_timestamps=word_timestamps,
+                                       batch_size=batch_size),
+            vad_options=options)
+        run = dict(
+            language=language, translate=task == "translate", beam_size=beam_size,
+            best_of=best_of, temperature=t0, temperature_increment=0.0,
+            without_timestamps=without_timestamps, word_timestamps=word_timestamps,
+            initial_prompt=initial_prompt, speech=stretches, patience=patience,
+            length_penalty=length_penalty, hotwords=hotwords, batch_size=batch_size)
+        return model._segments(samples, run), info

@@ -173,6 +173,34 @@ class TestWhisperModel(unittest.TestCase):
         with self.assertRaisesRegex(sotto.SottoError, "best_of"):
             list(segs)
 
+    def test_batched_pipeline_decodes_the_chunks_together(self):
+        jfk = sotto.load_audio(AUDIO)
+        silence = lambda s: array.array("f", bytes(4 * 16000 * s))  # noqa: E731
+        gap = silence(1) + jfk + silence(3) + jfk + silence(1)
+        batched = sotto.BatchedInferencePipeline(self.model)
+        segments, info = batched.transcribe(gap, beam_size=1, batch_size=4,
+                                            condition_on_previous_text=False)
+        segments = list(segments)
+        # faster-whisper's batched mode: no timestamps, so one segment per chunk.
+        self.assertEqual(len(segments), 1, segments)
+        self.assertEqual(normalise(segments[0].text), f"{JFK} {JFK}")
+        self.assertAlmostEqual(segments[0].start, 0.94, delta=0.05)
+        self.assertAlmostEqual(info.duration, 27.0, delta=0.1)
+        self.assertLess(info.duration_after_vad, 26.0)
+        self.assertEqual(info.transcription_options["batch_size"], 4)
+        # With timestamps, and words; times stay the audio's.
+        segments, _ = batched.transcribe(gap, beam_size=5, without_timestamps=False,
+                                         word_timestamps=True)
+        starts = [w.start for s in segments for w in s.words if w.word.strip() == "And"]
+        self.assertEqual(len(starts), 2, starts)
+        self.assertGreater(starts[1], 14.9)
+        with self.assertRaisesRegex(TypeError, "vad_filter"):
+            batched.transcribe(gap, vad_filter=False)
+        with self.assertRaisesRegex(TypeError, "flash"):
+            batched.transcribe(gap, flash=True)
+        with self.assertRaisesRegex(sotto.SottoError, "temperature"):
+            list(batched.transcribe(gap, temperature=0.5)[0])
+
     def test_what_sotto_does_not_take_is_refused(self):
         with self.assertRaisesRegex(TypeError, "repetition_penalty"):
             self.model.transcribe(AUDIO, repetition_penalty=1.1)

@@ -80,6 +80,11 @@ typedef struct sotto_params {
     int max_len;                 /* split segments longer than this many characters between
                                     words (whisper.cpp's max_len); 0: no limit */
     sotto_segment_transcript_callback on_segment_transcript; /* or NULL; gets user_data */
+    int batch_size;              /* > 0: faster-whisper's batched mode (needs vad): the VAD's
+                                    stretches (max_speech_duration_s capped at 30) joined into
+                                    chunks of up to 30 s, up to batch_size decoded together;
+                                    no text carried between chunks, no temperature fallback.
+                                    0 (default): one window after another */
 } sotto_params;
 
 /* The library's version, e.g. "0.1.0". */
@@ -114,6 +119,12 @@ void sotto_audio_free(float *samples, size_t n_samples);
 /* Transcribes 16 kHz mono samples (params NULL: the defaults). */
 sotto_transcript *sotto_transcribe(sotto_session *session, const float *samples,
                                    size_t n_samples, const sotto_params *params);
+/* Transcribes only the stretches of speech given: n_speech (start, end) pairs of seconds
+   at speech, in order, as sotto_vad_detect found them (params->vad is not used; with
+   params->batch_size > 0 each stretch is at most 30 s). Times stay the samples'. */
+sotto_transcript *sotto_transcribe_speech(sotto_session *session, const float *samples,
+                                          size_t n_samples, const double *speech,
+                                          size_t n_speech, const sotto_params *params);
 /* Transcribes an audio file (wav, flac, mp3, ogg; any rate and channel count). */
 sotto_transcript *sotto_transcribe_file(sotto_session *session, const char *path,
                                         const sotto_params *params);

@@ -197,10 +197,14 @@ pub struct SottoParams {
     pub hotwords: *const c_char,
     pub max_len: c_int,
     pub on_segment_transcript: Option<SegmentTranscriptCallback>,
+    pub batch_size: c_int,
 }
 
 /// `struct_size` of the first `sotto_params`, which ended at `user_data`.
 const PARAMS_V1_SIZE: usize = std::mem::offset_of!(SottoParams, vad);
+/// `struct_size` of the second, which ended at `on_segment_transcript` (a pointer: no
+/// padding after it).
+const PARAMS_V2_SIZE: usize = std::mem::offset_of!(SottoParams, batch_size);
 
 impl SottoParams {
     /// The caller's params, NULL meaning the defaults; fields beyond its `struct_size`
@@ -215,7 +219,13 @@ impl SottoParams {
         }
         // SAFETY: every version of the struct begins with its size.
         let size = unsafe { ptr::read_unaligned(p.cast::<usize>()) };
-        if size != PARAMS_V1_SIZE && size != std::mem::size_of::<SottoParams>() {
+        if ![
+            PARAMS_V1_SIZE,
+            PARAMS_V2_SIZE,
+            std::mem::size_of::<SottoParams>(),
+        ]
+        .contains(&size)
+        {
             return Err(format!(
                 "params.struct_size is {size}, not {}: take the params from \
                  sotto_default_params() of the sotto.h this library ships",
@@ -347,6 +357,7 @@ pub extern "C" fn sotto_default_params() -> SottoParams {
         hotwords: ptr::null(),
         max_len: 0,
         on_segment_transcript: None,
+        batch_size: 0,
     }
 }
 
@@ -450,6 +461,21 @@ unsafe fn run(
     params: *const SottoParams,
 ) -> Result<*mut SottoTranscript, String> {
     // SAFETY: as this function's contract says.
+    unsafe { run_on(session, samples, params, None) }
+}
+
+/// [`run`], on the stretches of speech `found` (`[start, end)` in samples) when given
+/// instead of those `params.vad` would find.
+///
+/// # Safety
+/// As [`run`].
+unsafe fn run_on(
+    session: *mut SottoSession,
+    samples: &[f32],
+    params: *const SottoParams,
+    found: Option<Vec<(usize, usize)>>,
+) -> Result<*mut SottoTranscript, String> {
+    // SAFETY: as this function's contract says.
     let s = unsafe { handle_mut(session, "session") }?;
     // SAFETY: as above.
     let p = unsafe { SottoParams::read(params) }?;
@@ -482,11 +508,28 @@ unsafe fn run(
         index += 1;
         go_on
     };
-    let t = match vad {
-        None => s.0.transcribe(samples, &opts, &mut on_segment),
-        Some(vad) => {
-            let chunks = vad.speech(samples, vad_options)?;
+    let batch = usize::try_from(p.batch_size)
+        .map_err(|_| format!("params.batch_size is {}; it must be >= 0", p.batch_size))?;
+    let mut options = vad_options;
+    if batch > 0 {
+        options.max_speech_duration_s = options.max_speech_duration_s.min(30.0);
+    }
+    let chunks = match (found, vad) {
+        (Some(found), _) => Some(found),
+        (None, Some(vad)) => Some(vad.speech(samples, options)?),
+        (None, None) => None,
+    };
+    let t = match (chunks, batch) {
+        (None, 0) => s.0.transcribe(samples, &opts, &mut on_segment),
+        (None, _) => {
+            return Err("params.batch_size needs params.vad: the VAD cuts the chunks".into())
+        }
+        (Some(chunks), 0) => {
             s.0.transcribe_chunks_timed(samples, &chunks, &opts, &mut on_segment)
+                .map(|(t, _)| t)
+        }
+        (Some(chunks), n) => {
+            s.0.transcribe_batched_chunks(samples, &chunks, &opts, n, &mut on_segment)
                 .map(|(t, _)| t)
         }
     }
@@ -590,6 +633,50 @@ pub unsafe extern "C" fn sotto_transcribe(
         let samples = unsafe { sample_slice(samples, n_samples) }?;
         // SAFETY: as above.
         unsafe { run(session, samples, params) }
+    })
+}
+
+/// Transcribes the stretches of speech `speech` of 16 kHz mono samples: `n_speech`
+/// (start, end) pairs of seconds, in order, as `sotto_vad_detect` gives them (so a caller
+/// that ran the VAD does not run it again); `params.vad` is not used. With
+/// `params.batch_size` > 0 each stretch must be at most 30 s.
+///
+/// # Safety
+/// As [`sotto_transcribe`]; `speech` is NULL (with `n_speech` 0) or points to `2 · n_speech`
+/// doubles.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_transcribe_speech(
+    session: *mut SottoSession,
+    samples: *const f32,
+    n_samples: usize,
+    speech: *const f64,
+    n_speech: usize,
+    params: *const SottoParams,
+) -> *mut SottoTranscript {
+    guard(ptr::null_mut(), || {
+        // SAFETY: as this function's contract says.
+        let samples = unsafe { sample_slice(samples, n_samples) }?;
+        let pairs = match (speech.is_null(), n_speech) {
+            (_, 0) => &[][..],
+            (true, _) => return Err("speech is NULL".into()),
+            (false, n) if n > isize::MAX as usize / 16 => {
+                return Err(format!("n_speech {n} is larger than memory"))
+            }
+            // SAFETY: non-NULL, 2·n_speech doubles by the caller's contract, size checked.
+            (false, n) => unsafe { std::slice::from_raw_parts(speech, 2 * n) },
+        };
+        let rate = f64::from(sotto::audio::SAMPLE_RATE);
+        let at = |t: f64| {
+            (t.is_finite() && t >= 0.0)
+                .then(|| (t * rate).round() as usize)
+                .ok_or_else(|| format!("speech time {t} is not a time in seconds >= 0"))
+        };
+        let found = pairs
+            .chunks_exact(2)
+            .map(|p| Ok((at(p[0])?, at(p[1])?)))
+            .collect::<Result<Vec<_>, String>>()?;
+        // SAFETY: as above.
+        unsafe { run_on(session, samples, params, Some(found)) }
     })
 }
 
@@ -1341,5 +1428,13 @@ mod tests {
         let read = unsafe { SottoParams::read(&p) }.unwrap();
         assert!(read.vad.is_null());
         assert_eq!(read.struct_size, std::mem::size_of::<SottoParams>());
+        // The second header's struct: batch_size keeps its default.
+        p.struct_size = PARAMS_V2_SIZE;
+        p.vad = std::ptr::null();
+        p.max_len = 42;
+        p.batch_size = 8;
+        // SAFETY: as above.
+        let read = unsafe { SottoParams::read(&p) }.unwrap();
+        assert_eq!((read.max_len, read.batch_size), (42, 0));
     }
 }

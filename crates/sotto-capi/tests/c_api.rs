@@ -304,6 +304,64 @@ fn voice_activity_detection_through_the_c_interface() {
             "{starts:?}"
         );
         sotto_transcript_free(t);
+        // Batched (params.batch_size): the chunks decoded together, the same words.
+        params.batch_size = 4;
+        params.no_timestamps = 1;
+        let t = sotto_transcribe(session, gap.as_ptr(), gap.len(), &params);
+        assert!(!t.is_null(), "{}", last_error());
+        assert_eq!(
+            normalise(&string(sotto_transcript_text(t)).unwrap()),
+            format!("{JFK} {JFK}")
+        );
+        assert!(sotto_transcript_segment_start(t, 0) >= 0.9);
+        sotto_transcript_free(t);
+        // On stretches found apart (no VAD run): the same transcript; bad ones refused.
+        let found: Vec<f64> = want
+            .iter()
+            .flat_map(|&(s, e)| [s as f64 / 16_000.0, e as f64 / 16_000.0])
+            .collect();
+        let no_vad = SottoParams {
+            vad: ptr::null(),
+            ..params
+        };
+        for batch in [0, 4] {
+            let p = SottoParams {
+                batch_size: batch,
+                ..no_vad
+            };
+            let t = sotto_transcribe_speech(
+                session,
+                gap.as_ptr(),
+                gap.len(),
+                found.as_ptr(),
+                want.len(),
+                &p,
+            );
+            assert!(!t.is_null(), "{}", last_error());
+            assert_eq!(
+                normalise(&string(sotto_transcript_text(t)).unwrap()),
+                format!("{JFK} {JFK}")
+            );
+            sotto_transcript_free(t);
+        }
+        let (g, n) = (gap.as_ptr(), gap.len());
+        assert!(sotto_transcribe_speech(session, g, n, ptr::null(), 1, &no_vad).is_null());
+        assert!(last_error().contains("speech is NULL"), "{}", last_error());
+        let bad = [3.0, 1.0];
+        assert!(sotto_transcribe_speech(session, g, n, bad.as_ptr(), 1, &no_vad).is_null());
+        assert!(last_error().contains("in order"), "{}", last_error());
+        let bad = [-1.0, 1.0];
+        assert!(sotto_transcribe_speech(session, g, n, bad.as_ptr(), 1, &no_vad).is_null());
+        assert!(last_error().contains(">= 0"), "{}", last_error());
+        // Batched without a VAD or stretches: refused.
+        assert!(sotto_transcribe(session, g, n, &no_vad).is_null());
+        assert!(
+            last_error().contains("batch_size needs"),
+            "{}",
+            last_error()
+        );
+        params.batch_size = 0;
+        params.no_timestamps = 0;
         // Bad VAD options in the params are refused too.
         params.vad_params.min_silence_duration_ms = -1;
         assert!(sotto_transcribe(session, gap.as_ptr(), gap.len(), &params).is_null());
