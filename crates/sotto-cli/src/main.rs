@@ -9,6 +9,7 @@ mod gptq;
 mod progress;
 #[cfg(feature = "server")]
 mod serve;
+mod stream;
 mod transcribe;
 mod vad;
 mod writers;
@@ -53,6 +54,9 @@ enum Command {
         #[arg(short, long)]
         threads: Option<usize>,
     },
+    /// Transcribe a live stream of raw 16 kHz mono PCM (stdin or a pipe) as it arrives, as
+    /// whisper.cpp's `whisper-stream`: every --step, the last --length of audio.
+    Stream(Box<stream::Args>),
     /// List the stretches of speech in audio files (Silero VAD, as `transcribe --vad` finds
     /// them): `start<TAB>end` seconds per line, or JSON.
     Vad(vad::Args),
@@ -185,6 +189,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Transcribe(args) => transcribe::run(&hub, *args),
         Command::Bench(args) => bench::run(&hub, args),
         Command::Vad(args) => vad::run(&hub, args),
+        Command::Stream(args) => stream::run(&hub, *args),
         #[cfg(feature = "server")]
         Command::Serve(args) => serve::run(&hub, *args),
         Command::DetectLanguage {

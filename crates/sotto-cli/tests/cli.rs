@@ -823,6 +823,63 @@ fn batch_size_decodes_the_vad_s_chunks_together() {
 }
 
 #[test]
+fn stream_transcribes_raw_pcm_as_it_comes() {
+    let model = sotto_testdata::model_dir("tiny.en");
+    let samples = sotto::audio::load_16k_mono(jfk().to_str().unwrap()).unwrap();
+    let s16: Vec<u8> = (samples.iter())
+        .flat_map(|&x| ((x * 32768.0).round().clamp(-32768.0, 32767.0) as i16).to_le_bytes())
+        .collect();
+    let f32le: Vec<u8> = samples.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let run = |pcm: &str, bytes: Vec<u8>| {
+        let out = sotto()
+            .args(["stream", "-t", "2", "--timestamps", "--pcm", pcm, "-m"])
+            .arg(&model)
+            .write_stdin(bytes)
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        String::from_utf8(out).unwrap()
+    };
+    // 11 s in steps of 3 s, a line per 10 s window's two steps: two finished lines, the
+    // second window starting 0.2 s before the first ends; together the sample's words (a
+    // word may be cut where the windows meet).
+    let out = run("s16le", s16);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert!(lines[0].starts_with("[0.00 --> 6.00]"), "{out}");
+    assert!(lines[1].starts_with("[5.80 --> 11.00]"), "{out}");
+    let text = normalise(&out.replace(['[', ']', '>'], " "));
+    assert!(text.contains("and so my fellow americans ask not"), "{out}");
+    assert!(
+        text.ends_with("ask what you can do for your country"),
+        "{out}"
+    );
+    assert_eq!(run("f32le", f32le), out);
+    // Bad windows are refused; silence gives no lines.
+    sotto()
+        .args(["stream", "--step", "5000", "--length", "1000"])
+        .write_stdin(vec![])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("--step must be"));
+    let quiet = sotto()
+        .args(["stream", "-t", "2", "-m"])
+        .arg(&model)
+        .write_stdin(vec![0u8; 2 * 16_000 * 4 + 1])
+        .assert()
+        .success();
+    let quiet = quiet.get_output();
+    assert!(
+        quiet.stdout.is_empty(),
+        "{:?}",
+        String::from_utf8_lossy(&quiet.stdout)
+    );
+    assert!(String::from_utf8_lossy(&quiet.stderr).contains("1 byte(s) into a sample"));
+}
+
+#[test]
 fn converts_the_onnx_vad_to_whisper_cpp_s_ggml_vad_file() {
     let vad = sotto_testdata::vad_model();
     let dir = tempfile::tempdir().unwrap();

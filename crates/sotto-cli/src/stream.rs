@@ -1,0 +1,308 @@
+//! `sotto stream`: live transcription of raw PCM as it arrives, as whisper.cpp's
+//! `whisper-stream` does in its sliding-window mode: every `--step` of new audio, the last
+//! `--length` (with `--keep` of the window before) is transcribed; on a terminal the current
+//! line is rewritten each step, and every `length / step - 1` steps it is finished and a new
+//! window begins. Piped, only the finished lines are printed.
+
+use std::io::{self, IsTerminal, Read, Write};
+use std::process::ExitCode;
+use std::sync::mpsc;
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use sotto::{Model, Task, TranscribeOptions};
+
+use crate::progress;
+
+/// Samples per second of the raw input.
+const RATE: usize = 16_000;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Raw PCM, 16 kHz mono: `-` (stdin) or a file or named pipe. Make it with e.g.
+    /// `arecord -q -t raw -f S16_LE -r 16000 -c 1` or `ffmpeg -i SRC -f s16le -ar 16000 -ac 1 -`.
+    #[arg(default_value = "-", value_name = "INPUT")]
+    input: String,
+
+    /// Sample format of the input.
+    #[arg(long, default_value = "s16le", value_parser = ["s16le", "f32le"])]
+    pcm: String,
+
+    /// Model name (tiny.en, base, ...; fetched on first use) or path.
+    #[arg(short, long, default_value = "tiny.en", value_name = "NAME|PATH")]
+    model: String,
+
+    /// Spoken language code (en, de, ...); multilingual models detect it per window
+    /// without it.
+    #[arg(short, long, value_name = "LANG")]
+    language: Option<String>,
+
+    /// Translate to English.
+    #[arg(long)]
+    translate: bool,
+
+    #[command(flatten)]
+    engine: crate::engine::EngineArgs,
+
+    /// Transcribe every this many ms of new audio.
+    #[arg(long, default_value_t = 3000, value_name = "MS")]
+    step: u64,
+
+    /// Audio each transcription sees, ms (at most 30 000).
+    #[arg(long, default_value_t = 10000, value_name = "MS")]
+    length: u64,
+
+    /// Audio kept from the finished line's window for the next one, ms.
+    #[arg(long, default_value_t = 200, value_name = "MS")]
+    keep: u64,
+
+    /// Beams (1: greedy, whisper-stream's choice, fastest).
+    #[arg(long, default_value_t = 1)]
+    beam_size: usize,
+
+    /// Prompt each window with the last finished line (whisper-stream's `--keep-context`).
+    #[arg(long)]
+    keep_context: bool,
+
+    /// Prefix each finished line with its window's times in the stream, seconds.
+    #[arg(long)]
+    timestamps: bool,
+}
+
+/// The sliding window's sizes in samples.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Window {
+    step: usize,
+    length: usize,
+    keep: usize,
+    /// Steps per finished line.
+    per_line: usize,
+}
+
+impl Window {
+    fn new(step_ms: u64, length_ms: u64, keep_ms: u64) -> anyhow::Result<Window> {
+        if step_ms == 0 || length_ms > 30_000 || step_ms > length_ms || keep_ms > step_ms {
+            bail!(
+                "--step must be > 0 and at most --length, --length at most 30000 ms, and \
+                 --keep at most --step"
+            );
+        }
+        let ms = |m: u64| (m as usize) * RATE / 1000;
+        Ok(Window {
+            step: ms(step_ms),
+            length: ms(length_ms),
+            keep: ms(keep_ms),
+            per_line: ((length_ms / step_ms) as usize).saturating_sub(1).max(1),
+        })
+    }
+
+    /// New samples the next transcription takes of `pending`: whole steps, as many as
+    /// have come (a machine that fell behind catches up) up to a window's length; the rest
+    /// at the end of the input.
+    fn take(&self, pending: usize) -> usize {
+        let steps = (pending / self.step).clamp(1, (self.length / self.step).max(1));
+        (steps * self.step).min(pending)
+    }
+
+    /// The audio of the next transcription: the end of the window so far (at most
+    /// `keep + length - new` of it, whisper-stream's rule), then the new samples.
+    fn next(&self, old: &[f32], new: &[f32]) -> Vec<f32> {
+        let take = old
+            .len()
+            .min((self.keep + self.length).saturating_sub(new.len()));
+        [&old[old.len() - take..], new].concat()
+    }
+}
+
+/// Reads the input on a thread of its own, sending samples as they come (so transcription
+/// and reading overlap, and nothing read is dropped).
+fn reader(input: &str, f32le: bool) -> anyhow::Result<mpsc::Receiver<io::Result<Vec<f32>>>> {
+    let mut src: Box<dyn Read + Send> = if input == "-" {
+        Box::new(io::stdin())
+    } else {
+        Box::new(std::fs::File::open(input).with_context(|| input.to_string())?)
+    };
+    let (tx, rx) = mpsc::sync_channel(64);
+    let width = if f32le { 4 } else { 2 };
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 8192];
+        let mut carry: Vec<u8> = Vec::new();
+        loop {
+            let n = match src.read(&mut buf) {
+                Ok(0) => {
+                    if !carry.is_empty() {
+                        eprintln!(
+                            "warning: the input ended {} byte(s) into a sample; they were left out",
+                            carry.len()
+                        );
+                    }
+                    return;
+                }
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    return;
+                }
+            };
+            carry.extend_from_slice(&buf[..n]);
+            let whole = carry.len() / width * width;
+            let samples: Vec<f32> = carry[..whole]
+                .chunks_exact(width)
+                .map(|b| match b {
+                    [a, b] => f32::from(i16::from_le_bytes([*a, *b])) / 32768.0,
+                    [a, b, c, d] => f32::from_le_bytes([*a, *b, *c, *d]),
+                    _ => unreachable!("chunks of the sample width"),
+                })
+                .collect();
+            carry.drain(..whole);
+            if tx.send(Ok(samples)).is_err() {
+                return;
+            }
+        }
+    });
+    Ok(rx)
+}
+
+pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
+    let window = Window::new(args.step, args.length, args.keep)?;
+    if args.beam_size == 0 {
+        bail!("--beam-size must be at least 1");
+    }
+    let device = args.engine.device()?;
+    let model = Model::load_named_with(
+        &args.model,
+        hub,
+        &mut progress::Download::new(),
+        device,
+        args.engine.load_options()?,
+    )?;
+    let mut session = model.session(args.engine.threads()?)?;
+    let mut opts = TranscribeOptions {
+        language: args.language.clone(),
+        task: if args.translate {
+            Task::Translate
+        } else {
+            Task::Transcribe
+        },
+        beam_size: args.beam_size,
+        // One window, one line: no timestamps to cut it, and no fallback to delay it.
+        without_timestamps: true,
+        temperatures: vec![0.0],
+        ..TranscribeOptions::default()
+    };
+    let rx = reader(&args.input, args.pcm == "f32le")?;
+    let live = io::stdout().is_terminal();
+    let mut out = io::stdout().lock();
+    // Samples of the stream before `old` begins, for --timestamps.
+    let (mut old, mut old_start) = (Vec::<f32>::new(), 0usize);
+    let (mut pending, mut eof, mut steps) = (Vec::<f32>::new(), false, 0usize);
+    let mut unfinished = false;
+    while !eof || !pending.is_empty() {
+        // Wait for a step of new audio (or the end); take at most a window's worth, so a
+        // slow machine falls behind instead of losing audio.
+        while pending.len() < window.step && !eof {
+            match rx.recv() {
+                Ok(chunk) => pending.extend(chunk.context("reading the input")?),
+                Err(_) => eof = true,
+            }
+        }
+        if pending.is_empty() {
+            break;
+        }
+        let n_new = window.take(pending.len());
+        let new: Vec<f32> = pending.drain(..n_new).collect();
+        let audio = window.next(&old, &new);
+        old_start += old.len() + new.len() - audio.len();
+        old = audio;
+        let t = Instant::now();
+        let text = session
+            .transcribe(&old, &opts, &mut |_| true)
+            .context("transcribing the stream")?
+            .text();
+        let took = t.elapsed();
+        steps += 1;
+        let finished = steps.is_multiple_of(window.per_line) || (eof && pending.is_empty());
+        let line = if args.timestamps {
+            let s = |n: usize| n as f64 / RATE as f64;
+            format!(
+                "[{:.2} --> {:.2}]  {text}",
+                s(old_start),
+                s(old_start + old.len())
+            )
+        } else {
+            text.clone()
+        };
+        let written = if live {
+            // Rewrite the current line; finish it with a newline.
+            write!(out, "\r\x1b[2K{line}")
+                .and_then(|()| if finished { writeln!(out) } else { Ok(()) })
+                .and_then(|()| out.flush())
+        } else if finished && !text.is_empty() {
+            writeln!(out, "{line}").and_then(|()| out.flush())
+        } else {
+            Ok(())
+        };
+        match written {
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(ExitCode::SUCCESS),
+            r => r.context("writing to stdout")?,
+        }
+        unfinished = !finished;
+        if took.as_secs_f64() * RATE as f64 > n_new as f64 && live {
+            eprint!("\r\x1b[2K(transcription is slower than the stream: it falls behind)\r");
+        }
+        if finished {
+            // A new line: keep the window's end for context, and its text as the prompt.
+            let from = old.len() - window.keep.min(old.len());
+            old_start += from;
+            old.drain(..from);
+            if args.keep_context && !text.is_empty() {
+                opts.initial_prompt = Some(text);
+            }
+        }
+    }
+    if unfinished && live {
+        writeln!(out).ok();
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_slide_as_whisper_stream_s_do() {
+        let w = Window::new(3000, 10000, 200).unwrap();
+        assert_eq!(
+            (w.step, w.length, w.keep, w.per_line),
+            (48_000, 160_000, 3_200, 2)
+        );
+        let s = |n: usize, v: f32| vec![v; n];
+        // First step: the new audio only; then old audio up to keep + length - new.
+        assert_eq!(w.next(&[], &s(48_000, 1.0)).len(), 48_000);
+        let a = w.next(&s(150_000, 0.0), &s(48_000, 1.0));
+        assert_eq!(a.len(), 3_200 + 160_000);
+        assert_eq!(
+            (a[0], a[a.len() - 48_000 - 1], a[a.len() - 1]),
+            (0.0, 0.0, 1.0)
+        );
+        // Whole steps of what has come, up to the length; the rest at the end.
+        assert_eq!(
+            [49_000, 100_000, 500_000, 1_000].map(|n| w.take(n)),
+            [48_000, 96_000, 144_000, 1_000]
+        );
+        assert_eq!(Window::new(1000, 1000, 0).unwrap().per_line, 1);
+        for (step, length, keep) in [
+            (0, 1000, 0),
+            (2000, 1000, 0),
+            (1000, 31_000, 0),
+            (1000, 5000, 2000),
+        ] {
+            assert!(
+                Window::new(step, length, keep).is_err(),
+                "{step} {length} {keep}"
+            );
+        }
+    }
+}
