@@ -611,29 +611,8 @@ class WhisperModel:
         t0, step = _temperatures(temperature)
         samples = _samples_of(audio)
         duration = len(samples) / 16000
-        vad = _shared_vad() if vad_filter else None
         options = _vad_options(vad_parameters, None) if vad_filter else None
-        after_vad, speech, stretches = duration, samples, None
-        if vad is not None:
-            stretches = vad.speech(samples, options)
-            after_vad = sum(e - s for s, e in stretches)
-            speech = array.array("f")
-            for s, e in stretches:
-                speech.extend(samples[round(s * 16000):round(e * 16000)])
-        # The language is known before the first segment, as faster-whisper decides it:
-        # from the first 30 s of speech.
-        probability = 1.0
-        if language is None:
-            if not self.model.is_multilingual:
-                language = "en"
-            elif len(speech) == 0:
-                language, probability = "en", 0.0
-            else:
-                session = self._sessions.get()
-                try:
-                    language, probability = session.detect_language(speech)
-                finally:
-                    self._sessions.put(session)
+        stretches, after_vad, language, probability = self._speech(samples, options, language)
         info = TranscriptionInfo(
             language=language, language_probability=probability, duration=duration,
             duration_after_vad=after_vad,
@@ -652,6 +631,30 @@ class WhisperModel:
             log_prob_threshold=log_prob_threshold, no_speech_threshold=no_speech_threshold,
             condition_on_previous_text=condition_on_previous_text, hotwords=hotwords)
         return self._segments(samples, run), info
+
+    def _speech(self, samples, options, language):
+        """The stretches of speech the VAD finds with `options` (None: no VAD, all of it),
+        their seconds, and the language with its probability: as given, or, as
+        faster-whisper decides it before the first segment, from the first 30 s of speech."""
+        stretches, speech = None, samples
+        if options is not None:
+            stretches = _shared_vad().speech(samples, options)
+            speech = array.array("f")
+            for s, e in stretches:
+                speech.extend(samples[round(s * 16000):round(e * 16000)])
+        probability = 1.0
+        if language is None:
+            if not self.model.is_multilingual:
+                language = "en"
+            elif len(speech) == 0:
+                language, probability = "en", 0.0
+            else:
+                session = self._sessions.get()
+                try:
+                    language, probability = session.detect_language(speech)
+                finally:
+                    self._sessions.put(session)
+        return stretches, len(speech) / 16000, language, probability
 
     def _segments(self, samples, run):
         """Transcribes on a thread of its own, handing each finished segment over."""
@@ -725,29 +728,13 @@ class BatchedInferencePipeline:
         options = VadOptions(max_speech_duration_s=30, min_silence_duration_ms=160) \
             if vad_parameters is None else _vad_options(vad_parameters,
                                                         {"max_speech_duration_s": 30})
-        model = self.model
         samples = _samples_of(audio)
         duration = len(samples) / 16000
-        vad = _shared_vad()
-        stretches = vad.speech(samples, options)
-        speech = array.array("f")
-        for s, e in stretches:
-            speech.extend(samples[round(s * 16000):round(e * 16000)])
-        probability = 1.0
-        if language is None:
-            if not model.model.is_multilingual:
-                language = "en"
-            elif len(speech) == 0:
-                language, probability = "en", 0.0
-            else:
-                session = model._sessions.get()
-                try:
-                    language, probability = session.detect_language(speech)
-                finally:
-                    model._sessions.put(session)
+        stretches, after_vad, language, probability = self.model._speech(samples, options,
+                                                                         language)
         info = TranscriptionInfo(
             language=language, language_probability=probability, duration=duration,
-            duration_after_vad=len(speech) / 16000,
+            duration_after_vad=after_vad,
             transcription_options=dict(beam_size=beam_size, best_of=best_of,
                                        patience=patience, length_penalty=length_penalty,
                                        temperatures=[t0], word_timestamps=word_timestamps,
@@ -759,4 +746,4 @@ class BatchedInferencePipeline:
             without_timestamps=without_timestamps, word_timestamps=word_timestamps,
             initial_prompt=initial_prompt, speech=stretches, patience=patience,
             length_penalty=length_penalty, hotwords=hotwords, batch_size=batch_size)
-        return model._segments(samples, run), info
+        return self.model._segments(samples, run), info

@@ -2,7 +2,8 @@
 //! `whisper-stream` does in its sliding-window mode: every `--step` of new audio, the last
 //! `--length` (with `--keep` of the window before) is transcribed; on a terminal the current
 //! line is rewritten each step, and every `length / step - 1` steps it is finished and a new
-//! window begins. Piped, only the finished lines are printed.
+//! window begins. Piped, only the finished lines are printed. With `--vad` (whisper-stream's
+//! VAD mode, with the Silero VAD) each stretch of speech is transcribed once it has ended.
 
 use std::io::{self, IsTerminal, Read, Write};
 use std::process::ExitCode;
@@ -67,6 +68,15 @@ pub struct Args {
     /// Prefix each finished line with its window's times in the stream, seconds.
     #[arg(long)]
     timestamps: bool,
+
+    /// Transcribe each stretch of speech once it has ended instead of sliding windows
+    /// (the Silero VAD, checked every --step; 500 ms of silence ends speech unless
+    /// --vad-min-silence-ms says otherwise); lines have the speech's own times.
+    #[arg(long)]
+    vad: bool,
+
+    #[command(flatten)]
+    vad_args: crate::vad::VadArgs,
 }
 
 /// The sliding window's sizes in samples.
@@ -192,6 +202,20 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
         ..TranscribeOptions::default()
     };
     let rx = reader(&args.input, args.pcm == "f32le")?;
+    if !args.vad && args.vad_args.given() {
+        bail!("the --vad-* options apply with --vad");
+    }
+    if args.vad {
+        let base = sotto::VadOptions {
+            min_silence_duration_ms: 500.0,
+            max_speech_duration_s: 30.0,
+            ..sotto::VadOptions::default()
+        };
+        let mut vad = args.vad_args.load_with(hub, base)?;
+        vad.options.max_speech_duration_s = vad.options.max_speech_duration_s.min(30.0);
+        opts.without_timestamps = false;
+        return by_speech(&mut session, &vad, &opts, &rx, window.step, args.timestamps);
+    }
     let live = io::stdout().is_terminal();
     let mut out = io::stdout().lock();
     // Samples of the stream before `old` begins, for --timestamps.
@@ -263,6 +287,70 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
     }
     if unfinished && live {
         writeln!(out).ok();
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--vad`: every `check` samples, the VAD runs over the audio not yet transcribed; the
+/// stretches of speech it has seen end (all of them at the end of the input) are
+/// transcribed, their segments printed with the stream's times, and the audio up to the
+/// last one's end dropped. Long silence is dropped too, keeping the last second.
+fn by_speech(
+    session: &mut sotto::Session,
+    vad: &sotto::Vad,
+    opts: &TranscribeOptions,
+    rx: &mpsc::Receiver<io::Result<Vec<f32>>>,
+    check: usize,
+    timestamps: bool,
+) -> anyhow::Result<ExitCode> {
+    let mut out = io::stdout().lock();
+    // The audio not yet transcribed, and the stream's samples before it.
+    let (mut buf, mut start, mut eof) = (Vec::<f32>::new(), 0usize, false);
+    while !eof {
+        let target = buf.len() + check;
+        while buf.len() < target && !eof {
+            match rx.recv() {
+                Ok(chunk) => buf.extend(chunk.context("reading the input")?),
+                Err(_) => eof = true,
+            }
+        }
+        if buf.is_empty() {
+            break;
+        }
+        let stretches = vad.speech(&buf).context("voice activity detection")?;
+        // A stretch still going on reaches the end of what has come.
+        let done = if eof {
+            stretches.len()
+        } else {
+            stretches.iter().take_while(|s| s.1 < buf.len()).count()
+        };
+        let upto = match stretches[..done].last() {
+            Some(&(_, end)) => end,
+            None if stretches.is_empty() => buf.len().saturating_sub(RATE),
+            None => 0,
+        };
+        if done > 0 {
+            let (t, _) = session
+                .transcribe_chunks_timed(&buf[..upto], &stretches[..done], opts, &mut |_| true)
+                .context("transcribing the stream")?;
+            let at = |t: f64| t + start as f64 / RATE as f64;
+            for seg in &t.segments {
+                let text = seg.text.trim();
+                let line = if timestamps {
+                    format!("[{:.2} --> {:.2}]  {text}", at(seg.start), at(seg.end))
+                } else {
+                    text.to_string()
+                };
+                match writeln!(out, "{line}").and_then(|()| out.flush()) {
+                    Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
+                        return Ok(ExitCode::SUCCESS)
+                    }
+                    r => r.context("writing to stdout")?,
+                }
+            }
+        }
+        buf.drain(..upto);
+        start += upto;
     }
     Ok(ExitCode::SUCCESS)
 }

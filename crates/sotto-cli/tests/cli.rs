@@ -880,6 +880,48 @@ fn stream_transcribes_raw_pcm_as_it_comes() {
 }
 
 #[test]
+fn stream_with_the_vad_transcribes_each_stretch_of_speech_once_it_ends() {
+    let model = sotto_testdata::model_dir("tiny.en");
+    let vad = sotto_testdata::vad_model();
+    let samples = sotto::audio::load_16k_mono(jfk().to_str().unwrap()).unwrap();
+    let z = |s: usize| vec![0f32; s * 16_000];
+    let gap = [z(1), samples.clone(), z(3), samples, z(1)].concat();
+    let s16: Vec<u8> = (gap.iter())
+        .flat_map(|&x| ((x * 32768.0).round().clamp(-32768.0, 32767.0) as i16).to_le_bytes())
+        .collect();
+    let out = sotto()
+        .args(["stream", "-t", "2", "--vad", "--timestamps", "--vad-model"])
+        .arg(&vad)
+        .arg("-m")
+        .arg(&model)
+        .write_stdin(s16)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let out = String::from_utf8(out).unwrap();
+    // Lines in the stream's own times: the speech from about 1 s, then after the 3 s of
+    // silence from about 15 s; nothing in the silences.
+    let starts: Vec<f64> = out
+        .lines()
+        .map(|l| l[1..].split(' ').next().unwrap().parse().unwrap())
+        .collect();
+    assert!((0.8..1.2).contains(&starts[0]), "{out}");
+    assert!(starts.iter().any(|s| (14.5..15.5).contains(s)), "{out}");
+    assert!(!starts.iter().any(|s| (12.5..14.5).contains(s)), "{out}");
+    let text = normalise(&out);
+    assert_eq!(text.matches("my fellow americans").count(), 2, "{out}");
+    assert_eq!(text.matches("can do for your country").count(), 2, "{out}");
+    sotto()
+        .args(["stream", "--vad-threshold", "0.3"])
+        .write_stdin(vec![])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("apply with --vad"));
+}
+
+#[test]
 fn converts_the_onnx_vad_to_whisper_cpp_s_ggml_vad_file() {
     let vad = sotto_testdata::vad_model();
     let dir = tempfile::tempdir().unwrap();

@@ -256,16 +256,7 @@ pub fn transcribe_batched(
         max_steps: max_steps(p.len(), 0, opts.max_new_tokens)?,
         filters: &filter_refs,
     };
-    let heads = match (&opts.alignment_heads, opts.needs_word_timing()) {
-        (Some(h), _) => h.clone(),
-        (None, false) => Vec::new(),
-        (None, true) => {
-            return Err(invalid(
-                "alignment_heads",
-                "word timestamps need the model's alignment heads",
-            ))
-        }
-    };
+    let heads = opts.word_heads()?;
     let aligner = Aligner {
         tok,
         language: &out.language,

@@ -276,6 +276,19 @@ impl TranscribeOptions {
             || self.limits().is_set()
     }
 
+    /// The alignment heads word timing uses: empty when no word is timed; an error when
+    /// words must be timed and the heads are not given.
+    pub(crate) fn word_heads(&self) -> Result<Vec<(usize, usize)>> {
+        match (&self.alignment_heads, self.needs_word_timing()) {
+            (Some(h), _) => Ok(h.clone()),
+            (None, false) => Ok(Vec::new()),
+            (None, true) => Err(DecodeError::InvalidOption {
+                name: "alignment_heads",
+                reason: "word timestamps need the model's alignment heads".into(),
+            }),
+        }
+    }
+
     pub(crate) fn limits(&self) -> SegmentLimits {
         SegmentLimits {
             max_chars: self.max_segment_chars,
@@ -739,16 +752,7 @@ pub fn transcribe(
     };
     let prefix = encode_hint(tok, opts.prefix.as_deref());
     let hotwords = encode_hint(tok, opts.hotwords.as_deref());
-    let heads = match (&opts.alignment_heads, opts.needs_word_timing()) {
-        (Some(h), _) => h.clone(),
-        (None, false) => Vec::new(),
-        (None, true) => {
-            return Err(DecodeError::InvalidOption {
-                name: "alignment_heads",
-                reason: "word timestamps need the model's alignment heads".into(),
-            })
-        }
-    };
+    let heads = opts.word_heads()?;
     let aligner = Aligner {
         tok,
         language: &out.language,
