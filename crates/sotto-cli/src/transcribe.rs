@@ -91,7 +91,8 @@ pub struct Args {
     /// 160 ms of silence ends speech, stretches of at most 30 s) cuts the audio, stretches
     /// are joined into chunks of up to 30 s, and each decoder pass reads the weights once
     /// for all N windows. No window sees another's text and there is no temperature
-    /// fallback; word timing works. Faster on long audio, same text quality as the VAD path.
+    /// fallback; word timing works. With --clip-timestamps (or --offset/--duration) the
+    /// clips are the chunks instead, without the VAD (longer ones cut into 30 s pieces).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
     batch_size: Option<u32>,
 
@@ -392,7 +393,11 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
     if !(args.vad || batched) && args.vad_args.given() {
         bail!("the --vad-* options apply with --vad or --batch-size");
     }
-    let vad = if args.vad || batched {
+    let clips = batched && !opts.clip_timestamps.is_empty();
+    if clips && (args.vad || args.vad_args.given()) {
+        bail!("--batch-size with --clip-timestamps (or --offset/--duration) takes the clips as its chunks: no VAD");
+    }
+    let vad = if (args.vad || batched) && !clips {
         if !opts.clip_timestamps.is_empty() {
             bail!(
                 "--vad and --batch-size do not combine with --clip-timestamps, --offset or \
@@ -472,13 +477,16 @@ fn transcribe_one(
             true
         };
         match (vad, args.batch_size) {
+            (None, Some(n)) => {
+                session.transcribe_batched_clips(&samples, opts, n as usize, &mut on_segment)
+            }
             (Some(vad), Some(n)) => {
                 session.transcribe_batched(vad, &samples, opts, n as usize, &mut on_segment)
             }
             (Some(vad), None) => {
                 session.transcribe_speech_timed(vad, &samples, opts, &mut on_segment)
             }
-            (None, _) => session.transcribe_timed(&samples, opts, &mut on_segment),
+            (None, None) => session.transcribe_timed(&samples, opts, &mut on_segment),
         }
         .with_context(|| input.to_string())?
     };

@@ -817,9 +817,41 @@ fn batch_size_decodes_the_vad_s_chunks_together() {
     run(&["--batch-size", "2", "--temperature", "0.5"])
         .failure()
         .stderr(predicate::str::contains("temperature 0"));
-    run(&["--batch-size", "2", "--clip-timestamps", "1,5"])
+    // Clips are the chunks themselves, without the VAD: two clips, two windows.
+    let out = sotto()
+        .args([
+            "transcribe",
+            "-t",
+            "2",
+            "--beam-size",
+            "1",
+            "--format",
+            "json",
+        ])
+        .args([
+            "--batch-size",
+            "2",
+            "--clip-timestamps",
+            "0,4.6,4.6",
+            "--timings",
+            "-m",
+        ])
+        .arg(&model)
+        .arg(jfk())
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        normalise(v["text"].as_str().unwrap()).ends_with("for your country"),
+        "{v}"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("(2 windows)"), "{err}");
+    run(&["--batch-size", "2", "--clip-timestamps", "1,5", "--vad"])
         .failure()
-        .stderr(predicate::str::contains("--batch-size do not combine"));
+        .stderr(predicate::str::contains("no VAD"));
 }
 
 #[test]

@@ -286,23 +286,93 @@ impl Session {
         let opts = self.prepare(opts)?;
         let start = std::time::Instant::now();
         let duration = (samples.len() / sotto_audio::HOP_LENGTH) as f64 * 0.01;
-        let mut timings = Timings::default();
         if stretches.is_empty() {
-            timings.total = start.elapsed();
+            let timings = Timings {
+                total: start.elapsed(),
+                ..Timings::default()
+            };
             return Ok((self.no_speech(&opts, duration), timings));
         }
+        let mut joined = 0usize;
+        // Each chunk: its audio (the stretches joined) and its start in the joined speech.
+        let pieces = group_speech(stretches, max).into_iter().map(|g| {
+            let audio = collect_speech(samples, &stretches[g]);
+            let offset = joined;
+            joined += audio.len();
+            (audio, offset)
+        });
+        let map = SpeechMap::new(stretches);
+        let mut mapped = |s: &Segment| on_segment(&restore(&map, s.clone()));
+        let (mut t, mut timings) = self.decode_chunks(pieces, &opts, batch_size, &mut mapped)?;
+        t.segments = t.segments.into_iter().map(|s| restore(&map, s)).collect();
+        t.duration = duration;
+        timings.total = start.elapsed();
+        Ok((t, timings))
+    }
+
+    /// faster-whisper's batched mode on clips instead of the VAD's speech (its
+    /// `clip_timestamps`): each of `opts.clip_timestamps`' stretches (`[start, end, ...]`
+    /// seconds, an odd count running the last to the end) is a chunk of its own, cut into
+    /// equal pieces of at most 30 s where longer (faster-whisper keeps only the first 30 s),
+    /// up to `batch_size` decoded together; times are the audio's.
+    pub fn transcribe_batched_clips(
+        &mut self,
+        samples: &[f32],
+        opts: &TranscribeOptions,
+        batch_size: usize,
+        on_segment: &mut dyn FnMut(&Segment) -> bool,
+    ) -> Result<(Transcript, Timings)> {
+        if samples.is_empty() {
+            return Err(Error::Invalid("the audio contains no samples".into()));
+        }
+        let start = std::time::Instant::now();
+        let rate = f64::from(sotto_audio::SAMPLE_RATE);
+        let times = &opts.clip_timestamps;
+        if times.is_empty() || times.iter().any(|t| !(t.is_finite() && *t >= 0.0)) {
+            return Err(Error::Invalid(format!(
+                "clip timestamps {times:?}: give start and end times in seconds >= 0"
+            )));
+        }
+        let at = |t: f64| ((t * rate).round() as usize).min(samples.len());
+        let mut clips: Vec<(usize, usize)> = (times.chunks(2))
+            .map(|c| (at(c[0]), c.get(1).map_or(samples.len(), |&e| at(e))))
+            .collect();
+        clips.retain(|&(s, e)| s < e);
+        let max = 30 * sotto_audio::SAMPLE_RATE as usize;
+        // A clip longer than a window: equal pieces, so that none is a sliver.
+        let pieces = clips.into_iter().flat_map(|(s, e)| {
+            let len = (e - s).div_ceil((e - s).div_ceil(max));
+            (s..e)
+                .step_by(len)
+                .map(move |p| (samples[p..(p + len).min(e)].to_vec(), p))
+        });
+        let opts = TranscribeOptions {
+            clip_timestamps: Vec::new(),
+            ..self.prepare(opts)?
+        };
+        let (mut t, mut timings) = self.decode_chunks(pieces, &opts, batch_size, on_segment)?;
+        t.duration = (samples.len() / sotto_audio::HOP_LENGTH) as f64 * 0.01;
+        timings.total = start.elapsed();
+        Ok((t, timings))
+    }
+
+    /// Decodes `pieces` (audio, and the sample its times count from) as the windows of a
+    /// batched transcription; `opts` prepared, without clips.
+    fn decode_chunks(
+        &mut self,
+        pieces: impl Iterator<Item = (Vec<f32>, usize)>,
+        opts: &TranscribeOptions,
+        batch_size: usize,
+        on_segment: &mut dyn FnMut(&Segment) -> bool,
+    ) -> Result<(Transcript, Timings)> {
+        let mut timings = Timings::default();
         let t = std::time::Instant::now();
         let rate = f64::from(sotto_audio::SAMPLE_RATE);
         let n_mels = self.model().hparams().n_mels;
-        let mut joined = 0usize;
-        let mels: Vec<(sotto_audio::Mel, f64, f64)> = group_speech(stretches, max)
-            .into_iter()
-            .map(|g| {
-                let audio = collect_speech(samples, &stretches[g]);
-                let offset = joined as f64 / rate;
-                joined += audio.len();
+        let mels: Vec<(sotto_audio::Mel, f64, f64)> = pieces
+            .map(|(audio, offset)| {
                 let mel = sotto_audio::log_mel_spectrogram(&audio, n_mels, sotto_audio::HOP_LENGTH);
-                (mel, offset, audio.len() as f64 / rate)
+                (mel, offset as f64 / rate, audio.len() as f64 / rate)
             })
             .collect();
         let chunks: Vec<sotto_decode::Chunk> = (mels.iter())
@@ -317,25 +387,20 @@ impl Session {
             })
             .collect();
         timings.mel = t.elapsed();
-        let map = SpeechMap::new(stretches);
-        let mut mapped = |s: &Segment| on_segment(&restore(&map, s.clone()));
         let n_vocab = self.model().hparams().n_vocab;
         let mut inference = crate::TimedInference {
             n_vocab,
             session: self.inner.as_mut(),
             timings: &mut timings,
         };
-        let mut t = sotto_decode::transcribe_batched(
+        let t = sotto_decode::transcribe_batched(
             &mut inference,
             &self.model.inner.tokenizer,
             &chunks,
-            &opts,
+            opts,
             batch_size,
-            &mut mapped,
+            on_segment,
         )?;
-        t.segments = t.segments.into_iter().map(|s| restore(&map, s)).collect();
-        t.duration = duration;
-        timings.total = start.elapsed();
         Ok((t, timings))
     }
 }

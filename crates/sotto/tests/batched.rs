@@ -154,6 +154,67 @@ fn windows_decoded_together_give_what_each_gives_alone() {
 }
 
 #[test]
+fn clips_are_chunks_of_their_own_and_long_ones_are_cut() {
+    let Some(audio) = longform() else {
+        return;
+    };
+    let model = Model::load(&sotto_testdata::model_dir("tiny.en")).unwrap();
+    let mut session = model.session(2).unwrap();
+    let opts = TranscribeOptions {
+        beam_size: 1,
+        clip_timestamps: vec![0.0],
+        ..TranscribeOptions::default()
+    };
+    // 150 s from 0 to the end: six equal pieces of 25 s, each a window, times the audio's.
+    let (t, timings) = session
+        .transcribe_batched_clips(&audio, &opts, 8, &mut |_| true)
+        .unwrap();
+    assert_eq!(timings.windows, 6);
+    // (Blind cuts cut words, and without a fallback a window may loop: the text is the
+    // clips', not the speech's; only its ends are checked.)
+    assert!(
+        t.text().starts_with("This is a long recording"),
+        "{}",
+        t.text()
+    );
+    assert!(
+        t.text().ends_with("Thank you for listening."),
+        "{}",
+        t.text()
+    );
+    // In window order (a window's times may run past its piece: the model's timestamps
+    // count on into the padding, as faster-whisper's do).
+    assert!(t.segments.windows(2).all(|w| w[0].seek <= w[1].seek));
+    let piece = audio.len().div_ceil(6);
+    assert_eq!(t.segments.last().unwrap().seek, 5 * piece / 160);
+    let last = t.segments.last().unwrap();
+    assert!((140.0..=150.1).contains(&last.end), "{last:?}");
+    // Two clips of jfk: the second's segments start at its clip.
+    let jfk = sotto::audio::load_16k_mono(sotto_testdata::jfk().to_str().unwrap()).unwrap();
+    let opts = TranscribeOptions {
+        clip_timestamps: vec![0.0, 4.6, 4.6],
+        ..opts
+    };
+    let (t, timings) = session
+        .transcribe_batched_clips(&jfk, &opts, 8, &mut |_| true)
+        .unwrap();
+    assert_eq!(timings.windows, 2);
+    assert!(
+        t.segments.iter().any(|s| (s.start - 4.6).abs() < 0.01),
+        "{t:#?}"
+    );
+    for bad in [vec![], vec![-1.0]] {
+        let opts = TranscribeOptions {
+            clip_timestamps: bad,
+            ..opts.clone()
+        };
+        assert!(session
+            .transcribe_batched_clips(&jfk, &opts, 8, &mut |_| true)
+            .is_err());
+    }
+}
+
+#[test]
 fn speech_apart_keeps_its_times_and_words_are_timed() {
     let vad = batched_vad();
     let model = Model::load(&sotto_testdata::model_dir("tiny.en")).unwrap();
