@@ -83,7 +83,8 @@ typedef struct sotto_params {
     int batch_size;              /* > 0: faster-whisper's batched mode (needs vad): the VAD's
                                     stretches (max_speech_duration_s capped at 30) joined into
                                     chunks of up to 30 s, up to batch_size decoded together;
-                                    no text carried between chunks, no temperature fallback.
+                                    no text carried between chunks; a chunk that fails the
+                                    thresholds falls back to the next temperatures alone.
                                     0 (default): one window after another */
 } sotto_params;
 

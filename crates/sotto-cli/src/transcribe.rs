@@ -90,9 +90,11 @@ pub struct Args {
     /// BatchedInferencePipeline (`batch_size`): the VAD (implied, with that mode's defaults:
     /// 160 ms of silence ends speech, stretches of at most 30 s) cuts the audio, stretches
     /// are joined into chunks of up to 30 s, and each decoder pass reads the weights once
-    /// for all N windows. No window sees another's text and there is no temperature
-    /// fallback; word timing works. With --clip-timestamps (or --offset/--duration) the
-    /// clips are the chunks instead, without the VAD (longer ones cut into 30 s pieces).
+    /// for all N windows. No window sees another's text; the first --temperature (0)
+    /// decodes them together, and a window that fails the thresholds alone tries the
+    /// others (`--temperature 0`: none, as faster-whisper's batched mode); word timing
+    /// works. With --clip-timestamps (or --offset/--duration) the clips are the chunks
+    /// instead, without the VAD (longer ones cut into 30 s pieces).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
     batch_size: Option<u32>,
 

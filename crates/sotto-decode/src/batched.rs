@@ -4,15 +4,20 @@
 //! decoder's weights are read once per step for all of them instead of once per window.
 //!
 //! What changes against [`crate::transcribe`], as in faster-whisper's batched mode: no
-//! window sees the text of another (no `condition_on_previous_text`), there is no
-//! temperature fallback (the first temperature decodes, and it must be 0), and no window is
-//! skipped for its no-speech probability. Each window's search (greedy or beam) is the same
-//! code as the sequential one's, stepped from outside ([`GreedyState`], [`BeamState`]).
+//! window sees the text of another (no `condition_on_previous_text`), the windows are
+//! decoded together at the first temperature (which must be 0), and no window is skipped
+//! for its no-speech probability. Each window's search (greedy or beam) is the same code as
+//! the sequential one's, stepped from outside ([`GreedyState`], [`BeamState`]).
+//!
+//! One thing faster-whisper's batched mode does not do: a window whose result fails the
+//! thresholds (too repetitive, too unlikely) goes through the temperature fallback on its
+//! own, as the sequential loop's windows do, when more temperatures are given. With one
+//! temperature (faster-whisper's batched mode uses only the first), nothing is retried.
 
 use crate::align::{get_end, Aligner};
 use crate::beam::{BeamSearch, BeamState};
-use crate::fallback::compression_ratio;
-use crate::greedy::{argmax, softmax_at, DecodeTask, DecodingResult, GreedyState};
+use crate::fallback::{compression_ratio, generate_with_fallback, Fallback};
+use crate::greedy::{argmax, softmax_at, DecodeTask, DecodingResult, GreedyState, Rng, Search};
 use crate::inference::Inference;
 use crate::segments::{split_by_timestamps, split_cut};
 use crate::tokenizer::Tokenizer;
@@ -182,8 +187,9 @@ pub struct Chunk<'a> {
 /// returning false stops after it.
 ///
 /// From `opts`: language (detected, when None on a multilingual model, from the first 30 s
-/// of the chunks joined), task, beam size, patience, length penalty, the first temperature
-/// (which must be 0), initial prompt (every window's, encoded as faster-whisper's batched
+/// of the chunks joined), task, beam size, patience, length penalty, the temperatures (the
+/// first must be 0; the others, with the thresholds and `best_of`, are a failing window's
+/// fallback), initial prompt (every window's, encoded as faster-whisper's batched
 /// mode does, without a leading space), hotwords, suppression, timestamps, maximum new
 /// tokens, word timing and segment limits. Not prefixes or clip timestamps: errors.
 pub fn transcribe_batched(
@@ -205,7 +211,7 @@ pub fn transcribe_batched(
     if opts.temperatures.first().is_some_and(|&t| t != 0.0) {
         return Err(invalid(
             "temperature",
-            "batched transcription decodes at temperature 0 only (no fallback)",
+            "batched transcription decodes at temperature 0 first (the others are the fallback)",
         ));
     }
     if opts.prefix.is_some() {
@@ -265,7 +271,8 @@ pub fn transcribe_batched(
         prepend: &opts.prepend_punctuations,
         append: &opts.append_punctuations,
     };
-    let temperature = opts.temperatures.first().copied().unwrap_or(0.0);
+    let fallback = opts.fallback();
+    let mut rng = Rng::new(opts.seed);
     let mut last_speech_timestamp = 0.0;
     for batch in chunks.chunks(batch_size.min(inf.max_windows().max(1))) {
         let windows: Vec<Vec<f32>> = (batch.iter())
@@ -275,6 +282,21 @@ pub fn transcribe_batched(
         let tasks = vec![task; batch.len()];
         let results = decode_windows(inf, &refs, &tasks, beam)?;
         for (i, (chunk, result)) in batch.iter().zip(results).enumerate() {
+            // The batched result is the first attempt; a failing one is retried hotter on
+            // its window alone.
+            let fb = if fallback.temperatures.len() > 1 {
+                inf.select_window(i).map_err(DecodeError::Inference)?;
+                let mut first = Decoded(result);
+                generate_with_fallback(inf, tok, &task, &fallback, &mut first, &mut rng)?
+            } else {
+                Fallback {
+                    compression_ratio: compression_ratio(tok.decode(&result.tokens).trim()),
+                    result,
+                    temperature: 0.0,
+                    exhausted: false,
+                }
+            };
+            let result = fb.result;
             // faster-whisper: `int(ceil(duration) * frames_per_second)`, seek `int(offset · 100)`.
             let segment_size = (chunk.duration.ceil() * 100.0) as usize;
             let seek = (chunk.offset * 100.0) as usize;
@@ -319,7 +341,7 @@ pub fn transcribe_batched(
                         token_logprobs: piece.logprobs,
                         avg_logprob: result.avg_logprob,
                         no_speech_prob: result.no_speech_prob,
-                        temperature,
+                        temperature: fb.temperature,
                         words: if opts.word_timestamps {
                             piece.words
                         } else {
@@ -334,6 +356,16 @@ pub fn transcribe_batched(
         }
     }
     Ok(out)
+}
+
+/// The "search" of a window already decoded in a batch: its result, for the fallback's
+/// first attempt.
+struct Decoded(DecodingResult);
+
+impl Search for Decoded {
+    fn search(&mut self, _: &mut dyn Inference, _: &DecodeTask) -> Result<DecodingResult> {
+        Ok(self.0.clone())
+    }
 }
 
 /// The language of a batched transcription and its probability: as given, "en" on

@@ -329,7 +329,7 @@ impl TranscribeOptions {
         Ok(())
     }
 
-    fn fallback(&self) -> FallbackOptions {
+    pub(crate) fn fallback(&self) -> FallbackOptions {
         FallbackOptions {
             temperatures: self.temperatures.clone(),
             best_of: self.best_of,

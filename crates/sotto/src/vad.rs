@@ -238,7 +238,8 @@ impl Session {
     /// joined into chunks of at most 30 s, and up to `batch_size` chunks are decoded
     /// together, one window each, sharing every decoder pass (see
     /// [`sotto_decode::transcribe_batched`] for what differs from [`Session::transcribe`]:
-    /// no text carried between windows, no temperature fallback). Times are the original
+    /// no text carried between windows; the first temperature for all, the others only for
+    /// a window that fails the thresholds). Times are the original
     /// audio's. Devices that hold one window at a time decode the chunks one by one.
     pub fn transcribe_batched(
         &mut self,
