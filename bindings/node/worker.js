@@ -45,6 +45,8 @@ koffi.struct('sotto_params', {
   max_len: 'int',
   on_segment_transcript: 'void *',
   batch_size: 'int',
+  clip_timestamps: 'void *',
+  n_clip_timestamps: 'int',
 });
 koffi.struct('sotto_bench_result', {
   struct_size: 'size_t',

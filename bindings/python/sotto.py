@@ -90,6 +90,8 @@ class _Params(ctypes.Structure):
         ("max_len", ctypes.c_int),
         ("on_segment_transcript", _TRANSCRIPT_CALLBACK),
         ("batch_size", ctypes.c_int),
+        ("clip_timestamps", ctypes.POINTER(ctypes.c_float)),
+        ("n_clip_timestamps", ctypes.c_int),
     ]
 
 
@@ -402,7 +404,7 @@ class Session(_Handle):
                    condition_on_previous_text: bool = True,
                    hotwords: Optional[str] = None,
                    on_full_segment: Optional[Callable[[Segment], Optional[bool]]] = None,
-                   batch_size: int = 0, speech=None) -> Transcript:
+                   batch_size: int = 0, speech=None, clip_timestamps=None) -> Transcript:
         """Transcribes a file path or 16 kHz mono samples. `on_segment(index, start, end, text)`
         sees each segment as it is finished, and `on_full_segment(segment)` sees it as a
         whole `Segment` (tokens, words, ...); returning False stops early. `vad_filter` (True,
@@ -411,7 +413,9 @@ class Session(_Handle):
         (with `vad_filter`) is faster-whisper's batched mode: the speech in chunks of up to
         30 s, that many decoded together, no text carried between them, no fallback.
         `speech` ([(start, end), ...] seconds, as `Vad.speech` gives them) transcribes those
-        stretches only, without running the VAD again."""
+        stretches only, without running the VAD again. `clip_timestamps` ([start, end, ...]
+        seconds, an odd count running the last to the end) transcribes only those clips
+        (with `batch_size`, each clip a chunk)."""
         self._check()
         p = _lib.sotto_default_params()
         p.language = _c(language)
@@ -428,6 +432,11 @@ class Session(_Handle):
         p.condition_on_previous_text = int(condition_on_previous_text)
         p.hotwords = _c(hotwords)
         p.batch_size = batch_size
+        clips = [float(t) for t in clip_timestamps or []]
+        keep_clips = (ctypes.c_float * len(clips))(*clips)
+        p.clip_timestamps = ctypes.cast(keep_clips, ctypes.POINTER(ctypes.c_float)) \
+            if clips else None
+        p.n_clip_timestamps = len(clips)
         vad = vad_filter if isinstance(vad_filter, Vad) else _shared_vad() if vad_filter else None
         if vad is not None:
             if not vad._h:
@@ -563,6 +572,20 @@ def _temperatures(temperature):
     return ts[0], step
 
 
+def _clip_list(clips):
+    """faster-whisper's clip timestamps as a flat list of seconds: a "start,end,..." string
+    ("0" is all of it), a list of numbers, or (its batched pipeline's) dicts of start and
+    end; [] for all of the audio."""
+    if clips is None:
+        return []
+    if isinstance(clips, str):
+        clips = [float(t) for t in clips.split(",") if t.strip()]
+    out = []
+    for c in clips:
+        out.extend([c["start"], c["end"]] if isinstance(c, dict) else [c])
+    return [] if out in ([], [0], [0.0]) else [float(t) for t in out]
+
+
 class WhisperModel:
     """faster-whisper's `WhisperModel`, on sotto: `from sotto import WhisperModel` in place
     of `from faster_whisper import WhisperModel`, the same calls.
@@ -599,7 +622,7 @@ class WhisperModel:
                    initial_prompt: Optional[str] = None, word_timestamps: bool = False,
                    vad_filter: bool = False, vad_parameters=None,
                    without_timestamps: bool = False, hotwords: Optional[str] = None,
-                   **kwargs):
+                   clip_timestamps="0", **kwargs):
         """As faster-whisper's: returns `(segments, info)` at once, `segments` a generator
         that transcribes as it is read (each segment as soon as it is finished; closing it
         early stops the transcription). Options sotto does not take raise TypeError rather
@@ -611,8 +634,11 @@ class WhisperModel:
         t0, step = _temperatures(temperature)
         samples = _samples_of(audio)
         duration = len(samples) / 16000
-        options = _vad_options(vad_parameters, None) if vad_filter else None
-        stretches, after_vad, language, probability = self._speech(samples, options, language)
+        clips = _clip_list(clip_timestamps)
+        # As faster-whisper: clips, when given, replace the VAD.
+        options = _vad_options(vad_parameters, None) if vad_filter and not clips else None
+        stretches, after_vad, language, probability = self._speech(samples, options, language,
+                                                                    clips)
         info = TranscriptionInfo(
             language=language, language_probability=probability, duration=duration,
             duration_after_vad=after_vad,
@@ -629,18 +655,22 @@ class WhisperModel:
             patience=patience, length_penalty=length_penalty,
             compression_ratio_threshold=compression_ratio_threshold,
             log_prob_threshold=log_prob_threshold, no_speech_threshold=no_speech_threshold,
-            condition_on_previous_text=condition_on_previous_text, hotwords=hotwords)
+            condition_on_previous_text=condition_on_previous_text, hotwords=hotwords,
+            clip_timestamps=clips)
         return self._segments(samples, run), info
 
-    def _speech(self, samples, options, language):
-        """The stretches of speech the VAD finds with `options` (None: no VAD, all of it),
-        their seconds, and the language with its probability: as given, or, as
+    def _speech(self, samples, options, language, clips=()):
+        """The stretches of speech the VAD finds with `options` (None: no VAD, all of it, or
+        the `clips`), their seconds, and the language with its probability: as given, or, as
         faster-whisper decides it before the first segment, from the first 30 s of speech."""
-        stretches, speech = None, samples
+        stretches, speech, pieces = None, samples, None
         if options is not None:
-            stretches = _shared_vad().speech(samples, options)
+            pieces = stretches = _shared_vad().speech(samples, options)
+        elif clips:
+            pieces = list(zip(clips[::2], list(clips[1::2]) + [len(samples) / 16000]))
+        if pieces is not None:
             speech = array.array("f")
-            for s, e in stretches:
+            for s, e in pieces:
                 speech.extend(samples[round(s * 16000):round(e * 16000)])
         probability = 1.0
         if language is None:
@@ -695,7 +725,9 @@ class BatchedInferencePipeline:
     (`min_silence_duration_ms=160`, `max_speech_duration_s=30`), no timestamps by default,
     only the first temperature (it must be 0 here), and the same arguments it lists as
     unused (accepted, ignored: the thresholds, `condition_on_previous_text`, `prefix`, ...).
-    `vad_filter=False` and `clip_timestamps` are not supported (TypeError)."""
+    `clip_timestamps` (dicts of `start` and `end` seconds, as faster-whisper's) makes each
+    clip a chunk, without the VAD; `vad_filter=False` without them is not supported
+    (TypeError)."""
 
     _UNUSED = ("log_progress", "compression_ratio_threshold", "log_prob_threshold",
                "no_speech_threshold", "condition_on_previous_text",
@@ -712,26 +744,29 @@ class BatchedInferencePipeline:
                    initial_prompt: Optional[str] = None, word_timestamps: bool = False,
                    vad_filter: bool = True, vad_parameters=None,
                    without_timestamps: bool = True, hotwords: Optional[str] = None,
-                   batch_size: int = 8, **kwargs):
+                   batch_size: int = 8, clip_timestamps=None, **kwargs):
         """As faster-whisper's: `(segments, info)`, `segments` a generator."""
         unknown = sorted(k for k in kwargs if k not in self._UNUSED)
         if unknown:
             raise TypeError(f"transcribe: unsupported arguments {unknown}")
-        if not vad_filter:
-            raise TypeError("sotto's batched mode finds its chunks with the VAD: vad_filter=True")
+        clips = _clip_list(clip_timestamps)
+        if not vad_filter and not clips:
+            raise TypeError("sotto's batched mode finds its chunks with the VAD (vad_filter=True) "
+                            "or takes them as clip_timestamps")
         if batch_size < 1:
             raise ValueError(f"batch_size {batch_size} must be at least 1")
         if task not in ("transcribe", "translate"):
             raise ValueError(f"task {task!r} is not transcribe or translate")
         t0, _ = _temperatures(temperature)
         # faster-whisper: its own defaults, or the given ones with the 30 s cap.
-        options = VadOptions(max_speech_duration_s=30, min_silence_duration_ms=160) \
+        options = None if clips else \
+            VadOptions(max_speech_duration_s=30, min_silence_duration_ms=160) \
             if vad_parameters is None else _vad_options(vad_parameters,
                                                         {"max_speech_duration_s": 30})
         samples = _samples_of(audio)
         duration = len(samples) / 16000
         stretches, after_vad, language, probability = self.model._speech(samples, options,
-                                                                         language)
+                                                                         language, clips)
         info = TranscriptionInfo(
             language=language, language_probability=probability, duration=duration,
             duration_after_vad=after_vad,
@@ -745,5 +780,6 @@ class BatchedInferencePipeline:
             best_of=best_of, temperature=t0, temperature_increment=0.0,
             without_timestamps=without_timestamps, word_timestamps=word_timestamps,
             initial_prompt=initial_prompt, speech=stretches, patience=patience,
-            length_penalty=length_penalty, hotwords=hotwords, batch_size=batch_size)
+            length_penalty=length_penalty, hotwords=hotwords, batch_size=batch_size,
+            clip_timestamps=clips)
         return self.model._segments(samples, run), info

@@ -194,6 +194,16 @@ class TestWhisperModel(unittest.TestCase):
         starts = [w.start for s in segments for w in s.words if w.word.strip() == "And"]
         self.assertEqual(len(starts), 2, starts)
         self.assertGreater(starts[1], 14.9)
+        # Clips, as faster-whisper's: the second jfk only, without the VAD.
+        for segments, info in (
+                batched.transcribe(gap, beam_size=1, vad_filter=False,
+                                   clip_timestamps=[{"start": 14.0, "end": 27.0}]),
+                self.model.transcribe(gap, beam_size=1, clip_timestamps="14",
+                                      vad_filter=True)):
+            segments = list(segments)
+            self.assertEqual(normalise("".join(s.text for s in segments)), JFK)
+            self.assertGreaterEqual(segments[0].start, 14.0)
+            self.assertAlmostEqual(info.duration_after_vad, 13.0, delta=0.1)
         with self.assertRaisesRegex(TypeError, "vad_filter"):
             batched.transcribe(gap, vad_filter=False)
         with self.assertRaisesRegex(TypeError, "flash"):

@@ -86,6 +86,11 @@ typedef struct sotto_params {
                                     no text carried between chunks; a chunk that fails the
                                     thresholds falls back to the next temperatures alone.
                                     0 (default): one window after another */
+    const float *clip_timestamps; /* [start, end, start, end, ...] seconds (an odd count runs
+                                     the last to the end): transcribe only these, as
+                                     faster-whisper's clip_timestamps; with batch_size, each
+                                     clip is a chunk (no vad). NULL: all */
+    int n_clip_timestamps;        /* floats at clip_timestamps */
 } sotto_params;
 
 /* The library's version, e.g. "0.1.0". */

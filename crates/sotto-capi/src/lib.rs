@@ -198,6 +198,8 @@ pub struct SottoParams {
     pub max_len: c_int,
     pub on_segment_transcript: Option<SegmentTranscriptCallback>,
     pub batch_size: c_int,
+    pub clip_timestamps: *const f32,
+    pub n_clip_timestamps: c_int,
 }
 
 /// `struct_size` of the first `sotto_params`, which ended at `user_data`.
@@ -205,6 +207,8 @@ const PARAMS_V1_SIZE: usize = std::mem::offset_of!(SottoParams, vad);
 /// `struct_size` of the second, which ended at `on_segment_transcript` (a pointer: no
 /// padding after it).
 const PARAMS_V2_SIZE: usize = std::mem::offset_of!(SottoParams, batch_size);
+/// `struct_size` of the third, which ended at `batch_size` (padded to the pointer after it).
+const PARAMS_V3_SIZE: usize = std::mem::offset_of!(SottoParams, clip_timestamps);
 
 impl SottoParams {
     /// The caller's params, NULL meaning the defaults; fields beyond its `struct_size`
@@ -219,13 +223,8 @@ impl SottoParams {
         }
         // SAFETY: every version of the struct begins with its size.
         let size = unsafe { ptr::read_unaligned(p.cast::<usize>()) };
-        if ![
-            PARAMS_V1_SIZE,
-            PARAMS_V2_SIZE,
-            std::mem::size_of::<SottoParams>(),
-        ]
-        .contains(&size)
-        {
+        let sizes = [PARAMS_V1_SIZE, PARAMS_V2_SIZE, PARAMS_V3_SIZE];
+        if !sizes.contains(&size) && size != std::mem::size_of::<SottoParams>() {
             return Err(format!(
                 "params.struct_size is {size}, not {}: take the params from \
                  sotto_default_params() of the sotto.h this library ships",
@@ -306,6 +305,18 @@ impl SottoParams {
         opts.hotwords = unsafe { text(self.hotwords, "params.hotwords") }?
             .filter(|h| !h.is_empty())
             .map(str::to_string);
+        opts.clip_timestamps = match (self.clip_timestamps.is_null(), self.n_clip_timestamps) {
+            (_, 0) => Vec::new(),
+            (true, n) => return Err(format!("params.clip_timestamps is NULL for {n} times")),
+            (false, n) if !(1..=1 << 20).contains(&n) => {
+                return Err(format!("params.n_clip_timestamps is {n}"))
+            }
+            // SAFETY: non-NULL, n floats by sotto.h's contract, n checked above.
+            (false, n) => unsafe { std::slice::from_raw_parts(self.clip_timestamps, n as usize) }
+                .iter()
+                .map(|&t| f64::from(t))
+                .collect(),
+        };
         opts.max_segment_chars = match self.max_len {
             0 => None,
             n => Some(
@@ -358,6 +369,8 @@ pub extern "C" fn sotto_default_params() -> SottoParams {
         max_len: 0,
         on_segment_transcript: None,
         batch_size: 0,
+        clip_timestamps: ptr::null(),
+        n_clip_timestamps: 0,
     }
 }
 
@@ -520,9 +533,17 @@ unsafe fn run_on(
         (None, None) => None,
     };
     let t = match (chunks, batch) {
+        (None, n) if n > 0 && !opts.clip_timestamps.is_empty() => {
+            s.0.transcribe_batched_clips(samples, &opts, n, &mut on_segment)
+                .map(|(t, _)| t)
+        }
         (None, 0) => s.0.transcribe(samples, &opts, &mut on_segment),
         (None, _) => {
-            return Err("params.batch_size needs params.vad: the VAD cuts the chunks".into())
+            return Err(
+                "params.batch_size needs params.vad (the VAD cuts the chunks) or \
+                 params.clip_timestamps (the clips are the chunks)"
+                    .into(),
+            )
         }
         (Some(chunks), 0) => {
             s.0.transcribe_chunks_timed(samples, &chunks, &opts, &mut on_segment)
@@ -1436,5 +1457,28 @@ mod tests {
         // SAFETY: as above.
         let read = unsafe { SottoParams::read(&p) }.unwrap();
         assert_eq!((read.max_len, read.batch_size), (42, 0));
+        // The third's: the clips keep theirs.
+        p.struct_size = PARAMS_V3_SIZE;
+        p.n_clip_timestamps = 2;
+        // SAFETY: as above.
+        let read = unsafe { SottoParams::read(&p) }.unwrap();
+        assert_eq!((read.batch_size, read.n_clip_timestamps), (8, 0));
+        // Clip timestamps are read and checked.
+        let mut p = sotto_default_params();
+        let clips = [1.5f32, 4.0, 7.0];
+        (p.clip_timestamps, p.n_clip_timestamps) = (clips.as_ptr(), 3);
+        // SAFETY: three floats at clip_timestamps.
+        assert_eq!(
+            unsafe { p.options() }.unwrap().clip_timestamps,
+            vec![1.5, 4.0, 7.0]
+        );
+        p.n_clip_timestamps = -1;
+        // SAFETY: as above.
+        assert!(unsafe { p.options() }
+            .unwrap_err()
+            .contains("n_clip_timestamps"));
+        (p.clip_timestamps, p.n_clip_timestamps) = (std::ptr::null(), 2);
+        // SAFETY: NULL is checked.
+        assert!(unsafe { p.options() }.unwrap_err().contains("NULL"));
     }
 }

@@ -360,6 +360,21 @@ fn voice_activity_detection_through_the_c_interface() {
             "{}",
             last_error()
         );
+        // Clips: the second jfk only (from 14 s), one window at a time and batched.
+        let clips = [14.0f32];
+        for batch in [0, 4] {
+            let p = SottoParams {
+                batch_size: batch,
+                clip_timestamps: clips.as_ptr(),
+                n_clip_timestamps: 1,
+                ..no_vad
+            };
+            let t = sotto_transcribe(session, g, n, &p);
+            assert!(!t.is_null(), "{}", last_error());
+            assert_eq!(normalise(&string(sotto_transcript_text(t)).unwrap()), JFK);
+            assert!(sotto_transcript_segment_start(t, 0) >= 14.0);
+            sotto_transcript_free(t);
+        }
         params.batch_size = 0;
         params.no_timestamps = 0;
         // Bad VAD options in the params are refused too.
