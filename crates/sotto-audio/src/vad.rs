@@ -232,6 +232,38 @@ impl SpeechMap {
 mod tests {
     use super::*;
 
+    proptest::proptest! {
+        /// Groups cover every stretch once, in order; a group holds at most `max` samples
+        /// unless it is one stretch; and a group closes only when the next stretch would
+        /// not fit.
+        #[test]
+        fn groups_cover_the_stretches_within_the_limit(
+            lens in proptest::collection::vec(0usize..500, 0..40),
+            max in 0usize..1200,
+        ) {
+            let mut at = 0;
+            let stretches: Vec<(usize, usize)> = lens
+                .iter()
+                .map(|&l| {
+                    at += 7;
+                    at += l;
+                    (at - l, at)
+                })
+                .collect();
+            let groups = group_speech(&stretches, max);
+            let flat: Vec<usize> = groups.iter().flat_map(|g| g.clone()).collect();
+            proptest::prop_assert_eq!(flat, (0..stretches.len()).collect::<Vec<_>>());
+            let size = |g: &std::ops::Range<usize>| -> usize { lens[g.clone()].iter().sum() };
+            for (i, g) in groups.iter().enumerate() {
+                proptest::prop_assert!(!g.is_empty());
+                proptest::prop_assert!(size(g) <= max || g.len() == 1);
+                if let Some(next) = groups.get(i + 1) {
+                    proptest::prop_assert!(size(g) + lens[next.start] > max);
+                }
+            }
+        }
+    }
+
     #[test]
     fn speech_is_grouped_into_chunks_as_collect_chunks_does() {
         let st = [(0, 10), (20, 25), (30, 40), (50, 51), (60, 100), (100, 101)];
