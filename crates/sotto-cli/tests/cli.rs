@@ -858,9 +858,7 @@ fn batch_size_decodes_the_vad_s_chunks_together() {
 fn stream_transcribes_raw_pcm_as_it_comes() {
     let model = sotto_testdata::model_dir("tiny.en");
     let samples = sotto::audio::load_16k_mono(jfk().to_str().unwrap()).unwrap();
-    let s16: Vec<u8> = (samples.iter())
-        .flat_map(|&x| ((x * 32768.0).round().clamp(-32768.0, 32767.0) as i16).to_le_bytes())
-        .collect();
+    let s16 = common::s16le(&samples);
     let f32le: Vec<u8> = samples.iter().flat_map(|x| x.to_le_bytes()).collect();
     let run = |pcm: &str, bytes: Vec<u8>| {
         let out = sotto()
@@ -918,9 +916,7 @@ fn stream_with_the_vad_transcribes_each_stretch_of_speech_once_it_ends() {
     let samples = sotto::audio::load_16k_mono(jfk().to_str().unwrap()).unwrap();
     let z = |s: usize| vec![0f32; s * 16_000];
     let gap = [z(1), samples.clone(), z(3), samples, z(1)].concat();
-    let s16: Vec<u8> = (gap.iter())
-        .flat_map(|&x| ((x * 32768.0).round().clamp(-32768.0, 32767.0) as i16).to_le_bytes())
-        .collect();
+    let s16 = common::s16le(&gap);
     let out = sotto()
         .args(["stream", "-t", "2", "--vad", "--timestamps", "--vad-model"])
         .arg(&vad)

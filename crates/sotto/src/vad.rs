@@ -251,10 +251,9 @@ impl Session {
     ) -> Result<(Transcript, Timings)> {
         check(samples, opts)?;
         let start = std::time::Instant::now();
-        let mut options = vad.options.clone();
-        options.max_speech_duration_s = options.max_speech_duration_s.min(30.0);
-        let probs = vad.probabilities(samples)?;
-        let stretches = speech_timestamps(&probs, samples.len(), &options);
+        let mut vad = vad.clone();
+        vad.options.max_speech_duration_s = vad.options.max_speech_duration_s.min(30.0);
+        let stretches = vad.speech(samples)?;
         let vad_time = start.elapsed();
         let (t, mut timings) =
             self.transcribe_batched_chunks(samples, &stretches, opts, batch_size, on_segment)?;

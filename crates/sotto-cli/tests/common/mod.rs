@@ -18,8 +18,13 @@ pub fn wav(samples: &[f32]) -> Vec<u8> {
     out.extend_from_slice(&16u16.to_le_bytes());
     out.extend_from_slice(b"data");
     out.extend_from_slice(&data_len.to_le_bytes());
-    for s in samples {
-        out.extend_from_slice(&((s.clamp(-1.0, 1.0) * 32767.0) as i16).to_le_bytes());
-    }
+    out.extend(s16le(samples));
     out
+}
+
+/// `samples` as raw 16-bit little-endian PCM (what `sotto stream` reads).
+pub fn s16le(samples: &[f32]) -> Vec<u8> {
+    (samples.iter())
+        .flat_map(|s| ((s.clamp(-1.0, 1.0) * 32767.0) as i16).to_le_bytes())
+        .collect()
 }
