@@ -51,7 +51,7 @@ pub struct Args {
     no_limits: bool,
 
     /// Also print where an encoder window's time goes, by op group (the medians over the
-    /// runs; on a GPU, its own time between CUDA events).
+    /// runs; on a GPU, its own time between CUDA events), and on a GPU a decoder step's.
     #[arg(long)]
     encoder_ops: bool,
 
@@ -129,6 +129,48 @@ fn print_encoder_ops(laps: &[Vec<(&'static str, Duration)>]) {
             .collect();
         println!("  {name:<16}{:9.1} ms", ms(median(times)));
     }
+}
+
+/// Where a greedy step's time goes, on devices that time a step's op groups (the GPU's
+/// events, a step then running without its graph): each group's mean per step over
+/// `steps` steps after `prompt`, in the order of first appearance.
+fn print_step_ops(
+    raw: &mut dyn sotto::Forward,
+    n_vocab: usize,
+    prompt: &[u32],
+    steps: usize,
+) -> anyhow::Result<()> {
+    raw.keep_step_laps(true);
+    let mut logits = vec![0f32; n_vocab];
+    let mut sums: Vec<(&'static str, Duration)> = Vec::new();
+    let run = (|| {
+        raw.reset_text();
+        dev(raw.decode(prompt, &[0], &mut logits))?;
+        for i in 0..steps {
+            dev(raw.decode(&[400 + i as u32], &[0], &mut logits))?;
+            for (name, t) in raw.step_laps().unwrap_or_default() {
+                match sums.iter_mut().find(|(n, _)| *n == name) {
+                    Some((_, sum)) => *sum += t,
+                    None => sums.push((name, t)),
+                }
+            }
+        }
+        anyhow::Ok(())
+    })();
+    raw.keep_step_laps(false);
+    run?;
+    if sums.is_empty() {
+        return Ok(());
+    }
+    let total: Duration = sums.iter().map(|s| s.1).sum();
+    println!(
+        "  a step's op groups, mean of {steps} steps timed apart (no graph: {:.3} ms):",
+        ms(total / steps.max(1) as u32)
+    );
+    for (name, t) in sums {
+        println!("  {name:<16}{:9.3} ms", ms(t / steps.max(1) as u32));
+    }
+    Ok(())
 }
 
 /// `--ab`: `pairs` pairs of `window` runs (each its time and op-group laps), the experiment
@@ -276,6 +318,7 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     let load = t.elapsed();
+    crate::engine::device_note(&args.engine, &model);
     let mut session = model.session(threads)?;
     let hp = *model.hparams();
     println!(
@@ -392,6 +435,9 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
         Ok(t.elapsed() / steps as u32)
     })?;
     println!("decoder / token   {:9.2} ms  (batch 1)", ms(per_token));
+    if args.encoder_ops {
+        print_step_ops(raw, hp.n_vocab, &prompt, steps)?;
+    }
 
     // Five beams: the prompt once, broadcast, then one token per beam per step. `prompt`'s
     // last row gives the first logits; each figure is the time per step.

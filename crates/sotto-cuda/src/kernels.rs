@@ -93,10 +93,14 @@ pub const MMA_ROWS: u32 = 64;
 pub const MMA_BLOCK: u32 = 128;
 pub const MMA_MIN_CC: (i32, i32) = (8, 0);
 
-/// `sotto_attention_split`: threads per block, and the most keys one block scores (its
-/// chunk of a (row, head)'s keys; more keys take more blocks).
+/// `sotto_attention_split`: threads per block, the most keys one block scores (its chunk
+/// of a (row, head)'s keys; more keys take more blocks), and the widest head it takes.
+/// Small chunks on purpose: a step's few query rows must still fill the GPU.
 pub const SPLIT_BLOCK: u32 = 128;
-pub const SPLIT_KEYS: usize = 256;
+pub const SPLIT_KEYS: usize = 64;
+pub const SPLIT_DH: usize = 128;
+// The softmax of a chunk is one warp's, two keys a lane; the dims four a lane.
+const _: () = assert!(SPLIT_KEYS <= 64 && SPLIT_DH <= 128);
 
 /// Values in one ggml block.
 pub const QK: usize = 32;
@@ -746,54 +750,114 @@ extern "C" __global__ void sotto_attention(const float* q, const float* k, const
 // in two launches that spread one (row, head) over gridDim.z blocks: block s scores keys
 // [s·chunk, min(n_keys, (s + 1)·chunk)) and writes that chunk's maximum score, sum of
 // exponentials and unnormalised P·V to its slot of `part` (dh + 2 floats: the dh sums, the
-// maximum, the sum); sotto_attention_merge combines the slots. A warp scores one key at a
-// time, its lanes over the head's dims (one coalesced row of k); in P·V thread t sums dim
-// t % dh. Block: a power of two, at least dh. Dynamic shared memory: (chunk + blockDim.x)
-// floats. Shape: q [rows, d]; k, v [n_keys, d]; part [rows, heads, splits, dh + 2]
+// maximum, the sum); sotto_attention_merge combines the slots.
+// Also a step's causal self-attention over its cache (q_pos0 set; keys kv_seq_stride apart
+// per sequence, as sotto_attention takes them). A step has one query row per beam, so the
+// work is a few small blocks per head: latency, not arithmetic, sets its time. Each warp therefore keeps SOTTO_SPLIT_BATCH keys' loads in
+// flight at once (lanes over the head's dims: coalesced rows of k and v) rather than one.
+// Block: SOTTO_SPLIT_BLOCK threads; chunk ≤ SOTTO_SPLIT_KEYS; dh ≤ 128.
+// Shape: q [rows, d]; k, v [n_keys, d]; part [rows, heads, splits, dh + 2]
+#define SOTTO_SPLIT_BLOCK 128
+#define SOTTO_SPLIT_KEYS 64
+#define SOTTO_SPLIT_BATCH 8
+#define SOTTO_SPLIT_WARPS (SOTTO_SPLIT_BLOCK / 32)
 extern "C" __global__ void sotto_attention_split(const float* q, const float* k,
         const float* v, float* part, unsigned int d, unsigned int dh, unsigned int n_keys,
-        unsigned int chunk, float scale) {
-    extern __shared__ float sh[];
-    float* sc = sh;
-    float* red = sh + chunk;
+        unsigned int chunk, float scale, unsigned int kv_seq_stride, unsigned int n_new,
+        const unsigned int* q_pos0) {
+    __shared__ float sc[SOTTO_SPLIT_KEYS];
+    __shared__ float pv[SOTTO_SPLIT_WARPS][128];
+    __shared__ float stats[2];
     unsigned int r = blockIdx.x, h = blockIdx.y, s = blockIdx.z;
-    unsigned int j0 = s * chunk, j1 = j0 + chunk < n_keys ? j0 + chunk : n_keys;
-    unsigned int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+    // Causal (q_pos0 set): row r is sequence r / n_new's token at *q_pos0 + r % n_new and
+    // sees the keys up to its own position; a chunk past them is empty (weight 0).
+    unsigned int nk = q_pos0 ? *q_pos0 + r % n_new + 1 : n_keys;
+    if (nk > n_keys) nk = n_keys;
+    unsigned int j0 = s * chunk, j1 = j0 + chunk < nk ? j0 + chunk : nk;
+    unsigned int n = j1 > j0 ? j1 - j0 : 0;
+    unsigned int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    size_t seq = q_pos0 ? (size_t)(r / n_new) * kv_seq_stride : 0;
     const float* qr = q + (size_t)r * d + h * dh;
-    float m = __int_as_float(0xff800000);
-    for (unsigned int j = j0 + warp; j < j1; j += warps) {
-        const float* kr = k + (size_t)j * d + h * dh;
-        float acc = 0.0f;
-        for (unsigned int c = lane; c < dh; c += 32) acc += qr[c] * kr[c];
-        for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-        acc *= scale;
-        if (lane == 0) sc[j - j0] = acc;
-        m = fmaxf(m, acc);
+    const float* kb = k + seq + (size_t)j0 * d + h * dh;
+    const float* vb = v + seq + (size_t)j0 * d + h * dh;
+    // Lane l holds dims l, l + 32, l + 64, l + 96 of q (0 past dh).
+    float qv[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        unsigned int c = lane + 32 * i;
+        qv[i] = c < dh ? qr[c] : 0.0f;
     }
-    m = sotto_block_max(m, red);  // its barrier also completes sc
-    float sum = 0.0f;
-    for (unsigned int j = j0 + threadIdx.x; j < j1; j += blockDim.x) {
-        float e = expf(sc[j - j0] - m);
-        sc[j - j0] = e;
-        sum += e;
+    // Scores: warp w takes keys w·BATCH.. of each round of WARPS·BATCH keys.
+    for (unsigned int jb = warp * SOTTO_SPLIT_BATCH; jb < n;
+            jb += SOTTO_SPLIT_WARPS * SOTTO_SPLIT_BATCH) {
+        float acc[SOTTO_SPLIT_BATCH];
+#pragma unroll
+        for (int u = 0; u < SOTTO_SPLIT_BATCH; ++u) {
+            acc[u] = 0.0f;
+            if (jb + u < n) {
+                const float* kr = kb + (size_t)(jb + u) * d;
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    unsigned int c = lane + 32 * i;
+                    if (c < dh) acc[u] += qv[i] * kr[c];
+                }
+            }
+        }
+        for (int off = 16; off > 0; off >>= 1) {
+#pragma unroll
+            for (int u = 0; u < SOTTO_SPLIT_BATCH; ++u)
+                acc[u] += __shfl_xor_sync(0xffffffffu, acc[u], off);
+        }
+        if (lane == 0) {
+#pragma unroll
+            for (int u = 0; u < SOTTO_SPLIT_BATCH; ++u)
+                if (jb + u < n) sc[jb + u] = acc[u] * scale;
+        }
     }
-    sum = sotto_block_sum(sum, red);
-    unsigned int groups = blockDim.x / dh, c = threadIdx.x % dh, g = threadIdx.x / dh;
-    float acc = 0.0f;
-    if (g < groups)
-        for (unsigned int j = j0 + g; j < j1; j += groups)
-            acc += sc[j - j0] * v[(size_t)j * d + h * dh + c];
-    red[threadIdx.x] = acc;  // sotto_block_sum left `red` free
+    __syncthreads();
+    // The chunk's maximum, exponentials and their sum: warp 0, two keys a lane.
+    if (warp == 0) {
+        float a = lane < n ? sc[lane] : __int_as_float(0xff800000);
+        float b = lane + 32 < n ? sc[lane + 32] : __int_as_float(0xff800000);
+        float m = fmaxf(a, b);
+        for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+        float ea = lane < n ? expf(a - m) : 0.0f;
+        float eb = lane + 32 < n ? expf(b - m) : 0.0f;
+        if (lane < n) sc[lane] = ea;
+        if (lane + 32 < n) sc[lane + 32] = eb;
+        float sum = ea + eb;
+        for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+        if (lane == 0) {
+            stats[0] = m;
+            stats[1] = sum;
+        }
+    }
+    __syncthreads();
+    // P·V: warp w sums keys w, w + WARPS, …; lane l dims l, l + 32, …; then the warps' sums.
+    float o[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 4
+    for (unsigned int j = warp; j < n; j += SOTTO_SPLIT_WARPS) {
+        const float* vr = vb + (size_t)j * d;
+        float p = sc[j];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            unsigned int c = lane + 32 * i;
+            if (c < dh) o[i] += p * vr[c];
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) pv[warp][lane + 32 * i] = o[i];
     __syncthreads();
     float* out = part + ((size_t)(r * gridDim.y + h) * gridDim.z + s) * (dh + 2);
     if (threadIdx.x < dh) {
         float t = 0.0f;
-        for (unsigned int i = 0; i < groups; ++i) t += red[i * dh + threadIdx.x];
+#pragma unroll
+        for (int w = 0; w < SOTTO_SPLIT_WARPS; ++w) t += pv[w][threadIdx.x];
         out[threadIdx.x] = t;
     }
     if (threadIdx.x == 0) {
-        out[dh] = m;
-        out[dh + 1] = sum;
+        out[dh] = stats[0];
+        out[dh + 1] = stats[1];
     }
 }
 
@@ -1142,6 +1206,8 @@ mod tests {
         assert!(SOURCE.contains(&format!("#define SOTTO_MMV_ROWS {MMV_ROWS}\n")));
         assert!(SOURCE.contains(&format!("#define SOTTO_MMA_ROWS {MMA_ROWS}\n")));
         assert!(SOURCE.contains(&format!("#define SOTTO_MMA_THREADS {MMA_BLOCK}\n")));
+        assert!(SOURCE.contains(&format!("#define SOTTO_SPLIT_BLOCK {SPLIT_BLOCK}\n")));
+        assert!(SOURCE.contains(&format!("#define SOTTO_SPLIT_KEYS {SPLIT_KEYS}\n")));
         for (name, v) in [("BIAS", MMV_BIAS), ("GELU", MMV_GELU), ("ADD", MMV_ADD)] {
             assert!(
                 SOURCE.contains(&format!("#define SOTTO_MMV_{name} {v}\n")),

@@ -220,7 +220,7 @@ impl SplitAttention {
         cudarc::driver::LaunchConfig {
             grid_dim: (self.rows, self.heads, self.splits),
             block_dim: (block, 1, 1),
-            shared_mem_bytes: (self.chunk + block) * 4,
+            shared_mem_bytes: 0,
         }
     }
 
@@ -240,8 +240,8 @@ impl SplitAttention {
 }
 
 /// Split attention for `rows` query rows of `n_head` heads of width `dh` over `n_keys`
-/// keys every row shares, or None where one block per (row, head) serves as well: keys
-/// that fit one chunk, or a head wider than the block.
+/// keys every row shares, or None where one block per (row, head) serves as well (keys
+/// that fit one chunk) or the kernel does not apply (a head wider than it takes).
 pub fn attention_split(
     rows: usize,
     n_head: usize,
@@ -249,7 +249,7 @@ pub fn attention_split(
     n_keys: usize,
 ) -> Option<SplitAttention> {
     let most = crate::kernels::SPLIT_KEYS;
-    if n_keys <= most || dh == 0 || dh > crate::kernels::SPLIT_BLOCK as usize {
+    if n_keys <= most || dh == 0 || dh > crate::kernels::SPLIT_DH {
         return None;
     }
     let splits = n_keys.div_ceil(most);
@@ -439,25 +439,22 @@ mod tests {
     #[test]
     fn split_attention_covers_every_key_once() {
         let p = attention_split(5, 6, 64, 1500).unwrap();
-        assert_eq!((p.rows, p.heads, p.splits, p.chunk), (5, 6, 6, 250));
+        assert_eq!((p.rows, p.heads, p.splits, p.chunk), (5, 6, 24, 63));
         assert!(p.splits * p.chunk >= 1500 && (p.splits - 1) * p.chunk < 1500);
-        assert_eq!(p.part_len(64), 5 * 6 * 6 * 66);
+        assert_eq!(p.part_len(64), 5 * 6 * 24 * 66);
         let c = p.split_config();
-        assert_eq!(
-            (c.grid_dim, c.shared_mem_bytes),
-            ((5, 6, 6), (250 + 128) * 4)
-        );
+        assert_eq!((c.grid_dim, c.shared_mem_bytes), ((5, 6, 24), 0));
         assert_eq!(p.merge_config(64).block_dim, (64, 1, 1));
-        for n_keys in [257, 511, 512, 513, 1500, 4097] {
+        for n_keys in [65, 257, 511, 512, 513, 1500, 4097] {
             let p = attention_split(1, 1, 64, n_keys).unwrap();
             let (s, c) = (p.splits as usize, p.chunk as usize);
             assert!(c <= crate::kernels::SPLIT_KEYS && s * c >= n_keys && (s - 1) * c < n_keys);
         }
-        assert_eq!(attention_split(1, 6, 64, 256), None, "one chunk");
+        assert_eq!(attention_split(1, 6, 64, 64), None, "one chunk");
         assert_eq!(
             attention_split(1, 6, 160, 1500),
             None,
-            "head wider than the block"
+            "head wider than the kernel takes"
         );
         assert_eq!(attention_split(0, 6, 64, 1500), None);
     }

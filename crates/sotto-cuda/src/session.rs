@@ -119,6 +119,10 @@ pub struct CudaSession {
     /// last one's times, on the stream's clock.
     keep_laps: bool,
     encoder_laps: Vec<(&'static str, Duration)>,
+    /// Whether decoder steps time their op groups (and so run without a graph), and the
+    /// last step's groups.
+    keep_step_laps: bool,
+    step_laps: Vec<(&'static str, Duration)>,
     blas: Option<CudaBlas>,
     stream: Stream,
     model: Arc<CudaWhisper>,
@@ -198,7 +202,10 @@ impl CudaSession {
                 batch: 1,
                 len: 0,
             };
-            let attention = ops::AttentionPath::from_env()?;
+            let attention = match ops::AttentionPath::from_env()? {
+                Some(path) => path,
+                None => default_attention(&model, &stream),
+            };
             check_attention(&model, &stream, attention)?;
             let scores = match attention {
                 ops::AttentionPath::Blas => plan::attention_scores_len(ctx, ctx, h.n_audio_head),
@@ -216,6 +223,8 @@ impl CudaSession {
                 encoded: false,
                 keep_laps: false,
                 encoder_laps: Vec::new(),
+                keep_step_laps: false,
+                step_laps: Vec::new(),
                 cross_k: layers(ctx * dt)?,
                 cross_v: layers(ctx * dt)?,
                 kv,
@@ -331,6 +340,20 @@ impl CudaSession {
     /// default, since each group costs an event recorded on the stream.
     pub fn keep_encoder_laps(&mut self, on: bool) {
         self.keep_laps = on;
+    }
+
+    /// Where the last decoder pass spent its time, by op group in order (as
+    /// [`CudaSession::encoder_laps`]), when [`CudaSession::keep_step_laps`] asked for it;
+    /// empty otherwise. `logits` is the final norm and vocabulary product, `download` the
+    /// copy of the logits to the host.
+    pub fn step_laps(&self) -> &[(&'static str, Duration)] {
+        &self.step_laps
+    }
+
+    /// Whether later decoder passes time their op groups (`sotto bench`): off by default,
+    /// since each group costs an event and a timed step runs without its graph.
+    pub fn keep_step_laps(&mut self, on: bool) {
+        self.keep_step_laps = on;
     }
 
     /// How later encodes run the attention over shared keys (`SOTTO_CUDA_ATTENTION` set
@@ -620,7 +643,8 @@ impl CudaSession {
                 heads,
                 scores: scores.ptr(),
             };
-            self.decoder_body(&dev, m, rows, pass)?;
+            let mut off = Laps::start(&self.stream, false)?;
+            self.decoder_body(&dev, m, rows, pass, &mut off)?;
             let mut out = vec![0f32; n_scores];
             dev.download(self.dec.logits.ptr(), logits)?;
             if n_scores > 0 {
@@ -728,6 +752,7 @@ impl CudaSession {
                 && batch <= kernels::MMV_ROWS
                 && rows.iter().copied().eq(0..batch)
                 && self.model.precision() == Precision::F16
+                && !self.keep_step_laps
                 && graphs_enabled();
             let mut graphs = std::mem::take(&mut self.graphs);
             let mut run = || {
@@ -735,16 +760,23 @@ impl CudaSession {
                 let dev = self.dev();
                 dev.upload_to(self.dec.tok.ptr(), tokens)?;
                 dev.upload_to(self.pos.ptr(), &pos)?;
+                let mut laps = Laps::start(&self.stream, self.keep_step_laps)?;
                 match graphable {
                     true => self.run_graph(&mut graphs, batch)?,
-                    false => self.decoder_body(&dev, tokens.len(), rows, Pass::Step { batch })?,
+                    false => {
+                        let pass = Pass::Step { batch };
+                        self.decoder_body(&dev, tokens.len(), rows, pass, &mut laps)?
+                    }
                 }
                 // `tokens` and `pos` stay borrowed until this synchronizes.
-                dev.download(self.dec.logits.ptr(), logits)
+                dev.download(self.dec.logits.ptr(), logits)?;
+                laps.lap("download")?;
+                laps.finish()
             };
             let r = run();
             self.graphs = graphs;
-            r
+            self.step_laps = r?;
+            Ok(())
         })?;
         self.kv.len += n_new;
         Ok(())
@@ -772,8 +804,10 @@ impl CudaSession {
         if graphs.get(&batch).is_none_or(|g| g.layout != layout) {
             graphs.remove(&batch);
             let rows: Vec<usize> = (0..batch).collect();
-            let graph = self
-                .capture_with(|dev| self.decoder_body(dev, batch, &rows, Pass::Step { batch }))?;
+            let graph = self.capture_with(|dev| {
+                let mut off = Laps::start(&self.stream, false)?;
+                self.decoder_body(dev, batch, &rows, Pass::Step { batch }, &mut off)
+            })?;
             graphs.insert(batch, CapturedGraph { layout, graph });
         }
         self.launch_graph(&graphs[&batch].graph)
@@ -822,7 +856,15 @@ impl CudaSession {
 
     /// The decoder's launches for `m` token rows, from the uploaded tokens and position to
     /// the logits of `rows` in `dec.logits`; `pass` says which keys the self-attention sees.
-    fn decoder_body(&self, dev: &Dev<'_>, m: usize, rows: &[usize], pass: Pass<'_>) -> Result<()> {
+    /// Each op group's end is marked in `laps`.
+    fn decoder_body(
+        &self,
+        dev: &Dev<'_>,
+        m: usize,
+        rows: &[usize],
+        pass: Pass<'_>,
+        laps: &mut Laps<'_>,
+    ) -> Result<()> {
         let h = *self.model.hparams();
         let (b, kv, dec) = (&self.dec, &self.kv, &self.model.decoder);
         let (d, nh, pos) = (h.n_text_state, h.n_text_head, self.pos.ptr());
@@ -842,6 +884,7 @@ impl CudaSession {
             n_new,
             pos,
         )?;
+        laps.lap("embed")?;
         let (x, hb, q, att) = (b.x.ptr(), b.h.ptr(), b.q.ptr(), b.att.ptr());
         for (l, blk) in dec.blocks.iter().enumerate() {
             let a = &blk.attn;
@@ -863,6 +906,7 @@ impl CudaSession {
                 let qkv = [(&a.query, q), (&a.key, b.k.ptr()), (&a.value, b.v.ptr())];
                 dev.linears(&qkv, hb, m)?;
             }
+            laps.lap("self q/k/v")?;
             match pass {
                 Pass::Step { .. } => {
                     if !fused {
@@ -879,11 +923,14 @@ impl CudaSession {
                     dev.attention(q, kb, vb, att, m, m, d, nh, m * d, m, Some(pos))?;
                 }
             }
+            laps.lap("self attention")?;
             dev.linear_residual(&a.out, att, m, x)?;
+            laps.lap("self out")?;
 
             let (cross_ln, cross) = cross_of(blk)?;
             dev.layer_norm(x, cross_ln, hb, m)?;
             dev.linear(&cross.query, hb, m, q, false)?;
+            laps.lap("cross q")?;
             // Every row attends to the same audio (key stride 0).
             let (ck, cv) = (self.cross_k[l].ptr(), self.cross_v[l].ptr());
             if let Pass::Align { heads, scores } = pass {
@@ -894,16 +941,20 @@ impl CudaSession {
                 }
             }
             dev.attention(q, ck, cv, att, m, 1, d, nh, 0, h.n_audio_ctx, None)?;
+            laps.lap("cross attention")?;
             dev.linear_residual(&cross.out, att, m, x)?;
+            laps.lap("cross out")?;
 
             mlp(dev, blk, m, x, hb, b.mlp.ptr())?;
+            laps.lap("mlp")?;
         }
         for (i, &r) in rows.iter().enumerate() {
             dev.copy_f32(b.sel.at(i * d), b.x.at(r * d), d)?;
         }
         dev.layer_norm(b.sel.ptr(), &dec.ln, b.normed.ptr(), rows.len())?;
         let out = b.logits.ptr();
-        dev.linear(&dec.token_embedding, b.normed.ptr(), rows.len(), out, false)
+        dev.linear(&dec.token_embedding, b.normed.ptr(), rows.len(), out, false)?;
+        laps.lap("logits")
     }
 }
 
@@ -1026,6 +1077,19 @@ fn parse_switch(name: &'static str, value: Option<&str>) -> Result<bool> {
 
 /// The tensor-core attention needs compute capability 8.0 (its `mma.sync` shape); an
 /// older GPU gets a clear error instead of a kernel compiled to nothing.
+/// The tensor-core kernel where the GPU has it and the model runs at f16 (f32 precision is
+/// for checking against the CPU closely); cuBLAS elsewhere, and in the host emulation,
+/// whose tests choose their path themselves.
+fn default_attention(model: &CudaWhisper, stream: &Stream) -> ops::AttentionPath {
+    let cc = model.device().compute_capability;
+    match stream {
+        Stream::Cuda(_) if cc >= kernels::MMA_MIN_CC && model.precision() == Precision::F16 => {
+            ops::AttentionPath::Mma
+        }
+        _ => ops::AttentionPath::Blas,
+    }
+}
+
 fn check_attention(model: &CudaWhisper, stream: &Stream, path: ops::AttentionPath) -> Result<()> {
     let cc = model.device().compute_capability;
     if path == ops::AttentionPath::Mma

@@ -88,6 +88,8 @@ enum Attn {
     /// As `Shared`, each (row, head)'s keys split over blocks (`sotto_attention_split`,
     /// then `sotto_attention_merge`), as decoder steps run cross-attention.
     Split,
+    /// As `Causal`, split over blocks as `Split`: a decoder step's self-attention.
+    SplitCausal(usize),
     /// As `Flash`, on tensor cores (`sotto_flash_attention_mma`): f16 operands; with
     /// `true`, the output as f16 (compared as the f16 values).
     Mma(bool),
@@ -228,6 +230,10 @@ conformance! {
     split_cross_odd: Attention(Split), [2, 1, 3, 64, 300] F32;
     split_cross_dh_80: Attention(Split), [1, 1, 2, 80, 600] F32;
     split_cross_large: Attention(Split), [1, 1, 20, 64, 1500] F32;
+    split_self_tiny: Attention(SplitCausal(100)), [5, 1, 6, 64, 448] F32;
+    split_self_first: Attention(SplitCausal(0)), [1, 1, 6, 64, 448] F32;
+    split_self_full: Attention(SplitCausal(447)), [2, 1, 2, 64, 448] F32;
+    split_self_prompt: Attention(SplitCausal(60)), [1, 7, 3, 80, 200] F32;
     flash_one_tile: Attention(Flash), [1, 16, 2, 64, 64] F32;
     flash_partial_tiles: Attention(Flash), [1, 37, 3, 64, 150] F32;
     flash_one_key: Attention(Flash), [1, 20, 1, 64, 1] F32;
@@ -795,7 +801,7 @@ fn attention(dev: &mut dyn Device, kind: Attn, shape: &[usize], seed: u64) -> (V
         panic!("Attention shape: [batch, n_new, heads, dh, keys]")
     };
     let (d, rows) = (n_head * dh, batch * n_new);
-    let per_sequence = matches!(kind, Causal(_));
+    let per_sequence = matches!(kind, Causal(_) | SplitCausal(_));
     let kv_rows = if per_sequence { batch * n_keys } else { n_keys };
     let q = values(rows * d, seed, 1.5);
     let k = values(kv_rows * d, seed + 1, 1.5);
@@ -830,10 +836,23 @@ fn attention(dev: &mut dyn Device, kind: Attn, shape: &[usize], seed: u64) -> (V
             }
             dev.launch(name, (l.rows, l.heads, 1), (l.block, 1, 1), 0, &args);
         }
-        Split => {
+        Split | SplitCausal(_) => {
             let p = plan::attention_split(rows, n_head, dh, n_keys).expect("a split shape");
             let part = dev.nans(p.part_len(dh));
-            let rest = [u(d), u(dh), u(n_keys), Arg::U32(p.chunk), Arg::F32(scale)];
+            let (stride, pos) = match kind {
+                SplitCausal(p) => (n_keys * d, dev.put_u32(&[p as u32])),
+                _ => (0, 0),
+            };
+            let rest = [
+                u(d),
+                u(dh),
+                u(n_keys),
+                Arg::U32(p.chunk),
+                Arg::F32(scale),
+                u(stride),
+                u(n_new),
+                Arg::Ptr(pos),
+            ];
             let args = [&[pq, pk, pv, part].map(Arg::Ptr)[..], &rest].concat();
             let c = p.split_config();
             dev.launch(
@@ -888,7 +907,7 @@ fn attention(dev: &mut dyn Device, kind: Attn, shape: &[usize], seed: u64) -> (V
         let (s, i) = (r / n_new, r % n_new);
         let base = if per_sequence { s * n_keys * d } else { 0 };
         let nk = match kind {
-            Causal(p) => (p + i + 1).min(n_keys),
+            Causal(p) | SplitCausal(p) => (p + i + 1).min(n_keys),
             _ => n_keys,
         };
         for h in 0..n_head {

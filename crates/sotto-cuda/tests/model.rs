@@ -330,6 +330,36 @@ fn check_against(
         gpu.decode(&tok, &[0], &mut lg).unwrap();
         compare_logits(&format!("greedy step {step}"), &lg, &lc, nv, &tol);
     }
+    // A step timing its op groups runs them directly (no graph) and computes the same.
+    assert!(
+        gpu.step_laps().is_empty(),
+        "steps time nothing unless asked"
+    );
+    gpu.keep_step_laps(true);
+    let tok = [argmax(&lc) as u32];
+    cpu.decode(&tok, &[0], &mut lc).unwrap();
+    let t = std::time::Instant::now();
+    gpu.decode(&tok, &[0], &mut lg).unwrap();
+    let wall = t.elapsed();
+    gpu.keep_step_laps(false);
+    compare_logits("timed greedy step", &lg, &lc, nv, &tol);
+    let laps = gpu.step_laps();
+    println!("step laps {laps:?} in {wall:?}");
+    let names: Vec<_> = laps.iter().map(|l| l.0).collect();
+    let groups = [
+        "embed",
+        "self q/k/v",
+        "self attention",
+        "self out",
+        "cross q",
+        "cross attention",
+        "cross out",
+        "mlp",
+        "logits",
+        "download",
+    ];
+    assert_eq!(names, groups);
+    assert!(laps.iter().map(|l| l.1).sum::<std::time::Duration>() <= wall);
     assert_eq!(gpu.text_len(), cpu.text_len());
     // One-token steps at F16 replay one captured graph at each new position.
     let want = usize::from(p == Precision::F16 && graphs);

@@ -83,6 +83,14 @@ pub trait Forward: Send {
     /// Asks for [`Forward::encoder_laps`] on devices where keeping them costs something
     /// (the GPU's events); the CPU keeps them always.
     fn keep_encoder_laps(&mut self, _on: bool) {}
+    /// Where the last decoder pass spent its time, by named op group, on devices that can
+    /// time them ([`Forward::keep_step_laps`]).
+    fn step_laps(&self) -> Option<Vec<(&'static str, std::time::Duration)>> {
+        None
+    }
+    /// Asks later decoder passes to time their op groups, where the device can (the GPU's
+    /// events, at the price of its step graph).
+    fn keep_step_laps(&mut self, _on: bool) {}
     /// How the last [`Forward::encode`] ran, where the device has more than one way (the
     /// GPU's captured graph or direct launches).
     fn encoder_note(&self) -> Option<String> {
@@ -184,6 +192,15 @@ impl Forward for sotto_cuda::CudaSession {
 
     fn keep_encoder_laps(&mut self, on: bool) {
         sotto_cuda::CudaSession::keep_encoder_laps(self, on)
+    }
+
+    fn step_laps(&self) -> Option<Vec<(&'static str, std::time::Duration)>> {
+        let laps = sotto_cuda::CudaSession::step_laps(self);
+        (!laps.is_empty()).then(|| laps.to_vec())
+    }
+
+    fn keep_step_laps(&mut self, on: bool) {
+        sotto_cuda::CudaSession::keep_step_laps(self, on)
     }
 
     fn encoder_note(&self) -> Option<String> {
