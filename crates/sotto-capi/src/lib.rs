@@ -394,9 +394,11 @@ pub unsafe extern "C" fn sotto_model_load(
         // SAFETY: as above.
         let device = unsafe { text(device, "device") }?.unwrap_or("auto");
         let device: sotto::Device = device.parse().map_err(|e: sotto::Error| e.to_string())?;
-        let device = sotto::select_device(device)
-            .map_err(|e| e.to_string())?
-            .device;
+        // A named GPU is checked here; auto is resolved by the load, which leaves for the
+        // CPU if the GPU it picks cannot take the model.
+        if device != sotto::Device::Auto {
+            sotto::select_device(device).map_err(|e| e.to_string())?;
+        }
         let model = sotto::Model::load_named_with(
             name,
             &sotto::hub::Hub::from_env(),

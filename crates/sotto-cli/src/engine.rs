@@ -12,8 +12,8 @@ pub struct EngineArgs {
     threads: Option<usize>,
 
     /// Where the model runs: `cpu`, `cuda` (the first GPU; CUDA builds), `cuda:N` (GPU N
-    /// in CUDA's numbering, as `CUDA_VISIBLE_DEVICES` leaves it), or `auto`, which keeps to
-    /// the CPU until the CUDA backend is validated on a GPU, and says so
+    /// in CUDA's numbering, as `CUDA_VISIBLE_DEVICES` leaves it), or `auto`: the first GPU
+    /// where a CUDA build finds one (the CPU if it cannot take the model), else the CPU
     #[arg(long, default_value = "auto", value_parser = device_name)]
     device: String,
 
@@ -120,11 +120,32 @@ pub fn load_options(
     })
 }
 
-/// Resolves `--device`, printing once on stderr why `auto` chose the CPU when it did.
+/// Resolves `--device`, printing once on stderr what `auto` chose and why. `auto` stays
+/// `auto` for the model's load, which leaves for the CPU if the chosen GPU cannot take the
+/// model (see [`device_note`]).
 pub fn select_device(name: &str) -> anyhow::Result<sotto::Device> {
-    let choice = sotto::select_device(name.parse()?)?;
+    let requested = name.parse()?;
+    let choice = sotto::select_device(requested)?;
     if let Some(note) = &choice.note {
         eprintln!("device: {note}");
     }
-    Ok(choice.device)
+    Ok(match requested {
+        sotto::Device::Auto => sotto::Device::Auto,
+        _ => choice.device,
+    })
+}
+
+/// Prints why a model loaded for `auto` runs on the CPU after all, when it does, and
+/// that `--encoder-precision` has no say on a GPU (which runs f16), when it was given.
+pub fn device_note(engine: &EngineArgs, model: &sotto::Model) {
+    if let Some(note) = model.device_note() {
+        eprintln!("device: {note}");
+    }
+    if model.encoder_precision().is_none() && engine.encoder_precision != "auto" {
+        eprintln!(
+            "device: --encoder-precision {} is for the CPU; {} runs the encoder in f16",
+            engine.encoder_precision,
+            model.device()
+        );
+    }
 }

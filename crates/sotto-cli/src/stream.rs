@@ -187,6 +187,7 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
         device,
         args.engine.load_options()?,
     )?;
+    crate::engine::device_note(&args.engine, &model);
     let mut session = model.session(args.engine.threads()?)?;
     let mut opts = TranscribeOptions {
         language: args.language.clone(),

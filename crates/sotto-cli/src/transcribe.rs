@@ -372,6 +372,7 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
         args.engine.load_options()?,
     )?;
     let load_time = t_load.elapsed();
+    crate::engine::device_note(&args.engine, &model);
     let mut session = model.session(threads)?;
 
     let mut opts = TranscribeOptions {

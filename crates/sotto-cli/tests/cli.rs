@@ -128,7 +128,7 @@ fn reads_stdin() {
 }
 
 /// A failure: non-zero exit, exactly one line on stderr naming `needle`, no panic. A CUDA
-/// build's `--device auto` note ("device: ... using the CPU") may precede it.
+/// build's `--device auto` note ("device: ...") may precede it.
 fn assert_one_line_error(cmd: &mut Command, needle: &str) {
     let out = cmd.assert().failure().get_output().clone();
     let err = String::from_utf8_lossy(&out.stderr).into_owned();

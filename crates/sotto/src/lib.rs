@@ -82,6 +82,8 @@ struct ModelInner {
     tokenizer: Tokenizer,
     hparams: sotto_formats::Hparams,
     config: sotto_formats::ModelConfig,
+    /// Why `Device::Auto` runs on the CPU after all, when the GPU it chose failed to load.
+    device_note: Option<String>,
 }
 
 impl Model {
@@ -119,6 +121,7 @@ impl Model {
         device: Device,
         opts: LoadOptions,
     ) -> Result<Model> {
+        let auto = device == Device::Auto;
         let device = match device {
             Device::Auto => select_device(Device::Auto)?.device,
             d => d,
@@ -142,19 +145,19 @@ impl Model {
                 }
                 .map_err(invalid)
             });
-            let weights = match device {
-                Device::Cuda(ordinal) => cuda_weights(&file, ordinal),
-                _ => sotto_model::Whisper::from_file_with(&file, opts)
+            let cpu = || {
+                sotto_model::Whisper::from_file_with(&file, opts)
                     .map(|w| Weights::Cpu(Arc::new(w)))
                     .map_err(|source| Error::Model {
                         path: path.to_path_buf(),
                         source,
-                    }),
+                    })
             };
+            let weights = weights_or_cpu(auto, device, |n| cuda_weights(&file, n), cpu);
             let tokenizer = tokenizer.join().expect("tokenizer thread does not panic");
             (weights, tokenizer)
         });
-        let (weights, tokenizer) = (weights?, tokenizer?);
+        let ((weights, device_note), tokenizer) = (weights?, tokenizer?);
         Ok(Model {
             inner: Arc::new(ModelInner {
                 path: path.to_path_buf(),
@@ -162,6 +165,7 @@ impl Model {
                 tokenizer,
                 hparams: file.hparams,
                 config: file.config,
+                device_note,
             }),
         })
     }
@@ -269,6 +273,12 @@ impl Model {
         self.inner.weights.device()
     }
 
+    /// Why a model loaded with [`Device::Auto`] runs on the CPU although a GPU was found
+    /// (its upload failed), for the caller to show; None otherwise.
+    pub fn device_note(&self) -> Option<&str> {
+        self.inner.device_note.as_deref()
+    }
+
     /// The encoder arithmetic a CPU model runs (`Auto` resolved); `None` on a GPU.
     pub fn encoder_precision(&self) -> Option<EncoderPrecision> {
         match &self.inner.weights {
@@ -358,6 +368,28 @@ pub struct Timings {
     pub steps: usize,
     pub step_time: Duration,
     pub total: Duration,
+}
+
+/// The weights on `device` (`gpu` uploads them to a GPU ordinal, `cpu` builds them for the
+/// CPU). A GPU that `auto` chose but that cannot take the model (no NVRTC, too little
+/// memory) leaves the CPU, which always can, and a note saying why; one asked for by name
+/// is an error.
+fn weights_or_cpu<W>(
+    auto: bool,
+    device: Device,
+    gpu: impl FnOnce(usize) -> Result<W>,
+    cpu: impl FnOnce() -> Result<W>,
+) -> Result<(W, Option<String>)> {
+    match device {
+        Device::Cuda(ordinal) => match gpu(ordinal) {
+            Err(Error::Device(why)) if auto => {
+                let note = format!("the GPU could not take the model ({why}); using the CPU");
+                Ok((cpu()?, Some(note)))
+            }
+            r => r.map(|w| (w, None)),
+        },
+        _ => cpu().map(|w| (w, None)),
+    }
 }
 
 /// Uploads a model file's weights to GPU `ordinal`.
@@ -616,6 +648,36 @@ impl sotto_decode::Inference for TimedInference<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn auto_leaves_a_gpu_that_cannot_take_the_model_for_the_cpu() {
+        let no_nvrtc = |_: usize| -> Result<&str> { Err(Error::Device("no libnvrtc".into())) };
+        let cpu = || Ok("cpu");
+        let (w, note) = weights_or_cpu(true, Device::Cuda(0), no_nvrtc, cpu).unwrap();
+        assert_eq!(w, "cpu");
+        assert_eq!(
+            note.as_deref(),
+            Some("the GPU could not take the model (no libnvrtc); using the CPU")
+        );
+        // Asked for by name, the GPU's error is the answer.
+        let e = weights_or_cpu(false, Device::Cuda(0), no_nvrtc, cpu).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            Error::Device("no libnvrtc".into()).to_string()
+        );
+        // A GPU that takes it, and the CPU, carry no note; a bad file is no device problem.
+        let gpu = |n: usize| Ok(if n == 1 { "gpu 1" } else { "gpu ?" });
+        assert_eq!(
+            weights_or_cpu(true, Device::Cuda(1), gpu, cpu).unwrap(),
+            ("gpu 1", None)
+        );
+        assert_eq!(
+            weights_or_cpu(true, Device::Cpu, gpu, cpu).unwrap(),
+            ("cpu", None)
+        );
+        let bad = |_: usize| -> Result<&str> { Err(Error::Invalid("truncated".into())) };
+        assert!(weights_or_cpu(true, Device::Cuda(0), bad, cpu).is_err());
+    }
 
     /// `Model::random` builds its tokenizer from the placeholder vocabulary: every size's
     /// vocabulary size must leave a valid number of language tokens.

@@ -196,6 +196,8 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
         device,
         load_options,
     )?;
+    crate::engine::device_note(&args.engine, &model);
+    let running_on = model.device();
     // A model that cannot open a session fails here, not on the first request.
     drop(model.session(threads)?);
 
@@ -250,7 +252,7 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
         eprintln!(
             "sotto: serving {} on {} ({workers} worker{} × {threads} thread{}) at http://{addr}",
             args.model,
-            shared.device,
+            running_on,
             if workers == 1 { "" } else { "s" },
             if threads == 1 { "" } else { "s" },
         );
