@@ -445,6 +445,86 @@ fn a_vad_model_given_at_start_serves_whisper_cpp_vad_requests() {
     assert_eq!(normalise(v["text"].as_str().unwrap()), JFK, "{v}");
 }
 
+/// `sotto transcribe -m tiny.en -t 1 -f json` with `args` on `file`: (start, text) per segment.
+fn cli_segments(file: &std::path::Path, args: &[&str]) -> Vec<(f64, String)> {
+    let out = Command::new(env!("CARGO_BIN_EXE_sotto"))
+        .env("SOTTO_CACHE_DIR", sotto_testdata::cache_dir())
+        .args(["transcribe", "-t", "1", "--no-progress", "-f", "json", "-m"])
+        .arg(sotto_testdata::model_dir("tiny.en"))
+        .args(args)
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    segments(&v)
+}
+
+fn segments(v: &serde_json::Value) -> Vec<(f64, String)> {
+    let all = v["segments"].as_array().unwrap_or_else(|| panic!("{v}"));
+    all.iter()
+        .map(|s| {
+            (
+                s["start"].as_f64().unwrap(),
+                s["text"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn batch_size_answers_as_sotto_transcribe_batch_size() {
+    // jfk, 5 s of silence, jfk, 5 s, jfk: 43 s, speech in two chunks of at most 30 s.
+    let one = sotto::audio::load_16k_mono(jfk().to_str().unwrap()).unwrap();
+    let gap = vec![0.0f32; 5 * 16_000];
+    let body = wav(&[&one[..], &gap, &one, &gap, &one].concat());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("three.wav");
+    std::fs::write(&path, &body).unwrap();
+    let file = ("file", Some("three.wav"), body.as_slice());
+    let batched = cli_segments(&path, &["--batch-size", "4"]);
+    let sequential = cli_segments(&path, &[]);
+    // At the original audio's times: the speech alone is ~33 s, the last words start ~40 s.
+    assert!(batched.iter().any(|s| s.0 > 36.0), "{batched:?}");
+    assert_ne!(batched, sequential);
+
+    // The server's --batch-size for requests without the field; a request's own batch_size
+    // (the windows' text does not depend on it); 0 for one window at a time.
+    let s = Server::start(&["--batch-size", "4"]);
+    let url = format!("{}/v1/audio/transcriptions", s.url);
+    let verbose = ("response_format", None, &b"verbose_json"[..]);
+    let ask = |extra: &[(&str, Option<&str>, &[u8])]| {
+        let a = post(&url, &[&[file, verbose][..], extra].concat());
+        assert_eq!(a.status, 200, "{}", a.body);
+        segments(&a.json())
+    };
+    assert_eq!(ask(&[]), batched);
+    assert_eq!(ask(&[("batch_size", None, b"2")]), batched);
+    assert_eq!(ask(&[("batch_size", None, b"0")]), sequential);
+
+    // Clips are the chunks (no VAD); a bad batch and a non-zero first temperature are 400s.
+    let c = post(
+        &url,
+        &[
+            file,
+            ("batch_size", None, b"2"),
+            ("offset_t", None, b"32000"),
+        ],
+    );
+    assert_eq!(c.status, 200, "{}", c.body);
+    assert_eq!(normalise(c.json()["text"].as_str().unwrap()), JFK);
+    let e = post(&url, &[file, ("batch_size", None, b"65")]);
+    assert_eq!(e.status, 400);
+    assert!(e.body.contains("batch_size"), "{}", e.body);
+    let e = post(&url, &[file, ("temperature", None, b"0.4")]);
+    assert_eq!(e.status, 400, "{}", e.body);
+    assert!(e.body.contains("temperature"), "{}", e.body);
+}
+
 #[test]
 fn stream_true_answers_server_sent_events_as_segments_finish() {
     let s = Server::start(&[]);

@@ -233,6 +233,11 @@ pub struct Job {
     /// Answer as server-sent events, a `transcript.text.delta` per finished segment then
     /// `transcript.text.done`, as OpenAI's streaming transcriptions do (`stream=true`).
     pub stream: bool,
+    /// Decode up to this many chunks of speech together, as faster-whisper's
+    /// `BatchedInferencePipeline` (`batch_size`, or the server's `--batch-size`): the VAD
+    /// with that mode's defaults cuts the audio (`vad_*` fields still apply), or the
+    /// clips of `offset_t`/`duration` are the chunks. None: one window at a time.
+    pub batch_size: Option<usize>,
 }
 
 /// Fields clients send that change nothing here: whisper.cpp's console and model-loading
@@ -254,8 +259,9 @@ const IGNORED: [&str; 13] = [
 ];
 
 /// Every field a transcription request may carry.
-const KNOWN: [&str; 32] = [
+const KNOWN: [&str; 33] = [
     "file",
+    "batch_size",
     "response_format",
     "language",
     "prompt",
@@ -340,11 +346,26 @@ fn count(form: &Form, name: &str) -> Result<Option<usize>, ApiError> {
     Ok(Some(x.max(1.0) as usize))
 }
 
+/// Most chunks one request may decode together (as `sotto transcribe --batch-size`).
+pub const MAX_BATCH: usize = 64;
+
 /// Reads a transcription request's fields over the server's `defaults`. `translate_route`
 /// is OpenAI's `/v1/audio/translations`.
+#[cfg(test)]
 pub fn read_job(
     form: &Form,
     defaults: &TranscribeOptions,
+    translate_route: bool,
+) -> Result<Job, ApiError> {
+    read_job_with(form, defaults, None, translate_route)
+}
+
+/// [`read_job`] with the server's `--batch-size` for requests that give no `batch_size`
+/// (a request's `batch_size=0` asks for one window at a time).
+pub fn read_job_with(
+    form: &Form,
+    defaults: &TranscribeOptions,
+    default_batch: Option<usize>,
     translate_route: bool,
 ) -> Result<Job, ApiError> {
     let mut opts = defaults.clone();
@@ -478,7 +499,21 @@ pub fn read_job(
             "vad_filter does not combine with offset_t or duration",
         ));
     }
-    let mut vad_options = sotto::VadOptions::default();
+    let batch_size = match number(form, "batch_size")? {
+        None => default_batch,
+        Some(x) if x.fract() != 0.0 || !(0.0..=MAX_BATCH as f64).contains(&x) => {
+            return Err(ApiError::bad_request(format!(
+                "batch_size: {x} is not a whole number from 0 (one window at a time) to {MAX_BATCH}"
+            )))
+        }
+        Some(x) => Some(x as usize),
+    }
+    .filter(|&n| n > 0);
+    // Batched mode's VAD defaults are faster-whisper's for its pipeline; fields override.
+    let mut vad_options = match batch_size {
+        Some(_) => sotto::VadOptions::batched(),
+        None => sotto::VadOptions::default(),
+    };
     let at_least = |name: &str, min: f64, strict: bool| -> Result<Option<f64>, ApiError> {
         match number(form, name)? {
             Some(v) if v < min || (strict && v == min) => Err(ApiError::bad_request(format!(
@@ -523,6 +558,7 @@ pub fn read_job(
         vad,
         vad_options,
         stream,
+        batch_size,
     })
 }
 
@@ -724,5 +760,45 @@ mod tests {
         assert_eq!(e.body(Dialect::WhisperCpp), r#"{"error":"no file"}"#);
         let v: serde_json::Value = serde_json::from_str(&e.body(Dialect::OpenAi)).unwrap();
         assert_eq!(v["error"]["type"], "invalid_request_error");
+    }
+
+    #[test]
+    fn batch_size_comes_from_the_request_else_the_server() {
+        let defaults = TranscribeOptions::default();
+        let with = |fields: &[(&str, &str)], server: Option<usize>| {
+            read_job_with(&form(fields), &defaults, server, false)
+        };
+        assert_eq!(with(&[], None).unwrap().batch_size, None);
+        assert_eq!(with(&[], Some(8)).unwrap().batch_size, Some(8));
+        assert_eq!(
+            with(&[("batch_size", "4")], None).unwrap().batch_size,
+            Some(4)
+        );
+        assert_eq!(
+            with(&[("batch_size", "4")], Some(8)).unwrap().batch_size,
+            Some(4)
+        );
+        assert_eq!(
+            with(&[("batch_size", "0")], Some(8)).unwrap().batch_size,
+            None
+        );
+        for bad in ["65", "2.5", "-1", "many"] {
+            let e = with(&[("batch_size", bad)], None).unwrap_err();
+            assert_eq!(e.status, 400, "{bad}");
+            assert!(e.message.contains("batch_size"), "{bad}: {}", e.message);
+        }
+        // Batched mode's VAD defaults (faster-whisper's pipeline), the fields over them.
+        let j = with(&[("batch_size", "2")], None).unwrap();
+        assert_eq!(j.vad_options, sotto::VadOptions::batched());
+        let j = with(&[("batch_size", "2"), ("vad_threshold", "0.3")], None).unwrap();
+        assert_eq!(j.vad_options.threshold, 0.3);
+        assert_eq!(
+            j.vad_options.min_silence_duration_ms,
+            sotto::VadOptions::batched().min_silence_duration_ms
+        );
+        assert_eq!(
+            with(&[], None).unwrap().vad_options,
+            sotto::VadOptions::default()
+        );
     }
 }

@@ -82,6 +82,12 @@ pub struct Args {
     #[arg(long, value_name = "PATH")]
     vad_model: Option<std::path::PathBuf>,
 
+    /// Decode up to N chunks of speech together in requests that give no `batch_size`, as
+    /// faster-whisper's BatchedInferencePipeline (see `sotto transcribe --batch-size`); a
+    /// request's `batch_size` overrides it, 0 for one window at a time
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=api::MAX_BATCH as i64))]
+    batch_size: Option<u32>,
+
     /// Refuse `POST /load`, which loads whatever model name or path a client sends.
     #[arg(long)]
     no_load: bool,
@@ -117,6 +123,8 @@ struct Loaded {
 struct Shared {
     loaded: RwLock<Loaded>,
     defaults: TranscribeOptions,
+    /// `--batch-size`: the batch of requests that give none.
+    batch_size: Option<usize>,
     hub: sotto::hub::Hub,
     device: sotto::Device,
     load_options: sotto::LoadOptions,
@@ -213,6 +221,7 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
             model,
         }),
         defaults,
+        batch_size: args.batch_size.map(|n| n as usize),
         hub: hub.clone(),
         device,
         load_options,
@@ -604,7 +613,7 @@ async fn transcribe(
     if !unknown.is_empty() {
         eprintln!("note: ignored unknown fields {unknown:?}");
     }
-    let job = api::read_job(&form, &shared.defaults, translate_route)?;
+    let job = api::read_job_with(&form, &shared.defaults, shared.batch_size, translate_route)?;
     let file = form.take("file").ok_or_else(|| {
         ApiError::bad_request("no `file` field in the request: send the audio as `file`")
     })?;
@@ -764,7 +773,10 @@ fn run_job(
             events.send(delta.to_string()).is_ok()
         }
     };
-    let t = if work.job.vad {
+    let (job, samples) = (&work.job, &work.samples);
+    let clips = !job.opts.clip_timestamps.is_empty();
+    // The VAD for vad_filter, and for batched requests without clips.
+    let vad = || -> Result<sotto::Vad, ApiError> {
         let vad = shared
             .vad
             .get_or_init(|| {
@@ -774,10 +786,18 @@ fn run_job(
             .as_ref()
             .map_err(|e| ApiError::new(500, e.clone()))?;
         let mut vad = vad.clone();
-        vad.options = work.job.vad_options.clone();
-        s.transcribe_speech(&vad, &work.samples, &work.job.opts, &mut on_segment)
-    } else {
-        s.transcribe(&work.samples, &work.job.opts, &mut on_segment)
+        vad.options = job.vad_options.clone();
+        Ok(vad)
+    };
+    let t = match job.batch_size {
+        Some(n) if clips => s
+            .transcribe_batched_clips(samples, &job.opts, n, &mut on_segment)
+            .map(|t| t.0),
+        Some(n) => s
+            .transcribe_batched(&vad()?, samples, &job.opts, n, &mut on_segment)
+            .map(|t| t.0),
+        None if job.vad => s.transcribe_speech(&vad()?, samples, &job.opts, &mut on_segment),
+        None => s.transcribe(samples, &job.opts, &mut on_segment),
     }
     .map_err(to_api)?;
     if work.events.is_some() {
