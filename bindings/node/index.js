@@ -68,10 +68,10 @@ async function startWorker(message) {
   const worker = new Worker(path.join(__dirname, 'worker.js'), {
     workerData: { library: libraryPath() },
   });
-  await new Promise((resolve, reject) => {
+  const loaded = await new Promise((resolve, reject) => {
     const onMessage = (m) => {
       worker.off('message', onMessage);
-      if (m.type === 'loaded') resolve();
+      if (m.type === 'loaded') resolve(m);
       else reject(new Error(m.message));
     };
     worker.on('message', onMessage);
@@ -81,15 +81,15 @@ async function startWorker(message) {
     await worker.terminate();
     throw e;
   });
-  return worker;
+  return { worker, loaded };
 }
 
 class WhisperContext {
-  constructor(id, worker, device) {
+  constructor(id, worker, device, reasonNoGPU) {
     this.id = id;
-    /** Whether the model runs on a GPU. */
+    /** Whether the model runs on a GPU (where it was loaded: "cpu", "cuda", "cuda:N"). */
     this.gpu = device.startsWith('cuda');
-    this.reasonNoGPU = this.gpu ? '' : 'the model runs on the CPU';
+    this.reasonNoGPU = this.gpu ? '' : reasonNoGPU;
     this._worker = worker;
     this._jobs = new Map();
     this._nextJob = 1;
@@ -189,10 +189,14 @@ class WhisperContext {
  */
 async function initWhisper({ filePath, useGpu = true } = {}) {
   const model = fileOf(filePath);
-  const device = useGpu ? 'auto' : 'cpu';
-  const worker = await startWorker({ type: 'load', model, device });
+  const { worker, loaded } = await startWorker({
+    type: 'load',
+    model,
+    device: useGpu ? 'auto' : 'cpu',
+  });
   const id = nextContextId++;
-  const context = new WhisperContext(id, worker, device === 'cpu' ? 'cpu' : 'auto');
+  const why = !useGpu ? 'useGpu is false' : loaded.note || 'no usable CUDA GPU was found';
+  const context = new WhisperContext(id, worker, loaded.device, why);
   contexts.set(id, context);
   return context;
 }
@@ -278,7 +282,7 @@ class WhisperVadContext {
 async function initWhisperVad({ filePath, nThreads = 0 } = {}) {
   const file = filePath === undefined || filePath === null ? null : fileOf(filePath);
   const threads = Number.isInteger(nThreads) && nThreads > 0 ? nThreads : 0;
-  const worker = await startWorker({ type: 'loadVad', path: file, threads });
+  const { worker } = await startWorker({ type: 'loadVad', path: file, threads });
   const id = nextContextId++;
   const context = new WhisperVadContext(id, worker);
   vadContexts.set(id, context);

@@ -61,6 +61,8 @@ const c = {
   defaults: lib.func('sotto_params sotto_default_params(void)'),
   modelLoad: lib.func('void *sotto_model_load(const char *, const char *)'),
   modelFree: lib.func('void sotto_model_free(void *)'),
+  modelDevice: lib.func('const char *sotto_model_device(void *)'),
+  modelDeviceNote: lib.func('const char *sotto_model_device_note(void *)'),
   sessionNew: lib.func('void *sotto_session_new(void *, int)'),
   sessionFree: lib.func('void sotto_session_free(void *)'),
   audioLoad: lib.func('float *sotto_audio_load(const char *, _Out_ size_t *n)'),
@@ -260,7 +262,9 @@ parentPort.on('message', (msg) => {
       model = c.modelLoad(msg.model, msg.device);
       if (!model) fail();
       session(0); // fail here rather than on the first transcription
-      parentPort.postMessage({ type: 'loaded' });
+      // Where it runs: auto may have taken a GPU, or left one that could not take it.
+      const device = c.modelDevice(model);
+      parentPort.postMessage({ type: 'loaded', device, note: c.modelDeviceNote(model) });
     } else if (msg.type === 'loadVad') {
       vad = c.vadLoad(msg.path, msg.threads);
       if (!vad) fail();

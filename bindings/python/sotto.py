@@ -119,6 +119,8 @@ def _load():
         "sotto_model_load": ([c.c_char_p, c.c_char_p], P),
         "sotto_model_free": ([P], None),
         "sotto_model_is_multilingual": ([P], c.c_int),
+        "sotto_model_device": ([P], c.c_char_p),
+        "sotto_model_device_note": ([P], c.c_char_p),
         "sotto_session_new": ([P, c.c_int], P),
         "sotto_session_free": ([P], None),
         "sotto_audio_load": ([c.c_char_p, c.POINTER(c.c_size_t)], c.POINTER(c.c_float)),
@@ -372,6 +374,16 @@ class Model(_Handle):
     @property
     def is_multilingual(self) -> bool:
         return _lib.sotto_model_is_multilingual(self._h) == 1
+
+    @property
+    def device(self) -> str:
+        """Where it runs: "cpu", "cuda" (GPU 0) or "cuda:N" ("auto" resolved)."""
+        return _lib.sotto_model_device(self._h).decode()
+
+    @property
+    def device_note(self) -> str:
+        """Why a model loaded for "auto" runs on the CPU although a GPU was found, else ""."""
+        return _lib.sotto_model_device_note(self._h).decode()
 
     def session(self, threads: int = 0) -> "Session":
         """A new transcription session (0 threads: every core)."""

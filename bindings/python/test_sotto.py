@@ -32,6 +32,11 @@ class TestSotto(unittest.TestCase):
         cls.model = sotto.Model(MODEL, device="cpu")
         cls.session = cls.model.session(threads=2)
 
+    def test_says_where_the_model_runs(self):
+        self.assertEqual((self.model.device, self.model.device_note), ("cpu", ""))
+        auto = sotto.Model(MODEL)  # a GPU where the build and the machine have one
+        self.assertIn(auto.device.split(":")[0], ("cpu", "cuda"))
+
     def test_transcribes_a_file_with_words(self):
         t = self.session.transcribe(AUDIO, word_timestamps=True)
         self.assertEqual(normalise(t.text), JFK)

@@ -24,6 +24,7 @@ function jfkSamples() {
 test('whisper.rn-style transcription of a file, with segments and progress', async () => {
   const ctx = await initWhisper({ filePath: MODEL, useGpu: false });
   assert.strictEqual(ctx.gpu, false);
+  assert.strictEqual(ctx.reasonNoGPU, 'useGpu is false');
   const seen = [];
   const progress = [];
   const { promise } = ctx.transcribe(AUDIO, {
@@ -63,6 +64,13 @@ test('samples in, several contexts at once, and the offset', async () => {
   assert.match(normalise(tail.result), /ask what you can do for your country/);
   assert.ok(tail.segments[0].t0 >= 800, `${tail.segments[0].t0}`);
   await releaseAllWhisper();
+});
+
+test('useGpu (the default) says where the model runs, and why not on a GPU', async () => {
+  const ctx = await initWhisper({ filePath: MODEL });
+  if (ctx.gpu) assert.strictEqual(ctx.reasonNoGPU, '');
+  else assert.match(ctx.reasonNoGPU, /GPU/);
+  await ctx.release();
 });
 
 test('stop aborts, and errors reject with the reason', async () => {

@@ -109,6 +109,12 @@ sotto_model *sotto_model_load(const char *name_or_path, const char *device);
 void sotto_model_free(sotto_model *model);
 /* 1 if the model knows languages other than English, 0 if not, -1 on a NULL model. */
 int sotto_model_is_multilingual(const sotto_model *model);
+/* Where the model runs: "cpu", "cuda" (GPU 0) or "cuda:N"; NULL on a NULL model. Valid
+ * until the model is freed. */
+const char *sotto_model_device(const sotto_model *model);
+/* Why a model loaded for "auto" runs on the CPU although a GPU was found (the GPU could
+ * not take it), else ""; NULL on a NULL model. Valid until the model is freed. */
+const char *sotto_model_device_note(const sotto_model *model);
 
 /* A new session of the model; n_threads <= 0 uses every core. The session keeps the
  * model alive: the model may be freed first. */

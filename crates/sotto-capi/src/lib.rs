@@ -90,7 +90,12 @@ unsafe fn free<T>(p: *mut T) {
     })
 }
 
-pub struct SottoModel(sotto::Model);
+/// A model, and where it runs as C strings (kept for the model's life).
+pub struct SottoModel {
+    model: sotto::Model,
+    device: CString,
+    device_note: CString,
+}
 
 /// A session and the threads it was opened with.
 pub struct SottoSession(sotto::Session, usize);
@@ -407,7 +412,14 @@ pub unsafe extern "C" fn sotto_model_load(
             sotto::LoadOptions::default(),
         )
         .map_err(|e| e.to_string())?;
-        Ok(Box::into_raw(Box::new(SottoModel(model))))
+        let c = |s: &str| CString::new(s.replace('\0', " ")).unwrap_or_default();
+        let device = c(&model.device().to_string());
+        let device_note = c(model.device_note().unwrap_or(""));
+        Ok(Box::into_raw(Box::new(SottoModel {
+            model,
+            device,
+            device_note,
+        })))
     })
 }
 
@@ -430,7 +442,35 @@ pub unsafe extern "C" fn sotto_model_is_multilingual(model: *const SottoModel) -
     guard(-1, || {
         // SAFETY: as this function's contract says.
         let m = unsafe { handle(model, "model") }?;
-        Ok(c_int::from(m.0.is_multilingual()))
+        Ok(c_int::from(m.model.is_multilingual()))
+    })
+}
+
+/// Where the model runs: "cpu" or "cuda:N" ("cuda" for GPU 0); NULL for a NULL model.
+/// Valid until the model is freed.
+///
+/// # Safety
+/// `model` is NULL or a live model.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_model_device(model: *const SottoModel) -> *const c_char {
+    guard(ptr::null(), || {
+        // SAFETY: as this function's contract says.
+        let m = unsafe { handle(model, "model") }?;
+        Ok(m.device.as_ptr())
+    })
+}
+
+/// Why a model loaded for "auto" runs on the CPU although a GPU was found (its upload
+/// failed), else ""; NULL for a NULL model. Valid until the model is freed.
+///
+/// # Safety
+/// `model` is NULL or a live model.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_model_device_note(model: *const SottoModel) -> *const c_char {
+    guard(ptr::null(), || {
+        // SAFETY: as this function's contract says.
+        let m = unsafe { handle(model, "model") }?;
+        Ok(m.device_note.as_ptr())
     })
 }
 
@@ -450,7 +490,7 @@ pub unsafe extern "C" fn sotto_session_new(
             .ok()
             .filter(|&n| n > 0)
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-        let session = m.0.session(threads).map_err(|e| e.to_string())?;
+        let session = m.model.session(threads).map_err(|e| e.to_string())?;
         Ok(Box::into_raw(Box::new(SottoSession(session, threads))))
     })
 }

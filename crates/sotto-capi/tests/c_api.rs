@@ -65,6 +65,14 @@ fn transcribes_through_the_c_interface() {
         let model = sotto_model_load(path.as_ptr(), c"cpu".as_ptr());
         assert!(!model.is_null(), "{}", last_error());
         assert_eq!(sotto_model_is_multilingual(model), 0);
+        assert_eq!(
+            CStr::from_ptr(sotto_model_device(model)).to_str(),
+            Ok("cpu")
+        );
+        assert_eq!(
+            CStr::from_ptr(sotto_model_device_note(model)).to_str(),
+            Ok("")
+        );
         let session = sotto_session_new(model, 2);
         sotto_model_free(model);
         assert!(!session.is_null(), "{}", last_error());
@@ -218,6 +226,8 @@ fn bad_arguments_are_errors() {
         assert!(sotto_model_load(c"tiny.en".as_ptr(), c"tpu".as_ptr()).is_null());
         assert!(last_error().contains("unknown device"), "{}", last_error());
         assert_eq!(sotto_model_is_multilingual(ptr::null()), -1);
+        assert!(sotto_model_device(ptr::null()).is_null());
+        assert!(sotto_model_device_note(ptr::null()).is_null());
         assert!(sotto_session_new(ptr::null(), 1).is_null());
         let x = [0f32; 4];
         assert!(sotto_transcribe(ptr::null_mut(), x.as_ptr(), 4, ptr::null()).is_null());
