@@ -412,9 +412,8 @@ pub unsafe extern "C" fn sotto_model_load(
             sotto::LoadOptions::default(),
         )
         .map_err(|e| e.to_string())?;
-        let c = |s: &str| CString::new(s.replace('\0', " ")).unwrap_or_default();
-        let device = c(&model.device().to_string());
-        let device_note = c(model.device_note().unwrap_or(""));
+        let device = c_string(&model.device().to_string());
+        let device_note = c_string(model.device_note().unwrap_or(""));
         Ok(Box::into_raw(Box::new(SottoModel {
             model,
             device,

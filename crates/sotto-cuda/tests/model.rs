@@ -196,6 +196,23 @@ fn check_emulated_with(f: &WhisperFile, p: Precision, s: Schedule, a: Option<Att
     check_against(f, p, cpu_model, model, a);
 }
 
+/// Op-group laps (`what`'s): exactly `groups`, in order, adding up to no more than the
+/// `wall` time of the call they split.
+fn check_laps(
+    what: &str,
+    laps: &[(&str, std::time::Duration)],
+    groups: &[&str],
+    wall: std::time::Duration,
+) {
+    println!("{what} laps {laps:?} in {wall:?}");
+    let names: Vec<_> = laps.iter().map(|l| l.0).collect();
+    assert_eq!(names, groups, "{what}");
+    assert!(
+        laps.iter().map(|l| l.1).sum::<std::time::Duration>() <= wall,
+        "{what}"
+    );
+}
+
 /// The GPU session against the CPU's; `attention` overrides the session's path.
 fn check_against(
     f: &WhisperFile,
@@ -228,8 +245,6 @@ fn check_against(
     let wall = t.elapsed();
     // Every op group timed, in order, within the encode's own time.
     let laps = gpu.encoder_laps();
-    println!("encoder laps {laps:?} in {wall:?}");
-    let names: Vec<_> = laps.iter().map(|l| l.0).collect();
     let groups = [
         "conv",
         "q/k/v",
@@ -238,9 +253,8 @@ fn check_against(
         "mlp",
         "cross K/V",
     ];
-    assert_eq!(names, groups);
+    check_laps("encoder", laps, &groups, wall);
     assert!(laps.iter().all(|l| !l.1.is_zero()), "{laps:?}");
-    assert!(laps.iter().map(|l| l.1).sum::<std::time::Duration>() <= wall);
     let enc = gpu.encoder_output().unwrap();
     let e = nmse(&enc, cpu.encoder_output());
     println!(
@@ -343,9 +357,6 @@ fn check_against(
     let wall = t.elapsed();
     gpu.keep_step_laps(false);
     compare_logits("timed greedy step", &lg, &lc, nv, &tol);
-    let laps = gpu.step_laps();
-    println!("step laps {laps:?} in {wall:?}");
-    let names: Vec<_> = laps.iter().map(|l| l.0).collect();
     let groups = [
         "embed",
         "self q/k/v",
@@ -358,8 +369,7 @@ fn check_against(
         "logits",
         "download",
     ];
-    assert_eq!(names, groups);
-    assert!(laps.iter().map(|l| l.1).sum::<std::time::Duration>() <= wall);
+    check_laps("step", gpu.step_laps(), &groups, wall);
     assert_eq!(gpu.text_len(), cpu.text_len());
     // One-token steps at F16 replay one captured graph at each new position.
     let want = usize::from(p == Precision::F16 && graphs);
