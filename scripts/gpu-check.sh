@@ -232,10 +232,12 @@ finish() {
 } >"$OUT/env.txt" 2>&1
 
 # The shared clips on the CPU and on the GPU (scripts/wer), for the model file $1 named $2,
-# with beam size $3: every clip must read exactly as with the CPU's reference (f32) encoder.
+# with beam size $3, the GPU at --encoder-precision $4: f32 (the whole model in f32, the
+# quantized decoder products as the CPU's, bit for bit) must read every clip exactly as the
+# CPU with its reference (f32) encoder; auto (f16, tensor cores) is reported, not judged.
 CLIPS=""
 clips_check() {
-    local model=$1 name=$2 beam=$3 tag="clips-$2-b$3" limit same n m
+    local model=$1 name=$2 beam=$3 gpu=$4 tag="clips-$2-b$3-$4" limit same n m
     if [[ ! -f "$BIN/clips.tar.xz" ]]; then
         fail "$tag: no clips.tar.xz under $BIN"
         return
@@ -248,12 +250,14 @@ clips_check() {
     fi
     limit=$(within 240 "$tag") || return
     if SOTTO_BIN="$SOTTO" SOTTO_SHARED_DIR="$CLIPS" timeout "$limit" python3 scripts/wer \
-        -m "$name" --model-file "$model" --devices cpu,cuda --cpu-encoder f32 \
+        -m "$name" --model-file "$model" --devices cpu,cuda --cpu-encoder f32 --gpu-encoder "$gpu" \
         --beam-size "$beam" --threads "$(nproc)" --show-diffs --tsv "$OUT/$tag.tsv" \
         >"$OUT/$tag.txt" 2>&1 && same=$(grep -o '[0-9]*/[0-9]* clips identical' "$OUT/$tag.txt"); then
         n=${same%%/*} m=${same#*/}
         if [[ $n == "${m%% *}" ]]; then
             pass "$tag: every clip reads on the GPU as on the CPU ($same)"
+        elif [[ $gpu != f32 ]]; then
+            pass "$tag: reported, f16 is not the CPU's arithmetic ($same)"
         else
             fail "$tag: not every clip reads on the GPU as on the CPU ($same)"
         fi
@@ -269,13 +273,18 @@ if [[ $mode == base ]]; then
         "$BIN/sotto.xz" "$SOTTO" && chmod +x "$SOTTO"
     MODEL="$BIN/cache/models/ggml-base.bin"
     if [[ -x "$SOTTO" && -f "$MODEL" ]]; then
-        clips_check "$MODEL" base 5
+        clips_check "$MODEL" base 5 f32
         limit=$(within 120 "bench base on cuda") &&
             timeout "$limit" "$SOTTO" bench --device cuda -m "$MODEL" --runs 3 \
                 >"$OUT/bench-cuda-base-q4_0.txt" 2>&1 &&
             pass "sotto bench --device cuda -m base q4_0: $(tr '\n' ';' <"$OUT/bench-cuda-base-q4_0.txt")" ||
             fail "sotto bench --device cuda -m base q4_0: $(tail -3 "$OUT/bench-cuda-base-q4_0.txt")"
-        clips_check "$MODEL" base 1
+        limit=$(within 60 "bench base on cuda, SOTTO_CUDA_Q8=0") &&
+            SOTTO_CUDA_Q8=0 timeout "$limit" "$SOTTO" bench --device cuda -m "$MODEL" --runs 3 \
+                >"$OUT/bench-cuda-base-q4_0-q8-off.txt" 2>&1 &&
+            pass "SOTTO_CUDA_Q8=0 sotto bench --device cuda -m base q4_0: $(tr '\n' ';' <"$OUT/bench-cuda-base-q4_0-q8-off.txt")" ||
+            fail "SOTTO_CUDA_Q8=0 sotto bench --device cuda -m base q4_0: $(tail -3 "$OUT/bench-cuda-base-q4_0-q8-off.txt")"
+        clips_check "$MODEL" base 1 f32
     else
         fail "no sotto or base model under $BIN (run 'scripts/gpu-check.sh build base' first)"
     fi
@@ -337,12 +346,18 @@ if [[ -x "$SOTTO" ]]; then
             fail "sotto serve --device cuda: $(tail -3 "$OUT/serve-cuda.txt" 2>/dev/null)"
         fi
         # The shared clips, beam 5 (the default), on the CPU and the GPU.
-        clips_check "$MODEL" tiny.en 5
+        clips_check "$MODEL" tiny.en 5 f32
         limit=$(within 120 "bench on cuda") &&
             timeout "$limit" "$SOTTO" bench --device cuda -m "$MODEL" --runs 3 --encoder-ops \
                 >"$OUT/bench-cuda.txt" 2>&1 &&
             pass "sotto bench --device cuda: $(tr '\n' ';' <"$OUT/bench-cuda.txt")" ||
             fail "sotto bench --device cuda: $(tail -3 "$OUT/bench-cuda.txt")"
+        # The decoder's quantized products with f32 inputs, as before SOTTO_MMV_Q8.
+        limit=$(within 60 "bench on cuda, SOTTO_CUDA_Q8=0") &&
+            SOTTO_CUDA_Q8=0 timeout "$limit" "$SOTTO" bench --device cuda -m "$MODEL" --runs 3 \
+                >"$OUT/bench-cuda-q8-off.txt" 2>&1 &&
+            pass "SOTTO_CUDA_Q8=0 sotto bench --device cuda: $(tr '\n' ';' <"$OUT/bench-cuda-q8-off.txt")" ||
+            fail "SOTTO_CUDA_Q8=0 sotto bench --device cuda: $(tail -3 "$OUT/bench-cuda-q8-off.txt")"
     else
         fail "no carried model at $MODEL"
     fi
@@ -387,7 +402,8 @@ if [[ -x "$SOTTO" ]]; then
     done
     bench_random large-v3 SOTTO_CUDA_ATTENTION=blas
     # Greedy decoding (one row per decoder step) over the clips too.
-    [[ -f "$MODEL" ]] && clips_check "$MODEL" tiny.en 1
+    [[ -f "$MODEL" ]] && clips_check "$MODEL" tiny.en 1 f32
+    [[ -f "$MODEL" ]] && clips_check "$MODEL" tiny.en 1 auto
     # Where the GPU's time goes, by kernel, where the toolkit has Nsight Systems: what the
     # next speed change should aim at. Only the CSV summaries are kept (the report is big).
     nsys=$(command -v nsys || compgen -G "/usr/local/cuda*/bin/nsys" || compgen -G "/opt/nvidia/nsight-systems/*/bin/nsys" | head -1)

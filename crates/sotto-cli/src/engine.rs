@@ -24,7 +24,9 @@ pub struct EngineArgs {
     /// faster-whisper's int8; needs AVX2 or Arm's dot-product extension), `int16` (int8's
     /// AVX2 products with 11–12-bit weights and activations: as fast, close to f32), `f32`
     /// (the reference path), or `auto`: bf16 for f16/f32 files on AVX-512 BF16, int8 for
-    /// ggml-quantized ones on AVX-512 VNNI or Arm with `sdot`, int16 on AVX2 CPUs, else f32
+    /// ggml-quantized ones on AVX-512 VNNI or Arm with `sdot`, int16 on AVX2 CPUs, else f32.
+    /// On a GPU, `f32` runs the whole model in f32, the quantized decoder products as the
+    /// CPU computes them (transcripts closest to the CPU's); anything else runs f16
     #[arg(
         long,
         env = "SOTTO_ENCODER_PRECISION",
@@ -136,16 +138,46 @@ pub fn select_device(name: &str) -> anyhow::Result<sotto::Device> {
 }
 
 /// Prints why a model loaded for `auto` runs on the CPU after all, when it does, and
-/// that `--encoder-precision` has no say on a GPU (which runs f16), when it was given.
+/// that a GPU takes no `--encoder-precision` but `f32` (it runs f16 otherwise).
 pub fn device_note(engine: &EngineArgs, model: &sotto::Model) {
     if let Some(note) = model.device_note() {
         eprintln!("device: {note}");
     }
-    if model.encoder_precision().is_none() && engine.encoder_precision != "auto" {
-        eprintln!(
-            "device: --encoder-precision {} is for the CPU; {} runs the encoder in f16",
-            engine.encoder_precision,
-            model.device()
-        );
+    if let Some(note) = gpu_precision_note(
+        model.encoder_precision().is_none(),
+        &engine.encoder_precision,
+        model.device(),
+    ) {
+        eprintln!("device: {note}");
+    }
+}
+
+/// What a GPU model (`on_gpu`) does with `--encoder-precision p`: `f32` runs the whole
+/// model in f32 with the CPU's quantized products; `auto` is f16; others do not apply.
+fn gpu_precision_note(on_gpu: bool, p: &str, device: sotto::Device) -> Option<String> {
+    match (on_gpu, p) {
+        (false, _) | (true, "auto") => None,
+        (true, "f32") => Some(format!(
+            "{device} runs in f32, with the CPU's arithmetic for quantized decoder weights"
+        )),
+        (true, p) => Some(format!(
+            "--encoder-precision {p} is for the CPU; {device} runs the encoder in f16 (or f32)"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gpu_notes_which_encoder_precisions_it_takes() {
+        let gpu = sotto::Device::Cuda(0);
+        assert_eq!(gpu_precision_note(false, "int8", sotto::Device::Cpu), None);
+        assert_eq!(gpu_precision_note(true, "auto", gpu), None);
+        let f32 = gpu_precision_note(true, "f32", gpu).unwrap();
+        assert!(f32.contains("runs in f32"), "{f32}");
+        let int8 = gpu_precision_note(true, "int8", gpu).unwrap();
+        assert!(int8.contains("is for the CPU"), "{int8}");
     }
 }

@@ -9,7 +9,7 @@
 use sotto_quant::QuantType;
 
 /// The kernels' entry points, in the order [`SOURCE`] defines them.
-pub const NAMES: [&str; 45] = [
+pub const NAMES: [&str; 46] = [
     "sotto_add_f32",
     "sotto_gelu_f32",
     "sotto_layer_norm",
@@ -38,6 +38,7 @@ pub const NAMES: [&str; 45] = [
     "sotto_mul_mat_vec3_q5_1",
     "sotto_mul_mat_vec3_q8_0",
     "sotto_f32_to_f16",
+    "sotto_round_f16",
     "sotto_bias_act",
     "sotto_split_bias",
     "sotto_im2col",
@@ -67,8 +68,9 @@ pub fn for_type(family: &str, t: QuantType) -> Option<&'static str> {
         .find(|n| n.strip_prefix(family).and_then(|n| n.strip_prefix('_')) == Some(t.name()))
 }
 
-/// Most activation rows [`for_type`]`("sotto_mul_mat_vec", ..)` takes in one launch
-/// (`SOTTO_MMV_ROWS`); more rows go through dequantization and cuBLAS.
+/// Activation rows per block row of a [`for_type`]`("sotto_mul_mat_vec", ..)` launch
+/// (`SOTTO_MMV_ROWS`). A decoder step has at most this many; more rows take cuBLAS at f16,
+/// or a grid of row chunks ([`crate::launch::mul_mat_vec_chunks`]).
 pub const MMV_ROWS: usize = 8;
 /// Threads per block of the `sotto_mul_mat_vec` kernels: one warp per output.
 pub const MMV_BLOCK: u32 = 128;
@@ -78,6 +80,10 @@ pub const MMV_BLOCK: u32 = 128;
 pub const MMV_BIAS: i32 = 1;
 pub const MMV_GELU: i32 = 2;
 pub const MMV_ADD: i32 = 4;
+/// With quantized weights: each input row quantized to q8_0 (q8_1 for q4_1 and q5_1)
+/// blocks and the block sums added in order with fused multiply-adds, as the CPU's
+/// quantized products (`sotto_quant::tiled_matmul`) do, for the same sums bit for bit.
+pub const MMV_Q8: i32 = 8;
 
 /// Threads per block of `sotto_attention` (a power of two, at least the head width): wide,
 /// because a decoder step launches only rows × heads blocks of it.
@@ -333,18 +339,22 @@ __device__ __forceinline__ float sotto_gelu(float v) {
     return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
 }
 
-// y[r, o] = Σ_k x[r, k] · W[o, k] for the m ≤ SOTTO_MMV_ROWS rows of x (a decoder step: one
-// row per beam), with W [n_out, n_in] in ggml blocks of type T, dequantized on the fly.
+// y[r, o] = Σ_k x[r, k] · W[o, k] for SOTTO_MMV_ROWS rows of x per block row of the grid
+// (a decoder step: one row per beam, one block row), with W [n_out, n_in] in ggml blocks of
+// type T, dequantized on the fly.
 // One warp per output o (blockDim.x / 32 outputs per block); lane l takes blocks l, l + 32, …
 // of W's row and sums them against every row of x; the warp then adds its lanes' sums.
-// The epilogue (flags, in this order): + b[o] (SOTTO_MMV_BIAS), GELU (SOTTO_MMV_GELU), then
-// added onto y instead of stored (SOTTO_MMV_ADD: the residual stream), each as the separate
-// bias_act and add kernels compute it, so a decoder step needs no launch for them.
+// With SOTTO_MMV_Q8 the rows are quantized and the blocks summed as the CPU does instead
+// (sotto_mmv_q8). The epilogue (flags, in this order): + b[o] (SOTTO_MMV_BIAS), GELU
+// (SOTTO_MMV_GELU), then added onto y instead of stored (SOTTO_MMV_ADD: the residual
+// stream), each as the separate bias_act and add kernels compute it, so a decoder step
+// needs no launch for them.
 // Shape: w [n_out, n_in / 32 blocks]; x [m, n_in]; y [m, n_out]; b [n_out]
 #define SOTTO_MMV_ROWS 8
 #define SOTTO_MMV_BIAS 1
 #define SOTTO_MMV_GELU 2
 #define SOTTO_MMV_ADD 4
+#define SOTTO_MMV_Q8 8
 
 // Where output row r goes: row r of y ([m, n_out]) when pos0 is null; else the KV-cache
 // slot of row r, as sotto_kv_write puts it: sequence r / n_new at position
@@ -361,23 +371,36 @@ __device__ __forceinline__ size_t sotto_mmv_row(SottoMmvRows rows, unsigned int 
         + (size_t)(*rows.pos0 + r % rows.n_new) * n_out;
 }
 
-// Adds each row's sums over the warp's lanes; lane 0 applies the epilogue and writes
-// y[r, o]. Every lane of the warp takes part in the shuffles, live output or not.
+// Adds each row's sums over the warp's lanes (unless `summed`: every lane already holds
+// them); lane 0 applies the epilogue and writes y[r0 + r, o]. Every lane of the warp takes
+// part in the shuffles, live output or not.
 __device__ __forceinline__ void sotto_mmv_store(const float* acc, float* y, const float* b,
-        unsigned int o, unsigned int n_out, unsigned int m, int flags, SottoMmvRows rows) {
+        unsigned int o, unsigned int n_out, unsigned int m, int flags, SottoMmvRows rows,
+        unsigned int r0, bool summed) {
 #pragma unroll
     for (int r = 0; r < SOTTO_MMV_ROWS; ++r) {
         if (r < (int)m) {
             float s = acc[r];
-            for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+            if (!summed)
+                for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
             if (threadIdx.x % 32 == 0 && o < n_out) {
-                float* at = y + sotto_mmv_row(rows, (unsigned int)r, n_out) + o;
-                if (flags & SOTTO_MMV_BIAS) s += b[o];
+                float* at = y + sotto_mmv_row(rows, r0 + (unsigned int)r, n_out) + o;
+                if (flags & SOTTO_MMV_BIAS) s = __fadd_rn(s, b[o]);
                 if (flags & SOTTO_MMV_GELU) s = sotto_gelu(s);
-                *at = (flags & SOTTO_MMV_ADD) ? *at + s : s;
+                *at = (flags & SOTTO_MMV_ADD) ? __fadd_rn(*at, s) : s;
             }
         }
     }
+}
+
+// The rows of x this block takes: SOTTO_MMV_ROWS from row r0 = blockIdx.y · SOTTO_MMV_ROWS
+// (a launch with more rows has a grid.y of row chunks); m becomes the chunk's count.
+__device__ __forceinline__ unsigned int sotto_mmv_chunk(const float** x, unsigned int* m,
+        unsigned int n_in) {
+    unsigned int r0 = blockIdx.y * SOTTO_MMV_ROWS;
+    *x += (size_t)r0 * n_in;
+    *m = *m - r0 < SOTTO_MMV_ROWS ? *m - r0 : SOTTO_MMV_ROWS;
+    return r0;
 }
 
 // As sotto_mul_mat_vec_q with W in f16 (rows of any length): lane l reads the pair of
@@ -386,7 +409,7 @@ __device__ __forceinline__ void sotto_mmv_store(const float* acc, float* y, cons
 __device__ __forceinline__ void sotto_mmv_f16(const unsigned short* w, const float* x,
         float* y, const float* b, unsigned int n_in, unsigned int n_out, unsigned int m,
         int flags, unsigned int o, SottoMmvRows rows) {
-    unsigned int lane = threadIdx.x % 32;
+    unsigned int lane = threadIdx.x % 32, r0 = sotto_mmv_chunk(&x, &m, n_in);
     float acc[SOTTO_MMV_ROWS];
 #pragma unroll
     for (int r = 0; r < SOTTO_MMV_ROWS; ++r) acc[r] = 0.0f;
@@ -412,7 +435,7 @@ __device__ __forceinline__ void sotto_mmv_f16(const unsigned short* w, const flo
             }
         }
     }
-    sotto_mmv_store(acc, y, b, o, n_out, m, flags, rows);
+    sotto_mmv_store(acc, y, b, o, n_out, m, flags, rows, r0, false);
 }
 
 extern "C" __global__ void sotto_mul_mat_vec_f16(const unsigned short* w, const float* x,
@@ -423,14 +446,127 @@ extern "C" __global__ void sotto_mul_mat_vec_f16(const unsigned short* w, const 
     sotto_mmv_f16(w, x, y, b, n_in, n_out, m, flags, o, rows);
 }
 
+// One block of activations quantized as the CPU's quantized products quantize them
+// (sotto_quant's QuantActs, ggml's quantize_row_q8_0 / q8_1 reference): d = max|x| / 127,
+// codes round(x / d) away from zero, packed four to a word for __dp4a; the scale rounded
+// to f16 and widened, and for q8_1 (Q81) the f16-rounded d·Σq. Each operation rounds as
+// the CPU's does (no contraction into a multiply-add), so the codes are the CPU's.
+template <bool Q81> __device__ __forceinline__ void sotto_q8_block(const float* x, int* qs,
+        float* d, float* s) {
+    float amax = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 32; ++j) amax = fmaxf(amax, fabsf(x[j]));
+    float dd = __fdiv_rn(amax, 127.0f);
+    float id = dd != 0.0f ? __fdiv_rn(1.0f, dd) : 0.0f;
+    int sum = 0;
+#pragma unroll
+    for (int w = 0; w < 8; ++w) {
+        unsigned int word = 0;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            float v = __fmul_rn(x[4 * w + k], id);
+            float r = truncf(__fadd_rn(v, copysignf(0.49999997f, v)));
+            int q = r != r ? 0 : (int)fminf(fmaxf(r, -128.0f), 127.0f);
+            sum += q;
+            word |= (unsigned int)(q & 0xff) << (8 * k);
+        }
+        qs[w] = (int)word;
+    }
+    *d = sotto_half_to_float(sotto_float_to_half(dd));
+    *s = Q81 ? sotto_half_to_float(sotto_float_to_half(__fmul_rn((float)sum, dd))) : 0.0f;
+}
+
+// Block blk of weight type T as signed byte codes packed four to a word (value j in byte
+// j % 4 of word j / 4): q − 8 (q4_0), q − 16 (q5_0), q (q4_1, q5_1, q8_0); its scale d
+// and, for q4_1 and q5_1, its minimum m (else 0).
+template <int T> __device__ __forceinline__ void sotto_q_codes(const unsigned char* blk,
+        int* qs, float* d, float* m) {
+    *d = sotto_f16_at(blk, 0);
+    *m = (T == 1 || T == 3) ? sotto_f16_at(blk, 2) : 0.0f;
+    if (T == 8) {
+#pragma unroll
+        for (int w = 0; w < 8; ++w)
+            qs[w] = (int)((unsigned int)blk[2 + 4 * w] | ((unsigned int)blk[3 + 4 * w] << 8)
+                | ((unsigned int)blk[4 + 4 * w] << 16) | ((unsigned int)blk[5 + 4 * w] << 24));
+        return;
+    }
+    unsigned int qho = T == 2 ? 2 : 4;
+    unsigned int qh = (T == 2 || T == 3)
+        ? (blk[qho] | (blk[qho + 1] << 8) | (blk[qho + 2] << 16)
+            | ((unsigned int)blk[qho + 3] << 24))
+        : 0u;
+    const unsigned char* q = blk + (T == 0 ? 2 : T == 1 ? 4 : T == 2 ? 6 : 8);
+    int off = T == 0 ? 8 : T == 2 ? 16 : 0;
+#pragma unroll
+    for (int w = 0; w < 8; ++w) {
+        unsigned int word = 0;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            unsigned int j = 4 * w + k;
+            int c = (int)(j < 16 ? (q[j] & 0x0F) : (q[j - 16] >> 4)) | (int)(((qh >> j) & 1u) << 4);
+            word |= (unsigned int)((c - off) & 0xff) << (8 * k);
+        }
+        qs[w] = (int)word;
+    }
+}
+
+// sotto_mmv_q's products as the CPU's quantized decoder products compute them
+// (sotto_quant::tiled_matmul): each row of x quantized per block (sotto_q8_block), exact
+// integer block sums, and the blocks added in order, acc = fma(Σq·q', d·d', acc) (then
+// acc = fma(m, s, acc) for q4_1 and q5_1), so the sums are the CPU's bit for bit. Lane l
+// takes block base + l of each 32; the warp then walks those 32 in order by shuffles,
+// every lane keeping the same acc.
+template <int T> __device__ __forceinline__ void sotto_mmv_q8(const unsigned char* w,
+        const float* x, float* acc, unsigned int n_in, unsigned int n_out, unsigned int m,
+        unsigned int o) {
+    unsigned int lane = threadIdx.x % 32, nb = n_in / 32;
+    const bool min = T == 1 || T == 3;
+    if (o >= n_out) return;  // the warp's o: uniform, so no lane is left in a shuffle
+    const unsigned char* row = w + (size_t)o * nb * sotto_qbytes<T>();
+    for (unsigned int base = 0; base < nb; base += 32) {
+        unsigned int b = base + lane, n = nb - base < 32 ? nb - base : 32;
+        int wq[8];
+        float dw = 0.0f, mw = 0.0f;
+        if (b < nb) sotto_q_codes<T>(row + (size_t)b * sotto_qbytes<T>(), wq, &dw, &mw);
+#pragma unroll
+        for (int r = 0; r < SOTTO_MMV_ROWS; ++r) {
+            if (r < (int)m) {
+                float sf = 0.0f, dd = 0.0f, sa = 0.0f;
+                if (b < nb) {
+                    int aq[8];
+                    float da;
+                    sotto_q8_block<min>(x + (size_t)r * n_in + (size_t)b * 32, aq, &da, &sa);
+                    int sumi = 0;
+#pragma unroll
+                    for (int k = 0; k < 8; ++k) sumi = __dp4a(wq[k], aq[k], sumi);
+                    sf = (float)sumi;
+                    dd = __fmul_rn(dw, da);
+                }
+                float a = acc[r];
+                for (unsigned int j = 0; j < n; ++j) {
+                    a = fmaf(__shfl_sync(0xffffffffu, sf, j), __shfl_sync(0xffffffffu, dd, j), a);
+                    if (min)
+                        a = fmaf(__shfl_sync(0xffffffffu, mw, j), __shfl_sync(0xffffffffu, sa, j), a);
+                }
+                acc[r] = a;
+            }
+        }
+    }
+}
+
 template <int T> __device__ __forceinline__ void sotto_mmv_q(const unsigned char* w,
         const float* x, float* y, const float* b, unsigned int n_in, unsigned int n_out,
         unsigned int m, int flags, unsigned int o, SottoMmvRows rows) {
-    unsigned int lane = threadIdx.x % 32;
+    unsigned int lane = threadIdx.x % 32, r0 = sotto_mmv_chunk(&x, &m, n_in);
     float acc[SOTTO_MMV_ROWS];
 #pragma unroll
     for (int r = 0; r < SOTTO_MMV_ROWS; ++r) acc[r] = 0.0f;
     unsigned int nb = n_in / 32;
+    if (flags & SOTTO_MMV_Q8) {
+        sotto_mmv_q8<T>(w, x, acc, n_in, n_out, m, o);
+        sotto_mmv_store(acc, y, b, o, n_out, m, flags, rows, r0, true);
+        return;
+    }
     if (o < n_out) {
         const unsigned char* row = w + (size_t)o * nb * sotto_qbytes<T>();
         for (unsigned int b = lane; b < nb; b += 32) {
@@ -450,7 +586,7 @@ template <int T> __device__ __forceinline__ void sotto_mmv_q(const unsigned char
             }
         }
     }
-    sotto_mmv_store(acc, y, b, o, n_out, m, flags, rows);
+    sotto_mmv_store(acc, y, b, o, n_out, m, flags, rows, r0, false);
 }
 
 template <int T> __device__ __forceinline__ void sotto_mul_mat_vec_q(const unsigned char* w,
@@ -464,7 +600,7 @@ template <int T> __device__ __forceinline__ void sotto_mul_mat_vec_q(const unsig
 // q, k and v of a decoder step in one launch: three mat-vecs of the same x, each W
 // [n_out, n_in], warps 0..n_out on W0, then W1, W2 (a warp past the last has nothing to
 // do). b_i null: no bias. With pos0, the second and third outputs go straight into their
-// KV caches (SottoMmvRows), so the step needs no sotto_kv_write.
+// KV caches (SottoMmvRows), so the step needs no sotto_kv_write. `extra`: SOTTO_MMV_Q8 or 0.
 #define SOTTO_MMV3_PICK(W)                                                          \
     unsigned int o = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;              \
     unsigned int which = o / n_out;                                                  \
@@ -474,13 +610,13 @@ template <int T> __device__ __forceinline__ void sotto_mul_mat_vec_q(const unsig
     float* y = which == 0 ? y0 : which == 1 ? y1 : y2;                               \
     const float* b = which == 0 ? b0 : which == 1 ? b1 : b2;                         \
     SottoMmvRows rows = {which == 0 ? nullptr : pos0, n_new, seq_stride};            \
-    int flags = b ? SOTTO_MMV_BIAS : 0;
+    int flags = (b ? SOTTO_MMV_BIAS : 0) | extra;
 
 extern "C" __global__ void sotto_mul_mat_vec3_f16(const unsigned short* w0,
         const unsigned short* w1, const unsigned short* w2, const float* x, float* y0,
         float* y1, float* y2, const float* b0, const float* b1, const float* b2,
         unsigned int n_in, unsigned int n_out, unsigned int m, const unsigned int* pos0,
-        unsigned int n_new, unsigned int seq_stride) {
+        unsigned int n_new, unsigned int seq_stride, int extra) {
     SOTTO_MMV3_PICK(const unsigned short*)
     sotto_mmv_f16(w, x, y, b, n_in, n_out, m, flags, o, rows);
 }
@@ -489,7 +625,7 @@ template <int T> __device__ __forceinline__ void sotto_mul_mat_vec3_q(const unsi
         const unsigned char* w1, const unsigned char* w2, const float* x, float* y0,
         float* y1, float* y2, const float* b0, const float* b1, const float* b2,
         unsigned int n_in, unsigned int n_out, unsigned int m, const unsigned int* pos0,
-        unsigned int n_new, unsigned int seq_stride) {
+        unsigned int n_new, unsigned int seq_stride, int extra) {
     SOTTO_MMV3_PICK(const unsigned char*)
     sotto_mmv_q<T>(w, x, y, b, n_in, n_out, m, flags, o, rows);
 }
@@ -523,47 +659,54 @@ extern "C" __global__ void sotto_mul_mat_vec3_q4_0(const unsigned char* w0,
         const unsigned char* w1, const unsigned char* w2, const float* x, float* y0,
         float* y1, float* y2, const float* b0, const float* b1, const float* b2,
         unsigned int n_in, unsigned int n_out, unsigned int m, const unsigned int* pos0,
-        unsigned int n_new, unsigned int seq_stride) {
+        unsigned int n_new, unsigned int seq_stride, int extra) {
     sotto_mul_mat_vec3_q<0>(w0, w1, w2, x, y0, y1, y2, b0, b1, b2, n_in, n_out, m, pos0,
-        n_new, seq_stride);
+        n_new, seq_stride, extra);
 }
 extern "C" __global__ void sotto_mul_mat_vec3_q4_1(const unsigned char* w0,
         const unsigned char* w1, const unsigned char* w2, const float* x, float* y0,
         float* y1, float* y2, const float* b0, const float* b1, const float* b2,
         unsigned int n_in, unsigned int n_out, unsigned int m, const unsigned int* pos0,
-        unsigned int n_new, unsigned int seq_stride) {
+        unsigned int n_new, unsigned int seq_stride, int extra) {
     sotto_mul_mat_vec3_q<1>(w0, w1, w2, x, y0, y1, y2, b0, b1, b2, n_in, n_out, m, pos0,
-        n_new, seq_stride);
+        n_new, seq_stride, extra);
 }
 extern "C" __global__ void sotto_mul_mat_vec3_q5_0(const unsigned char* w0,
         const unsigned char* w1, const unsigned char* w2, const float* x, float* y0,
         float* y1, float* y2, const float* b0, const float* b1, const float* b2,
         unsigned int n_in, unsigned int n_out, unsigned int m, const unsigned int* pos0,
-        unsigned int n_new, unsigned int seq_stride) {
+        unsigned int n_new, unsigned int seq_stride, int extra) {
     sotto_mul_mat_vec3_q<2>(w0, w1, w2, x, y0, y1, y2, b0, b1, b2, n_in, n_out, m, pos0,
-        n_new, seq_stride);
+        n_new, seq_stride, extra);
 }
 extern "C" __global__ void sotto_mul_mat_vec3_q5_1(const unsigned char* w0,
         const unsigned char* w1, const unsigned char* w2, const float* x, float* y0,
         float* y1, float* y2, const float* b0, const float* b1, const float* b2,
         unsigned int n_in, unsigned int n_out, unsigned int m, const unsigned int* pos0,
-        unsigned int n_new, unsigned int seq_stride) {
+        unsigned int n_new, unsigned int seq_stride, int extra) {
     sotto_mul_mat_vec3_q<3>(w0, w1, w2, x, y0, y1, y2, b0, b1, b2, n_in, n_out, m, pos0,
-        n_new, seq_stride);
+        n_new, seq_stride, extra);
 }
 extern "C" __global__ void sotto_mul_mat_vec3_q8_0(const unsigned char* w0,
         const unsigned char* w1, const unsigned char* w2, const float* x, float* y0,
         float* y1, float* y2, const float* b0, const float* b1, const float* b2,
         unsigned int n_in, unsigned int n_out, unsigned int m, const unsigned int* pos0,
-        unsigned int n_new, unsigned int seq_stride) {
+        unsigned int n_new, unsigned int seq_stride, int extra) {
     sotto_mul_mat_vec3_q<8>(w0, w1, w2, x, y0, y1, y2, b0, b1, b2, n_in, n_out, m, pos0,
-        n_new, seq_stride);
+        n_new, seq_stride, extra);
 }
 
 // Narrows f32 to f16 (round to nearest even), for the f16 matrix products.
 extern "C" __global__ void sotto_f32_to_f16(const float* x, unsigned short* y, unsigned int n) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) y[i] = sotto_float_to_half(x[i]);
+}
+
+// x[i] rounded to f16 (nearest even) and widened back, in place: the values the CPU keeps
+// where it stores f16 (the cross-attention K/V).
+extern "C" __global__ void sotto_round_f16(float* x, unsigned int n) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = sotto_half_to_float(sotto_float_to_half(x[i]));
 }
 
 // y[r, c] += b[c] when has_bias, then exact GELU when gelu; stored in y, or as f16 in

@@ -10,6 +10,8 @@ pub const MAX_ROW_BLOCK: u32 = 1024;
 pub const MIN_ROW_BLOCK: u32 = 32;
 /// Largest grid x dimension (compute 3.0 and later).
 pub const MAX_GRID_X: u32 = (1 << 31) - 1;
+/// Largest grid y dimension.
+pub const MAX_GRID_Y: u32 = 65535;
 
 /// A 1-D launch: `grid` blocks of `block` threads with `shared_bytes` of dynamic shared memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,6 +113,26 @@ pub fn mul_mat_vec(
     }))
 }
 
+/// [`mul_mat_vec`] for any number of rows: one block row of the grid per
+/// [`kernels::MMV_ROWS`] rows (the kernels find their chunk by `blockIdx.y`).
+pub fn mul_mat_vec_chunks(
+    op: &'static str,
+    m: usize,
+    n_out: usize,
+    n_in: usize,
+) -> Result<Option<cudarc::driver::LaunchConfig>> {
+    let chunks = m.div_ceil(kernels::MMV_ROWS);
+    if chunks > MAX_GRID_Y as usize {
+        return Err(too_big(op, "row count", m));
+    }
+    count_u32(op, m.saturating_mul(n_out.max(n_in)))?;
+    let one = mul_mat_vec(op, m.min(kernels::MMV_ROWS), n_out, n_in)?;
+    Ok(one.map(|l| cudarc::driver::LaunchConfig {
+        grid_dim: (l.grid, chunks as u32, 1),
+        ..l.into()
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -172,6 +194,23 @@ mod tests {
         assert!(warps >= 51865 && warps - 51865 < (l.block / 32) as usize);
         assert!(mul_mat_vec("t", kernels::MMV_ROWS + 1, 8, 64).is_err());
         assert!(mul_mat_vec("t", 1, 1 << 20, 1 << 12).is_err());
+    }
+
+    #[test]
+    fn mul_mat_vec_chunks_take_eight_rows_a_grid_row() {
+        assert!(mul_mat_vec_chunks("t", 0, 10, 64).unwrap().is_none());
+        let one = mul_mat_vec_chunks("t", 5, 384, 384).unwrap().unwrap();
+        assert_eq!(one.grid_dim, (96, 1, 1));
+        let many = mul_mat_vec_chunks("t", 1500, 384, 384).unwrap().unwrap();
+        assert_eq!((many.grid_dim, many.block_dim), ((96, 188, 1), (128, 1, 1)));
+        assert_eq!(
+            mul_mat_vec_chunks("t", 17, 3, 64)
+                .unwrap()
+                .unwrap()
+                .grid_dim,
+            (1, 3, 1)
+        );
+        assert!(mul_mat_vec_chunks("t", 8 * 65536, 1, 32).is_err());
     }
 
     #[test]

@@ -325,6 +325,11 @@ pub(crate) struct Dev<'a> {
     pub split: bool,
     pub part: u64,
     pub part_len: usize,
+    /// Whether the mat-vec kernels quantize their input rows to q8 blocks against quantized
+    /// weights and add the block sums in the CPU's order (`SOTTO_MMV_Q8`: the CPU's
+    /// quantized products bit for bit; `SOTTO_CUDA_Q8=0` turns it off: f32 inputs against
+    /// the dequantized blocks, as before).
+    pub q8: bool,
 }
 
 /// A product's input as the next [`Dev::linear_in`] reads it: f32 at an address (which
@@ -591,6 +596,14 @@ impl Dev<'_> {
         Ok(None)
     }
 
+    /// `x[i]` rounded to f16 and widened back, in place. Shape: x [n]
+    pub fn round_f16(&self, x: u64, n: usize) -> Result<()> {
+        let Some((cfg, n)) = elementwise("round_f16", n)? else {
+            return Ok(());
+        };
+        self.run("sotto_round_f16", cfg, &[x.into(), n.into()])
+    }
+
     fn to_half(&self, x: u64, n: usize) -> Result<()> {
         if n > self.half_len {
             return Err(CudaError::Shape {
@@ -610,7 +623,9 @@ impl Dev<'_> {
     /// Up to [`kernels::MMV_ROWS`] rows (decoder steps) of f16 or quantized weights go
     /// through a `sotto_mul_mat_vec` kernel, which reads the weights as stored (and keeps
     /// cuBLAS out of a captured step); more rows (the encoder, prompt passes) use cuBLAS,
-    /// quantized weights dequantized to f16 scratch first.
+    /// quantized weights dequantized to f16 scratch first. At [`Precision::F32`] quantized
+    /// weights (the decoder's: the encoder's are f32 there) take the kernel for every row
+    /// count, as the CPU's quantized products do.
     pub fn linear(&self, w: &DevLinear, x: u64, m: usize, out: u64, gelu: bool) -> Result<()> {
         if m == 0 {
             return Ok(());
@@ -910,9 +925,10 @@ impl Dev<'_> {
                 .ok_or(CudaError::Unsupported { op, ty: t })?,
             None => "sotto_mul_mat_vec3_f16",
         };
-        let Some(cfg) = launch::mul_mat_vec(op, m, 3 * q.n_out, q.n_in)? else {
+        let Some(cfg) = launch::mul_mat_vec_chunks(op, m, 3 * q.n_out, q.n_in)? else {
             return Ok(true);
         };
+        let extra = self.q8_flag(q);
         let (pos0, n_new, seq_stride) = cache.unwrap_or((0, 1, 0));
         let u = |v: usize| launch::count_u32(op, v);
         let (n_in, n_out, m) = (u(q.n_in)?, u(q.n_out)?, u(m)?);
@@ -935,19 +951,34 @@ impl Dev<'_> {
             pos0.into(),
             n_new.into(),
             seq_stride.into(),
+            extra.into(),
         ];
-        self.run(name, cfg.into(), &args)?;
+        self.run(name, cfg, &args)?;
         Ok(true)
     }
 
     /// Whether `m` rows against `w` go through a `sotto_mul_mat_vec` kernel (weights as
     /// stored) rather than cuBLAS.
     fn mat_vec_takes(&self, w: &DevLinear, m: usize) -> bool {
-        m <= kernels::MMV_ROWS && (w.qtype.is_some() || self.precision == Precision::F16)
+        match (w.qtype, self.precision) {
+            (Some(_), Precision::F32) => true,
+            (Some(_), Precision::F16) | (None, Precision::F16) => m <= kernels::MMV_ROWS,
+            (None, Precision::F32) => false,
+        }
+    }
+
+    /// `SOTTO_MMV_Q8` where `w` is quantized and the session quantizes activations.
+    fn q8_flag(&self, w: &DevLinear) -> i32 {
+        if self.q8 && w.qtype.is_some() {
+            kernels::MMV_Q8
+        } else {
+            0
+        }
     }
 
     /// `out = x · Wᵀ (+ b)` (or `out +=`, with GELU, as `flags` add to the bias the layer
-    /// has) for at most [`kernels::MMV_ROWS`] rows, W in f16 or ggml blocks, in one launch.
+    /// has), W in f16 or ggml blocks, in one launch: [`kernels::MMV_ROWS`] rows per block
+    /// row of its grid.
     fn mat_vec(&self, w: &DevLinear, x: u64, m: usize, out: u64, flags: i32) -> Result<()> {
         let op = "mul_mat_vec";
         let name = match w.qtype {
@@ -955,9 +986,10 @@ impl Dev<'_> {
                 .ok_or(CudaError::Unsupported { op, ty: t })?,
             None => "sotto_mul_mat_vec_f16",
         };
-        let Some(cfg) = launch::mul_mat_vec(op, m, w.n_out, w.n_in)? else {
+        let Some(cfg) = launch::mul_mat_vec_chunks(op, m, w.n_out, w.n_in)? else {
             return Ok(());
         };
+        let flags = flags | self.q8_flag(w);
         let (bias, flags) = match &w.bias {
             Some(b) => (b.ptr(), flags | kernels::MMV_BIAS),
             None => (0u64, flags),
@@ -973,7 +1005,7 @@ impl Dev<'_> {
             m.into(),
             flags.into(),
         ];
-        self.run(name, cfg.into(), &args)
+        self.run(name, cfg, &args)
     }
 
     /// Dequantizes W into the f16 weight scratch and returns its address.

@@ -97,6 +97,9 @@ pub struct CudaSession {
     /// Whether a step's cross-attention is split over blocks by keys (`SOTTO_CUDA_SPLIT=0`
     /// turns it off).
     split: bool,
+    /// Whether products with quantized weights quantize their inputs to q8 as the CPU does
+    /// (`SOTTO_CUDA_Q8=0` turns it off; [`ops::Dev::q8`]).
+    q8: bool,
     /// Shape: [n_audio_ctx, n_audio_state]
     enc_out: Buf<f32>,
     encoded: bool,
@@ -219,6 +222,7 @@ impl CudaSession {
                 attention,
                 fuse: switch_from_env("SOTTO_CUDA_FUSE")?,
                 split: switch_from_env("SOTTO_CUDA_SPLIT")?,
+                q8: switch_from_env("SOTTO_CUDA_Q8")?,
                 enc_out: z(ctx * da)?,
                 encoded: false,
                 keep_laps: false,
@@ -264,6 +268,7 @@ impl CudaSession {
             split: self.split,
             part: self.dec.part.ptr(),
             part_len: self.dec.part.len(),
+            q8: self.q8,
         }
     }
 
@@ -454,6 +459,13 @@ impl CudaSession {
         }
         for (group, stacked) in kv.chunks(2 * CROSS_GROUP).zip(stacks).filter(|_| dev.fuse) {
             dev.linears_stacked(stacked.as_ref(), group, e_in, ctx, tmp)?;
+        }
+        if dev.precision == Precision::F32 {
+            // As the CPU keeps them (f16, packed once per window), so that f32 runs read
+            // the same keys and values.
+            for &(w, out) in &kv {
+                dev.round_f16(out, ctx * w.n_out)?;
+            }
         }
         laps.lap("cross K/V")
     }
@@ -793,7 +805,12 @@ impl CudaSession {
             (self.kv.k.iter().chain(&self.kv.v)).chain(self.cross_k.iter().chain(&self.cross_v));
         (bufs.into_iter().chain(kv).map(|b| b.ptr()))
             .chain([b.tok.ptr(), self.pos.ptr(), self.half.ptr(), self.wq.ptr()])
-            .chain([b.part.ptr(), b.part.len() as u64, self.split as u64])
+            .chain([
+                b.part.ptr(),
+                b.part.len() as u64,
+                self.split as u64,
+                self.q8 as u64,
+            ])
             .collect()
     }
 
@@ -1061,8 +1078,9 @@ const _: () = {
     movable::<CudaSession>();
 };
 
-/// An optimization's switch (`SOTTO_CUDA_FUSE`, `SOTTO_CUDA_SPLIT`): unset or 1 on, 0 off
-/// (to compare the two on a GPU); anything else is an error, not a silent default.
+/// An optimization's switch (`SOTTO_CUDA_FUSE`, `SOTTO_CUDA_SPLIT`, `SOTTO_CUDA_Q8`): unset
+/// or 1 on, 0 off (to compare the two on a GPU); anything else is an error, not a silent
+/// default.
 fn switch_from_env(name: &'static str) -> Result<bool> {
     parse_switch(name, std::env::var(name).ok().as_deref())
 }

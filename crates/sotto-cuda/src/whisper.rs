@@ -141,7 +141,8 @@ impl Loader<'_> {
     }
 
     /// A [n_out, n_in] matrix (conv weights [d, c_in, 3] flattened) as the precision's
-    /// bytes, or, at F16 precision, ggml blocks kept as they are (with their type).
+    /// bytes, or ggml blocks kept as they are (with their type): every quantized weight at
+    /// F16 precision, the decoder's at F32.
     fn matrix(
         &self,
         name: &str,
@@ -180,6 +181,13 @@ impl Loader<'_> {
                 if self.precision == Precision::F16 {
                     self.max_quantized
                         .set(self.max_quantized.get().max(n_out * n_in));
+                    return Ok((bytes.into(), Some(q)));
+                }
+                // At f32 the decoder keeps its blocks: the mat-vec kernels take them for
+                // every row count, as the CPU's quantized products do. The CPU counts the
+                // cross-attention K/V weights, which read the encoder output once per
+                // window, with the encoder's (f32) products.
+                if decoder_product(name) {
                     return Ok((bytes.into(), Some(q)));
                 }
                 let rb = q.row_bytes(n_in);
@@ -230,7 +238,7 @@ impl Loader<'_> {
             }
         }
         let n_out = bias.len();
-        if qtype.is_some() {
+        if qtype.is_some() && self.precision == Precision::F16 {
             self.max_quantized
                 .set(self.max_quantized.get().max(n_out * n_in));
         }
@@ -295,6 +303,15 @@ impl Loader<'_> {
             mlp_2: self.linear(&format!("{prefix}.mlp.2"), d, 4 * d, true)?,
         })
     }
+}
+
+/// Whether weight tensor `name` is one the CPU multiplies as a decoder product (its
+/// activations quantized against ggml blocks): the decoder's, but for the cross-attention
+/// K/V (`sotto_model`'s split of the weights, which these names follow).
+fn decoder_product(name: &str) -> bool {
+    name.starts_with("decoder.")
+        && !name.contains("cross_attn.key.")
+        && !name.contains("cross_attn.value.")
 }
 
 /// Checks what the kernels assume of the shapes: heads divide the widths, and the

@@ -30,6 +30,8 @@ enum Op {
     ToF32,
     /// f32 to f16 (round to nearest even); compared as the f16 values.
     ToF16,
+    /// f32 rounded to f16 and back, in place (the cross-attention K/V at f32 precision).
+    RoundF16,
     /// A ggml block type to f16, as quantized weights go to cuBLAS.
     DequantizeHalf,
     /// y += bias (per column), then GELU: (bias, gelu, into f16 instead of in place).
@@ -113,10 +115,12 @@ enum DType {
 /// difference (~2e-10 each at these sizes; a wrong element costs ~1/n, 1e-3).
 fn max_nmse(op: Op) -> f64 {
     match op {
-        Op::Im2col(..) | Op::KvWrite | Op::ToF16 | Op::SplitBias(_) => 0.0,
+        Op::Im2col(..) | Op::KvWrite | Op::ToF16 | Op::RoundF16 | Op::SplitBias(_) => 0.0,
         Op::ToF32 | Op::Embed => 1e-12,
         Op::DequantizeHalf => 1e-9,
         Op::MatVec(_, flags) if flags & kernels::MMV_GELU != 0 => 1e-10,
+        // The CPU's quantized products, bit for bit (sotto_mmv_q8).
+        Op::MatVec(_, flags) if flags & kernels::MMV_Q8 != 0 => 0.0,
         // q, k, v and the probabilities rounded to f16 (relative error 2^-11 each).
         Op::Attention(Mma(_)) => 1e-6,
         Op::MatVec(..) | Op::MatVec3(..) | Op::Attention(_) | Op::Scores => 1e-11,
@@ -135,7 +139,7 @@ macro_rules! conformance {
     };
 }
 
-use sotto_cuda::kernels::{MMV_ADD, MMV_BIAS, MMV_GELU};
+use sotto_cuda::kernels::{MMV_ADD, MMV_BIAS, MMV_GELU, MMV_Q8};
 use Attn::*;
 use Op::*;
 
@@ -170,6 +174,7 @@ conformance! {
     to_f32_q5_0: ToF32, [8, 384] Q5_0;
     to_f32_q5_1: ToF32, [8, 384] Q5_1;
     to_f16: ToF16, [3, 1001] F32;
+    round_f16: RoundF16, [3, 1001] F32;
     dequantize_half_q4_0: DequantizeHalf, [4, 384] Q4_0;
     dequantize_half_q4_1: DequantizeHalf, [4, 384] Q4_1;
     dequantize_half_q5_0: DequantizeHalf, [4, 384] Q5_0;
@@ -200,6 +205,15 @@ conformance! {
     mat_vec_q8_0_bias_gelu: MatVec(2, MMV_BIAS | MMV_GELU), [33, 384] Q8_0;
     mat_vec_q4_1_add: MatVec(5, MMV_ADD), [9, 1536] Q4_1;
     mat_vec_q5_0_bias_add: MatVec(1, MMV_BIAS | MMV_ADD), [7, 64] Q5_0;
+    mat_vec_q8_q4_0_greedy: MatVec(1, MMV_Q8), [51, 384] Q4_0;
+    mat_vec_q8_q4_1_beams: MatVec(5, MMV_Q8), [9, 1536] Q4_1;
+    mat_vec_q8_q5_0_bias_add: MatVec(3, MMV_Q8 | MMV_BIAS | MMV_ADD), [7, 64] Q5_0;
+    mat_vec_q8_q5_1_long_rows: MatVec(8, MMV_Q8), [5, 5120] Q5_1;
+    mat_vec_q8_q8_0_bias: MatVec(2, MMV_Q8 | MMV_BIAS), [33, 384] Q8_0;
+    mat_vec_q8_q4_0_gelu: MatVec(2, MMV_Q8 | MMV_BIAS | MMV_GELU), [33, 1536] Q4_0;
+    mat_vec_q8_q4_0_prompt: MatVec(13, MMV_Q8 | MMV_BIAS), [17, 384] Q4_0;
+    mat_vec_q8_q8_0_cross: MatVec(150, MMV_Q8), [20, 512] Q8_0;
+    mat_vec_q4_1_chunked_f32: MatVec(11, MMV_BIAS), [9, 256] Q4_1;
     mat_vec3_f16_greedy: MatVec3(1, false), [37, 384] F16;
     mat_vec3_f16_cache: MatVec3(4, true), [29, 384] F16;
     mat_vec3_q8_0_cache: MatVec3(6, true), [9, 512] Q8_0;
@@ -311,6 +325,31 @@ fn stored(dtype: DType, x: &[f32]) -> (Vec<u8>, Vec<f32>) {
             (q, back)
         }
     }
+}
+
+/// `x · Wᵀ` as the CPU's decoder computes it with quantized weights: the rows quantized
+/// once (`QuantActs`), W regrouped (`QuantTiles`), on this CPU's SIMD kernels (AVX2 or
+/// AVX-512 VNNI, the same sums: the scalar oracle rounds its multiply-adds twice).
+/// Shape: w [n_out, n_in] in ggml blocks; x [m, n_in]; result [m, n_out]
+fn cpu_quantized_product(
+    t: QuantType,
+    w: &[u8],
+    x: &[f32],
+    m: usize,
+    n_out: usize,
+    n_in: usize,
+) -> Vec<f32> {
+    use sotto_quant::{QuantActs, QuantTiles, GROUP_ROWS};
+    let tiles = QuantTiles::new(t, w, n_out, n_in);
+    let mut acts = QuantActs::new();
+    acts.quantize(t, x, m, n_in);
+    let ldo = tiles.groups() * GROUP_ROWS;
+    let mut out = vec![0.0; m * ldo];
+    let isa = sotto_quant::Isa::Avx512;
+    sotto_quant::tiled_matmul(isa, &tiles, 0..tiles.groups(), &acts, &mut out, ldo);
+    out.chunks_exact(ldo)
+        .flat_map(|r| r[..n_out].to_vec())
+        .collect()
 }
 
 fn gamma_beta(cols: usize) -> (Vec<f32>, Vec<f32>) {
@@ -458,6 +497,13 @@ fn run(dev: &mut dyn Device, op: Op, shape: &[usize], dtype: DType) -> (Vec<f32>
             let (got, want): (Vec<f32>, Vec<f32>) = (half(&dev.get_u16(po, n)), half(&want));
             (clamp(got).collect(), clamp(want).collect())
         }
+        RoundF16 => {
+            let x = values(n, seed, 60_000.0);
+            let px = dev.put_f32(&x);
+            dev.launch_1d("sotto_round_f16", flat(n), &[Arg::Ptr(px), u(n)]);
+            let want = x.iter().map(|&v| f16::from_f32(v).to_f32()).collect();
+            (dev.get_f32(px, n), want)
+        }
         DequantizeHalf => {
             let t = quant_type(dtype);
             let (bytes, wide) = stored(dtype, &values(n, seed, 3.0));
@@ -550,18 +596,27 @@ fn run(dev: &mut dyn Device, op: Op, shape: &[usize], dtype: DType) -> (Vec<f32>
                 DType::F16 => "sotto_mul_mat_vec_f16",
                 _ => kernels::for_type("sotto_mul_mat_vec", quant_type(dtype)).unwrap(),
             };
-            let l = launch::mul_mat_vec("t", m, n_out, n_in).unwrap().unwrap();
+            let l = launch::mul_mat_vec_chunks("t", m, n_out, n_in)
+                .unwrap()
+                .unwrap();
             let ptrs = [pw, px, py, pb].map(Arg::Ptr);
             let tail = [u(n_in), u(n_out), u(m), Arg::I32(flags)];
-            dev.launch_1d(name, l, &[&ptrs[..], &tail].concat());
-            let mut want = vec![0.0; m * n_out];
-            for r in 0..m {
-                for o in 0..n_out {
-                    let (wr, xr) = (&w[o * n_in..][..n_in], &x[r * n_in..][..n_in]);
-                    let s: f64 = wr.iter().zip(xr).map(|(&a, &b)| a as f64 * b as f64).sum();
-                    want[r * n_out + o] = s as f32;
+            let args = [&ptrs[..], &tail].concat();
+            dev.launch(name, l.grid_dim, l.block_dim, l.shared_mem_bytes, &args);
+            let want = if flags & kernels::MMV_Q8 != 0 {
+                cpu_quantized_product(quant_type(dtype), &bytes, &x, m, n_out, n_in)
+            } else {
+                let mut want = vec![0.0; m * n_out];
+                for r in 0..m {
+                    for o in 0..n_out {
+                        let (wr, xr) = (&w[o * n_in..][..n_in], &x[r * n_in..][..n_in]);
+                        let s: f64 = wr.iter().zip(xr).map(|(&a, &b)| a as f64 * b as f64).sum();
+                        want[r * n_out + o] = s as f32;
+                    }
                 }
-            }
+                want
+            };
+            let mut want = want;
             if flags & kernels::MMV_BIAS != 0 {
                 for row in want.chunks_exact_mut(n_out) {
                     row.iter_mut().zip(&b).for_each(|(v, b)| *v += b);
@@ -642,6 +697,7 @@ fn run(dev: &mut dyn Device, op: Op, shape: &[usize], dtype: DType) -> (Vec<f32>
                 Arg::Ptr(ppos),
                 u(n_new),
                 u(seq_stride),
+                Arg::I32(0),
             ];
             dev.launch_1d(name, l, &[&ptrs.map(Arg::Ptr)[..], &tail].concat());
             let mut got = dev.get_f32(ys[0], m * n_out);

@@ -90,6 +90,8 @@ struct Tolerance {
     enc_nmse: f64,
     logits_nmse: f64,
     logits_max_abs: f32,
+    /// Of the logits compared so far: (how many equal the CPU's bit for bit, how many).
+    same: std::cell::Cell<(usize, usize)>,
 }
 
 fn tolerance(p: Precision) -> Tolerance {
@@ -101,11 +103,13 @@ fn tolerance(p: Precision) -> Tolerance {
             enc_nmse: 1e-9,
             logits_nmse: 1e-7,
             logits_max_abs: 2e-3,
+            same: Default::default(),
         },
         Precision::F16 => Tolerance {
             enc_nmse: 1e-4,
             logits_nmse: 1e-4,
             logits_max_abs: 5e-2,
+            same: Default::default(),
         },
     }
 }
@@ -126,6 +130,10 @@ fn argmax(x: &[f32]) -> usize {
 fn compare_logits(what: &str, gpu: &[f32], cpu: &[f32], n_vocab: usize, tol: &Tolerance) {
     let (e, m) = (nmse(gpu, cpu), max_abs_diff(gpu, cpu));
     println!("{what}: logits nmse {e:.3e}, max abs diff {m:.3e}");
+    let (same, all) = tol.same.get();
+    let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    tol.same
+        .set((same + usize::from(bits(gpu) == bits(cpu)), all + 1));
     assert!(
         gpu.iter().all(|v| v.is_finite()),
         "{what}: non-finite logits"
@@ -184,16 +192,22 @@ fn check_model_with(f: &WhisperFile, p: Precision, attention: Option<AttentionPa
 }
 
 /// The whole comparison for one model and precision, in host emulation.
-fn check_emulated(f: &WhisperFile, p: Precision, s: Schedule) {
-    check_emulated_with(f, p, s, None);
+/// Returns how many of the logits compared were the CPU's bit for bit, of how many.
+fn check_emulated(f: &WhisperFile, p: Precision, s: Schedule) -> (usize, usize) {
+    check_emulated_with(f, p, s, None)
 }
 
-fn check_emulated_with(f: &WhisperFile, p: Precision, s: Schedule, a: Option<AttentionPath>) {
+fn check_emulated_with(
+    f: &WhisperFile,
+    p: Precision,
+    s: Schedule,
+    a: Option<AttentionPath>,
+) -> (usize, usize) {
     let cpu_model = cpu_reference(f);
     let Some(model) = emulated(f, p, s) else {
-        return;
+        return (0, 0);
     };
-    check_against(f, p, cpu_model, model, a);
+    check_against(f, p, cpu_model, model, a)
 }
 
 /// Op-group laps (`what`'s): exactly `groups`, in order, adding up to no more than the
@@ -220,16 +234,22 @@ fn check_against(
     cpu_model: Arc<Whisper>,
     gpu_model: Arc<CudaWhisper>,
     attention: Option<AttentionPath>,
-) {
+) -> (usize, usize) {
     let h = f.hparams;
     println!("{} {p:?} on {}", f.path.display(), gpu_model.device());
     let mut tol = tolerance(p);
+    let q8 = std::env::var_os("SOTTO_CUDA_Q8").is_none_or(|v| v != "0");
     if f.tensors.values().any(|t| t.dtype.is_quantized()) {
         // The CPU decodes quantized weights against 8-bit quantized activations (ggml's
-        // vec_dot); the GPU multiplies the dequantized weights. The encoder (a gemm of the
-        // dequantized weights on both sides) keeps its tolerance.
-        tol.logits_nmse = 1e-2;
-        tol.logits_max_abs = 1.0;
+        // vec_dot); at f16 the GPU's prompt passes multiply the dequantized weights by f16
+        // inputs. The encoder (a gemm of the dequantized weights on both sides) keeps its
+        // tolerance. At f32 every decoder product is the CPU's own (`MMV_Q8`), bit for bit
+        // on the same inputs; but an input an ulp apart (layer norm and attention sum in
+        // another order) can round to the next 8-bit code, which moves logits by ~0.03.
+        (tol.logits_nmse, tol.logits_max_abs) = match p == Precision::F32 && q8 {
+            true => (1e-3, 0.25),
+            false => (1e-2, 1.0),
+        };
     }
     let nv = h.n_vocab;
     let mut cpu = Session::new(cpu_model, 0).unwrap();
@@ -432,6 +452,7 @@ fn check_against(
     gpu.decode(&prompt[..2], &[1], &mut lg).unwrap();
     compare_logits("after reset_text", &lg, &lc, nv, &tol);
     assert_eq!((gpu.batch(), gpu.text_len()), (cpu.batch(), cpu.text_len()));
+    tol.same.get()
 }
 
 #[test]
@@ -473,6 +494,14 @@ fn small_synthetic_quantized() {
     }
 }
 
+/// As above at f32: the decoder's products in blocks for every row count (`MMV_Q8`).
+#[test]
+fn small_synthetic_quantized_f32() {
+    for t in [QuantType::Q8_0, QuantType::Q4_1, QuantType::Q4_0] {
+        check_model(&quantized(synthetic(SMALL), t), Precision::F32);
+    }
+}
+
 /// The CUDA session's host logic (buffers, offsets, launch arguments, the cache reorder)
 /// with every kernel in host emulation, against the CPU session: runs without a GPU.
 #[test]
@@ -489,6 +518,37 @@ fn small_synthetic_quantized_emulated() {
             &quantized(synthetic(SMALL), t),
             Precision::F16,
             Schedule::Forward,
+        );
+    }
+}
+
+/// At f32 the decoder keeps its blocks and every product with them quantizes its input
+/// rows as the CPU does (`MMV_Q8`), so most logits are the CPU's bit for bit: measured, 28
+/// of these 44 comparisons (each type's prompt, steps, batches and alignment), and none
+/// with `SOTTO_CUDA_Q8=0`. The rest differ where an input an ulp off the CPU's (layer
+/// norm and attention sum in their own order) rounded to the next 8-bit code.
+#[test]
+fn small_synthetic_quantized_emulated_f32() {
+    let (mut same, mut all) = (0, 0);
+    for t in [
+        QuantType::Q4_0,
+        QuantType::Q5_0,
+        QuantType::Q5_1,
+        QuantType::Q4_1,
+    ] {
+        let (s, a) = check_emulated(
+            &quantized(synthetic(SMALL), t),
+            Precision::F32,
+            Schedule::Forward,
+        );
+        (same, all) = (same + s, all + a);
+    }
+    println!("{same} of {all} logits bit for bit the CPU's");
+    let q8 = std::env::var_os("SOTTO_CUDA_Q8").is_none_or(|v| v != "0");
+    if q8 && all > 0 {
+        assert!(
+            2 * same >= all,
+            "only {same} of {all} logits bit for bit the CPU's"
         );
     }
 }

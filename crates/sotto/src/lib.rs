@@ -153,7 +153,8 @@ impl Model {
                         source,
                     })
             };
-            let weights = weights_or_cpu(auto, device, |n| cuda_weights(&file, n), cpu);
+            let gpu = |n| cuda_weights(&file, n, opts.encoder);
+            let weights = weights_or_cpu(auto, device, gpu, cpu);
             let tokenizer = tokenizer.join().expect("tokenizer thread does not panic");
             (weights, tokenizer)
         });
@@ -392,16 +393,26 @@ fn weights_or_cpu<W>(
     }
 }
 
-/// Uploads a model file's weights to GPU `ordinal`.
+/// Uploads a model file's weights to GPU `ordinal`: in f16 (tensor cores), or, where the
+/// CPU's f32 encoder was asked for, in f32 with the decoder's quantized products computed
+/// as the CPU computes them (the GPU's closest to the CPU's transcripts).
 #[cfg(feature = "cuda")]
-fn cuda_weights(file: &sotto_formats::WhisperFile, ordinal: usize) -> Result<Weights> {
-    sotto_cuda::CudaWhisper::new(file, ordinal, sotto_cuda::Precision::F16)
+fn cuda_weights(
+    file: &sotto_formats::WhisperFile,
+    ordinal: usize,
+    encoder: EncoderPrecision,
+) -> Result<Weights> {
+    let precision = match encoder {
+        EncoderPrecision::F32 => sotto_cuda::Precision::F32,
+        _ => sotto_cuda::Precision::F16,
+    };
+    sotto_cuda::CudaWhisper::new(file, ordinal, precision)
         .map(|w| Weights::Cuda(Arc::new(w)))
         .map_err(|e| Error::Device(format!("{}: {e}", file.path.display())))
 }
 
 #[cfg(not(feature = "cuda"))]
-fn cuda_weights(_: &sotto_formats::WhisperFile, _: usize) -> Result<Weights> {
+fn cuda_weights(_: &sotto_formats::WhisperFile, _: usize, _: EncoderPrecision) -> Result<Weights> {
     Err(Error::Device(
         "this sotto was built without CUDA support (rebuild with --features cuda)".into(),
     ))

@@ -203,6 +203,12 @@ inline int __float_as_int(float f) {
     std::memcpy(&i, &f, 4);
     return i;
 }
+// CUDA's correctly rounded single operations (never contracted into a multiply-add): the
+// host's own, built without FMA contraction (ISO C++ mode, baseline x86-64).
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+
 // Four signed byte products added to c.
 inline int __dp4a(int a, int b, int c) {
     for (int k = 0; k < 4; ++k) c += (int)(signed char)(a >> (8 * k)) * (int)(signed char)(b >> (8 * k));
