@@ -111,6 +111,10 @@ for line in sys.stdin:
     # tiny.en as q4_0 when the whole transfer (tracked files + this folder) stays < 63 MiB.
     models="$BIN/cache/models"
     mkdir -p "$models"
+    # The VAD's weights too (1.2 MB; a VAD run fetches them), for the batched check.
+    vad="${SOTTO_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sotto}/models/silero-vad-v6"
+    [[ -d "$vad" ]] || "$BIN/sotto" transcribe --vad --no-progress samples/jfk.wav >/dev/null 2>&1 || true
+    [[ -d "$vad" ]] && cp -r "$vad" "$models/" || echo "note: no VAD weights; the batched check will fail"
     if "$BIN/sotto" quantize tiny.en "$models/ggml-tiny.en.bin" q4_0 >/dev/null; then
         if ! fits; then
             echo "note: without the q4_0 tiny.en the transfer is too big; dropped it"
@@ -236,11 +240,11 @@ finish() {
 # quantized decoder products as the CPU's, bit for bit) must read every clip exactly as the
 # CPU with its reference (f32) encoder; auto (f16, tensor cores) is reported, not judged.
 CLIPS=""
-clips_check() {
-    local model=$1 name=$2 beam=$3 gpu=$4 tag="clips-$2-b$3-$4" limit same n m
+# Unpacks the carried clips into $CLIPS once; false (after saying so) without them.
+unpack_clips() {
     if [[ ! -f "$BIN/clips.tar.xz" ]]; then
-        fail "$tag: no clips.tar.xz under $BIN"
-        return
+        fail "$1: no clips.tar.xz under $BIN"
+        return 1
     fi
     if [[ -z "$CLIPS" ]]; then
         CLIPS=$(mktemp -d)
@@ -248,6 +252,38 @@ clips_check() {
             python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
                 "$BIN/clips.tar.xz" "$CLIPS"
     fi
+}
+
+# Batched transcription (faster-whisper's batch_size) of the longest shared clip with the
+# model file $1: 8 windows decoded together on the GPU against the CPU's batched run, both
+# at f32 (reported: an 8-bit code flip may part them), and the GPU's wall time batched
+# against one window at a time.
+batched_check() {
+    local model=$1 tag=batched-$2 clip limit t0 t1 t2
+    unpack_clips "$tag" || return
+    clip=$(ls -S "$CLIPS"/data/clips/*/*.wav 2>/dev/null | head -1)
+    limit=$(within 150 "$tag") || return
+    local run=(timeout "$limit" "$SOTTO" transcribe -m "$model" --no-progress -f txt)
+    if "${run[@]}" --batch-size 8 --encoder-precision f32 "$clip" >"$OUT/$tag-cpu.txt" 2>&1 &&
+        "${run[@]}" --device cuda --batch-size 8 --encoder-precision f32 "$clip" \
+            >"$OUT/$tag-cuda-f32.txt" 2>"$OUT/$tag-cuda-f32.err" &&
+        t0=$(date +%s.%N) &&
+        "${run[@]}" --device cuda --batch-size 8 "$clip" >"$OUT/$tag-cuda.txt" 2>&1 &&
+        t1=$(date +%s.%N) &&
+        "${run[@]}" --device cuda --vad "$clip" >"$OUT/$tag-cuda-seq.txt" 2>&1 &&
+        t2=$(date +%s.%N); then
+        local same="differs from"
+        cmp -s "$OUT/$tag-cpu.txt" "$OUT/$tag-cuda-f32.txt" && same="equals"
+        pass "$tag: $(basename "$clip"), the GPU's f32 batch of 8 $same the CPU's;" \
+            "wall $(python3 -c "import sys; a, b, c = map(float, sys.argv[1:]); print(f'{b - a:.2f} s batched, {c - b:.2f} s one window at a time')" "$t0" "$t1" "$t2")"
+    else
+        fail "$tag: $(tail -3 "$OUT/$tag-cuda-f32.err" 2>/dev/null)"
+    fi
+}
+
+clips_check() {
+    local model=$1 name=$2 beam=$3 gpu=$4 tag="clips-$2-b$3-$4" limit same n m
+    unpack_clips "$tag" || return
     limit=$(within 240 "$tag") || return
     if SOTTO_BIN="$SOTTO" SOTTO_SHARED_DIR="$CLIPS" timeout "$limit" python3 scripts/wer \
         -m "$name" --model-file "$model" --devices cpu,cuda --cpu-encoder f32 --gpu-encoder "$gpu" \
@@ -404,6 +440,7 @@ if [[ -x "$SOTTO" ]]; then
     # Greedy decoding (one row per decoder step) over the clips too.
     [[ -f "$MODEL" ]] && clips_check "$MODEL" tiny.en 1 f32
     [[ -f "$MODEL" ]] && clips_check "$MODEL" tiny.en 1 auto
+    [[ -f "$MODEL" ]] && batched_check "$MODEL" tiny.en
     # Where the GPU's time goes, by kernel, where the toolkit has Nsight Systems: what the
     # next speed change should aim at. Only the CSV summaries are kept (the report is big).
     nsys=$(command -v nsys || compgen -G "/usr/local/cuda*/bin/nsys" || compgen -G "/opt/nvidia/nsight-systems/*/bin/nsys" | head -1)

@@ -103,9 +103,14 @@ pub struct CudaSession {
     /// Shape: [n_audio_ctx, n_audio_state]
     enc_out: Buf<f32>,
     encoded: bool,
-    /// Per decoder layer, Shape: [n_audio_ctx, n_text_state].
+    /// Per decoder layer, Shape: [windows held, n_audio_ctx, n_text_state]: window 0 is
+    /// where the encoder writes; [`CudaSession::encode_windows`] copies the others out.
     cross_k: Vec<Buf<f32>>,
     cross_v: Vec<Buf<f32>>,
+    /// Windows the last encode call encoded, and the window each sequence of the batch
+    /// attends to (its length is the batch).
+    windows: usize,
+    seq_window: Vec<usize>,
     kv: DevKv,
     dec: DecBuffers,
     /// The step's first position (the cache length), as the kernels read it. Shape: [1]
@@ -231,6 +236,8 @@ impl CudaSession {
                 step_laps: Vec::new(),
                 cross_k: layers(ctx * dt)?,
                 cross_v: layers(ctx * dt)?,
+                windows: 1,
+                seq_window: vec![0],
                 kv,
                 dec,
                 pos: Buf::zeros(&stream, 1)?,
@@ -281,20 +288,105 @@ impl CudaSession {
     ///
     /// `mel` Shape: [n_mels, n_frames] row-major.
     pub fn encode(&mut self, mel: &[f32]) -> Result<()> {
+        self.encode_windows(&[mel])
+    }
+
+    /// Runs the encoder on each of `mels` (one window each, Shape: [n_mels, n_frames]) and
+    /// starts a batch of one empty text sequence per window, as
+    /// `sotto_model::Session::encode_windows`: sequence `i` attends to window `i` and
+    /// follows it through [`CudaSession::reorder`], so windows decoded together
+    /// ([`CudaSession::decode_batch`]) read every decoder weight once per step for all of
+    /// them. [`CudaSession::decode`], [`CudaSession::align`] and
+    /// [`CudaSession::reset_text`] work on the first sequence's window. The cross K/V of
+    /// every window stay on the device (per window ~18 MiB on tiny at f32), kept for later
+    /// batches.
+    pub fn encode_windows(&mut self, mels: &[&[f32]]) -> Result<()> {
         let h = *self.model.hparams();
         let n_frames = self.model.n_frames();
-        if mel.len() != h.n_mels * n_frames {
+        if let Some(bad) = mels.iter().find(|m| m.len() != h.n_mels * n_frames) {
             return Err(input_err(
                 "encode",
                 format!(
                     "mel has {} values, expected {}×{n_frames}",
-                    mel.len(),
+                    bad.len(),
                     h.n_mels
                 ),
             ));
         }
+        let Some((first, rest)) = mels.split_first() else {
+            return Err(input_err("encode", "no windows to encode"));
+        };
         self.encoded = false;
+        self.windows = 1;
+        self.seq_window = vec![0];
         self.reset_text();
+        self.hold_windows(mels.len())?;
+        // The encoder writes window 0's slot: the others first, each copied out after.
+        let slot = h.n_audio_ctx * h.n_text_state;
+        for (w, mel) in rest.iter().enumerate().rev() {
+            self.encode_one(mel)?;
+            guard("encode", || {
+                let dev = self.dev();
+                for layer in self.cross_k.iter().chain(&self.cross_v) {
+                    dev.copy_f32(layer.at((w + 1) * slot), layer.ptr(), slot)?;
+                }
+                Ok(())
+            })?;
+        }
+        self.encode_one(first)?;
+        self.windows = mels.len();
+        self.seq_window = (0..mels.len()).collect();
+        if mels.len() > 1 {
+            // One empty sequence per window.
+            guard("encode", || {
+                self.bind()?;
+                self.reserve(mels.len())
+            })?;
+            self.kv.batch = mels.len();
+        }
+        self.encoded = true;
+        Ok(())
+    }
+
+    /// Windows the last encode call encoded.
+    pub fn windows(&self) -> usize {
+        self.windows
+    }
+
+    /// Starts a new text sequence (a batch of one, empty) against window `w` of the last
+    /// [`CudaSession::encode_windows`], for [`CudaSession::decode`] and
+    /// [`CudaSession::align`] on that window.
+    pub fn select_window(&mut self, w: usize) -> Result<()> {
+        if w >= self.windows {
+            return Err(input_err(
+                "select_window",
+                format!("window {w} of {} encoded", self.windows),
+            ));
+        }
+        self.reset_text();
+        self.seq_window = vec![w];
+        Ok(())
+    }
+
+    /// Room for the cross K/V of `n` windows (their contents are written next).
+    fn hold_windows(&mut self, n: usize) -> Result<()> {
+        let h = *self.model.hparams();
+        let slot = h.n_audio_ctx * h.n_text_state;
+        if self.cross_k.first().is_none_or(|b| b.len() >= n * slot) {
+            return Ok(());
+        }
+        guard("encode", || {
+            self.bind()?;
+            let grown = |_| Buf::<f32>::zeros(&self.stream, n * slot);
+            let k = (0..h.n_text_layer).map(grown).collect::<Result<Vec<_>>>()?;
+            let v = (0..h.n_text_layer).map(grown).collect::<Result<Vec<_>>>()?;
+            Ok((k, v))
+        })
+        .map(|(k, v)| (self.cross_k, self.cross_v) = (k, v))
+    }
+
+    /// The encoder on one window, into window 0's cross K/V.
+    fn encode_one(&mut self, mel: &[f32]) -> Result<()> {
         self.encoder_laps.clear();
         // The first encode runs directly (it also warms cuBLAS up, which a capture should
         // not be the first to call); later ones replay one captured graph, unless timing
@@ -316,7 +408,6 @@ impl CudaSession {
         (self.enc_graph, self.enc_graph_off) = (slot, off);
         self.encoder_laps = laps?;
         self.encodes += 1;
-        self.encoded = true;
         Ok(())
     }
 
@@ -531,6 +622,7 @@ impl CudaSession {
     pub fn reset_text(&mut self) {
         self.kv.batch = 1;
         self.kv.len = 0;
+        self.seq_window.truncate(1);
     }
 
     /// Tokens decoded so far in each sequence of the batch.
@@ -623,6 +715,7 @@ impl CudaSession {
             Ok(())
         })?;
         self.kv.batch = src.len();
+        self.seq_window = src.iter().map(|&s| self.seq_window[s]).collect();
         Ok(())
     }
 
@@ -731,10 +824,10 @@ impl CudaSession {
         b.normed.ensure(s, rows * d)?;
         b.logits.ensure(s, rows * h.n_vocab)?;
         let dh = d / h.n_text_head;
-        if let Some(p) = plan::attention_split(m, h.n_text_head, dh, h.n_audio_ctx) {
-            if m <= kernels::MMV_ROWS {
-                b.part.ensure(s, p.part_len(dh))?;
-            }
+        // A step's rows, or (windows decoded together) a run of them on one window.
+        let split_rows = m.min(kernels::MMV_ROWS);
+        if let Some(p) = plan::attention_split(split_rows, h.n_text_head, dh, h.n_audio_ctx) {
+            b.part.ensure(s, p.part_len(dh))?;
         }
         if self.model.precision() == Precision::F16 {
             self.half.ensure(s, (m * 4 * d).max(rows * d))?;
@@ -811,6 +904,7 @@ impl CudaSession {
                 self.split as u64,
                 self.q8 as u64,
             ])
+            .chain(self.seq_window.iter().map(|&w| w as u64))
             .collect()
     }
 
@@ -948,16 +1042,22 @@ impl CudaSession {
             dev.layer_norm(x, cross_ln, hb, m)?;
             dev.linear(&cross.query, hb, m, q, false)?;
             laps.lap("cross q")?;
-            // Every row attends to the same audio (key stride 0).
-            let (ck, cv) = (self.cross_k[l].ptr(), self.cross_v[l].ptr());
+            // Each run of sequences on one window attends to its audio (key stride 0).
+            let ctx = h.n_audio_ctx;
+            let (ck, cv) = (&self.cross_k[l], &self.cross_v[l]);
             if let Pass::Align { heads, scores } = pass {
-                let ctx = h.n_audio_ctx;
+                let ck = ck.at(self.seq_window[0] * ctx * d);
                 for (slot, &(_, head)) in heads.iter().enumerate().filter(|(_, p)| p.0 == l) {
                     let out = scores + (slot * m * ctx * 4) as u64;
                     dev.attention_scores(q, ck, out, m, ctx, d, nh, head)?;
                 }
             }
-            dev.attention(q, ck, cv, att, m, 1, d, nh, 0, h.n_audio_ctx, None)?;
+            for (w, seqs) in window_runs(&self.seq_window[..batch]) {
+                let (r0, rows) = (seqs.start * n_new, seqs.len() * n_new);
+                let (qr, out) = (q + (r0 * d * 4) as u64, att + (r0 * d * 4) as u64);
+                let (kw, vw) = (ck.at(w * ctx * d), cv.at(w * ctx * d));
+                dev.attention(qr, kw, vw, out, rows, 1, d, nh, 0, ctx, None)?;
+            }
             laps.lap("cross attention")?;
             dev.linear_residual(&cross.out, att, m, x)?;
             laps.lap("cross out")?;
@@ -986,6 +1086,18 @@ enum Pass<'a> {
         heads: &'a [(usize, usize)],
         scores: u64,
     },
+}
+
+/// The runs of consecutive sequences on one window: (window, sequences).
+fn window_runs(seq_window: &[usize]) -> Vec<(usize, std::ops::Range<usize>)> {
+    let mut runs: Vec<(usize, std::ops::Range<usize>)> = Vec::new();
+    for (s, &w) in seq_window.iter().enumerate() {
+        match runs.last_mut() {
+            Some((last, seqs)) if *last == w => seqs.end = s + 1,
+            _ => runs.push((w, s..s + 1)),
+        }
+    }
+    runs
 }
 
 /// Whether decoder steps and the encoder may run as CUDA graphs (`SOTTO_CUDA_GRAPHS=0`
@@ -1130,6 +1242,18 @@ fn check_attention(model: &CudaWhisper, stream: &Stream, path: ops::AttentionPat
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn window_runs_group_consecutive_sequences() {
+        use super::window_runs;
+        assert_eq!(window_runs(&[0]), vec![(0, 0..1)]);
+        assert_eq!(window_runs(&[0, 0, 0]), vec![(0, 0..3)]);
+        assert_eq!(
+            window_runs(&[1, 1, 0, 2, 2, 0]),
+            vec![(1, 0..2), (0, 2..3), (2, 3..5), (0, 5..6)]
+        );
+        assert!(window_runs(&[]).is_empty());
+    }
+
     #[test]
     fn switches_are_set_by_name_and_never_guessed() {
         let parse = |v| super::parse_switch("SOTTO_CUDA_FUSE", v);

@@ -579,6 +579,87 @@ fn small_synthetic_emulated_mma_attention() {
     }
 }
 
+/// Several windows in one session, as `sotto transcribe --batch-size` decodes them: each
+/// sequence attends to its own window's cross K/V, through the prompts, batched steps
+/// (graphs at f16), reorders that mix and then regroup the windows, `select_window` and
+/// word alignment, against the CPU session doing the same.
+#[test]
+fn windows_decode_together_emulated() {
+    let f = synthetic(SMALL);
+    let (h, nv) = (f.hparams, f.hparams.n_vocab);
+    for p in [Precision::F32, Precision::F16] {
+        let Some(gpu_model) = emulated(&f, p, Schedule::Forward) else {
+            return;
+        };
+        let tol = tolerance(p);
+        let mut cpu = Session::new(cpu_reference(&f), 0).unwrap();
+        let mut gpu = CudaSession::new(gpu_model).unwrap();
+        let mels: Vec<Vec<f32>> = (0..3)
+            .map(|i| values(h.n_mels * 2 * h.n_audio_ctx, 90 + i, 1.2))
+            .collect();
+        let refs: Vec<&[f32]> = mels.iter().map(|m| m.as_slice()).collect();
+        cpu.encode_windows(&refs).unwrap();
+        gpu.encode_windows(&refs).unwrap();
+        assert_eq!((gpu.batch(), gpu.windows(), gpu.text_len()), (3, 3, 0));
+
+        // Each window's two-token prompt in one pass.
+        let prompt = [nv as u32 - 3, 7, nv as u32 - 3, 9, nv as u32 - 3, 11];
+        let (mut lc, mut lg) = (vec![0f32; 3 * nv], vec![0f32; 3 * nv]);
+        cpu.decode_batch(&prompt, 3, &mut lc).unwrap();
+        gpu.decode_batch(&prompt, 3, &mut lg).unwrap();
+        compare_logits("three windows' prompts", &lg, &lc, nv, &tol);
+        assert!(
+            max_abs_diff(&lg[..nv], &lg[nv..2 * nv]) > 1e-3,
+            "the windows' sequences read different audio"
+        );
+
+        // Beams out of window order, then regrouped: the same batch size with other
+        // windows, so a captured step must not replay the old ones; then more sequences
+        // than a step graph takes.
+        let rounds: [&[usize]; 3] = [
+            &[2, 2, 0, 1, 1],
+            &[4, 3, 2, 1, 0],
+            &[0, 0, 0, 1, 1, 2, 2, 3, 4],
+        ];
+        for (round, src) in rounds.iter().enumerate() {
+            cpu.reorder(src).unwrap();
+            gpu.reorder(src).unwrap();
+            let b = src.len();
+            let (mut lc, mut lg) = (vec![0f32; b * nv], vec![0f32; b * nv]);
+            for step in 0..2 {
+                let toks: Vec<u32> = (0..b).map(|i| (20 + 7 * i + step + round) as u32).collect();
+                cpu.decode_batch(&toks, b, &mut lc).unwrap();
+                gpu.decode_batch(&toks, b, &mut lg).unwrap();
+                compare_logits(
+                    &format!("{p:?} round {round} step {step}"),
+                    &lg,
+                    &lc,
+                    nv,
+                    &tol,
+                );
+            }
+        }
+
+        // One window alone: a prompt, then its alignment scores.
+        cpu.select_window(1).unwrap();
+        gpu.select_window(1).unwrap();
+        let (mut lc, mut lg) = (vec![0f32; nv], vec![0f32; nv]);
+        cpu.decode(&prompt[2..4], &[1], &mut lc).unwrap();
+        gpu.decode(&prompt[2..4], &[1], &mut lg).unwrap();
+        compare_logits("window 1 alone", &lg, &lc, nv, &tol);
+        let (tokens, heads) = ([nv as u32 - 3, 5, 6, 7], [(0, 1), (1, 0)]);
+        let (mut ac, mut ag) = (vec![0f32; nv], vec![0f32; nv]);
+        let sc = cpu.align(&tokens, &heads, &[3], &mut ac).unwrap();
+        let sg = gpu.align(&tokens, &heads, &[3], &mut ag).unwrap();
+        compare_logits("window 1 aligned", &ag, &ac, nv, &tol);
+        assert!(nmse(&sg, &sc) <= tol.enc_nmse * 1e3, "align scores");
+        assert!(gpu.select_window(3).is_err(), "three windows encoded");
+        // One window again, after three.
+        gpu.encode(&mels[2]).unwrap();
+        assert_eq!((gpu.batch(), gpu.windows()), (1, 1));
+    }
+}
+
 /// Decoder steps' cross-attention over more keys than one block scores takes the split
 /// kernels (a block per (row, head, chunk of keys), then a merge), in graphs and out.
 #[test]

@@ -185,6 +185,20 @@ impl Forward for sotto_model::Session {
 impl Forward for sotto_cuda::CudaSession {
     delegate_forward!(sotto_cuda::CudaSession);
 
+    fn max_windows(&self) -> usize {
+        // Memory sets this: each window keeps its cross-attention K/V on the GPU (f32;
+        // ~18 MiB a window on tiny, ~490 MiB on large-v3).
+        16
+    }
+
+    fn encode_windows(&mut self, mels: &[&[f32]]) -> Result<(), BoxError> {
+        Ok(sotto_cuda::CudaSession::encode_windows(self, mels)?)
+    }
+
+    fn select_window(&mut self, w: usize) -> Result<(), BoxError> {
+        Ok(sotto_cuda::CudaSession::select_window(self, w)?)
+    }
+
     fn encoder_laps(&self) -> Option<Vec<(&'static str, std::time::Duration)>> {
         let laps = sotto_cuda::CudaSession::encoder_laps(self);
         (!laps.is_empty()).then(|| laps.to_vec())
