@@ -111,14 +111,18 @@ for line in sys.stdin:
     # tiny.en as q4_0 when the whole transfer (tracked files + this folder) stays < 63 MiB.
     models="$BIN/cache/models"
     mkdir -p "$models"
-    # The VAD's weights too (1.2 MB; a VAD run fetches them), for the batched check.
-    vad="${SOTTO_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sotto}/models/silero-vad-v6"
-    [[ -d "$vad" ]] || "$BIN/sotto" transcribe --vad --no-progress samples/jfk.wav >/dev/null 2>&1 || true
-    [[ -d "$vad" ]] && cp -r "$vad" "$models/" || echo "note: no VAD weights; the batched check will fail"
     if "$BIN/sotto" quantize tiny.en "$models/ggml-tiny.en.bin" q4_0 >/dev/null; then
         if ! fits; then
             echo "note: without the q4_0 tiny.en the transfer is too big; dropped it"
             rm -rf "$BIN/cache"
+        fi
+        # The VAD's weights too (1.2 MB; a VAD run fetches them), for the batched check,
+        # where they still fit.
+        vad="${SOTTO_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sotto}/models/silero-vad-v6"
+        [[ -d "$vad" ]] || "$BIN/sotto" transcribe --vad --no-progress samples/jfk.wav >/dev/null 2>&1 || true
+        if [[ -d "$models" && -d "$vad" ]]; then
+            cp -r "$vad" "$models/"
+            fits || { echo "note: no room for the VAD; the batched check will fail"; rm -rf "$models/silero-vad-v6"; }
         fi
     else
         echo "note: could not quantize tiny.en; the tiny.en test will skip"
