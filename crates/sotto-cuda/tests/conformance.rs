@@ -219,6 +219,7 @@ conformance! {
     mat_vec3_q8_0_cache: MatVec3(6, true), [9, 512] Q8_0;
     mat_vec3_q4_1: MatVec3(5, false), [33, 256] Q4_1;
     mat_vec3_q5_0_cache: MatVec3(2, true), [7, 64] Q5_0;
+    mat_vec3_q4_0_prompt_cache: MatVec3(20, true), [9, 128] Q4_0;
     embed_f32: Embed, [50, 96] F32;
     embed_f16: Embed, [50, 96] F16;
     embed_q4_0: Embed, [50, 96] Q4_0;
@@ -654,7 +655,11 @@ fn run(dev: &mut dyn Device, op: Op, shape: &[usize], dtype: DType) -> (Vec<f32>
             }
             // Two sequences of m / 2 new rows at position 3 of 8-slot caches, which hold
             // other values elsewhere; or plain rows (NaN first: an unwritten one shows).
-            let (n_new, pos0, n_ctx) = if cache { (m / 2, 3u32, 8) } else { (1, 0, 0) };
+            let (n_new, pos0, n_ctx) = if cache {
+                (m / 2, 3u32, m / 2 + 5)
+            } else {
+                (1, 0, 0)
+            };
             let seq_stride = n_ctx * n_out;
             let mut want = outs[0].clone();
             let mut ys = vec![dev.nans(m * n_out)];
@@ -684,7 +689,7 @@ fn run(dev: &mut dyn Device, op: Op, shape: &[usize], dtype: DType) -> (Vec<f32>
                 DType::F16 => "sotto_mul_mat_vec3_f16",
                 _ => kernels::for_type("sotto_mul_mat_vec3", quant_type(dtype)).unwrap(),
             };
-            let l = launch::mul_mat_vec("t", m, 3 * n_out, n_in)
+            let l = launch::mul_mat_vec_chunks("t", m, 3 * n_out, n_in)
                 .unwrap()
                 .unwrap();
             let ptrs = [
@@ -699,7 +704,8 @@ fn run(dev: &mut dyn Device, op: Op, shape: &[usize], dtype: DType) -> (Vec<f32>
                 u(seq_stride),
                 Arg::I32(0),
             ];
-            dev.launch_1d(name, l, &[&ptrs.map(Arg::Ptr)[..], &tail].concat());
+            let args = [&ptrs.map(Arg::Ptr)[..], &tail].concat();
+            dev.launch(name, l.grid_dim, l.block_dim, l.shared_mem_bytes, &args);
             let mut got = dev.get_f32(ys[0], m * n_out);
             for &y in &ys[1..] {
                 got.extend(dev.get_f32(y, if cache { 2 * seq_stride } else { m * n_out }));
