@@ -84,6 +84,10 @@ pub const MMV_ADD: i32 = 4;
 /// blocks and the block sums added in order with fused multiply-adds, as the CPU's
 /// quantized products (`sotto_quant::tiled_matmul`) do, for the same sums bit for bit.
 pub const MMV_Q8: i32 = 8;
+/// The product reads the layer norm of its input rows (the kernels' gamma, beta and eps),
+/// which each block computes as `sotto_layer_norm` does, bit for bit
+/// ([`crate::launch::mul_mat_vec_norm_shared`] sizes its shared memory).
+pub const MMV_NORM: i32 = 16;
 
 /// Threads per block of `sotto_attention` (a power of two, at least the head width): wide,
 /// because a decoder step launches only rows × heads blocks of it.
@@ -196,6 +200,24 @@ extern "C" __global__ void sotto_gelu_f32(float* x, unsigned int n) {
     }
 }
 
+// A layer norm's arithmetic, shared by sotto_layer_norm and the mat-vec kernels that
+// normalise their own input rows (SOTTO_MMV_NORM), so that both give the same values bit
+// for bit: each operation rounded as written (no contraction left to the compiler).
+__device__ __forceinline__ float sotto_ln_square(float acc, float v, float mean) {
+    float d = __fsub_rn(v, mean);
+    return fmaf(d, d, acc);
+}
+
+// 1 / sqrt(variance + eps) from the sum of squared deviations over n columns.
+__device__ __forceinline__ float sotto_ln_inv(float squares, unsigned int n, float eps) {
+    return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(squares, (float)n), eps)));
+}
+
+__device__ __forceinline__ float sotto_ln_value(float v, float mean, float inv, float g,
+        float b) {
+    return fmaf(__fmul_rn(__fsub_rn(v, mean), inv), g, b);
+}
+
 // Layer norm of each row, one block per row: out[r] = (x[r] - mean) / sqrt(var + eps)
 // * gamma + beta, written as f32 to `out` and as f16 to `out_half`, each where not null.
 // With `add` not null, x[r] += add[r·add_stride..] first and is stored (the residual
@@ -212,26 +234,66 @@ extern "C" __global__ void sotto_layer_norm(float* x, const float* add,
     for (unsigned int j = threadIdx.x; j < n_cols; j += blockDim.x) {
         float v = row[j];
         if (a) {
-            v += a[j];
+            v = __fadd_rn(v, a[j]);
             row[j] = v;
         }
-        s += v;
+        s = __fadd_rn(s, v);
     }
-    float mean = sotto_block_sum(s, sh) / (float)n_cols;
+    float mean = __fdiv_rn(sotto_block_sum(s, sh), (float)n_cols);
     float v = 0.0f;
-    for (unsigned int j = threadIdx.x; j < n_cols; j += blockDim.x) {
-        float d = row[j] - mean;
-        v += d * d;
-    }
-    float var = sotto_block_sum(v, sh) / (float)n_cols;
-    float inv = 1.0f / sqrtf(var + eps);
+    for (unsigned int j = threadIdx.x; j < n_cols; j += blockDim.x)
+        v = sotto_ln_square(v, row[j], mean);
+    float inv = sotto_ln_inv(sotto_block_sum(v, sh), n_cols, eps);
     float* o = out ? out + (size_t)blockIdx.x * n_cols : 0;
     unsigned short* oh = out_half ? out_half + (size_t)blockIdx.x * n_cols : 0;
     for (unsigned int j = threadIdx.x; j < n_cols; j += blockDim.x) {
-        float y = (row[j] - mean) * inv * gamma[j] + beta[j];
+        float y = sotto_ln_value(row[j], mean, inv, gamma[j], beta[j]);
         if (o) o[j] = y;
         if (oh) oh[j] = sotto_float_to_half(y);
     }
+}
+
+// The pairwise sum of red[0..width) (a power of two) as sotto_block_sum adds a block of
+// `width` threads' values, by however many threads this block has; every thread gets it.
+__device__ float sotto_tree_sum(float* red, unsigned int width) {
+    __syncthreads();
+    for (unsigned int s = width / 2; s > 0; s >>= 1) {
+        for (unsigned int t = threadIdx.x; t < s; t += blockDim.x)
+            red[t] = __fadd_rn(red[t], red[t + s]);
+        __syncthreads();
+    }
+    float r = red[0];
+    __syncthreads();
+    return r;
+}
+
+// Layer norm of m rows of n (x [m, n]) into xs [m, n], each value the one sotto_layer_norm
+// computes for the row bit for bit: its launch gives rows of n a block of `width` threads
+// (launch::rows: the next power of two of n, from 32 to 1024), whose sums this block adds
+// in the same order, whatever its own size. red: `width` floats. Every thread of the
+// block must call it.
+__device__ void sotto_norm_rows(const float* x, unsigned int m, unsigned int n,
+        const float* gamma, const float* beta, float eps, float* xs, float* red) {
+    unsigned int width = 32;
+    while (width < n && width < 1024) width *= 2;
+    for (unsigned int r = 0; r < m; ++r) {
+        const float* row = x + (size_t)r * n;
+        for (unsigned int t = threadIdx.x; t < width; t += blockDim.x) {
+            float s = 0.0f;
+            for (unsigned int j = t; j < n; j += width) s = __fadd_rn(s, row[j]);
+            red[t] = s;
+        }
+        float mean = __fdiv_rn(sotto_tree_sum(red, width), (float)n);
+        for (unsigned int t = threadIdx.x; t < width; t += blockDim.x) {
+            float v = 0.0f;
+            for (unsigned int j = t; j < n; j += width) v = sotto_ln_square(v, row[j], mean);
+            red[t] = v;
+        }
+        float inv = sotto_ln_inv(sotto_tree_sum(red, width), n, eps);
+        for (unsigned int j = threadIdx.x; j < n; j += blockDim.x)
+            xs[(size_t)r * n + j] = sotto_ln_value(row[j], mean, inv, gamma[j], beta[j]);
+    }
+    __syncthreads();
 }
 
 // In-place softmax of each row, one block per row.
@@ -348,13 +410,16 @@ __device__ __forceinline__ float sotto_gelu(float v) {
 // (sotto_mmv_q8). The epilogue (flags, in this order): + b[o] (SOTTO_MMV_BIAS), GELU
 // (SOTTO_MMV_GELU), then added onto y instead of stored (SOTTO_MMV_ADD: the residual
 // stream), each as the separate bias_act and add kernels compute it, so a decoder step
-// needs no launch for them.
-// Shape: w [n_out, n_in / 32 blocks]; x [m, n_in]; y [m, n_out]; b [n_out]
+// needs no launch for them. With SOTTO_MMV_NORM the product reads the layer norm of x
+// (gamma, beta, eps) instead, which each block computes for itself (sotto_mmv_input), so
+// a decoder step needs no launch for the norm either.
+// Shape: w [n_out, n_in / 32 blocks]; x [m, n_in]; y [m, n_out]; b [n_out]; gamma, beta [n_in]
 #define SOTTO_MMV_ROWS 8
 #define SOTTO_MMV_BIAS 1
 #define SOTTO_MMV_GELU 2
 #define SOTTO_MMV_ADD 4
 #define SOTTO_MMV_Q8 8
+#define SOTTO_MMV_NORM 16
 
 // Where output row r goes: row r of y ([m, n_out]) when pos0 is null; else the KV-cache
 // slot of row r, as sotto_kv_write puts it: sequence r / n_new at position
@@ -395,11 +460,20 @@ __device__ __forceinline__ void sotto_mmv_store(const float* acc, float* y, cons
 
 // The rows of x this block takes: SOTTO_MMV_ROWS from row r0 = blockIdx.y · SOTTO_MMV_ROWS
 // (a launch with more rows has a grid.y of row chunks); m becomes the chunk's count.
-__device__ __forceinline__ unsigned int sotto_mmv_chunk(const float** x, unsigned int* m,
-        unsigned int n_in) {
+// With SOTTO_MMV_NORM, x becomes their layer norm, which the block writes to its dynamic
+// shared memory: [m, n_in] floats, then the sums' (launch::mul_mat_vec_norm_shared). Every
+// thread of the block must call it, before any returns.
+__device__ __forceinline__ unsigned int sotto_mmv_input(const float** x, unsigned int* m,
+        unsigned int n_in, int flags, const float* gamma, const float* beta, float eps) {
     unsigned int r0 = blockIdx.y * SOTTO_MMV_ROWS;
     *x += (size_t)r0 * n_in;
     *m = *m - r0 < SOTTO_MMV_ROWS ? *m - r0 : SOTTO_MMV_ROWS;
+    if (flags & SOTTO_MMV_NORM) {
+        extern __shared__ float sotto_mmv_sh[];
+        float* red = sotto_mmv_sh + (size_t)*m * n_in;
+        sotto_norm_rows(*x, *m, n_in, gamma, beta, eps, sotto_mmv_sh, red);
+        *x = sotto_mmv_sh;
+    }
     return r0;
 }
 
@@ -408,8 +482,8 @@ __device__ __forceinline__ unsigned int sotto_mmv_chunk(const float** x, unsigne
 // Output o is this warp's.
 __device__ __forceinline__ void sotto_mmv_f16(const unsigned short* w, const float* x,
         float* y, const float* b, unsigned int n_in, unsigned int n_out, unsigned int m,
-        int flags, unsigned int o, SottoMmvRows rows) {
-    unsigned int lane = threadIdx.x % 32, r0 = sotto_mmv_chunk(&x, &m, n_in);
+        int flags, unsigned int o, SottoMmvRows rows, unsigned int r0) {
+    unsigned int lane = threadIdx.x % 32;
     float acc[SOTTO_MMV_ROWS];
 #pragma unroll
     for (int r = 0; r < SOTTO_MMV_ROWS; ++r) acc[r] = 0.0f;
@@ -440,10 +514,11 @@ __device__ __forceinline__ void sotto_mmv_f16(const unsigned short* w, const flo
 
 extern "C" __global__ void sotto_mul_mat_vec_f16(const unsigned short* w, const float* x,
         float* y, const float* b, unsigned int n_in, unsigned int n_out, unsigned int m,
-        int flags) {
+        int flags, const float* gamma, const float* beta, float eps) {
+    unsigned int r0 = sotto_mmv_input(&x, &m, n_in, flags, gamma, beta, eps);
     unsigned int o = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     SottoMmvRows rows = {nullptr, 1, 0};
-    sotto_mmv_f16(w, x, y, b, n_in, n_out, m, flags, o, rows);
+    sotto_mmv_f16(w, x, y, b, n_in, n_out, m, flags, o, rows, r0);
 }
 
 // One block of activations quantized as the CPU's quantized products quantize them
@@ -556,8 +631,8 @@ template <int T> __device__ __forceinline__ void sotto_mmv_q8(const unsigned cha
 
 template <int T> __device__ __forceinline__ void sotto_mmv_q(const unsigned char* w,
         const float* x, float* y, const float* b, unsigned int n_in, unsigned int n_out,
-        unsigned int m, int flags, unsigned int o, SottoMmvRows rows) {
-    unsigned int lane = threadIdx.x % 32, r0 = sotto_mmv_chunk(&x, &m, n_in);
+        unsigned int m, int flags, unsigned int o, SottoMmvRows rows, unsigned int r0) {
+    unsigned int lane = threadIdx.x % 32;
     float acc[SOTTO_MMV_ROWS];
 #pragma unroll
     for (int r = 0; r < SOTTO_MMV_ROWS; ++r) acc[r] = 0.0f;
@@ -591,17 +666,20 @@ template <int T> __device__ __forceinline__ void sotto_mmv_q(const unsigned char
 
 template <int T> __device__ __forceinline__ void sotto_mul_mat_vec_q(const unsigned char* w,
         const float* x, float* y, const float* b, unsigned int n_in, unsigned int n_out,
-        unsigned int m, int flags) {
+        unsigned int m, int flags, const float* gamma, const float* beta, float eps) {
+    unsigned int r0 = sotto_mmv_input(&x, &m, n_in, flags, gamma, beta, eps);
     unsigned int o = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     SottoMmvRows rows = {nullptr, 1, 0};
-    sotto_mmv_q<T>(w, x, y, b, n_in, n_out, m, flags, o, rows);
+    sotto_mmv_q<T>(w, x, y, b, n_in, n_out, m, flags, o, rows, r0);
 }
 
 // q, k and v of a decoder step in one launch: three mat-vecs of the same x, each W
 // [n_out, n_in], warps 0..n_out on W0, then W1, W2 (a warp past the last has nothing to
 // do). b_i null: no bias. With pos0, the second and third outputs go straight into their
-// KV caches (SottoMmvRows), so the step needs no sotto_kv_write. `extra`: SOTTO_MMV_Q8 or 0.
+// KV caches (SottoMmvRows), so the step needs no sotto_kv_write. `extra`: SOTTO_MMV_Q8
+// and SOTTO_MMV_NORM (gamma, beta, eps), or 0.
 #define SOTTO_MMV3_PICK(W)                                                          \
+    unsigned int r0 = sotto_mmv_input(&x, &m, n_in, extra, gamma, beta, eps);        \
     unsigned int o = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;              \
     unsigned int which = o / n_out;                                                  \
     if (which > 2) return;                                                           \
@@ -616,84 +694,91 @@ extern "C" __global__ void sotto_mul_mat_vec3_f16(const unsigned short* w0,
         const unsigned short* w1, const unsigned short* w2, const float* x, float* y0,
         float* y1, float* y2, const float* b0, const float* b1, const float* b2,
         unsigned int n_in, unsigned int n_out, unsigned int m, const unsigned int* pos0,
-        unsigned int n_new, unsigned int seq_stride, int extra) {
+        unsigned int n_new, unsigned int seq_stride, int extra, const float* gamma,
+        const float* beta, float eps) {
     SOTTO_MMV3_PICK(const unsigned short*)
-    sotto_mmv_f16(w, x, y, b, n_in, n_out, m, flags, o, rows);
+    sotto_mmv_f16(w, x, y, b, n_in, n_out, m, flags, o, rows, r0);
 }
 
 template <int T> __device__ __forceinline__ void sotto_mul_mat_vec3_q(const unsigned char* w0,
         const unsigned char* w1, const unsigned char* w2, const float* x, float* y0,
         float* y1, float* y2, const float* b0, const float* b1, const float* b2,
         unsigned int n_in, unsigned int n_out, unsigned int m, const unsigned int* pos0,
-        unsigned int n_new, unsigned int seq_stride, int extra) {
+        unsigned int n_new, unsigned int seq_stride, int extra, const float* gamma,
+        const float* beta, float eps) {
     SOTTO_MMV3_PICK(const unsigned char*)
-    sotto_mmv_q<T>(w, x, y, b, n_in, n_out, m, flags, o, rows);
+    sotto_mmv_q<T>(w, x, y, b, n_in, n_out, m, flags, o, rows, r0);
 }
 
 extern "C" __global__ void sotto_mul_mat_vec_q4_0(const unsigned char* w, const float* x,
         float* y, const float* b, unsigned int n_in, unsigned int n_out, unsigned int m,
-        int flags) {
-    sotto_mul_mat_vec_q<0>(w, x, y, b, n_in, n_out, m, flags);
+        int flags, const float* gamma, const float* beta, float eps) {
+    sotto_mul_mat_vec_q<0>(w, x, y, b, n_in, n_out, m, flags, gamma, beta, eps);
 }
 extern "C" __global__ void sotto_mul_mat_vec_q4_1(const unsigned char* w, const float* x,
         float* y, const float* b, unsigned int n_in, unsigned int n_out, unsigned int m,
-        int flags) {
-    sotto_mul_mat_vec_q<1>(w, x, y, b, n_in, n_out, m, flags);
+        int flags, const float* gamma, const float* beta, float eps) {
+    sotto_mul_mat_vec_q<1>(w, x, y, b, n_in, n_out, m, flags, gamma, beta, eps);
 }
 extern "C" __global__ void sotto_mul_mat_vec_q5_0(const unsigned char* w, const float* x,
         float* y, const float* b, unsigned int n_in, unsigned int n_out, unsigned int m,
-        int flags) {
-    sotto_mul_mat_vec_q<2>(w, x, y, b, n_in, n_out, m, flags);
+        int flags, const float* gamma, const float* beta, float eps) {
+    sotto_mul_mat_vec_q<2>(w, x, y, b, n_in, n_out, m, flags, gamma, beta, eps);
 }
 extern "C" __global__ void sotto_mul_mat_vec_q5_1(const unsigned char* w, const float* x,
         float* y, const float* b, unsigned int n_in, unsigned int n_out, unsigned int m,
-        int flags) {
-    sotto_mul_mat_vec_q<3>(w, x, y, b, n_in, n_out, m, flags);
+        int flags, const float* gamma, const float* beta, float eps) {
+    sotto_mul_mat_vec_q<3>(w, x, y, b, n_in, n_out, m, flags, gamma, beta, eps);
 }
 extern "C" __global__ void sotto_mul_mat_vec_q8_0(const unsigned char* w, const float* x,
         float* y, const float* b, unsigned int n_in, unsigned int n_out, unsigned int m,
-        int flags) {
-    sotto_mul_mat_vec_q<8>(w, x, y, b, n_in, n_out, m, flags);
+        int flags, const float* gamma, const float* beta, float eps) {
+    sotto_mul_mat_vec_q<8>(w, x, y, b, n_in, n_out, m, flags, gamma, beta, eps);
 }
 extern "C" __global__ void sotto_mul_mat_vec3_q4_0(const unsigned char* w0,
         const unsigned char* w1, const unsigned char* w2, const float* x, float* y0,
         float* y1, float* y2, const float* b0, const float* b1, const float* b2,
         unsigned int n_in, unsigned int n_out, unsigned int m, const unsigned int* pos0,
-        unsigned int n_new, unsigned int seq_stride, int extra) {
+        unsigned int n_new, unsigned int seq_stride, int extra, const float* gamma,
+        const float* beta, float eps) {
     sotto_mul_mat_vec3_q<0>(w0, w1, w2, x, y0, y1, y2, b0, b1, b2, n_in, n_out, m, pos0,
-        n_new, seq_stride, extra);
+        n_new, seq_stride, extra, gamma, beta, eps);
 }
 extern "C" __global__ void sotto_mul_mat_vec3_q4_1(const unsigned char* w0,
         const unsigned char* w1, const unsigned char* w2, const float* x, float* y0,
         float* y1, float* y2, const float* b0, const float* b1, const float* b2,
         unsigned int n_in, unsigned int n_out, unsigned int m, const unsigned int* pos0,
-        unsigned int n_new, unsigned int seq_stride, int extra) {
+        unsigned int n_new, unsigned int seq_stride, int extra, const float* gamma,
+        const float* beta, float eps) {
     sotto_mul_mat_vec3_q<1>(w0, w1, w2, x, y0, y1, y2, b0, b1, b2, n_in, n_out, m, pos0,
-        n_new, seq_stride, extra);
+        n_new, seq_stride, extra, gamma, beta, eps);
 }
 extern "C" __global__ void sotto_mul_mat_vec3_q5_0(const unsigned char* w0,
         const unsigned char* w1, const unsigned char* w2, const float* x, float* y0,
         float* y1, float* y2, const float* b0, const float* b1, const float* b2,
         unsigned int n_in, unsigned int n_out, unsigned int m, const unsigned int* pos0,
-        unsigned int n_new, unsigned int seq_stride, int extra) {
+        unsigned int n_new, unsigned int seq_stride, int extra, const float* gamma,
+        const float* beta, float eps) {
     sotto_mul_mat_vec3_q<2>(w0, w1, w2, x, y0, y1, y2, b0, b1, b2, n_in, n_out, m, pos0,
-        n_new, seq_stride, extra);
+        n_new, seq_stride, extra, gamma, beta, eps);
 }
 extern "C" __global__ void sotto_mul_mat_vec3_q5_1(const unsigned char* w0,
         const unsigned char* w1, const unsigned char* w2, const float* x, float* y0,
         float* y1, float* y2, const float* b0, const float* b1, const float* b2,
         unsigned int n_in, unsigned int n_out, unsigned int m, const unsigned int* pos0,
-        unsigned int n_new, unsigned int seq_stride, int extra) {
+        unsigned int n_new, unsigned int seq_stride, int extra, const float* gamma,
+        const float* beta, float eps) {
     sotto_mul_mat_vec3_q<3>(w0, w1, w2, x, y0, y1, y2, b0, b1, b2, n_in, n_out, m, pos0,
-        n_new, seq_stride, extra);
+        n_new, seq_stride, extra, gamma, beta, eps);
 }
 extern "C" __global__ void sotto_mul_mat_vec3_q8_0(const unsigned char* w0,
         const unsigned char* w1, const unsigned char* w2, const float* x, float* y0,
         float* y1, float* y2, const float* b0, const float* b1, const float* b2,
         unsigned int n_in, unsigned int n_out, unsigned int m, const unsigned int* pos0,
-        unsigned int n_new, unsigned int seq_stride, int extra) {
+        unsigned int n_new, unsigned int seq_stride, int extra, const float* gamma,
+        const float* beta, float eps) {
     sotto_mul_mat_vec3_q<8>(w0, w1, w2, x, y0, y1, y2, b0, b1, b2, n_in, n_out, m, pos0,
-        n_new, seq_stride, extra);
+        n_new, seq_stride, extra, gamma, beta, eps);
 }
 
 // Narrows f32 to f16 (round to nearest even), for the f16 matrix products.
@@ -893,7 +978,9 @@ extern "C" __global__ void sotto_attention(const float* q, const float* k, const
 // in two launches that spread one (row, head) over gridDim.z blocks: block s scores keys
 // [s·chunk, min(n_keys, (s + 1)·chunk)) and writes that chunk's maximum score, sum of
 // exponentials and unnormalised P·V to its slot of `part` (dh + 2 floats: the dh sums, the
-// maximum, the sum); sotto_attention_merge combines the slots.
+// maximum, the sum); sotto_attention_merge combines the slots. With `done` set (a
+// counter per (row, head), zero before the launch), the last of a (row, head)'s blocks to
+// finish merges them itself into `out`, and sets its counter back to zero: one launch.
 // Also a step's causal self-attention over its cache (q_pos0 set; keys kv_seq_stride apart
 // per sequence, as sotto_attention takes them). A step has one query row per beam, so the
 // work is a few small blocks per head: latency, not arithmetic, sets its time. Each warp therefore keeps SOTTO_SPLIT_BATCH keys' loads in
@@ -901,16 +988,32 @@ extern "C" __global__ void sotto_attention(const float* q, const float* k, const
 // Block: SOTTO_SPLIT_BLOCK threads; chunk ≤ SOTTO_SPLIT_KEYS; dh ≤ 128.
 // Shape: q [rows, d]; k, v [n_keys, d]; part [rows, heads, splits, dh + 2]
 #define SOTTO_SPLIT_BLOCK 128
+// Dim c of one (row, head)'s `splits` slots of sotto_attention_split, merged. Read through
+// L2 (__ldcg): in the fused merge other blocks wrote them during this launch.
+__device__ __forceinline__ float sotto_merge_slots(const float* p, unsigned int splits,
+        unsigned int dh, unsigned int c) {
+    float mx = __int_as_float(0xff800000);
+    for (unsigned int s = 0; s < splits; ++s) mx = fmaxf(mx, __ldcg(p + s * (dh + 2) + dh));
+    float num = 0.0f, den = 0.0f;
+    for (unsigned int s = 0; s < splits; ++s) {
+        const float* ps = p + s * (dh + 2);
+        float w = expf(__ldcg(ps + dh) - mx);
+        num += w * __ldcg(ps + c);
+        den += w * __ldcg(ps + dh + 1);
+    }
+    return num / den;
+}
 #define SOTTO_SPLIT_KEYS 64
 #define SOTTO_SPLIT_BATCH 8
 #define SOTTO_SPLIT_WARPS (SOTTO_SPLIT_BLOCK / 32)
 extern "C" __global__ void sotto_attention_split(const float* q, const float* k,
         const float* v, float* part, unsigned int d, unsigned int dh, unsigned int n_keys,
         unsigned int chunk, float scale, unsigned int kv_seq_stride, unsigned int n_new,
-        const unsigned int* q_pos0) {
+        const unsigned int* q_pos0, unsigned int* done, float* merged) {
     __shared__ float sc[SOTTO_SPLIT_KEYS];
     __shared__ float pv[SOTTO_SPLIT_WARPS][128];
     __shared__ float stats[2];
+    __shared__ bool last;
     unsigned int r = blockIdx.x, h = blockIdx.y, s = blockIdx.z;
     // Causal (q_pos0 set): row r is sequence r / n_new's token at *q_pos0 + r % n_new and
     // sees the keys up to its own position; a chunk past them is empty (weight 0).
@@ -1002,6 +1105,25 @@ extern "C" __global__ void sotto_attention_split(const float* q, const float* k,
         out[dh] = stats[0];
         out[dh + 1] = stats[1];
     }
+    if (!done) return;
+    // The slot is written; the block that counts the (row, head)'s last one merges. The
+    // fence before the count makes this block's slot visible to that block, and the one
+    // after it (in the last block) orders its reads of the others' slots after theirs.
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned int* count = done + r * gridDim.y + h;
+        last = atomicAdd(count, 1u) == gridDim.z - 1;
+        if (last) *count = 0;  // every block of the (row, head) has counted: ready for the next launch
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    if (threadIdx.x < dh) {
+        const float* p = part + (size_t)(r * gridDim.y + h) * gridDim.z * (dh + 2);
+        merged[(size_t)r * d + h * dh + threadIdx.x] = sotto_merge_slots(p, gridDim.z, dh,
+            threadIdx.x);
+    }
 }
 
 // The slots of sotto_attention_split, merged: out[r, h·dh + c] = Σ_s e^(m_s − M)·o_s[c] /
@@ -1011,16 +1133,7 @@ extern "C" __global__ void sotto_attention_merge(const float* part, float* out,
     unsigned int r = blockIdx.x, h = blockIdx.y, c = threadIdx.x;
     if (c >= dh) return;
     const float* p = part + (size_t)(r * gridDim.y + h) * splits * (dh + 2);
-    float mx = __int_as_float(0xff800000);
-    for (unsigned int s = 0; s < splits; ++s) mx = fmaxf(mx, p[s * (dh + 2) + dh]);
-    float num = 0.0f, den = 0.0f;
-    for (unsigned int s = 0; s < splits; ++s) {
-        const float* ps = p + s * (dh + 2);
-        float w = expf(ps[dh] - mx);
-        num += w * ps[c];
-        den += w * ps[dh + 1];
-    }
-    out[(size_t)r * d + h * dh + c] = num / den;
+    out[(size_t)r * d + h * dh + c] = sotto_merge_slots(p, splits, dh, c);
 }
 
 // One head's attention scores before the softmax, for word alignment (the decoder's

@@ -113,6 +113,20 @@ pub fn mul_mat_vec(
     }))
 }
 
+/// Most dynamic shared memory a launch may take without opting in, on every GPU.
+pub const MAX_DYNAMIC_SHARED: u32 = 48 * 1024;
+
+/// The dynamic shared memory of a mat-vec launch that normalises its `m` input rows of
+/// `n_in` itself ([`kernels::MMV_NORM`]): the normalised rows, then a float per thread of
+/// the layer-norm launch it computes as ([`rows`]). None past [`MAX_DYNAMIC_SHARED`].
+pub fn mul_mat_vec_norm_shared(m: usize, n_in: usize) -> Option<u32> {
+    let width = rows("norm", 1, n_in.max(1)).ok()??.block as usize;
+    let bytes = m.checked_mul(n_in)?.checked_add(width)?.checked_mul(4)?;
+    u32::try_from(bytes)
+        .ok()
+        .filter(|&b| b <= MAX_DYNAMIC_SHARED)
+}
+
 /// [`mul_mat_vec`] for any number of rows: one block row of the grid per
 /// [`kernels::MMV_ROWS`] rows (the kernels find their chunk by `blockIdx.y`).
 pub fn mul_mat_vec_chunks(
@@ -211,6 +225,21 @@ mod tests {
             (1, 3, 1)
         );
         assert!(mul_mat_vec_chunks("t", 8 * 65536, 1, 32).is_err());
+    }
+
+    #[test]
+    fn a_norm_in_the_mat_vec_fits_shared_memory_at_every_whisper_width() {
+        // The rows, then the layer norm launch's block of sums (512 threads for 384).
+        assert_eq!(mul_mat_vec_norm_shared(1, 384), Some((384 + 512) * 4));
+        assert_eq!(mul_mat_vec_norm_shared(8, 7), Some((56 + 32) * 4));
+        for d in [384, 512, 768, 1024, 1280] {
+            assert!(
+                mul_mat_vec_norm_shared(kernels::MMV_ROWS, d).is_some(),
+                "{d}"
+            );
+        }
+        assert_eq!(mul_mat_vec_norm_shared(8, 2048), None);
+        assert_eq!(mul_mat_vec_norm_shared(usize::MAX, 2), None);
     }
 
     #[test]

@@ -325,6 +325,11 @@ pub(crate) struct Dev<'a> {
     pub split: bool,
     pub part: u64,
     pub part_len: usize,
+    /// A counter per (row, head) of split attention, all zero between launches: with
+    /// `fuse`, the last block of each merges the chunks in the same launch
+    /// (`sotto_attention_split`'s `done`); 0 for none. Its length in counters.
+    pub done: u64,
+    pub done_len: usize,
     /// Whether the mat-vec kernels quantize their input rows to q8 blocks against quantized
     /// weights and add the block sums in the CPU's order (`SOTTO_MMV_Q8`: the CPU's
     /// quantized products bit for bit; `SOTTO_CUDA_Q8=0` turns it off: f32 inputs against
@@ -340,6 +345,17 @@ pub(crate) struct Dev<'a> {
 pub(crate) enum GemmIn {
     F32(u64),
     Half,
+}
+
+/// A product's input rows: the layer norm of `x` (Shape: [m, d]). A decoder step's mat-vec
+/// launch normalises the rows itself where it can ([`Dev::fuse`]: each block computes the
+/// norm of its rows as the layer-norm launch does, bit for bit, [`kernels::MMV_NORM`]);
+/// else a layer-norm launch writes them to `h` first.
+#[derive(Clone, Copy)]
+pub(crate) struct Normed<'n> {
+    pub x: u64,
+    pub norm: &'n DevNorm,
+    pub h: u64,
 }
 
 /// An add onto the residual stream that the encoder leaves to the next layer norm's
@@ -632,10 +648,51 @@ impl Dev<'_> {
         }
         if self.mat_vec_takes(w, m) {
             let flags = if gelu { kernels::MMV_GELU } else { 0 };
-            return self.mat_vec(w, x, m, out, flags);
+            return self.mat_vec(w, x, m, out, flags, None);
         }
         let b_in = self.gemm_input(x, m * w.n_in)?;
         self.gemm_linear(w, b_in, m, out, gelu, false)
+    }
+
+    /// [`Dev::linear`] of normalised rows ([`Normed`]).
+    pub fn norm_linear(
+        &self,
+        w: &DevLinear,
+        input: Normed<'_>,
+        m: usize,
+        out: u64,
+        gelu: bool,
+    ) -> Result<()> {
+        match self.rows_in(input, w, m)? {
+            (x, Some(norm)) => {
+                let flags = if gelu { kernels::MMV_GELU } else { 0 };
+                self.mat_vec(w, x, m, out, flags, Some(norm))
+            }
+            (x, None) => self.linear(w, x, m, out, gelu),
+        }
+    }
+
+    /// Whether a mat-vec launch of `m` rows against `w` normalises its input itself.
+    fn norm_fuses(&self, w: &DevLinear, m: usize) -> bool {
+        let chunk = m.min(kernels::MMV_ROWS);
+        self.fuse
+            && self.mat_vec_takes(w, m)
+            && launch::mul_mat_vec_norm_shared(chunk, w.n_in).is_some()
+    }
+
+    /// What a product of `m` rows against `w` reads: the address of its rows, and the norm
+    /// its launch applies to them. A norm the launch cannot take runs here, into `h`.
+    fn rows_in<'n>(
+        &self,
+        input: Normed<'n>,
+        w: &DevLinear,
+        m: usize,
+    ) -> Result<(u64, Option<&'n DevNorm>)> {
+        if self.norm_fuses(w, m) {
+            return Ok((input.x, Some(input.norm)));
+        }
+        self.layer_norm(input.x, input.norm, input.h, m)?;
+        Ok((input.h, None))
     }
 
     /// `out_i = x · W_iᵀ + b_i` for several layers that read the same `x` (q, k and v; the
@@ -895,7 +952,7 @@ impl Dev<'_> {
             return Ok(());
         }
         if self.mat_vec_takes(w, m) {
-            return self.mat_vec(w, x, m, acc, kernels::MMV_ADD);
+            return self.mat_vec(w, x, m, acc, kernels::MMV_ADD, None);
         }
         let b_in = self.gemm_input(x, m * w.n_in)?;
         self.gemm_linear(w, b_in, m, acc, false, true)
@@ -904,12 +961,13 @@ impl Dev<'_> {
     /// q, k and v of a decoder step in one launch (`sotto_mul_mat_vec3_*`), where all three
     /// take the mat-vec kernels with one weight type and shape. With `cache` = (position
     /// address, n_new, sequence stride), k and v go straight into the KV caches at
-    /// `outs[1]` and `outs[2]`, as [`Dev::kv_write`] would put them. Returns false, having
-    /// launched nothing, where it does not apply. Shape: x [m, n_in]; outs[0] [m, n_out]
+    /// `outs[1]` and `outs[2]`, as [`Dev::kv_write`] would put them. Returns false where it
+    /// does not apply, having launched nothing but the input's norm (into its `h`, for the
+    /// products the caller then runs). Shape: x [m, n_in]; outs[0] [m, n_out]
     pub fn qkv_mat_vec(
         &self,
         ws: [&DevLinear; 3],
-        x: u64,
+        input: Normed<'_>,
         m: usize,
         outs: [u64; 3],
         cache: Option<(u64, usize, usize)>,
@@ -917,18 +975,21 @@ impl Dev<'_> {
         let [q, k, v] = ws;
         let same = |w: &DevLinear| w.qtype == q.qtype && w.n_in == q.n_in && w.n_out == q.n_out;
         if m == 0 || !self.mat_vec_takes(q, m) || !same(k) || !same(v) {
+            self.layer_norm(input.x, input.norm, input.h, m)?;
             return Ok(false);
         }
+        let (x, norm) = self.rows_in(input, q, m)?;
         let op = "mul_mat_vec3";
         let name = match q.qtype {
             Some(t) => kernels::for_type("sotto_mul_mat_vec3", t)
                 .ok_or(CudaError::Unsupported { op, ty: t })?,
             None => "sotto_mul_mat_vec3_f16",
         };
-        let Some(cfg) = launch::mul_mat_vec_chunks(op, m, 3 * q.n_out, q.n_in)? else {
+        let Some(mut cfg) = launch::mul_mat_vec_chunks(op, m, 3 * q.n_out, q.n_in)? else {
             return Ok(true);
         };
-        let extra = self.q8_flag(q);
+        let mut extra = self.q8_flag(q);
+        let norm_args = self.norm_args(op, norm, m, q.n_in, &mut cfg, &mut extra)?;
         let (pos0, n_new, seq_stride) = cache.unwrap_or((0, 1, 0));
         let u = |v: usize| launch::count_u32(op, v);
         let (n_in, n_out, m) = (u(q.n_in)?, u(q.n_out)?, u(m)?);
@@ -953,7 +1014,7 @@ impl Dev<'_> {
             seq_stride.into(),
             extra.into(),
         ];
-        self.run(name, cfg, &args)?;
+        self.run(name, cfg, &[&args[..], &norm_args].concat())?;
         Ok(true)
     }
 
@@ -979,17 +1040,26 @@ impl Dev<'_> {
     /// `out = x · Wᵀ (+ b)` (or `out +=`, with GELU, as `flags` add to the bias the layer
     /// has), W in f16 or ggml blocks, in one launch: [`kernels::MMV_ROWS`] rows per block
     /// row of its grid.
-    fn mat_vec(&self, w: &DevLinear, x: u64, m: usize, out: u64, flags: i32) -> Result<()> {
+    fn mat_vec(
+        &self,
+        w: &DevLinear,
+        x: u64,
+        m: usize,
+        out: u64,
+        flags: i32,
+        norm: Option<&DevNorm>,
+    ) -> Result<()> {
         let op = "mul_mat_vec";
         let name = match w.qtype {
             Some(t) => kernels::for_type("sotto_mul_mat_vec", t)
                 .ok_or(CudaError::Unsupported { op, ty: t })?,
             None => "sotto_mul_mat_vec_f16",
         };
-        let Some(cfg) = launch::mul_mat_vec_chunks(op, m, w.n_out, w.n_in)? else {
+        let Some(mut cfg) = launch::mul_mat_vec_chunks(op, m, w.n_out, w.n_in)? else {
             return Ok(());
         };
-        let flags = flags | self.q8_flag(w);
+        let mut flags = flags | self.q8_flag(w);
+        let norm_args = self.norm_args(op, norm, m, w.n_in, &mut cfg, &mut flags)?;
         let (bias, flags) = match &w.bias {
             Some(b) => (b.ptr(), flags | kernels::MMV_BIAS),
             None => (0u64, flags),
@@ -1005,7 +1075,42 @@ impl Dev<'_> {
             m.into(),
             flags.into(),
         ];
-        self.run(name, cfg, &args)
+        self.run(name, cfg, &[&args[..], &norm_args].concat())
+    }
+
+    /// The mat-vec kernels' last arguments (gamma, beta, eps): a norm's, with
+    /// [`kernels::MMV_NORM`] added to `flags` and the launch's shared memory for it, or
+    /// nulls.
+    fn norm_args(
+        &self,
+        op: &'static str,
+        norm: Option<&DevNorm>,
+        m: usize,
+        n_in: usize,
+        cfg: &mut LaunchConfig,
+        flags: &mut i32,
+    ) -> Result<[KernelArg; 3]> {
+        let Some(norm) = norm else {
+            return Ok([0u64.into(), 0u64.into(), 0f32.into()]);
+        };
+        if norm.gamma.len() != n_in {
+            return Err(CudaError::Shape {
+                op,
+                msg: format!("a norm of {} values before {n_in} inputs", norm.gamma.len()),
+            });
+        }
+        let chunk = m.min(kernels::MMV_ROWS);
+        cfg.shared_mem_bytes =
+            launch::mul_mat_vec_norm_shared(chunk, n_in).ok_or_else(|| CudaError::Shape {
+                op,
+                msg: format!("{chunk} rows of {n_in} to normalise exceed shared memory"),
+            })?;
+        *flags |= kernels::MMV_NORM;
+        Ok([
+            norm.gamma.ptr().into(),
+            norm.beta.ptr().into(),
+            norm.eps.into(),
+        ])
     }
 
     /// Dequantizes W into the f16 weight scratch and returns its address.
@@ -1334,6 +1439,13 @@ impl Dev<'_> {
         let u = |v: usize| launch::count_u32("attention_split", v);
         let (d, dh32, n_keys) = (u(d)?, u(dh)?, u(n_keys)?);
         let (stride, n_new) = (u(kv_seq_stride)?, u(n_new.max(1))?);
+        // The last block of each (row, head) merges, where the counters suffice.
+        let counters = p.rows as usize * p.heads as usize;
+        let done = if self.fuse && self.done != 0 && counters <= self.done_len {
+            self.done
+        } else {
+            0
+        };
         let args = [
             q.into(),
             k.into(),
@@ -1347,8 +1459,13 @@ impl Dev<'_> {
             stride.into(),
             n_new.into(),
             causal.unwrap_or(0).into(),
+            done.into(),
+            out.into(),
         ];
         self.run("sotto_attention_split", p.split_config(), &args)?;
+        if done != 0 {
+            return Ok(());
+        }
         let args = [
             self.part.into(),
             out.into(),

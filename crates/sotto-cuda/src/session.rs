@@ -9,7 +9,7 @@ use std::time::Duration;
 use cudarc::cublas::CudaBlas;
 use sotto_model::{check_align_input, check_decode_input};
 
-use crate::ops::{self, Buf, Dev, DevLinear, HostOp, Mark, Precision, Stream};
+use crate::ops::{self, Buf, Dev, DevLinear, HostOp, Mark, Normed, Precision, Stream};
 use crate::plan::{self, CopySource};
 use crate::whisper::{DevBlock, CROSS_GROUP};
 use crate::{driver, guard, kernels, CudaError, CudaWhisper, Result};
@@ -53,6 +53,9 @@ struct DecBuffers {
     logits: Buf<f32>,
     /// Partial results of split cross-attention (`plan::SplitAttention::part_len`).
     part: Buf<f32>,
+    /// A counter per (row, head) of a step's split attention, zero between launches
+    /// ([`ops::Dev::done`]). Shape: [MMV_ROWS, n_text_head]
+    done: Buf<u32>,
 }
 
 /// The self-attention cache of a batch of sequences, on the device.
@@ -91,8 +94,8 @@ pub struct CudaSession {
     scores: Buf<f32>,
     /// `SOTTO_CUDA_ATTENTION`, read when the session opened.
     attention: ops::AttentionPath,
-    /// Whether the encoder fuses adds and f16 narrowing into the launches around them
-    /// (`SOTTO_CUDA_FUSE=0` turns it off; [`CudaSession::fuse_encoder`]).
+    /// Whether launches are fused, the encoder's and the decoder's (`SOTTO_CUDA_FUSE=0`
+    /// turns it off; [`CudaSession::fuse_launches`]).
     fuse: bool,
     /// Whether a step's cross-attention is split over blocks by keys (`SOTTO_CUDA_SPLIT=0`
     /// turns it off).
@@ -199,6 +202,7 @@ impl CudaSession {
                 normed: z(0)?,
                 logits: z(0)?,
                 part: z(0)?,
+                done: Buf::zeros(&stream, kernels::MMV_ROWS * h.n_text_head)?,
             };
             let kv = DevKv {
                 k: layers(h.n_text_ctx * dt)?,
@@ -275,6 +279,8 @@ impl CudaSession {
             split: self.split,
             part: self.dec.part.ptr(),
             part_len: self.dec.part.len(),
+            done: self.dec.done.ptr(),
+            done_len: self.dec.done.len(),
             q8: self.q8,
         }
     }
@@ -469,10 +475,12 @@ impl CudaSession {
         Ok(())
     }
 
-    /// Whether later encodes fold the residual stream's adds into the next layer norm and
-    /// write the f16 inputs of the products from the launches that make them (on by
-    /// default): the encoder's output is the same bit for bit, in fewer launches.
-    pub fn fuse_encoder(&mut self, on: bool) {
+    /// Whether launches are fused (on by default; `SOTTO_CUDA_FUSE=0` turns it off): later
+    /// encodes fold the residual stream's adds into the next layer norm and write the f16
+    /// inputs of the products from the launches that make them; decoder steps' products
+    /// compute their layer norms themselves, and split attention merges in its own launch.
+    /// The same values bit for bit, in fewer launches.
+    pub fn fuse_launches(&mut self, on: bool) {
         self.fuse = on;
     }
 
@@ -903,6 +911,7 @@ impl CudaSession {
                 b.part.len() as u64,
                 self.split as u64,
                 self.q8 as u64,
+                self.fuse as u64,
             ])
             .chain(self.seq_window.iter().map(|&w| w as u64))
             .collect()
@@ -997,20 +1006,22 @@ impl CudaSession {
         )?;
         laps.lap("embed")?;
         let (x, hb, q, att) = (b.x.ptr(), b.h.ptr(), b.q.ptr(), b.att.ptr());
+        // Each layer norm goes into the launch of the product that reads it where it can.
+        let normed = |norm| Normed { x, norm, h: hb };
         for (l, blk) in dec.blocks.iter().enumerate() {
             let a = &blk.attn;
-            dev.layer_norm(x, &blk.attn_ln, hb, m)?;
             let ws = [&a.query, &a.key, &a.value];
             let (kc, vc) = (kv.k[l].ptr(), kv.v[l].ptr());
             // A step's q, k and v in one launch, k and v straight into the cache; else
-            // the products, then the cache writes.
+            // the products (of the norm in `hb`), then the cache writes.
+            let input = normed(&blk.attn_ln);
             let fused = match pass {
                 Pass::Step { .. } => {
                     let cache = Some((pos, n_new, stride));
-                    dev.qkv_mat_vec(ws, hb, m, [q, kc, vc], cache)?
+                    dev.qkv_mat_vec(ws, input, m, [q, kc, vc], cache)?
                 }
                 Pass::Align { .. } => {
-                    dev.qkv_mat_vec(ws, hb, m, [q, b.k.ptr(), b.v.ptr()], None)?
+                    dev.qkv_mat_vec(ws, input, m, [q, b.k.ptr(), b.v.ptr()], None)?
                 }
             };
             if !fused {
@@ -1039,8 +1050,7 @@ impl CudaSession {
             laps.lap("self out")?;
 
             let (cross_ln, cross) = cross_of(blk)?;
-            dev.layer_norm(x, cross_ln, hb, m)?;
-            dev.linear(&cross.query, hb, m, q, false)?;
+            dev.norm_linear(&cross.query, normed(cross_ln), m, q, false)?;
             laps.lap("cross q")?;
             // Each run of sequences on one window attends to its audio (key stride 0).
             let ctx = h.n_audio_ctx;
@@ -1065,10 +1075,20 @@ impl CudaSession {
             mlp(dev, blk, m, x, hb, b.mlp.ptr())?;
             laps.lap("mlp")?;
         }
-        for (i, &r) in rows.iter().enumerate() {
-            dev.copy_f32(b.sel.at(i * d), b.x.at(r * d), d)?;
-        }
-        dev.layer_norm(b.sel.ptr(), &dec.ln, b.normed.ptr(), rows.len())?;
+        // The rows whose logits are wanted: read in place where they are consecutive (a
+        // step's every row, a prompt's last), else gathered. Their norm keeps its own
+        // launch: the vocabulary's thousands of blocks would each compute it again.
+        let consecutive = rows.windows(2).all(|p| p[1] == p[0] + 1);
+        let sel = match rows.first() {
+            Some(&r) if consecutive => b.x.at(r * d),
+            _ => {
+                for (i, &r) in rows.iter().enumerate() {
+                    dev.copy_f32(b.sel.at(i * d), b.x.at(r * d), d)?;
+                }
+                b.sel.ptr()
+            }
+        };
+        dev.layer_norm(sel, &dec.ln, b.normed.ptr(), rows.len())?;
         let out = b.logits.ptr();
         dev.linear(&dec.token_embedding, b.normed.ptr(), rows.len(), out, false)?;
         laps.lap("logits")
@@ -1179,8 +1199,12 @@ fn cross_of(blk: &DevBlock) -> Result<(&crate::ops::DevNorm, &crate::whisper::De
 /// `x += mlp.2(gelu(mlp.0(ln(x))))`. `x`, `h` Shape: [m, d]; `buf` Shape: [m, 4·d].
 fn mlp(dev: &Dev<'_>, blk: &DevBlock, m: usize, x: u64, h: u64, buf: u64) -> Result<()> {
     let (l0, l2): (&DevLinear, &DevLinear) = (&blk.mlp_0, &blk.mlp_2);
-    dev.layer_norm(x, &blk.mlp_ln, h, m)?;
-    dev.linear(l0, h, m, buf, true)?;
+    let input = Normed {
+        x,
+        norm: &blk.mlp_ln,
+        h,
+    };
+    dev.norm_linear(l0, input, m, buf, true)?;
     dev.linear_residual(l2, buf, m, x)
 }
 

@@ -42,12 +42,13 @@ enum Op {
     SplitBias(usize),
     /// y = x · Wᵀ for this many rows of x, W of the dtype (f16 or a block type), as
     /// decoder steps multiply, with the epilogue `kernels::MMV_*` flags (bias, GELU, added
-    /// onto y). Shape: [n_out, n_in]
+    /// onto y; with `MMV_NORM`, of x's layer norm, which must equal what the layer-norm
+    /// launch computes bit for bit). Shape: [n_out, n_in]
     MatVec(usize, i32),
     /// q, k and v of a decoder step in one launch: three mat-vecs of the same rows, k
     /// without a bias; with `true`, k and v go into KV caches of two sequences at a
-    /// position. Shape: [n_out, n_in]
-    MatVec3(usize, bool),
+    /// position; the `kernels::MMV_*` flags of `extra` (Q8, NORM). Shape: [n_out, n_in]
+    MatVec3(usize, bool, i32),
     /// Token rows of a table of the dtype plus positions. Shape: [n_vocab, d]
     Embed,
     /// conv1d columns: (stride, channel-major input, as f16). Shape: [t_in, c_in]
@@ -88,7 +89,8 @@ enum Attn {
     /// As `Shared`, through `sotto_flash_attention` (head width 64).
     Flash,
     /// As `Shared`, each (row, head)'s keys split over blocks (`sotto_attention_split`,
-    /// then `sotto_attention_merge`), as decoder steps run cross-attention.
+    /// then `sotto_attention_merge`), as decoder steps run cross-attention; and again with
+    /// the merge in the split launch's last blocks, which must give the same bits.
     Split,
     /// As `Causal`, split over blocks as `Split`: a decoder step's self-attention.
     SplitCausal(usize),
@@ -121,6 +123,7 @@ fn max_nmse(op: Op) -> f64 {
         Op::MatVec(_, flags) if flags & kernels::MMV_GELU != 0 => 1e-10,
         // The CPU's quantized products, bit for bit (sotto_mmv_q8).
         Op::MatVec(_, flags) if flags & kernels::MMV_Q8 != 0 => 0.0,
+        Op::MatVec3(_, _, extra) if extra & kernels::MMV_Q8 != 0 => 0.0,
         // q, k, v and the probabilities rounded to f16 (relative error 2^-11 each).
         Op::Attention(Mma(_)) => 1e-6,
         Op::MatVec(..) | Op::MatVec3(..) | Op::Attention(_) | Op::Scores => 1e-11,
@@ -139,7 +142,7 @@ macro_rules! conformance {
     };
 }
 
-use sotto_cuda::kernels::{MMV_ADD, MMV_BIAS, MMV_GELU, MMV_Q8};
+use sotto_cuda::kernels::{MMV_ADD, MMV_BIAS, MMV_GELU, MMV_NORM, MMV_Q8};
 use Attn::*;
 use Op::*;
 
@@ -214,12 +217,24 @@ conformance! {
     mat_vec_q8_q4_0_prompt: MatVec(13, MMV_Q8 | MMV_BIAS), [17, 384] Q4_0;
     mat_vec_q8_q8_0_cross: MatVec(150, MMV_Q8), [20, 512] Q8_0;
     mat_vec_q4_1_chunked_f32: MatVec(11, MMV_BIAS), [9, 256] Q4_1;
-    mat_vec3_f16_greedy: MatVec3(1, false), [37, 384] F16;
-    mat_vec3_f16_cache: MatVec3(4, true), [29, 384] F16;
-    mat_vec3_q8_0_cache: MatVec3(6, true), [9, 512] Q8_0;
-    mat_vec3_q4_1: MatVec3(5, false), [33, 256] Q4_1;
-    mat_vec3_q5_0_cache: MatVec3(2, true), [7, 64] Q5_0;
-    mat_vec3_q4_0_prompt_cache: MatVec3(20, true), [9, 128] Q4_0;
+    mat_vec_norm_f16_greedy: MatVec(1, MMV_NORM), [51, 384] F16;
+    mat_vec_norm_f16_gelu: MatVec(5, MMV_NORM | MMV_BIAS | MMV_GELU), [37, 384] F16;
+    mat_vec_norm_q8_q4_0_gelu: MatVec(1, MMV_NORM | MMV_Q8 | MMV_BIAS | MMV_GELU), [33, 384] Q4_0;
+    mat_vec_norm_q8_q5_1_beams: MatVec(5, MMV_NORM | MMV_Q8 | MMV_BIAS), [9, 512] Q5_1;
+    mat_vec_norm_q8_q8_0_large: MatVec(8, MMV_NORM | MMV_Q8), [5, 1280] Q8_0;
+    mat_vec_norm_f16_large: MatVec(8, MMV_NORM), [5, 1280] F16;
+    mat_vec_norm_q8_q4_1_short: MatVec(3, MMV_NORM | MMV_Q8), [7, 64] Q4_1;
+    mat_vec_norm_q8_q5_0_prompt: MatVec(13, MMV_NORM | MMV_Q8 | MMV_BIAS), [17, 384] Q5_0;
+    mat_vec_norm_q4_0_f32_in: MatVec(2, MMV_NORM | MMV_BIAS), [9, 384] Q4_0;
+    mat_vec3_f16_greedy: MatVec3(1, false, 0), [37, 384] F16;
+    mat_vec3_f16_cache: MatVec3(4, true, 0), [29, 384] F16;
+    mat_vec3_q8_0_cache: MatVec3(6, true, 0), [9, 512] Q8_0;
+    mat_vec3_q4_1: MatVec3(5, false, 0), [33, 256] Q4_1;
+    mat_vec3_q5_0_cache: MatVec3(2, true, 0), [7, 64] Q5_0;
+    mat_vec3_q4_0_prompt_cache: MatVec3(20, true, 0), [9, 128] Q4_0;
+    mat_vec3_norm_f16_cache: MatVec3(4, true, MMV_NORM), [29, 384] F16;
+    mat_vec3_norm_q8_q4_0_cache: MatVec3(6, true, MMV_NORM | MMV_Q8), [9, 384] Q4_0;
+    mat_vec3_norm_q8_q8_0_prompt: MatVec3(12, true, MMV_NORM | MMV_Q8), [7, 512] Q8_0;
     embed_f32: Embed, [50, 96] F32;
     embed_f16: Embed, [50, 96] F16;
     embed_q4_0: Embed, [50, 96] Q4_0;
@@ -583,6 +598,9 @@ fn run(dev: &mut dyn Device, op: Op, shape: &[usize], dtype: DType) -> (Vec<f32>
             let (n_out, n_in) = (shape[0], shape[1]);
             let (bytes, w) = stored(dtype, &values(n_out * n_in, seed, 1.0));
             let x = values(m * n_in, 41 + m as u64, 2.0);
+            // With a norm, the product of the layer-norm launch's output is expected.
+            let norm = flags & kernels::MMV_NORM != 0;
+            let (px, x, norm_args, pn) = with_norm(dev, x, m, n_in, norm);
             let b = values(n_out, 43, 1.0);
             // Added onto: y's old values; stored: NaN, so an output never written shows.
             let add = flags & kernels::MMV_ADD != 0;
@@ -592,7 +610,7 @@ fn run(dev: &mut dyn Device, op: Op, shape: &[usize], dtype: DType) -> (Vec<f32>
             } else {
                 dev.nans(m * n_out)
             };
-            let (pw, px, pb) = (dev.put(&bytes), dev.put_f32(&x), dev.put_f32(&b));
+            let (pw, pb) = (dev.put(&bytes), dev.put_f32(&b));
             let name = match dtype {
                 DType::F16 => "sotto_mul_mat_vec_f16",
                 _ => kernels::for_type("sotto_mul_mat_vec", quant_type(dtype)).unwrap(),
@@ -600,10 +618,34 @@ fn run(dev: &mut dyn Device, op: Op, shape: &[usize], dtype: DType) -> (Vec<f32>
             let l = launch::mul_mat_vec_chunks("t", m, n_out, n_in)
                 .unwrap()
                 .unwrap();
+            let shared = norm_shared(flags, m, n_in);
             let ptrs = [pw, px, py, pb].map(Arg::Ptr);
             let tail = [u(n_in), u(n_out), u(m), Arg::I32(flags)];
-            let args = [&ptrs[..], &tail].concat();
-            dev.launch(name, l.grid_dim, l.block_dim, l.shared_mem_bytes, &args);
+            let args = [&ptrs[..], &tail, &norm_args].concat();
+            dev.launch(name, l.grid_dim, l.block_dim, shared, &args);
+            if norm {
+                // The same product of the layer-norm launch's output: the same bits.
+                let py2 = if add {
+                    dev.put_f32(&y0)
+                } else {
+                    dev.nans(m * n_out)
+                };
+                let ptrs = [pw, pn, py2, pb].map(Arg::Ptr);
+                let tail = [
+                    u(n_in),
+                    u(n_out),
+                    u(m),
+                    Arg::I32(flags & !kernels::MMV_NORM),
+                ];
+                let args = [&ptrs[..], &tail, &with_norm_none()].concat();
+                dev.launch(name, l.grid_dim, l.block_dim, 0, &args);
+                let (fused, apart) = (dev.get_f32(py, m * n_out), dev.get_f32(py2, m * n_out));
+                let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                assert!(
+                    bits(&fused) == bits(&apart),
+                    "norm in the launch: not bit for bit"
+                );
+            }
             let want = if flags & kernels::MMV_Q8 != 0 {
                 cpu_quantized_product(quant_type(dtype), &bytes, &x, m, n_out, n_in)
             } else {
@@ -631,12 +673,13 @@ fn run(dev: &mut dyn Device, op: Op, shape: &[usize], dtype: DType) -> (Vec<f32>
             }
             (dev.get_f32(py, m * n_out), want)
         }
-        MatVec3(m, cache) => {
+        MatVec3(m, cache, extra) => {
             let (n_out, n_in) = (shape[0], shape[1]);
             let w: Vec<_> = (0..3u64)
                 .map(|i| stored(dtype, &values(n_out * n_in, seed + i, 1.0)))
                 .collect();
             let x = values(m * n_in, 51, 2.0);
+            let (px, x, norm_args, _) = with_norm(dev, x, m, n_in, extra & kernels::MMV_NORM != 0);
             let bias = [
                 Some(values(n_out, 52, 1.0)),
                 None,
@@ -644,12 +687,23 @@ fn run(dev: &mut dyn Device, op: Op, shape: &[usize], dtype: DType) -> (Vec<f32>
             ];
             let mut outs = vec![vec![0.0f32; m * n_out]; 3];
             for (i, out) in outs.iter_mut().enumerate() {
-                let wi = &w[i].1;
+                let (bytes, wi) = &w[i];
+                if extra & kernels::MMV_Q8 != 0 {
+                    *out = cpu_quantized_product(quant_type(dtype), bytes, &x, m, n_out, n_in);
+                }
                 for r in 0..m {
                     for o in 0..n_out {
+                        let b = bias[i].as_ref().map_or(0.0, |b| b[o]);
+                        if extra & kernels::MMV_Q8 != 0 {
+                            // The kernel adds the bias as its epilogue does: one rounding.
+                            if bias[i].is_some() {
+                                out[r * n_out + o] += b;
+                            }
+                            continue;
+                        }
                         let (wr, xr) = (&wi[o * n_in..][..n_in], &x[r * n_in..][..n_in]);
                         let s: f64 = wr.iter().zip(xr).map(|(&a, &b)| a as f64 * b as f64).sum();
-                        out[r * n_out + o] = s as f32 + bias[i].as_ref().map_or(0.0, |b| b[o]);
+                        out[r * n_out + o] = s as f32 + b;
                     }
                 }
             }
@@ -679,7 +733,6 @@ fn run(dev: &mut dyn Device, op: Op, shape: &[usize], dtype: DType) -> (Vec<f32>
                 }
             }
             let pw: Vec<u64> = w.iter().map(|(bytes, _)| dev.put(bytes)).collect();
-            let px = dev.put_f32(&x);
             let pb: Vec<u64> = bias
                 .iter()
                 .map(|b| b.as_ref().map_or(0, |b| dev.put_f32(b)))
@@ -702,10 +755,11 @@ fn run(dev: &mut dyn Device, op: Op, shape: &[usize], dtype: DType) -> (Vec<f32>
                 Arg::Ptr(ppos),
                 u(n_new),
                 u(seq_stride),
-                Arg::I32(0),
+                Arg::I32(extra),
             ];
-            let args = [&ptrs.map(Arg::Ptr)[..], &tail].concat();
-            dev.launch(name, l.grid_dim, l.block_dim, l.shared_mem_bytes, &args);
+            let args = [&ptrs.map(Arg::Ptr)[..], &tail, &norm_args].concat();
+            let shared = norm_shared(extra, m, n_in);
+            dev.launch(name, l.grid_dim, l.block_dim, shared, &args);
             let mut got = dev.get_f32(ys[0], m * n_out);
             for &y in &ys[1..] {
                 got.extend(dev.get_f32(y, if cache { 2 * seq_stride } else { m * n_out }));
@@ -876,7 +930,7 @@ fn attention(dev: &mut dyn Device, kind: Attn, shape: &[usize], seed: u64) -> (V
     );
     let scale = 1.0 / (dh as f32).sqrt();
     let ptrs = [pq, pk, pv, po].map(Arg::Ptr);
-    let mut half_out = None;
+    let (mut half_out, mut fused_out) = (None, None);
     match kind {
         Flash | Mma(_) => {
             let (name, l) = match kind {
@@ -915,8 +969,32 @@ fn attention(dev: &mut dyn Device, kind: Attn, shape: &[usize], seed: u64) -> (V
                 u(n_new),
                 Arg::Ptr(pos),
             ];
-            let args = [&[pq, pk, pv, part].map(Arg::Ptr)[..], &rest].concat();
             let c = p.split_config();
+            // The merge in the split launch: a counter per (row, head), to be left at zero.
+            let counters = (p.rows * p.heads) as usize;
+            let (done, fused) = (dev.put_u32(&vec![0; counters]), dev.nans(rows * d));
+            let args = [
+                &[pq, pk, pv, part].map(Arg::Ptr)[..],
+                &rest,
+                &[Arg::Ptr(done), Arg::Ptr(fused)],
+            ]
+            .concat();
+            dev.launch(
+                "sotto_attention_split",
+                c.grid_dim,
+                c.block_dim,
+                c.shared_mem_bytes,
+                &args,
+            );
+            let left = dev.get_u32(done, counters);
+            assert!(left.iter().all(|&c| c == 0), "counters left at {left:?}");
+            fused_out = Some(fused);
+            let args = [
+                &[pq, pk, pv, part].map(Arg::Ptr)[..],
+                &rest,
+                &[Arg::Ptr(0), Arg::Ptr(0)],
+            ]
+            .concat();
             dev.launch(
                 "sotto_attention_split",
                 c.grid_dim,
@@ -1000,7 +1078,70 @@ fn attention(dev: &mut dyn Device, kind: Attn, shape: &[usize], seed: u64) -> (V
             want.iter().map(|&v| f16::from_f32(v).to_f32()).collect(),
         );
     }
-    (dev.get_f32(po, rows * d), want)
+    let got = dev.get_f32(po, rows * d);
+    if let Some(fused) = fused_out {
+        let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        let merged = dev.get_f32(fused, rows * d);
+        assert!(
+            bits(&merged) == bits(&got),
+            "merged in the split launch: nmse {:.3e} from the merge launch's",
+            nmse(&merged, &got)
+        );
+    }
+    (got, want)
+}
+
+/// A mat-vec case's input: x on the device and as the product's reference reads it, the
+/// kernels' norm arguments, and the layer norm's output on the device (0 for none). With
+/// `norm`, the reference reads x's layer norm as the layer-norm launch computes it (so that
+/// the CPU's quantized products see the same rows), and the arguments name that norm's
+/// gamma, beta and eps.
+fn with_norm(
+    dev: &mut dyn Device,
+    x: Vec<f32>,
+    m: usize,
+    n_in: usize,
+    norm: bool,
+) -> (u64, Vec<f32>, Vec<Arg>, u64) {
+    let px = dev.put_f32(&x);
+    if !norm {
+        return (px, x, with_norm_none(), 0);
+    }
+    let (gamma, beta) = gamma_beta(n_in);
+    let (pg, pb, po) = (dev.put_f32(&gamma), dev.put_f32(&beta), dev.nans(m * n_in));
+    let l = launch::rows("t", m, n_in).unwrap().unwrap();
+    let args = [
+        Arg::Ptr(px),
+        Arg::Ptr(0),
+        u(0),
+        Arg::Ptr(pg),
+        Arg::Ptr(pb),
+        Arg::Ptr(po),
+        Arg::Ptr(0),
+        u(n_in),
+        Arg::F32(1e-5),
+    ];
+    dev.launch_1d("sotto_layer_norm", l, &args);
+    let normed = dev.get_f32(po, m * n_in);
+    (
+        px,
+        normed,
+        vec![Arg::Ptr(pg), Arg::Ptr(pb), Arg::F32(1e-5)],
+        po,
+    )
+}
+
+/// The mat-vec kernels' norm arguments for no norm.
+fn with_norm_none() -> Vec<Arg> {
+    vec![Arg::Ptr(0), Arg::Ptr(0), Arg::F32(0.0)]
+}
+
+/// A mat-vec launch's dynamic shared memory: its rows' norm, with `MMV_NORM`.
+fn norm_shared(flags: i32, m: usize, n_in: usize) -> u32 {
+    match flags & kernels::MMV_NORM {
+        0 => 0,
+        _ => launch::mul_mat_vec_norm_shared(m.min(kernels::MMV_ROWS), n_in).unwrap(),
+    }
 }
 
 #[test]

@@ -143,6 +143,9 @@ fn mat_vec(
         u32_of(n_out),
         u32_of(m),
         Arg::I32(0),
+        Arg::Ptr(0),
+        Arg::Ptr(0),
+        Arg::F32(0.0),
     ];
     e.launch_1d(name, l, &args);
     y

@@ -57,6 +57,13 @@ impl dyn Device + '_ {
             .collect()
     }
 
+    pub fn get_u32(&self, addr: u64, n: usize) -> Vec<u32> {
+        let b = self.get(addr, 4 * n);
+        b.chunks_exact(4)
+            .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    }
+
     /// A 1-D launch as `sotto_cuda::launch` plans it.
     pub fn launch_1d(&self, name: &str, l: sotto_cuda::launch::Launch, args: &[KernelArg]) {
         self.launch(name, (l.grid, 1, 1), (l.block, 1, 1), l.shared_bytes, args)

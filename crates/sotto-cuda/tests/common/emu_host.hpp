@@ -208,6 +208,21 @@ inline int __float_as_int(float f) {
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fdiv_rn(float a, float b) { return a / b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fsqrt_rn(float a) { return std::sqrt(a); }
+
+// Blocks run one at a time, so device-wide atomics and fences need nothing more; a load
+// through L2 only is a load.
+inline unsigned int atomicAdd(unsigned int* a, unsigned int v) {
+    unsigned int old = *a;
+    *a = old + v;
+    return old;
+}
+inline void __threadfence() {}
+template <class T>
+inline T __ldcg(const T* p) {
+    return *p;
+}
 
 // Four signed byte products added to c.
 inline int __dp4a(int a, int b, int c) {
