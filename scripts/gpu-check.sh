@@ -415,12 +415,14 @@ if [[ -x "$SOTTO" ]]; then
     }
     bench_random tiny
     bench_random base
-    # With cuBLAS's products or the other kernels in place of the tensor-core attention
-    # (encoder; the default where the GPU has it), without the encoder's fusions, without
-    # split attention (decoder steps), and without CUDA graphs: what each gains, at the
-    # bar's sizes. The other attention paths must still read jfk as the CPU does.
-    for var in SOTTO_CUDA_ATTENTION=blas SOTTO_CUDA_FUSE=0 SOTTO_CUDA_SPLIT=0 \
-        SOTTO_CUDA_ATTENTION=flash SOTTO_CUDA_ATTENTION=rows SOTTO_CUDA_GRAPHS=0; do
+    # Without the fused launches (the encoder's, and a decoder step's norms in its
+    # products and merges in its split attention), without programmatic dependent launch,
+    # without split attention (decoder steps), without CUDA graphs, and with cuBLAS's
+    # products or the other kernels in place of the tensor-core attention (encoder; the
+    # default where the GPU has it): what each gains, at the bar's sizes, the decoder's
+    # first. The other attention paths must still read jfk as the CPU does.
+    for var in SOTTO_CUDA_FUSE=0 SOTTO_CUDA_PDL=0 SOTTO_CUDA_SPLIT=0 SOTTO_CUDA_GRAPHS=0 \
+        SOTTO_CUDA_ATTENTION=blas SOTTO_CUDA_ATTENTION=flash SOTTO_CUDA_ATTENTION=rows; do
         bench_random tiny "$var"
         bench_random base "$var"
     done

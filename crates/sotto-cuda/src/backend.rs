@@ -288,7 +288,10 @@ fn compile_for(cc: (i32, i32), target: Target) -> Result<KernelImage> {
     Ok(KernelImage { target, bytes })
 }
 
-/// Queues `func` on `stream` with `args` as its parameters.
+/// Queues `func` on `stream` with `args` as its parameters; with `pdl`, as a programmatic
+/// dependent launch (`cuLaunchKernelEx`, compute capability 9.0 and later), which the GPU
+/// may schedule while the kernel before it runs: sotto's kernels wait for that one first
+/// (`sotto_pdl_start`).
 ///
 /// # Safety
 /// `args` must be exactly the kernel's parameters, in order, and every pointer among them
@@ -298,7 +301,12 @@ pub(crate) unsafe fn launch_on(
     func: &CudaFunction,
     cfg: LaunchConfig,
     args: &[KernelArg],
+    pdl: bool,
 ) -> Result<(), DriverError> {
+    if pdl {
+        // SAFETY: as this function's own contract.
+        return unsafe { launch_dependent(stream, func, cfg, args) };
+    }
     let mut l = stream.launch_builder(func);
     for a in args {
         match a {
@@ -310,6 +318,63 @@ pub(crate) unsafe fn launch_on(
     }
     // SAFETY: the caller guarantees the parameters and the memory (see above).
     unsafe { l.launch(cfg) }.map(|_| ())
+}
+
+/// [`launch_on`] with the programmatic stream serialization attribute.
+///
+/// # Safety
+/// As [`launch_on`].
+unsafe fn launch_dependent(
+    stream: &CudaStream,
+    func: &CudaFunction,
+    cfg: LaunchConfig,
+    args: &[KernelArg],
+) -> Result<(), DriverError> {
+    use cudarc::driver::sys;
+    // Each parameter in its own 8-byte slot: the kernel reads its type's size from the
+    // slot's start, which holds the value's little-endian bytes.
+    let mut slots: Vec<u64> = args
+        .iter()
+        .map(|a| match *a {
+            KernelArg::Ptr(v) => v,
+            KernelArg::U32(v) => v as u64,
+            KernelArg::I32(v) => v as u32 as u64,
+            KernelArg::F32(v) => v.to_bits() as u64,
+        })
+        .collect();
+    let mut params: Vec<*mut std::ffi::c_void> =
+        slots.iter_mut().map(|s| (s as *mut u64).cast()).collect();
+    let mut attr = sys::CUlaunchAttribute {
+        id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+        pad: [0; 4],
+        value: sys::CUlaunchAttributeValue {
+            programmaticStreamSerializationAllowed: 1,
+        },
+    };
+    let config = sys::CUlaunchConfig {
+        gridDimX: cfg.grid_dim.0,
+        gridDimY: cfg.grid_dim.1,
+        gridDimZ: cfg.grid_dim.2,
+        blockDimX: cfg.block_dim.0,
+        blockDimY: cfg.block_dim.1,
+        blockDimZ: cfg.block_dim.2,
+        sharedMemBytes: cfg.shared_mem_bytes,
+        hStream: stream.cu_stream(),
+        attrs: &mut attr,
+        numAttrs: 1,
+    };
+    // SAFETY: `params` points at one live slot per kernel parameter, in order (the caller
+    // guarantees they are the kernel's), and `config` and `attr` outlive the call, which
+    // copies them; the context is bound to this thread by the caller, as for launch_on.
+    unsafe {
+        sys::cuLaunchKernelEx(
+            &config,
+            func.cu_function(),
+            params.as_mut_ptr(),
+            std::ptr::null_mut(),
+        )
+    }
+    .result()
 }
 
 /// Initializes the driver and opens GPU `ordinal`: its description, a context on it and
@@ -425,7 +490,7 @@ impl CudaBackend {
             shared_mem_bytes: shared_bytes,
         };
         // SAFETY: the caller guarantees the parameters and the buffers (see above).
-        unsafe { launch_on(&self.stream, func, cfg, args) }.map_err(driver("cuLaunchKernel"))
+        unsafe { launch_on(&self.stream, func, cfg, args, false) }.map_err(driver("cuLaunchKernel"))
     }
 
     fn builder(&self, name: &'static str) -> LaunchArgs<'_> {

@@ -132,6 +132,18 @@ __device__ __forceinline__ unsigned short sotto_float_to_half(float f) {
     return h;
 }
 
+// Programmatic dependent launch (sm_90 and later): a kernel launched with it
+// (`Dev::pdl`) may be scheduled while the one before it in the stream still runs. Every
+// kernel calls this first: it waits for the kernel before to finish and its writes to
+// show, then lets the next one be scheduled, so that one's launch overlaps this one's
+// work. Without the launch attribute (or below sm_90) it does nothing.
+__device__ __forceinline__ void sotto_pdl_start() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // Tensor cores (sm_80 and later): one warp's d += a·b for a 16×16 f16 tile a (row-major),
 // a 16×8 f16 tile b (column-major) and a 16×8 f32 tile d, in PTX's fragment layout: with
 // g = lane / 4 and c = 2·(lane % 4), a[0] holds a(g, c..c+1), a[1] a(g+8, c..), a[2]
@@ -187,12 +199,14 @@ __device__ float sotto_block_max(float v, float* sh) {
 
 // a += b
 extern "C" __global__ void sotto_add_f32(float* a, const float* b, unsigned int n) {
+    sotto_pdl_start();
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) a[i] += b[i];
 }
 
 // Exact GELU, 0.5 x (1 + erf(x / sqrt 2)), as Whisper uses.
 extern "C" __global__ void sotto_gelu_f32(float* x, unsigned int n) {
+    sotto_pdl_start();
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) {
         float v = x[i];
@@ -226,6 +240,7 @@ __device__ __forceinline__ float sotto_ln_value(float v, float mean, float inv, 
 extern "C" __global__ void sotto_layer_norm(float* x, const float* add,
         unsigned int add_stride, const float* gamma, const float* beta, float* out,
         unsigned short* out_half, unsigned int n_cols, float eps) {
+    sotto_pdl_start();
     extern __shared__ float sh[];
     float* row = x + (size_t)blockIdx.x * n_cols;
     const float* a = add ? add + (size_t)blockIdx.x * add_stride : 0;
@@ -298,6 +313,7 @@ __device__ void sotto_norm_rows(const float* x, unsigned int m, unsigned int n,
 
 // In-place softmax of each row, one block per row.
 extern "C" __global__ void sotto_softmax_rows_f32(float* x, unsigned int n_cols) {
+    sotto_pdl_start();
     extern __shared__ float sh[];
     float* row = x + (size_t)blockIdx.x * n_cols;
     float m = __int_as_float(0xff800000);  // -inf; no math.h under NVRTC
@@ -314,6 +330,7 @@ extern "C" __global__ void sotto_softmax_rows_f32(float* x, unsigned int n_cols)
 }
 
 extern "C" __global__ void sotto_f16_to_f32(const unsigned short* src, float* dst, unsigned int n) {
+    sotto_pdl_start();
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) dst[i] = sotto_half_to_float(src[i]);
 }
@@ -362,38 +379,48 @@ template <int T> __device__ __forceinline__ void sotto_dequantize_half(const uns
 }
 
 extern "C" __global__ void sotto_dequantize_q4_0(const unsigned char* q, float* y, unsigned int n) {
+    sotto_pdl_start();
     sotto_dequantize<0>(q, y, n);
 }
 extern "C" __global__ void sotto_dequantize_q4_1(const unsigned char* q, float* y, unsigned int n) {
+    sotto_pdl_start();
     sotto_dequantize<1>(q, y, n);
 }
 extern "C" __global__ void sotto_dequantize_q5_0(const unsigned char* q, float* y, unsigned int n) {
+    sotto_pdl_start();
     sotto_dequantize<2>(q, y, n);
 }
 extern "C" __global__ void sotto_dequantize_q5_1(const unsigned char* q, float* y, unsigned int n) {
+    sotto_pdl_start();
     sotto_dequantize<3>(q, y, n);
 }
 extern "C" __global__ void sotto_dequantize_q8_0(const unsigned char* q, float* y, unsigned int n) {
+    sotto_pdl_start();
     sotto_dequantize<8>(q, y, n);
 }
 extern "C" __global__ void sotto_dequantize_half_q4_0(const unsigned char* q, unsigned short* y,
         unsigned int n) {
+    sotto_pdl_start();
     sotto_dequantize_half<0>(q, y, n);
 }
 extern "C" __global__ void sotto_dequantize_half_q4_1(const unsigned char* q, unsigned short* y,
         unsigned int n) {
+    sotto_pdl_start();
     sotto_dequantize_half<1>(q, y, n);
 }
 extern "C" __global__ void sotto_dequantize_half_q5_0(const unsigned char* q, unsigned short* y,
         unsigned int n) {
+    sotto_pdl_start();
     sotto_dequantize_half<2>(q, y, n);
 }
 extern "C" __global__ void sotto_dequantize_half_q5_1(const unsigned char* q, unsigned short* y,
         unsigned int n) {
+    sotto_pdl_start();
     sotto_dequantize_half<3>(q, y, n);
 }
 extern "C" __global__ void sotto_dequantize_half_q8_0(const unsigned char* q, unsigned short* y,
         unsigned int n) {
+    sotto_pdl_start();
     sotto_dequantize_half<8>(q, y, n);
 }
 
@@ -515,6 +542,7 @@ __device__ __forceinline__ void sotto_mmv_f16(const unsigned short* w, const flo
 extern "C" __global__ void sotto_mul_mat_vec_f16(const unsigned short* w, const float* x,
         float* y, const float* b, unsigned int n_in, unsigned int n_out, unsigned int m,
         int flags, const float* gamma, const float* beta, float eps) {
+    sotto_pdl_start();
     unsigned int r0 = sotto_mmv_input(&x, &m, n_in, flags, gamma, beta, eps);
     unsigned int o = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     SottoMmvRows rows = {nullptr, 1, 0};
@@ -696,6 +724,7 @@ extern "C" __global__ void sotto_mul_mat_vec3_f16(const unsigned short* w0,
         unsigned int n_in, unsigned int n_out, unsigned int m, const unsigned int* pos0,
         unsigned int n_new, unsigned int seq_stride, int extra, const float* gamma,
         const float* beta, float eps) {
+    sotto_pdl_start();
     SOTTO_MMV3_PICK(const unsigned short*)
     sotto_mmv_f16(w, x, y, b, n_in, n_out, m, flags, o, rows, r0);
 }
@@ -713,26 +742,31 @@ template <int T> __device__ __forceinline__ void sotto_mul_mat_vec3_q(const unsi
 extern "C" __global__ void sotto_mul_mat_vec_q4_0(const unsigned char* w, const float* x,
         float* y, const float* b, unsigned int n_in, unsigned int n_out, unsigned int m,
         int flags, const float* gamma, const float* beta, float eps) {
+    sotto_pdl_start();
     sotto_mul_mat_vec_q<0>(w, x, y, b, n_in, n_out, m, flags, gamma, beta, eps);
 }
 extern "C" __global__ void sotto_mul_mat_vec_q4_1(const unsigned char* w, const float* x,
         float* y, const float* b, unsigned int n_in, unsigned int n_out, unsigned int m,
         int flags, const float* gamma, const float* beta, float eps) {
+    sotto_pdl_start();
     sotto_mul_mat_vec_q<1>(w, x, y, b, n_in, n_out, m, flags, gamma, beta, eps);
 }
 extern "C" __global__ void sotto_mul_mat_vec_q5_0(const unsigned char* w, const float* x,
         float* y, const float* b, unsigned int n_in, unsigned int n_out, unsigned int m,
         int flags, const float* gamma, const float* beta, float eps) {
+    sotto_pdl_start();
     sotto_mul_mat_vec_q<2>(w, x, y, b, n_in, n_out, m, flags, gamma, beta, eps);
 }
 extern "C" __global__ void sotto_mul_mat_vec_q5_1(const unsigned char* w, const float* x,
         float* y, const float* b, unsigned int n_in, unsigned int n_out, unsigned int m,
         int flags, const float* gamma, const float* beta, float eps) {
+    sotto_pdl_start();
     sotto_mul_mat_vec_q<3>(w, x, y, b, n_in, n_out, m, flags, gamma, beta, eps);
 }
 extern "C" __global__ void sotto_mul_mat_vec_q8_0(const unsigned char* w, const float* x,
         float* y, const float* b, unsigned int n_in, unsigned int n_out, unsigned int m,
         int flags, const float* gamma, const float* beta, float eps) {
+    sotto_pdl_start();
     sotto_mul_mat_vec_q<8>(w, x, y, b, n_in, n_out, m, flags, gamma, beta, eps);
 }
 extern "C" __global__ void sotto_mul_mat_vec3_q4_0(const unsigned char* w0,
@@ -741,6 +775,7 @@ extern "C" __global__ void sotto_mul_mat_vec3_q4_0(const unsigned char* w0,
         unsigned int n_in, unsigned int n_out, unsigned int m, const unsigned int* pos0,
         unsigned int n_new, unsigned int seq_stride, int extra, const float* gamma,
         const float* beta, float eps) {
+    sotto_pdl_start();
     sotto_mul_mat_vec3_q<0>(w0, w1, w2, x, y0, y1, y2, b0, b1, b2, n_in, n_out, m, pos0,
         n_new, seq_stride, extra, gamma, beta, eps);
 }
@@ -750,6 +785,7 @@ extern "C" __global__ void sotto_mul_mat_vec3_q4_1(const unsigned char* w0,
         unsigned int n_in, unsigned int n_out, unsigned int m, const unsigned int* pos0,
         unsigned int n_new, unsigned int seq_stride, int extra, const float* gamma,
         const float* beta, float eps) {
+    sotto_pdl_start();
     sotto_mul_mat_vec3_q<1>(w0, w1, w2, x, y0, y1, y2, b0, b1, b2, n_in, n_out, m, pos0,
         n_new, seq_stride, extra, gamma, beta, eps);
 }
@@ -759,6 +795,7 @@ extern "C" __global__ void sotto_mul_mat_vec3_q5_0(const unsigned char* w0,
         unsigned int n_in, unsigned int n_out, unsigned int m, const unsigned int* pos0,
         unsigned int n_new, unsigned int seq_stride, int extra, const float* gamma,
         const float* beta, float eps) {
+    sotto_pdl_start();
     sotto_mul_mat_vec3_q<2>(w0, w1, w2, x, y0, y1, y2, b0, b1, b2, n_in, n_out, m, pos0,
         n_new, seq_stride, extra, gamma, beta, eps);
 }
@@ -768,6 +805,7 @@ extern "C" __global__ void sotto_mul_mat_vec3_q5_1(const unsigned char* w0,
         unsigned int n_in, unsigned int n_out, unsigned int m, const unsigned int* pos0,
         unsigned int n_new, unsigned int seq_stride, int extra, const float* gamma,
         const float* beta, float eps) {
+    sotto_pdl_start();
     sotto_mul_mat_vec3_q<3>(w0, w1, w2, x, y0, y1, y2, b0, b1, b2, n_in, n_out, m, pos0,
         n_new, seq_stride, extra, gamma, beta, eps);
 }
@@ -777,12 +815,14 @@ extern "C" __global__ void sotto_mul_mat_vec3_q8_0(const unsigned char* w0,
         unsigned int n_in, unsigned int n_out, unsigned int m, const unsigned int* pos0,
         unsigned int n_new, unsigned int seq_stride, int extra, const float* gamma,
         const float* beta, float eps) {
+    sotto_pdl_start();
     sotto_mul_mat_vec3_q<8>(w0, w1, w2, x, y0, y1, y2, b0, b1, b2, n_in, n_out, m, pos0,
         n_new, seq_stride, extra, gamma, beta, eps);
 }
 
 // Narrows f32 to f16 (round to nearest even), for the f16 matrix products.
 extern "C" __global__ void sotto_f32_to_f16(const float* x, unsigned short* y, unsigned int n) {
+    sotto_pdl_start();
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) y[i] = sotto_float_to_half(x[i]);
 }
@@ -790,6 +830,7 @@ extern "C" __global__ void sotto_f32_to_f16(const float* x, unsigned short* y, u
 // x[i] rounded to f16 (nearest even) and widened back, in place: the values the CPU keeps
 // where it stores f16 (the cross-attention K/V).
 extern "C" __global__ void sotto_round_f16(float* x, unsigned int n) {
+    sotto_pdl_start();
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) x[i] = sotto_half_to_float(sotto_float_to_half(x[i]));
 }
@@ -799,6 +840,7 @@ extern "C" __global__ void sotto_round_f16(float* x, unsigned int n) {
 // Shape: y [n / n_cols, n_cols]
 extern "C" __global__ void sotto_bias_act(float* y, unsigned short* y_half, const float* b,
         unsigned int n_cols, unsigned int n, int has_bias, int gelu) {
+    sotto_pdl_start();
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     float v = y[i];
@@ -817,6 +859,7 @@ extern "C" __global__ void sotto_bias_act(float* y, unsigned short* y_half, cons
 extern "C" __global__ void sotto_split_bias(const float* src, const float* bias, float* d0,
         float* d1, float* d2, float* d3, unsigned int width, unsigned int parts,
         unsigned int has_bias, unsigned int n) {
+    sotto_pdl_start();
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     unsigned int cols = parts * width, r = i / cols, j = i % cols, p = j / width;
@@ -833,6 +876,7 @@ extern "C" __global__ void sotto_split_bias(const float* src, const float* bias,
 extern "C" __global__ void sotto_im2col(const float* x, float* cols, unsigned short* cols_half,
         unsigned int t_in, unsigned int c_in, unsigned int t_out, unsigned int stride,
         unsigned int ts, unsigned int cs) {
+    sotto_pdl_start();
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     unsigned int kc = c_in * 3;
     if (i >= t_out * kc) return;
@@ -852,6 +896,7 @@ extern "C" __global__ void sotto_im2col(const float* x, float* cols, unsigned sh
 extern "C" __global__ void sotto_embed_f16(const unsigned short* table, const unsigned int* tok,
         const float* pos, float* x, unsigned int d, unsigned int n_new, const unsigned int* pos0,
         unsigned int n) {
+    sotto_pdl_start();
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     unsigned int r = i / d, c = i % d;
@@ -861,6 +906,7 @@ extern "C" __global__ void sotto_embed_f16(const unsigned short* table, const un
 extern "C" __global__ void sotto_embed_f32(const float* table, const unsigned int* tok,
         const float* pos, float* x, unsigned int d, unsigned int n_new, const unsigned int* pos0,
         unsigned int n) {
+    sotto_pdl_start();
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     unsigned int r = i / d, c = i % d;
@@ -882,26 +928,31 @@ template <int T> __device__ __forceinline__ void sotto_embed_q(const unsigned ch
 extern "C" __global__ void sotto_embed_q4_0(const unsigned char* table, const unsigned int* tok,
         const float* pos, float* x, unsigned int d, unsigned int n_new, const unsigned int* pos0,
         unsigned int n) {
+    sotto_pdl_start();
     sotto_embed_q<0>(table, tok, pos, x, d, n_new, pos0, n);
 }
 extern "C" __global__ void sotto_embed_q4_1(const unsigned char* table, const unsigned int* tok,
         const float* pos, float* x, unsigned int d, unsigned int n_new, const unsigned int* pos0,
         unsigned int n) {
+    sotto_pdl_start();
     sotto_embed_q<1>(table, tok, pos, x, d, n_new, pos0, n);
 }
 extern "C" __global__ void sotto_embed_q5_0(const unsigned char* table, const unsigned int* tok,
         const float* pos, float* x, unsigned int d, unsigned int n_new, const unsigned int* pos0,
         unsigned int n) {
+    sotto_pdl_start();
     sotto_embed_q<2>(table, tok, pos, x, d, n_new, pos0, n);
 }
 extern "C" __global__ void sotto_embed_q5_1(const unsigned char* table, const unsigned int* tok,
         const float* pos, float* x, unsigned int d, unsigned int n_new, const unsigned int* pos0,
         unsigned int n) {
+    sotto_pdl_start();
     sotto_embed_q<3>(table, tok, pos, x, d, n_new, pos0, n);
 }
 extern "C" __global__ void sotto_embed_q8_0(const unsigned char* table, const unsigned int* tok,
         const float* pos, float* x, unsigned int d, unsigned int n_new, const unsigned int* pos0,
         unsigned int n) {
+    sotto_pdl_start();
     sotto_embed_q<8>(table, tok, pos, x, d, n_new, pos0, n);
 }
 
@@ -910,6 +961,7 @@ extern "C" __global__ void sotto_embed_q8_0(const unsigned char* table, const un
 // with seq_stride = n_ctx·d; n = batch·n_new·d.
 extern "C" __global__ void sotto_kv_write(const float* src, float* cache, unsigned int d,
         unsigned int n_new, const unsigned int* pos0, unsigned int seq_stride, unsigned int n) {
+    sotto_pdl_start();
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     unsigned int r = i / d, c = i % d;
@@ -932,6 +984,7 @@ extern "C" __global__ void sotto_attention(const float* q, const float* k, const
         float* out, unsigned int d, unsigned int dh, unsigned int n_new,
         unsigned int kv_seq_stride, unsigned int n_keys, int causal, const unsigned int* q_pos0,
         float scale) {
+    sotto_pdl_start();
     extern __shared__ float sh[];
     float* sc = sh;
     float* red = sh + n_keys;
@@ -1010,6 +1063,7 @@ extern "C" __global__ void sotto_attention_split(const float* q, const float* k,
         const float* v, float* part, unsigned int d, unsigned int dh, unsigned int n_keys,
         unsigned int chunk, float scale, unsigned int kv_seq_stride, unsigned int n_new,
         const unsigned int* q_pos0, unsigned int* done, float* merged) {
+    sotto_pdl_start();
     __shared__ float sc[SOTTO_SPLIT_KEYS];
     __shared__ float pv[SOTTO_SPLIT_WARPS][128];
     __shared__ float stats[2];
@@ -1130,6 +1184,7 @@ extern "C" __global__ void sotto_attention_split(const float* q, const float* k,
 // Σ_s e^(m_s − M)·l_s with M = max_s m_s. One block of dh threads per (row, head).
 extern "C" __global__ void sotto_attention_merge(const float* part, float* out,
         unsigned int d, unsigned int dh, unsigned int splits) {
+    sotto_pdl_start();
     unsigned int r = blockIdx.x, h = blockIdx.y, c = threadIdx.x;
     if (c >= dh) return;
     const float* p = part + (size_t)(r * gridDim.y + h) * splits * (dh + 2);
@@ -1142,6 +1197,7 @@ extern "C" __global__ void sotto_attention_merge(const float* part, float* out,
 extern "C" __global__ void sotto_attention_scores(const float* q, const float* k,
         float* scores, unsigned int d, unsigned int dh, unsigned int head, unsigned int n_keys,
         unsigned int n, float scale) {
+    sotto_pdl_start();
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     unsigned int r = i / n_keys, j = i % n_keys;
@@ -1164,6 +1220,7 @@ extern "C" __global__ void sotto_attention_scores(const float* q, const float* k
 #define SOTTO_FA_DH 64
 extern "C" __global__ void sotto_flash_attention(const float* q, const float* k, const float* v,
         float* out, unsigned int n_rows, unsigned int n_keys, unsigned int d, float scale) {
+    sotto_pdl_start();
     __shared__ float qs[SOTTO_FA_ROWS][SOTTO_FA_DH];
     // One float of padding per key row: the 8 threads of a row read 8 keys' same column.
     __shared__ float ks[SOTTO_FA_KEYS][SOTTO_FA_DH + 1];
@@ -1276,6 +1333,7 @@ __device__ __forceinline__ void sotto_mma_fetch(const float* k, const float* v,
 extern "C" __global__ void sotto_flash_attention_mma(const float* q, const float* k,
         const float* v, float* out, unsigned int n_rows, unsigned int n_keys, unsigned int d,
         float scale, unsigned short* out_half) {
+    sotto_pdl_start();
 #if SOTTO_MMA
     __shared__ unsigned int ks[SOTTO_MMA_KEYS][SOTTO_MMA_PITCH];  // [key][dim pair]
     __shared__ unsigned int vt[SOTTO_FA_DH][SOTTO_MMA_PITCH];     // [dim][key pair]

@@ -335,6 +335,10 @@ pub(crate) struct Dev<'a> {
     /// quantized products bit for bit; `SOTTO_CUDA_Q8=0` turns it off: f32 inputs against
     /// the dequantized blocks, as before).
     pub q8: bool,
+    /// Whether kernels launch as programmatic dependent launches (compute capability 9.0
+    /// and later; `SOTTO_CUDA_PDL=0` turns it off): each may be scheduled while the one
+    /// before it runs, and waits for it first (`sotto_pdl_start`).
+    pub pdl: bool,
 }
 
 /// A product's input as the next [`Dev::linear_in`] reads it: f32 at an address (which
@@ -502,7 +506,7 @@ impl Dev<'_> {
             Stream::Cuda(s) => {
                 // SAFETY: each caller passes exactly the parameters its kernel declares
                 // (pointers as u64), and the session sized every buffer for the shapes.
-                unsafe { crate::backend::launch_on(s, self.k.get(name)?, cfg, args) }
+                unsafe { crate::backend::launch_on(s, self.k.get(name)?, cfg, args, self.pdl) }
                     .map_err(driver(name))
             }
             Stream::Host(h) => host_launch(h.as_ref(), name, cfg, args),
@@ -618,6 +622,17 @@ impl Dev<'_> {
             return Ok(());
         };
         self.run("sotto_round_f16", cfg, &[x.into(), n.into()])
+    }
+
+    /// One block of a kernel with nothing to do (`sotto_round_f16` of no values): whether
+    /// a launch as this `Dev` makes them goes through.
+    pub fn probe_launch(&self) -> Result<()> {
+        let cfg = LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        self.run("sotto_round_f16", cfg, &[0u64.into(), 0u32.into()])
     }
 
     fn to_half(&self, x: u64, n: usize) -> Result<()> {

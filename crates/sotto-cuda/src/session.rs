@@ -103,6 +103,8 @@ pub struct CudaSession {
     /// Whether products with quantized weights quantize their inputs to q8 as the CPU does
     /// (`SOTTO_CUDA_Q8=0` turns it off; [`ops::Dev::q8`]).
     q8: bool,
+    /// Whether kernels launch as programmatic dependent launches ([`ops::Dev::pdl`]).
+    pdl: bool,
     /// Shape: [n_audio_ctx, n_audio_state]
     enc_out: Buf<f32>,
     encoded: bool,
@@ -219,6 +221,7 @@ impl CudaSession {
                 None => default_attention(&model, &stream),
             };
             check_attention(&model, &stream, attention)?;
+            let pdl = switch_from_env("SOTTO_CUDA_PDL")? && pdl_works(&model, &stream);
             let scores = match attention {
                 ops::AttentionPath::Blas => plan::attention_scores_len(ctx, ctx, h.n_audio_head),
                 _ => 0,
@@ -232,6 +235,7 @@ impl CudaSession {
                 fuse: switch_from_env("SOTTO_CUDA_FUSE")?,
                 split: switch_from_env("SOTTO_CUDA_SPLIT")?,
                 q8: switch_from_env("SOTTO_CUDA_Q8")?,
+                pdl,
                 enc_out: z(ctx * da)?,
                 encoded: false,
                 keep_laps: false,
@@ -282,6 +286,7 @@ impl CudaSession {
             done: self.dec.done.ptr(),
             done_len: self.dec.done.len(),
             q8: self.q8,
+            pdl: self.pdl,
         }
     }
 
@@ -473,6 +478,12 @@ impl CudaSession {
         }
         self.attention = path;
         Ok(())
+    }
+
+    /// Whether kernels launch as programmatic dependent launches: on GPUs of compute
+    /// capability 9.0 and later that take them, unless `SOTTO_CUDA_PDL=0`.
+    pub fn pdl(&self) -> bool {
+        self.pdl
     }
 
     /// Whether launches are fused (on by default; `SOTTO_CUDA_FUSE=0` turns it off): later
@@ -912,6 +923,7 @@ impl CudaSession {
                 self.split as u64,
                 self.q8 as u64,
                 self.fuse as u64,
+                self.pdl as u64,
             ])
             .chain(self.seq_window.iter().map(|&w| w as u64))
             .collect()
@@ -1228,6 +1240,41 @@ fn parse_switch(name: &'static str, value: Option<&str>) -> Result<bool> {
         Some(other) => Err(input_err(name, format!("{other:?}: expected 0 or 1"))),
     }
 }
+
+/// Whether this GPU takes programmatic dependent launches: compute capability 9.0 or
+/// later, and a launch with the attribute goes through (one kernel with nothing to do).
+/// Never on the host emulation, whose launches run in order anyway.
+fn pdl_works(model: &CudaWhisper, stream: &Stream) -> bool {
+    if model.device().compute_capability < PDL_MIN_CC || !matches!(stream, Stream::Cuda(_)) {
+        return false;
+    }
+    let dev = Dev {
+        stream,
+        blas: None,
+        k: &model.kernels,
+        precision: model.precision(),
+        half: 0,
+        half_len: 0,
+        wq: 0,
+        wq_len: 0,
+        attention: ops::AttentionPath::Rows,
+        scores: 0,
+        scores_len: 0,
+        record: None,
+        fuse: false,
+        split: false,
+        part: 0,
+        part_len: 0,
+        done: 0,
+        done_len: 0,
+        q8: false,
+        pdl: true,
+    };
+    dev.probe_launch().is_ok() && stream.synchronize().is_ok()
+}
+
+/// Programmatic dependent launch (`griddepcontrol`) needs compute capability 9.0.
+pub const PDL_MIN_CC: (i32, i32) = (9, 0);
 
 /// The tensor-core attention needs compute capability 8.0 (its `mma.sync` shape); an
 /// older GPU gets a clear error instead of a kernel compiled to nothing.

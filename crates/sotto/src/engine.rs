@@ -218,10 +218,14 @@ impl Forward for sotto_cuda::CudaSession {
     }
 
     fn encoder_note(&self) -> Option<String> {
-        Some(match (self.encoder_graphed(), self.encoder_graph_error()) {
+        let how = match (self.encoder_graphed(), self.encoder_graph_error()) {
             (true, _) => "replays a CUDA graph".into(),
             (false, Some(e)) => format!("direct launches (capturing a CUDA graph failed: {e})"),
             (false, None) => "direct launches".into(),
+        };
+        Some(match self.pdl() {
+            true => format!("{how}; kernels as programmatic dependent launches"),
+            false => how,
         })
     }
 }

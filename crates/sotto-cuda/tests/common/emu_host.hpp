@@ -230,6 +230,9 @@ inline int __dp4a(int a, int b, int c) {
     return c;
 }
 
+// The device prelude's programmatic dependent launch: launches here run one after another.
+inline void sotto_pdl_start() {}
+
 // The device prelude's f16 conversions, by bits: exact widening, and narrowing with
 // rounding to nearest even as PTX cvt.rn.f16.f32 does.
 inline float sotto_half_to_float(unsigned short h) {
