@@ -35,8 +35,9 @@ struct EncBuffers {
 
 /// Decoder activations of one step, grown to the largest step seen.
 struct DecBuffers {
-    /// Shape: [m] token ids, m = batch · new tokens.
-    tok: Buf<u32>,
+    /// The step's inputs, uploaded in one copy: the first position (the cache length), as
+    /// the kernels read it, then m token ids (m = batch · new tokens). Shape: [1 + m]
+    input: Buf<u32>,
     /// Shape: [m, d] each.
     x: Buf<f32>,
     h: Buf<f32>,
@@ -118,8 +119,6 @@ pub struct CudaSession {
     seq_window: Vec<usize>,
     kv: DevKv,
     dec: DecBuffers,
-    /// The step's first position (the cache length), as the kernels read it. Shape: [1]
-    pos: Buf<u32>,
     /// Captured one-token steps by batch size (see [`CudaSession::decode_batch`]).
     graphs: HashMap<usize, CapturedGraph>,
     /// The encoder as a captured graph, the encodes so far, whether the last one replayed
@@ -192,7 +191,7 @@ impl CudaSession {
                 mlp: z(ctx * 4 * da)?,
             };
             let dec = DecBuffers {
-                tok: Buf::zeros(&stream, 0)?,
+                input: Buf::zeros(&stream, 1)?,
                 x: z(0)?,
                 h: z(0)?,
                 q: z(0)?,
@@ -248,7 +247,6 @@ impl CudaSession {
                 seq_window: vec![0],
                 kv,
                 dec,
-                pos: Buf::zeros(&stream, 1)?,
                 graphs: HashMap::new(),
                 enc_graph: None,
                 encodes: 0,
@@ -759,10 +757,10 @@ impl CudaSession {
             self.bind()?;
             self.size_step(m, rows.len())?;
             let scores = Buf::<f32>::zeros(&self.stream, n_scores)?;
-            let zero = [0u32];
             let dev = self.dev();
-            dev.upload_to(self.dec.tok.ptr(), tokens)?;
-            dev.upload_to(self.pos.ptr(), &zero)?;
+            // The sequence's own keys from position 0: the cache is not read.
+            let input = step_input(0, tokens);
+            dev.upload_to(self.dec.input.ptr(), &input)?;
             let pass = Pass::Align {
                 heads,
                 scores: scores.ptr(),
@@ -834,7 +832,7 @@ impl CudaSession {
         let h = *self.model.hparams();
         let d = h.n_text_state;
         let (s, b) = (&self.stream, &mut self.dec);
-        b.tok.ensure(s, m)?;
+        b.input.ensure(s, 1 + m)?;
         for buf in [&mut b.x, &mut b.h, &mut b.q, &mut b.k, &mut b.v, &mut b.att] {
             buf.ensure(s, m * d)?;
         }
@@ -859,7 +857,7 @@ impl CudaSession {
     ///
     /// A step of one token per sequence with every row's logits (greedy and beam steps) at
     /// F16 precision runs as a graph captured on its first use for that batch size: its
-    /// inputs (tokens, position) are uploaded to fixed buffers, so one capture serves every
+    /// inputs (position, tokens) are uploaded to one fixed buffer, so one capture serves every
     /// step. `SOTTO_CUDA_GRAPHS=0` turns graphs off.
     fn forward(
         &mut self,
@@ -880,10 +878,9 @@ impl CudaSession {
                 && graphs_enabled();
             let mut graphs = std::mem::take(&mut self.graphs);
             let mut run = || {
-                let pos = [self.kv.len as u32];
+                let input = step_input(self.kv.len as u32, tokens);
                 let dev = self.dev();
-                dev.upload_to(self.dec.tok.ptr(), tokens)?;
-                dev.upload_to(self.pos.ptr(), &pos)?;
+                dev.upload_to(self.dec.input.ptr(), &input)?;
                 let mut laps = Laps::start(&self.stream, self.keep_step_laps)?;
                 match graphable {
                     true => self.run_graph(&mut graphs, batch)?,
@@ -892,7 +889,7 @@ impl CudaSession {
                         self.decoder_body(&dev, tokens.len(), rows, pass, &mut laps)?
                     }
                 }
-                // `tokens` and `pos` stay borrowed until this synchronizes.
+                // `input` stays borrowed until this synchronizes.
                 dev.download(self.dec.logits.ptr(), logits)?;
                 laps.lap("download")?;
                 laps.finish()
@@ -916,7 +913,7 @@ impl CudaSession {
         let kv =
             (self.kv.k.iter().chain(&self.kv.v)).chain(self.cross_k.iter().chain(&self.cross_v));
         (bufs.into_iter().chain(kv).map(|b| b.ptr()))
-            .chain([b.tok.ptr(), self.pos.ptr(), self.half.ptr(), self.wq.ptr()])
+            .chain([b.input.ptr(), self.half.ptr(), self.wq.ptr()])
             .chain([
                 b.part.ptr(),
                 b.part.len() as u64,
@@ -999,7 +996,7 @@ impl CudaSession {
     ) -> Result<()> {
         let h = *self.model.hparams();
         let (b, kv, dec) = (&self.dec, &self.kv, &self.model.decoder);
-        let (d, nh, pos) = (h.n_text_state, h.n_text_head, self.pos.ptr());
+        let (d, nh, pos) = (h.n_text_state, h.n_text_head, self.dec.input.ptr());
         let batch = match pass {
             Pass::Step { batch } => batch,
             Pass::Align { .. } => 1,
@@ -1008,7 +1005,7 @@ impl CudaSession {
         let stride = kv.stride();
         dev.embed(
             &dec.token_embedding,
-            b.tok.ptr(),
+            b.input.at(1),
             dec.pos.ptr(),
             b.x.ptr(),
             m,
@@ -1118,6 +1115,11 @@ enum Pass<'a> {
         heads: &'a [(usize, usize)],
         scores: u64,
     },
+}
+
+/// A step's input as [`DecBuffers::input`] holds it: the first position, then the tokens.
+fn step_input(pos: u32, tokens: &[u32]) -> Vec<u32> {
+    std::iter::once(pos).chain(tokens.iter().copied()).collect()
 }
 
 /// The runs of consecutive sequences on one window: (window, sequences).
