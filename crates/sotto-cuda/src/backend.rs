@@ -320,6 +320,20 @@ pub(crate) unsafe fn launch_on(
     unsafe { l.launch(cfg) }.map(|_| ())
 }
 
+/// Each kernel parameter in its own 8-byte slot, as `cuLaunchKernelEx`'s parameter
+/// pointers address them: the kernel reads its type's size from the slot's start, which
+/// holds the value's bytes (x86-64 and aarch64 are little-endian).
+fn param_slots(args: &[KernelArg]) -> Vec<u64> {
+    args.iter()
+        .map(|a| match *a {
+            KernelArg::Ptr(v) => v,
+            KernelArg::U32(v) => v as u64,
+            KernelArg::I32(v) => v as u32 as u64,
+            KernelArg::F32(v) => v.to_bits() as u64,
+        })
+        .collect()
+}
+
 /// [`launch_on`] with the programmatic stream serialization attribute.
 ///
 /// # Safety
@@ -331,25 +345,16 @@ unsafe fn launch_dependent(
     args: &[KernelArg],
 ) -> Result<(), DriverError> {
     use cudarc::driver::sys;
-    // Each parameter in its own 8-byte slot: the kernel reads its type's size from the
-    // slot's start, which holds the value's little-endian bytes.
-    let mut slots: Vec<u64> = args
-        .iter()
-        .map(|a| match *a {
-            KernelArg::Ptr(v) => v,
-            KernelArg::U32(v) => v as u64,
-            KernelArg::I32(v) => v as u32 as u64,
-            KernelArg::F32(v) => v.to_bits() as u64,
-        })
-        .collect();
+    let mut slots = param_slots(args);
     let mut params: Vec<*mut std::ffi::c_void> =
         slots.iter_mut().map(|s| (s as *mut u64).cast()).collect();
+    // The value union zeroed whole, then its one field for this attribute set.
+    let mut value = sys::CUlaunchAttributeValue { pad: [0; 64] };
+    value.programmaticStreamSerializationAllowed = 1;
     let mut attr = sys::CUlaunchAttribute {
         id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
         pad: [0; 4],
-        value: sys::CUlaunchAttributeValue {
-            programmaticStreamSerializationAllowed: 1,
-        },
+        value,
     };
     let config = sys::CUlaunchConfig {
         gridDimX: cfg.grid_dim.0,
@@ -825,6 +830,23 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn parameters_fill_the_low_bytes_of_their_slots() {
+        let slots = super::param_slots(&[
+            KernelArg::Ptr(0x7f00_1234_5678),
+            KernelArg::U32(7),
+            KernelArg::I32(-2),
+            KernelArg::F32(1.5),
+        ]);
+        assert_eq!(slots[0], 0x7f00_1234_5678);
+        // A 4-byte parameter is read from the slot's first 4 bytes: the value, exactly.
+        let low = |s: u64| u32::from_le_bytes(s.to_le_bytes()[..4].try_into().unwrap());
+        assert_eq!(low(slots[1]), 7);
+        assert_eq!(low(slots[2]) as i32, -2);
+        assert_eq!(f32::from_bits(low(slots[3])), 1.5);
+        assert!(slots[1..].iter().all(|s| s >> 32 == 0));
     }
 
     #[test]

@@ -104,8 +104,10 @@ pub struct CudaSession {
     /// Whether products with quantized weights quantize their inputs to q8 as the CPU does
     /// (`SOTTO_CUDA_Q8=0` turns it off; [`ops::Dev::q8`]).
     q8: bool,
-    /// Whether kernels launch as programmatic dependent launches ([`ops::Dev::pdl`]).
+    /// Whether kernels launch as programmatic dependent launches ([`ops::Dev::pdl`]), and
+    /// why not where the GPU should take them but the probe launch failed.
     pdl: bool,
+    pdl_error: Option<String>,
     /// Shape: [n_audio_ctx, n_audio_state]
     enc_out: Buf<f32>,
     encoded: bool,
@@ -220,7 +222,13 @@ impl CudaSession {
                 None => default_attention(&model, &stream),
             };
             check_attention(&model, &stream, attention)?;
-            let pdl = switch_from_env("SOTTO_CUDA_PDL")? && pdl_works(&model, &stream);
+            let (pdl, pdl_error) = match switch_from_env("SOTTO_CUDA_PDL")? {
+                true => match pdl_probe(&model, &stream) {
+                    Ok(on) => (on, None),
+                    Err(e) => (false, Some(e.to_string())),
+                },
+                false => (false, None),
+            };
             let scores = match attention {
                 ops::AttentionPath::Blas => plan::attention_scores_len(ctx, ctx, h.n_audio_head),
                 _ => 0,
@@ -235,6 +243,7 @@ impl CudaSession {
                 split: switch_from_env("SOTTO_CUDA_SPLIT")?,
                 q8: switch_from_env("SOTTO_CUDA_Q8")?,
                 pdl,
+                pdl_error,
                 enc_out: z(ctx * da)?,
                 encoded: false,
                 keep_laps: false,
@@ -482,6 +491,12 @@ impl CudaSession {
     /// capability 9.0 and later that take them, unless `SOTTO_CUDA_PDL=0`.
     pub fn pdl(&self) -> bool {
         self.pdl
+    }
+
+    /// Why kernels launch plainly on a GPU that should take programmatic dependent
+    /// launches: the probe launch's error.
+    pub fn pdl_error(&self) -> Option<&str> {
+        self.pdl_error.as_deref()
     }
 
     /// Whether launches are fused (on by default; `SOTTO_CUDA_FUSE=0` turns it off): later
@@ -1244,11 +1259,12 @@ fn parse_switch(name: &'static str, value: Option<&str>) -> Result<bool> {
 }
 
 /// Whether this GPU takes programmatic dependent launches: compute capability 9.0 or
-/// later, and a launch with the attribute goes through (one kernel with nothing to do).
-/// Never on the host emulation, whose launches run in order anyway.
-fn pdl_works(model: &CudaWhisper, stream: &Stream) -> bool {
+/// later (else false), and a launch with the attribute goes through (one kernel with
+/// nothing to do; else its error). Never on the host emulation, whose launches run in
+/// order anyway.
+fn pdl_probe(model: &CudaWhisper, stream: &Stream) -> Result<bool> {
     if model.device().compute_capability < PDL_MIN_CC || !matches!(stream, Stream::Cuda(_)) {
-        return false;
+        return Ok(false);
     }
     let dev = Dev {
         stream,
@@ -1272,7 +1288,9 @@ fn pdl_works(model: &CudaWhisper, stream: &Stream) -> bool {
         q8: false,
         pdl: true,
     };
-    dev.probe_launch().is_ok() && stream.synchronize().is_ok()
+    dev.probe_launch()?;
+    stream.synchronize()?;
+    Ok(true)
 }
 
 /// Programmatic dependent launch (`griddepcontrol`) needs compute capability 9.0.

@@ -223,9 +223,10 @@ impl Forward for sotto_cuda::CudaSession {
             (false, Some(e)) => format!("direct launches (capturing a CUDA graph failed: {e})"),
             (false, None) => "direct launches".into(),
         };
-        Some(match self.pdl() {
-            true => format!("{how}; kernels as programmatic dependent launches"),
-            false => how,
+        Some(match (self.pdl(), self.pdl_error()) {
+            (true, _) => format!("{how}; kernels as programmatic dependent launches"),
+            (false, Some(e)) => format!("{how}; programmatic dependent launch failed: {e}"),
+            (false, None) => how,
         })
     }
 }
