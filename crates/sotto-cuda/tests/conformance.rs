@@ -970,38 +970,21 @@ fn attention(dev: &mut dyn Device, kind: Attn, shape: &[usize], seed: u64) -> (V
                 Arg::Ptr(pos),
             ];
             let c = p.split_config();
+            // The split launch, merging into `merged` with the counters `done` (0, 0: not).
+            let split = |dev: &mut dyn Device, done: u64, merged: u64| {
+                let tail = [Arg::Ptr(done), Arg::Ptr(merged)];
+                let args = [&[pq, pk, pv, part].map(Arg::Ptr)[..], &rest, &tail].concat();
+                let (grid, block, shared) = (c.grid_dim, c.block_dim, c.shared_mem_bytes);
+                dev.launch("sotto_attention_split", grid, block, shared, &args);
+            };
             // The merge in the split launch: a counter per (row, head), to be left at zero.
             let counters = (p.rows * p.heads) as usize;
             let (done, fused) = (dev.put_u32(&vec![0; counters]), dev.nans(rows * d));
-            let args = [
-                &[pq, pk, pv, part].map(Arg::Ptr)[..],
-                &rest,
-                &[Arg::Ptr(done), Arg::Ptr(fused)],
-            ]
-            .concat();
-            dev.launch(
-                "sotto_attention_split",
-                c.grid_dim,
-                c.block_dim,
-                c.shared_mem_bytes,
-                &args,
-            );
+            split(dev, done, fused);
             let left = dev.get_u32(done, counters);
             assert!(left.iter().all(|&c| c == 0), "counters left at {left:?}");
             fused_out = Some(fused);
-            let args = [
-                &[pq, pk, pv, part].map(Arg::Ptr)[..],
-                &rest,
-                &[Arg::Ptr(0), Arg::Ptr(0)],
-            ]
-            .concat();
-            dev.launch(
-                "sotto_attention_split",
-                c.grid_dim,
-                c.block_dim,
-                c.shared_mem_bytes,
-                &args,
-            );
+            split(dev, 0, 0);
             let m = p.merge_config(dh);
             let args = [
                 Arg::Ptr(part),
