@@ -222,18 +222,11 @@ impl CudaSession {
                 None => default_attention(&model, &stream),
             };
             check_attention(&model, &stream, attention)?;
-            let (pdl, pdl_error) = match switch_from_env("SOTTO_CUDA_PDL")? {
-                true => match pdl_probe(&model, &stream) {
-                    Ok(on) => (on, None),
-                    Err(e) => (false, Some(e.to_string())),
-                },
-                false => (false, None),
-            };
             let scores = match attention {
                 ops::AttentionPath::Blas => plan::attention_scores_len(ctx, ctx, h.n_audio_head),
                 _ => 0,
             };
-            Ok(CudaSession {
+            let mut session = CudaSession {
                 enc,
                 half: Buf::zeros(&stream, half_len)?,
                 wq: Buf::zeros(&stream, model.max_quantized)?,
@@ -242,8 +235,8 @@ impl CudaSession {
                 fuse: switch_from_env("SOTTO_CUDA_FUSE")?,
                 split: switch_from_env("SOTTO_CUDA_SPLIT")?,
                 q8: switch_from_env("SOTTO_CUDA_Q8")?,
-                pdl,
-                pdl_error,
+                pdl: false,
+                pdl_error: None,
                 enc_out: z(ctx * da)?,
                 encoded: false,
                 keep_laps: false,
@@ -264,7 +257,14 @@ impl CudaSession {
                 blas,
                 stream,
                 model,
-            })
+            };
+            if switch_from_env("SOTTO_CUDA_PDL")? {
+                match session.pdl_probe() {
+                    Ok(on) => session.pdl = on,
+                    Err(e) => session.pdl_error = Some(e.to_string()),
+                }
+            }
+            Ok(session)
         })
     }
 
@@ -491,6 +491,24 @@ impl CudaSession {
     /// capability 9.0 and later that take them, unless `SOTTO_CUDA_PDL=0`.
     pub fn pdl(&self) -> bool {
         self.pdl
+    }
+
+    /// Whether this GPU takes programmatic dependent launches: compute capability 9.0 or
+    /// later (else false), and a launch with the attribute goes through (one kernel with
+    /// nothing to do; else its error). Never on the host emulation, whose launches run in
+    /// order anyway.
+    fn pdl_probe(&self) -> Result<bool> {
+        let cc = self.model.device().compute_capability;
+        if cc < PDL_MIN_CC || !matches!(self.stream, Stream::Cuda(_)) {
+            return Ok(false);
+        }
+        let dev = Dev {
+            pdl: true,
+            ..self.dev()
+        };
+        dev.probe_launch()?;
+        self.stream.synchronize()?;
+        Ok(true)
     }
 
     /// Why kernels launch plainly on a GPU that should take programmatic dependent
@@ -1256,41 +1274,6 @@ fn parse_switch(name: &'static str, value: Option<&str>) -> Result<bool> {
         Some("0") => Ok(false),
         Some(other) => Err(input_err(name, format!("{other:?}: expected 0 or 1"))),
     }
-}
-
-/// Whether this GPU takes programmatic dependent launches: compute capability 9.0 or
-/// later (else false), and a launch with the attribute goes through (one kernel with
-/// nothing to do; else its error). Never on the host emulation, whose launches run in
-/// order anyway.
-fn pdl_probe(model: &CudaWhisper, stream: &Stream) -> Result<bool> {
-    if model.device().compute_capability < PDL_MIN_CC || !matches!(stream, Stream::Cuda(_)) {
-        return Ok(false);
-    }
-    let dev = Dev {
-        stream,
-        blas: None,
-        k: &model.kernels,
-        precision: model.precision(),
-        half: 0,
-        half_len: 0,
-        wq: 0,
-        wq_len: 0,
-        attention: ops::AttentionPath::Rows,
-        scores: 0,
-        scores_len: 0,
-        record: None,
-        fuse: false,
-        split: false,
-        part: 0,
-        part_len: 0,
-        done: 0,
-        done_len: 0,
-        q8: false,
-        pdl: true,
-    };
-    dev.probe_launch()?;
-    stream.synchronize()?;
-    Ok(true)
 }
 
 /// Programmatic dependent launch (`griddepcontrol`) needs compute capability 9.0.
