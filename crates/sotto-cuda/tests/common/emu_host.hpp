@@ -21,15 +21,20 @@
 // The tests build this with UBSan's alignment, bounds and shift checks where the compiler
 // has them (tests/common/emu.rs): a misaligned access, an index past a static shared
 // array, or a shift by the width or more stops the test with the line in the built source.
+// A launch's dynamic shared memory ends right before an inaccessible page: an access past
+// the size the launch gave (up to 15 bytes of alignment slack) stops the test (SIGSEGV).
 // What this cannot catch: races that no sequential order shows (two writes of the same
-// value, say), reads past a global buffer or the dynamic shared memory, PTX-level issues,
-// and speed. Those wait for a GPU (scripts/gpu-check.sh).
+// value, say), reads past a global buffer or before the dynamic shared memory, PTX-level
+// issues, and speed. Those wait for a GPU (scripts/gpu-check.sh).
+#include <sys/mman.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -232,6 +237,8 @@ inline int __dp4a(int a, int b, int c) {
 
 // The device prelude's programmatic dependent launch: launches here run one after another.
 inline void sotto_pdl_start() {}
+// Its L2 prefetch, a hint with no effect on values: nothing to do here.
+inline void sotto_prefetch_l2(const void*, size_t) {}
 
 // The device prelude's f16 conversions, by bits: exact widening, and narrowing with
 // rounding to nearest even as PTX cvt.rn.f16.f32 does.
@@ -302,6 +309,26 @@ inline void sotto_mma_16816(float* d, const unsigned int* a, const unsigned int*
     }
 }
 
+namespace emu {
+// A launch's dynamic shared memory: its last byte right before a page that may not be read
+// or written, so that an access past what the launch asked for (a kernel's layout and its
+// host-side size disagreeing) stops the test with SIGSEGV instead of going unseen.
+// 16-byte aligned, so the end may have up to 15 bytes of slack.
+inline unsigned char* dynamic_shared_ending_at_guard(unsigned int bytes) {
+    static unsigned char* guard = [] {
+        const std::size_t page = (std::size_t)sysconf(_SC_PAGESIZE);
+        const std::size_t room = (48 * 1024 + page - 1) / page * page;
+        void* p = mmap(nullptr, room + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                       -1, 0);
+        if (p == MAP_FAILED) std::abort();
+        unsigned char* g = static_cast<unsigned char*>(p) + room;
+        if (mprotect(g, page, PROT_NONE) != 0) std::abort();
+        return g;
+    }();
+    return guard - ((std::size_t)bytes + 15) / 16 * 16;
+}
+}  // namespace emu
+
 // Calls kernel k with the arguments cuLaunchKernel-style: args[i] points at parameter i.
 template <class... A, std::size_t... I>
 void emu_call(void (*k)(A...), void** a, std::index_sequence<I...>) {
@@ -333,7 +360,7 @@ static int emu_launch(const EmuKernel& k, const unsigned int grid[3], const unsi
     // thread per launch cost more than the kernels).
     static std::vector<char*> stacks;
     while (stacks.size() < n) stacks.push_back(new char[emu::STACK_BYTES]);
-    std::vector<unsigned char> shared(shared_bytes + 16);
+    unsigned char* shared = emu::dynamic_shared_ending_at_guard(shared_bytes);
     emu::body = k.run;
     emu::args = args;
     emu::direct = false;
@@ -346,8 +373,8 @@ static int emu_launch(const EmuKernel& k, const unsigned int grid[3], const unsi
         std::size_t b = order(i, blocks);
         blockIdx = dim3{(unsigned int)(b % grid[0]), (unsigned int)(b / grid[0] % grid[1]),
                         (unsigned int)(b / ((std::size_t)grid[0] * grid[1]))};
-        std::memset(shared.data(), 0xff, shared.size());
-        emu::dynamic_shared = shared.data();
+        std::memset(shared, 0xff, shared_bytes);
+        emu::dynamic_shared = shared;
         if (!first && !synchronised) {
             // The first block never reached a barrier: run the threads as plain calls.
             emu::direct = true;
