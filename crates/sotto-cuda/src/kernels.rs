@@ -86,7 +86,7 @@ pub const MMV_ADD: i32 = 4;
 pub const MMV_Q8: i32 = 8;
 /// The product reads the layer norm of its input rows (the kernels' gamma, beta and eps),
 /// which each block computes as `sotto_layer_norm` does, bit for bit
-/// ([`crate::launch::mul_mat_vec_norm_shared`] sizes its shared memory).
+/// ([`crate::launch::mul_mat_vec_shared`] sizes its shared memory).
 pub const MMV_NORM: i32 = 16;
 
 /// Threads per block of `sotto_attention` (a power of two, at least the head width): wide,
@@ -141,6 +141,19 @@ __device__ __forceinline__ void sotto_pdl_start() {
 #if __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Asks L2 for the `bytes` from `p` (the warp's lanes take its 128-byte lines in turn), for a
+// kernel to call on weights before sotto_pdl_start: no kernel writes weights, so under a
+// programmatic dependent launch these reads overlap the kernel before, and the product's
+// own loads then find the lines in L2. Only a hint: L2 is where every write lands, so a
+// prefetched line is never stale. sm_90 and later, where launches overlap.
+__device__ __forceinline__ void sotto_prefetch_l2(const void* p, size_t bytes) {
+#if __CUDA_ARCH__ >= 900
+    size_t at = (size_t)p, end = at + bytes;
+    for (at = (at & ~(size_t)127) + (size_t)(threadIdx.x % 32) * 128; at < end; at += 32 * 128)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(at));
 #endif
 }
 
@@ -485,11 +498,21 @@ __device__ __forceinline__ void sotto_mmv_store(const float* acc, float* y, cons
     }
 }
 
+// One block of 32 input values quantized for sotto_mmv_q8 (sotto_q8_block's codes, scale
+// and q8_1 sum), 11 words so that lanes reading consecutive ones hit distinct banks
+// (launch::MMV_Q8_SHARED_BYTES is its size).
+struct SottoQ8 {
+    int qs[8];
+    float d, s;
+    int pad;
+};
+
 // The rows of x this block takes: SOTTO_MMV_ROWS from row r0 = blockIdx.y · SOTTO_MMV_ROWS
 // (a launch with more rows has a grid.y of row chunks); m becomes the chunk's count.
-// With SOTTO_MMV_NORM, x becomes their layer norm, which the block writes to its dynamic
-// shared memory: [m, n_in] floats, then the sums' (launch::mul_mat_vec_norm_shared). Every
-// thread of the block must call it, before any returns.
+// The block's dynamic shared memory (launch::mul_mat_vec_shared): with SOTTO_MMV_Q8, first
+// m · 32 SottoQ8 (sotto_mmv_q8's input codes); with SOTTO_MMV_NORM, then the rows' layer
+// norm, [m, n_in] floats, which x becomes, and the sums'. Every thread of the block must
+// call it, before any returns.
 __device__ __forceinline__ unsigned int sotto_mmv_input(const float** x, unsigned int* m,
         unsigned int n_in, int flags, const float* gamma, const float* beta, float eps) {
     unsigned int r0 = blockIdx.y * SOTTO_MMV_ROWS;
@@ -497,16 +520,24 @@ __device__ __forceinline__ unsigned int sotto_mmv_input(const float** x, unsigne
     *m = *m - r0 < SOTTO_MMV_ROWS ? *m - r0 : SOTTO_MMV_ROWS;
     if (flags & SOTTO_MMV_NORM) {
         extern __shared__ float sotto_mmv_sh[];
-        float* red = sotto_mmv_sh + (size_t)*m * n_in;
-        sotto_norm_rows(*x, *m, n_in, gamma, beta, eps, sotto_mmv_sh, red);
-        *x = sotto_mmv_sh;
+        size_t codes = (flags & SOTTO_MMV_Q8) ? (size_t)*m * 32 * sizeof(SottoQ8) / 4 : 0;
+        float* normed = sotto_mmv_sh + codes;
+        float* red = normed + (size_t)*m * n_in;
+        sotto_norm_rows(*x, *m, n_in, gamma, beta, eps, normed, red);
+        *x = normed;
     }
     return r0;
 }
 
-// As sotto_mul_mat_vec_q with W in f16 (rows of any length): lane l reads the pair of
-// halves 2l, 2l + 1 of every 64, one 32-bit load when rows are an even length.
-// Output o is this warp's.
+// Eight f16 values in one 16-byte load.
+struct alignas(16) SottoHalf8 {
+    unsigned int pair[4];
+};
+
+// As sotto_mul_mat_vec_q with W in f16 (rows of any length). Where rows are a multiple of 8
+// long and W is 16-byte aligned, lane l reads halves 8l .. 8l + 7 of every 256 in one
+// 16-byte load; else the pair 2l, 2l + 1 of every 64 (one 32-bit load when rows are an
+// even length). Output o is this warp's.
 __device__ __forceinline__ void sotto_mmv_f16(const unsigned short* w, const float* x,
         float* y, const float* b, unsigned int n_in, unsigned int n_out, unsigned int m,
         int flags, unsigned int o, SottoMmvRows rows, unsigned int r0) {
@@ -514,7 +545,28 @@ __device__ __forceinline__ void sotto_mmv_f16(const unsigned short* w, const flo
     float acc[SOTTO_MMV_ROWS];
 #pragma unroll
     for (int r = 0; r < SOTTO_MMV_ROWS; ++r) acc[r] = 0.0f;
-    if (o < n_out) {
+    if (o < n_out && (n_in & 7u) == 0 && ((size_t)w & 15u) == 0) {
+        const unsigned short* row = w + (size_t)o * n_in;
+        for (unsigned int k = 8 * lane; k < n_in; k += 256) {
+            SottoHalf8 h = *(const SottoHalf8*)(row + k);
+            float wv[8];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                wv[2 * j] = sotto_half_to_float((unsigned short)(h.pair[j] & 0xffffu));
+                wv[2 * j + 1] = sotto_half_to_float((unsigned short)(h.pair[j] >> 16));
+            }
+#pragma unroll
+            for (int r = 0; r < SOTTO_MMV_ROWS; ++r) {
+                if (r < (int)m) {
+                    const float* xr = x + (size_t)r * n_in + k;
+                    float s = wv[0] * xr[0];
+#pragma unroll
+                    for (int j = 1; j < 8; ++j) s = fmaf(wv[j], xr[j], s);
+                    acc[r] += s;
+                }
+            }
+        }
+    } else if (o < n_out) {
         const unsigned short* row = w + (size_t)o * n_in;
         for (unsigned int k = 2 * lane; k < n_in; k += 64) {
             float w0, w1 = 0.0f;
@@ -542,9 +594,10 @@ __device__ __forceinline__ void sotto_mmv_f16(const unsigned short* w, const flo
 extern "C" __global__ void sotto_mul_mat_vec_f16(const unsigned short* w, const float* x,
         float* y, const float* b, unsigned int n_in, unsigned int n_out, unsigned int m,
         int flags, const float* gamma, const float* beta, float eps) {
+    unsigned int o = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (o < n_out) sotto_prefetch_l2(w + (size_t)o * n_in, (size_t)n_in * 2);
     sotto_pdl_start();
     unsigned int r0 = sotto_mmv_input(&x, &m, n_in, flags, gamma, beta, eps);
-    unsigned int o = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     SottoMmvRows rows = {nullptr, 1, 0};
     sotto_mmv_f16(w, x, y, b, n_in, n_out, m, flags, o, rows, r0);
 }
@@ -616,18 +669,30 @@ template <int T> __device__ __forceinline__ void sotto_q_codes(const unsigned ch
 // sotto_mmv_q's products as the CPU's quantized decoder products compute them
 // (sotto_quant::tiled_matmul): each row of x quantized per block (sotto_q8_block), exact
 // integer block sums, and the blocks added in order, acc = fma(Σq·q', d·d', acc) (then
-// acc = fma(m, s, acc) for q4_1 and q5_1), so the sums are the CPU's bit for bit. Lane l
-// takes block base + l of each 32; the warp then walks those 32 in order by shuffles,
-// every lane keeping the same acc.
+// acc = fma(m, s, acc) for q4_1 and q5_1), so the sums are the CPU's bit for bit. The
+// blocks go 32 at a time: the block's threads quantize the group's input blocks of every
+// row into shared memory once (not once per warp: the quantizing is most of the work),
+// then lane l takes block base + l and the warp walks the 32 in order by shuffles, every
+// lane keeping the same acc. A warp without an output (o ≥ n_out) still quantizes its share.
 template <int T> __device__ __forceinline__ void sotto_mmv_q8(const unsigned char* w,
         const float* x, float* acc, unsigned int n_in, unsigned int n_out, unsigned int m,
         unsigned int o) {
+    extern __shared__ float sotto_mmv_sh[];
+    SottoQ8* codes = (SottoQ8*)sotto_mmv_sh;
     unsigned int lane = threadIdx.x % 32, nb = n_in / 32;
     const bool min = T == 1 || T == 3;
-    if (o >= n_out) return;  // the warp's o: uniform, so no lane is left in a shuffle
-    const unsigned char* row = w + (size_t)o * nb * sotto_qbytes<T>();
+    bool live = o < n_out;  // the warp's o: uniform, so no lane is left in a shuffle
+    const unsigned char* row = w + (size_t)(live ? o : 0) * nb * sotto_qbytes<T>();
     for (unsigned int base = 0; base < nb; base += 32) {
         unsigned int b = base + lane, n = nb - base < 32 ? nb - base : 32;
+        if (base > 0) __syncthreads();  // every warp is done with the last group's codes
+        for (unsigned int i = threadIdx.x; i < m * n; i += blockDim.x) {
+            SottoQ8* c = codes + (i / n) * 32 + i % n;
+            sotto_q8_block<min>(x + (size_t)(i / n) * n_in + (size_t)(base + i % n) * 32,
+                c->qs, &c->d, &c->s);
+        }
+        __syncthreads();
+        if (!live) continue;
         int wq[8];
         float dw = 0.0f, mw = 0.0f;
         if (b < nb) sotto_q_codes<T>(row + (size_t)b * sotto_qbytes<T>(), wq, &dw, &mw);
@@ -636,14 +701,13 @@ template <int T> __device__ __forceinline__ void sotto_mmv_q8(const unsigned cha
             if (r < (int)m) {
                 float sf = 0.0f, dd = 0.0f, sa = 0.0f;
                 if (b < nb) {
-                    int aq[8];
-                    float da;
-                    sotto_q8_block<min>(x + (size_t)r * n_in + (size_t)b * 32, aq, &da, &sa);
+                    const SottoQ8* c = codes + r * 32 + lane;
                     int sumi = 0;
 #pragma unroll
-                    for (int k = 0; k < 8; ++k) sumi = __dp4a(wq[k], aq[k], sumi);
+                    for (int k = 0; k < 8; ++k) sumi = __dp4a(wq[k], c->qs[k], sumi);
                     sf = (float)sumi;
-                    dd = __fmul_rn(dw, da);
+                    dd = __fmul_rn(dw, c->d);
+                    sa = c->s;
                 }
                 float a = acc[r];
                 for (unsigned int j = 0; j < n; ++j) {
@@ -695,8 +759,11 @@ template <int T> __device__ __forceinline__ void sotto_mmv_q(const unsigned char
 template <int T> __device__ __forceinline__ void sotto_mul_mat_vec_q(const unsigned char* w,
         const float* x, float* y, const float* b, unsigned int n_in, unsigned int n_out,
         unsigned int m, int flags, const float* gamma, const float* beta, float eps) {
-    unsigned int r0 = sotto_mmv_input(&x, &m, n_in, flags, gamma, beta, eps);
     unsigned int o = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    size_t row_bytes = (size_t)(n_in / 32) * sotto_qbytes<T>();
+    if (o < n_out) sotto_prefetch_l2(w + (size_t)o * row_bytes, row_bytes);
+    sotto_pdl_start();
+    unsigned int r0 = sotto_mmv_input(&x, &m, n_in, flags, gamma, beta, eps);
     SottoMmvRows rows = {nullptr, 1, 0};
     sotto_mmv_q<T>(w, x, y, b, n_in, n_out, m, flags, o, rows, r0);
 }
@@ -706,13 +773,16 @@ template <int T> __device__ __forceinline__ void sotto_mul_mat_vec_q(const unsig
 // do). b_i null: no bias. With pos0, the second and third outputs go straight into their
 // KV caches (SottoMmvRows), so the step needs no sotto_kv_write. `extra`: SOTTO_MMV_Q8
 // and SOTTO_MMV_NORM (gamma, beta, eps), or 0.
-#define SOTTO_MMV3_PICK(W)                                                          \
-    unsigned int r0 = sotto_mmv_input(&x, &m, n_in, extra, gamma, beta, eps);        \
+#define SOTTO_MMV3_PICK(W, ROW_BYTES)                                               \
     unsigned int o = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;              \
-    unsigned int which = o / n_out;                                                  \
-    if (which > 2) return;                                                           \
-    o -= which * n_out;                                                              \
+    bool live = o < 3 * n_out;                                                       \
+    unsigned int which = live ? o / n_out : 2;                                       \
+    o = live ? o - which * n_out : n_out;                                            \
     W w = which == 0 ? w0 : which == 1 ? w1 : w2;                                    \
+    size_t row_bytes = (ROW_BYTES);                                                  \
+    if (live) sotto_prefetch_l2((const char*)w + (size_t)o * row_bytes, row_bytes);  \
+    sotto_pdl_start();                                                               \
+    unsigned int r0 = sotto_mmv_input(&x, &m, n_in, extra, gamma, beta, eps);        \
     float* y = which == 0 ? y0 : which == 1 ? y1 : y2;                               \
     const float* b = which == 0 ? b0 : which == 1 ? b1 : b2;                         \
     SottoMmvRows rows = {which == 0 ? nullptr : pos0, n_new, seq_stride};            \
@@ -724,8 +794,7 @@ extern "C" __global__ void sotto_mul_mat_vec3_f16(const unsigned short* w0,
         unsigned int n_in, unsigned int n_out, unsigned int m, const unsigned int* pos0,
         unsigned int n_new, unsigned int seq_stride, int extra, const float* gamma,
         const float* beta, float eps) {
-    sotto_pdl_start();
-    SOTTO_MMV3_PICK(const unsigned short*)
+    SOTTO_MMV3_PICK(const unsigned short*, (size_t)n_in * 2)
     sotto_mmv_f16(w, x, y, b, n_in, n_out, m, flags, o, rows, r0);
 }
 
@@ -735,38 +804,33 @@ template <int T> __device__ __forceinline__ void sotto_mul_mat_vec3_q(const unsi
         unsigned int n_in, unsigned int n_out, unsigned int m, const unsigned int* pos0,
         unsigned int n_new, unsigned int seq_stride, int extra, const float* gamma,
         const float* beta, float eps) {
-    SOTTO_MMV3_PICK(const unsigned char*)
+    SOTTO_MMV3_PICK(const unsigned char*, (size_t)(n_in / 32) * sotto_qbytes<T>())
     sotto_mmv_q<T>(w, x, y, b, n_in, n_out, m, flags, o, rows, r0);
 }
 
 extern "C" __global__ void sotto_mul_mat_vec_q4_0(const unsigned char* w, const float* x,
         float* y, const float* b, unsigned int n_in, unsigned int n_out, unsigned int m,
         int flags, const float* gamma, const float* beta, float eps) {
-    sotto_pdl_start();
     sotto_mul_mat_vec_q<0>(w, x, y, b, n_in, n_out, m, flags, gamma, beta, eps);
 }
 extern "C" __global__ void sotto_mul_mat_vec_q4_1(const unsigned char* w, const float* x,
         float* y, const float* b, unsigned int n_in, unsigned int n_out, unsigned int m,
         int flags, const float* gamma, const float* beta, float eps) {
-    sotto_pdl_start();
     sotto_mul_mat_vec_q<1>(w, x, y, b, n_in, n_out, m, flags, gamma, beta, eps);
 }
 extern "C" __global__ void sotto_mul_mat_vec_q5_0(const unsigned char* w, const float* x,
         float* y, const float* b, unsigned int n_in, unsigned int n_out, unsigned int m,
         int flags, const float* gamma, const float* beta, float eps) {
-    sotto_pdl_start();
     sotto_mul_mat_vec_q<2>(w, x, y, b, n_in, n_out, m, flags, gamma, beta, eps);
 }
 extern "C" __global__ void sotto_mul_mat_vec_q5_1(const unsigned char* w, const float* x,
         float* y, const float* b, unsigned int n_in, unsigned int n_out, unsigned int m,
         int flags, const float* gamma, const float* beta, float eps) {
-    sotto_pdl_start();
     sotto_mul_mat_vec_q<3>(w, x, y, b, n_in, n_out, m, flags, gamma, beta, eps);
 }
 extern "C" __global__ void sotto_mul_mat_vec_q8_0(const unsigned char* w, const float* x,
         float* y, const float* b, unsigned int n_in, unsigned int n_out, unsigned int m,
         int flags, const float* gamma, const float* beta, float eps) {
-    sotto_pdl_start();
     sotto_mul_mat_vec_q<8>(w, x, y, b, n_in, n_out, m, flags, gamma, beta, eps);
 }
 extern "C" __global__ void sotto_mul_mat_vec3_q4_0(const unsigned char* w0,
@@ -775,7 +839,6 @@ extern "C" __global__ void sotto_mul_mat_vec3_q4_0(const unsigned char* w0,
         unsigned int n_in, unsigned int n_out, unsigned int m, const unsigned int* pos0,
         unsigned int n_new, unsigned int seq_stride, int extra, const float* gamma,
         const float* beta, float eps) {
-    sotto_pdl_start();
     sotto_mul_mat_vec3_q<0>(w0, w1, w2, x, y0, y1, y2, b0, b1, b2, n_in, n_out, m, pos0,
         n_new, seq_stride, extra, gamma, beta, eps);
 }
@@ -785,7 +848,6 @@ extern "C" __global__ void sotto_mul_mat_vec3_q4_1(const unsigned char* w0,
         unsigned int n_in, unsigned int n_out, unsigned int m, const unsigned int* pos0,
         unsigned int n_new, unsigned int seq_stride, int extra, const float* gamma,
         const float* beta, float eps) {
-    sotto_pdl_start();
     sotto_mul_mat_vec3_q<1>(w0, w1, w2, x, y0, y1, y2, b0, b1, b2, n_in, n_out, m, pos0,
         n_new, seq_stride, extra, gamma, beta, eps);
 }
@@ -795,7 +857,6 @@ extern "C" __global__ void sotto_mul_mat_vec3_q5_0(const unsigned char* w0,
         unsigned int n_in, unsigned int n_out, unsigned int m, const unsigned int* pos0,
         unsigned int n_new, unsigned int seq_stride, int extra, const float* gamma,
         const float* beta, float eps) {
-    sotto_pdl_start();
     sotto_mul_mat_vec3_q<2>(w0, w1, w2, x, y0, y1, y2, b0, b1, b2, n_in, n_out, m, pos0,
         n_new, seq_stride, extra, gamma, beta, eps);
 }
@@ -805,7 +866,6 @@ extern "C" __global__ void sotto_mul_mat_vec3_q5_1(const unsigned char* w0,
         unsigned int n_in, unsigned int n_out, unsigned int m, const unsigned int* pos0,
         unsigned int n_new, unsigned int seq_stride, int extra, const float* gamma,
         const float* beta, float eps) {
-    sotto_pdl_start();
     sotto_mul_mat_vec3_q<3>(w0, w1, w2, x, y0, y1, y2, b0, b1, b2, n_in, n_out, m, pos0,
         n_new, seq_stride, extra, gamma, beta, eps);
 }
@@ -815,7 +875,6 @@ extern "C" __global__ void sotto_mul_mat_vec3_q8_0(const unsigned char* w0,
         unsigned int n_in, unsigned int n_out, unsigned int m, const unsigned int* pos0,
         unsigned int n_new, unsigned int seq_stride, int extra, const float* gamma,
         const float* beta, float eps) {
-    sotto_pdl_start();
     sotto_mul_mat_vec3_q<8>(w0, w1, w2, x, y0, y1, y2, b0, b1, b2, n_in, n_out, m, pos0,
         n_new, seq_stride, extra, gamma, beta, eps);
 }

@@ -116,13 +116,26 @@ pub fn mul_mat_vec(
 /// Most dynamic shared memory a launch may take without opting in, on every GPU.
 pub const MAX_DYNAMIC_SHARED: u32 = 48 * 1024;
 
-/// The dynamic shared memory of a mat-vec launch that normalises its `m` input rows of
-/// `n_in` itself ([`kernels::MMV_NORM`]): the normalised rows, then a float per thread of
-/// the layer-norm launch it computes as ([`rows`]). None past [`MAX_DYNAMIC_SHARED`].
-pub fn mul_mat_vec_norm_shared(m: usize, n_in: usize) -> Option<u32> {
-    let width = rows("norm", 1, n_in.max(1)).ok()??.block as usize;
-    let bytes = m.checked_mul(n_in)?.checked_add(width)?.checked_mul(4)?;
-    u32::try_from(bytes)
+/// Bytes of one input block's codes in a q8 mat-vec's shared memory (`SottoQ8`: eight
+/// words of codes, the scale, the q8_1 sum and a word of padding).
+pub const MMV_Q8_SHARED_BYTES: usize = 44;
+
+/// The dynamic shared memory of a mat-vec launch over `m` input rows of `n_in` (a block
+/// takes at most [`kernels::MMV_ROWS`] of them): with `q8` ([`kernels::MMV_Q8`]), the codes
+/// of 32 input blocks a row; with `norm` ([`kernels::MMV_NORM`]), then the normalised rows
+/// and a float per thread of the layer-norm launch it computes as ([`rows`]). None past
+/// [`MAX_DYNAMIC_SHARED`].
+pub fn mul_mat_vec_shared(m: usize, n_in: usize, q8: bool, norm: bool) -> Option<u32> {
+    let m = m.min(kernels::MMV_ROWS);
+    let codes = if q8 { m * 32 * MMV_Q8_SHARED_BYTES } else { 0 };
+    let normed = match norm {
+        true => {
+            let width = rows("norm", 1, n_in.max(1)).ok()??.block as usize;
+            m.checked_mul(n_in)?.checked_add(width)?.checked_mul(4)?
+        }
+        false => 0,
+    };
+    u32::try_from(codes.checked_add(normed)?)
         .ok()
         .filter(|&b| b <= MAX_DYNAMIC_SHARED)
 }
@@ -229,17 +242,27 @@ mod tests {
 
     #[test]
     fn a_norm_in_the_mat_vec_fits_shared_memory_at_every_whisper_width() {
+        let shared = |m, d, q8| mul_mat_vec_shared(m, d, q8, true);
         // The rows, then the layer norm launch's block of sums (512 threads for 384).
-        assert_eq!(mul_mat_vec_norm_shared(1, 384), Some((384 + 512) * 4));
-        assert_eq!(mul_mat_vec_norm_shared(8, 7), Some((56 + 32) * 4));
+        assert_eq!(shared(1, 384, false), Some((384 + 512) * 4));
+        assert_eq!(shared(8, 7, false), Some((56 + 32) * 4));
+        // q8 codes first: 32 blocks of 44 bytes a row.
+        assert_eq!(shared(1, 384, true), Some(32 * 44 + (384 + 512) * 4));
         for d in [384, 512, 768, 1024, 1280] {
-            assert!(
-                mul_mat_vec_norm_shared(kernels::MMV_ROWS, d).is_some(),
-                "{d}"
-            );
+            assert!(shared(kernels::MMV_ROWS, d, false).is_some(), "{d}");
+            // Five beams with quantized weights, at every size.
+            assert!(shared(5, d, true).is_some(), "{d}");
         }
-        assert_eq!(mul_mat_vec_norm_shared(8, 2048), None);
-        assert_eq!(mul_mat_vec_norm_shared(usize::MAX, 2), None);
+        // Eight rows of large-v3's 1280 with codes do not fit: that norm runs apart.
+        assert!(shared(kernels::MMV_ROWS, 1024, true).is_some());
+        assert_eq!(shared(kernels::MMV_ROWS, 1280, true), None);
+        assert_eq!(shared(8, 2048, false), None);
+        assert_eq!(
+            mul_mat_vec_shared(usize::MAX, 2, true, false),
+            Some(8 * 32 * 44)
+        );
+        // A block takes at most eight rows: more are chunks of eight.
+        assert_eq!(shared(13, 64, false), shared(8, 64, false));
     }
 
     #[test]

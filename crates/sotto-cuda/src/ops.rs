@@ -689,10 +689,10 @@ impl Dev<'_> {
 
     /// Whether a mat-vec launch of `m` rows against `w` normalises its input itself.
     fn norm_fuses(&self, w: &DevLinear, m: usize) -> bool {
-        let chunk = m.min(kernels::MMV_ROWS);
+        let q8 = self.q8_flag(w) != 0;
         self.fuse
             && self.mat_vec_takes(w, m)
-            && launch::mul_mat_vec_norm_shared(chunk, w.n_in).is_some()
+            && launch::mul_mat_vec_shared(m, w.n_in, q8, true).is_some()
     }
 
     /// What a product of `m` rows against `w` reads: the address of its rows, and the norm
@@ -1094,8 +1094,8 @@ impl Dev<'_> {
     }
 
     /// The mat-vec kernels' last arguments (gamma, beta, eps): a norm's, with
-    /// [`kernels::MMV_NORM`] added to `flags` and the launch's shared memory for it, or
-    /// nulls.
+    /// [`kernels::MMV_NORM`] added to `flags`, or nulls; and the launch's shared memory for
+    /// the norm and the q8 codes `flags` asks for.
     fn norm_args(
         &self,
         op: &'static str,
@@ -1105,6 +1105,14 @@ impl Dev<'_> {
         cfg: &mut LaunchConfig,
         flags: &mut i32,
     ) -> Result<[KernelArg; 3]> {
+        let q8 = *flags & kernels::MMV_Q8 != 0;
+        cfg.shared_mem_bytes =
+            launch::mul_mat_vec_shared(m, n_in, q8, norm.is_some()).ok_or_else(|| {
+                CudaError::Shape {
+                    op,
+                    msg: format!("rows of {n_in} to normalise or quantize exceed shared memory"),
+                }
+            })?;
         let Some(norm) = norm else {
             return Ok([0u64.into(), 0u64.into(), 0f32.into()]);
         };
@@ -1114,12 +1122,6 @@ impl Dev<'_> {
                 msg: format!("a norm of {} values before {n_in} inputs", norm.gamma.len()),
             });
         }
-        let chunk = m.min(kernels::MMV_ROWS);
-        cfg.shared_mem_bytes =
-            launch::mul_mat_vec_norm_shared(chunk, n_in).ok_or_else(|| CudaError::Shape {
-                op,
-                msg: format!("{chunk} rows of {n_in} to normalise exceed shared memory"),
-            })?;
         *flags |= kernels::MMV_NORM;
         Ok([
             norm.gamma.ptr().into(),

@@ -221,7 +221,8 @@ conformance! {
     mat_vec_norm_f16_gelu: MatVec(5, MMV_NORM | MMV_BIAS | MMV_GELU), [37, 384] F16;
     mat_vec_norm_q8_q4_0_gelu: MatVec(1, MMV_NORM | MMV_Q8 | MMV_BIAS | MMV_GELU), [33, 384] Q4_0;
     mat_vec_norm_q8_q5_1_beams: MatVec(5, MMV_NORM | MMV_Q8 | MMV_BIAS), [9, 512] Q5_1;
-    mat_vec_norm_q8_q8_0_large: MatVec(8, MMV_NORM | MMV_Q8), [5, 1280] Q8_0;
+    mat_vec_norm_q8_q8_0_large: MatVec(5, MMV_NORM | MMV_Q8), [5, 1280] Q8_0;
+    mat_vec_norm_q8_q8_0_medium: MatVec(8, MMV_NORM | MMV_Q8), [5, 1024] Q8_0;
     mat_vec_norm_f16_large: MatVec(8, MMV_NORM), [5, 1280] F16;
     mat_vec_norm_q8_q4_1_short: MatVec(3, MMV_NORM | MMV_Q8), [7, 64] Q4_1;
     mat_vec_norm_q8_q5_0_prompt: MatVec(13, MMV_NORM | MMV_Q8 | MMV_BIAS), [17, 384] Q5_0;
@@ -232,6 +233,7 @@ conformance! {
     mat_vec3_q4_1: MatVec3(5, false, 0), [33, 256] Q4_1;
     mat_vec3_q5_0_cache: MatVec3(2, true, 0), [7, 64] Q5_0;
     mat_vec3_q4_0_prompt_cache: MatVec3(20, true, 0), [9, 128] Q4_0;
+    mat_vec3_q8_q5_1_beams: MatVec3(5, false, MMV_Q8), [33, 1536] Q5_1;
     mat_vec3_norm_f16_cache: MatVec3(4, true, MMV_NORM), [29, 384] F16;
     mat_vec3_norm_q8_q4_0_cache: MatVec3(6, true, MMV_NORM | MMV_Q8), [9, 384] Q4_0;
     mat_vec3_norm_q8_q8_0_prompt: MatVec3(12, true, MMV_NORM | MMV_Q8), [7, 512] Q8_0;
@@ -618,7 +620,7 @@ fn run(dev: &mut dyn Device, op: Op, shape: &[usize], dtype: DType) -> (Vec<f32>
             let l = launch::mul_mat_vec_chunks("t", m, n_out, n_in)
                 .unwrap()
                 .unwrap();
-            let shared = norm_shared(flags, m, n_in);
+            let shared = mmv_shared(flags, m, n_in);
             let ptrs = [pw, px, py, pb].map(Arg::Ptr);
             let tail = [u(n_in), u(n_out), u(m), Arg::I32(flags)];
             let args = [&ptrs[..], &tail, &norm_args].concat();
@@ -638,7 +640,8 @@ fn run(dev: &mut dyn Device, op: Op, shape: &[usize], dtype: DType) -> (Vec<f32>
                     Arg::I32(flags & !kernels::MMV_NORM),
                 ];
                 let args = [&ptrs[..], &tail, &with_norm_none()].concat();
-                dev.launch(name, l.grid_dim, l.block_dim, 0, &args);
+                let shared = mmv_shared(flags & !kernels::MMV_NORM, m, n_in);
+                dev.launch(name, l.grid_dim, l.block_dim, shared, &args);
                 let (fused, apart) = (dev.get_f32(py, m * n_out), dev.get_f32(py2, m * n_out));
                 let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
                 assert!(
@@ -758,7 +761,7 @@ fn run(dev: &mut dyn Device, op: Op, shape: &[usize], dtype: DType) -> (Vec<f32>
                 Arg::I32(extra),
             ];
             let args = [&ptrs.map(Arg::Ptr)[..], &tail, &norm_args].concat();
-            let shared = norm_shared(extra, m, n_in);
+            let shared = mmv_shared(extra, m, n_in);
             dev.launch(name, l.grid_dim, l.block_dim, shared, &args);
             let mut got = dev.get_f32(ys[0], m * n_out);
             for &y in &ys[1..] {
@@ -1119,12 +1122,11 @@ fn with_norm_none() -> Vec<Arg> {
     vec![Arg::Ptr(0), Arg::Ptr(0), Arg::F32(0.0)]
 }
 
-/// A mat-vec launch's dynamic shared memory: its rows' norm, with `MMV_NORM`.
-fn norm_shared(flags: i32, m: usize, n_in: usize) -> u32 {
-    match flags & kernels::MMV_NORM {
-        0 => 0,
-        _ => launch::mul_mat_vec_norm_shared(m.min(kernels::MMV_ROWS), n_in).unwrap(),
-    }
+/// A mat-vec launch's dynamic shared memory: its q8 codes with `MMV_Q8`, its rows' norm
+/// with `MMV_NORM`.
+fn mmv_shared(flags: i32, m: usize, n_in: usize) -> u32 {
+    let (q8, norm) = (flags & MMV_Q8 != 0, flags & MMV_NORM != 0);
+    launch::mul_mat_vec_shared(m, n_in, q8, norm).unwrap()
 }
 
 #[test]
