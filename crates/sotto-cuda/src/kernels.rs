@@ -144,17 +144,22 @@ __device__ __forceinline__ void sotto_pdl_start() {
 #endif
 }
 
-// Asks L2 for the `bytes` from `p` (the warp's lanes take its 128-byte lines in turn), for a
-// kernel to call on weights before sotto_pdl_start: no kernel writes weights, so under a
-// programmatic dependent launch these reads overlap the kernel before, and the product's
-// own loads then find the lines in L2. Only a hint: L2 is where every write lands, so a
+// Asks L2 for the 128-byte line holding `p`, for a kernel to call on memory the kernel
+// before it does not write (weights, an encoded window's keys) before sotto_pdl_start: under
+// a programmatic dependent launch these reads then overlap the kernel before, and the
+// kernel's own loads find the lines in L2. Only a hint: every write lands in L2, so a
 // prefetched line is never stale. sm_90 and later, where launches overlap.
-__device__ __forceinline__ void sotto_prefetch_l2(const void* p, size_t bytes) {
+__device__ __forceinline__ void sotto_prefetch_line(const void* p) {
 #if __CUDA_ARCH__ >= 900
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+#endif
+}
+
+// sotto_prefetch_line for the `bytes` from `p`, the warp's lanes taking its lines in turn.
+__device__ __forceinline__ void sotto_prefetch_l2(const void* p, size_t bytes) {
     size_t at = (size_t)p, end = at + bytes;
     for (at = (at & ~(size_t)127) + (size_t)(threadIdx.x % 32) * 128; at < end; at += 32 * 128)
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(at));
-#endif
+        sotto_prefetch_line((const void*)at);
 }
 
 // Tensor cores (sm_80 and later): one warp's d += a·b for a 16×16 f16 tile a (row-major),
@@ -1122,12 +1127,28 @@ extern "C" __global__ void sotto_attention_split(const float* q, const float* k,
         const float* v, float* part, unsigned int d, unsigned int dh, unsigned int n_keys,
         unsigned int chunk, float scale, unsigned int kv_seq_stride, unsigned int n_new,
         const unsigned int* q_pos0, unsigned int* done, float* merged) {
-    sotto_pdl_start();
     __shared__ float sc[SOTTO_SPLIT_KEYS];
     __shared__ float pv[SOTTO_SPLIT_WARPS][128];
     __shared__ float stats[2];
     __shared__ bool last;
     unsigned int r = blockIdx.x, h = blockIdx.y, s = blockIdx.z;
+    {
+        // The chunk's key and value rows, asked of L2 before waiting for the kernel before
+        // (which writes at most the newest self-attention row): a row of dh floats spans
+        // at most dh / 32 + 1 lines; thread t takes line t % lines of row t / lines (K's
+        // rows, then V's), and so on.
+        size_t seq = q_pos0 ? (size_t)(r / n_new) * kv_seq_stride : 0;
+        unsigned int j0 = s * chunk, j1 = j0 + chunk < n_keys ? j0 + chunk : n_keys;
+        unsigned int n = j1 > j0 ? j1 - j0 : 0, lines = dh / 32 + 1;
+        for (unsigned int i = threadIdx.x; i < 2 * n * lines; i += blockDim.x) {
+            unsigned int row = i / lines, line = i % lines;
+            const float* base = (row < n ? k : v) + seq + (size_t)(j0 + row % n) * d + h * dh;
+            size_t first = (size_t)base & ~(size_t)127;
+            if (first + (size_t)line * 128 < (size_t)(base + dh))
+                sotto_prefetch_line((const void*)(first + (size_t)line * 128));
+        }
+    }
+    sotto_pdl_start();
     // Causal (q_pos0 set): row r is sequence r / n_new's token at *q_pos0 + r % n_new and
     // sees the keys up to its own position; a chunk past them is empty (weight 0).
     unsigned int nk = q_pos0 ? *q_pos0 + r % n_new + 1 : n_keys;

@@ -237,7 +237,8 @@ inline int __dp4a(int a, int b, int c) {
 
 // The device prelude's programmatic dependent launch: launches here run one after another.
 inline void sotto_pdl_start() {}
-// Its L2 prefetch, a hint with no effect on values: nothing to do here.
+// Its L2 prefetches, hints with no effect on values: nothing to do here.
+inline void sotto_prefetch_line(const void*) {}
 inline void sotto_prefetch_l2(const void*, size_t) {}
 
 // The device prelude's f16 conversions, by bits: exact widening, and narrowing with
