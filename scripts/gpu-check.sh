@@ -449,16 +449,18 @@ if [[ -x "$SOTTO" ]]; then
     [[ -f "$MODEL" ]] && batched_check "$MODEL" tiny.en
     # Where the GPU's time goes, by kernel, where the toolkit has Nsight Systems: what the
     # next speed change should aim at. Only the CSV summaries are kept (the report is big).
+    # The decoder's steps run as CUDA graphs: --cuda-graph-trace=node times each kernel in
+    # them (by default a graph is one opaque launch).
     nsys=$(command -v nsys || compgen -G "/usr/local/cuda*/bin/nsys" || compgen -G "/opt/nvidia/nsight-systems/*/bin/nsys" | head -1)
     nsys=${nsys%%$'\n'*}
     if [[ -n "$nsys" ]]; then
         for size in tiny base; do
             rep="$OUT/nsys-$size"
             limit=$(within 150 "nsys $size") || break
-            if timeout "$limit" "$nsys" profile --force-overwrite true -o "$rep" "$SOTTO" bench \
+            if timeout "$limit" "$nsys" profile --force-overwrite true --cuda-graph-trace=node -o "$rep" "$SOTTO" bench \
                 --device cuda --random-weights "$size" --runs 3 --tokens 32 >"$rep.log" 2>&1 &&
                 timeout 60 "$nsys" stats --force-export true --format csv -o "$rep" \
-                    --report cuda_gpu_kern_sum,cuda_api_sum "$rep.nsys-rep" >>"$rep.log" 2>&1; then
+                    --report cuda_gpu_kern_sum,cuda_gpu_mem_time_sum,cuda_api_sum "$rep.nsys-rep" >>"$rep.log" 2>&1; then
                 pass "nsys $size: $(ls "$rep"_*.csv 2>/dev/null | xargs -n1 basename | tr '\n' ' ')"
             else
                 # A diagnostic, not a check: noted, the run does not fail for it.
