@@ -534,15 +534,19 @@ __device__ __forceinline__ unsigned int sotto_mmv_input(const float** x, unsigne
     return r0;
 }
 
-// Eight f16 values in one 16-byte load.
-struct alignas(16) SottoHalf8 {
-    unsigned int pair[4];
+// Four f16 weights in one 8-byte load, and the four inputs they meet in one 16-byte load.
+struct alignas(8) SottoHalf4 {
+    unsigned int pair[2];
+};
+struct alignas(16) SottoFloat4 {
+    float v[4];
 };
 
-// As sotto_mul_mat_vec_q with W in f16 (rows of any length). Where rows are a multiple of 8
-// long and W is 16-byte aligned, lane l reads halves 8l .. 8l + 7 of every 256 in one
-// 16-byte load; else the pair 2l, 2l + 1 of every 64 (one 32-bit load when rows are an
-// even length). Output o is this warp's.
+// As sotto_mul_mat_vec_q with W in f16 (rows of any length). Where rows are a multiple of 4
+// long and W and x aligned for it, lane l reads halves 4l .. 4l + 3 of every 128 in one
+// 8-byte load and each row's four inputs in one 16-byte load, so a warp's loads cover 256
+// and 512 contiguous bytes; else the pair 2l, 2l + 1 of every 64 (one 32-bit load when rows
+// are an even length). Output o is this warp's.
 __device__ __forceinline__ void sotto_mmv_f16(const unsigned short* w, const float* x,
         float* y, const float* b, unsigned int n_in, unsigned int n_out, unsigned int m,
         int flags, unsigned int o, SottoMmvRows rows, unsigned int r0) {
@@ -550,24 +554,20 @@ __device__ __forceinline__ void sotto_mmv_f16(const unsigned short* w, const flo
     float acc[SOTTO_MMV_ROWS];
 #pragma unroll
     for (int r = 0; r < SOTTO_MMV_ROWS; ++r) acc[r] = 0.0f;
-    if (o < n_out && (n_in & 7u) == 0 && ((size_t)w & 15u) == 0) {
+    bool wide = (n_in & 3u) == 0 && ((size_t)w & 7u) == 0 && ((size_t)x & 15u) == 0;
+    if (o < n_out && wide) {
         const unsigned short* row = w + (size_t)o * n_in;
-        for (unsigned int k = 8 * lane; k < n_in; k += 256) {
-            SottoHalf8 h = *(const SottoHalf8*)(row + k);
-            float wv[8];
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                wv[2 * j] = sotto_half_to_float((unsigned short)(h.pair[j] & 0xffffu));
-                wv[2 * j + 1] = sotto_half_to_float((unsigned short)(h.pair[j] >> 16));
-            }
+        for (unsigned int k = 4 * lane; k < n_in; k += 128) {
+            SottoHalf4 h = *(const SottoHalf4*)(row + k);
+            float w0 = sotto_half_to_float((unsigned short)(h.pair[0] & 0xffffu));
+            float w1 = sotto_half_to_float((unsigned short)(h.pair[0] >> 16));
+            float w2 = sotto_half_to_float((unsigned short)(h.pair[1] & 0xffffu));
+            float w3 = sotto_half_to_float((unsigned short)(h.pair[1] >> 16));
 #pragma unroll
             for (int r = 0; r < SOTTO_MMV_ROWS; ++r) {
                 if (r < (int)m) {
-                    const float* xr = x + (size_t)r * n_in + k;
-                    float s = wv[0] * xr[0];
-#pragma unroll
-                    for (int j = 1; j < 8; ++j) s = fmaf(wv[j], xr[j], s);
-                    acc[r] += s;
+                    SottoFloat4 xv = *(const SottoFloat4*)(x + (size_t)r * n_in + k);
+                    acc[r] += fmaf(w3, xv.v[3], fmaf(w2, xv.v[2], fmaf(w1, xv.v[1], w0 * xv.v[0])));
                 }
             }
         }

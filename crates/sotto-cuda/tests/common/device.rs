@@ -10,7 +10,8 @@ use super::emu::{self, Emu, Schedule};
 
 pub trait Device {
     fn label(&self) -> String;
-    /// Copies `bytes` into a new buffer (8-byte aligned) and returns its address.
+    /// Copies `bytes` into a new buffer (16-byte aligned, as the kernels' widest loads
+    /// need; cudaMalloc's are 256) and returns its address.
     fn put(&mut self, bytes: &[u8]) -> u64;
     /// Reads `len` bytes from the start of the buffer at `addr`, after all queued work.
     fn get(&self, addr: u64, len: usize) -> Vec<u8>;
@@ -75,7 +76,7 @@ impl dyn Device + '_ {
 pub struct OnEmulator {
     emu: &'static Emu,
     schedule: Schedule,
-    bufs: Vec<Vec<u64>>,
+    bufs: Vec<Vec<u128>>,
 }
 
 impl Device for OnEmulator {
@@ -88,11 +89,11 @@ impl Device for OnEmulator {
 
     fn put(&mut self, bytes: &[u8]) -> u64 {
         let words = bytes
-            .chunks(8)
+            .chunks(16)
             .map(|c| {
-                let mut w = [0u8; 8];
+                let mut w = [0u8; 16];
                 w[..c.len()].copy_from_slice(c);
-                u64::from_le_bytes(w)
+                u128::from_le_bytes(w)
             })
             .collect::<Vec<_>>();
         let mut buf = if words.is_empty() { vec![0] } else { words };
