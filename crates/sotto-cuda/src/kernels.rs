@@ -612,8 +612,22 @@ extern "C" __global__ void sotto_mul_mat_vec_f16(const unsigned short* w, const 
 // codes round(x / d) away from zero, packed four to a word for __dp4a; the scale rounded
 // to f16 and widened, and for q8_1 (Q81) the f16-rounded d·Σq. Each operation rounds as
 // the CPU's does (no contraction into a multiply-add), so the codes are the CPU's.
-template <bool Q81> __device__ __forceinline__ void sotto_q8_block(const float* x, int* qs,
+// x is read in 16-byte loads where it is aligned for them (a thread's 32 values are one
+// 128-byte line: one load per value would touch a line per thread each time).
+template <bool Q81> __device__ __forceinline__ void sotto_q8_block(const float* xp, int* qs,
         float* d, float* s) {
+    float x[32];
+    if (((size_t)xp & 15u) == 0) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            SottoFloat4 f = ((const SottoFloat4*)xp)[i];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) x[4 * i + j] = f.v[j];
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < 32; ++j) x[j] = xp[j];
+    }
     float amax = 0.0f;
 #pragma unroll
     for (int j = 0; j < 32; ++j) amax = fmaxf(amax, fabsf(x[j]));
