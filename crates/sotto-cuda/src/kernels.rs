@@ -715,26 +715,32 @@ template <int T> __device__ __forceinline__ void sotto_mmv_q8(const unsigned cha
         int wq[8];
         float dw = 0.0f, mw = 0.0f;
         if (b < nb) sotto_q_codes<T>(row + (size_t)b * sotto_qbytes<T>(), wq, &dw, &mw);
+        float sf[SOTTO_MMV_ROWS], dd[SOTTO_MMV_ROWS], sa[SOTTO_MMV_ROWS];
 #pragma unroll
         for (int r = 0; r < SOTTO_MMV_ROWS; ++r) {
-            if (r < (int)m) {
-                float sf = 0.0f, dd = 0.0f, sa = 0.0f;
-                if (b < nb) {
-                    const SottoQ8* c = codes + r * 32 + lane;
-                    int sumi = 0;
+            sf[r] = 0.0f, dd[r] = 0.0f, sa[r] = 0.0f;
+            if (r < (int)m && b < nb) {
+                const SottoQ8* c = codes + r * 32 + lane;
+                int sumi = 0;
 #pragma unroll
-                    for (int k = 0; k < 8; ++k) sumi = __dp4a(wq[k], c->qs[k], sumi);
-                    sf = (float)sumi;
-                    dd = __fmul_rn(dw, c->d);
-                    sa = c->s;
+                for (int k = 0; k < 8; ++k) sumi = __dp4a(wq[k], c->qs[k], sumi);
+                sf[r] = (float)sumi;
+                dd[r] = __fmul_rn(dw, c->d);
+                sa[r] = c->s;
+            }
+        }
+        // Block j of the group, every row in turn: each row's sum still takes the blocks
+        // in order, and the rows' chains of multiply-adds overlap.
+        for (unsigned int j = 0; j < n; ++j) {
+            float mj = min ? __shfl_sync(0xffffffffu, mw, j) : 0.0f;
+#pragma unroll
+            for (int r = 0; r < SOTTO_MMV_ROWS; ++r) {
+                if (r < (int)m) {
+                    float a = fmaf(__shfl_sync(0xffffffffu, sf[r], j),
+                        __shfl_sync(0xffffffffu, dd[r], j), acc[r]);
+                    if (min) a = fmaf(mj, __shfl_sync(0xffffffffu, sa[r], j), a);
+                    acc[r] = a;
                 }
-                float a = acc[r];
-                for (unsigned int j = 0; j < n; ++j) {
-                    a = fmaf(__shfl_sync(0xffffffffu, sf, j), __shfl_sync(0xffffffffu, dd, j), a);
-                    if (min)
-                        a = fmaf(__shfl_sync(0xffffffffu, mw, j), __shfl_sync(0xffffffffu, sa, j), a);
-                }
-                acc[r] = a;
             }
         }
     }
