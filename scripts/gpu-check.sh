@@ -451,6 +451,26 @@ if [[ -x "$SOTTO" ]]; then
     # next speed change should aim at. Only the CSV summaries are kept (the report is big).
     # The decoder's steps run as CUDA graphs: --cuda-graph-trace=node times each kernel in
     # them (by default a graph is one opaque launch).
+    # The kernels and copies that take most of the profiled time, from nsys's CSVs (their
+    # column names vary by version: matched by what they start with).
+    nsys_top() {
+        python3 - "$1" <<'PY' || echo "    (no nsys table)"
+import csv, glob, sys
+for path in sorted(glob.glob(sys.argv[1] + "_cuda_gpu_*.csv")):
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    if not rows:
+        continue
+    col = lambda r, *names: next((v for k, v in r.items() if k and k.startswith(names)), "")
+    print(f"    {path.rsplit('/', 1)[-1]}: share, count, mean µs, name")
+    for r in rows[:12]:
+        try:
+            mean = float(col(r, "Avg")) / 1000
+        except ValueError:
+            mean = float("nan")
+        print(f"      {col(r, 'Time'):>6}%  {col(r, 'Instances', 'Count'):>7}  {mean:9.2f}  {col(r, 'Name', 'Operation')[:90]}")
+PY
+    }
     nsys=$(command -v nsys || compgen -G "/usr/local/cuda*/bin/nsys" || compgen -G "/opt/nvidia/nsight-systems/*/bin/nsys" | head -1)
     nsys=${nsys%%$'\n'*}
     if [[ -n "$nsys" ]]; then
@@ -462,6 +482,7 @@ if [[ -x "$SOTTO" ]]; then
                 timeout 60 "$nsys" stats --force-export true --format csv -o "$rep" \
                     --report cuda_gpu_kern_sum,cuda_gpu_mem_time_sum,cuda_api_sum "$rep.nsys-rep" >>"$rep.log" 2>&1; then
                 pass "nsys $size: $(ls "$rep"_*.csv 2>/dev/null | xargs -n1 basename | tr '\n' ' ')"
+                nsys_top "$rep" >>"$OUT/summary.txt"
             else
                 # A diagnostic, not a check: noted, the run does not fail for it.
                 echo "NOTE nsys $size failed: $(tail -3 "$rep.log")" | tee -a "$OUT/summary.txt"
