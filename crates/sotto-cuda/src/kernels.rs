@@ -511,6 +511,7 @@ struct SottoQ8 {
     float d, s;
     int pad;
 };
+static_assert(sizeof(SottoQ8) == 44, "launch::MMV_Q8_SHARED_BYTES sizes it");
 
 // The rows of x this block takes: SOTTO_MMV_ROWS from row r0 = blockIdx.y · SOTTO_MMV_ROWS
 // (a launch with more rows has a grid.y of row chunks); m becomes the chunk's count.
