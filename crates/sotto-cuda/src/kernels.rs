@@ -535,6 +535,16 @@ __device__ __forceinline__ unsigned int sotto_mmv_input(const float** x, unsigne
     return r0;
 }
 
+// This warp's output of a mat-vec launch (one warp per output), whose weight row of
+// `row_bytes` at `w` it asks L2 for before the kernel waits for the one before
+// (sotto_pdl_start): no kernel writes weights. A warp past the `n_out` outputs asks nothing.
+__device__ __forceinline__ unsigned int sotto_mmv_warp_prefetch(const void* w,
+        size_t row_bytes, unsigned int n_out) {
+    unsigned int o = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (o < n_out) sotto_prefetch_l2((const char*)w + (size_t)o * row_bytes, row_bytes);
+    return o;
+}
+
 // Four f16 weights in one 8-byte load, and the four inputs they meet in one 16-byte load.
 struct alignas(8) SottoHalf4 {
     unsigned int pair[2];
@@ -600,8 +610,7 @@ __device__ __forceinline__ void sotto_mmv_f16(const unsigned short* w, const flo
 extern "C" __global__ void sotto_mul_mat_vec_f16(const unsigned short* w, const float* x,
         float* y, const float* b, unsigned int n_in, unsigned int n_out, unsigned int m,
         int flags, const float* gamma, const float* beta, float eps) {
-    unsigned int o = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    if (o < n_out) sotto_prefetch_l2(w + (size_t)o * n_in, (size_t)n_in * 2);
+    unsigned int o = sotto_mmv_warp_prefetch(w, (size_t)n_in * 2, n_out);
     sotto_pdl_start();
     unsigned int r0 = sotto_mmv_input(&x, &m, n_in, flags, gamma, beta, eps);
     SottoMmvRows rows = {nullptr, 1, 0};
@@ -785,9 +794,7 @@ template <int T> __device__ __forceinline__ void sotto_mmv_q(const unsigned char
 template <int T> __device__ __forceinline__ void sotto_mul_mat_vec_q(const unsigned char* w,
         const float* x, float* y, const float* b, unsigned int n_in, unsigned int n_out,
         unsigned int m, int flags, const float* gamma, const float* beta, float eps) {
-    unsigned int o = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    size_t row_bytes = (size_t)(n_in / 32) * sotto_qbytes<T>();
-    if (o < n_out) sotto_prefetch_l2(w + (size_t)o * row_bytes, row_bytes);
+    unsigned int o = sotto_mmv_warp_prefetch(w, (size_t)(n_in / 32) * sotto_qbytes<T>(), n_out);
     sotto_pdl_start();
     unsigned int r0 = sotto_mmv_input(&x, &m, n_in, flags, gamma, beta, eps);
     SottoMmvRows rows = {nullptr, 1, 0};
@@ -1153,17 +1160,20 @@ extern "C" __global__ void sotto_attention_split(const float* q, const float* k,
     __shared__ float stats[2];
     __shared__ bool last;
     unsigned int r = blockIdx.x, h = blockIdx.y, s = blockIdx.z;
+    unsigned int j0 = s * chunk;
+    size_t seq = q_pos0 ? (size_t)(r / n_new) * kv_seq_stride : 0;
+    const float* kb = k + seq + (size_t)j0 * d + h * dh;
+    const float* vb = v + seq + (size_t)j0 * d + h * dh;
     {
         // The chunk's key and value rows, asked of L2 before waiting for the kernel before
         // (which writes at most the newest self-attention row): a row of dh floats spans
         // at most dh / 32 + 1 lines; thread t takes line t % lines of row t / lines (K's
         // rows, then V's), and so on.
-        size_t seq = q_pos0 ? (size_t)(r / n_new) * kv_seq_stride : 0;
-        unsigned int j0 = s * chunk, j1 = j0 + chunk < n_keys ? j0 + chunk : n_keys;
-        unsigned int n = j1 > j0 ? j1 - j0 : 0, lines = dh / 32 + 1;
-        for (unsigned int i = threadIdx.x; i < 2 * n * lines; i += blockDim.x) {
+        unsigned int e = j0 + chunk < n_keys ? j0 + chunk : n_keys;
+        unsigned int rows = e > j0 ? e - j0 : 0, lines = dh / 32 + 1;
+        for (unsigned int i = threadIdx.x; i < 2 * rows * lines; i += blockDim.x) {
             unsigned int row = i / lines, line = i % lines;
-            const float* base = (row < n ? k : v) + seq + (size_t)(j0 + row % n) * d + h * dh;
+            const float* base = (row < rows ? kb : vb) + (size_t)(row % rows) * d;
             size_t first = (size_t)base & ~(size_t)127;
             if (first + (size_t)line * 128 < (size_t)(base + dh))
                 sotto_prefetch_line((const void*)(first + (size_t)line * 128));
@@ -1174,13 +1184,10 @@ extern "C" __global__ void sotto_attention_split(const float* q, const float* k,
     // sees the keys up to its own position; a chunk past them is empty (weight 0).
     unsigned int nk = q_pos0 ? *q_pos0 + r % n_new + 1 : n_keys;
     if (nk > n_keys) nk = n_keys;
-    unsigned int j0 = s * chunk, j1 = j0 + chunk < nk ? j0 + chunk : nk;
+    unsigned int j1 = j0 + chunk < nk ? j0 + chunk : nk;
     unsigned int n = j1 > j0 ? j1 - j0 : 0;
     unsigned int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    size_t seq = q_pos0 ? (size_t)(r / n_new) * kv_seq_stride : 0;
     const float* qr = q + (size_t)r * d + h * dh;
-    const float* kb = k + seq + (size_t)j0 * d + h * dh;
-    const float* vb = v + seq + (size_t)j0 * d + h * dh;
     // Lane l holds dims l, l + 32, l + 64, l + 96 of q (0 past dh).
     float qv[4];
 #pragma unroll

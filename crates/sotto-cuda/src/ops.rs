@@ -1004,7 +1004,7 @@ impl Dev<'_> {
             return Ok(true);
         };
         let mut extra = self.q8_flag(q);
-        let norm_args = self.norm_args(op, norm, m, q.n_in, &mut cfg, &mut extra)?;
+        let norm_args = self.mat_vec_extras(op, norm, m, q.n_in, &mut cfg, &mut extra)?;
         let (pos0, n_new, seq_stride) = cache.unwrap_or((0, 1, 0));
         let u = |v: usize| launch::count_u32(op, v);
         let (n_in, n_out, m) = (u(q.n_in)?, u(q.n_out)?, u(m)?);
@@ -1074,7 +1074,7 @@ impl Dev<'_> {
             return Ok(());
         };
         let mut flags = flags | self.q8_flag(w);
-        let norm_args = self.norm_args(op, norm, m, w.n_in, &mut cfg, &mut flags)?;
+        let norm_args = self.mat_vec_extras(op, norm, m, w.n_in, &mut cfg, &mut flags)?;
         let (bias, flags) = match &w.bias {
             Some(b) => (b.ptr(), flags | kernels::MMV_BIAS),
             None => (0u64, flags),
@@ -1096,7 +1096,7 @@ impl Dev<'_> {
     /// The mat-vec kernels' last arguments (gamma, beta, eps): a norm's, with
     /// [`kernels::MMV_NORM`] added to `flags`, or nulls; and the launch's shared memory for
     /// the norm and the q8 codes `flags` asks for.
-    fn norm_args(
+    fn mat_vec_extras(
         &self,
         op: &'static str,
         norm: Option<&DevNorm>,
