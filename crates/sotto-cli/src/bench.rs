@@ -485,6 +485,27 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
         ms(per_sample_step)
     );
 
+    // A beam search reorders the cache before every step; here the way beams often go,
+    // three from the best and one each from the next two.
+    let origins = [0, 0, 0, 1, 2];
+    raw.set_logit_need(&need(2 * beams));
+    let per_reordered_step = measure(args.runs, || {
+        raw.reset_text();
+        dev(raw.decode(&prompt, &[0], &mut logits))?;
+        dev(raw.reorder(&[0; 5]))?;
+        dev(raw.decode_batch(&tokens, beams, &mut batch_logits))?;
+        let t = Instant::now();
+        for _ in 0..steps {
+            dev(raw.reorder(&origins))?;
+            dev(raw.decode_batch(&tokens, beams, &mut batch_logits))?;
+        }
+        Ok(t.elapsed() / steps as u32)
+    })?;
+    println!(
+        "decoder / step    {:9.2} ms  (batch {beams}, the cache reordered {origins:?} first)",
+        ms(per_reordered_step)
+    );
+
     if let Some(file) = &args.file {
         let audio = sotto::audio::load_16k_mono(&file.to_string_lossy())?;
         let duration = audio.len() as f64 / sotto::audio::SAMPLE_RATE as f64;

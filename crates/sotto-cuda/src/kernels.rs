@@ -9,7 +9,7 @@
 use sotto_quant::QuantType;
 
 /// The kernels' entry points, in the order [`SOURCE`] defines them.
-pub const NAMES: [&str; 46] = [
+pub const NAMES: [&str; 47] = [
     "sotto_add_f32",
     "sotto_gelu_f32",
     "sotto_layer_norm",
@@ -50,6 +50,7 @@ pub const NAMES: [&str; 46] = [
     "sotto_embed_q5_1",
     "sotto_embed_q8_0",
     "sotto_kv_write",
+    "sotto_copy_pairs",
     "sotto_attention",
     "sotto_attention_split",
     "sotto_attention_merge",
@@ -1059,6 +1060,18 @@ extern "C" __global__ void sotto_kv_write(const float* src, float* cache, unsign
     unsigned int r = i / d, c = i % d;
     unsigned int s = r / n_new, p = *pos0 + r % n_new;
     cache[(size_t)s * seq_stride + (size_t)p * d + c] = src[i];
+}
+
+// One phase of a KV-cache reorder, every layer's caches in one launch: pair i = blockIdx.y
+// copies n4 groups of 4 floats from address pairs[2i + 1] to pairs[2i] (both 16-byte
+// aligned; no pair of a launch writes what another reads). The blocks of a pair stride
+// over its groups, so a small grid takes any length.
+extern "C" __global__ void sotto_copy_pairs(const unsigned long long* pairs, unsigned int n4) {
+    sotto_pdl_start();
+    SottoFloat4* dst = (SottoFloat4*)pairs[2 * blockIdx.y];
+    const SottoFloat4* src = (const SottoFloat4*)pairs[2 * blockIdx.y + 1];
+    for (unsigned int i = blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += gridDim.x * blockDim.x)
+        dst[i] = src[i];
 }
 
 // softmax(q kᵀ · scale + mask) v for one query row and one head per block:

@@ -160,9 +160,58 @@ pub fn mul_mat_vec_chunks(
     }))
 }
 
+/// Blocks of [`copy_pairs`] per pair at most: each strides over its pair's groups.
+pub const COPY_PAIR_BLOCKS: u32 = 64;
+
+/// `sotto_copy_pairs` over `n_pairs` pairs of `n` f32 (a multiple of 4): one grid row per
+/// pair, up to [`COPY_PAIR_BLOCKS`] blocks across it. `None` when there is nothing to copy.
+pub fn copy_pairs(
+    op: &'static str,
+    n_pairs: usize,
+    n: usize,
+) -> Result<Option<cudarc::driver::LaunchConfig>> {
+    if !n.is_multiple_of(4) {
+        return Err(CudaError::Shape {
+            op,
+            msg: format!("copies of {n} f32, not whole groups of 4"),
+        });
+    }
+    if n_pairs > MAX_GRID_Y as usize {
+        return Err(too_big(op, "pair count", n_pairs));
+    }
+    let n4 = count_u32(op, n / 4)?;
+    if n_pairs == 0 || n4 == 0 {
+        return Ok(None);
+    }
+    Ok(Some(cudarc::driver::LaunchConfig {
+        grid_dim: (
+            n4.div_ceil(ELEMENTWISE_BLOCK).min(COPY_PAIR_BLOCKS),
+            n_pairs as u32,
+            1,
+        ),
+        block_dim: (ELEMENTWISE_BLOCK, 1, 1),
+        shared_mem_bytes: 0,
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn copy_pairs_take_a_grid_row_each_and_stride_long_copies() {
+        assert!(copy_pairs("t", 0, 16).unwrap().is_none());
+        assert!(copy_pairs("t", 3, 0).unwrap().is_none());
+        let c = copy_pairs("t", 5, 100 * 384).unwrap().unwrap();
+        assert_eq!((c.grid_dim, c.block_dim), ((38, 5, 1), (256, 1, 1)));
+        let c = copy_pairs("t", 448, 448 * 1280).unwrap().unwrap();
+        assert_eq!(c.grid_dim, (COPY_PAIR_BLOCKS, 448, 1));
+        assert!(copy_pairs("t", 2, 6).is_err(), "not whole groups of 4");
+        assert!(
+            copy_pairs("t", 70_000, 4).is_err(),
+            "more pairs than grid rows"
+        );
+    }
 
     #[test]
     fn elementwise_covers_every_element_once() {

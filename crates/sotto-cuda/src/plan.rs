@@ -358,6 +358,70 @@ pub fn reorder(src: &[usize]) -> ReorderPlan {
     ReorderPlan { saved, copies }
 }
 
+/// Scratch a reorder's saved slots may take at once, in bytes: past it, the layers' copies
+/// run in several groups (large-v3's 64 caches of 5 long beams would need ~0.7 GB).
+pub const REORDER_SCRATCH_BYTES: usize = 64 << 20;
+
+/// A reorder as [`copy_pairs`] launches: `pairs` holds (destination, source) device
+/// addresses, and each of `launches` is a range of pairs that one launch copies (`valid`
+/// f32 each), in order: per group of caches, its saves, then its copies.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PairLaunches {
+    pub pairs: Vec<[u64; 2]>,
+    pub launches: Vec<std::ops::Range<usize>>,
+}
+
+/// Caches whose saved slots (`per_cache` f32 each) share one scratch of at most
+/// [`REORDER_SCRATCH_BYTES`]: at least one, at most `n_caches`.
+pub fn reorder_group(n_caches: usize, per_cache: usize) -> usize {
+    (REORDER_SCRATCH_BYTES / (per_cache * 4).max(1)).clamp(1, n_caches.max(1))
+}
+
+/// The copies of plan `p` over the caches at `caches` (device addresses of f32 buffers of
+/// sequence slots `stride` apart, `valid` of each in use), `group` caches at a time, with
+/// cache g of a group saving its slot j at scratch entry `g · saved + j` (`valid` f32
+/// each). Within a launch no pair writes what another reads: saves write scratch, and
+/// copies read scratch or slots that no copy overwrites.
+pub fn copy_pairs(
+    p: &ReorderPlan,
+    caches: &[u64],
+    stride: usize,
+    valid: usize,
+    scratch: u64,
+    group: usize,
+) -> PairLaunches {
+    let mut out = PairLaunches::default();
+    if p.copies.is_empty() || valid == 0 {
+        return out;
+    }
+    let slot = |c: u64, s: usize| c + (s * stride * 4) as u64;
+    let saved = |g: usize, j: usize| scratch + (((g * p.saved.len() + j) * valid) * 4) as u64;
+    for caches in caches.chunks(group.max(1)) {
+        for phase in 0..2 {
+            let start = out.pairs.len();
+            for (g, &c) in caches.iter().enumerate() {
+                if phase == 0 {
+                    let saves = p.saved.iter().enumerate();
+                    out.pairs
+                        .extend(saves.map(|(j, &s)| [saved(g, j), slot(c, s)]));
+                } else {
+                    out.pairs.extend(p.copies.iter().map(|&(i, from)| {
+                        let src = match from {
+                            CopySource::Slot(s) => slot(c, s),
+                            CopySource::Saved(j) => saved(g, j),
+                        };
+                        [slot(c, i), src]
+                    }));
+                }
+            }
+            if out.pairs.len() > start {
+                out.launches.push(start..out.pairs.len());
+            }
+        }
+    }
+    out
+}
+
 /// f16 scratch (elements) the encoder's matrix products need for their converted inputs:
 /// the two im2col matrices and the 4·d-wide MLP input.
 pub fn encoder_half_scratch(n_mels: usize, n_frames: usize, n_ctx: usize, d: usize) -> usize {
@@ -414,6 +478,85 @@ mod tests {
         assert_eq!(reorder(&[0, 1, 2]), ReorderPlan::default());
         assert_eq!(reorder(&[1, 0]).saved, vec![0, 1]);
         assert_eq!(reorder(&[0, 0, 0]).saved, Vec::<usize>::new());
+    }
+
+    /// Runs [`copy_pairs`]'s launches over memory where address a holds a (for a
+    /// cache's slots, f32 i of slot s of cache c at `c + 4(s·stride + i)`), each launch's
+    /// pairs from what the launches before left, as the GPU runs them.
+    fn run_pairs(l: &PairLaunches, mem: &mut std::collections::HashMap<u64, u64>, valid: usize) {
+        for launch in &l.launches {
+            let pairs = &l.pairs[launch.clone()];
+            let read: Vec<Vec<u64>> = pairs
+                .iter()
+                .map(|&[_, src]| {
+                    (0..valid as u64)
+                        .map(|i| mem.get(&(src + 4 * i)).copied().unwrap_or(src + 4 * i))
+                        .collect()
+                })
+                .collect();
+            for (&[dst, _], vals) in pairs.iter().zip(read) {
+                for (i, v) in vals.into_iter().enumerate() {
+                    assert!(
+                        !pairs.iter().any(
+                            |&[_, s]| (s..s + 4 * valid as u64).contains(&(dst + 4 * i as u64))
+                        ),
+                        "a launch writes what it reads"
+                    );
+                    mem.insert(dst + 4 * i as u64, v);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn reorder_pairs_move_every_cache_as_the_plan_does() {
+        let (stride, valid) = (16usize, 12usize);
+        let caches = [1 << 20, 2 << 20, 3 << 20];
+        let scratch = 9 << 20;
+        for src in [
+            &[2usize, 2, 0][..],
+            &[1, 0],
+            &[0, 0, 1, 2, 3],
+            &[3, 0, 1, 2],
+            &[0, 1],
+        ] {
+            for group in [1, 2, 3] {
+                let p = reorder(src);
+                let l = copy_pairs(&p, &caches, stride, valid, scratch, group);
+                let mut mem = std::collections::HashMap::new();
+                run_pairs(&l, &mut mem, valid);
+                for &c in &caches {
+                    for (i, &s) in src.iter().enumerate() {
+                        for e in 0..valid as u64 {
+                            let at = c + 4 * (i * stride) as u64 + 4 * e;
+                            let want = c + 4 * (s * stride) as u64 + 4 * e;
+                            assert_eq!(
+                                mem.get(&at).copied().unwrap_or(at),
+                                want,
+                                "{src:?}, group {group}"
+                            );
+                        }
+                    }
+                }
+                // Two launches per group that has work; none for an identity.
+                let groups = caches.len().div_ceil(group);
+                let per_group =
+                    usize::from(!p.saved.is_empty()) + usize::from(!p.copies.is_empty());
+                assert_eq!(
+                    l.launches.len(),
+                    groups * per_group,
+                    "{src:?}, group {group}"
+                );
+            }
+        }
+        assert_eq!(
+            copy_pairs(&reorder(&[0, 1]), &caches, stride, valid, scratch, 3),
+            PairLaunches::default()
+        );
+        assert_eq!(reorder_group(64, 1 << 20), 16);
+        assert_eq!(reorder_group(8, 1 << 10), 8);
+        assert_eq!(reorder_group(8, 1 << 30), 1);
+        assert_eq!(reorder_group(8, 0), 8);
     }
 
     #[test]

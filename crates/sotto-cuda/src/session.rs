@@ -64,8 +64,13 @@ struct DevKv {
     /// Per layer, Shape: [capacity, n_ctx, d]; sequence b's valid rows are `..len`.
     k: Vec<Buf<f32>>,
     v: Vec<Buf<f32>>,
-    /// Slots saved while a reorder overwrites them. Shape: [saved, len, d]
+    /// Slots saved while a reorder overwrites them, for a group of layers' caches at a
+    /// time. Shape: [caches, saved, len, d]
     scratch: Buf<f32>,
+    /// The last reorder's (destination, source) address pairs, on the device and as
+    /// uploaded (see [`plan::copy_pairs`]).
+    pairs: Buf<u64>,
+    pairs_host: Vec<u64>,
     n_ctx: usize,
     d: usize,
     capacity: usize,
@@ -211,6 +216,8 @@ impl CudaSession {
                 k: layers(h.n_text_ctx * dt)?,
                 v: layers(h.n_text_ctx * dt)?,
                 scratch: z(0)?,
+                pairs: Buf::zeros(&stream, 0)?,
+                pairs_host: Vec::new(),
                 n_ctx: h.n_text_ctx,
                 d: dt,
                 capacity: 1,
@@ -745,19 +752,48 @@ impl CudaSession {
             self.reserve(src.len())?;
             let p = plan::reorder(src);
             let (stride, valid) = (self.kv.stride(), self.kv.len * self.kv.d);
-            self.kv
-                .scratch
-                .ensure(&self.stream, p.saved.len() * valid)?;
+            let caches: Vec<u64> = (self.kv.k.iter().chain(&self.kv.v))
+                .map(|b| b.ptr())
+                .collect();
+            let per_cache = p.saved.len() * valid;
+            // Every cache's saves in one launch, then every copy in another (in groups of
+            // caches when their saves would pass REORDER_SCRATCH_BYTES): 2 launches where
+            // a copy per cache and slot took 48 for tiny's usual beam step, 384 for large-v3's.
+            let aligned = |a: u64| a.is_multiple_of(16);
+            let grouped = (stride.is_multiple_of(4) && valid.is_multiple_of(4))
+                && caches.iter().all(|&c| aligned(c));
+            let group = match grouped {
+                true => plan::reorder_group(caches.len(), per_cache),
+                false => 1,
+            };
+            self.kv.scratch.ensure(&self.stream, group * per_cache)?;
+            let scratch = self.kv.scratch.ptr();
+            if grouped && aligned(scratch) {
+                let l = plan::copy_pairs(&p, &caches, stride, valid, scratch, group);
+                self.kv.pairs.ensure(&self.stream, 2 * l.pairs.len())?;
+                // Pageable memory: the driver has staged it when the upload returns, so the
+                // next reorder may replace it; kept until then all the same.
+                self.kv.pairs_host = l.pairs.concat();
+                let dev = self.dev();
+                dev.upload_to(self.kv.pairs.ptr(), &self.kv.pairs_host)?;
+                for r in &l.launches {
+                    dev.copy_pairs(self.kv.pairs.at(2 * r.start), r.len(), valid)?;
+                }
+                return Ok(());
+            }
             let dev = self.dev();
-            let scratch = &self.kv.scratch;
             for layer in self.kv.k.iter().chain(&self.kv.v) {
                 for (j, &s) in p.saved.iter().enumerate() {
-                    dev.copy_f32(scratch.at(j * valid), layer.at(s * stride), valid)?;
+                    dev.copy_f32(
+                        scratch + (j * valid * 4) as u64,
+                        layer.at(s * stride),
+                        valid,
+                    )?;
                 }
                 for &(i, from) in &p.copies {
                     let src = match from {
                         CopySource::Slot(s) => layer.at(s * stride),
-                        CopySource::Saved(j) => scratch.at(j * valid),
+                        CopySource::Saved(j) => scratch + (j * valid * 4) as u64,
                     };
                     dev.copy_f32(layer.at(i * stride), src, valid)?;
                 }

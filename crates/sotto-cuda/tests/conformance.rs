@@ -55,6 +55,9 @@ enum Op {
     Im2col(usize, bool, bool),
     /// New rows into a KV cache at position pos0. Shape: [batch, n_new, d, n_ctx, pos0]
     KvWrite,
+    /// A KV-cache reorder's phase: (destination, source) address pairs from a device
+    /// table, sources repeated and out of order, in one launch. Shape: [pairs, n]
+    CopyPairs,
     /// Multi-head attention. Shape: [batch, n_new, heads, head width, keys]
     Attention(Attn),
     /// One head's scores before the softmax (word alignment). Shape: [rows, heads, head
@@ -117,7 +120,12 @@ enum DType {
 /// difference (~2e-10 each at these sizes; a wrong element costs ~1/n, 1e-3).
 fn max_nmse(op: Op) -> f64 {
     match op {
-        Op::Im2col(..) | Op::KvWrite | Op::ToF16 | Op::RoundF16 | Op::SplitBias(_) => 0.0,
+        Op::Im2col(..)
+        | Op::KvWrite
+        | Op::CopyPairs
+        | Op::ToF16
+        | Op::RoundF16
+        | Op::SplitBias(_) => 0.0,
         Op::ToF32 | Op::Embed => 1e-12,
         Op::DequantizeHalf => 1e-9,
         Op::MatVec(_, flags) if flags & kernels::MMV_GELU != 0 => 1e-10,
@@ -252,6 +260,8 @@ conformance! {
     im2col_conv2_half: Im2col(2, false, true), [37, 5] F32;
     kv_write_beams: KvWrite, [3, 2, 8, 10, 4] F32;
     kv_write_prompt: KvWrite, [1, 7, 384, 448, 0] F32;
+    copy_pairs_beams: CopyPairs, [7, 40 * 384] F32;
+    copy_pairs_strided: CopyPairs, [2, 448 * 384] F32;
     attention_prompt: Attention(Causal(0)), [1, 5, 2, 64, 5] F32;
     attention_beams: Attention(Causal(6)), [3, 1, 3, 64, 9] F32;
     attention_beams_tiny: Attention(Causal(100)), [5, 1, 6, 64, 448] F32;
@@ -876,6 +886,34 @@ fn run(dev: &mut dyn Device, op: Op, shape: &[usize], dtype: DType) -> (Vec<f32>
                 }
             }
             (dev.get_f32(pc, batch * n_ctx * d), want)
+        }
+        CopyPairs => {
+            let [pairs, len] = shape[..] else {
+                panic!("CopyPairs shape: [pairs, n]")
+            };
+            let from = |i: usize| (i * 5 + 3) % pairs / 2;
+            let src = values(pairs * len, seed, 3.0);
+            let (ps, pd) = (dev.put_f32(&src), dev.nans(pairs * len));
+            let table: Vec<u8> = (0..pairs)
+                .flat_map(|i| [pd + (i * len * 4) as u64, ps + (from(i) * len * 4) as u64])
+                .flat_map(u64::to_le_bytes)
+                .collect();
+            let pt = dev.put(&table);
+            let cfg = launch::copy_pairs("copy_pairs", pairs, len)
+                .unwrap()
+                .unwrap();
+            let n4 = u(len / 4);
+            dev.launch(
+                "sotto_copy_pairs",
+                cfg.grid_dim,
+                cfg.block_dim,
+                0,
+                &[Arg::Ptr(pt), n4],
+            );
+            let want = (0..pairs)
+                .flat_map(|i| src[from(i) * len..][..len].iter().copied())
+                .collect();
+            (dev.get_f32(pd, pairs * len), want)
         }
         Attention(kind) => attention(dev, kind, shape, seed),
         Scores => {
