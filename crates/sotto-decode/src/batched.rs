@@ -17,7 +17,7 @@
 use crate::align::{get_end, Aligner};
 use crate::beam::{BeamSearch, BeamState};
 use crate::fallback::{compression_ratio, generate_with_fallback, Fallback};
-use crate::greedy::{argmax, softmax_at, DecodeTask, DecodingResult, GreedyState, Rng, Search};
+use crate::greedy::{softmax_at, DecodeTask, DecodingResult, GreedyState, Rng, Search};
 use crate::inference::Inference;
 use crate::segments::{split_by_timestamps, split_cut};
 use crate::tokenizer::Tokenizer;
@@ -43,9 +43,7 @@ impl State {
         step: usize,
     ) -> Option<(Vec<usize>, Vec<u32>)> {
         match self {
-            State::Greedy(g) => g
-                .step(task, logits, step, &mut argmax)
-                .map(|t| (vec![0], vec![t])),
+            State::Greedy(g) => g.step(task, logits, step).map(|t| (vec![0], vec![t])),
             State::Beam(b) => b.step(task, logits, step),
         }
     }

@@ -14,7 +14,7 @@
 
 use crate::greedy::{normalised, start, DecodeTask, DecodingResult, Search};
 use crate::inference::Inference;
-use crate::math::log_softmax_shifted;
+use crate::math::log_softmax_offset;
 use crate::{DecodeError, Result};
 
 /// Beam search at temperature 0.
@@ -63,27 +63,33 @@ struct Candidate {
     score: f32,
 }
 
-/// The `m` best entries of `scores`, best first; ties keep the lower index; NaN is skipped.
-fn top_k(scores: &[f32], m: usize) -> Vec<Candidate> {
+/// The `m` best entries of the rows of `logits` (each `n` long) plus their row's shift,
+/// best first; ties keep the lower index; NaN is skipped. Each score is `logit + shift`
+/// rounded as f32, as [`crate::math::log_softmax_shifted`] would have written it.
+fn top_k(logits: &[f32], n: usize, shifts: &[f32], m: usize) -> Vec<Candidate> {
     let mut top: Vec<Candidate> = Vec::with_capacity(m + 1);
-    for (c, chunk) in scores.chunks(TOP_K_CHUNK).enumerate() {
-        // Once the list is full, a chunk with nothing above its last entry changes nothing:
-        // one branch-free (vectorized) pass over it instead of a branch per score. NaN
-        // compares false, so it stays skipped.
-        if let Some(last) = top.last().filter(|_| top.len() == m) {
-            let thr = last.score;
-            if !chunk.iter().fold(false, |any, &s| any | (s > thr)) {
-                continue;
+    for (row, (scores, &d)) in logits.chunks(n.max(1)).zip(shifts).enumerate() {
+        for (c, chunk) in scores.chunks(TOP_K_CHUNK).enumerate() {
+            // Once the list is full, a chunk with nothing above its last entry changes
+            // nothing: one branch-free (vectorized) pass over it instead of a branch per
+            // score. NaN compares false, so it stays skipped.
+            if let Some(last) = top.last().filter(|_| top.len() == m) {
+                let thr = last.score;
+                if !chunk.iter().fold(false, |any, &s| any | (s + d > thr)) {
+                    continue;
+                }
             }
-        }
-        for (i, &score) in chunk.iter().enumerate() {
-            if score.is_nan() || (top.len() == m && top.last().is_none_or(|c| score <= c.score)) {
-                continue;
+            for (i, &logit) in chunk.iter().enumerate() {
+                let score = logit + d;
+                if score.is_nan() || (top.len() == m && top.last().is_none_or(|c| score <= c.score))
+                {
+                    continue;
+                }
+                let at = top.partition_point(|c| c.score >= score);
+                let flat = row * n + c * TOP_K_CHUNK + i;
+                top.insert(at, Candidate { flat, score });
+                top.truncate(m);
             }
-            let at = top.partition_point(|c| c.score >= score);
-            let flat = c * TOP_K_CHUNK + i;
-            top.insert(at, Candidate { flat, score });
-            top.truncate(m);
         }
     }
     top
@@ -148,15 +154,16 @@ impl BeamState {
     ) -> Option<(Vec<usize>, Vec<u32>)> {
         let (k, beams) = (self.cfg.beam_size, &self.beams);
         let n = logits.len() / beams.len();
+        let mut shifts = Vec::with_capacity(beams.len());
         for (b, beam) in beams.iter().enumerate() {
             let row = &mut logits[b * n..(b + 1) * n];
             for f in task.filters {
                 f.apply(row, &beam.tokens);
             }
-            // The beam's score folded into the normalisation: one pass over the row.
-            log_softmax_shifted(row, beam.score);
+            // The beam's score folded into the normalisation, added as top_k reads.
+            shifts.push(log_softmax_offset(row, beam.score));
         }
-        let mut cands = top_k(logits, 2 * k);
+        let mut cands = top_k(logits, n, &shifts, 2 * k);
         if step > 0 && step == task.forced.len() {
             // CTranslate2 (`update_sample_with_prefix`): right after a prefix, an end in
             // any but the best candidate becomes token 0 at a hopeless score.

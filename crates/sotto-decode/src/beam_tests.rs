@@ -175,7 +175,9 @@ fn top_k_equals_a_full_sort() {
             .collect();
         all.sort_by(|a, b| b.1.total_cmp(&a.1));
         for m in [1, 2, 10] {
-            let got: Vec<(usize, f32)> = top_k(&s, m).iter().map(|c| (c.flat, c.score)).collect();
+            let got: Vec<(usize, f32)> = (top_k(&s, len, &[0.0], m).iter())
+                .map(|c| (c.flat, c.score))
+                .collect();
             assert_eq!(got, all[..m.min(all.len())], "len {len}, m {m}");
         }
     }
@@ -184,9 +186,49 @@ fn top_k_equals_a_full_sort() {
 #[test]
 fn top_k_is_sorted_and_keeps_the_first_of_ties() {
     let s = [0.5, f32::NAN, 2.0, 0.5, -1.0, 2.0, f32::NEG_INFINITY];
-    let flats: Vec<usize> = top_k(&s, 4).iter().map(|c| c.flat).collect();
+    let flats: Vec<usize> = top_k(&s, 7, &[0.0], 4).iter().map(|c| c.flat).collect();
     assert_eq!(flats, vec![2, 5, 0, 3]);
-    assert_eq!(top_k(&s, 10).len(), 6);
+    assert_eq!(top_k(&s, 7, &[0.0], 10).len(), 6);
+}
+
+#[test]
+fn top_k_adds_each_rows_shift_as_the_written_row_would() {
+    // Rows whose length is no multiple of the pre-check's chunks, each with its own shift;
+    // the answer is that of the shifted rows written out, ties to the lower index, among
+    // them two logits that differ but tie once shifted (100 and the next f32 up, plus 1e5).
+    let n = 1000;
+    let mut state = 7u32;
+    let mut rows: Vec<f32> = (0..3 * n)
+        .map(|_| {
+            state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            match state >> 26 {
+                0 => f32::NAN,
+                1 => f32::NEG_INFINITY,
+                r => (r % 17) as f32 * 0.5,
+            }
+        })
+        .collect();
+    rows[3] = 100.0;
+    rows[10] = f32::from_bits(100f32.to_bits() + 1);
+    let shifts = [1e5f32, -3.0, 0.25];
+    let written: Vec<f32> = (rows.chunks(n).zip(shifts))
+        .flat_map(|(r, d)| r.iter().map(move |&v| v + d))
+        .collect();
+    let mut all: Vec<(usize, f32)> = (written.iter().copied().enumerate())
+        .filter(|(_, v)| !v.is_nan())
+        .collect();
+    all.sort_by(|a, b| b.1.total_cmp(&a.1));
+    for m in [1, 2, 10, 40] {
+        let got: Vec<(usize, f32)> = (top_k(&rows, n, &shifts, m).iter())
+            .map(|c| (c.flat, c.score))
+            .collect();
+        assert_eq!(got, all[..m], "m {m}");
+    }
+    assert_eq!(
+        top_k(&rows, n, &shifts, 1)[0].flat,
+        3,
+        "the tie after the shift"
+    );
 }
 
 #[test]

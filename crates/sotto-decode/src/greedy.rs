@@ -81,7 +81,7 @@ pub struct Greedy;
 impl Search for Greedy {
     fn search(&mut self, inf: &mut dyn Inference, task: &DecodeTask) -> Result<DecodingResult> {
         inf.set_logit_need(&task.logit_need(1));
-        run(inf, task, argmax)
+        run(inf, task)
     }
 }
 
@@ -247,17 +247,12 @@ pub(crate) fn start(inf: &mut dyn Inference, task: &DecodeTask) -> Result<(Vec<f
     Ok((logits.split_off((rows.len() - 1) * n), no_speech_prob))
 }
 
-/// Runs the decoder from `task.prompt`, choosing each token with `pick` over log-probabilities.
-fn run(
-    inf: &mut dyn Inference,
-    task: &DecodeTask,
-    pick: impl FnMut(&[f32]) -> u32,
-) -> Result<DecodingResult> {
+/// Runs the decoder from `task.prompt`, taking the most likely token at each step.
+fn run(inf: &mut dyn Inference, task: &DecodeTask) -> Result<DecodingResult> {
     let (mut logits, no_speech_prob) = start(inf, task)?;
     let mut state = GreedyState::new(task);
-    let mut pick = pick;
     for step in task.forced.len()..task.max_steps {
-        let Some(token) = state.step(task, &mut logits, step, &mut pick) else {
+        let Some(token) = state.step(task, &mut logits, step) else {
             break;
         };
         inf.decode(&[token], &[0], &mut logits)
@@ -285,24 +280,25 @@ impl GreedyState {
         }
     }
 
-    /// Chooses with `pick` from the sequence's logits (Shape: [n_vocab], overwritten) at
-    /// `step`; returns the token to decode next, or None when the search is over.
+    /// Chooses the most likely token from the sequence's logits (Shape: [n_vocab], filtered
+    /// in place) at `step`; returns the token to decode next, or None when the search is
+    /// over.
     pub(crate) fn step(
         &mut self,
         task: &DecodeTask,
         logits: &mut [f32],
         step: usize,
-        pick: &mut impl FnMut(&[f32]) -> u32,
     ) -> Option<u32> {
         for f in task.filters {
             f.apply(logits, &self.tokens);
         }
-        log_softmax(logits);
-        let token = pick(logits);
+        // The log-probabilities are the logits plus one offset: the argmax and the chosen
+        // one's value read them as `log_softmax` would have written them.
+        let d = crate::math::log_softmax_offset(logits, 0.0);
+        let token = argmax_shifted(logits, d);
         let logprob = logits
             .get(token as usize)
-            .copied()
-            .unwrap_or(f32::NEG_INFINITY);
+            .map_or(f32::NEG_INFINITY, |&l| l + d);
         self.sum_logprob += f64::from(logprob);
         if token == task.eot {
             return None;
@@ -328,19 +324,25 @@ pub(crate) fn log_softmax(x: &mut [f32]) {
 
 /// First index of the maximum (CTranslate2's and torch's argmax tie rule).
 pub(crate) fn argmax(x: &[f32]) -> u32 {
+    argmax_shifted(x, 0.0)
+}
+
+/// [`argmax`] of `x + d` (each sum rounded as f32, so ties are those of the sums), without
+/// writing them.
+pub(crate) fn argmax_shifted(x: &[f32], d: f32) -> u32 {
     let Some(&first) = x.first() else {
         return 0;
     };
-    let (mut best, mut top) = (0, first);
+    let (mut best, mut top) = (0, first + d);
     for (c, chunk) in x.chunks(ARGMAX_CHUNK).enumerate() {
         // A chunk with nothing above the best so far changes nothing: one branch-free
         // (vectorized) pass over it instead of a branch per logit.
-        if !chunk.iter().fold(false, |any, &v| any | (v > top)) {
+        if !chunk.iter().fold(false, |any, &v| any | (v + d > top)) {
             continue;
         }
         for (i, &v) in chunk.iter().enumerate() {
-            if v > top {
-                (best, top) = (c * ARGMAX_CHUNK + i, v);
+            if v + d > top {
+                (best, top) = (c * ARGMAX_CHUNK + i, v + d);
             }
         }
     }
@@ -432,6 +434,20 @@ mod tests {
         assert_eq!(super::argmax(&x), 0);
         assert_eq!(super::argmax(&[]), 0);
         assert_eq!(super::argmax(&[f32::NEG_INFINITY, -1.0]), 1);
+    }
+
+    /// The argmax of the row as log_softmax would write it: logits that differ but round
+    /// alike once the offset is added tie, and the first wins.
+    #[test]
+    fn argmax_shifted_reads_the_sums_as_written() {
+        let mut x = vec![0.0f32; 300];
+        x[200] = f32::from_bits(100f32.to_bits() + 1);
+        x[100] = 100.0;
+        assert_eq!(super::argmax(&x), 200);
+        assert_eq!(super::argmax_shifted(&x, 1e5), 100);
+        let written: Vec<f32> = x.iter().map(|&v| v + 1e5).collect();
+        assert_eq!(super::argmax(&written), 100);
+        assert_eq!(super::argmax_shifted(&x, 0.0), super::argmax(&x));
     }
 
     use super::*;

@@ -162,14 +162,23 @@ pub(crate) fn logsumexp(x: &[f32]) -> f32 {
     m + sum_exp_sub(x, m).ln()
 }
 
-/// `x = log_softmax(x) + shift` (a row left as it is when its normalizer is not finite).
-pub(crate) fn log_softmax_shifted(x: &mut [f32], shift: f32) {
+/// What [`log_softmax_shifted`] adds to each of `x`: `shift − logsumexp(x)`, or `shift`
+/// alone when the normalizer is not finite. A search that reads a few log-probabilities
+/// adds it to those, and leaves the row as it is.
+pub(crate) fn log_softmax_offset(x: &[f32], shift: f32) -> f32 {
     let lse = logsumexp(x);
     if lse.is_finite() {
-        let d = shift - lse;
+        shift - lse
+    } else {
+        shift
+    }
+}
+
+/// `x = log_softmax(x) + shift` (a row left as it is when its normalizer is not finite).
+pub(crate) fn log_softmax_shifted(x: &mut [f32], shift: f32) {
+    let d = log_softmax_offset(x, shift);
+    if d != 0.0 {
         x.iter_mut().for_each(|v| *v += d);
-    } else if shift != 0.0 {
-        x.iter_mut().for_each(|v| *v += shift);
     }
 }
 
