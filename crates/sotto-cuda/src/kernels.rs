@@ -1063,15 +1063,19 @@ extern "C" __global__ void sotto_kv_write(const float* src, float* cache, unsign
 }
 
 // One phase of a KV-cache reorder, every layer's caches in one launch: pair i = blockIdx.y
-// copies n4 groups of 4 floats from address pairs[2i + 1] to pairs[2i] (both 16-byte
-// aligned; no pair of a launch writes what another reads). The blocks of a pair stride
-// over its groups, so a small grid takes any length.
-extern "C" __global__ void sotto_copy_pairs(const unsigned long long* pairs, unsigned int n4) {
+// copies n floats from address pairs[2i + 1] to pairs[2i] (no pair of a launch writes what
+// another reads), 16 bytes a thread where both are aligned for it and n is a multiple of 4
+// (always, for Whisper's caches), else a float a thread. The blocks of a pair stride over
+// it, so a small grid takes any length.
+extern "C" __global__ void sotto_copy_pairs(const unsigned long long* pairs, unsigned int n) {
     sotto_pdl_start();
-    SottoFloat4* dst = (SottoFloat4*)pairs[2 * blockIdx.y];
-    const SottoFloat4* src = (const SottoFloat4*)pairs[2 * blockIdx.y + 1];
-    for (unsigned int i = blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += gridDim.x * blockDim.x)
-        dst[i] = src[i];
+    unsigned long long dst = pairs[2 * blockIdx.y], src = pairs[2 * blockIdx.y + 1];
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x, step = gridDim.x * blockDim.x;
+    if (((dst | src) & 15u) == 0 && (n & 3u) == 0) {
+        for (; i < n / 4; i += step) ((SottoFloat4*)dst)[i] = ((const SottoFloat4*)src)[i];
+    } else {
+        for (; i < n; i += step) ((float*)dst)[i] = ((const float*)src)[i];
+    }
 }
 
 // softmax(q kᵀ · scale + mask) v for one query row and one head per block:

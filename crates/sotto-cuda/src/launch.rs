@@ -163,32 +163,24 @@ pub fn mul_mat_vec_chunks(
 /// Blocks of [`copy_pairs`] per pair at most: each strides over its pair's groups.
 pub const COPY_PAIR_BLOCKS: u32 = 64;
 
-/// `sotto_copy_pairs` over `n_pairs` pairs of `n` f32 (a multiple of 4): one grid row per
-/// pair, up to [`COPY_PAIR_BLOCKS`] blocks across it. `None` when there is nothing to copy.
+/// `sotto_copy_pairs` over `n_pairs` pairs of `n` f32: one grid row per pair, a thread per
+/// 4 values across it, up to [`COPY_PAIR_BLOCKS`] blocks. `None` when there is nothing to
+/// copy.
 pub fn copy_pairs(
     op: &'static str,
     n_pairs: usize,
     n: usize,
 ) -> Result<Option<cudarc::driver::LaunchConfig>> {
-    if !n.is_multiple_of(4) {
-        return Err(CudaError::Shape {
-            op,
-            msg: format!("copies of {n} f32, not whole groups of 4"),
-        });
-    }
     if n_pairs > MAX_GRID_Y as usize {
         return Err(too_big(op, "pair count", n_pairs));
     }
-    let n4 = count_u32(op, n / 4)?;
-    if n_pairs == 0 || n4 == 0 {
+    let n = count_u32(op, n)?;
+    if n_pairs == 0 || n == 0 {
         return Ok(None);
     }
+    let blocks = n.div_ceil(4).div_ceil(ELEMENTWISE_BLOCK);
     Ok(Some(cudarc::driver::LaunchConfig {
-        grid_dim: (
-            n4.div_ceil(ELEMENTWISE_BLOCK).min(COPY_PAIR_BLOCKS),
-            n_pairs as u32,
-            1,
-        ),
+        grid_dim: (blocks.min(COPY_PAIR_BLOCKS), n_pairs as u32, 1),
         block_dim: (ELEMENTWISE_BLOCK, 1, 1),
         shared_mem_bytes: 0,
     }))
@@ -206,7 +198,8 @@ mod tests {
         assert_eq!((c.grid_dim, c.block_dim), ((38, 5, 1), (256, 1, 1)));
         let c = copy_pairs("t", 448, 448 * 1280).unwrap().unwrap();
         assert_eq!(c.grid_dim, (COPY_PAIR_BLOCKS, 448, 1));
-        assert!(copy_pairs("t", 2, 6).is_err(), "not whole groups of 4");
+        let c = copy_pairs("t", 3, 1001).unwrap().unwrap();
+        assert_eq!(c.grid_dim, (1, 3, 1), "a thread per 4 values, rounded up");
         assert!(
             copy_pairs("t", 70_000, 4).is_err(),
             "more pairs than grid rows"

@@ -1328,15 +1328,15 @@ impl Dev<'_> {
         )
     }
 
-    /// Copies `n` f32 (a multiple of 4) for each of `n_pairs` (destination, source) address
-    /// pairs at `pairs` (device memory), in one launch; no pair may write what another
-    /// reads. A KV-cache reorder's phase (see [`crate::plan::copy_pairs`]).
+    /// Copies `n` f32 for each of `n_pairs` (destination, source) address pairs at `pairs`
+    /// (device memory), in one launch; no pair may write what another reads. A KV-cache
+    /// reorder's phase (see [`crate::plan::copy_pairs`]).
     pub fn copy_pairs(&self, pairs: u64, n_pairs: usize, n: usize) -> Result<()> {
         let Some(cfg) = launch::copy_pairs("copy_pairs", n_pairs, n)? else {
             return Ok(());
         };
-        let n4 = launch::count_u32("copy_pairs", n / 4)?;
-        self.run("sotto_copy_pairs", cfg, &[pairs.into(), n4.into()])
+        let n = launch::count_u32("copy_pairs", n)?;
+        self.run("sotto_copy_pairs", cfg, &[pairs.into(), n.into()])
     }
 
     /// Multi-head attention of `rows` query rows (sequences of `n_new` rows each) over

@@ -10,7 +10,7 @@ use cudarc::cublas::CudaBlas;
 use sotto_model::{check_align_input, check_decode_input};
 
 use crate::ops::{self, Buf, Dev, DevLinear, HostOp, Mark, Normed, Precision, Stream};
-use crate::plan::{self, CopySource};
+use crate::plan;
 use crate::whisper::{DevBlock, CROSS_GROUP};
 use crate::{driver, guard, kernels, CudaError, CudaWhisper, Result};
 
@@ -756,47 +756,20 @@ impl CudaSession {
                 .map(|b| b.ptr())
                 .collect();
             let per_cache = p.saved.len() * valid;
-            // Every cache's saves in one launch, then every copy in another (in groups of
+            // Every cache's saves in one launch, then every move in another (in groups of
             // caches when their saves would pass REORDER_SCRATCH_BYTES): 2 launches where
             // a copy per cache and slot took 48 for tiny's usual beam step, 384 for large-v3's.
-            let aligned = |a: u64| a.is_multiple_of(16);
-            let grouped = (stride.is_multiple_of(4) && valid.is_multiple_of(4))
-                && caches.iter().all(|&c| aligned(c));
-            let group = match grouped {
-                true => plan::reorder_group(caches.len(), per_cache),
-                false => 1,
-            };
+            let group = plan::reorder_group(caches.len(), per_cache);
             self.kv.scratch.ensure(&self.stream, group * per_cache)?;
-            let scratch = self.kv.scratch.ptr();
-            if grouped && aligned(scratch) {
-                let l = plan::copy_pairs(&p, &caches, stride, valid, scratch, group);
-                self.kv.pairs.ensure(&self.stream, 2 * l.pairs.len())?;
-                // Pageable memory: the driver has staged it when the upload returns, so the
-                // next reorder may replace it; kept until then all the same.
-                self.kv.pairs_host = l.pairs.concat();
-                let dev = self.dev();
-                dev.upload_to(self.kv.pairs.ptr(), &self.kv.pairs_host)?;
-                for r in &l.launches {
-                    dev.copy_pairs(self.kv.pairs.at(2 * r.start), r.len(), valid)?;
-                }
-                return Ok(());
-            }
+            let l = plan::copy_pairs(&p, &caches, stride, valid, self.kv.scratch.ptr(), group);
+            self.kv.pairs.ensure(&self.stream, 2 * l.pairs.len())?;
+            // Pageable memory: the driver has staged it when the upload returns, so the next
+            // reorder may replace it; kept until then all the same.
+            self.kv.pairs_host = l.pairs.concat();
             let dev = self.dev();
-            for layer in self.kv.k.iter().chain(&self.kv.v) {
-                for (j, &s) in p.saved.iter().enumerate() {
-                    dev.copy_f32(
-                        scratch + (j * valid * 4) as u64,
-                        layer.at(s * stride),
-                        valid,
-                    )?;
-                }
-                for &(i, from) in &p.copies {
-                    let src = match from {
-                        CopySource::Slot(s) => layer.at(s * stride),
-                        CopySource::Saved(j) => scratch + (j * valid * 4) as u64,
-                    };
-                    dev.copy_f32(layer.at(i * stride), src, valid)?;
-                }
+            dev.upload_to(self.kv.pairs.ptr(), &self.kv.pairs_host)?;
+            for r in &l.launches {
+                dev.copy_pairs(self.kv.pairs.at(2 * r.start), r.len(), valid)?;
             }
             Ok(())
         })?;

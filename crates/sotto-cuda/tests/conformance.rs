@@ -56,7 +56,8 @@ enum Op {
     /// New rows into a KV cache at position pos0. Shape: [batch, n_new, d, n_ctx, pos0]
     KvWrite,
     /// A KV-cache reorder's phase: (destination, source) address pairs from a device
-    /// table, sources repeated and out of order, in one launch. Shape: [pairs, n]
+    /// table, sources repeated and out of order, in one launch (16 bytes a thread where
+    /// n is a multiple of 4, else a float). Shape: [pairs, n]
     CopyPairs,
     /// Multi-head attention. Shape: [batch, n_new, heads, head width, keys]
     Attention(Attn),
@@ -262,6 +263,7 @@ conformance! {
     kv_write_prompt: KvWrite, [1, 7, 384, 448, 0] F32;
     copy_pairs_beams: CopyPairs, [7, 40 * 384] F32;
     copy_pairs_strided: CopyPairs, [2, 448 * 384] F32;
+    copy_pairs_unaligned: CopyPairs, [3, 1001] F32;
     attention_prompt: Attention(Causal(0)), [1, 5, 2, 64, 5] F32;
     attention_beams: Attention(Causal(6)), [3, 1, 3, 64, 9] F32;
     attention_beams_tiny: Attention(Causal(100)), [5, 1, 6, 64, 448] F32;
@@ -902,13 +904,12 @@ fn run(dev: &mut dyn Device, op: Op, shape: &[usize], dtype: DType) -> (Vec<f32>
             let cfg = launch::copy_pairs("copy_pairs", pairs, len)
                 .unwrap()
                 .unwrap();
-            let n4 = u(len / 4);
             dev.launch(
                 "sotto_copy_pairs",
                 cfg.grid_dim,
                 cfg.block_dim,
                 0,
-                &[Arg::Ptr(pt), n4],
+                &[Arg::Ptr(pt), u(len)],
             );
             let want = (0..pairs)
                 .flat_map(|i| src[from(i) * len..][..len].iter().copied())
