@@ -444,7 +444,8 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
     let beams = 5;
     let tokens: Vec<u32> = (0..beams as u32).map(|b| 400 + b).collect();
     let mut batch_logits = vec![0f32; beams * hp.n_vocab];
-    let mut batch_steps = |prompt: &[u32], need: &sotto::LogitNeed| {
+    // With `origins`, the cache is reordered so before each step, as beam search does.
+    let mut batch_steps = |prompt: &[u32], need: &sotto::LogitNeed, origins: Option<&[usize]>| {
         raw.set_logit_need(need);
         let steps = steps.min(hp.n_text_ctx.saturating_sub(prompt.len())).max(1);
         measure(args.runs, || {
@@ -453,12 +454,15 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
             dev(raw.reorder(&[0; 5]))?;
             let t = Instant::now();
             for _ in 0..steps {
+                if let Some(origins) = origins {
+                    dev(raw.reorder(origins))?;
+                }
                 dev(raw.decode_batch(&tokens, beams, &mut batch_logits))?;
             }
             Ok(t.elapsed() / steps as u32)
         })
     };
-    let per_step = batch_steps(&prompt, &need(2 * beams))?;
+    let per_step = batch_steps(&prompt, &need(2 * beams), None)?;
     println!(
         "decoder / step    {:9.2} ms  (batch {beams}: {:.2} ms per beam-token)",
         ms(per_step),
@@ -471,7 +475,7 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
         .chain((0..PREVIOUS_TEXT).map(|i| 400 + i as u32))
         .chain(std::iter::once(tok.sot()))
         .collect();
-    let per_step_long = batch_steps(&long_prompt, &need(2 * beams))?;
+    let per_step_long = batch_steps(&long_prompt, &need(2 * beams), None)?;
     println!(
         "decoder / step    {:9.2} ms  (batch {beams} after a {}-token prompt)",
         ms(per_step_long),
@@ -479,7 +483,7 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
     );
 
     // Best-of-5 sampling (the temperature fallback) reads every logit.
-    let per_sample_step = batch_steps(&prompt, &sotto::LogitNeed::All)?;
+    let per_sample_step = batch_steps(&prompt, &sotto::LogitNeed::All, None)?;
     println!(
         "decoder / step    {:9.2} ms  (batch {beams}, every logit: best-of-{beams} sampling)",
         ms(per_sample_step)
@@ -488,19 +492,7 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
     // A beam search reorders the cache before every step; here the way beams often go,
     // three from the best and one each from the next two.
     let origins = [0, 0, 0, 1, 2];
-    raw.set_logit_need(&need(2 * beams));
-    let per_reordered_step = measure(args.runs, || {
-        raw.reset_text();
-        dev(raw.decode(&prompt, &[0], &mut logits))?;
-        dev(raw.reorder(&[0; 5]))?;
-        dev(raw.decode_batch(&tokens, beams, &mut batch_logits))?;
-        let t = Instant::now();
-        for _ in 0..steps {
-            dev(raw.reorder(&origins))?;
-            dev(raw.decode_batch(&tokens, beams, &mut batch_logits))?;
-        }
-        Ok(t.elapsed() / steps as u32)
-    })?;
+    let per_reordered_step = batch_steps(&prompt, &need(2 * beams), Some(&origins))?;
     println!(
         "decoder / step    {:9.2} ms  (batch {beams}, the cache reordered {origins:?} first)",
         ms(per_reordered_step)

@@ -396,28 +396,36 @@ pub fn copy_pairs(
     }
     let slot = |c: u64, s: usize| c + (s * stride * 4) as u64;
     let saved = |g: usize, j: usize| scratch + (((g * p.saved.len() + j) * valid) * 4) as u64;
-    for caches in caches.chunks(group.max(1)) {
-        for phase in 0..2 {
+    // One launch of `pairs`, unless it has none.
+    let mut launch = |pairs: Vec<[u64; 2]>| {
+        if !pairs.is_empty() {
             let start = out.pairs.len();
-            for (g, &c) in caches.iter().enumerate() {
-                if phase == 0 {
-                    let saves = p.saved.iter().enumerate();
-                    out.pairs
-                        .extend(saves.map(|(j, &s)| [saved(g, j), slot(c, s)]));
-                } else {
-                    out.pairs.extend(p.copies.iter().map(|&(i, from)| {
-                        let src = match from {
-                            CopySource::Slot(s) => slot(c, s),
-                            CopySource::Saved(j) => saved(g, j),
-                        };
-                        [slot(c, i), src]
-                    }));
-                }
-            }
-            if out.pairs.len() > start {
-                out.launches.push(start..out.pairs.len());
-            }
+            out.pairs.extend(pairs);
+            out.launches.push(start..out.pairs.len());
         }
+    };
+    for caches in caches.chunks(group.max(1)) {
+        let in_group = || caches.iter().copied().enumerate();
+        launch(
+            in_group()
+                .flat_map(|(g, c)| {
+                    p.saved
+                        .iter()
+                        .enumerate()
+                        .map(move |(j, &s)| [saved(g, j), slot(c, s)])
+                })
+                .collect(),
+        );
+        launch(
+            in_group()
+                .flat_map(|(g, c)| {
+                    p.copies.iter().map(move |&(i, from)| match from {
+                        CopySource::Slot(s) => [slot(c, i), slot(c, s)],
+                        CopySource::Saved(j) => [slot(c, i), saved(g, j)],
+                    })
+                })
+                .collect(),
+        );
     }
     out
 }
