@@ -1038,6 +1038,7 @@ pub unsafe extern "C" fn sotto_bench(
             top,
             text_end: eot,
             never: Vec::new(),
+            watch: Vec::new(),
         };
         let fwd = s.0.forward();
         let e = |e: Box<dyn std::error::Error + Send + Sync>| e.to_string();

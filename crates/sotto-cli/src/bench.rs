@@ -415,22 +415,30 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
     let prompt = [tok.sot()];
     let steps = args.tokens.min(hp.n_text_ctx / 2);
     let mut logits = vec![0f32; hp.n_vocab];
-    // What transcription's searches ask for: the best token (greedy) or 2 per beam, plus
-    // the two a blank start may mask.
+    // What transcription's searches ask for: the best token (greedy) or 2 per beam, the
+    // tokens a blank start masks, and faster-whisper's default suppressed tokens; they
+    // read each row as a shortlist record of those (see sotto_decode::shortlist).
+    let suppressed = sotto::suppressed_tokens(tok, &[-1]);
     let need = |best: usize| sotto::LogitNeed::Top {
-        top: best + 2,
+        top: best,
         text_end: tok.eot(),
-        never: Vec::new(),
+        never: suppressed.clone(),
+        watch: tok.encode(" "),
+    };
+    let lists = |need: &sotto::LogitNeed| {
+        let spec = sotto::ShortlistSpec::from_need(hp.n_vocab, tok.eot() as usize, need);
+        sotto::Shortlists::new(spec)
     };
     raw.set_logit_need(&need(1));
+    let mut greedy_lists = lists(&need(1));
     let per_token = measure(args.runs, || {
         raw.reset_text();
-        dev(raw.decode(&prompt, &[0], &mut logits))?;
+        dev(raw.decode_shortlists(&prompt, &[0], &mut greedy_lists))?;
         let t = Instant::now();
         for i in 0..steps {
             // Ordinary text tokens; their values do not change the cost.
             let token = 400 + i as u32;
-            dev(raw.decode(&[token], &[0], &mut logits))?;
+            dev(raw.decode_shortlists(&[token], &[0], &mut greedy_lists))?;
         }
         Ok(t.elapsed() / steps as u32)
     })?;
@@ -445,8 +453,10 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
     let tokens: Vec<u32> = (0..beams as u32).map(|b| 400 + b).collect();
     let mut batch_logits = vec![0f32; beams * hp.n_vocab];
     // With `origins`, the cache is reordered so before each step, as beam search does.
+    // Every logit (sampling) comes whole, else as shortlist records.
     let mut batch_steps = |prompt: &[u32], need: &sotto::LogitNeed, origins: Option<&[usize]>| {
         raw.set_logit_need(need);
+        let mut records = (*need != sotto::LogitNeed::All).then(|| lists(need));
         let steps = steps.min(hp.n_text_ctx.saturating_sub(prompt.len())).max(1);
         measure(args.runs, || {
             raw.reset_text();
@@ -457,7 +467,10 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
                 if let Some(origins) = origins {
                     dev(raw.reorder(origins))?;
                 }
-                dev(raw.decode_batch(&tokens, beams, &mut batch_logits))?;
+                match records.as_mut() {
+                    Some(r) => dev(raw.decode_batch_shortlists(&tokens, beams, r))?,
+                    None => dev(raw.decode_batch(&tokens, beams, &mut batch_logits))?,
+                }
             }
             Ok(t.elapsed() / steps as u32)
         })

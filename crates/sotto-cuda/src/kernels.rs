@@ -9,7 +9,7 @@
 use sotto_quant::QuantType;
 
 /// The kernels' entry points, in the order [`SOURCE`] defines them.
-pub const NAMES: [&str; 47] = [
+pub const NAMES: [&str; 49] = [
     "sotto_add_f32",
     "sotto_gelu_f32",
     "sotto_layer_norm",
@@ -51,6 +51,8 @@ pub const NAMES: [&str; 47] = [
     "sotto_embed_q8_0",
     "sotto_kv_write",
     "sotto_copy_pairs",
+    "sotto_shortlist_chunks",
+    "sotto_shortlist_merge",
     "sotto_attention",
     "sotto_attention_split",
     "sotto_attention_merge",
@@ -112,6 +114,18 @@ pub const SPLIT_KEYS: usize = 64;
 pub const SPLIT_DH: usize = 128;
 // The softmax of a chunk is one warp's, two keys a lane; the dims four a lane.
 const _: () = assert!(SPLIT_KEYS <= 64 && SPLIT_DH <= 128);
+
+/// The shortlist kernels (`sotto_shortlist_chunks`, then `sotto_shortlist_merge`): the most
+/// top ids a record takes, threads per block of both, and the most values a thread of
+/// `sotto_shortlist_chunks` holds (in registers; a chunk is `SHORTLIST_BLOCK · per` ids,
+/// see [`crate::launch::shortlist`]). The merge gives each chunk of a row a thread, so a
+/// row has at most `SHORTLIST_BLOCK` chunks.
+pub const SHORTLIST_MAX_TOP: usize = 64;
+pub const SHORTLIST_BLOCK: u32 = 256;
+pub const SHORTLIST_PER: u32 = 8;
+// The spill test (backend.rs) sizes the register check of kernels it does not name at the
+// element-wise block.
+const _: () = assert!(SHORTLIST_BLOCK == crate::launch::ELEMENTWISE_BLOCK);
 
 /// Values in one ggml block.
 pub const QK: usize = 32;
@@ -1078,6 +1092,221 @@ extern "C" __global__ void sotto_copy_pairs(const unsigned long long* pairs, uns
     }
 }
 
+// A decoder step's logits reduced on the device to a shortlist record per row, so that the
+// host downloads and searches a few thousand words instead of the whole vocabulary. Two
+// launches: sotto_shortlist_chunks reduces chunks of each row's text ids into `part`, then
+// sotto_shortlist_merge merges each row's chunks and copies the pinned and tail logits.
+// Candidates are ordered by logit descending, ties to the lower id; NaN and -inf are never
+// candidates (a NaN is read as -inf: never picked, and it adds nothing to the sum).
+// Top-K as K rounds of a block-wide argmax of the candidates after the previous pick in that
+// order, each thread keeping its own best and rescanning only when that one won: one warp
+// butterfly and one barrier a round, no sort, no shared list, and the same code serves any
+// K up to SHORTLIST_MAX_TOP, 64 (a per-thread top-K list would hold K entries in
+// registers and spill at K = 64).
+#define SOTTO_SHORTLIST_PER 8
+
+// Whether candidate (v, i) comes before (w, j).
+__device__ __forceinline__ bool sotto_sl_before(float v, unsigned int i, float w, unsigned int j) {
+    return v > w || (v == w && i < j);
+}
+
+// The block's first (v, i) in the candidate order; every thread gets it. `shv`, `shi`: 64
+// words each, whose halves successive calls take in turn (`round` & 1), so that one barrier
+// a call suffices: a half is rewritten two calls later, after every thread has passed the
+// barrier of the call between, and so has read it.
+__device__ __forceinline__ void sotto_sl_block_first(float& v, unsigned int& i, float* shv,
+        unsigned int* shi, unsigned int round) {
+    for (int off = 16; off > 0; off >>= 1) {
+        float w = __shfl_xor_sync(0xffffffffu, v, off);
+        unsigned int j = __shfl_xor_sync(0xffffffffu, i, off);
+        if (sotto_sl_before(w, j, v, i)) {
+            v = w;
+            i = j;
+        }
+    }
+    unsigned int half = (round & 1u) * 32, warps = blockDim.x / 32;
+    if (threadIdx.x % 32 == 0) {
+        shv[half + threadIdx.x / 32] = v;
+        shi[half + threadIdx.x / 32] = i;
+    }
+    __syncthreads();
+    v = shv[half];
+    i = shi[half];
+    for (unsigned int w = 1; w < warps; ++w)
+        if (sotto_sl_before(shv[half + w], shi[half + w], v, i)) {
+            v = shv[half + w];
+            i = shi[half + w];
+        }
+}
+
+// The block's sum of s, in warp order (every thread gets the same). `sh`: 32 words, used
+// once per launch.
+__device__ __forceinline__ float sotto_sl_block_sum(float s, float* sh) {
+    for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+    if (threadIdx.x % 32 == 0) sh[threadIdx.x / 32] = s;
+    __syncthreads();
+    float t = sh[0];
+    for (unsigned int w = 1; w < blockDim.x / 32; ++w) t += sh[w];
+    return t;
+}
+
+// Stage 1: block (c, r) reduces chunk c of row r's text ids, blockDim.x · per of them from
+// c · blockDim.x · per (value k of thread t at + k · blockDim.x + t, coalesced), leaving out
+// the pinned ids (bit id % 32 of bitmap[id / 32]; a null bitmap pins none), into record
+// (r, c) of `part`, 2 + 2 · top words: the chunk's largest candidate (-inf for none),
+// Σ exp(x - that) over its candidates (0 for none), its `top` first ids (as floats, -1
+// past its candidates), then their logits (-inf past them).
+// Block: a multiple of 32 threads, at most 1024; per ≤ SOTTO_SHORTLIST_PER, its values in
+// registers. Grid: (chunks, rows). Shape: logits [rows, n_vocab]; part [rows, chunks, 2 + 2 top]
+extern "C" __global__ void sotto_shortlist_chunks(const float* logits, unsigned int n_vocab,
+        unsigned int text_end, const unsigned int* bitmap, unsigned int per, unsigned int top,
+        float* part) {
+    sotto_pdl_start();
+    __shared__ float shv[64];
+    __shared__ unsigned int shi[64];
+    __shared__ float shs[32];
+    const float neg = __int_as_float(0xff800000);
+    const float* row = logits + (size_t)blockIdx.y * n_vocab;
+    unsigned int lo = blockIdx.x * blockDim.x * per + threadIdx.x;
+    float x[SOTTO_SHORTLIST_PER];
+#pragma unroll
+    for (unsigned int k = 0; k < SOTTO_SHORTLIST_PER; ++k) {
+        unsigned int id = lo + k * blockDim.x;
+        float v = neg;
+        if (k < per && id < text_end && !(bitmap && ((bitmap[id / 32] >> (id % 32)) & 1u))) {
+            v = row[id];
+            if (v != v) v = neg;
+        }
+        x[k] = v;
+    }
+    // This thread's first candidate, then after each pick its first one after that pick.
+    float bv = neg;
+    unsigned int bi = 0xffffffffu;
+#pragma unroll
+    for (unsigned int k = 0; k < SOTTO_SHORTLIST_PER; ++k)
+        if (x[k] != neg && sotto_sl_before(x[k], lo + k * blockDim.x, bv, bi)) {
+            bv = x[k];
+            bi = lo + k * blockDim.x;
+        }
+    float* rec = part + ((size_t)blockIdx.y * gridDim.x + blockIdx.x) * (2 + 2 * (size_t)top);
+    float m = neg;
+    // One round even for top = 0: the first pick is the chunk's largest candidate.
+    for (unsigned int r = 0; r < (top > 0 ? top : 1u); ++r) {
+        float v = bv;
+        unsigned int i = bi;
+        sotto_sl_block_first(v, i, shv, shi, r);
+        if (r == 0) m = v;
+        if (v == neg) {  // no candidate left (the same for every thread)
+            for (unsigned int j = r + threadIdx.x; j < top; j += blockDim.x) {
+                rec[2 + j] = -1.0f;
+                rec[2 + top + j] = neg;
+            }
+            break;
+        }
+        if (threadIdx.x == 0 && r < top) {
+            rec[2 + r] = (float)i;
+            rec[2 + top + r] = v;
+        }
+        if (i == bi) {  // ids are distinct: only the winner's thread moves on
+            float pv = bv;
+            bv = neg;
+            bi = 0xffffffffu;
+#pragma unroll
+            for (unsigned int k = 0; k < SOTTO_SHORTLIST_PER; ++k) {
+                unsigned int id = lo + k * blockDim.x;
+                if (x[k] != neg && sotto_sl_before(pv, i, x[k], id)
+                        && sotto_sl_before(x[k], id, bv, bi)) {
+                    bv = x[k];
+                    bi = id;
+                }
+            }
+        }
+    }
+    float s = 0.0f;
+    if (m != neg) {
+#pragma unroll
+        for (unsigned int k = 0; k < SOTTO_SHORTLIST_PER; ++k)
+            if (x[k] != neg) s += expf(x[k] - m);
+    }
+    s = sotto_sl_block_sum(s, shs);
+    if (threadIdx.x == 0) {
+        rec[0] = m;
+        rec[1] = s;
+    }
+}
+
+// Stage 2: block r merges row r's `chunks` records of sotto_shortlist_chunks (thread c
+// reads chunk c's: chunks ≤ blockDim.x) into the row's shortlist at out + r · (2 + 2 top +
+// n_pinned + n_vocab - text_end): the largest candidate M of the row (-inf for none),
+// Σ exp(x - M) over its candidates (0 for none), its `top` first ids (as floats, -1 past
+// its candidates) and their logits (-inf past them), the logits of the n_pinned ids at
+// `pinned` in their order (NaN for an id past n_vocab), then logits text_end .. n_vocab.
+// Each chunk's list is in candidate order, so a round takes the first of the chunks' heads
+// and moves the winner's head on. Copies are of the bits.
+// Block: a multiple of 32 threads, at most 1024. Grid: rows.
+extern "C" __global__ void sotto_shortlist_merge(const float* logits, unsigned int n_vocab,
+        unsigned int text_end, const unsigned int* pinned, unsigned int n_pinned,
+        unsigned int chunks, unsigned int top, const float* part, float* out) {
+    sotto_pdl_start();
+    __shared__ float shv[64];
+    __shared__ unsigned int shi[64];
+    __shared__ float shs[32];
+    const float neg = __int_as_float(0xff800000);
+    unsigned int t = threadIdx.x, w = 2 + 2 * top;
+    const float* row = logits + (size_t)blockIdx.x * n_vocab;
+    float* rec = out + (size_t)blockIdx.x * (w + n_pinned + (n_vocab - text_end));
+    for (unsigned int j = t; j < n_pinned; j += blockDim.x) {
+        unsigned int id = pinned[j];
+        rec[w + j] = id < n_vocab ? row[id] : __int_as_float(0x7fc00000);
+    }
+    for (unsigned int j = t; j < n_vocab - text_end; j += blockDim.x)
+        rec[w + n_pinned + j] = row[text_end + j];
+    bool owner = t < chunks;
+    const float* mine = part + ((size_t)blockIdx.x * chunks + (owner ? t : 0)) * w;
+    float mc = owner ? mine[0] : neg, big = mc;
+    unsigned int round = 0, any = t;
+    sotto_sl_block_first(big, any, shv, shi, round++);
+    float s = owner && mc != neg ? mine[1] * expf(mc - big) : 0.0f;
+    s = sotto_sl_block_sum(s, shs);
+    if (t == 0) {
+        rec[0] = big;
+        rec[1] = s;
+    }
+    // This thread's head: entry h of its chunk's list.
+    unsigned int h = 0;
+    float hv = neg;
+    unsigned int hi = 0xffffffffu;
+    if (owner && top > 0 && mine[2] >= 0.0f) {
+        hv = mine[2 + top];
+        hi = (unsigned int)mine[2];
+    }
+    for (unsigned int r = 0; r < top; ++r) {
+        float v = hv;
+        unsigned int i = hi;
+        sotto_sl_block_first(v, i, shv, shi, round++);
+        if (v == neg) {
+            for (unsigned int j = r + t; j < top; j += blockDim.x) {
+                rec[2 + j] = -1.0f;
+                rec[2 + top + j] = neg;
+            }
+            break;
+        }
+        if (t == 0) {
+            rec[2 + r] = (float)i;
+            rec[2 + top + r] = v;
+        }
+        if (i == hi) {
+            ++h;
+            hv = neg;
+            hi = 0xffffffffu;
+            if (h < top && mine[2 + h] >= 0.0f) {
+                hv = mine[2 + top + h];
+                hi = (unsigned int)mine[2 + h];
+            }
+        }
+    }
+}
+
 // softmax(q kᵀ · scale + mask) v for one query row and one head per block:
 // blockIdx.x = row r (sequence s = r / n_new, position in step i = r % n_new),
 // blockIdx.y = head h. Keys and values of sequence s start at s·kv_seq_stride (0: every
@@ -1647,6 +1876,8 @@ mod tests {
         assert!(SOURCE.contains(&format!("#define SOTTO_MMA_THREADS {MMA_BLOCK}\n")));
         assert!(SOURCE.contains(&format!("#define SOTTO_SPLIT_BLOCK {SPLIT_BLOCK}\n")));
         assert!(SOURCE.contains(&format!("#define SOTTO_SPLIT_KEYS {SPLIT_KEYS}\n")));
+        let per = format!("#define SOTTO_SHORTLIST_PER {SHORTLIST_PER}\n");
+        assert!(SOURCE.contains(&per));
         for (name, v) in [("BIAS", MMV_BIAS), ("GELU", MMV_GELU), ("ADD", MMV_ADD)] {
             assert!(
                 SOURCE.contains(&format!("#define SOTTO_MMV_{name} {v}\n")),

@@ -186,6 +186,131 @@ pub fn copy_pairs(
     }))
 }
 
+/// `sotto_shortlist_chunks` blocks a launch aims at: launches of few rows take smaller
+/// chunks so that the launch still covers the GPU (a few blocks per SM of an H200's 132),
+/// while many rows take larger ones, as each block's rounds cost the same whatever its size.
+pub const SHORTLIST_TARGET_BLOCKS: usize = 512;
+
+/// The two launches of a shortlist ([`shortlist`]): `sotto_shortlist_chunks` on a block per
+/// (chunk, row), then `sotto_shortlist_merge` on a block per row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shortlist {
+    pub rows: u32,
+    /// Chunks of each row's text ids: at most [`kernels::SHORTLIST_BLOCK`], one per thread
+    /// of the merge.
+    pub chunks: u32,
+    /// Ids per thread of a chunk, at most [`kernels::SHORTLIST_PER`].
+    pub per: u32,
+    pub top: u32,
+}
+
+impl Shortlist {
+    /// Text ids per chunk.
+    pub fn chunk(&self) -> usize {
+        (kernels::SHORTLIST_BLOCK * self.per) as usize
+    }
+
+    pub fn chunks_config(&self) -> cudarc::driver::LaunchConfig {
+        cudarc::driver::LaunchConfig {
+            grid_dim: (self.chunks, self.rows, 1),
+            block_dim: (kernels::SHORTLIST_BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        }
+    }
+
+    pub fn merge_config(&self) -> cudarc::driver::LaunchConfig {
+        cudarc::driver::LaunchConfig {
+            grid_dim: (self.rows, 1, 1),
+            block_dim: (kernels::SHORTLIST_BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        }
+    }
+
+    /// f32 words of the chunks' records in the scratch: 2 + 2 · top per (row, chunk).
+    pub fn part_len(&self) -> usize {
+        self.rows as usize * self.chunks as usize * (2 + 2 * self.top as usize)
+    }
+}
+
+/// (chunks, per) for `rows` rows of `text_end` text ids: about [`SHORTLIST_TARGET_BLOCKS`]
+/// blocks, but no more chunks than the merge's threads where the values a thread holds
+/// allow, and at least one (an empty one where there are no text ids).
+fn shortlist_split(rows: usize, text_end: usize) -> (usize, usize) {
+    let block = kernels::SHORTLIST_BLOCK as usize;
+    let wanted = SHORTLIST_TARGET_BLOCKS.div_ceil(rows.max(1)).min(block);
+    let per = text_end
+        .div_ceil(wanted * block)
+        .clamp(1, kernels::SHORTLIST_PER as usize);
+    (text_end.div_ceil(block * per).max(1), per)
+}
+
+/// f32 words of one row's shortlist record: the rest's max and sum, `top` ids and their
+/// logits, the `n_pinned` pinned logits, then the `n_vocab - text_end` tail logits.
+pub fn shortlist_record_len(n_vocab: usize, text_end: usize, top: usize, n_pinned: usize) -> usize {
+    2 + 2 * top + n_pinned + n_vocab.saturating_sub(text_end)
+}
+
+/// Bytes of scratch that a shortlist of up to `rows` rows (any count from 1 to `rows`:
+/// fewer rows take smaller chunks, so more of them) of `text_end` text ids and `top` ids
+/// needs for its chunks' records.
+pub fn shortlist_scratch_bytes(rows: usize, text_end: usize, top: usize) -> usize {
+    (1..=rows)
+        .map(|r| r * shortlist_split(r, text_end).0 * (2 + 2 * top) * 4)
+        .max()
+        .unwrap_or(0)
+}
+
+/// The launches that reduce `rows` rows of `n_vocab` logits to shortlist records: text ids
+/// below `text_end` (of which `n_pinned` are pinned) in chunks of [`Shortlist::chunk`], the
+/// `top` first of the rest kept. `None` when there are no rows; an error past
+/// [`kernels::SHORTLIST_MAX_TOP`], for more pinned ids than text ids or more text ids than
+/// ids, or for ids that f32 does not hold exactly (2^24 and up).
+pub fn shortlist(
+    op: &'static str,
+    rows: usize,
+    n_vocab: usize,
+    text_end: usize,
+    top: usize,
+    n_pinned: usize,
+) -> Result<Option<Shortlist>> {
+    let bad = |msg: String| Err(CudaError::Shape { op, msg });
+    if top > kernels::SHORTLIST_MAX_TOP {
+        return bad(format!(
+            "top {top} exceeds the most a shortlist keeps ({})",
+            kernels::SHORTLIST_MAX_TOP
+        ));
+    }
+    if text_end > n_vocab || n_pinned > text_end {
+        return bad(format!(
+            "{n_pinned} pinned of {text_end} text ids of {n_vocab}: each at most the next"
+        ));
+    }
+    if n_vocab > 1 << 24 {
+        return bad(format!(
+            "{n_vocab} ids: ids are f32 in the record, exact below 2^24"
+        ));
+    }
+    if rows > MAX_GRID_Y as usize {
+        return Err(too_big(op, "row count", rows));
+    }
+    count_u32(op, shortlist_record_len(n_vocab, text_end, top, n_pinned))?;
+    let (chunks, per) = shortlist_split(rows, text_end);
+    if chunks > kernels::SHORTLIST_BLOCK as usize {
+        return bad(format!(
+            "{text_end} text ids: more chunks than the merge has threads"
+        ));
+    }
+    if rows == 0 {
+        return Ok(None);
+    }
+    Ok(Some(Shortlist {
+        rows: rows as u32,
+        chunks: chunks as u32,
+        per: per as u32,
+        top: top as u32,
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,6 +329,82 @@ mod tests {
             copy_pairs("t", 70_000, 4).is_err(),
             "more pairs than grid rows"
         );
+    }
+
+    #[test]
+    fn shortlist_chunks_cover_the_text_ids_and_fill_the_gpu() {
+        let (n_vocab, text_end) = (51865, 50257);
+        // A greedy step: one row, small chunks (a value a thread), 197 blocks.
+        let one = shortlist("t", 1, n_vocab, text_end, 1, 90)
+            .unwrap()
+            .unwrap();
+        assert_eq!((one.chunks, one.per, one.chunk()), (197, 1, 256));
+        let c = one.chunks_config();
+        assert_eq!((c.grid_dim, c.block_dim), ((197, 1, 1), (256, 1, 1)));
+        let m = one.merge_config();
+        assert_eq!((m.grid_dim, m.block_dim), ((1, 1, 1), (256, 1, 1)));
+        assert_eq!(one.part_len(), 197 * 4);
+        // Five beams: two values a thread; 80 rows: the most a thread holds.
+        let beams = shortlist("t", 5, n_vocab, text_end, 10, 90)
+            .unwrap()
+            .unwrap();
+        assert_eq!((beams.chunks, beams.per), (99, 2));
+        assert_eq!(beams.part_len(), 5 * 99 * 22);
+        let many = shortlist("t", 80, n_vocab, text_end, 10, 90)
+            .unwrap()
+            .unwrap();
+        assert_eq!((many.chunks, many.per), (25, kernels::SHORTLIST_PER));
+        assert_eq!(many.chunks_config().grid_dim, (25, 80, 1));
+        for rows in 1..=200 {
+            for text_end in [0, 1, 255, 256, 257, 50256, 50257, 300_000] {
+                let s = shortlist("t", rows, 1 << 20, text_end, 3, 0)
+                    .unwrap()
+                    .unwrap();
+                let covered = s.chunks as usize * s.chunk();
+                assert!(covered >= text_end, "{rows} x {text_end}");
+                assert!(text_end == 0 || covered - text_end < s.chunk());
+                assert!((1..=kernels::SHORTLIST_BLOCK).contains(&s.chunks));
+                assert!((1..=kernels::SHORTLIST_PER).contains(&s.per));
+                let scratch = shortlist_scratch_bytes(rows, text_end, 3);
+                assert!(scratch >= s.part_len() * 4, "{rows} x {text_end}");
+                assert!(scratch >= shortlist_scratch_bytes(rows - 1, text_end, 3));
+            }
+        }
+        assert_eq!(shortlist_scratch_bytes(0, text_end, 10), 0);
+    }
+
+    #[test]
+    fn shortlist_records_and_bad_shapes() {
+        assert_eq!(
+            shortlist_record_len(51865, 50257, 10, 90),
+            2 + 20 + 90 + 1608
+        );
+        assert_eq!(shortlist_record_len(100, 100, 0, 0), 2);
+        assert_eq!(shortlist("t", 0, 51865, 50257, 10, 90).unwrap(), None);
+        let top = shortlist("t", 1, 51865, 50257, kernels::SHORTLIST_MAX_TOP, 0);
+        assert_eq!(top.unwrap().unwrap().top, 64);
+        let e = shortlist("shortlist", 1, 51865, 50257, 65, 0).unwrap_err();
+        assert!(
+            e.to_string().starts_with("shortlist: top 65 exceeds"),
+            "{e}"
+        );
+        assert!(
+            shortlist("t", 0, 51865, 50257, 65, 0).is_err(),
+            "checked with no rows"
+        );
+        assert!(shortlist("t", 1, 100, 101, 1, 0).is_err());
+        assert!(shortlist("t", 1, 100, 50, 1, 51).is_err());
+        assert!(
+            shortlist("t", 1, 100, 50, 1, 50).is_ok(),
+            "every text id pinned"
+        );
+        assert!(shortlist("t", 1, (1 << 24) + 1, 100, 1, 0).is_err());
+        assert!(shortlist("t", 70_000, 100, 50, 1, 0).is_err());
+        // More chunks than the merge's threads, even at the most values a thread.
+        let most =
+            (kernels::SHORTLIST_BLOCK * kernels::SHORTLIST_BLOCK * kernels::SHORTLIST_PER) as usize;
+        assert!(shortlist("t", 1, most + 1, most, 1, 0).is_ok());
+        assert!(shortlist("t", 1, most + 1, most + 1, 1, 0).is_err());
     }
 
     #[test]

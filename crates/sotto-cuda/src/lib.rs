@@ -34,7 +34,7 @@ pub use backend::{
 pub use half::f16;
 pub use host::{HostDevice, KernelArg};
 pub use ops::{AttentionPath, Precision};
-pub use session::CudaSession;
+pub use session::{CudaSession, ShortlistOf};
 pub use sotto_quant::QuantType;
 pub use whisper::CudaWhisper;
 

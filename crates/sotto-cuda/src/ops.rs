@@ -1339,6 +1339,59 @@ impl Dev<'_> {
         self.run("sotto_copy_pairs", cfg, &[pairs.into(), n.into()])
     }
 
+    /// Reduces `rows` rows of `n_vocab` logits at `logits` to shortlist records at `out`
+    /// ([`launch::shortlist_record_len`] f32 each): over the text ids below `text_end` that
+    /// are not pinned (NaN and -inf left out), the largest (the first in the order below:
+    /// of -0 and +0, the lower id's; -inf for none) and Σ exp(x − largest) (0 for none),
+    /// and the `top` largest (ties to the lower id) as ids in f32 (-1 past the last) then
+    /// their logits (-inf past the last); then the logits of the `n_pinned` ids at `pinned`
+    /// (device u32, sorted, below `text_end`), in order, and of ids `text_end..n_vocab`.
+    /// `bitmap`: the pinned ids' [`plan::pinned_bitmap`] on the device (0 when none is
+    /// pinned); `scratch`: [`launch::shortlist_scratch_bytes`] for these rows.
+    #[allow(clippy::too_many_arguments)]
+    pub fn shortlist(
+        &self,
+        logits: u64,
+        rows: usize,
+        n_vocab: usize,
+        text_end: usize,
+        top: usize,
+        pinned: u64,
+        n_pinned: usize,
+        bitmap: u64,
+        scratch: u64,
+        out: u64,
+    ) -> Result<()> {
+        let op = "shortlist";
+        let Some(p) = launch::shortlist(op, rows, n_vocab, text_end, top, n_pinned)? else {
+            return Ok(());
+        };
+        let u = |v: usize| launch::count_u32(op, v);
+        let (n_vocab, text_end, n_pinned) = (u(n_vocab)?, u(text_end)?, u(n_pinned)?);
+        let args = [
+            logits.into(),
+            n_vocab.into(),
+            text_end.into(),
+            bitmap.into(),
+            p.per.into(),
+            p.top.into(),
+            scratch.into(),
+        ];
+        self.run("sotto_shortlist_chunks", p.chunks_config(), &args)?;
+        let args = [
+            logits.into(),
+            n_vocab.into(),
+            text_end.into(),
+            pinned.into(),
+            n_pinned.into(),
+            p.chunks.into(),
+            p.top.into(),
+            scratch.into(),
+            out.into(),
+        ];
+        self.run("sotto_shortlist_merge", p.merge_config(), &args)
+    }
+
     /// Multi-head attention of `rows` query rows (sequences of `n_new` rows each) over
     /// `n_keys` keys per sequence (`kv_seq_stride` elements apart; 0 when shared). Causal
     /// with `Some(q_pos0)`, the device address of the first row's position: row i then
@@ -1698,6 +1751,135 @@ impl Dev<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A device that runs nothing: the test's [`Dev`] records its launches instead.
+    struct NoDevice;
+
+    impl HostDevice for NoDevice {
+        fn launch(
+            &self,
+            _: &str,
+            _: (u32, u32, u32),
+            _: (u32, u32, u32),
+            _: u32,
+            _: &[KernelArg],
+        ) -> std::result::Result<(), String> {
+            Err("recorded, not run".into())
+        }
+
+        fn gemm(&self, _: &GemmShape, _: u64, _: u64, _: u64, _: Precision) -> Result<(), String> {
+            Err("recorded, not run".into())
+        }
+
+        fn gemm_batched(&self, _: &BatchedGemm, _: u64, _: u64, _: u64) -> Result<(), String> {
+            Err("recorded, not run".into())
+        }
+    }
+
+    /// The launches `f` makes on a [`Dev`] that records them.
+    fn recorded(f: impl FnOnce(&Dev) -> Result<()>) -> Result<Vec<HostOp>> {
+        let stream = Stream::Host(Arc::new(NoDevice));
+        let (k, rec) = (Kernels::none(), std::cell::RefCell::new(Vec::new()));
+        let dev = Dev {
+            stream: &stream,
+            blas: None,
+            k: &k,
+            precision: Precision::F32,
+            half: 0,
+            half_len: 0,
+            wq: 0,
+            wq_len: 0,
+            attention: AttentionPath::Rows,
+            scores: 0,
+            scores_len: 0,
+            record: Some(&rec),
+            fuse: true,
+            split: true,
+            part: 0,
+            part_len: 0,
+            done: 0,
+            done_len: 0,
+            q8: false,
+            pdl: false,
+        };
+        f(&dev)?;
+        Ok(rec.into_inner())
+    }
+
+    #[test]
+    fn shortlist_launches_chunks_then_merge_with_their_parameters() {
+        let (logits, pinned, bitmap, scratch, out) = (0x1000, 0x2000, 0x3000, 0x4000, 0x5000);
+        let ops = recorded(|d| {
+            d.shortlist(
+                logits, 5, 51865, 50257, 10, pinned, 90, bitmap, scratch, out,
+            )
+        })
+        .unwrap();
+        let p = launch::shortlist("t", 5, 51865, 50257, 10, 90)
+            .unwrap()
+            .unwrap();
+        let [HostOp::Launch {
+            name: a,
+            cfg: ca,
+            args: aa,
+        }, HostOp::Launch {
+            name: b,
+            cfg: cb,
+            args: ab,
+        }] = &ops[..]
+        else {
+            panic!("two launches");
+        };
+        assert_eq!(
+            (*a, *b),
+            ("sotto_shortlist_chunks", "sotto_shortlist_merge")
+        );
+        assert_eq!(
+            (ca.grid_dim, ca.block_dim),
+            (p.chunks_config().grid_dim, (256, 1, 1))
+        );
+        assert_eq!(cb.grid_dim, (5, 1, 1));
+        use KernelArg::{Ptr, U32};
+        let chunks = [
+            Ptr(logits),
+            U32(51865),
+            U32(50257),
+            Ptr(bitmap),
+            U32(p.per),
+            U32(10),
+        ];
+        assert_eq!(aa[..], [&chunks[..], &[Ptr(scratch)]].concat()[..]);
+        let merge = [
+            Ptr(logits),
+            U32(51865),
+            U32(50257),
+            Ptr(pinned),
+            U32(90),
+            U32(p.chunks),
+        ];
+        let tail = [U32(10), Ptr(scratch), Ptr(out)];
+        assert_eq!(ab[..], [&merge[..], &tail[..]].concat()[..]);
+
+        assert!(
+            recorded(|d| d.shortlist(logits, 0, 51865, 50257, 10, 0, 0, 0, 0, 0))
+                .unwrap()
+                .is_empty()
+        );
+        let e = recorded(|d| d.shortlist(logits, 1, 51865, 50257, 65, 0, 0, 0, 0, 0))
+            .err()
+            .unwrap();
+        assert!(
+            matches!(
+                e,
+                CudaError::Shape {
+                    op: "shortlist",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(e.to_string().contains("top 65"), "{e}");
+    }
 
     #[test]
     fn attention_path_is_chosen_by_name_and_never_guessed() {

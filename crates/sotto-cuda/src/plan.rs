@@ -443,6 +443,17 @@ pub fn encoder_cols(n_mels: usize, n_frames: usize, n_ctx: usize, d: usize) -> u
     (n_frames * 3 * n_mels).max(n_ctx * 3 * d)
 }
 
+/// The bitmap of a shortlist's pinned ids (`sotto_shortlist_chunks`' `bitmap`): bit
+/// `id % 32` of word `id / 32` set for each id of `pinned`, `text_end.div_ceil(32)` words.
+/// Ids at or past `text_end` are not text ids, so they set nothing.
+pub fn pinned_bitmap(text_end: usize, pinned: &[u32]) -> Vec<u32> {
+    let mut words = vec![0u32; text_end.div_ceil(32)];
+    for &id in pinned.iter().filter(|&&id| (id as usize) < text_end) {
+        words[id as usize / 32] |= 1 << (id % 32);
+    }
+    words
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -458,6 +469,23 @@ mod tests {
             };
         }
         slots
+    }
+
+    #[test]
+    fn pinned_bitmap_sets_a_bit_per_text_id() {
+        assert!(pinned_bitmap(0, &[]).is_empty());
+        assert_eq!(pinned_bitmap(33, &[]), vec![0, 0]);
+        let b = pinned_bitmap(50257, &[0, 31, 32, 220, 50256, 50257, 50300]);
+        assert_eq!(b.len(), 1571);
+        assert_eq!((b[0], b[1], b[6]), (1 | 1 << 31, 1, 1 << 28));
+        assert_eq!(b[1570], 1 << 16, "50256, the last text id");
+        assert_eq!(
+            b.iter().map(|w| w.count_ones()).sum::<u32>(),
+            5,
+            "none past text_end"
+        );
+        let all: Vec<u32> = (0..70).collect();
+        assert_eq!(pinned_bitmap(70, &all), vec![u32::MAX, u32::MAX, 0b11_1111]);
     }
 
     #[test]

@@ -10,9 +10,9 @@ use cudarc::cublas::CudaBlas;
 use sotto_model::{check_align_input, check_decode_input};
 
 use crate::ops::{self, Buf, Dev, DevLinear, HostOp, Mark, Normed, Precision, Stream};
-use crate::plan;
 use crate::whisper::{DevBlock, CROSS_GROUP};
 use crate::{driver, guard, kernels, CudaError, CudaWhisper, Result};
+use crate::{launch, plan};
 
 /// Encoder activations, allocated once per session.
 struct EncBuffers {
@@ -57,6 +57,36 @@ struct DecBuffers {
     /// A counter per (row, head) of a step's split attention, zero between launches
     /// ([`ops::Dev::done`]). Shape: [MMV_ROWS, n_text_head]
     done: Buf<u32>,
+}
+
+/// What each row of a step is reduced to on the device instead of being downloaded whole
+/// (see [`CudaSession::decode_shortlists`]; the record layout is [`ops::Dev::shortlist`]'s).
+#[derive(Clone, Copy, Debug)]
+pub struct ShortlistOf<'a> {
+    /// The first special token: text ids lie below it.
+    pub text_end: usize,
+    /// Best unpinned text ids kept, at most [`kernels::SHORTLIST_MAX_TOP`].
+    pub top: usize,
+    /// Text ids kept in full: sorted, distinct, below `text_end`.
+    pub pinned: &'a [u32],
+}
+
+/// The device side of shortlists: the pinned ids (and their bitmap) as last uploaded, the
+/// chunks' partial records, and the records to download.
+struct DevShortlists {
+    /// (text_end, pinned) of the uploads, so that a search's steps upload them once.
+    uploaded: Option<(usize, Vec<u32>)>,
+    bitmap_host: Vec<u32>,
+    pinned: Buf<u32>,
+    bitmap: Buf<u32>,
+    scratch: Buf<f32>,
+    out: Buf<f32>,
+}
+
+/// Where a decoder pass's logits go: whole to the host, or reduced to shortlist records.
+enum Out<'a> {
+    Full(&'a mut [f32]),
+    Records(ShortlistOf<'a>, &'a mut [f32]),
 }
 
 /// The self-attention cache of a batch of sequences, on the device.
@@ -126,6 +156,7 @@ pub struct CudaSession {
     seq_window: Vec<usize>,
     kv: DevKv,
     dec: DecBuffers,
+    lists: DevShortlists,
     /// Captured one-token steps by batch size (see [`CudaSession::decode_batch`]).
     graphs: HashMap<usize, CapturedGraph>,
     /// The encoder as a captured graph, the encodes so far, whether the last one replayed
@@ -256,6 +287,14 @@ impl CudaSession {
                 seq_window: vec![0],
                 kv,
                 dec,
+                lists: DevShortlists {
+                    uploaded: None,
+                    bitmap_host: Vec::new(),
+                    pinned: Buf::zeros(&stream, 0)?,
+                    bitmap: Buf::zeros(&stream, 0)?,
+                    scratch: z(0)?,
+                    out: z(0)?,
+                },
                 graphs: HashMap::new(),
                 enc_graph: None,
                 encodes: 0,
@@ -711,8 +750,31 @@ impl CudaSession {
                 format!("needs a batch of one, not {}", self.kv.batch),
             ));
         }
-        self.check_decode("decode", tokens, tokens.len(), rows, logits)?;
-        self.forward(tokens, 1, rows, logits)
+        self.check_decode("decode", tokens, tokens.len(), rows, logits.len())?;
+        self.forward(tokens, 1, rows, Out::Full(logits))
+    }
+
+    /// [`CudaSession::decode`], each requested row reduced on the GPU to a shortlist record
+    /// of `list` ([`ops::Dev::shortlist`]) and only the records downloaded: ~7 KB a row
+    /// instead of the 207 KB of a whole one. `records` Shape: [rows.len(),
+    /// [`launch::shortlist_record_len`]].
+    pub fn decode_shortlists(
+        &mut self,
+        tokens: &[u32],
+        rows: &[usize],
+        list: ShortlistOf<'_>,
+        records: &mut [f32],
+    ) -> Result<()> {
+        if self.kv.batch != 1 {
+            return Err(input_err(
+                "decode",
+                format!("needs a batch of one, not {}", self.kv.batch),
+            ));
+        }
+        let n = self.model.hparams().n_vocab;
+        self.check_decode("decode", tokens, tokens.len(), rows, rows.len() * n)?;
+        self.check_records("decode", rows.len(), list, records.len())?;
+        self.forward(tokens, 1, rows, Out::Records(list, records))
     }
 
     /// Appends `tokens.len() / batch` tokens to each of the `batch` sequences in one pass and
@@ -733,8 +795,35 @@ impl CudaSession {
         }
         let n_new = tokens.len() / batch;
         let rows: Vec<usize> = (1..=batch).map(|b| b * n_new - 1).collect();
-        self.check_decode("decode_batch", tokens, n_new, &rows, logits)?;
-        self.forward(tokens, batch, &rows, logits)
+        self.check_decode("decode_batch", tokens, n_new, &rows, logits.len())?;
+        self.forward(tokens, batch, &rows, Out::Full(logits))
+    }
+
+    /// [`CudaSession::decode_batch`] into shortlist records, as
+    /// [`CudaSession::decode_shortlists`]. `records` Shape: [batch, record length].
+    pub fn decode_batch_shortlists(
+        &mut self,
+        tokens: &[u32],
+        batch: usize,
+        list: ShortlistOf<'_>,
+        records: &mut [f32],
+    ) -> Result<()> {
+        if batch != self.kv.batch || batch == 0 || !tokens.len().is_multiple_of(batch) {
+            return Err(input_err(
+                "decode_batch",
+                format!(
+                    "{} tokens for a batch of {batch}; the session holds {} sequences",
+                    tokens.len(),
+                    self.kv.batch
+                ),
+            ));
+        }
+        let n_new = tokens.len() / batch;
+        let rows: Vec<usize> = (1..=batch).map(|b| b * n_new - 1).collect();
+        let n = self.model.hparams().n_vocab;
+        self.check_decode("decode_batch", tokens, n_new, &rows, batch * n)?;
+        self.check_records("decode_batch", batch, list, records.len())?;
+        self.forward(tokens, batch, &rows, Out::Records(list, records))
     }
 
     /// Rebuilds the batch: new sequence `i` is current sequence `src[i]` (its cache rows are
@@ -792,7 +881,7 @@ impl CudaSession {
     ) -> Result<Vec<f32>> {
         let h = *self.model.hparams();
         check_align_input(&h, tokens, heads).map_err(|msg| input_err("align", msg))?;
-        self.check_decode("align", tokens, 0, rows, logits)?;
+        self.check_decode("align", tokens, 0, rows, logits.len())?;
         let m = tokens.len();
         let n_scores = heads.len() * m * h.n_audio_ctx;
         guard("align", || {
@@ -855,7 +944,7 @@ impl CudaSession {
         tokens: &[u32],
         n_new: usize,
         rows: &[usize],
-        logits: &[f32],
+        logits_len: usize,
     ) -> Result<()> {
         check_decode_input(
             self.model.hparams(),
@@ -864,9 +953,66 @@ impl CudaSession {
             tokens,
             n_new,
             rows,
-            logits.len(),
+            logits_len,
         )
         .map_err(|msg| input_err(op, msg))
+    }
+
+    /// Checks a shortlist's parameters and its records' length before anything runs.
+    fn check_records(
+        &self,
+        op: &'static str,
+        rows: usize,
+        list: ShortlistOf<'_>,
+        len: usize,
+    ) -> Result<()> {
+        let n = self.model.hparams().n_vocab;
+        launch::shortlist(op, rows, n, list.text_end, list.top, list.pinned.len())?;
+        let sorted = list.pinned.windows(2).all(|w| w[0] < w[1]);
+        if !sorted
+            || list
+                .pinned
+                .last()
+                .is_some_and(|&p| p as usize >= list.text_end)
+        {
+            return Err(input_err(
+                op,
+                format!(
+                    "pinned ids must be sorted, distinct and below {}",
+                    list.text_end
+                ),
+            ));
+        }
+        let want =
+            rows * launch::shortlist_record_len(n, list.text_end, list.top, list.pinned.len());
+        if len != want {
+            return Err(input_err(
+                op,
+                format!("{len} record words for {rows} rows of {want} in all"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Sizes the shortlist buffers for `rows` rows of `list`, and uploads its pinned ids
+    /// where they differ from the last upload.
+    fn size_shortlists(&mut self, rows: usize, list: ShortlistOf<'_>) -> Result<()> {
+        let h = *self.model.hparams();
+        let (s, l) = (&self.stream, &mut self.lists);
+        let scratch = launch::shortlist_scratch_bytes(rows, list.text_end, list.top);
+        l.scratch.ensure(s, scratch.div_ceil(4))?;
+        let record =
+            launch::shortlist_record_len(h.n_vocab, list.text_end, list.top, list.pinned.len());
+        l.out.ensure(s, rows * record)?;
+        let same =
+            (l.uploaded.as_ref()).is_some_and(|(te, p)| *te == list.text_end && p == list.pinned);
+        if !same {
+            l.bitmap_host = plan::pinned_bitmap(list.text_end, list.pinned);
+            l.pinned = Buf::upload(s, list.pinned)?;
+            l.bitmap = Buf::upload(s, &l.bitmap_host)?;
+            l.uploaded = Some((list.text_end, list.pinned.to_vec()));
+        }
+        Ok(())
     }
 
     /// Sizes the step's buffers for `m` token rows and `rows` logit rows.
@@ -906,12 +1052,15 @@ impl CudaSession {
         tokens: &[u32],
         batch: usize,
         rows: &[usize],
-        logits: &mut [f32],
+        out: Out<'_>,
     ) -> Result<()> {
         let n_new = tokens.len() / batch;
         guard("decode", || {
             self.bind()?;
             self.size_step(tokens.len(), rows.len())?;
+            if let Out::Records(list, _) = &out {
+                self.size_shortlists(rows.len(), *list)?;
+            }
             let graphable = n_new == 1
                 && batch <= kernels::MMV_ROWS
                 && rows.iter().copied().eq(0..batch)
@@ -919,7 +1068,7 @@ impl CudaSession {
                 && !self.keep_step_laps
                 && graphs_enabled();
             let mut graphs = std::mem::take(&mut self.graphs);
-            let mut run = || {
+            let run = || {
                 let input = step_input(self.kv.len as u32, tokens);
                 let dev = self.dev();
                 dev.upload_to(self.dec.input.ptr(), &input)?;
@@ -932,7 +1081,30 @@ impl CudaSession {
                     }
                 }
                 // `input` stays borrowed until this synchronizes.
-                dev.download(self.dec.logits.ptr(), logits)?;
+                match out {
+                    Out::Full(logits) => dev.download(self.dec.logits.ptr(), logits)?,
+                    Out::Records(list, records) => {
+                        let (l, h) = (&self.lists, self.model.hparams());
+                        dev.shortlist(
+                            self.dec.logits.ptr(),
+                            rows.len(),
+                            h.n_vocab,
+                            list.text_end,
+                            list.top,
+                            l.pinned.ptr(),
+                            list.pinned.len(),
+                            if list.pinned.is_empty() {
+                                0
+                            } else {
+                                l.bitmap.ptr()
+                            },
+                            l.scratch.ptr(),
+                            l.out.ptr(),
+                        )?;
+                        laps.lap("shortlist")?;
+                        dev.download(l.out.ptr(), records)?;
+                    }
+                }
                 laps.lap("download")?;
                 laps.finish()
             };

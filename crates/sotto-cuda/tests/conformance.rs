@@ -64,6 +64,25 @@ enum Op {
     /// One head's scores before the softmax (word alignment). Shape: [rows, heads, head
     /// width, keys]; the head is the last.
     Scores,
+    /// A decoder step's logits to shortlist records (`sotto_shortlist_chunks`, then
+    /// `sotto_shortlist_merge`), the logits made as [`SlData`] says; compared word for word
+    /// with a plain host shortlist (bits, but the sum: relative 1e-5 of an f64 one).
+    /// Shape: [rows, n_vocab, text_end, top, pinned]
+    Shortlist(SlData),
+}
+
+/// The logits of a [`Op::Shortlist`] case. Each row has its largest logit at a pinned id
+/// (where any is pinned), which the rest must leave out.
+#[derive(Clone, Copy, Debug)]
+enum SlData {
+    /// Spread values.
+    Spread,
+    /// Values of a few levels (ties everywhere), the largest at ids around chunk
+    /// boundaries and at the pinned ids; the first row all equal.
+    Ties,
+    /// NaN and -inf among them, in the pinned and tail logits too: the first row has
+    /// none but NaN and -inf among its text ids, the second only three finite ones.
+    NonFinite,
 }
 
 /// What `sotto_layer_norm` adds onto its input first.
@@ -289,12 +308,28 @@ conformance! {
     mma_half_out: Attention(Mma(true)), [1, 100, 2, 64, 100] F32;
     scores_align: Scores, [7, 3, 64, 150] F32;
     scores_align_tiny: Scores, [30, 6, 64, 1500] F32;
+    shortlist_greedy: Shortlist(SlData::Spread), [1, 51865, 50257, 1, 90] F32;
+    shortlist_beams: Shortlist(SlData::Spread), [5, 51865, 50257, 10, 90] F32;
+    shortlist_top_64_english: Shortlist(SlData::Spread), [2, 51864, 50256, 64, 90] F32;
+    shortlist_many_rows: Shortlist(SlData::Spread), [24, 20011, 19000, 3, 40] F32;
+    shortlist_no_top: Shortlist(SlData::Spread), [2, 51865, 50257, 0, 90] F32;
+    shortlist_ties: Shortlist(SlData::Ties), [3, 51865, 50257, 10, 90] F32;
+    shortlist_ties_top_64: Shortlist(SlData::Ties), [2, 9000, 8800, 64, 30] F32;
+    shortlist_non_finite: Shortlist(SlData::NonFinite), [4, 51865, 50257, 10, 90] F32;
+    shortlist_none_pinned: Shortlist(SlData::Spread), [4, 51865, 50257, 10, 0] F32;
+    shortlist_all_pinned: Shortlist(SlData::Spread), [2, 1000, 700, 5, 700] F32;
+    shortlist_no_tail: Shortlist(SlData::Ties), [3, 5000, 5000, 10, 20] F32;
+    shortlist_odd_rows: Shortlist(SlData::NonFinite), [7, 3001, 2999, 10, 13] F32;
+    shortlist_no_text: Shortlist(SlData::Spread), [2, 40, 0, 3, 0] F32;
 }
 
 /// Runs `op` on every device here and compares each result with the CPU reference; fails
 /// after all have run, naming each device that missed (which of the emulation's orders
 /// fails tells a race from a wrong result).
 fn check(op: Op, shape: &[usize], dtype: DType) {
+    if let Shortlist(data) = op {
+        return check_shortlist(data, shape);
+    }
     let mut failed = Vec::new();
     for mut dev in device::devices() {
         let (got, want) = run(dev.as_mut(), op, shape, dtype);
@@ -950,6 +985,234 @@ fn run(dev: &mut dyn Device, op: Op, shape: &[usize], dtype: DType) -> (Vec<f32>
             }
             (dev.get_f32(po, rows * n_keys), want)
         }
+        Shortlist(_) => unreachable!("compared by check_shortlist"),
+    }
+}
+
+/// [`Op::Shortlist`] on every device here, each record against [`shortlist_reference`].
+fn check_shortlist(data: SlData, shape: &[usize]) {
+    let [rows, n_vocab, text_end, top, n_pinned] = shape[..] else {
+        panic!("Shortlist shape: [rows, n_vocab, text_end, top, pinned]")
+    };
+    let plan = launch::shortlist("shortlist", rows, n_vocab, text_end, top, n_pinned)
+        .unwrap()
+        .unwrap();
+    // Sorted, distinct, spread over the text ids (all of them when n_pinned = text_end).
+    let pinned: Vec<u32> = (0..n_pinned)
+        .map(|j| (j * text_end / n_pinned) as u32)
+        .collect();
+    let logits = shortlist_logits(data, rows, n_vocab, text_end, &pinned, plan.chunk());
+    let want = shortlist_reference(&logits, n_vocab, text_end, top, &pinned);
+    let len = launch::shortlist_record_len(n_vocab, text_end, top, n_pinned);
+    assert_eq!(want.len(), rows * len);
+    let mut failed = Vec::new();
+    for mut dev in device::devices() {
+        let pl = dev.put_f32(&logits);
+        let pp = dev.put_u32(&pinned);
+        // No pinned ids: no bitmap either (a null one pins none).
+        let bitmap = match n_pinned {
+            0 => 0,
+            _ => dev.put_u32(&plan::pinned_bitmap(text_end, &pinned)),
+        };
+        let scratch = launch::shortlist_scratch_bytes(rows, text_end, top);
+        let (ps, po) = (dev.nans(scratch / 4), dev.nans(rows * len));
+        let cfg = plan.chunks_config();
+        let args = [
+            Arg::Ptr(pl),
+            u(n_vocab),
+            u(text_end),
+            Arg::Ptr(bitmap),
+            Arg::U32(plan.per),
+            Arg::U32(plan.top),
+            Arg::Ptr(ps),
+        ];
+        dev.launch(
+            "sotto_shortlist_chunks",
+            cfg.grid_dim,
+            cfg.block_dim,
+            0,
+            &args,
+        );
+        let cfg = plan.merge_config();
+        let args = [
+            Arg::Ptr(pl),
+            u(n_vocab),
+            u(text_end),
+            Arg::Ptr(pp),
+            u(n_pinned),
+            Arg::U32(plan.chunks),
+            Arg::U32(plan.top),
+            Arg::Ptr(ps),
+            Arg::Ptr(po),
+        ];
+        dev.launch(
+            "sotto_shortlist_merge",
+            cfg.grid_dim,
+            cfg.block_dim,
+            0,
+            &args,
+        );
+        let got = dev.get_f32(po, rows * len);
+        let wrong: Vec<String> = got
+            .iter()
+            .zip(&want)
+            .enumerate()
+            .filter(|&(i, (&g, &w))| match i % len {
+                1 => {
+                    let close = (g as f64 - w as f64).abs() <= 1e-5 * w as f64;
+                    !close // NaN too
+                }
+                _ => g.to_bits() != w.to_bits(),
+            })
+            .map(|(i, (g, w))| format!("row {} word {}: {g} (want {w})", i / len, i % len))
+            .collect();
+        println!(
+            "Shortlist({data:?}) {shape:?}: {} of {} words differ on {} ({} chunks of {})",
+            wrong.len(),
+            got.len(),
+            dev.label(),
+            plan.chunks,
+            plan.chunk()
+        );
+        if !wrong.is_empty() {
+            let first = wrong[..wrong.len().min(8)].join("; ");
+            failed.push(format!("{} words on {}: {first}", wrong.len(), dev.label()));
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "Shortlist({data:?}) {shape:?}: {}",
+        failed.join("\n")
+    );
+}
+
+/// The logits of a shortlist case (see [`SlData`]); `chunk`: the launch's chunk of ids.
+fn shortlist_logits(
+    data: SlData,
+    rows: usize,
+    n_vocab: usize,
+    text_end: usize,
+    pinned: &[u32],
+    chunk: usize,
+) -> Vec<f32> {
+    let seed = (rows * n_vocab + text_end) as u64;
+    let mut x = values(rows * n_vocab, seed, 8.0);
+    let (nan, neg) = (f32::NAN, f32::NEG_INFINITY);
+    for (r, row) in x.chunks_exact_mut(n_vocab).enumerate() {
+        match data {
+            SlData::Spread => {}
+            SlData::Ties => {
+                // Levels from -4 to 4 (-9 to -1 in the third row, where the lead is
+                // ±0: -0 and +0 tie).
+                let low = if r == 2 { 5.0 } else { 0.0 };
+                for v in row.iter_mut() {
+                    *v = (*v * 0.5).round() - low;
+                }
+                let lead = |id: usize| match r {
+                    2 if id.is_multiple_of(2) => -0.0,
+                    2 => 0.0,
+                    _ => 9.0,
+                };
+                if r == 0 {
+                    row.fill(1.5);
+                } else {
+                    // Ties for the lead around each chunk boundary, at the end of the text
+                    // ids, and at the pinned ids (the first of them 0, the lowest).
+                    let edges = (chunk..text_end).step_by(chunk).chain([text_end]);
+                    for b in edges {
+                        let ids = b.saturating_sub(3)..(b + 3).min(text_end);
+                        for (v, id) in row[ids.clone()].iter_mut().zip(ids) {
+                            *v = lead(id);
+                        }
+                    }
+                    for &p in pinned {
+                        row[p as usize] = lead(p as usize);
+                    }
+                }
+            }
+            SlData::NonFinite => {
+                for (id, v) in row.iter_mut().enumerate() {
+                    match (id * 7 + r) % 11 {
+                        0 | 5 => *v = nan,
+                        3 => *v = neg,
+                        _ => {}
+                    }
+                }
+                let text = &mut row[..text_end];
+                match r {
+                    0 => text.iter_mut().enumerate().for_each(|(i, v)| {
+                        *v = if i % 3 == 0 { nan } else { neg };
+                    }),
+                    1 => {
+                        text.fill(neg);
+                        for (k, i) in [text_end / 3, 2, text_end - 1].into_iter().enumerate() {
+                            text[i] = k as f32 - 1.0;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if !pinned.is_empty() {
+            row[pinned[r % pinned.len()] as usize] = 50.0;
+        }
+    }
+    x
+}
+
+/// The shortlist records of `logits` (rows of `n_vocab`), plainly: see `Dev::shortlist`.
+/// The sum in f64.
+fn shortlist_reference(
+    logits: &[f32],
+    n_vocab: usize,
+    text_end: usize,
+    top: usize,
+    pinned: &[u32],
+) -> Vec<f32> {
+    let mut is_pinned = vec![false; text_end];
+    pinned.iter().for_each(|&p| is_pinned[p as usize] = true);
+    let mut out = Vec::new();
+    for row in logits.chunks_exact(n_vocab) {
+        let mut rest: Vec<(f32, usize)> = (0..text_end)
+            .filter(|&i| !is_pinned[i] && !row[i].is_nan() && row[i] != f32::NEG_INFINITY)
+            .map(|i| (row[i], i))
+            .collect();
+        rest.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap().then(a.1.cmp(&b.1)));
+        // The first candidate's logit: of -0 and +0 tied, the lower id's.
+        let max = rest.first().map_or(f32::NEG_INFINITY, |&(v, _)| v);
+        let sum: f64 = match max {
+            f32::NEG_INFINITY => 0.0,
+            _ => rest
+                .iter()
+                .map(|&(v, _)| (v as f64 - max as f64).exp())
+                .sum(),
+        };
+        rest.truncate(top);
+        out.extend([max, sum as f32]);
+        out.extend((0..top).map(|j| rest.get(j).map_or(-1.0, |&(_, i)| i as f32)));
+        out.extend((0..top).map(|j| rest.get(j).map_or(f32::NEG_INFINITY, |&(v, _)| v)));
+        out.extend(pinned.iter().map(|&p| row[p as usize]));
+        out.extend(&row[text_end..]);
+    }
+    out
+}
+
+#[test]
+fn shortlist_reference_orders_ties_by_id_and_skips_what_it_must() {
+    let (nan, neg) = (f32::NAN, f32::NEG_INFINITY);
+    // Ids 0..6 text (2 pinned), 6..8 the tail.
+    let row = [1.0, 3.0, 9.0, nan, 3.0, neg, nan, 4.0];
+    let got = shortlist_reference(&row, 8, 6, 4, &[2]);
+    let sum = 2.0 + (-2.0f64).exp();
+    let want = [
+        3.0, sum as f32, 1.0, 4.0, 0.0, -1.0, 3.0, 3.0, 1.0, neg, 9.0, nan, 4.0,
+    ];
+    assert_eq!(got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert!(
+            g.to_bits() == w.to_bits() || (i == 1 && (g - w).abs() < 1e-6),
+            "{i}: {g} {w}"
+        );
     }
 }
 

@@ -452,7 +452,93 @@ fn check_against(
     gpu.decode(&prompt[..2], &[1], &mut lg).unwrap();
     compare_logits("after reset_text", &lg, &lc, nv, &tol);
     assert_eq!((gpu.batch(), gpu.text_len()), (cpu.batch(), cpu.text_len()));
+    // The reduction reads logits, whatever made them: once per model, at f16.
+    if p == Precision::F16 && !f.tensors.values().any(|t| t.dtype.is_quantized()) {
+        check_shortlists(&mut gpu, &prompt, nv);
+    }
     tol.same.get()
+}
+
+/// Steps whose rows the GPU reduces to shortlist records equal the host's reduction of the
+/// same steps' whole rows (`sotto_decode::Shortlists::reduce`): the prompt's rows, a greedy
+/// step, and a batch after a reorder, each run twice from a reset.
+fn check_shortlists(gpu: &mut CudaSession, prompt: &[u32], nv: usize) {
+    use sotto_cuda::ShortlistOf;
+    use sotto_decode::{ShortlistSpec, Shortlists};
+    let text_end = nv - 20;
+    let pinned = [1u32, 5, 7, (nv / 3) as u32, (text_end - 1) as u32];
+    for (top, pinned) in [(3, &pinned[..]), (1, &[][..]), (10, &pinned[..2])] {
+        let spec = ShortlistSpec {
+            n_vocab: nv,
+            text_end,
+            top,
+            pinned: pinned.to_vec(),
+        };
+        let list = ShortlistOf {
+            text_end,
+            top,
+            pinned,
+        };
+        let mut host = Shortlists::new(spec.clone());
+        let mut records = vec![0f32; 3 * spec.record_len()];
+        let compare = |what: &str, host: &Shortlists, got: &[f32]| {
+            let want = host.records();
+            assert_eq!(got.len(), want.len(), "{what}");
+            for (i, (g, w)) in got.iter().zip(want).enumerate() {
+                let same = g.to_bits() == w.to_bits()
+                    || (i % spec.record_len() == 1 && (g - w).abs() <= 1e-5 * w.abs());
+                assert!(same, "{what}, top {top}: word {i}: {g} vs {w}");
+            }
+        };
+        // The prompt's rows 0 and 2.
+        gpu.reset_text();
+        gpu.decode(prompt, &[0, 2], host.full_rows(2)).unwrap();
+        host.reduce();
+        gpu.reset_text();
+        let r = &mut records[..2 * spec.record_len()];
+        gpu.decode_shortlists(prompt, &[0, 2], list, r).unwrap();
+        compare("prompt", &host, r);
+        // A greedy step after it.
+        gpu.decode(&[9], &[0], host.full_rows(1)).unwrap();
+        host.reduce();
+        gpu.reset_text();
+        gpu.decode(prompt, &[2], &mut vec![0f32; nv]).unwrap();
+        let r = &mut records[..spec.record_len()];
+        gpu.decode_shortlists(&[9], &[0], list, r).unwrap();
+        compare("greedy step", &host, r);
+        // A batch of 3 after a reorder.
+        gpu.reorder(&[0, 0, 0]).unwrap();
+        gpu.decode_batch(&[4, 5, 6], 3, host.full_rows(3)).unwrap();
+        host.reduce();
+        gpu.reset_text();
+        gpu.decode(prompt, &[2], &mut vec![0f32; nv]).unwrap();
+        gpu.decode(&[9], &[0], &mut vec![0f32; nv]).unwrap();
+        gpu.reorder(&[0, 0, 0]).unwrap();
+        gpu.decode_batch_shortlists(&[4, 5, 6], 3, list, &mut records)
+            .unwrap();
+        compare("batch of 3", &host, &records);
+    }
+    // Bad requests fail before anything runs: the session is unchanged.
+    let len = gpu.text_len();
+    let list = |top, pinned| ShortlistOf {
+        text_end: nv - 20,
+        top,
+        pinned,
+    };
+    let rec = |top: usize, p: usize| vec![0f32; 3 * (2 + 2 * top + p + 20)];
+    let past_text = [(nv - 20) as u32];
+    let bad = [
+        (list(3, &[]), rec(3, 0)[1..].to_vec()),
+        (list(65, &[]), rec(65, 0)),
+        (list(3, &[5, 2]), rec(3, 2)),
+        (list(3, &past_text), rec(3, 1)),
+    ];
+    for (l, mut r) in bad {
+        assert!(gpu
+            .decode_batch_shortlists(&[1, 2, 3], 3, l, &mut r)
+            .is_err());
+    }
+    assert_eq!(gpu.text_len(), len);
 }
 
 #[test]

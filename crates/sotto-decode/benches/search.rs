@@ -2,13 +2,17 @@
 //! filters, log-softmax and choice over Whisper's 51 865 logits a row, on one thread, while
 //! the model (the CPU's workers, or the GPU) waits for the next token.
 //!
+//! Two models: `FixedRow` writes whole rows, which the host reduces to shortlist records
+//! before the search reads them (the CPU's path); `FixedRecords` hands the records, as the
+//! GPU does after reducing its rows on the device, so the search alone is left.
+//!
 //! `cargo bench -p sotto-decode --bench search` (on a quiet machine). Each figure is one
 //! search of `STEPS` tokens; divide by `STEPS` for a step.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use sotto_decode::{
     suppressed_tokens, ApplyTimestampRules, BeamSearch, BoxError, DecodeTask, Greedy, Inference,
-    LogitFilter, Search, SuppressBlank, SuppressTokens, Tokenizer,
+    LogitFilter, Search, Shortlists, SuppressBlank, SuppressTokens, Tokenizer,
 };
 
 /// Tokens each search decodes (the row never favours `<|endoftext|>`).
@@ -79,9 +83,80 @@ impl Inference for FixedRow {
     }
 }
 
+/// Hands every row's shortlist record of [`FixedRow`]'s row, made once per spec: what the
+/// GPU's searches receive.
+struct FixedRecords {
+    whole: FixedRow,
+    /// The last spec's record.
+    made: Option<Shortlists>,
+}
+
+impl FixedRecords {
+    fn fill(&mut self, rows: usize, out: &mut Shortlists) {
+        if self.made.as_ref().is_none_or(|m| m.spec() != out.spec()) {
+            let mut one = Shortlists::new(out.spec().clone());
+            self.whole.fill(one.full_rows(1));
+            one.reduce();
+            self.made = Some(one);
+        }
+        let one = self.made.as_ref().map(|m| m.records()).unwrap_or_default();
+        for rec in out.records_mut(rows).chunks_exact_mut(one.len()) {
+            rec.copy_from_slice(one);
+        }
+    }
+}
+
+impl Inference for FixedRecords {
+    fn n_vocab(&self) -> usize {
+        self.whole.n_vocab()
+    }
+
+    fn encode(&mut self, _mel: &[f32]) -> Result<(), BoxError> {
+        Ok(())
+    }
+
+    fn reset(&mut self) {}
+
+    fn decode(&mut self, t: &[u32], r: &[usize], logits: &mut [f32]) -> Result<(), BoxError> {
+        self.whole.decode(t, r, logits)
+    }
+
+    fn decode_batch(&mut self, t: &[u32], b: usize, logits: &mut [f32]) -> Result<(), BoxError> {
+        self.whole.decode_batch(t, b, logits)
+    }
+
+    fn decode_shortlists(
+        &mut self,
+        _: &[u32],
+        rows: &[usize],
+        out: &mut Shortlists,
+    ) -> Result<(), BoxError> {
+        self.fill(rows.len(), out);
+        Ok(())
+    }
+
+    fn decode_batch_shortlists(
+        &mut self,
+        _: &[u32],
+        batch: usize,
+        out: &mut Shortlists,
+    ) -> Result<(), BoxError> {
+        self.fill(batch, out);
+        Ok(())
+    }
+
+    fn reorder(&mut self, _src: &[usize]) -> Result<(), BoxError> {
+        Ok(())
+    }
+}
+
 fn searches(c: &mut Criterion) {
     let tok = tokenizer();
     let mut model = FixedRow::new(&tok);
+    let mut records = FixedRecords {
+        whole: FixedRow::new(&tok),
+        made: None,
+    };
     // faster-whisper's defaults: suppress_tokens=[-1], suppress_blank, timestamps.
     let suppress = SuppressTokens::new(suppressed_tokens(&tok, &[-1]));
     let blank = SuppressBlank::new(&tok);
@@ -110,6 +185,12 @@ fn searches(c: &mut Criterion) {
     };
     g.bench_function(BenchmarkId::new("beam5", STEPS), |b| {
         b.iter(|| beam.search(&mut model, &task).unwrap())
+    });
+    g.bench_function(BenchmarkId::new("greedy-records", STEPS), |b| {
+        b.iter(|| Greedy.search(&mut records, &task).unwrap())
+    });
+    g.bench_function(BenchmarkId::new("beam5-records", STEPS), |b| {
+        b.iter(|| beam.search(&mut records, &task).unwrap())
     });
     g.finish();
 }

@@ -17,9 +17,10 @@
 use crate::align::{get_end, Aligner};
 use crate::beam::{BeamSearch, BeamState};
 use crate::fallback::{compression_ratio, generate_with_fallback, Fallback};
-use crate::greedy::{softmax_at, DecodeTask, DecodingResult, GreedyState, Rng, Search};
+use crate::greedy::{DecodeTask, DecodingResult, GreedyState, Rng, Search};
 use crate::inference::Inference;
 use crate::segments::{split_by_timestamps, split_cut};
+use crate::shortlist::{ShortlistRows, ShortlistSpec, Shortlists};
 use crate::tokenizer::Tokenizer;
 use crate::transcribe::{
     check_vocab, detect_language_at, encode_hint, filters, max_steps, prompt, MelView, Segment,
@@ -34,17 +35,17 @@ enum State {
 }
 
 impl State {
-    /// Chooses from the window's rows of logits; the next sequences' origins (among its
-    /// live rows) and tokens, or None when its search is over.
+    /// Chooses from the window's rows; the next sequences' origins (among its live rows)
+    /// and tokens, or None when its search is over.
     fn step(
         &mut self,
         task: &DecodeTask,
-        logits: &mut [f32],
+        rows: &mut ShortlistRows<'_>,
         step: usize,
     ) -> Option<(Vec<usize>, Vec<u32>)> {
         match self {
-            State::Greedy(g) => g.step(task, logits, step).map(|t| (vec![0], vec![t])),
-            State::Beam(b) => b.step(task, logits, step),
+            State::Greedy(g) => (g.step(task, rows.row(0), step)).map(|t| (vec![0], vec![t])),
+            State::Beam(b) => b.step(task, rows, step),
         }
     }
 
@@ -94,31 +95,33 @@ pub fn decode_windows(
             first.prompt.len()
         )));
     }
-    let (w, n) = (tasks.len(), inf.n_vocab());
+    let w = tasks.len();
     if w > inf.max_windows() {
         return Err(invalid(format!(
             "{w} windows, but the model takes {} at once",
             inf.max_windows()
         )));
     }
-    inf.set_logit_need(&first.logit_need(beam.map_or(1, |b| 2 * b.beam_size)));
+    let need = first.logit_need(beam.map_or(1, |b| 2 * b.beam_size));
+    inf.set_logit_need(&need);
+    let spec = ShortlistSpec::from_need(inf.n_vocab(), first.eot as usize, &need);
+    let mut lists = Shortlists::new(spec);
     inf.encode_windows(mels).map_err(DecodeError::Inference)?;
-    let mut logits = vec![0f32; w * n];
     let head: Vec<u32> = (tasks.iter())
         .flat_map(|t| &t.prompt[..=t.sot_index])
         .copied()
         .collect();
-    inf.decode_batch(&head, w, &mut logits)
+    inf.decode_batch_shortlists(&head, w, &mut lists)
         .map_err(DecodeError::Inference)?;
-    let no_speech: Vec<f64> = (logits.chunks_exact(n).zip(tasks))
-        .map(|(row, t)| softmax_at(row, t.no_speech as usize))
+    let no_speech: Vec<f64> = (tasks.iter().enumerate())
+        .map(|(i, t)| lists.row(i).softmax_at(t.no_speech))
         .collect();
     let rest: Vec<u32> = (tasks.iter())
         .flat_map(|t| t.prompt[t.sot_index + 1..].iter().chain(t.forced))
         .copied()
         .collect();
     if !rest.is_empty() {
-        inf.decode_batch(&rest, w, &mut logits)
+        inf.decode_batch_shortlists(&rest, w, &mut lists)
             .map_err(DecodeError::Inference)?;
     }
     let mut states: Vec<State> = tasks
@@ -141,7 +144,7 @@ pub fn decode_windows(
             }
             let base = row0;
             row0 += *rows;
-            *rows = match state.step(task, &mut logits[base * n..row0 * n], step) {
+            *rows = match state.step(task, &mut lists.range(base, row0), step) {
                 Some((o, t)) => {
                     origins.extend(o.iter().map(|&o| base + o));
                     tokens.extend_from_slice(&t);
@@ -156,8 +159,7 @@ pub fn decode_windows(
         if origins.len() != row0 || origins.iter().enumerate().any(|(i, &o)| i != o) {
             inf.reorder(&origins).map_err(DecodeError::Inference)?;
         }
-        logits.resize(tokens.len() * n, 0.0);
-        inf.decode_batch(&tokens, tokens.len(), &mut logits)
+        inf.decode_batch_shortlists(&tokens, tokens.len(), &mut lists)
             .map_err(DecodeError::Inference)?;
     }
     Ok(states

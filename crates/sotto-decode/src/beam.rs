@@ -12,9 +12,9 @@
 //! The first step runs on the prompt's single sequence; the batch becomes `beam_size`
 //! sequences after it (CTranslate2's `expand_after_first_step` on the CPU).
 
-use crate::greedy::{normalised, start, DecodeTask, DecodingResult, Search};
+use crate::greedy::{normalised, start_shortlists, DecodeTask, DecodingResult, Search};
 use crate::inference::Inference;
-use crate::math::log_softmax_offset;
+use crate::shortlist::{Row, ShortlistRows};
 use crate::{DecodeError, Result};
 
 /// Beam search at temperature 0.
@@ -58,15 +58,27 @@ struct Beam {
 
 /// A (beam, token) pair: `flat = beam · n_vocab + token`.
 #[derive(Debug, Clone, Copy, PartialEq)]
-struct Candidate {
-    flat: usize,
-    score: f32,
+pub(crate) struct Candidate {
+    pub(crate) flat: usize,
+    pub(crate) score: f32,
+}
+
+/// Adds a candidate to `top`, the `m` best so far, best first, ties to the lower `flat`;
+/// NaN is skipped. Candidates may come in any order.
+pub(crate) fn push_best(top: &mut Vec<Candidate>, m: usize, flat: usize, score: f32) {
+    let before = |c: &Candidate| c.score > score || (c.score == score && c.flat < flat);
+    if score.is_nan() || (top.len() == m && top.last().is_none_or(before)) {
+        return;
+    }
+    let at = top.partition_point(before);
+    top.insert(at, Candidate { flat, score });
+    top.truncate(m);
 }
 
 /// The `m` best entries of the rows of `logits` (each `n` long) plus their row's shift,
 /// best first; ties keep the lower index; NaN is skipped. Each score is `logit + shift`
 /// rounded as f32, as [`crate::math::log_softmax_shifted`] would have written it.
-fn top_k(logits: &[f32], n: usize, shifts: &[f32], m: usize) -> Vec<Candidate> {
+pub(crate) fn top_k(logits: &[f32], n: usize, shifts: &[f32], m: usize) -> Vec<Candidate> {
     let mut top: Vec<Candidate> = Vec::with_capacity(m + 1);
     for (row, (scores, &d)) in logits.chunks(n.max(1)).zip(shifts).enumerate() {
         for (c, chunk) in scores.chunks(TOP_K_CHUNK).enumerate() {
@@ -102,15 +114,14 @@ impl Search for BeamSearch {
     fn search(&mut self, inf: &mut dyn Inference, task: &DecodeTask) -> Result<DecodingResult> {
         let mut state = BeamState::new(*self, task)?;
         // The step keeps the best 2k (beam, token) pairs: at most 2k from any one beam.
-        inf.set_logit_need(&task.logit_need(2 * self.beam_size));
-        let (mut logits, no_speech_prob) = start(inf, task)?;
+        let (mut lists, no_speech_prob) = start_shortlists(inf, task, 2 * self.beam_size)?;
         for step in task.forced.len()..task.max_steps {
-            let Some((origins, tokens)) = state.step(task, &mut logits, step) else {
+            let rows = lists.rows();
+            let Some((origins, tokens)) = state.step(task, &mut lists.range(0, rows), step) else {
                 break;
             };
             inf.reorder(&origins).map_err(DecodeError::Inference)?;
-            logits.resize(tokens.len() * inf.n_vocab(), 0.0);
-            inf.decode_batch(&tokens, tokens.len(), &mut logits)
+            inf.decode_batch_shortlists(&tokens, tokens.len(), &mut lists)
                 .map_err(DecodeError::Inference)?;
         }
         Ok(state.finish(no_speech_prob))
@@ -143,27 +154,28 @@ impl BeamState {
         })
     }
 
-    /// Chooses from the live beams' logits (Shape: [live, n_vocab], overwritten) at `step`
+    /// Chooses from the live beams' shortlists (one row each, masked in place) at `step`
     /// (tokens generated so far, forced ones included). Returns the next beams' origins
     /// (indices among the live beams) and tokens, or None when the search is over.
     pub(crate) fn step(
         &mut self,
         task: &DecodeTask,
-        logits: &mut [f32],
+        rows: &mut ShortlistRows<'_>,
         step: usize,
     ) -> Option<(Vec<usize>, Vec<u32>)> {
         let (k, beams) = (self.cfg.beam_size, &self.beams);
-        let n = logits.len() / beams.len();
-        let mut shifts = Vec::with_capacity(beams.len());
+        debug_assert_eq!(rows.len(), beams.len());
+        let n = rows.n_vocab();
+        let mut cands = Vec::with_capacity(2 * k + 1);
         for (b, beam) in beams.iter().enumerate() {
-            let row = &mut logits[b * n..(b + 1) * n];
+            let mut row = rows.row(b);
             for f in task.filters {
-                f.apply(row, &beam.tokens);
+                f.apply(&mut Row::Short(&mut row), &beam.tokens);
             }
-            // The beam's score folded into the normalisation, added as top_k reads.
-            shifts.push(log_softmax_offset(row, beam.score));
+            // The beam's score folded into the normalisation: each score is what
+            // log_softmax plus the score would have written.
+            row.offer(row.offset(beam.score), b * n, 2 * k, &mut cands);
         }
-        let mut cands = top_k(logits, n, &shifts, 2 * k);
         if step > 0 && step == task.forced.len() {
             // CTranslate2 (`update_sample_with_prefix`): right after a prefix, an end in
             // any but the best candidate becomes token 0 at a hopeless score.

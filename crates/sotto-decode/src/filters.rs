@@ -4,12 +4,15 @@
 //! Filters see only the tokens generated so far in this window (`generated`), not the
 //! prompt, so the same filters serve every candidate of a search.
 
+use crate::shortlist::Row;
 use crate::tokenizer::Tokenizer;
 
 /// A rule that masks logits (sets them to -inf) before the next token is chosen.
 pub trait LogitFilter {
-    /// `logits`: Shape [n_vocab], the next token's. `generated`: tokens sampled after the prompt.
-    fn apply(&self, logits: &mut [f32], generated: &[u32]);
+    /// `row`: the next token's logits, whole or as a shortlist (which holds the text
+    /// tokens this filter's [`LogitFilter::text_masks`] names, and every special one).
+    /// `generated`: tokens sampled after the prompt.
+    fn apply(&self, row: &mut Row, generated: &[u32]);
 
     /// Which text tokens this filter may mask, so that a search can tell the model which
     /// logits it needs in full (see [`crate::LogitNeed`]). The default, `Unknown`, asks
@@ -21,27 +24,22 @@ pub trait LogitFilter {
 
 /// The text tokens (those below `<|endoftext|>`) a [`LogitFilter`] masks one by one.
 /// Masking every text token at once, or special tokens, is not counted: with every text
-/// token masked the choice is among special tokens, whose logits are always in full.
+/// token masked the choice is among special tokens, whose logits are always in full. A
+/// filter that says `Known` masks no other part of the text.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TextMasks {
     /// Any of them, at any step.
     Unknown,
-    /// `always` at every step, and at most `sometimes` others at some steps.
-    Known { always: Vec<u32>, sometimes: usize },
+    /// `always` at every step, and `sometimes` at some steps.
+    Known {
+        always: Vec<u32>,
+        sometimes: Vec<u32>,
+    },
 }
 
-fn suppress(logits: &mut [f32], ids: impl IntoIterator<Item = u32>) {
+fn suppress(row: &mut Row, ids: impl IntoIterator<Item = u32>) {
     for id in ids {
-        if let Some(l) = logits.get_mut(id as usize) {
-            *l = f32::NEG_INFINITY;
-        }
-    }
-}
-
-fn suppress_range(logits: &mut [f32], from: usize, to: usize) {
-    let to = to.min(logits.len());
-    if from < to {
-        logits[from..to].fill(f32::NEG_INFINITY);
+        row.mask(id);
     }
 }
 
@@ -60,14 +58,14 @@ impl SuppressTokens {
 }
 
 impl LogitFilter for SuppressTokens {
-    fn apply(&self, logits: &mut [f32], _generated: &[u32]) {
-        suppress(logits, self.ids.iter().copied());
+    fn apply(&self, row: &mut Row, _generated: &[u32]) {
+        suppress(row, self.ids.iter().copied());
     }
 
     fn text_masks(&self) -> TextMasks {
         TextMasks::Known {
             always: self.ids.clone(),
-            sometimes: 0,
+            sometimes: Vec::new(),
         }
     }
 }
@@ -89,16 +87,16 @@ impl SuppressBlank {
 }
 
 impl LogitFilter for SuppressBlank {
-    fn apply(&self, logits: &mut [f32], generated: &[u32]) {
+    fn apply(&self, row: &mut Row, generated: &[u32]) {
         if generated.is_empty() {
-            suppress(logits, self.ids.iter().copied());
+            suppress(row, self.ids.iter().copied());
         }
     }
 
     fn text_masks(&self) -> TextMasks {
         TextMasks::Known {
             always: Vec::new(),
-            sometimes: self.ids.len(),
+            sometimes: self.ids.clone(),
         }
     }
 }
@@ -131,12 +129,10 @@ impl ApplyTimestampRules {
     }
 
     /// Whether the timestamps' total log-probability beats the best text token's.
-    fn timestamp_is_likelier(&self, logits: &[f32]) -> bool {
-        let tb = (self.timestamp_begin as usize).min(logits.len());
-        let (text, stamps) = logits.split_at(tb);
-        let max_text = crate::math::max(text);
+    fn timestamp_is_likelier(&self, row: &Row) -> bool {
+        let (tb, n) = (self.timestamp_begin as usize, row.n_vocab());
         // Both sides share log_softmax's normalizer, so compare raw logits.
-        logsumexp(stamps) > max_text
+        row.logsumexp(tb, n) > row.max(0, tb)
     }
 }
 
@@ -147,17 +143,21 @@ impl LogitFilter for ApplyTimestampRules {
     fn text_masks(&self) -> TextMasks {
         TextMasks::Known {
             always: Vec::new(),
-            sometimes: 0,
+            sometimes: Vec::new(),
         }
     }
 
-    fn apply(&self, logits: &mut [f32], generated: &[u32]) {
-        let (tb, eot) = (self.timestamp_begin as usize, self.eot as usize);
-        suppress(logits, [self.no_timestamps]);
+    fn apply(&self, row: &mut Row, generated: &[u32]) {
+        let (tb, eot, n) = (
+            self.timestamp_begin as usize,
+            self.eot as usize,
+            row.n_vocab(),
+        );
+        row.mask(self.no_timestamps);
         let Some(&last) = generated.last() else {
-            suppress_range(logits, 0, tb);
+            row.mask_range(0, tb);
             if let Some(max) = self.max_initial {
-                suppress_range(logits, max as usize + 1, logits.len());
+                row.mask_range(max as usize + 1, n);
             }
             return;
         };
@@ -169,18 +169,18 @@ impl LogitFilter for ApplyTimestampRules {
                 .map_or(last, |i| generated[i]);
             if penultimate >= self.timestamp_begin {
                 // A closed pair: the next must be text (or eot).
-                suppress_range(logits, tb, logits.len());
+                row.mask_range(tb, n);
                 check_probability = false;
             } else {
                 // An open timestamp: close it or end.
-                suppress_range(logits, 0, eot);
+                row.mask_range(0, eot);
             }
         }
         if let Some(&stamp) = generated.iter().rev().find(|&&t| t >= self.timestamp_begin) {
-            suppress_range(logits, tb, stamp as usize);
+            row.mask_range(tb, stamp as usize);
         }
-        if check_probability && self.timestamp_is_likelier(logits) {
-            suppress_range(logits, 0, tb);
+        if check_probability && self.timestamp_is_likelier(row) {
+            row.mask_range(0, tb);
         }
     }
 }
@@ -188,7 +188,13 @@ impl LogitFilter for ApplyTimestampRules {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shortlist::tests::check_against_full;
     use crate::tokenizer::tests::toy;
+
+    /// Applies `f` to the whole row, checking that it masks a shortlist of the row alike.
+    fn run(f: &dyn LogitFilter, l: &mut Vec<f32>, generated: &[u32], tok: &Tokenizer) {
+        *l = check_against_full(f, l, generated, tok.eot(), 2);
+    }
 
     fn allowed(logits: &[f32]) -> Vec<usize> {
         logits
@@ -202,14 +208,19 @@ mod tests {
     #[test]
     fn suppress_tokens_and_blank() {
         let tok = toy(&[], 99);
-        let mut l = vec![0.0; tok.n_vocab()];
-        SuppressTokens::new(vec![3, 5, u32::MAX]).apply(&mut l, &[]);
+        let mut l = vec![0.0f32; tok.n_vocab()];
+        run(
+            &SuppressTokens::new(vec![3, 5, u32::MAX]),
+            &mut l,
+            &[],
+            &tok,
+        );
         assert!(l[3].is_infinite() && l[5].is_infinite() && l[4] == 0.0);
         let blank = SuppressBlank::new(&tok);
-        let mut l = vec![0.0; tok.n_vocab()];
-        blank.apply(&mut l, &[1]);
+        let mut l = vec![0.0f32; tok.n_vocab()];
+        run(&blank, &mut l, &[1], &tok);
         assert_eq!(allowed(&l).len(), tok.n_vocab());
-        blank.apply(&mut l, &[]);
+        run(&blank, &mut l, &[], &tok);
         assert!(l[b' ' as usize].is_infinite() && l[tok.eot() as usize].is_infinite());
         assert_eq!(allowed(&l).len(), tok.n_vocab() - 2);
     }
@@ -219,11 +230,11 @@ mod tests {
         let tok = toy(&[], 99);
         let tb = tok.timestamp_begin() as usize;
         let rules = ApplyTimestampRules::new(&tok, Some(50));
-        let mut l = vec![0.0; tok.n_vocab()];
-        rules.apply(&mut l, &[]);
+        let mut l = vec![0.0f32; tok.n_vocab()];
+        run(&rules, &mut l, &[], &tok);
         assert_eq!(allowed(&l), (tb..=tb + 50).collect::<Vec<_>>());
-        let mut l = vec![0.0; tok.n_vocab()];
-        ApplyTimestampRules::new(&tok, None).apply(&mut l, &[]);
+        let mut l = vec![0.0f32; tok.n_vocab()];
+        run(&ApplyTimestampRules::new(&tok, None), &mut l, &[], &tok);
         assert_eq!(allowed(&l), (tb..tok.n_vocab()).collect::<Vec<_>>());
     }
 
@@ -240,12 +251,12 @@ mod tests {
         };
         // After one timestamp (pair of itself at the start): text only.
         let mut l = text_heavy(&tok);
-        rules.apply(&mut l, &[tb + 10]);
+        run(&rules, &mut l, &[tb + 10], &tok);
         assert!(allowed(&l).iter().all(|&i| i < tb as usize));
         // After text then timestamp: timestamps >= it, or eot.
         let mut l = text_heavy(&tok);
         l[tok.eot() as usize] = 30.0;
-        rules.apply(&mut l, &[tb, b'a' as u32, tb + 20]);
+        run(&rules, &mut l, &[tb, b'a' as u32, tb + 20], &tok);
         let a = allowed(&l);
         assert!(a.contains(&(tok.eot() as usize)) && a.contains(&(tb as usize + 20)));
         assert!(!a.contains(&(tb as usize + 19)) && !a.contains(&(b'a' as usize)));
@@ -254,15 +265,20 @@ mod tests {
             .all(|&i| i == tok.eot() as usize || i > tok.eot() as usize));
         // Unless eot is likely, the timestamps' mass then forbids it too.
         let mut l = text_heavy(&tok);
-        rules.apply(&mut l, &[tb, b'a' as u32, tb + 20]);
+        run(&rules, &mut l, &[tb, b'a' as u32, tb + 20], &tok);
         assert!(allowed(&l).iter().all(|&i| i >= tb as usize + 20));
         // After a closed pair: no timestamps.
         let mut l = text_heavy(&tok);
-        rules.apply(&mut l, &[tb, b'a' as u32, tb + 20, tb + 20]);
+        run(&rules, &mut l, &[tb, b'a' as u32, tb + 20, tb + 20], &tok);
         assert!(allowed(&l).iter().all(|&i| i < tb as usize));
         // Text after a timestamp: only timestamps >= the last one, and text.
         let mut l = text_heavy(&tok);
-        rules.apply(&mut l, &[tb, b'a' as u32, tb + 20, tb + 20, b'a' as u32]);
+        run(
+            &rules,
+            &mut l,
+            &[tb, b'a' as u32, tb + 20, tb + 20, b'a' as u32],
+            &tok,
+        );
         let a = allowed(&l);
         assert!(!a.contains(&(tb as usize + 19)) && a.contains(&(tb as usize + 20)));
         assert!(a.contains(&(b'a' as usize)));
@@ -278,11 +294,11 @@ mod tests {
         let mut l = vec![f32::NEG_INFINITY; tok.n_vocab()];
         l[b'a' as usize] = 5.0;
         l[tb as usize..].fill(0.0);
-        rules.apply(&mut l, &[tb, b'a' as u32]);
+        run(&rules, &mut l, &[tb, b'a' as u32], &tok);
         assert!(allowed(&l).iter().all(|&i| i >= tb as usize));
         // Best text logit 8 > 7.3: text stays.
         l[b'a' as usize] = 8.0;
-        rules.apply(&mut l, &[tb, b'a' as u32]);
+        run(&rules, &mut l, &[tb, b'a' as u32], &tok);
         assert!(allowed(&l).contains(&(b'a' as usize)));
         assert_eq!(logsumexp(&[f32::NEG_INFINITY]), f32::NEG_INFINITY);
     }

@@ -5,6 +5,7 @@
 
 use crate::filters::{logsumexp, LogitFilter, TextMasks};
 use crate::inference::{Inference, LogitNeed};
+use crate::shortlist::{Row, Shortlist, ShortlistSpec, Shortlists};
 use crate::{DecodeError, Result};
 
 /// What to decode: the prompt and the rules of one window.
@@ -32,22 +33,26 @@ impl DecodeTask<'_> {
     /// What a search that chooses among the `best` highest tokens of each row needs in
     /// full, given what the filters mask.
     pub fn logit_need(&self, best: usize) -> LogitNeed {
-        let (mut never, mut top) = (Vec::new(), best);
+        let (mut never, mut watch) = (Vec::new(), Vec::new());
         for f in self.filters {
             match f.text_masks() {
                 TextMasks::Unknown => return LogitNeed::All,
                 TextMasks::Known { always, sometimes } => {
                     never.extend(always);
-                    top += sometimes;
+                    watch.extend(sometimes.into_iter().filter(|&id| id < self.eot));
                 }
             }
         }
         never.sort_unstable();
         never.dedup();
+        watch.sort_unstable();
+        watch.dedup();
+        watch.retain(|id| never.binary_search(id).is_err());
         LogitNeed::Top {
-            top,
+            top: best,
             text_end: self.eot,
             never,
+            watch,
         }
     }
 }
@@ -80,8 +85,16 @@ pub struct Greedy;
 
 impl Search for Greedy {
     fn search(&mut self, inf: &mut dyn Inference, task: &DecodeTask) -> Result<DecodingResult> {
-        inf.set_logit_need(&task.logit_need(1));
-        run(inf, task)
+        let (mut lists, no_speech_prob) = start_shortlists(inf, task, 1)?;
+        let mut state = GreedyState::new(task);
+        for step in task.forced.len()..task.max_steps {
+            let Some(token) = state.step(task, lists.row(0), step) else {
+                break;
+            };
+            inf.decode_shortlists(&[token], &[0], &mut lists)
+                .map_err(DecodeError::Inference)?;
+        }
+        Ok(state.finish(no_speech_prob))
     }
 }
 
@@ -137,7 +150,7 @@ impl Search for Sampling<'_> {
                 let l = &mut logits[row * n..(row + 1) * n];
                 let cand = &mut cands[c];
                 for f in task.filters {
-                    f.apply(l, &cand.tokens);
+                    f.apply(&mut Row::Full(l), &cand.tokens);
                 }
                 log_softmax(l);
                 let token = sample(l, self.temperature, self.rng);
@@ -210,11 +223,9 @@ impl DecodingResult {
     }
 }
 
-/// Decodes `task.prompt` (then `task.forced`) as a batch of one and returns the logits of
-/// the first free step (Shape: [n_vocab]) and the no-speech probability at
-/// `<|startoftranscript|>`.
-pub(crate) fn start(inf: &mut dyn Inference, task: &DecodeTask) -> Result<(Vec<f32>, f64)> {
-    let n = inf.n_vocab();
+/// The prompt rows whose logits a search reads: `<|startoftranscript|>`'s (the no-speech
+/// probability), then the last one's where it is another and no forced tokens follow.
+fn prompt_rows(task: &DecodeTask) -> Result<Vec<usize>> {
     let last = task
         .prompt
         .len()
@@ -228,11 +239,19 @@ pub(crate) fn start(inf: &mut dyn Inference, task: &DecodeTask) -> Result<(Vec<f
                 task.prompt.len()
             ),
         })?;
-    let rows: Vec<usize> = if task.sot_index == last || !task.forced.is_empty() {
+    Ok(if task.sot_index == last || !task.forced.is_empty() {
         vec![task.sot_index]
     } else {
         vec![task.sot_index, last]
-    };
+    })
+}
+
+/// Decodes `task.prompt` (then `task.forced`) as a batch of one and returns the logits of
+/// the first free step (Shape: [n_vocab]) and the no-speech probability at
+/// `<|startoftranscript|>`.
+pub(crate) fn start(inf: &mut dyn Inference, task: &DecodeTask) -> Result<(Vec<f32>, f64)> {
+    let n = inf.n_vocab();
+    let rows = prompt_rows(task)?;
     let mut logits = vec![0f32; rows.len() * n];
     inf.reset();
     inf.decode(task.prompt, &rows, &mut logits)
@@ -247,18 +266,28 @@ pub(crate) fn start(inf: &mut dyn Inference, task: &DecodeTask) -> Result<(Vec<f
     Ok((logits.split_off((rows.len() - 1) * n), no_speech_prob))
 }
 
-/// Runs the decoder from `task.prompt`, taking the most likely token at each step.
-fn run(inf: &mut dyn Inference, task: &DecodeTask) -> Result<DecodingResult> {
-    let (mut logits, no_speech_prob) = start(inf, task)?;
-    let mut state = GreedyState::new(task);
-    for step in task.forced.len()..task.max_steps {
-        let Some(token) = state.step(task, &mut logits, step) else {
-            break;
-        };
-        inf.decode(&[token], &[0], &mut logits)
+/// [`start`] for a search that chooses among the `best` highest tokens of each row: tells
+/// the model so, and returns the first free step's [`Shortlists`] (one row).
+pub(crate) fn start_shortlists(
+    inf: &mut dyn Inference,
+    task: &DecodeTask,
+    best: usize,
+) -> Result<(Shortlists, f64)> {
+    let need = task.logit_need(best);
+    inf.set_logit_need(&need);
+    let spec = ShortlistSpec::from_need(inf.n_vocab(), task.eot as usize, &need);
+    let mut lists = Shortlists::new(spec);
+    let rows = prompt_rows(task)?;
+    inf.reset();
+    inf.decode_shortlists(task.prompt, &rows, &mut lists)
+        .map_err(DecodeError::Inference)?;
+    let no_speech_prob = lists.row(0).softmax_at(task.no_speech);
+    if let Some(f_last) = task.forced.len().checked_sub(1) {
+        inf.decode_shortlists(task.forced, &[f_last], &mut lists)
             .map_err(DecodeError::Inference)?;
     }
-    Ok(state.finish(no_speech_prob))
+    lists.keep_last();
+    Ok((lists, no_speech_prob))
 }
 
 /// One window's greedy search between decoder passes: [`Greedy::search`] drives one,
@@ -280,25 +309,24 @@ impl GreedyState {
         }
     }
 
-    /// Chooses the most likely token from the sequence's logits (Shape: [n_vocab], filtered
-    /// in place) at `step`; returns the token to decode next, or None when the search is
-    /// over.
+    /// Chooses the most likely token from the sequence's shortlist (filtered in place) at
+    /// `step`; returns the token to decode next, or None when the search is over.
     pub(crate) fn step(
         &mut self,
         task: &DecodeTask,
-        logits: &mut [f32],
+        mut row: Shortlist<'_>,
         step: usize,
     ) -> Option<u32> {
         for f in task.filters {
-            f.apply(logits, &self.tokens);
+            f.apply(&mut Row::Short(&mut row), &self.tokens);
         }
-        // The log-probabilities are the logits plus one offset: the argmax and the chosen
-        // one's value read them as `log_softmax` would have written them.
-        let d = crate::math::log_softmax_offset(logits, 0.0);
-        let token = argmax_shifted(logits, d);
-        let logprob = logits
-            .get(token as usize)
-            .map_or(f32::NEG_INFINITY, |&l| l + d);
+        // The log-probabilities are the logits plus one offset: the choice and its value
+        // read them as `log_softmax` would have written them (ties to the lower id).
+        let mut best = Vec::with_capacity(2);
+        row.offer(row.offset(0.0), 0, 1, &mut best);
+        let (token, logprob) = best
+            .first()
+            .map_or((0, f32::NEG_INFINITY), |c| (c.flat as u32, c.score));
         self.sum_logprob += f64::from(logprob);
         if token == task.eot {
             return None;
@@ -502,7 +530,7 @@ mod tests {
     /// A filter this crate cannot see into.
     struct Opaque;
     impl LogitFilter for Opaque {
-        fn apply(&self, _logits: &mut [f32], _generated: &[u32]) {}
+        fn apply(&self, _row: &mut Row, _generated: &[u32]) {}
     }
 
     #[test]
@@ -538,9 +566,11 @@ mod tests {
             top,
             text_end: EOT,
             never: vec![3, 7],
+            watch: vec![1, 2],
         };
-        // The best one (greedy) or 2 per beam, plus the 2 a blank start masks.
-        assert_eq!(inf.needs, vec![top(3), top(8), LogitNeed::All]);
+        // The best one (greedy) or 2 per beam; the tokens a blank start masks watched
+        // (3 is masked always).
+        assert_eq!(inf.needs, vec![top(1), top(6), LogitNeed::All]);
         let opaque = Opaque;
         let filters: [&dyn LogitFilter; 2] = [&sup, &opaque];
         assert_eq!(task(&[14, 15], &filters).logit_need(1), LogitNeed::All);
@@ -549,16 +579,16 @@ mod tests {
     /// Masks two tokens at the first step, as `SuppressBlank` does.
     struct Blank2;
     impl LogitFilter for Blank2 {
-        fn apply(&self, logits: &mut [f32], generated: &[u32]) {
+        fn apply(&self, row: &mut Row, generated: &[u32]) {
             if generated.is_empty() {
-                logits[1] = f32::NEG_INFINITY;
-                logits[2] = f32::NEG_INFINITY;
+                row.mask(1);
+                row.mask(2);
             }
         }
         fn text_masks(&self) -> TextMasks {
             TextMasks::Known {
                 always: Vec::new(),
-                sometimes: 2,
+                sometimes: vec![2, 1, 3],
             }
         }
     }

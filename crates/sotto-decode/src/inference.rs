@@ -1,5 +1,7 @@
 //! The boundary to the model: decoding sees nothing else.
 
+use crate::shortlist::Shortlists;
+
 /// Any error a model implementation raises.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -17,13 +19,15 @@ pub enum LogitNeed {
     /// Every logit (sampling reads the whole distribution).
     All,
     /// The `top` highest logits among the text tokens (those below `text_end`, the first
-    /// special token) that are not in `never`, and every logit from `text_end` on. Any
-    /// other may be an approximation that ranks below those `top`, within a small bound of
-    /// the model's value.
+    /// special token) that are in neither `never` (masked at every step) nor `watch`
+    /// (masked at some), those of `watch`, and every logit from `text_end` on. Any other
+    /// may be an approximation that ranks below the `top + watch.len()` best text tokens
+    /// not in `never`, within a small bound of the model's value.
     Top {
         top: usize,
         text_end: u32,
         never: Vec<u32>,
+        watch: Vec<u32>,
     },
 }
 
@@ -84,6 +88,29 @@ pub trait Inference {
         rows: &[usize],
         logits: &mut [f32],
     ) -> Result<(), BoxError>;
+
+    /// [`Inference::decode`], handing each row as a record of `out`'s
+    /// [`ShortlistSpec`](crate::ShortlistSpec) (what greedy and beam search read) instead
+    /// of whole. The default reduces whole rows on the host; a model may compute the
+    /// records where its logits are (the GPU's, so that only they are downloaded).
+    fn decode_shortlists(
+        &mut self,
+        tokens: &[u32],
+        rows: &[usize],
+        out: &mut Shortlists,
+    ) -> Result<(), BoxError> {
+        out.reduce_from(rows.len(), |full| self.decode(tokens, rows, full))
+    }
+
+    /// [`Inference::decode_batch`] into records, as [`Inference::decode_shortlists`].
+    fn decode_batch_shortlists(
+        &mut self,
+        tokens: &[u32],
+        batch: usize,
+        out: &mut Shortlists,
+    ) -> Result<(), BoxError> {
+        out.reduce_from(batch, |full| self.decode_batch(tokens, batch, full))
+    }
 
     /// Appends `tokens.len() / batch` tokens to each of the `batch` sequences in one decoder
     /// pass and writes each sequence's next-token logits (its last row).

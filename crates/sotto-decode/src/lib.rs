@@ -7,6 +7,8 @@
 //! Layout, after openai-whisper's `decoding.py`:
 //! - [`tokenizer`]: byte-level BPE (tiktoken-exact) and Whisper's special tokens.
 //! - [`filters`]: logit filters (suppress blank / tokens, timestamp rules).
+//! - [`shortlist`]: a row as greedy and beam search read it (the best few text tokens,
+//!   the masked and special ones, the normalizer of the rest).
 //! - [`greedy`]: one decoding pass (greedy at T = 0, best-of-N sampling at T > 0).
 //! - [`beam`]: beam search at T = 0, as CTranslate2's.
 //! - [`batched`]: many windows in shared decoder passes (faster-whisper's batched mode).
@@ -24,6 +26,7 @@ pub mod greedy;
 pub mod inference;
 mod math;
 mod segments;
+pub mod shortlist;
 pub mod tokenizer;
 pub mod transcribe;
 
@@ -37,6 +40,7 @@ pub use fallback::{compression_ratio, generate_with_fallback, Fallback, Fallback
 pub use filters::{ApplyTimestampRules, LogitFilter, SuppressBlank, SuppressTokens, TextMasks};
 pub use greedy::{DecodeTask, DecodingResult, Greedy, Rng, Sampling, Search};
 pub use inference::{BoxError, Inference, LogitNeed};
+pub use shortlist::{Row, Shortlist, ShortlistSpec, Shortlists};
 pub use tokenizer::{
     language_code, language_name, special_token_texts, Task, Tokenizer, LANGUAGES, LANGUAGE_NAMES,
 };

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use sotto_decode::BoxError;
+use sotto_decode::{BoxError, Shortlists};
 
 /// A session's forward pass on one device: the encoder once per 30 s window, then the
 /// decoder over a batched self-attention cache.
@@ -54,6 +54,26 @@ pub trait Forward: Send {
         batch: usize,
         logits: &mut [f32],
     ) -> Result<(), BoxError>;
+    /// [`Forward::decode`] into shortlist records (what greedy and beam search read, see
+    /// [`sotto_decode::Shortlists`]). The default reduces whole rows on the host; the GPU
+    /// reduces them where they are and downloads the records alone.
+    fn decode_shortlists(
+        &mut self,
+        tokens: &[u32],
+        rows: &[usize],
+        out: &mut Shortlists,
+    ) -> Result<(), BoxError> {
+        out.reduce_from(rows.len(), |full| self.decode(tokens, rows, full))
+    }
+    /// [`Forward::decode_batch`] into shortlist records, as [`Forward::decode_shortlists`].
+    fn decode_batch_shortlists(
+        &mut self,
+        tokens: &[u32],
+        batch: usize,
+        out: &mut Shortlists,
+    ) -> Result<(), BoxError> {
+        out.reduce_from(batch, |full| self.decode_batch(tokens, batch, full))
+    }
     /// Makes sequence `i` a copy of sequence `src[i]`.
     fn reorder(&mut self, src: &[usize]) -> Result<(), BoxError>;
     /// Which logits later decoder calls must give in full (see
@@ -171,11 +191,18 @@ impl Forward for sotto_model::Session {
     fn set_logit_need(&mut self, need: &sotto_decode::LogitNeed) {
         let top = match need {
             sotto_decode::LogitNeed::All => None,
+            // The watched tokens rank among the best `top + watch.len()` of those not in
+            // `never` whenever one of them could be chosen, so that many exact suffice.
             sotto_decode::LogitNeed::Top {
                 top,
                 text_end,
                 never,
-            } => Some(sotto_model::VocabTop::new(*top, *text_end as usize, never)),
+                watch,
+            } => Some(sotto_model::VocabTop::new(
+                top + watch.len(),
+                *text_end as usize,
+                never,
+            )),
         };
         sotto_model::Session::set_logit_need(self, top);
     }
@@ -184,6 +211,40 @@ impl Forward for sotto_model::Session {
 #[cfg(feature = "cuda")]
 impl Forward for sotto_cuda::CudaSession {
     delegate_forward!(sotto_cuda::CudaSession);
+
+    fn decode_shortlists(
+        &mut self,
+        tokens: &[u32],
+        rows: &[usize],
+        out: &mut Shortlists,
+    ) -> Result<(), BoxError> {
+        if out.spec().top > sotto_cuda::kernels::SHORTLIST_MAX_TOP {
+            return out.reduce_from(rows.len(), |full| Forward::decode(self, tokens, rows, full));
+        }
+        let (spec, records) = out.spec_and_records_mut(rows.len());
+        let list = gpu_shortlist(spec);
+        Ok(sotto_cuda::CudaSession::decode_shortlists(
+            self, tokens, rows, list, records,
+        )?)
+    }
+
+    fn decode_batch_shortlists(
+        &mut self,
+        tokens: &[u32],
+        batch: usize,
+        out: &mut Shortlists,
+    ) -> Result<(), BoxError> {
+        if out.spec().top > sotto_cuda::kernels::SHORTLIST_MAX_TOP {
+            return out.reduce_from(batch, |full| {
+                Forward::decode_batch(self, tokens, batch, full)
+            });
+        }
+        let (spec, records) = out.spec_and_records_mut(batch);
+        let list = gpu_shortlist(spec);
+        Ok(sotto_cuda::CudaSession::decode_batch_shortlists(
+            self, tokens, batch, list, records,
+        )?)
+    }
 
     fn max_windows(&self) -> usize {
         // Memory sets this: each window keeps its cross-attention K/V on the GPU (f32;
@@ -228,6 +289,18 @@ impl Forward for sotto_cuda::CudaSession {
             (false, Some(e)) => format!("{how}; programmatic dependent launch failed: {e}"),
             (false, None) => how,
         })
+    }
+}
+
+/// The GPU's reduction of a shortlist spec. Specs that keep more best ids than the GPU's
+/// merge does (beams past 32) are reduced on the host from whole rows instead, as on the
+/// CPU.
+#[cfg(feature = "cuda")]
+fn gpu_shortlist(spec: &sotto_decode::ShortlistSpec) -> sotto_cuda::ShortlistOf<'_> {
+    sotto_cuda::ShortlistOf {
+        text_end: spec.text_end,
+        top: spec.top,
+        pinned: &spec.pinned,
     }
 }
 

@@ -30,9 +30,9 @@ pub use sotto_audio as audio;
 #[cfg(feature = "cuda")]
 pub use sotto_cuda as cuda;
 pub use sotto_decode::{
-    fallback_temperatures, language_code, language_name, special_token_texts, DecodeError,
-    LanguageDetection, LogitNeed, Segment, Task, Tokenizer, TranscribeOptions, Transcript, Word,
-    APPEND_PUNCTUATIONS, LANGUAGES, PREPEND_PUNCTUATIONS,
+    fallback_temperatures, language_code, language_name, special_token_texts, suppressed_tokens,
+    DecodeError, LanguageDetection, LogitNeed, Segment, ShortlistSpec, Shortlists, Task, Tokenizer,
+    TranscribeOptions, Transcript, Word, APPEND_PUNCTUATIONS, LANGUAGES, PREPEND_PUNCTUATIONS,
 };
 pub use sotto_formats as formats;
 pub use sotto_hub as hub;
@@ -628,6 +628,30 @@ impl sotto_decode::Inference for TimedInference<'_> {
     ) -> Result<(), sotto_decode::BoxError> {
         let t = Instant::now();
         self.session.decode_batch(tokens, batch, logits)?;
+        self.count(t.elapsed(), tokens.len() == batch);
+        Ok(())
+    }
+
+    fn decode_shortlists(
+        &mut self,
+        tokens: &[u32],
+        rows: &[usize],
+        out: &mut sotto_decode::Shortlists,
+    ) -> Result<(), sotto_decode::BoxError> {
+        let t = Instant::now();
+        self.session.decode_shortlists(tokens, rows, out)?;
+        self.count(t.elapsed(), tokens.len() == 1);
+        Ok(())
+    }
+
+    fn decode_batch_shortlists(
+        &mut self,
+        tokens: &[u32],
+        batch: usize,
+        out: &mut sotto_decode::Shortlists,
+    ) -> Result<(), sotto_decode::BoxError> {
+        let t = Instant::now();
+        self.session.decode_batch_shortlists(tokens, batch, out)?;
         self.count(t.elapsed(), tokens.len() == batch);
         Ok(())
     }
