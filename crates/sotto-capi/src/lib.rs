@@ -1034,11 +1034,17 @@ pub unsafe extern "C" fn sotto_bench(
         let hp = *model.hparams();
         let tok = model.tokenizer();
         let (sot, eot) = (tok.sot(), tok.eot());
+        // What greedy and beam search ask for (the best 1, or 2 per beam) and read: each
+        // row as a shortlist record.
         let need = |top: usize| sotto::LogitNeed::Top {
             top,
             text_end: eot,
             never: Vec::new(),
             watch: Vec::new(),
+        };
+        let lists = |top: usize| {
+            let spec = sotto::ShortlistSpec::from_need(hp.n_vocab, eot as usize, &need(top));
+            sotto::Shortlists::new(spec)
         };
         let fwd = s.0.forward();
         let e = |e: Box<dyn std::error::Error + Send + Sync>| e.to_string();
@@ -1051,37 +1057,39 @@ pub unsafe extern "C" fn sotto_bench(
         })?;
         // Ordinary text tokens; their values do not change the cost.
         let text = |i: usize| 400 + i as u32;
-        let mut logits = vec![0f32; 5 * hp.n_vocab];
+        let mut logits = vec![0f32; hp.n_vocab];
         let steps = 32.min(hp.n_text_ctx / 4);
-        fwd.set_logit_need(&need(3));
+        fwd.set_logit_need(&need(1));
+        let mut greedy = lists(1);
         let decode_ms = median_ms(runs, || {
             fwd.reset_text();
-            fwd.decode(&[sot], &[0], &mut logits[..hp.n_vocab])
+            fwd.decode_shortlists(&[sot], &[0], &mut greedy)
                 .map_err(e)?;
             let t = std::time::Instant::now();
             for i in 0..steps {
-                fwd.decode(&[text(i)], &[0], &mut logits[..hp.n_vocab])
+                fwd.decode_shortlists(&[text(i)], &[0], &mut greedy)
                     .map_err(e)?;
             }
             Ok(t.elapsed() / steps as u32)
         })?;
-        fwd.set_logit_need(&need(12));
+        fwd.set_logit_need(&need(10));
+        let mut beam = lists(10);
         let beams: Vec<u32> = (0..5).map(text).collect();
         let batch_ms = median_ms(runs, || {
             fwd.reset_text();
-            fwd.decode(&[sot], &[0], &mut logits[..hp.n_vocab])
-                .map_err(e)?;
+            fwd.decode_shortlists(&[sot], &[0], &mut beam).map_err(e)?;
             fwd.reorder(&[0; 5]).map_err(e)?;
             let t = std::time::Instant::now();
             for _ in 0..steps {
-                fwd.decode_batch(&beams, 5, &mut logits).map_err(e)?;
+                fwd.decode_batch_shortlists(&beams, 5, &mut beam)
+                    .map_err(e)?;
             }
             Ok(t.elapsed() / steps as u32)
         })?;
         let prompt: Vec<u32> = std::iter::once(sot)
             .chain((1..256.min(hp.n_text_ctx / 2)).map(text))
             .collect();
-        fwd.set_logit_need(&need(3));
+        fwd.set_logit_need(&need(1));
         let prompt_ms = median_ms(runs, || {
             fwd.reset_text();
             let t = std::time::Instant::now();

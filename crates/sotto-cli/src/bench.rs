@@ -133,21 +133,21 @@ fn print_encoder_ops(laps: &[Vec<(&'static str, Duration)>]) {
 
 /// Where a greedy step's time goes, on devices that time a step's op groups (the GPU's
 /// events, a step then running without its graph): each group's mean per step over
-/// `steps` steps after `prompt`, in the order of first appearance.
+/// `steps` steps after `prompt` (each row as the greedy search reads it, a shortlist of
+/// `lists`), in the order of first appearance.
 fn print_step_ops(
     raw: &mut dyn sotto::Forward,
-    n_vocab: usize,
+    lists: &mut sotto::Shortlists,
     prompt: &[u32],
     steps: usize,
 ) -> anyhow::Result<()> {
     raw.keep_step_laps(true);
-    let mut logits = vec![0f32; n_vocab];
     let mut sums: Vec<(&'static str, Duration)> = Vec::new();
     let run = (|| {
         raw.reset_text();
-        dev(raw.decode(prompt, &[0], &mut logits))?;
+        dev(raw.decode_shortlists(prompt, &[0], lists))?;
         for i in 0..steps {
-            dev(raw.decode(&[400 + i as u32], &[0], &mut logits))?;
+            dev(raw.decode_shortlists(&[400 + i as u32], &[0], lists))?;
             for (name, t) in raw.step_laps().unwrap_or_default() {
                 match sums.iter_mut().find(|(n, _)| *n == name) {
                     Some((_, sum)) => *sum += t,
@@ -444,7 +444,7 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
     })?;
     println!("decoder / token   {:9.2} ms  (batch 1)", ms(per_token));
     if args.encoder_ops {
-        print_step_ops(raw, hp.n_vocab, &prompt, steps)?;
+        print_step_ops(raw, &mut greedy_lists, &prompt, steps)?;
     }
 
     // Five beams: the prompt once, broadcast, then one token per beam per step. `prompt`'s

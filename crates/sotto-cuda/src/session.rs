@@ -139,6 +139,9 @@ pub struct CudaSession {
     /// Whether products with quantized weights quantize their inputs to q8 as the CPU does
     /// (`SOTTO_CUDA_Q8=0` turns it off; [`ops::Dev::q8`]).
     q8: bool,
+    /// Whether greedy and beam steps reduce their rows on the GPU
+    /// (`SOTTO_CUDA_SHORTLIST=0` turns it off; [`CudaSession::reduces_rows`]).
+    shortlists: bool,
     /// Whether kernels launch as programmatic dependent launches ([`ops::Dev::pdl`]), and
     /// why not where the GPU should take them but the probe launch failed.
     pdl: bool,
@@ -273,6 +276,7 @@ impl CudaSession {
                 fuse: switch_from_env("SOTTO_CUDA_FUSE")?,
                 split: switch_from_env("SOTTO_CUDA_SPLIT")?,
                 q8: switch_from_env("SOTTO_CUDA_Q8")?,
+                shortlists: switch_from_env("SOTTO_CUDA_SHORTLIST")?,
                 pdl: false,
                 pdl_error: None,
                 enc_out: z(ctx * da)?,
@@ -533,6 +537,13 @@ impl CudaSession {
         Ok(())
     }
 
+    /// Whether greedy and beam steps should hand their rows as shortlist records reduced
+    /// on the GPU ([`CudaSession::decode_shortlists`]) rather than whole, for the host to
+    /// reduce: yes unless `SOTTO_CUDA_SHORTLIST=0` (to time what the reduction gains).
+    pub fn reduces_rows(&self) -> bool {
+        self.shortlists
+    }
+
     /// Whether kernels launch as programmatic dependent launches: on GPUs of compute
     /// capability 9.0 and later that take them, unless `SOTTO_CUDA_PDL=0`.
     pub fn pdl(&self) -> bool {
@@ -744,14 +755,7 @@ impl CudaSession {
     /// is not one, the sequence would pass n_text_ctx, a token or row is out of range, or
     /// [`CudaSession::encode`] was not called.
     pub fn decode(&mut self, tokens: &[u32], rows: &[usize], logits: &mut [f32]) -> Result<()> {
-        if self.kv.batch != 1 {
-            return Err(input_err(
-                "decode",
-                format!("needs a batch of one, not {}", self.kv.batch),
-            ));
-        }
-        self.check_decode("decode", tokens, tokens.len(), rows, logits.len())?;
-        self.forward(tokens, 1, rows, Out::Full(logits))
+        self.decode_one(tokens, rows, Out::Full(logits))
     }
 
     /// [`CudaSession::decode`], each requested row reduced on the GPU to a shortlist record
@@ -765,16 +769,7 @@ impl CudaSession {
         list: ShortlistOf<'_>,
         records: &mut [f32],
     ) -> Result<()> {
-        if self.kv.batch != 1 {
-            return Err(input_err(
-                "decode",
-                format!("needs a batch of one, not {}", self.kv.batch),
-            ));
-        }
-        let n = self.model.hparams().n_vocab;
-        self.check_decode("decode", tokens, tokens.len(), rows, rows.len() * n)?;
-        self.check_records("decode", rows.len(), list, records.len())?;
-        self.forward(tokens, 1, rows, Out::Records(list, records))
+        self.decode_one(tokens, rows, Out::Records(list, records))
     }
 
     /// Appends `tokens.len() / batch` tokens to each of the `batch` sequences in one pass and
@@ -783,20 +778,7 @@ impl CudaSession {
     /// `tokens` Shape: [batch, n_new]; `logits` Shape: [batch, n_vocab]. `batch` must be
     /// [`CudaSession::batch`]. Errors leave the session unchanged.
     pub fn decode_batch(&mut self, tokens: &[u32], batch: usize, logits: &mut [f32]) -> Result<()> {
-        if batch != self.kv.batch || batch == 0 || !tokens.len().is_multiple_of(batch) {
-            return Err(input_err(
-                "decode_batch",
-                format!(
-                    "{} tokens for a batch of {batch}; the session holds {} sequences",
-                    tokens.len(),
-                    self.kv.batch
-                ),
-            ));
-        }
-        let n_new = tokens.len() / batch;
-        let rows: Vec<usize> = (1..=batch).map(|b| b * n_new - 1).collect();
-        self.check_decode("decode_batch", tokens, n_new, &rows, logits.len())?;
-        self.forward(tokens, batch, &rows, Out::Full(logits))
+        self.decode_many(tokens, batch, Out::Full(logits))
     }
 
     /// [`CudaSession::decode_batch`] into shortlist records, as
@@ -808,6 +790,23 @@ impl CudaSession {
         list: ShortlistOf<'_>,
         records: &mut [f32],
     ) -> Result<()> {
+        self.decode_many(tokens, batch, Out::Records(list, records))
+    }
+
+    /// [`CudaSession::decode`] into `out`.
+    fn decode_one(&mut self, tokens: &[u32], rows: &[usize], out: Out<'_>) -> Result<()> {
+        if self.kv.batch != 1 {
+            return Err(input_err(
+                "decode",
+                format!("needs a batch of one, not {}", self.kv.batch),
+            ));
+        }
+        self.check_out("decode", tokens, tokens.len(), rows, &out)?;
+        self.forward(tokens, 1, rows, out)
+    }
+
+    /// [`CudaSession::decode_batch`] into `out`.
+    fn decode_many(&mut self, tokens: &[u32], batch: usize, out: Out<'_>) -> Result<()> {
         if batch != self.kv.batch || batch == 0 || !tokens.len().is_multiple_of(batch) {
             return Err(input_err(
                 "decode_batch",
@@ -820,10 +819,8 @@ impl CudaSession {
         }
         let n_new = tokens.len() / batch;
         let rows: Vec<usize> = (1..=batch).map(|b| b * n_new - 1).collect();
-        let n = self.model.hparams().n_vocab;
-        self.check_decode("decode_batch", tokens, n_new, &rows, batch * n)?;
-        self.check_records("decode_batch", batch, list, records.len())?;
-        self.forward(tokens, batch, &rows, Out::Records(list, records))
+        self.check_out("decode_batch", tokens, n_new, &rows, &out)?;
+        self.forward(tokens, batch, &rows, out)
     }
 
     /// Rebuilds the batch: new sequence `i` is current sequence `src[i]` (its cache rows are
@@ -956,6 +953,25 @@ impl CudaSession {
             logits_len,
         )
         .map_err(|msg| input_err(op, msg))
+    }
+
+    /// Checks a step and where its logits go (whole rows, or records) before anything runs.
+    fn check_out(
+        &self,
+        op: &'static str,
+        tokens: &[u32],
+        n_new: usize,
+        rows: &[usize],
+        out: &Out<'_>,
+    ) -> Result<()> {
+        match out {
+            Out::Full(logits) => self.check_decode(op, tokens, n_new, rows, logits.len()),
+            Out::Records(list, records) => {
+                let n = self.model.hparams().n_vocab;
+                self.check_decode(op, tokens, n_new, rows, rows.len() * n)?;
+                self.check_records(op, rows.len(), *list, records.len())
+            }
+        }
     }
 
     /// Checks a shortlist's parameters and its records' length before anything runs.

@@ -468,12 +468,7 @@ fn check_shortlists(gpu: &mut CudaSession, prompt: &[u32], nv: usize) {
     let text_end = nv - 20;
     let pinned = [1u32, 5, 7, (nv / 3) as u32, (text_end - 1) as u32];
     for (top, pinned) in [(3, &pinned[..]), (1, &[][..]), (10, &pinned[..2])] {
-        let spec = ShortlistSpec {
-            n_vocab: nv,
-            text_end,
-            top,
-            pinned: pinned.to_vec(),
-        };
+        let spec = ShortlistSpec::new(nv, text_end, top, pinned);
         let list = ShortlistOf {
             text_end,
             top,

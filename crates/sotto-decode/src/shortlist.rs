@@ -26,52 +26,72 @@ use crate::math;
 /// What each row's [`Shortlist`] holds. Shape of a record: [`ShortlistSpec::record_len`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ShortlistSpec {
-    /// Logits per full row.
-    pub n_vocab: usize,
-    /// The first special token (`<|endoftext|>`): the text tokens lie below it.
-    pub text_end: usize,
-    /// Best unpinned text tokens kept.
-    pub top: usize,
-    /// Text tokens kept in full, sorted, distinct: those a filter may mask one by one.
-    pub pinned: Vec<u32>,
+    n_vocab: usize,
+    text_end: usize,
+    top: usize,
+    pinned: Vec<u32>,
 }
 
 impl ShortlistSpec {
+    /// Records of rows of `n_vocab` logits whose text tokens lie below `text_end` (clamped
+    /// to `n_vocab`): the `top` best text tokens not in `pinned`, and `pinned` (sorted and
+    /// deduplicated here; ids at or past `text_end` dropped, the tail holds them) in full.
+    pub fn new(n_vocab: usize, text_end: usize, top: usize, pinned: &[u32]) -> Self {
+        let text_end = text_end.min(n_vocab);
+        let mut pinned: Vec<u32> = (pinned.iter().copied())
+            .filter(|&id| (id as usize) < text_end)
+            .collect();
+        pinned.sort_unstable();
+        pinned.dedup();
+        ShortlistSpec {
+            n_vocab,
+            text_end,
+            top,
+            pinned,
+        }
+    }
+
     /// The records a need of `need` asks for: every text token pinned for
     /// [`LogitNeed::All`] (the record is then the whole row), else `top` best with the
     /// masked tokens pinned. `text_end` is used for `All`, which names none.
     pub fn from_need(n_vocab: usize, text_end: usize, need: &LogitNeed) -> Self {
         match need {
             LogitNeed::All => {
-                let text_end = text_end.min(n_vocab);
-                ShortlistSpec {
-                    n_vocab,
-                    text_end,
-                    top: 0,
-                    pinned: (0..text_end as u32).collect(),
-                }
+                let all: Vec<u32> = (0..text_end.min(n_vocab) as u32).collect();
+                Self::new(n_vocab, text_end, 0, &all)
             }
             LogitNeed::Top {
                 top,
                 text_end,
                 never,
                 watch,
-            } => {
-                let text_end = (*text_end as usize).min(n_vocab);
-                let mut pinned: Vec<u32> = (never.iter().chain(watch))
-                    .copied()
-                    .filter(|&id| (id as usize) < text_end)
-                    .collect();
-                pinned.sort_unstable();
-                pinned.dedup();
-                ShortlistSpec {
-                    n_vocab,
-                    text_end,
-                    top: *top,
-                    pinned,
-                }
-            }
+            } => Self::new(
+                n_vocab,
+                *text_end as usize,
+                *top,
+                &[&never[..], watch].concat(),
+            ),
         }
+    }
+
+    /// Logits per whole row.
+    pub fn n_vocab(&self) -> usize {
+        self.n_vocab
+    }
+
+    /// The first special token (`<|endoftext|>`): the text tokens lie below it.
+    pub fn text_end(&self) -> usize {
+        self.text_end
+    }
+
+    /// Best unpinned text tokens kept.
+    pub fn top(&self) -> usize {
+        self.top
+    }
+
+    /// Text tokens kept in full, sorted, distinct: those a filter may mask one by one.
+    pub fn pinned(&self) -> &[u32] {
+        &self.pinned
     }
 
     /// f32 words per record.

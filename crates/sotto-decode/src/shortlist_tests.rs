@@ -33,7 +33,8 @@ fn spec(n: usize, text_end: usize, top: usize, pinned: &[u32]) -> ShortlistSpec 
 
 fn reduced(spec: &ShortlistSpec, rows: &[f32]) -> Shortlists {
     let mut s = Shortlists::new(spec.clone());
-    s.full_rows(rows.len() / spec.n_vocab).copy_from_slice(rows);
+    s.full_rows(rows.len() / spec.n_vocab())
+        .copy_from_slice(rows);
     s.reduce();
     s
 }
@@ -80,7 +81,7 @@ fn a_record_holds_the_rest_the_best_the_pinned_and_the_tail() {
         for (j, &p) in pinned.iter().filter(|&&p| (p as usize) < te).enumerate() {
             assert_eq!(held[j].to_bits(), x[p as usize].to_bits());
         }
-        let tail = &held[sp.pinned.len()..];
+        let tail = &held[sp.pinned().len()..];
         assert!(tail
             .iter()
             .zip(&x[te..])

@@ -218,7 +218,7 @@ impl Forward for sotto_cuda::CudaSession {
         rows: &[usize],
         out: &mut Shortlists,
     ) -> Result<(), BoxError> {
-        if out.spec().top > sotto_cuda::kernels::SHORTLIST_MAX_TOP {
+        if !self.reduces_rows() || out.spec().top() > sotto_cuda::kernels::SHORTLIST_MAX_TOP {
             return out.reduce_from(rows.len(), |full| Forward::decode(self, tokens, rows, full));
         }
         let (spec, records) = out.spec_and_records_mut(rows.len());
@@ -234,7 +234,7 @@ impl Forward for sotto_cuda::CudaSession {
         batch: usize,
         out: &mut Shortlists,
     ) -> Result<(), BoxError> {
-        if out.spec().top > sotto_cuda::kernels::SHORTLIST_MAX_TOP {
+        if !self.reduces_rows() || out.spec().top() > sotto_cuda::kernels::SHORTLIST_MAX_TOP {
             return out.reduce_from(batch, |full| {
                 Forward::decode_batch(self, tokens, batch, full)
             });
@@ -293,14 +293,14 @@ impl Forward for sotto_cuda::CudaSession {
 }
 
 /// The GPU's reduction of a shortlist spec. Specs that keep more best ids than the GPU's
-/// merge does (beams past 32) are reduced on the host from whole rows instead, as on the
-/// CPU.
+/// merge does (beams past 32), and every spec with `SOTTO_CUDA_SHORTLIST=0`, are reduced on
+/// the host from whole rows instead, as on the CPU.
 #[cfg(feature = "cuda")]
 fn gpu_shortlist(spec: &sotto_decode::ShortlistSpec) -> sotto_cuda::ShortlistOf<'_> {
     sotto_cuda::ShortlistOf {
-        text_end: spec.text_end,
-        top: spec.top,
-        pinned: &spec.pinned,
+        text_end: spec.text_end(),
+        top: spec.top(),
+        pinned: spec.pinned(),
     }
 }
 
