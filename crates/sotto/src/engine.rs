@@ -218,14 +218,14 @@ impl Forward for sotto_cuda::CudaSession {
         rows: &[usize],
         out: &mut Shortlists,
     ) -> Result<(), BoxError> {
-        if !self.reduces_rows() || out.spec().top() > sotto_cuda::kernels::SHORTLIST_MAX_TOP {
-            return out.reduce_from(rows.len(), |full| Forward::decode(self, tokens, rows, full));
-        }
+        let reduces = self.reduces_rows();
         let (spec, records) = out.spec_and_records_mut(rows.len());
-        let list = gpu_shortlist(spec);
-        Ok(sotto_cuda::CudaSession::decode_shortlists(
-            self, tokens, rows, list, records,
-        )?)
+        match gpu_shortlist(reduces, spec) {
+            Some(list) => Ok(sotto_cuda::CudaSession::decode_shortlists(
+                self, tokens, rows, list, records,
+            )?),
+            None => out.reduce_from(rows.len(), |full| Forward::decode(self, tokens, rows, full)),
+        }
     }
 
     fn decode_batch_shortlists(
@@ -234,16 +234,16 @@ impl Forward for sotto_cuda::CudaSession {
         batch: usize,
         out: &mut Shortlists,
     ) -> Result<(), BoxError> {
-        if !self.reduces_rows() || out.spec().top() > sotto_cuda::kernels::SHORTLIST_MAX_TOP {
-            return out.reduce_from(batch, |full| {
-                Forward::decode_batch(self, tokens, batch, full)
-            });
-        }
+        let reduces = self.reduces_rows();
         let (spec, records) = out.spec_and_records_mut(batch);
-        let list = gpu_shortlist(spec);
-        Ok(sotto_cuda::CudaSession::decode_batch_shortlists(
-            self, tokens, batch, list, records,
-        )?)
+        match gpu_shortlist(reduces, spec) {
+            Some(list) => Ok(sotto_cuda::CudaSession::decode_batch_shortlists(
+                self, tokens, batch, list, records,
+            )?),
+            None => out.reduce_from(batch, |full| {
+                Forward::decode_batch(self, tokens, batch, full)
+            }),
+        }
     }
 
     fn max_windows(&self) -> usize {
@@ -292,16 +292,22 @@ impl Forward for sotto_cuda::CudaSession {
     }
 }
 
-/// The GPU's reduction of a shortlist spec. Specs that keep more best ids than the GPU's
-/// merge does (beams past 32), and every spec with `SOTTO_CUDA_SHORTLIST=0`, are reduced on
-/// the host from whole rows instead, as on the CPU.
+/// The GPU's reduction of a shortlist spec, where the session `reduces` its rows. None for
+/// specs that keep more best ids than the GPU's merge does (beams past 32) and every spec
+/// with `SOTTO_CUDA_SHORTLIST=0`: those rows are reduced on the host from whole rows, as
+/// on the CPU.
 #[cfg(feature = "cuda")]
-fn gpu_shortlist(spec: &sotto_decode::ShortlistSpec) -> sotto_cuda::ShortlistOf<'_> {
-    sotto_cuda::ShortlistOf {
-        text_end: spec.text_end(),
-        top: spec.top(),
-        pinned: spec.pinned(),
-    }
+fn gpu_shortlist(
+    reduces: bool,
+    spec: &sotto_decode::ShortlistSpec,
+) -> Option<sotto_cuda::ShortlistOf<'_>> {
+    (reduces && spec.top() <= sotto_cuda::kernels::SHORTLIST_MAX_TOP).then(|| {
+        sotto_cuda::ShortlistOf {
+            text_end: spec.text_end(),
+            top: spec.top(),
+            pinned: spec.pinned(),
+        }
+    })
 }
 
 /// A model's weights, uploaded to the device that runs them.
