@@ -196,10 +196,11 @@ for f in sorted(pathlib.Path(sys.argv[1]).glob("bench-cuda*.txt")):
     beam = re.search(r"^decoder / step\s+([\d.]+) ms\s+\(batch 5:", t, re.M)
     moved = re.search(r"^decoder / step\s+([\d.]+) ms\s+\(batch 5, the cache reordered", t, re.M)
     how = re.search(r"^  encoder: (.*)$", t, re.M)
+    steps = re.search(r"^  decoder: (.*)$", t, re.M)
     name = f.stem.removeprefix("bench-cuda").removeprefix("-random-").removeprefix("-") or "tiny.en q4_0 (carried)"
     cell = lambda m, i=1: m.group(i) if m else "-"
-    rows.append(f"| {name} | {cell(enc)} | {cell(enc, 2)} | {cell(tok)} | {cell(beam)} | {cell(moved)} | {cell(how)} |")
-print("--- benches (ms)\n| run | encoder / window | best | decoder / token | beam-5 step | beam-5 step after a reorder | encoder ran |\n|---|---|---|---|---|---|---|")
+    rows.append(f"| {name} | {cell(enc)} | {cell(enc, 2)} | {cell(tok)} | {cell(beam)} | {cell(moved)} | {cell(how)} | {cell(steps)} |")
+print("--- benches (ms)\n| run | encoder / window | best | decoder / token | beam-5 step | beam-5 step after a reorder | encoder ran | decoder ran |\n|---|---|---|---|---|---|---|---|")
 print("\n".join(rows))
 # The bar: whisper.cpp's encoder per window on an RTX 5090 with flash attention
 # (large-v2's shapes are large-v3's but for 80 mels), and 0.3 ms per greedy token for tiny

@@ -443,6 +443,9 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
         Ok(t.elapsed() / steps as u32)
     })?;
     println!("decoder / token   {:9.2} ms  (batch 1)", ms(per_token));
+    if let Some(note) = raw.step_note() {
+        println!("  decoder: {note}");
+    }
     if args.encoder_ops {
         print_step_ops(raw, &mut greedy_lists, &prompt, steps)?;
     }

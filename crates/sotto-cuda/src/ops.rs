@@ -111,6 +111,36 @@ impl Stream {
         }
     }
 
+    /// Queues a copy of `bytes` bytes between device memory and page-locked host memory
+    /// ([`Pinned`]), `to` saying which way: queued, and captured as a graph's copy node,
+    /// where a pageable buffer's copy is neither.
+    fn copy_pinned(&self, to: Way, device: u64, host: u64, bytes: usize) -> Result<()> {
+        match self {
+            Stream::Cuda(s) => {
+                use cudarc::driver::result::{memcpy_dtoh_async, memcpy_htod_async};
+                // SAFETY: `host` is a live Pinned allocation of at least `bytes` bytes, which
+                // only queued copies touch until the session synchronizes.
+                let host = unsafe { std::slice::from_raw_parts_mut(host as *mut u8, bytes) };
+                let stream = s.cu_stream();
+                match to {
+                    // SAFETY: `device` is a live buffer of at least `bytes` bytes (as above).
+                    Way::ToDevice => unsafe { memcpy_htod_async(device, host, stream) }
+                        .map_err(driver("cuMemcpyHtoDAsync")),
+                    // SAFETY: as above; the host reads `host` only after a synchronize.
+                    Way::ToHost => unsafe { memcpy_dtoh_async(host, device, stream) }
+                        .map_err(driver("cuMemcpyDtoHAsync")),
+                }
+            }
+            Stream::Host(_) => {
+                let (dst, src) = to.dst_src(device, host);
+                // SAFETY: both are live host allocations of at least `bytes` bytes (the
+                // "device" one is a host Buf), and distinct.
+                unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, bytes) };
+                Ok(())
+            }
+        }
+    }
+
     /// Waits for the stream and copies `out.len()` values from `src`.
     fn download<T: DeviceRepr>(&self, src: u64, out: &mut [T]) -> Result<()> {
         match self {
@@ -129,6 +159,97 @@ impl Stream {
                 Ok(())
             }
         }
+    }
+}
+
+/// Which way a copy between device and page-locked host memory goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Way {
+    ToDevice,
+    ToHost,
+}
+
+impl Way {
+    /// (destination, source) of a copy between `device` and `host` addresses.
+    fn dst_src(self, device: u64, host: u64) -> (u64, u64) {
+        match self {
+            Way::ToDevice => (device, host),
+            Way::ToHost => (host, device),
+        }
+    }
+}
+
+/// Page-locked host memory, which copies to and from the device read and write directly:
+/// they are queued without a staging copy, and a graph can capture them. Host memory where
+/// a [`HostDevice`] stands in. Freed when dropped (the session synchronizes first).
+pub(crate) struct Pinned<T> {
+    _mem: PinnedBacking<T>,
+    addr: u64,
+    len: usize,
+}
+
+// Held only to own (and on drop free) the memory that `Pinned::addr` addresses.
+#[allow(dead_code)]
+enum PinnedBacking<T> {
+    Cuda(cudarc::driver::PinnedHostSlice<T>),
+    Host(Vec<T>),
+}
+
+impl<T: DeviceRepr + ValidAsZeroBits + Default + Clone> Pinned<T> {
+    /// `n` zeroed elements (at least one: cuMemHostAlloc refuses 0 bytes).
+    pub fn zeros(stream: &Stream, n: usize) -> Result<Self> {
+        let n = n.max(1);
+        let (mem, addr) = match stream {
+            Stream::Cuda(s) => {
+                // Flags 0: cached memory, not cudarc's default write-combined, which the
+                // host reads back uncached.
+                // SAFETY: the memory is zeroed below before anything reads it.
+                let mut mem = unsafe { s.context().alloc_pinned_with_flags::<T>(n, 0) }
+                    .map_err(driver("cuMemHostAlloc"))?;
+                let ptr = mem.as_mut_ptr().map_err(driver("cuMemHostAlloc"))?;
+                // SAFETY: `ptr` holds n elements of T, for which zero bits are valid.
+                unsafe { std::ptr::write_bytes(ptr, 0, n) };
+                (PinnedBacking::Cuda(mem), ptr as u64)
+            }
+            Stream::Host(_) => {
+                let mut v = vec![T::default(); n];
+                let addr = v.as_mut_ptr() as u64;
+                (PinnedBacking::Host(v), addr)
+            }
+        };
+        Ok(Pinned {
+            _mem: mem,
+            addr,
+            len: n,
+        })
+    }
+
+    /// Makes room for `n` elements (contents are not kept).
+    pub fn ensure(&mut self, stream: &Stream, n: usize) -> Result<()> {
+        if self.len < n {
+            *self = Self::zeros(stream, n)?;
+        }
+        Ok(())
+    }
+
+    /// The host address, which a copy on the stream takes.
+    pub fn addr(&self) -> u64 {
+        self.addr
+    }
+
+    /// The first `n` elements. Read them only when no queued copy writes them (after the
+    /// stream synchronized).
+    pub fn head(&self, n: usize) -> &[T] {
+        assert!(n <= self.len, "{n} pinned elements of {}", self.len);
+        // SAFETY: `addr` holds `len` initialized elements owned by `_mem`, borrowed here.
+        unsafe { std::slice::from_raw_parts(self.addr as *const T, n) }
+    }
+
+    /// The first `n` elements, to write. Write them only when no queued copy reads them.
+    pub fn head_mut(&mut self, n: usize) -> &mut [T] {
+        assert!(n <= self.len, "{n} pinned elements of {}", self.len);
+        // SAFETY: as in `head`, borrowed mutably through `&mut self`.
+        unsafe { std::slice::from_raw_parts_mut(self.addr as *mut T, n) }
     }
 }
 
@@ -417,8 +538,9 @@ pub(crate) fn replay(device: &dyn HostDevice, ops: &[HostOp]) -> Result<()> {
         match op {
             HostOp::Launch { name, cfg, args } => host_launch(device, name, *cfg, args)?,
             &HostOp::Copy { dst, src, bytes } => {
-                // SAFETY: recorded from Dev::copy_f32 on live buffers of the session, which
-                // discards its graphs when any buffer they address is reallocated.
+                // SAFETY: recorded from Dev::copy_f32 or Dev::copy_pinned on live buffers of
+                // the session, which discards its graphs when any buffer they address is
+                // reallocated.
                 unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, bytes) }
             }
             HostOp::Gemm {
@@ -1734,6 +1856,22 @@ impl Dev<'_> {
             return Ok(());
         }
         self.stream.copy(dst, src, n * 4)
+    }
+
+    /// Queues a copy of `n` values of `T` between device memory at `device` and
+    /// page-locked host memory at `host` ([`Pinned::addr`]); in a graph being captured, a
+    /// copy node.
+    pub fn copy_pinned<T>(&self, to: Way, device: u64, host: u64, n: usize) -> Result<()> {
+        let bytes = n * std::mem::size_of::<T>();
+        if bytes == 0 {
+            return Ok(());
+        }
+        if let Some(rec) = self.record {
+            let (dst, src) = to.dst_src(device, host);
+            rec.borrow_mut().push(HostOp::Copy { dst, src, bytes });
+            return Ok(());
+        }
+        self.stream.copy_pinned(to, device, host, bytes)
     }
 
     /// Copies host values into device memory at `dst` (queued; `x` must outlive the copy,

@@ -9,7 +9,7 @@ use std::time::Duration;
 use cudarc::cublas::CudaBlas;
 use sotto_model::{check_align_input, check_decode_input};
 
-use crate::ops::{self, Buf, Dev, DevLinear, HostOp, Mark, Normed, Precision, Stream};
+use crate::ops::{self, Buf, Dev, DevLinear, HostOp, Mark, Normed, Pinned, Precision, Stream, Way};
 use crate::whisper::{DevBlock, CROSS_GROUP};
 use crate::{driver, guard, kernels, CudaError, CudaWhisper, Result};
 use crate::{launch, plan};
@@ -35,8 +35,9 @@ struct EncBuffers {
 
 /// Decoder activations of one step, grown to the largest step seen.
 struct DecBuffers {
-    /// The step's inputs, uploaded in one copy: the first position (the cache length), as
-    /// the kernels read it, then m token ids (m = batch · new tokens). Shape: [1 + m]
+    /// The step's inputs, copied in from [`Staging::input`] at once: the first position (the
+    /// cache length), as the kernels read it, then m token ids (m = batch · new tokens).
+    /// Shape: [1 + m]
     input: Buf<u32>,
     /// Shape: [m, d] each.
     x: Buf<f32>,
@@ -81,6 +82,24 @@ struct DevShortlists {
     bitmap: Buf<u32>,
     scratch: Buf<f32>,
     out: Buf<f32>,
+}
+
+/// A step's page-locked host side: its input ([`DecBuffers::input`]'s) staged for the copy
+/// in, and its output (whole rows or records) as the copy out leaves it. Copies from and to
+/// page-locked memory are queued without a staging copy, and a step graph captures them,
+/// so a graphed step is one launch and one synchronize.
+struct Staging {
+    input: Pinned<u32>,
+    out: Pinned<f32>,
+}
+
+/// Which step a captured graph runs: one token for each of `batch` sequences, every row's
+/// logits downloaded whole (`list` None) or reduced to records of (text_end, top, pinned
+/// ids).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct StepKey {
+    batch: usize,
+    list: Option<(usize, usize, usize)>,
 }
 
 /// Where a decoder pass's logits go: whole to the host, or reduced to shortlist records.
@@ -160,8 +179,11 @@ pub struct CudaSession {
     kv: DevKv,
     dec: DecBuffers,
     lists: DevShortlists,
-    /// Captured one-token steps by batch size (see [`CudaSession::decode_batch`]).
-    graphs: HashMap<usize, CapturedGraph>,
+    staging: Staging,
+    /// Captured one-token steps by batch size and output (see [`CudaSession::decode_batch`]),
+    /// and why capturing one failed, if it did: steps then launch directly.
+    graphs: HashMap<StepKey, CapturedGraph>,
+    step_graph_off: Option<String>,
     /// The encoder as a captured graph, the encodes so far, whether the last one replayed
     /// the graph, and why capturing failed, if it did ([`CudaSession::encoder_graphed`]).
     enc_graph: Option<CapturedGraph>,
@@ -299,7 +321,12 @@ impl CudaSession {
                     scratch: z(0)?,
                     out: z(0)?,
                 },
+                staging: Staging {
+                    input: Pinned::zeros(&stream, 0)?,
+                    out: Pinned::zeros(&stream, 0)?,
+                },
                 graphs: HashMap::new(),
+                step_graph_off: None,
                 enc_graph: None,
                 encodes: 0,
                 graphed_encode: false,
@@ -737,7 +764,12 @@ impl CudaSession {
         self.kv.len
     }
 
-    /// Decoder-step graphs this session holds (one per batch size in use; see
+    /// Why decoder steps launch directly, when capturing a step graph failed.
+    pub fn step_graph_error(&self) -> Option<&str> {
+        self.step_graph_off.as_deref()
+    }
+
+    /// Decoder-step graphs this session holds (one per batch size and output in use; see
     /// [`CudaSession::decode_batch`]).
     pub fn step_graphs(&self) -> usize {
         self.graphs.len()
@@ -1060,9 +1092,12 @@ impl CudaSession {
     /// index the flattened [batch · n_new] rows whose logits are written. Inputs checked.
     ///
     /// A step of one token per sequence with every row's logits (greedy and beam steps) at
-    /// F16 precision runs as a graph captured on its first use for that batch size: its
-    /// inputs (position, tokens) are uploaded to one fixed buffer, so one capture serves every
-    /// step. `SOTTO_CUDA_GRAPHS=0` turns graphs off.
+    /// F16 precision runs as a graph captured on its first use for that batch size and
+    /// output: the copy of its inputs (position, tokens) in from [`Staging::input`], the
+    /// decoder, the rows' reduction to records if asked, and the copy out to
+    /// [`Staging::out`], so one capture serves every step and a step is one launch and one
+    /// synchronize. `SOTTO_CUDA_GRAPHS=0` turns graphs off; a capture that fails does too,
+    /// for this session ([`CudaSession::step_graph_error`]).
     fn forward(
         &mut self,
         tokens: &[u32],
@@ -1074,76 +1109,124 @@ impl CudaSession {
         guard("decode", || {
             self.bind()?;
             self.size_step(tokens.len(), rows.len())?;
-            if let Out::Records(list, _) = &out {
-                self.size_shortlists(rows.len(), *list)?;
-            }
+            let (list, dst) = match out {
+                Out::Full(logits) => (None, logits),
+                Out::Records(list, records) => {
+                    self.size_shortlists(rows.len(), list)?;
+                    (Some(list), records)
+                }
+            };
+            let st = &mut self.staging;
+            st.input.ensure(&self.stream, 1 + tokens.len())?;
+            st.out.ensure(&self.stream, dst.len())?;
+            // Every step ends synchronized (an error too, below): no queued copy reads this.
+            let input = st.input.head_mut(1 + tokens.len());
+            input[0] = self.kv.len as u32;
+            input[1..].copy_from_slice(tokens);
+            let key = StepKey {
+                batch,
+                list: list.map(|l| (l.text_end, l.top, l.pinned.len())),
+            };
             let graphable = n_new == 1
                 && batch <= kernels::MMV_ROWS
                 && rows.iter().copied().eq(0..batch)
                 && self.model.precision() == Precision::F16
                 && !self.keep_step_laps
+                && self.step_graph_off.is_none()
                 && graphs_enabled();
             let mut graphs = std::mem::take(&mut self.graphs);
-            let run = || {
-                let input = step_input(self.kv.len as u32, tokens);
-                let dev = self.dev();
-                dev.upload_to(self.dec.input.ptr(), &input)?;
+            let mut capture_err = None;
+            let mut run = || {
                 let mut laps = Laps::start(&self.stream, self.keep_step_laps)?;
-                match graphable {
-                    true => self.run_graph(&mut graphs, batch)?,
-                    false => {
-                        let pass = Pass::Step { batch };
-                        self.decoder_body(&dev, tokens.len(), rows, pass, &mut laps)?
-                    }
+                let graphed = graphable
+                    && match self.capture_step(&mut graphs, key, rows.len(), list) {
+                        Ok(()) => true,
+                        Err(e) => {
+                            capture_err = Some(e.to_string());
+                            false
+                        }
+                    };
+                if graphed {
+                    self.launch_graph(&graphs[&key].graph)?;
+                } else {
+                    let m = tokens.len();
+                    self.step_body(&self.dev(), m, rows, batch, list, &mut laps)?;
                 }
-                // `input` stays borrowed until this synchronizes.
-                match out {
-                    Out::Full(logits) => dev.download(self.dec.logits.ptr(), logits)?,
-                    Out::Records(list, records) => {
-                        let (l, h) = (&self.lists, self.model.hparams());
-                        dev.shortlist(
-                            self.dec.logits.ptr(),
-                            rows.len(),
-                            h.n_vocab,
-                            list.text_end,
-                            list.top,
-                            l.pinned.ptr(),
-                            list.pinned.len(),
-                            if list.pinned.is_empty() {
-                                0
-                            } else {
-                                l.bitmap.ptr()
-                            },
-                            l.scratch.ptr(),
-                            l.out.ptr(),
-                        )?;
-                        laps.lap("shortlist")?;
-                        dev.download(l.out.ptr(), records)?;
-                    }
-                }
-                laps.lap("download")?;
+                self.stream.synchronize()?;
                 laps.finish()
             };
             let r = run();
+            if r.is_err() {
+                // Whatever was queued finishes before the staging buffers are touched again.
+                let _ = self.stream.synchronize();
+            }
             self.graphs = graphs;
+            if let Some(e) = capture_err {
+                self.step_graph_off = Some(e);
+            }
             self.step_laps = r?;
+            dst.copy_from_slice(self.staging.out.head(dst.len()));
             Ok(())
         })?;
         self.kv.len += n_new;
         Ok(())
     }
 
-    /// Every device address a step reads or writes: a graph captured with other
+    /// A step from [`Staging::input`] to [`Staging::out`]: the copy in, the decoder for
+    /// `m` token rows of `batch` sequences, the reduction of `rows` to records of `list`
+    /// (or the whole rows), and the copy out. Sized and staged by [`CudaSession::forward`].
+    fn step_body(
+        &self,
+        dev: &Dev<'_>,
+        m: usize,
+        rows: &[usize],
+        batch: usize,
+        list: Option<ShortlistOf<'_>>,
+        laps: &mut Laps<'_>,
+    ) -> Result<()> {
+        let (b, h, st) = (&self.dec, self.model.hparams(), &self.staging);
+        dev.copy_pinned::<u32>(Way::ToDevice, b.input.ptr(), st.input.addr(), 1 + m)?;
+        self.decoder_body(dev, m, rows, Pass::Step { batch }, laps)?;
+        let (src, n) = match list {
+            None => (b.logits.ptr(), rows.len() * h.n_vocab),
+            Some(list) => {
+                let l = &self.lists;
+                let bitmap = match list.pinned.is_empty() {
+                    true => 0,
+                    false => l.bitmap.ptr(),
+                };
+                let (n_vocab, te, top, n_pinned) =
+                    (h.n_vocab, list.text_end, list.top, list.pinned.len());
+                let (scratch, out) = (l.scratch.ptr(), l.out.ptr());
+                #[rustfmt::skip]
+                dev.shortlist(b.logits.ptr(), rows.len(), n_vocab, te, top, l.pinned.ptr(),
+                    n_pinned, bitmap, scratch, out)?;
+                laps.lap("shortlist")?;
+                let record = launch::shortlist_record_len(n_vocab, te, top, n_pinned);
+                (out, rows.len() * record)
+            }
+        };
+        dev.copy_pinned::<f32>(Way::ToHost, src, st.out.addr(), n)?;
+        laps.lap("download")
+    }
+
+    /// Every address the step of `key` reads or writes: a graph captured with other
     /// addresses is stale.
-    fn layout(&self) -> Vec<u64> {
+    fn layout(&self, key: StepKey) -> Vec<u64> {
         let b = &self.dec;
         let bufs = [
             &b.x, &b.h, &b.q, &b.k, &b.v, &b.att, &b.mlp, &b.sel, &b.normed, &b.logits,
         ];
         let kv =
             (self.kv.k.iter().chain(&self.kv.v)).chain(self.cross_k.iter().chain(&self.cross_v));
+        let (l, st) = (&self.lists, &self.staging);
+        // A graph of whole rows reads no shortlist buffer: their growth leaves it be.
+        let lists =
+            (key.list).map(|_| [l.scratch.ptr(), l.out.ptr(), l.pinned.ptr(), l.bitmap.ptr()]);
         (bufs.into_iter().chain(kv).map(|b| b.ptr()))
             .chain([b.input.ptr(), self.half.ptr(), self.wq.ptr()])
+            .chain([st.input.addr(), st.out.addr()])
+            .chain(lists.into_iter().flatten())
             .chain([
                 b.part.ptr(),
                 b.part.len() as u64,
@@ -1156,20 +1239,26 @@ impl CudaSession {
             .collect()
     }
 
-    /// Launches the step graph of `batch` one-token sequences, capturing it first when
-    /// there is none for the current buffers.
-    fn run_graph(&self, graphs: &mut HashMap<usize, CapturedGraph>, batch: usize) -> Result<()> {
-        let layout = self.layout();
-        if graphs.get(&batch).is_none_or(|g| g.layout != layout) {
-            graphs.remove(&batch);
-            let rows: Vec<usize> = (0..batch).collect();
+    /// Captures the step graph of `key` (its logit rows are `0..rows`) into `graphs`, unless
+    /// one for the current buffers is there.
+    fn capture_step(
+        &self,
+        graphs: &mut HashMap<StepKey, CapturedGraph>,
+        key: StepKey,
+        rows: usize,
+        list: Option<ShortlistOf<'_>>,
+    ) -> Result<()> {
+        let layout = self.layout(key);
+        if graphs.get(&key).is_none_or(|g| g.layout != layout) {
+            graphs.remove(&key);
+            let rows: Vec<usize> = (0..rows).collect();
             let graph = self.capture_with(|dev| {
                 let mut off = Laps::start(&self.stream, false)?;
-                self.decoder_body(dev, batch, &rows, Pass::Step { batch }, &mut off)
+                self.step_body(dev, key.batch, &rows, key.batch, list, &mut off)
             })?;
-            graphs.insert(batch, CapturedGraph { layout, graph });
+            graphs.insert(key, CapturedGraph { layout, graph });
         }
-        self.launch_graph(&graphs[&batch].graph)
+        Ok(())
     }
 
     fn launch_graph(&self, graph: &Graph) -> Result<()> {

@@ -454,7 +454,7 @@ fn check_against(
     assert_eq!((gpu.batch(), gpu.text_len()), (cpu.batch(), cpu.text_len()));
     // The reduction reads logits, whatever made them: once per model, at f16.
     if p == Precision::F16 && !f.tensors.values().any(|t| t.dtype.is_quantized()) {
-        check_shortlists(&mut gpu, &prompt, nv);
+        check_shortlists(&mut gpu, &prompt, nv, graphs);
     }
     tol.same.get()
 }
@@ -462,7 +462,7 @@ fn check_against(
 /// Steps whose rows the GPU reduces to shortlist records equal the host's reduction of the
 /// same steps' whole rows (`sotto_decode::Shortlists::reduce`): the prompt's rows, a greedy
 /// step, and a batch after a reorder, each run twice from a reset.
-fn check_shortlists(gpu: &mut CudaSession, prompt: &[u32], nv: usize) {
+fn check_shortlists(gpu: &mut CudaSession, prompt: &[u32], nv: usize, graphs: bool) {
     use sotto_cuda::ShortlistOf;
     use sotto_decode::{ShortlistSpec, Shortlists};
     let text_end = nv - 20;
@@ -475,6 +475,7 @@ fn check_shortlists(gpu: &mut CudaSession, prompt: &[u32], nv: usize) {
             pinned,
         };
         let mut host = Shortlists::new(spec.clone());
+        let graphs_before = gpu.step_graphs();
         let mut records = vec![0f32; 3 * spec.record_len()];
         let compare = |what: &str, host: &Shortlists, got: &[f32]| {
             let want = host.records();
@@ -512,6 +513,11 @@ fn check_shortlists(gpu: &mut CudaSession, prompt: &[u32], nv: usize) {
         gpu.decode_batch_shortlists(&[4, 5, 6], 3, list, &mut records)
             .unwrap();
         compare("batch of 3", &host, &records);
+        // Its greedy step and its batch of 3 each replayed a graph of their own, which
+        // reduces and downloads the records, beside the graphs of whole rows.
+        let want = graphs_before + 2 * usize::from(graphs);
+        assert_eq!(gpu.step_graphs(), want, "record graphs, top {top}");
+        assert_eq!(gpu.step_graph_error(), None);
     }
     // Bad requests fail before anything runs: the session is unchanged.
     let len = gpu.text_len();

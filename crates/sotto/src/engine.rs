@@ -116,6 +116,11 @@ pub trait Forward: Send {
     fn encoder_note(&self) -> Option<String> {
         None
     }
+    /// How decoder steps run, where the device has more than one way (the GPU's captured
+    /// step graphs or direct launches).
+    fn step_note(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Implements [`Forward`]'s common part, alignment included, by calling the session's
@@ -288,6 +293,14 @@ impl Forward for sotto_cuda::CudaSession {
             (true, _) => format!("{how}; kernels as programmatic dependent launches"),
             (false, Some(e)) => format!("{how}; programmatic dependent launch failed: {e}"),
             (false, None) => how,
+        })
+    }
+
+    fn step_note(&self) -> Option<String> {
+        Some(match (self.step_graphs(), self.step_graph_error()) {
+            (_, Some(e)) => format!("direct launches (capturing a step graph failed: {e})"),
+            (0, None) => "direct launches".into(),
+            (n, None) => format!("{n} captured step graphs (copies in and out included)"),
         })
     }
 }
