@@ -419,13 +419,14 @@ if [[ -x "$SOTTO" ]]; then
     bench_random tiny
     bench_random base
     # Without the rows reduced on the GPU (greedy and beam steps download whole rows for
-    # the host to reduce), without the fused launches (the encoder's, and a decoder step's norms in its
+    # the host to reduce), with a step's copies in and out queued around its graph instead
+    # of inside it, without the fused launches (the encoder's, and a decoder step's norms in its
     # products and merges in its split attention), without programmatic dependent launch,
     # without split attention (decoder steps), without CUDA graphs, and with cuBLAS's
     # products or the other kernels in place of the tensor-core attention (encoder; the
     # default where the GPU has it): what each gains, at the bar's sizes, the decoder's
     # first. The other attention paths must still read jfk as the CPU does.
-    for var in SOTTO_CUDA_SHORTLIST=0 SOTTO_CUDA_FUSE=0 SOTTO_CUDA_PDL=0 SOTTO_CUDA_SPLIT=0 \
+    for var in SOTTO_CUDA_SHORTLIST=0 SOTTO_CUDA_GRAPH_COPIES=0 SOTTO_CUDA_FUSE=0 SOTTO_CUDA_PDL=0 SOTTO_CUDA_SPLIT=0 \
         SOTTO_CUDA_GRAPHS=0 SOTTO_CUDA_ATTENTION=blas SOTTO_CUDA_ATTENTION=flash SOTTO_CUDA_ATTENTION=rows; do
         bench_random tiny "$var"
         bench_random base "$var"

@@ -93,6 +93,19 @@ struct Staging {
     out: Pinned<f32>,
 }
 
+/// What a session's step graphs hold. A capture that fails goes one line down, for the
+/// session's life, with the reason: a driver that refuses the copies in a graph still gets
+/// the kernels in one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum StepGraphs {
+    /// The copy in, the kernels and the copy out.
+    Whole,
+    /// The kernels, the copies queued around the launch (why, if a capture failed).
+    Kernels(Option<String>),
+    /// None: steps launch directly (why).
+    Off(String),
+}
+
 /// Which step a captured graph runs: one token for each of `batch` sequences, every row's
 /// logits downloaded whole (`list` None) or reduced to records of (text_end, top, pinned
 /// ids).
@@ -181,9 +194,9 @@ pub struct CudaSession {
     lists: DevShortlists,
     staging: Staging,
     /// Captured one-token steps by batch size and output (see [`CudaSession::decode_batch`]),
-    /// and why capturing one failed, if it did: steps then launch directly.
+    /// and what they hold.
     graphs: HashMap<StepKey, CapturedGraph>,
-    step_graph_off: Option<String>,
+    step_graphs: StepGraphs,
     /// The encoder as a captured graph, the encodes so far, whether the last one replayed
     /// the graph, and why capturing failed, if it did ([`CudaSession::encoder_graphed`]).
     enc_graph: Option<CapturedGraph>,
@@ -326,7 +339,10 @@ impl CudaSession {
                     out: Pinned::zeros(&stream, 0)?,
                 },
                 graphs: HashMap::new(),
-                step_graph_off: None,
+                step_graphs: match switch_from_env("SOTTO_CUDA_GRAPH_COPIES")? {
+                    true => StepGraphs::Whole,
+                    false => StepGraphs::Kernels(None),
+                },
                 enc_graph: None,
                 encodes: 0,
                 graphed_encode: false,
@@ -764,9 +780,28 @@ impl CudaSession {
         self.kv.len
     }
 
-    /// Why decoder steps launch directly, when capturing a step graph failed.
+    /// Why decoder steps' graphs leave out their copies, or why steps launch directly, when
+    /// capturing a step graph failed.
     pub fn step_graph_error(&self) -> Option<&str> {
-        self.step_graph_off.as_deref()
+        match &self.step_graphs {
+            StepGraphs::Whole | StepGraphs::Kernels(None) => None,
+            StepGraphs::Kernels(Some(e)) | StepGraphs::Off(e) => Some(e),
+        }
+    }
+
+    /// Whether step graphs hold the copies of the step's input and output (the default;
+    /// `SOTTO_CUDA_GRAPH_COPIES=0`, or `false` here, queues them around the graph's launch).
+    pub fn step_graph_copies(&self) -> bool {
+        self.step_graphs == StepGraphs::Whole
+    }
+
+    /// Sets [`CudaSession::step_graph_copies`]; the step graphs are captured again.
+    pub fn set_step_graph_copies(&mut self, on: bool) {
+        self.graphs.clear();
+        self.step_graphs = match on {
+            true => StepGraphs::Whole,
+            false => StepGraphs::Kernels(None),
+        };
     }
 
     /// Decoder-step graphs this session holds (one per batch size and output in use; see
@@ -1132,25 +1167,29 @@ impl CudaSession {
                 && rows.iter().copied().eq(0..batch)
                 && self.model.precision() == Precision::F16
                 && !self.keep_step_laps
-                && self.step_graph_off.is_none()
+                && !matches!(self.step_graphs, StepGraphs::Off(_))
                 && graphs_enabled();
             let mut graphs = std::mem::take(&mut self.graphs);
-            let mut capture_err = None;
+            let mut how = self.step_graphs.clone();
             let mut run = || {
                 let mut laps = Laps::start(&self.stream, self.keep_step_laps)?;
-                let graphed = graphable
-                    && match self.capture_step(&mut graphs, key, rows.len(), list) {
-                        Ok(()) => true,
-                        Err(e) => {
-                            capture_err = Some(e.to_string());
-                            false
-                        }
-                    };
-                if graphed {
-                    self.launch_graph(&graphs[&key].graph)?;
-                } else {
-                    let m = tokens.len();
-                    self.step_body(&self.dev(), m, rows, batch, list, &mut laps)?;
+                let dev = self.dev();
+                if graphable {
+                    how = self.capture_step(&mut graphs, key, rows.len(), list, how.clone());
+                }
+                match &how {
+                    StepGraphs::Whole if graphable => self.launch_graph(&graphs[&key].graph)?,
+                    StepGraphs::Kernels(_) if graphable => {
+                        self.copy_in(&dev, tokens.len())?;
+                        self.launch_graph(&graphs[&key].graph)?;
+                        self.copy_out(&dev, rows.len(), list)?;
+                    }
+                    _ => {
+                        self.copy_in(&dev, tokens.len())?;
+                        self.step_kernels(&dev, tokens.len(), rows, batch, list, &mut laps)?;
+                        self.copy_out(&dev, rows.len(), list)?;
+                        laps.lap("download")?;
+                    }
                 }
                 self.stream.synchronize()?;
                 laps.finish()
@@ -1161,9 +1200,7 @@ impl CudaSession {
                 let _ = self.stream.synchronize();
             }
             self.graphs = graphs;
-            if let Some(e) = capture_err {
-                self.step_graph_off = Some(e);
-            }
+            self.step_graphs = how;
             self.step_laps = r?;
             dst.copy_from_slice(self.staging.out.head(dst.len()));
             Ok(())
@@ -1172,10 +1209,30 @@ impl CudaSession {
         Ok(())
     }
 
-    /// A step from [`Staging::input`] to [`Staging::out`]: the copy in, the decoder for
-    /// `m` token rows of `batch` sequences, the reduction of `rows` to records of `list`
-    /// (or the whole rows), and the copy out. Sized and staged by [`CudaSession::forward`].
-    fn step_body(
+    /// Queues the copy of a step's input, `m` tokens, in from [`Staging::input`].
+    fn copy_in(&self, dev: &Dev<'_>, m: usize) -> Result<()> {
+        let (b, st) = (&self.dec, &self.staging);
+        dev.copy_pinned::<u32>(Way::ToDevice, b.input.ptr(), st.input.addr(), 1 + m)
+    }
+
+    /// Queues the copy of a step's `rows` logit rows, or their records of `list`, out to
+    /// [`Staging::out`].
+    fn copy_out(&self, dev: &Dev<'_>, rows: usize, list: Option<ShortlistOf<'_>>) -> Result<()> {
+        let (h, st) = (self.model.hparams(), &self.staging);
+        let (src, n) = match list {
+            None => (self.dec.logits.ptr(), rows * h.n_vocab),
+            Some(l) => {
+                let record =
+                    launch::shortlist_record_len(h.n_vocab, l.text_end, l.top, l.pinned.len());
+                (self.lists.out.ptr(), rows * record)
+            }
+        };
+        dev.copy_pinned::<f32>(Way::ToHost, src, st.out.addr(), n)
+    }
+
+    /// A step's kernels, from the copied-in input to the logits of `rows` (`m` token rows
+    /// of `batch` sequences), reduced to records of `list` if given.
+    fn step_kernels(
         &self,
         dev: &Dev<'_>,
         m: usize,
@@ -1184,30 +1241,21 @@ impl CudaSession {
         list: Option<ShortlistOf<'_>>,
         laps: &mut Laps<'_>,
     ) -> Result<()> {
-        let (b, h, st) = (&self.dec, self.model.hparams(), &self.staging);
-        dev.copy_pinned::<u32>(Way::ToDevice, b.input.ptr(), st.input.addr(), 1 + m)?;
         self.decoder_body(dev, m, rows, Pass::Step { batch }, laps)?;
-        let (src, n) = match list {
-            None => (b.logits.ptr(), rows.len() * h.n_vocab),
-            Some(list) => {
-                let l = &self.lists;
-                let bitmap = match list.pinned.is_empty() {
-                    true => 0,
-                    false => l.bitmap.ptr(),
-                };
-                let (n_vocab, te, top, n_pinned) =
-                    (h.n_vocab, list.text_end, list.top, list.pinned.len());
-                let (scratch, out) = (l.scratch.ptr(), l.out.ptr());
-                #[rustfmt::skip]
-                dev.shortlist(b.logits.ptr(), rows.len(), n_vocab, te, top, l.pinned.ptr(),
-                    n_pinned, bitmap, scratch, out)?;
-                laps.lap("shortlist")?;
-                let record = launch::shortlist_record_len(n_vocab, te, top, n_pinned);
-                (out, rows.len() * record)
-            }
+        let Some(list) = list else {
+            return Ok(());
         };
-        dev.copy_pinned::<f32>(Way::ToHost, src, st.out.addr(), n)?;
-        laps.lap("download")
+        let (l, h) = (&self.lists, self.model.hparams());
+        let bitmap = match list.pinned.is_empty() {
+            true => 0,
+            false => l.bitmap.ptr(),
+        };
+        let (n_vocab, te, top, n_pinned) = (h.n_vocab, list.text_end, list.top, list.pinned.len());
+        let (logits, scratch, out) = (self.dec.logits.ptr(), l.scratch.ptr(), l.out.ptr());
+        #[rustfmt::skip]
+        dev.shortlist(logits, rows.len(), n_vocab, te, top, l.pinned.ptr(), n_pinned, bitmap,
+            scratch, out)?;
+        laps.lap("shortlist")
     }
 
     /// Every address the step of `key` reads or writes: a graph captured with other
@@ -1239,26 +1287,57 @@ impl CudaSession {
             .collect()
     }
 
-    /// Captures the step graph of `key` (its logit rows are `0..rows`) into `graphs`, unless
-    /// one for the current buffers is there.
+    /// Captures the step graph of `key` (its logit rows are `0..rows`) into `graphs` as
+    /// `how` says, unless one for the current buffers is there; returns what the session's
+    /// step graphs hold after it: a failed capture goes one line down [`StepGraphs`] and
+    /// tries again.
     fn capture_step(
         &self,
         graphs: &mut HashMap<StepKey, CapturedGraph>,
         key: StepKey,
         rows: usize,
         list: Option<ShortlistOf<'_>>,
-    ) -> Result<()> {
+        how: StepGraphs,
+    ) -> StepGraphs {
         let layout = self.layout(key);
-        if graphs.get(&key).is_none_or(|g| g.layout != layout) {
-            graphs.remove(&key);
-            let rows: Vec<usize> = (0..rows).collect();
-            let graph = self.capture_with(|dev| {
-                let mut off = Laps::start(&self.stream, false)?;
-                self.step_body(dev, key.batch, &rows, key.batch, list, &mut off)
-            })?;
-            graphs.insert(key, CapturedGraph { layout, graph });
+        if graphs.get(&key).is_some_and(|g| g.layout == layout) {
+            return how;
         }
-        Ok(())
+        graphs.remove(&key);
+        let rows: Vec<usize> = (0..rows).collect();
+        let copies = how == StepGraphs::Whole;
+        let captured = self.capture_with(|dev| {
+            let mut off = Laps::start(&self.stream, false)?;
+            if copies {
+                self.copy_in(dev, key.batch)?;
+            }
+            self.step_kernels(dev, key.batch, &rows, key.batch, list, &mut off)?;
+            if copies {
+                self.copy_out(dev, rows.len(), list)?;
+            }
+            Ok(())
+        });
+        match (captured, how) {
+            (Ok(graph), how) => {
+                graphs.insert(key, CapturedGraph { layout, graph });
+                how
+            }
+            (Err(e), StepGraphs::Whole) => {
+                let why = format!("a graph with the copies failed to capture: {e}");
+                graphs.clear();
+                self.capture_step(
+                    graphs,
+                    key,
+                    rows.len(),
+                    list,
+                    StepGraphs::Kernels(Some(why)),
+                )
+            }
+            (Err(e), _) => {
+                graphs.clear();
+                StepGraphs::Off(e.to_string())
+            }
+        }
     }
 
     fn launch_graph(&self, graph: &Graph) -> Result<()> {

@@ -467,7 +467,16 @@ fn check_shortlists(gpu: &mut CudaSession, prompt: &[u32], nv: usize, graphs: bo
     use sotto_decode::{ShortlistSpec, Shortlists};
     let text_end = nv - 20;
     let pinned = [1u32, 5, 7, (nv / 3) as u32, (text_end - 1) as u32];
-    for (top, pinned) in [(3, &pinned[..]), (1, &[][..]), (10, &pinned[..2])] {
+    let specs = [(3, &pinned[..]), (1, &[][..]), (10, &pinned[..2])];
+    // Step graphs with their copies inside, then with the copies queued around them.
+    let cases = (specs.iter().map(|&s| (s, true))).chain(specs.iter().map(|&s| (s, false)));
+    for ((top, pinned), copies) in cases {
+        if gpu.step_graph_copies() != copies {
+            gpu.set_step_graph_copies(copies);
+        }
+        // Each records step of one token per sequence replays a graph of its own, beside
+        // the graphs of whole rows.
+        let new_graph = usize::from(graphs);
         let spec = ShortlistSpec::new(nv, text_end, top, pinned);
         let list = ShortlistOf {
             text_end,
@@ -475,7 +484,6 @@ fn check_shortlists(gpu: &mut CudaSession, prompt: &[u32], nv: usize, graphs: bo
             pinned,
         };
         let mut host = Shortlists::new(spec.clone());
-        let graphs_before = gpu.step_graphs();
         let mut records = vec![0f32; 3 * spec.record_len()];
         let compare = |what: &str, host: &Shortlists, got: &[f32]| {
             let want = host.records();
@@ -500,8 +508,11 @@ fn check_shortlists(gpu: &mut CudaSession, prompt: &[u32], nv: usize, graphs: bo
         gpu.reset_text();
         gpu.decode(prompt, &[2], &mut vec![0f32; nv]).unwrap();
         let r = &mut records[..spec.record_len()];
+        let before = gpu.step_graphs();
         gpu.decode_shortlists(&[9], &[0], list, r).unwrap();
         compare("greedy step", &host, r);
+        let want = before + new_graph;
+        assert_eq!(gpu.step_graphs(), want, "a greedy records graph, top {top}");
         // A batch of 3 after a reorder.
         gpu.reorder(&[0, 0, 0]).unwrap();
         gpu.decode_batch(&[4, 5, 6], 3, host.full_rows(3)).unwrap();
@@ -510,15 +521,15 @@ fn check_shortlists(gpu: &mut CudaSession, prompt: &[u32], nv: usize, graphs: bo
         gpu.decode(prompt, &[2], &mut vec![0f32; nv]).unwrap();
         gpu.decode(&[9], &[0], &mut vec![0f32; nv]).unwrap();
         gpu.reorder(&[0, 0, 0]).unwrap();
+        let before = gpu.step_graphs();
         gpu.decode_batch_shortlists(&[4, 5, 6], 3, list, &mut records)
             .unwrap();
         compare("batch of 3", &host, &records);
-        // Its greedy step and its batch of 3 each replayed a graph of their own, which
-        // reduces and downloads the records, beside the graphs of whole rows.
-        let want = graphs_before + 2 * usize::from(graphs);
-        assert_eq!(gpu.step_graphs(), want, "record graphs, top {top}");
+        let want = before + new_graph;
+        assert_eq!(gpu.step_graphs(), want, "a batch records graph, top {top}");
         assert_eq!(gpu.step_graph_error(), None);
     }
+    gpu.set_step_graph_copies(true);
     // Bad requests fail before anything runs: the session is unchanged.
     let len = gpu.text_len();
     let list = |top, pinned| ShortlistOf {

@@ -297,10 +297,15 @@ impl Forward for sotto_cuda::CudaSession {
     }
 
     fn step_note(&self) -> Option<String> {
+        let copies = match self.step_graph_copies() {
+            true => "the copies in and out inside",
+            false => "the copies in and out around them",
+        };
         Some(match (self.step_graphs(), self.step_graph_error()) {
-            (_, Some(e)) => format!("direct launches (capturing a step graph failed: {e})"),
+            (0, Some(e)) => format!("direct launches (capturing a step graph failed: {e})"),
             (0, None) => "direct launches".into(),
-            (n, None) => format!("{n} captured step graphs (copies in and out included)"),
+            (n, None) => format!("{n} captured step graphs, {copies}"),
+            (n, Some(e)) => format!("{n} captured step graphs, {copies} ({e})"),
         })
     }
 }
