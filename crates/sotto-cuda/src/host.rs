@@ -44,6 +44,15 @@ impl From<f32> for KernelArg {
     }
 }
 
+/// What a graph being captured is about to take ([`HostDevice::capture`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Captured {
+    /// A kernel launch.
+    Launch,
+    /// A copy between device memory and page-locked host memory.
+    HostCopy,
+}
+
 /// What a CUDA stream and cuBLAS handle do, done on the host. Calls arrive in stream
 /// order; each completes before it returns.
 pub trait HostDevice: Send + Sync {
@@ -62,6 +71,14 @@ pub trait HostDevice: Send + Sync {
     /// `C[i + j·ldc] = Σ_l A[l + i·lda] · B[l + j·ldb]` (added onto C with `g.accumulate`),
     /// A and B of the precision's type (f16 as bits, or f32), C f32.
     fn gemm(&self, g: &GemmShape, a: u64, b: u64, c: u64, inputs: Precision) -> Result<(), String>;
+
+    /// Whether a graph being captured may take `op`, as a CUDA driver decides for a stream
+    /// in capture mode: an error fails the capture. Every op by default; a device that
+    /// refuses some stands in for a driver that does, so that the fallbacks run.
+    fn capture(&self, op: Captured) -> Result<(), String> {
+        let _ = op;
+        Ok(())
+    }
 
     /// `cublasGemmStridedBatchedEx` over f32 matrices with the shape `g` (see
     /// [`BatchedGemm`]), f32 accumulation.

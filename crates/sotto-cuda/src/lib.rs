@@ -32,7 +32,7 @@ pub use backend::{
     compile, compile_cached, target, CudaBackend, DeviceBuffer, KernelImage, Target,
 };
 pub use half::f16;
-pub use host::{HostDevice, KernelArg};
+pub use host::{Captured, HostDevice, KernelArg};
 pub use ops::{AttentionPath, Precision};
 pub use session::{CudaSession, ShortlistOf};
 pub use sotto_quant::QuantType;

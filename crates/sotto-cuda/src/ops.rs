@@ -17,7 +17,7 @@ use cudarc::driver::{
     LaunchConfig, ValidAsZeroBits,
 };
 
-use crate::host::{HostDevice, KernelArg};
+use crate::host::{Captured, HostDevice, KernelArg};
 use crate::plan::{self, BatchedGemm, GemmShape};
 use crate::{driver, kernels, launch, CudaError, QuantType, Result};
 
@@ -617,6 +617,7 @@ impl Dev<'_> {
     /// Launches kernel `name` with `args`, which list its parameters in order.
     fn run(&self, name: &'static str, cfg: LaunchConfig, args: &[KernelArg]) -> Result<()> {
         if let Some(rec) = self.record {
+            self.may_capture(Captured::Launch)?;
             rec.borrow_mut().push(HostOp::Launch {
                 name,
                 cfg,
@@ -1858,6 +1859,14 @@ impl Dev<'_> {
         self.stream.copy(dst, src, n * 4)
     }
 
+    /// Whether the graph being recorded may take `op` ([`HostDevice::capture`]).
+    fn may_capture(&self, op: Captured) -> Result<()> {
+        match self.stream {
+            Stream::Host(d) => d.capture(op).map_err(host_err("capture")),
+            Stream::Cuda(_) => Ok(()),
+        }
+    }
+
     /// Queues a copy of `n` values of `T` between device memory at `device` and
     /// page-locked host memory at `host` ([`Pinned::addr`]); in a graph being captured, a
     /// copy node.
@@ -1867,6 +1876,7 @@ impl Dev<'_> {
             return Ok(());
         }
         if let Some(rec) = self.record {
+            self.may_capture(Captured::HostCopy)?;
             let (dst, src) = to.dst_src(device, host);
             rec.borrow_mut().push(HostOp::Copy { dst, src, bytes });
             return Ok(());

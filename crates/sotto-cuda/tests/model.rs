@@ -984,3 +984,88 @@ fn synthetic_models_build_on_the_cpu() {
     assert_eq!(argmax(&[0.0, 3.0, -1.0, 3.0]), 1);
     assert!(nmse(&[1.0, 2.0], &[1.0, 2.5]) > 0.0);
 }
+
+/// A driver that refuses a step graph's copies leaves the session's steps on graphs of the
+/// kernels alone, the copies queued around them; one that refuses every capture, on direct
+/// launches (and the encoder off its graph too). Each says why, and gives the same logits
+/// and records, bit for bit, as a session whose captures all succeed.
+#[test]
+fn step_graphs_fall_back_emulated() {
+    use sotto_cuda::{Captured, ShortlistOf};
+    let Some(e) = common::emu::get() else {
+        return;
+    };
+    if std::env::var_os("SOTTO_CUDA_GRAPHS").is_some_and(|v| v == "0") {
+        println!("skipped: SOTTO_CUDA_GRAPHS=0");
+        return;
+    }
+    let f = synthetic(SMALL);
+    let nv = SMALL.n_vocab;
+    let mel = values(SMALL.n_mels * 2 * SMALL.n_audio_ctx, 5, 1.0);
+    let list = ShortlistOf {
+        text_end: nv - 20,
+        top: 3,
+        pinned: &[2, 9],
+    };
+    let record = 2 + 2 * 3 + 2 + 20;
+    let mut first: Option<Vec<f32>> = None;
+    let refusals: [&[Captured]; 3] = [&[], &[Captured::HostCopy], &[Captured::Launch]];
+    for refused in refusals {
+        let dev = common::emu::EmuDevice::new(e, Schedule::Forward).refusing(refused);
+        let model = CudaWhisper::on_host(&f, Precision::F16, Arc::new(dev)).unwrap();
+        let mut s = CudaSession::new(Arc::new(model)).unwrap();
+        // Twice: the second encode is the one a graph would run.
+        s.encode(&mel).unwrap();
+        s.encode(&mel).unwrap();
+        let (mut got, mut out, mut rec) = (Vec::new(), vec![0f32; nv], vec![0f32; record]);
+        s.decode(&[1, 2, 3], &[2], &mut out).unwrap();
+        got.extend(&out);
+        for t in [4u32, 5, 6] {
+            s.decode(&[t], &[0], &mut out).unwrap();
+            s.decode_shortlists(&[t + 10], &[0], list, &mut rec)
+                .unwrap();
+            got.extend(out.iter().chain(&rec));
+        }
+        s.reorder(&[0, 0]).unwrap();
+        let mut two = vec![0f32; 2 * nv];
+        s.decode_batch(&[7, 8], 2, &mut two).unwrap();
+        got.extend(&two);
+        let why = s.step_graph_error().map(str::to_owned);
+        match refused {
+            [] => {
+                assert!(s.step_graph_copies() && why.is_none(), "{why:?}");
+                assert_eq!(s.step_graphs(), 3, "whole rows, records, a batch of 2");
+                assert!(s.encoder_graphed());
+            }
+            [Captured::HostCopy] => {
+                assert!(!s.step_graph_copies());
+                let why = why.expect("a reason");
+                assert!(
+                    why.contains("with the copies") && why.contains("HostCopy"),
+                    "{why}"
+                );
+                assert_eq!(s.step_graphs(), 3);
+                assert!(
+                    s.encoder_graphed(),
+                    "the encoder's graph holds no host copy"
+                );
+            }
+            _ => {
+                let why = why.expect("a reason");
+                assert!(why.contains("Launch"), "{why}");
+                assert_eq!(s.step_graphs(), 0);
+                assert!(!s.encoder_graphed() && s.encoder_graph_error().is_some());
+            }
+        }
+        match &first {
+            None => first = Some(got),
+            Some(want) => {
+                let same = want
+                    .iter()
+                    .zip(&got)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same && want.len() == got.len(), "{refused:?}: other values");
+            }
+        }
+    }
+}

@@ -290,6 +290,8 @@ pub struct EmuDevice {
     emu: &'static Emu,
     schedule: Schedule,
     launches: Mutex<std::collections::BTreeMap<String, usize>>,
+    /// What a graph being captured may not take, as a driver that refuses it would say.
+    refused: Vec<sotto_cuda::Captured>,
 }
 
 impl EmuDevice {
@@ -298,6 +300,15 @@ impl EmuDevice {
             emu,
             schedule,
             launches: Mutex::default(),
+            refused: Vec::new(),
+        }
+    }
+
+    /// This device, failing every capture that takes one of `ops`.
+    pub fn refusing(self, ops: &[sotto_cuda::Captured]) -> Self {
+        EmuDevice {
+            refused: ops.to_vec(),
+            ..self
         }
     }
 
@@ -318,6 +329,13 @@ impl EmuDevice {
 }
 
 impl sotto_cuda::HostDevice for EmuDevice {
+    fn capture(&self, op: sotto_cuda::Captured) -> Result<(), String> {
+        match self.refused.contains(&op) {
+            true => Err(format!("this device refuses {op:?} in a graph")),
+            false => Ok(()),
+        }
+    }
+
     fn launch(
         &self,
         name: &str,
