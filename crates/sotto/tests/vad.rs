@@ -60,8 +60,11 @@ fn speech_only_transcription_keeps_the_original_times() {
     let model = Model::load(&sotto_testdata::model_dir("tiny.en")).unwrap();
     let mut session = model.session(2).unwrap();
     let (_, gap) = clips();
+    // Greedy at temperature 0 only: JFK twice compresses past the 2.4 threshold, and the
+    // fallback's samples (hence their segments) would differ with each CPU's arithmetic.
     let opts = TranscribeOptions {
         beam_size: 1,
+        temperatures: vec![0.0],
         ..TranscribeOptions::default()
     };
     let mut seen = Vec::new();
@@ -78,18 +81,27 @@ fn speech_only_transcription_keeps_the_original_times() {
         "{t:?}"
     );
     assert!((t.duration - 27.0).abs() < 0.01, "{}", t.duration);
-    // The second "And so" starts after the 3 s of silence: at 15 s of the original, not
-    // where it lies in the joined speech (about 12.3 s).
-    let second = t
-        .segments
+    // Segment times are the original audio's: the first starts after the 1 s of silence,
+    // and the last ends past what the joined speech lasts (~4 s of silence removed; the
+    // model's last timestamp may pass the audio's end a little), however the model cut
+    // the segments.
+    let joined = vad
+        .speech(&gap)
+        .unwrap()
         .iter()
-        .skip(1)
-        .find(|s| s.text.trim_start().starts_with("And so"))
-        .expect("a second stretch");
-    assert!((14.5..15.5).contains(&second.start), "{:?}", t.segments);
+        .map(|(a, b)| b - a)
+        .sum::<usize>();
+    let joined = joined as f64 / 16_000.0;
+    let last = t.segments.last().expect("segments");
+    assert!(
+        last.end > joined + 1.5 && last.end < t.duration + 1.0,
+        "joined speech {joined} s: {:?}",
+        t.segments
+    );
     assert!(t.segments[0].start >= 0.9, "{:?}", t.segments);
     assert_eq!(seen, t.segments.iter().map(|s| s.start).collect::<Vec<_>>());
-    // Word times too.
+    // Word times too: the second "And so" starts after the 3 s of silence, at 15 s of the
+    // original, not where it lies in the joined speech (about 12.3 s).
     let words = session
         .transcribe_speech(
             &vad,
@@ -105,7 +117,7 @@ fn speech_only_transcription_keeps_the_original_times() {
         .segments
         .iter()
         .flat_map(|s| &s.words)
-        .filter(|w| w.word.trim() == "And")
+        .filter(|w| w.word.trim().eq_ignore_ascii_case("and"))
         .map(|w| w.start)
         .collect();
     assert_eq!(ask.len(), 2, "{ask:?}");
