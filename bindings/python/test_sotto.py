@@ -252,11 +252,15 @@ class TestVad(unittest.TestCase):
 
     def test_transcribes_speech_only_with_the_audios_times(self):
         with sotto.Model(MODEL, device="cpu") as model, model.session(threads=2) as session:
-            t = session.transcribe(self.gap, beam_size=1, vad_filter=self.vad)
+            # Temperature 0 only: JFK twice passes the compression threshold, and the
+            # fallback's samples (so their segments) differ with each CPU's arithmetic.
+            t = session.transcribe(self.gap, beam_size=1, temperature_increment=0,
+                                   vad_filter=self.vad)
             self.assertEqual(normalise(t.text), JFK + " " + JFK)
             self.assertAlmostEqual(t.duration, 27.0, delta=0.05)
             self.assertGreaterEqual(t.segments[0].start, 0.9)
-            self.assertTrue(any(14.5 < s.start < 15.5 for s in t.segments), t.segments)
+            # The audio's times: the last segment ends past the ~23 s of joined speech.
+            self.assertTrue(24.5 < t.segments[-1].end < 28.0, t.segments)
             with self.assertRaisesRegex(sotto.SottoError, "speech_pad_ms"):
                 session.transcribe(self.gap, vad_filter=self.vad,
                                    vad_parameters={"speech_pad_ms": -1})

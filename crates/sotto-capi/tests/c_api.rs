@@ -298,6 +298,9 @@ fn voice_activity_detection_through_the_c_interface() {
         sotto_model_free(model);
         let mut params = sotto_default_params();
         params.beam_size = 1;
+        // Temperature 0 only: JFK twice passes the compression threshold, and the
+        // fallback's samples (so their segments) differ with each CPU's arithmetic.
+        params.temperature_inc = 0.0;
         params.vad = vad;
         let t = sotto_transcribe(session, gap.as_ptr(), gap.len(), &params);
         assert!(!t.is_null(), "{}", last_error());
@@ -305,14 +308,15 @@ fn voice_activity_detection_through_the_c_interface() {
             normalise(&string(sotto_transcript_text(t)).unwrap()),
             format!("{JFK} {JFK}")
         );
-        let starts: Vec<f64> = (0..sotto_transcript_n_segments(t))
+        let n = sotto_transcript_n_segments(t);
+        let starts: Vec<f64> = (0..n)
             .map(|i| sotto_transcript_segment_start(t, i))
             .collect();
         assert!(starts[0] >= 0.9, "{starts:?}");
-        assert!(
-            starts.iter().any(|s| (14.5..15.5).contains(s)),
-            "{starts:?}"
-        );
+        // The original audio's times: the last segment ends past the ~23 s the joined
+        // speech lasts (the silences removed), however the model cut the segments.
+        let end = sotto_transcript_segment_end(t, n - 1);
+        assert!((24.5..28.0).contains(&end), "{starts:?} ... {end}");
         sotto_transcript_free(t);
         // Batched (params.batch_size): the chunks decoded together, the same words.
         params.batch_size = 4;
