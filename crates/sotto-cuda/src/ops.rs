@@ -85,7 +85,7 @@ impl Stream {
                     .map_err(driver("cuMemcpyDtoDAsync"))
             }
             Stream::Host(_) => {
-                // SAFETY: host "device" addresses of live Bufs, `bytes` long (as above);
+                // SAFETY: host "device" addresses of live Bufs (or Pinned), `bytes` long;
                 // `copy` allows overlap, as cuMemcpy's callers here never need.
                 unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, bytes) };
                 Ok(())
@@ -133,10 +133,7 @@ impl Stream {
             }
             Stream::Host(_) => {
                 let (dst, src) = to.dst_src(device, host);
-                // SAFETY: both are live host allocations of at least `bytes` bytes (the
-                // "device" one is a host Buf), and distinct.
-                unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, bytes) };
-                Ok(())
+                self.copy(dst, src, bytes)
             }
         }
     }

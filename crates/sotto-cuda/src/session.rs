@@ -954,7 +954,8 @@ impl CudaSession {
             let scores = Buf::<f32>::zeros(&self.stream, n_scores)?;
             let dev = self.dev();
             // The sequence's own keys from position 0: the cache is not read.
-            let input = step_input(0, tokens);
+            let mut input = vec![0; 1 + m];
+            write_step_input(&mut input, 0, tokens);
             dev.upload_to(self.dec.input.ptr(), &input)?;
             let pass = Pass::Align {
                 heads,
@@ -1155,9 +1156,8 @@ impl CudaSession {
             st.input.ensure(&self.stream, 1 + tokens.len())?;
             st.out.ensure(&self.stream, dst.len())?;
             // Every step ends synchronized (an error too, below): no queued copy reads this.
-            let input = st.input.head_mut(1 + tokens.len());
-            input[0] = self.kv.len as u32;
-            input[1..].copy_from_slice(tokens);
+            let pos = self.kv.len as u32;
+            write_step_input(st.input.head_mut(1 + tokens.len()), pos, tokens);
             let key = StepKey {
                 batch,
                 list: list.map(|l| (l.text_end, l.top, l.pinned.len())),
@@ -1515,9 +1515,11 @@ enum Pass<'a> {
     },
 }
 
-/// A step's input as [`DecBuffers::input`] holds it: the first position, then the tokens.
-fn step_input(pos: u32, tokens: &[u32]) -> Vec<u32> {
-    std::iter::once(pos).chain(tokens.iter().copied()).collect()
+/// Writes a step's input as [`DecBuffers::input`] holds it into `out` (one longer than
+/// `tokens`): the first position, then the tokens.
+fn write_step_input(out: &mut [u32], pos: u32, tokens: &[u32]) {
+    out[0] = pos;
+    out[1..].copy_from_slice(tokens);
 }
 
 /// The runs of consecutive sequences on one window: (window, sequences).
