@@ -3,7 +3,9 @@
 //! segment times, in the original audio), the same text; and windows decoded together
 //! giving what each gives alone.
 
-use sotto::{Model, Segment, TranscribeOptions, Vad, VadOptions};
+use sotto::{
+    Device, EncoderPrecision, LoadOptions, Model, Segment, TranscribeOptions, Vad, VadOptions,
+};
 
 fn golden(case: &str) -> (String, Vec<(f64, f64, String)>) {
     let all: serde_json::Value = serde_json::from_str(
@@ -55,26 +57,30 @@ fn edits(reference: &str, hypothesis: &str) -> (usize, usize) {
     (prev[h.len()], r.len())
 }
 
-/// Our segments against the golden case: the same count and times (to 10 ms), and the
-/// text within `max_wer` of faster-whisper's (its float32 against our f16 weights).
-fn check(case: &str, got: &sotto::Transcript, max_wer: f64) {
+/// Our segments against the golden case: the same count and times (within `time_tol`
+/// seconds), and the text within `max_wer` of faster-whisper's (its float32 against our f16
+/// weights).
+fn check(case: &str, got: &sotto::Transcript, max_wer: f64, time_tol: f64) {
     let (language, want) = golden(case);
     assert_eq!(got.language, language, "{case}");
     let ours: Vec<(f64, f64, &str)> = (got.segments.iter())
         .map(|s| (s.start, s.end, s.text.as_str()))
         .collect();
     assert_eq!(ours.len(), want.len(), "{case}: {ours:#?}\nwant {want:#?}");
-    let (mut e, mut n) = (0, 0);
+    let (mut e, mut n, mut moved) = (0, 0, 0f64);
     for ((s, t, text), (ws, wt, wtext)) in ours.iter().zip(&want) {
+        moved = moved.max((s - ws).abs()).max((t - wt).abs());
         assert!(
-            (s - ws).abs() < 0.011 && (t - wt).abs() < 0.011,
+            (s - ws).abs() < time_tol && (t - wt).abs() < time_tol,
             "{case}: [{s}, {t}] against [{ws}, {wt}]"
         );
         let (de, dn) = edits(wtext, text);
         (e, n) = (e + de, n + dn);
     }
     let wer = e as f64 / n as f64;
-    eprintln!("{case}: {e} word edits in {n} against faster-whisper's batched transcript");
+    eprintln!(
+        "{case}: {e} word edits in {n}, times within {moved:.2} s of faster-whisper's batched transcript"
+    );
     assert!(
         wer <= max_wer,
         "{case}: WER {wer:.3} against faster-whisper\nours {ours:#?}\nwant {want:#?}"
@@ -87,19 +93,43 @@ fn longform() -> Option<Vec<f32>> {
     Some(sotto::audio::load_16k_mono(path.to_str().unwrap()).unwrap())
 }
 
+/// A timestamp step: times that come from the VAD's chunks, or from the model at the
+/// golden's own arithmetic, match to within it.
+const STEP: f64 = 0.011;
+
+/// How far the model's timestamps may move from f32's at `precision`. bf16 (AVX-512 BF16's
+/// default) and int8 move the logits by up to ~0.1, and some timestamps are near-ties at
+/// f32 (the end at 99.63 s of en10_longform beats the one at 99.71 s by 0.012): such a
+/// timestamp moves by a few steps (bf16 moves two of its ends by 4 and 5). int16 stays
+/// within a few thousandths of f32.
+fn time_tolerance(precision: Option<EncoderPrecision>) -> f64 {
+    match precision {
+        Some(EncoderPrecision::F32 | EncoderPrecision::Int16) => STEP,
+        _ => 0.15,
+    }
+}
+
 #[test]
 fn long_audio_in_batches_matches_faster_whisper_s_batched_pipeline() {
     let Some(audio) = longform() else {
         return;
     };
     let vad = batched_vad();
-    let model = Model::load(&sotto_testdata::model_dir("tiny.en")).unwrap();
-    let mut session = model.session(2).unwrap();
-    for (case, beam, without_ts) in [
-        ("longform", 1, true),
-        ("longform_b5", 5, true),
-        ("longform_ts", 1, false),
+    let dir = sotto_testdata::model_dir("tiny.en");
+    let model = Model::load(&dir).unwrap();
+    // The golden's arithmetic, where the model's timestamps must match to a step.
+    let f32_opts = LoadOptions {
+        encoder: EncoderPrecision::F32,
+        ..LoadOptions::default()
+    };
+    let reference = Model::load_with(&dir, Device::Cpu, f32_opts).unwrap();
+    for (model, case, beam, without_ts) in [
+        (&model, "longform", 1, true),
+        (&model, "longform_b5", 5, true),
+        (&model, "longform_ts", 1, false),
+        (&reference, "longform_ts", 1, false),
     ] {
+        let mut session = model.session(2).unwrap();
         let opts = TranscribeOptions {
             beam_size: beam,
             without_timestamps: without_ts,
@@ -118,7 +148,13 @@ fn long_audio_in_batches_matches_faster_whisper_s_batched_pipeline() {
         );
         assert_eq!(timings.windows, 6, "{case}");
         assert!((t.duration - 150.05).abs() < 0.1, "{case}: {}", t.duration);
-        check(case, &t, 0.02);
+        // Without timestamps, a segment is a VAD chunk: its times are the VAD's.
+        let tol = if without_ts {
+            STEP
+        } else {
+            time_tolerance(model.encoder_precision())
+        };
+        check(case, &t, 0.02, tol);
     }
 }
 
@@ -236,7 +272,7 @@ fn speech_apart_keeps_its_times_and_words_are_timed() {
     let (t, _) = session
         .transcribe_batched(&vad, &gap, &opts, 4, &mut |_| true)
         .unwrap();
-    check("gap", &t, 0.0);
+    check("gap", &t, 0.0, STEP);
     // Word timing on windows decoded together: each word where faster-whisper puts it in
     // the original audio, to a timestamp step.
     let words = TranscribeOptions {
@@ -246,7 +282,7 @@ fn speech_apart_keeps_its_times_and_words_are_timed() {
     let (t, _) = session
         .transcribe_batched(&vad, &gap, &words, 4, &mut |_| true)
         .unwrap();
-    check("gap_words", &t, 0.0);
+    check("gap_words", &t, 0.0, STEP);
     let all: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(sotto_testdata::golden("batched.json")).unwrap(),
     )
@@ -287,7 +323,7 @@ fn the_language_is_detected_on_the_chunks_joined() {
     let (t, _) = session
         .transcribe_batched(&batched_vad(), &audio, &opts, 8, &mut |_| true)
         .unwrap();
-    check("de", &t, 0.0);
+    check("de", &t, 0.0, STEP);
 }
 
 #[test]
