@@ -9,7 +9,7 @@
 use sotto_quant::QuantType;
 
 /// The kernels' entry points, in the order [`SOURCE`] defines them.
-pub const NAMES: [&str; 49] = [
+pub const NAMES: [&str; 48] = [
     "sotto_add_f32",
     "sotto_gelu_f32",
     "sotto_layer_norm",
@@ -50,7 +50,6 @@ pub const NAMES: [&str; 49] = [
     "sotto_embed_q5_1",
     "sotto_embed_q8_0",
     "sotto_kv_write",
-    "sotto_copy_pairs",
     "sotto_shortlist_chunks",
     "sotto_shortlist_merge",
     "sotto_attention",
@@ -1076,22 +1075,6 @@ extern "C" __global__ void sotto_kv_write(const float* src, float* cache, unsign
     cache[(size_t)s * seq_stride + (size_t)p * d + c] = src[i];
 }
 
-// One phase of a KV-cache reorder, every layer's caches in one launch: pair i = blockIdx.y
-// copies n floats from address pairs[2i + 1] to pairs[2i] (no pair of a launch writes what
-// another reads), 16 bytes a thread where both are aligned for it and n is a multiple of 4
-// (always, for Whisper's caches), else a float a thread. The blocks of a pair stride over
-// it, so a small grid takes any length.
-extern "C" __global__ void sotto_copy_pairs(const unsigned long long* pairs, unsigned int n) {
-    sotto_pdl_start();
-    unsigned long long dst = pairs[2 * blockIdx.y], src = pairs[2 * blockIdx.y + 1];
-    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x, step = gridDim.x * blockDim.x;
-    if (((dst | src) & 15u) == 0 && (n & 3u) == 0) {
-        for (; i < n / 4; i += step) ((SottoFloat4*)dst)[i] = ((const SottoFloat4*)src)[i];
-    } else {
-        for (; i < n; i += step) ((float*)dst)[i] = ((const float*)src)[i];
-    }
-}
-
 // A decoder step's logits reduced on the device to a shortlist record per row, so that the
 // host downloads and searches a few thousand words instead of the whole vocabulary. Two
 // launches: sotto_shortlist_chunks reduces chunks of each row's text ids into `part`, then
@@ -1307,11 +1290,23 @@ extern "C" __global__ void sotto_shortlist_merge(const float* logits, unsigned i
     }
 }
 
+// Key (or value) row j of sequence s, from `base` (the head's first column): where a
+// beam search has reordered the batch (`slots` set), in the rows of sequence
+// slots[s·n_keys + j], which wrote it (a reorder moves no cache row: it rewrites the
+// table); else in s's own. Sequences' rows lie seq_stride apart.
+__device__ __forceinline__ const float* sotto_kv_row(const float* base,
+        const unsigned int* slots, unsigned int s, unsigned int j, unsigned int n_keys,
+        unsigned int seq_stride, unsigned int d) {
+    unsigned int from = slots ? slots[(size_t)s * n_keys + j] : s;
+    return base + (size_t)from * seq_stride + (size_t)j * d;
+}
+
 // softmax(q kᵀ · scale + mask) v for one query row and one head per block:
 // blockIdx.x = row r (sequence s = r / n_new, position in step i = r % n_new),
 // blockIdx.y = head h. Keys and values of sequence s start at s·kv_seq_stride (0: every
-// row sees the same keys, as in cross-attention). Causal rows see keys 0..=*q_pos0 + i (at
-// most n_keys, the cache's length), others n_keys. q_pos0 is read only when causal.
+// row sees the same keys, as in cross-attention), or come through `slots`
+// (sotto_kv_row; null: none). Causal rows see keys 0..=*q_pos0 + i (at most n_keys, the
+// cache's length), others n_keys. q_pos0 and slots are read only when causal.
 // A decoder step has few such blocks (rows × heads: 6 for tiny greedy), so each is wide
 // (blockDim ≥ dh, a power of two): a thread scores a key or two, and P·V splits the keys
 // over blockDim / dh groups whose partial sums meet in shared memory, so no thread walks
@@ -1321,7 +1316,7 @@ extern "C" __global__ void sotto_shortlist_merge(const float* logits, unsigned i
 extern "C" __global__ void sotto_attention(const float* q, const float* k, const float* v,
         float* out, unsigned int d, unsigned int dh, unsigned int n_new,
         unsigned int kv_seq_stride, unsigned int n_keys, int causal, const unsigned int* q_pos0,
-        float scale) {
+        const unsigned int* slots, float scale) {
     sotto_pdl_start();
     extern __shared__ float sh[];
     float* sc = sh;
@@ -1331,11 +1326,11 @@ extern "C" __global__ void sotto_attention(const float* q, const float* k, const
     unsigned int nk = causal ? *q_pos0 + i + 1 : n_keys;
     if (nk > n_keys) nk = n_keys;
     const float* qr = q + (size_t)r * d + h * dh;
-    const float* kb = k + (size_t)s * kv_seq_stride + h * dh;
-    const float* vb = v + (size_t)s * kv_seq_stride + h * dh;
+    const unsigned int* table = causal ? slots : 0;
+    const float *kh = k + h * dh, *vh = v + h * dh;
     float m = __int_as_float(0xff800000);
     for (unsigned int j = threadIdx.x; j < nk; j += blockDim.x) {
-        const float* kr = kb + (size_t)j * d;
+        const float* kr = sotto_kv_row(kh, table, s, j, n_keys, kv_seq_stride, d);
         float acc = 0.0f;
         for (unsigned int c = 0; c < dh; ++c) acc += qr[c] * kr[c];
         acc *= scale;
@@ -1355,7 +1350,8 @@ extern "C" __global__ void sotto_attention(const float* q, const float* k, const
     unsigned int groups = blockDim.x / dh, c = threadIdx.x % dh, g = threadIdx.x / dh;
     float acc = 0.0f;
     if (g < groups)
-        for (unsigned int j = g; j < nk; j += groups) acc += sc[j] * vb[(size_t)j * d + c];
+        for (unsigned int j = g; j < nk; j += groups)
+            acc += sc[j] * sotto_kv_row(vh, table, s, j, n_keys, kv_seq_stride, d)[c];
     red[threadIdx.x] = acc;  // sotto_block_sum left `red` free
     __syncthreads();
     if (threadIdx.x < dh) {
@@ -1373,7 +1369,7 @@ extern "C" __global__ void sotto_attention(const float* q, const float* k, const
 // counter per (row, head), zero before the launch), the last of a (row, head)'s blocks to
 // finish merges them itself into `out`, and sets its counter back to zero: one launch.
 // Also a step's causal self-attention over its cache (q_pos0 set; keys kv_seq_stride apart
-// per sequence, as sotto_attention takes them). A step has one query row per beam, so the
+// per sequence, or through `slots`, as sotto_attention takes them). A step has one query row per beam, so the
 // work is a few small blocks per head: latency, not arithmetic, sets its time. Each warp therefore keeps SOTTO_SPLIT_BATCH keys' loads in
 // flight at once (lanes over the head's dims: coalesced rows of k and v) rather than one.
 // Block: SOTTO_SPLIT_BLOCK threads; chunk ≤ SOTTO_SPLIT_KEYS; dh ≤ 128.
@@ -1400,16 +1396,18 @@ __device__ __forceinline__ float sotto_merge_slots(const float* p, unsigned int 
 extern "C" __global__ void sotto_attention_split(const float* q, const float* k,
         const float* v, float* part, unsigned int d, unsigned int dh, unsigned int n_keys,
         unsigned int chunk, float scale, unsigned int kv_seq_stride, unsigned int n_new,
-        const unsigned int* q_pos0, unsigned int* done, float* merged) {
+        const unsigned int* q_pos0, const unsigned int* slots, unsigned int* done,
+        float* merged) {
     __shared__ float sc[SOTTO_SPLIT_KEYS];
     __shared__ float pv[SOTTO_SPLIT_WARPS][128];
     __shared__ float stats[2];
     __shared__ bool last;
     unsigned int r = blockIdx.x, h = blockIdx.y, s = blockIdx.z;
     unsigned int j0 = s * chunk;
-    size_t seq = q_pos0 ? (size_t)(r / n_new) * kv_seq_stride : 0;
-    const float* kb = k + seq + (size_t)j0 * d + h * dh;
-    const float* vb = v + seq + (size_t)j0 * d + h * dh;
+    // Key j of this row's sequence: sotto_kv_row, or every row's key j when shared.
+    unsigned int sq = r / n_new, stride = q_pos0 ? kv_seq_stride : 0;
+    const unsigned int* table = q_pos0 ? slots : 0;
+    const float *kh = k + h * dh, *vh = v + h * dh;
     {
         // The chunk's key and value rows, asked of L2 before waiting for the kernel before
         // (which writes at most the newest self-attention row): a row of dh floats spans
@@ -1419,7 +1417,8 @@ extern "C" __global__ void sotto_attention_split(const float* q, const float* k,
         unsigned int rows = e > j0 ? e - j0 : 0, lines = dh / 32 + 1;
         for (unsigned int i = threadIdx.x; i < 2 * rows * lines; i += blockDim.x) {
             unsigned int row = i / lines, line = i % lines;
-            const float* base = (row < rows ? kb : vb) + (size_t)(row % rows) * d;
+            const float* base = sotto_kv_row(row < rows ? kh : vh, table, sq,
+                j0 + row % rows, n_keys, stride, d);
             size_t first = (size_t)base & ~(size_t)127;
             if (first + (size_t)line * 128 < (size_t)(base + dh))
                 sotto_prefetch_line((const void*)(first + (size_t)line * 128));
@@ -1449,7 +1448,7 @@ extern "C" __global__ void sotto_attention_split(const float* q, const float* k,
         for (int u = 0; u < SOTTO_SPLIT_BATCH; ++u) {
             acc[u] = 0.0f;
             if (jb + u < n) {
-                const float* kr = kb + (size_t)(jb + u) * d;
+                const float* kr = sotto_kv_row(kh, table, sq, j0 + jb + u, n_keys, stride, d);
 #pragma unroll
                 for (int i = 0; i < 4; ++i) {
                     unsigned int c = lane + 32 * i;
@@ -1491,7 +1490,7 @@ extern "C" __global__ void sotto_attention_split(const float* q, const float* k,
     float o[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll 4
     for (unsigned int j = warp; j < n; j += SOTTO_SPLIT_WARPS) {
-        const float* vr = vb + (size_t)j * d;
+        const float* vr = sotto_kv_row(vh, table, sq, j0 + j, n_keys, stride, d);
         float p = sc[j];
 #pragma unroll
         for (int i = 0; i < 4; ++i) {

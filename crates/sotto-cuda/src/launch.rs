@@ -160,32 +160,6 @@ pub fn mul_mat_vec_chunks(
     }))
 }
 
-/// Blocks of [`copy_pairs`] per pair at most: each strides over its pair's groups.
-pub const COPY_PAIR_BLOCKS: u32 = 64;
-
-/// `sotto_copy_pairs` over `n_pairs` pairs of `n` f32: one grid row per pair, a thread per
-/// 4 values across it, up to [`COPY_PAIR_BLOCKS`] blocks. `None` when there is nothing to
-/// copy.
-pub fn copy_pairs(
-    op: &'static str,
-    n_pairs: usize,
-    n: usize,
-) -> Result<Option<cudarc::driver::LaunchConfig>> {
-    if n_pairs > MAX_GRID_Y as usize {
-        return Err(too_big(op, "pair count", n_pairs));
-    }
-    let n = count_u32(op, n)?;
-    if n_pairs == 0 || n == 0 {
-        return Ok(None);
-    }
-    let blocks = n.div_ceil(4).div_ceil(ELEMENTWISE_BLOCK);
-    Ok(Some(cudarc::driver::LaunchConfig {
-        grid_dim: (blocks.min(COPY_PAIR_BLOCKS), n_pairs as u32, 1),
-        block_dim: (ELEMENTWISE_BLOCK, 1, 1),
-        shared_mem_bytes: 0,
-    }))
-}
-
 /// `sotto_shortlist_chunks` blocks a launch aims at: launches of few rows take smaller
 /// chunks so that the launch still covers the GPU (a few blocks per SM of an H200's 132),
 /// while many rows take larger ones, as each block's rounds cost the same whatever its size.
@@ -314,22 +288,6 @@ pub fn shortlist(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn copy_pairs_take_a_grid_row_each_and_stride_long_copies() {
-        assert!(copy_pairs("t", 0, 16).unwrap().is_none());
-        assert!(copy_pairs("t", 3, 0).unwrap().is_none());
-        let c = copy_pairs("t", 5, 100 * 384).unwrap().unwrap();
-        assert_eq!((c.grid_dim, c.block_dim), ((38, 5, 1), (256, 1, 1)));
-        let c = copy_pairs("t", 448, 448 * 1280).unwrap().unwrap();
-        assert_eq!(c.grid_dim, (COPY_PAIR_BLOCKS, 448, 1));
-        let c = copy_pairs("t", 3, 1001).unwrap().unwrap();
-        assert_eq!(c.grid_dim, (1, 3, 1), "a thread per 4 values, rounded up");
-        assert!(
-            copy_pairs("t", 70_000, 4).is_err(),
-            "more pairs than grid rows"
-        );
-    }
 
     #[test]
     fn shortlist_chunks_cover_the_text_ids_and_fill_the_gpu() {

@@ -557,6 +557,14 @@ pub(crate) fn replay(device: &dyn HostDevice, ops: &[HostOp]) -> Result<()> {
     Ok(())
 }
 
+/// A causal attention's device inputs: the first query row's position, and the table of
+/// which sequence's cache rows hold each sequence's keys (`sotto_kv_row`; 0: its own).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Causal {
+    pub q_pos0: u64,
+    pub slots: u64,
+}
+
 /// How attention over keys every query row shares (the encoder's self-attention, the
 /// decoder's cross-attention) runs, for more rows than a decoder step has.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1448,17 +1456,6 @@ impl Dev<'_> {
         )
     }
 
-    /// Copies `n` f32 for each of `n_pairs` (destination, source) address pairs at `pairs`
-    /// (device memory), in one launch; no pair may write what another reads. A KV-cache
-    /// reorder's phase (see [`crate::plan::copy_pairs`]).
-    pub fn copy_pairs(&self, pairs: u64, n_pairs: usize, n: usize) -> Result<()> {
-        let Some(cfg) = launch::copy_pairs("copy_pairs", n_pairs, n)? else {
-            return Ok(());
-        };
-        let n = launch::count_u32("copy_pairs", n)?;
-        self.run("sotto_copy_pairs", cfg, &[pairs.into(), n.into()])
-    }
-
     /// Reduces `rows` rows of `n_vocab` logits at `logits` to shortlist records at `out`
     /// ([`launch::shortlist_record_len`] f32 each): over the text ids below `text_end` that
     /// are not pinned (NaN and -inf left out), the largest (the first in the order below:
@@ -1514,8 +1511,8 @@ impl Dev<'_> {
 
     /// Multi-head attention of `rows` query rows (sequences of `n_new` rows each) over
     /// `n_keys` keys per sequence (`kv_seq_stride` elements apart; 0 when shared). Causal
-    /// with `Some(q_pos0)`, the device address of the first row's position: row i then
-    /// sees keys `..=*q_pos0 + i`, of at most `n_keys`. Shape: q, out [rows, d]
+    /// with `Some(causal)`: row i sees keys `..=*q_pos0 + i`, of at most `n_keys`, read
+    /// through `causal.slots` where set. Shape: q, out [rows, d]
     #[allow(clippy::too_many_arguments)]
     pub fn attention(
         &self,
@@ -1529,7 +1526,7 @@ impl Dev<'_> {
         n_head: usize,
         kv_seq_stride: usize,
         n_keys: usize,
-        causal: Option<u64>,
+        causal: Option<Causal>,
     ) -> Result<()> {
         let dh = d / n_head.max(1);
         let scale = 1.0 / (dh as f32).sqrt();
@@ -1570,7 +1567,7 @@ impl Dev<'_> {
         let cfg = plan::attention(rows, n_head, dh, n_keys)?;
         let u = |v: usize| launch::count_u32("attention", v);
         let (d, dh, n_new, stride, nk) = (u(d)?, u(dh)?, u(n_new)?, u(kv_seq_stride)?, u(n_keys)?);
-        let (is_causal, pos0) = (causal.is_some() as i32, causal.unwrap_or(0));
+        let (is_causal, c) = (causal.is_some() as i32, causal.unwrap_or_default());
         let name = "sotto_attention";
         self.run(
             name,
@@ -1586,7 +1583,8 @@ impl Dev<'_> {
                 stride.into(),
                 nk.into(),
                 is_causal.into(),
-                pos0.into(),
+                c.q_pos0.into(),
+                c.slots.into(),
                 scale.into(),
             ],
         )
@@ -1635,7 +1633,7 @@ impl Dev<'_> {
         dh: usize,
         n_keys: usize,
         scale: f32,
-        (kv_seq_stride, n_new, causal): (usize, usize, Option<u64>),
+        (kv_seq_stride, n_new, causal): (usize, usize, Option<Causal>),
     ) -> Result<()> {
         let u = |v: usize| launch::count_u32("attention_split", v);
         let (d, dh32, n_keys) = (u(d)?, u(dh)?, u(n_keys)?);
@@ -1659,7 +1657,8 @@ impl Dev<'_> {
             scale.into(),
             stride.into(),
             n_new.into(),
-            causal.unwrap_or(0).into(),
+            causal.map_or(0, |c| c.q_pos0).into(),
+            causal.map_or(0, |c| c.slots).into(),
             done.into(),
             out.into(),
         ];

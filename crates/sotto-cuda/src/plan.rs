@@ -315,119 +315,26 @@ pub fn conv_out_len(t_in: usize, stride: usize) -> usize {
     }
 }
 
-/// Where each copy of a KV-cache reorder reads from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CopySource {
-    /// Another sequence slot of the cache.
-    Slot(usize),
-    /// Entry j of the scratch area (a slot saved before it was overwritten).
-    Saved(usize),
-}
-
-/// The copies that make new sequence `i` the old sequence `src[i]`, as `sotto_model`'s
-/// cache does: slots that are read but also overwritten are first saved to scratch
-/// (`saved[j]` goes to scratch entry j), then each moved slot is filled.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ReorderPlan {
-    pub saved: Vec<usize>,
-    /// (destination slot, source).
-    pub copies: Vec<(usize, CopySource)>,
-}
-
-pub fn reorder(src: &[usize]) -> ReorderPlan {
-    let moved = |i: usize| src.get(i).is_some_and(|&s| s != i);
-    let saved: Vec<usize> = src
-        .iter()
-        .copied()
-        .filter(|&s| moved(s))
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    let copies = src
-        .iter()
-        .enumerate()
-        .filter(|&(i, &s)| s != i)
-        .map(|(i, &s)| {
-            let from = match saved.binary_search(&s) {
-                Ok(j) => CopySource::Saved(j),
-                Err(_) => CopySource::Slot(s),
+/// The slot table after a reorder (`sotto_kv_row`; the session's `DevKv`): new sequence
+/// `i` reads its keys below `len` where sequence `src[i]` read them in `old` (`n_ctx` a
+/// sequence; empty: each in its own slot), and from `len` on in its own slot `i`. Empty
+/// where every sequence then reads its own slot.
+pub fn reorder_slots(old: &[u32], src: &[usize], n_ctx: usize, len: usize) -> Vec<u32> {
+    let mut table = vec![0u32; src.len() * n_ctx];
+    for (i, (row, &s)) in table.chunks_mut(n_ctx.max(1)).zip(src).enumerate() {
+        for (t, slot) in row.iter_mut().enumerate() {
+            *slot = match t < len {
+                true => old.get(s * n_ctx + t).copied().unwrap_or(s as u32),
+                false => i as u32,
             };
-            (i, from)
-        })
-        .collect();
-    ReorderPlan { saved, copies }
-}
-
-/// Scratch a reorder's saved slots may take at once, in bytes: past it, the layers' copies
-/// run in several groups (large-v3's 64 caches of 5 long beams would need ~0.7 GB).
-pub const REORDER_SCRATCH_BYTES: usize = 64 << 20;
-
-/// A reorder as [`copy_pairs`] launches: `pairs` holds (destination, source) device
-/// addresses, and each of `launches` is a range of pairs that one launch copies (`valid`
-/// f32 each), in order: per group of caches, its saves, then its copies.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PairLaunches {
-    pub pairs: Vec<[u64; 2]>,
-    pub launches: Vec<std::ops::Range<usize>>,
-}
-
-/// Caches whose saved slots (`per_cache` f32 each) share one scratch of at most
-/// [`REORDER_SCRATCH_BYTES`]: at least one, at most `n_caches`.
-pub fn reorder_group(n_caches: usize, per_cache: usize) -> usize {
-    (REORDER_SCRATCH_BYTES / (per_cache * 4).max(1)).clamp(1, n_caches.max(1))
-}
-
-/// The copies of plan `p` over the caches at `caches` (device addresses of f32 buffers of
-/// sequence slots `stride` apart, `valid` of each in use), `group` caches at a time, with
-/// cache g of a group saving its slot j at scratch entry `g · saved + j` (`valid` f32
-/// each). Within a launch no pair writes what another reads: saves write scratch, and
-/// copies read scratch or slots that no copy overwrites.
-pub fn copy_pairs(
-    p: &ReorderPlan,
-    caches: &[u64],
-    stride: usize,
-    valid: usize,
-    scratch: u64,
-    group: usize,
-) -> PairLaunches {
-    let mut out = PairLaunches::default();
-    if p.copies.is_empty() || valid == 0 {
-        return out;
-    }
-    let slot = |c: u64, s: usize| c + (s * stride * 4) as u64;
-    let saved = |g: usize, j: usize| scratch + (((g * p.saved.len() + j) * valid) * 4) as u64;
-    // One launch of `pairs`, unless it has none.
-    let mut launch = |pairs: Vec<[u64; 2]>| {
-        if !pairs.is_empty() {
-            let start = out.pairs.len();
-            out.pairs.extend(pairs);
-            out.launches.push(start..out.pairs.len());
         }
-    };
-    for caches in caches.chunks(group.max(1)) {
-        let in_group = || caches.iter().copied().enumerate();
-        launch(
-            in_group()
-                .flat_map(|(g, c)| {
-                    p.saved
-                        .iter()
-                        .enumerate()
-                        .map(move |(j, &s)| [saved(g, j), slot(c, s)])
-                })
-                .collect(),
-        );
-        launch(
-            in_group()
-                .flat_map(|(g, c)| {
-                    p.copies.iter().map(move |&(i, from)| match from {
-                        CopySource::Slot(s) => [slot(c, i), slot(c, s)],
-                        CopySource::Saved(j) => [slot(c, i), saved(g, j)],
-                    })
-                })
-                .collect(),
-        );
     }
-    out
+    let own = (table.chunks(n_ctx.max(1)).enumerate())
+        .all(|(i, row)| row.iter().all(|&slot| slot as usize == i));
+    if own {
+        table.clear();
+    }
+    table
 }
 
 /// f16 scratch (elements) the encoder's matrix products need for their converted inputs:
@@ -458,17 +365,37 @@ pub fn pinned_bitmap(text_end: usize, pinned: &[u32]) -> Vec<u32> {
 mod tests {
     use super::*;
 
-    /// Applies a plan to slots holding their own index, as the device does.
-    fn apply(plan: &ReorderPlan, batch: usize, capacity: usize) -> Vec<usize> {
-        let mut slots: Vec<usize> = (0..capacity.max(batch)).collect();
-        let scratch: Vec<usize> = plan.saved.iter().map(|&s| slots[s]).collect();
-        for &(dst, from) in &plan.copies {
-            slots[dst] = match from {
-                CopySource::Slot(s) => slots[s],
-                CopySource::Saved(j) => scratch[j],
-            };
+    #[test]
+    fn reorder_slots_follow_each_sequence_to_the_rows_it_wrote() {
+        let n_ctx = 4;
+        // Where sequence b reads position t, after applying `t` to a batch that each
+        // wrote at positions below `len` into its own slot.
+        let at = |t: &[u32], b: usize, p: usize| match t.is_empty() {
+            true => b as u32,
+            false => t[b * n_ctx + p],
+        };
+        // Beams 0, 0, 1 from a batch of 3 at length 2: rows 0..2 of slots 0, 0, 1.
+        let t = reorder_slots(&[], &[0, 0, 1], n_ctx, 2);
+        assert_eq!(t, vec![0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2]);
+        // One step later (length 3; each wrote row 2 in its own slot), reordered again:
+        // new 0 is old 2 (slot 1's rows 0, 1, then its own row 2 in slot 2), new 1 old 1.
+        let u = reorder_slots(&t, &[2, 1], n_ctx, 3);
+        assert_eq!(u, vec![1, 1, 2, 0, 0, 0, 1, 1]);
+        for (b, src) in [(0usize, 2usize), (1, 1)] {
+            for p in 0..3 {
+                assert_eq!(at(&u, b, p), at(&t, src, p), "{b} {p}");
+            }
         }
-        slots
+        // Each sequence from its own slot: no table.
+        assert!(reorder_slots(&[], &[0, 1, 2], n_ctx, 3).is_empty());
+        assert!(
+            reorder_slots(&u, &[0, 1], n_ctx, 0).is_empty(),
+            "nothing written yet"
+        );
+        // Back to a batch of one: reading slot 0's rows needs no table; slot 1's does.
+        assert!(reorder_slots(&u, &[1], n_ctx, 2).is_empty());
+        assert_eq!(reorder_slots(&u, &[0], n_ctx, 2), vec![1, 1, 0, 0]);
+        assert!(reorder_slots(&[], &[0], n_ctx, 2).is_empty());
     }
 
     #[test]
@@ -486,113 +413,6 @@ mod tests {
         );
         let all: Vec<u32> = (0..70).collect();
         assert_eq!(pinned_bitmap(70, &all), vec![u32::MAX, u32::MAX, 0b11_1111]);
-    }
-
-    #[test]
-    fn reorder_plans_gather_like_the_cpu_cache() {
-        let cases: [&[usize]; 7] = [
-            &[0],
-            &[0, 0, 0, 0, 0],
-            &[1, 0, 0],
-            &[2, 2, 1],
-            &[0, 1, 2],
-            &[3, 0, 1, 2],
-            &[1],
-        ];
-        for src in cases {
-            let plan = reorder(src);
-            let slots = apply(&plan, 5, src.len());
-            for (i, &s) in src.iter().enumerate() {
-                assert_eq!(slots[i], s, "{src:?}: slot {i}");
-            }
-            // Identity slots cost nothing.
-            assert_eq!(
-                plan.copies.len(),
-                src.iter().enumerate().filter(|(i, s)| *i != **s).count()
-            );
-        }
-        assert_eq!(reorder(&[0, 1, 2]), ReorderPlan::default());
-        assert_eq!(reorder(&[1, 0]).saved, vec![0, 1]);
-        assert_eq!(reorder(&[0, 0, 0]).saved, Vec::<usize>::new());
-    }
-
-    /// Runs [`copy_pairs`]'s launches over memory where address a holds a (for a
-    /// cache's slots, f32 i of slot s of cache c at `c + 4(s·stride + i)`), each launch's
-    /// pairs from what the launches before left, as the GPU runs them.
-    fn run_pairs(l: &PairLaunches, mem: &mut std::collections::HashMap<u64, u64>, valid: usize) {
-        for launch in &l.launches {
-            let pairs = &l.pairs[launch.clone()];
-            let read: Vec<Vec<u64>> = pairs
-                .iter()
-                .map(|&[_, src]| {
-                    (0..valid as u64)
-                        .map(|i| mem.get(&(src + 4 * i)).copied().unwrap_or(src + 4 * i))
-                        .collect()
-                })
-                .collect();
-            for (&[dst, _], vals) in pairs.iter().zip(read) {
-                for (i, v) in vals.into_iter().enumerate() {
-                    assert!(
-                        !pairs.iter().any(
-                            |&[_, s]| (s..s + 4 * valid as u64).contains(&(dst + 4 * i as u64))
-                        ),
-                        "a launch writes what it reads"
-                    );
-                    mem.insert(dst + 4 * i as u64, v);
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn reorder_pairs_move_every_cache_as_the_plan_does() {
-        let (stride, valid) = (16usize, 12usize);
-        let caches = [1 << 20, 2 << 20, 3 << 20];
-        let scratch = 9 << 20;
-        for src in [
-            &[2usize, 2, 0][..],
-            &[1, 0],
-            &[0, 0, 1, 2, 3],
-            &[3, 0, 1, 2],
-            &[0, 1],
-        ] {
-            for group in [1, 2, 3] {
-                let p = reorder(src);
-                let l = copy_pairs(&p, &caches, stride, valid, scratch, group);
-                let mut mem = std::collections::HashMap::new();
-                run_pairs(&l, &mut mem, valid);
-                for &c in &caches {
-                    for (i, &s) in src.iter().enumerate() {
-                        for e in 0..valid as u64 {
-                            let at = c + 4 * (i * stride) as u64 + 4 * e;
-                            let want = c + 4 * (s * stride) as u64 + 4 * e;
-                            assert_eq!(
-                                mem.get(&at).copied().unwrap_or(at),
-                                want,
-                                "{src:?}, group {group}"
-                            );
-                        }
-                    }
-                }
-                // Two launches per group that has work; none for an identity.
-                let groups = caches.len().div_ceil(group);
-                let per_group =
-                    usize::from(!p.saved.is_empty()) + usize::from(!p.copies.is_empty());
-                assert_eq!(
-                    l.launches.len(),
-                    groups * per_group,
-                    "{src:?}, group {group}"
-                );
-            }
-        }
-        assert_eq!(
-            copy_pairs(&reorder(&[0, 1]), &caches, stride, valid, scratch, 3),
-            PairLaunches::default()
-        );
-        assert_eq!(reorder_group(64, 1 << 20), 16);
-        assert_eq!(reorder_group(8, 1 << 10), 8);
-        assert_eq!(reorder_group(8, 1 << 30), 1);
-        assert_eq!(reorder_group(8, 0), 8);
     }
 
     #[test]

@@ -9,7 +9,9 @@ use std::time::Duration;
 use cudarc::cublas::CudaBlas;
 use sotto_model::{check_align_input, check_decode_input};
 
-use crate::ops::{self, Buf, Dev, DevLinear, HostOp, Mark, Normed, Pinned, Precision, Stream, Way};
+use crate::ops::{
+    self, Buf, Causal, Dev, DevLinear, HostOp, Mark, Normed, Pinned, Precision, Stream, Way,
+};
 use crate::whisper::{DevBlock, CROSS_GROUP};
 use crate::{driver, guard, kernels, CudaError, CudaWhisper, Result};
 use crate::{launch, plan};
@@ -36,8 +38,8 @@ struct EncBuffers {
 /// Decoder activations of one step, grown to the largest step seen.
 struct DecBuffers {
     /// The step's inputs, copied in from [`Staging::input`] at once: the first position (the
-    /// cache length), as the kernels read it, then m token ids (m = batch · new tokens).
-    /// Shape: [1 + m]
+    /// cache length), as the kernels read it, then m token ids (m = batch · new tokens),
+    /// then, after a reorder, [`DevKv::slots`]. Shape: [1 + m (+ batch · n_ctx)]
     input: Buf<u32>,
     /// Shape: [m, d] each.
     x: Buf<f32>,
@@ -106,12 +108,13 @@ enum StepGraphs {
     Off(String),
 }
 
-/// Which step a captured graph runs: one token for each of `batch` sequences, every row's
-/// logits downloaded whole (`list` None) or reduced to records of (text_end, top, pinned
-/// ids).
+/// Which step a captured graph runs: one token for each of `batch` sequences, reading
+/// their keys through the slot table or not (`slots`), every row's logits downloaded whole
+/// (`list` None) or reduced to records of (text_end, top, pinned ids).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct StepKey {
     batch: usize,
+    slots: bool,
     list: Option<(usize, usize, usize)>,
 }
 
@@ -122,17 +125,19 @@ enum Out<'a> {
 }
 
 /// The self-attention cache of a batch of sequences, on the device.
+///
+/// Sequence b writes its keys and values at row `len` of slot b. A reorder moves no row:
+/// it rewrites `slots`, which says for each sequence and position the slot whose row holds
+/// it (the kernels' `sotto_kv_row`). Rows below `len` are never written again, so every
+/// row a table names stays as its sequence wrote it.
 struct DevKv {
-    /// Per layer, Shape: [capacity, n_ctx, d]; sequence b's valid rows are `..len`.
+    /// Per layer, Shape: [capacity, n_ctx, d]; slot b's rows `..len` are in use.
     k: Vec<Buf<f32>>,
     v: Vec<Buf<f32>>,
-    /// Slots saved while a reorder overwrites them, for a group of layers' caches at a
-    /// time. Shape: [caches, saved, len, d]
-    scratch: Buf<f32>,
-    /// The last reorder's (destination, source) address pairs, on the device and as
-    /// uploaded (see [`plan::copy_pairs`]).
-    pairs: Buf<u64>,
-    pairs_host: Vec<u64>,
+    /// Empty while every sequence reads its own slot (no reorder since the reset), else
+    /// Shape: [batch, n_ctx]: sequence b's key at position t is in slot `slots[b·n_ctx + t]`
+    /// (b itself from `len` on).
+    slots: Vec<u32>,
     n_ctx: usize,
     d: usize,
     capacity: usize,
@@ -284,9 +289,7 @@ impl CudaSession {
             let kv = DevKv {
                 k: layers(h.n_text_ctx * dt)?,
                 v: layers(h.n_text_ctx * dt)?,
-                scratch: z(0)?,
-                pairs: Buf::zeros(&stream, 0)?,
-                pairs_host: Vec::new(),
+                slots: Vec::new(),
                 n_ctx: h.n_text_ctx,
                 d: dt,
                 capacity: 1,
@@ -772,6 +775,7 @@ impl CudaSession {
     pub fn reset_text(&mut self) {
         self.kv.batch = 1;
         self.kv.len = 0;
+        self.kv.slots.clear();
         self.seq_window.truncate(1);
     }
 
@@ -890,8 +894,9 @@ impl CudaSession {
         self.forward(tokens, batch, &rows, out)
     }
 
-    /// Rebuilds the batch: new sequence `i` is current sequence `src[i]` (its cache rows are
-    /// copied on the device; the cache grows when `src` is longer than any batch before).
+    /// Rebuilds the batch: new sequence `i` is current sequence `src[i]` (the cache grows
+    /// when `src` is longer than any batch before). No cache row moves: sequence `i` reads
+    /// its keys below the current length where `src[i]` did ([`DevKv`]).
     pub fn reorder(&mut self, src: &[usize]) -> Result<()> {
         let batch = self.kv.batch;
         if src.is_empty() || src.iter().any(|&s| s >= batch) {
@@ -902,30 +907,9 @@ impl CudaSession {
         }
         guard("reorder", || {
             self.bind()?;
-            self.reserve(src.len())?;
-            let p = plan::reorder(src);
-            let (stride, valid) = (self.kv.stride(), self.kv.len * self.kv.d);
-            let caches: Vec<u64> = (self.kv.k.iter().chain(&self.kv.v))
-                .map(|b| b.ptr())
-                .collect();
-            let per_cache = p.saved.len() * valid;
-            // Every cache's saves in one launch, then every move in another (in groups of
-            // caches when their saves would pass REORDER_SCRATCH_BYTES): 2 launches where
-            // a copy per cache and slot took 48 for tiny's usual beam step, 384 for large-v3's.
-            let group = plan::reorder_group(caches.len(), per_cache);
-            self.kv.scratch.ensure(&self.stream, group * per_cache)?;
-            let l = plan::copy_pairs(&p, &caches, stride, valid, self.kv.scratch.ptr(), group);
-            self.kv.pairs.ensure(&self.stream, 2 * l.pairs.len())?;
-            // Pageable memory: the driver has staged it when the upload returns, so the next
-            // reorder may replace it; kept until then all the same.
-            self.kv.pairs_host = l.pairs.concat();
-            let dev = self.dev();
-            dev.upload_to(self.kv.pairs.ptr(), &self.kv.pairs_host)?;
-            for r in &l.launches {
-                dev.copy_pairs(self.kv.pairs.at(2 * r.start), r.len(), valid)?;
-            }
-            Ok(())
+            self.reserve(src.len())
         })?;
+        self.kv.slots = plan::reorder_slots(&self.kv.slots, src, self.kv.n_ctx, self.kv.len);
         self.kv.batch = src.len();
         self.seq_window = src.iter().map(|&s| self.seq_window[s]).collect();
         Ok(())
@@ -955,7 +939,7 @@ impl CudaSession {
             let dev = self.dev();
             // The sequence's own keys from position 0: the cache is not read.
             let mut input = vec![0; 1 + m];
-            write_step_input(&mut input, 0, tokens);
+            write_step_input(&mut input, 0, tokens, &[]);
             dev.upload_to(self.dec.input.ptr(), &input)?;
             let pass = Pass::Align {
                 heads,
@@ -972,12 +956,13 @@ impl CudaSession {
         })
     }
 
-    /// Grows the cache to `batch` sequences, keeping the current ones.
+    /// Grows the cache to `batch` sequences, keeping every slot's rows (the slot table may
+    /// name slots past the current batch).
     fn reserve(&mut self, batch: usize) -> Result<()> {
         if batch <= self.kv.capacity {
             return Ok(());
         }
-        let (stride, used) = (self.kv.stride(), self.kv.batch * self.kv.stride());
+        let (stride, used) = (self.kv.stride(), self.kv.capacity * self.kv.stride());
         let dev = self.dev();
         let mut grow = |layer: &Buf<f32>| -> Result<Buf<f32>> {
             let grown = Buf::zeros(&self.stream, batch * stride)?;
@@ -1104,7 +1089,7 @@ impl CudaSession {
         let h = *self.model.hparams();
         let d = h.n_text_state;
         let (s, b) = (&self.stream, &mut self.dec);
-        b.input.ensure(s, 1 + m)?;
+        b.input.ensure(s, 1 + m + self.kv.slots.len())?;
         for buf in [&mut b.x, &mut b.h, &mut b.q, &mut b.k, &mut b.v, &mut b.att] {
             buf.ensure(s, m * d)?;
         }
@@ -1152,14 +1137,16 @@ impl CudaSession {
                     (Some(list), records)
                 }
             };
-            let st = &mut self.staging;
-            st.input.ensure(&self.stream, 1 + tokens.len())?;
+            let (st, slots) = (&mut self.staging, &self.kv.slots);
+            let n_in = 1 + tokens.len() + slots.len();
+            st.input.ensure(&self.stream, n_in)?;
             st.out.ensure(&self.stream, dst.len())?;
             // Every step ends synchronized (an error too, below): no queued copy reads this.
             let pos = self.kv.len as u32;
-            write_step_input(st.input.head_mut(1 + tokens.len()), pos, tokens);
+            write_step_input(st.input.head_mut(n_in), pos, tokens, slots);
             let key = StepKey {
                 batch,
+                slots: !slots.is_empty(),
                 list: list.map(|l| (l.text_end, l.top, l.pinned.len())),
             };
             let graphable = n_new == 1
@@ -1180,13 +1167,17 @@ impl CudaSession {
                 match &how {
                     StepGraphs::Whole if graphable => self.launch_graph(&graphs[&key].graph)?,
                     StepGraphs::Kernels(_) if graphable => {
-                        self.copy_in(&dev, tokens.len())?;
+                        self.copy_in(&dev, n_in)?;
                         self.launch_graph(&graphs[&key].graph)?;
                         self.copy_out(&dev, rows.len(), list)?;
                     }
                     _ => {
-                        self.copy_in(&dev, tokens.len())?;
-                        self.step_kernels(&dev, tokens.len(), rows, batch, list, &mut laps)?;
+                        self.copy_in(&dev, n_in)?;
+                        let step = Pass::Step {
+                            batch,
+                            slots: key.slots,
+                        };
+                        self.step_kernels(&dev, tokens.len(), rows, step, list, &mut laps)?;
                         self.copy_out(&dev, rows.len(), list)?;
                         laps.lap("download")?;
                     }
@@ -1209,10 +1200,10 @@ impl CudaSession {
         Ok(())
     }
 
-    /// Queues the copy of a step's input, `m` tokens, in from [`Staging::input`].
-    fn copy_in(&self, dev: &Dev<'_>, m: usize) -> Result<()> {
+    /// Queues the copy of a step's input, its first `n` words, in from [`Staging::input`].
+    fn copy_in(&self, dev: &Dev<'_>, n: usize) -> Result<()> {
         let (b, st) = (&self.dec, &self.staging);
-        dev.copy_pinned::<u32>(Way::ToDevice, b.input.ptr(), st.input.addr(), 1 + m)
+        dev.copy_pinned::<u32>(Way::ToDevice, b.input.ptr(), st.input.addr(), n)
     }
 
     /// Queues the copy of a step's `rows` logit rows, or their records of `list`, out to
@@ -1231,17 +1222,17 @@ impl CudaSession {
     }
 
     /// A step's kernels, from the copied-in input to the logits of `rows` (`m` token rows
-    /// of `batch` sequences), reduced to records of `list` if given.
+    /// of `step`), reduced to records of `list` if given.
     fn step_kernels(
         &self,
         dev: &Dev<'_>,
         m: usize,
         rows: &[usize],
-        batch: usize,
+        step: Pass<'_>,
         list: Option<ShortlistOf<'_>>,
         laps: &mut Laps<'_>,
     ) -> Result<()> {
-        self.decoder_body(dev, m, rows, Pass::Step { batch }, laps)?;
+        self.decoder_body(dev, m, rows, step, laps)?;
         let Some(list) = list else {
             return Ok(());
         };
@@ -1306,12 +1297,17 @@ impl CudaSession {
         graphs.remove(&key);
         let rows: Vec<usize> = (0..rows).collect();
         let copies = how == StepGraphs::Whole;
+        let n_in = 1 + key.batch + self.kv.slots.len();
+        let step = Pass::Step {
+            batch: key.batch,
+            slots: key.slots,
+        };
         let captured = self.capture_with(|dev| {
             let mut off = Laps::start(&self.stream, false)?;
             if copies {
-                self.copy_in(dev, key.batch)?;
+                self.copy_in(dev, n_in)?;
             }
-            self.step_kernels(dev, key.batch, &rows, key.batch, list, &mut off)?;
+            self.step_kernels(dev, key.batch, &rows, step, list, &mut off)?;
             if copies {
                 self.copy_out(dev, rows.len(), list)?;
             }
@@ -1395,9 +1391,11 @@ impl CudaSession {
         let h = *self.model.hparams();
         let (b, kv, dec) = (&self.dec, &self.kv, &self.model.decoder);
         let (d, nh, pos) = (h.n_text_state, h.n_text_head, self.dec.input.ptr());
-        let batch = match pass {
-            Pass::Step { batch } => batch,
-            Pass::Align { .. } => 1,
+        let (batch, slots) = match pass {
+            // The slot table follows the tokens in the input.
+            Pass::Step { batch, slots: true } => (batch, b.input.at(1 + m)),
+            Pass::Step { batch, .. } => (batch, 0),
+            Pass::Align { .. } => (1, 0),
         };
         let n_new = m / batch;
         let stride = kv.stride();
@@ -1443,13 +1441,13 @@ impl CudaSession {
                         dev.kv_write(b.v.ptr(), vc, batch, n_new, d, pos, stride)?;
                     }
                     // Keys up to the cache's length: each row's causal bound comes from `pos`.
-                    let keys = kv.n_ctx;
-                    dev.attention(q, kc, vc, att, m, n_new, d, nh, stride, keys, Some(pos))?;
+                    let (keys, c) = (kv.n_ctx, Causal { q_pos0: pos, slots });
+                    dev.attention(q, kc, vc, att, m, n_new, d, nh, stride, keys, Some(c))?;
                 }
                 // The sequence's own keys, not the cache (`pos` holds 0).
                 Pass::Align { .. } => {
-                    let (kb, vb) = (b.k.ptr(), b.v.ptr());
-                    dev.attention(q, kb, vb, att, m, m, d, nh, m * d, m, Some(pos))?;
+                    let (kb, vb, c) = (b.k.ptr(), b.v.ptr(), Causal { q_pos0: pos, slots });
+                    dev.attention(q, kb, vb, att, m, m, d, nh, m * d, m, Some(c))?;
                 }
             }
             laps.lap("self attention")?;
@@ -1505,8 +1503,9 @@ impl CudaSession {
 /// What a decoder pass's self-attention sees, and what else it reports.
 #[derive(Clone, Copy)]
 enum Pass<'a> {
-    /// `batch` sequences append their rows to the cache at `pos`.
-    Step { batch: usize },
+    /// `batch` sequences append their rows to the cache at `pos`, and read the keys below
+    /// it through the slot table in the input (`slots`) or each in its own slot.
+    Step { batch: usize, slots: bool },
     /// One sequence from position 0 over its own keys, the cache untouched; the
     /// cross-attention scores of `heads` go to `scores` ([heads.len(), m, n_audio_ctx] f32).
     Align {
@@ -1515,11 +1514,13 @@ enum Pass<'a> {
     },
 }
 
-/// Writes a step's input as [`DecBuffers::input`] holds it into `out` (one longer than
-/// `tokens`): the first position, then the tokens.
-fn write_step_input(out: &mut [u32], pos: u32, tokens: &[u32]) {
+/// Writes a step's input as [`DecBuffers::input`] holds it into `out` (`1 + tokens.len()
+/// + slots.len()` long): the first position, the tokens, then the slot table.
+fn write_step_input(out: &mut [u32], pos: u32, tokens: &[u32], slots: &[u32]) {
     out[0] = pos;
-    out[1..].copy_from_slice(tokens);
+    let (head, table) = out[1..].split_at_mut(tokens.len());
+    head.copy_from_slice(tokens);
+    table.copy_from_slice(slots);
 }
 
 /// The runs of consecutive sequences on one window: (window, sequences).

@@ -55,10 +55,6 @@ enum Op {
     Im2col(usize, bool, bool),
     /// New rows into a KV cache at position pos0. Shape: [batch, n_new, d, n_ctx, pos0]
     KvWrite,
-    /// A KV-cache reorder's phase: (destination, source) address pairs from a device
-    /// table, sources repeated and out of order, in one launch (16 bytes a thread where
-    /// n is a multiple of 4, else a float). Shape: [pairs, n]
-    CopyPairs,
     /// Multi-head attention. Shape: [batch, n_new, heads, head width, keys]
     Attention(Attn),
     /// One head's scores before the softmax (word alignment). Shape: [rows, heads, head
@@ -117,6 +113,11 @@ enum Attn {
     Split,
     /// As `Causal`, split over blocks as `Split`: a decoder step's self-attention.
     SplitCausal(usize),
+    /// As `Causal`, each sequence's keys through a slot table (`sotto_kv_row`), as a beam
+    /// batch reads them after reorders: key j of sequence s in sequence `slot(s, j)`'s rows.
+    Reordered(usize),
+    /// As `SplitCausal`, through a slot table as `Reordered`.
+    SplitReordered(usize),
     /// As `Flash`, on tensor cores (`sotto_flash_attention_mma`): f16 operands; with
     /// `true`, the output as f16 (compared as the f16 values).
     Mma(bool),
@@ -140,12 +141,7 @@ enum DType {
 /// difference (~2e-10 each at these sizes; a wrong element costs ~1/n, 1e-3).
 fn max_nmse(op: Op) -> f64 {
     match op {
-        Op::Im2col(..)
-        | Op::KvWrite
-        | Op::CopyPairs
-        | Op::ToF16
-        | Op::RoundF16
-        | Op::SplitBias(_) => 0.0,
+        Op::Im2col(..) | Op::KvWrite | Op::ToF16 | Op::RoundF16 | Op::SplitBias(_) => 0.0,
         Op::ToF32 | Op::Embed => 1e-12,
         Op::DequantizeHalf => 1e-9,
         Op::MatVec(_, flags) if flags & kernels::MMV_GELU != 0 => 1e-10,
@@ -280,9 +276,6 @@ conformance! {
     im2col_conv2_half: Im2col(2, false, true), [37, 5] F32;
     kv_write_beams: KvWrite, [3, 2, 8, 10, 4] F32;
     kv_write_prompt: KvWrite, [1, 7, 384, 448, 0] F32;
-    copy_pairs_beams: CopyPairs, [7, 40 * 384] F32;
-    copy_pairs_strided: CopyPairs, [2, 448 * 384] F32;
-    copy_pairs_unaligned: CopyPairs, [3, 1001] F32;
     attention_prompt: Attention(Causal(0)), [1, 5, 2, 64, 5] F32;
     attention_beams: Attention(Causal(6)), [3, 1, 3, 64, 9] F32;
     attention_beams_tiny: Attention(Causal(100)), [5, 1, 6, 64, 448] F32;
@@ -297,6 +290,12 @@ conformance! {
     split_self_first: Attention(SplitCausal(0)), [1, 1, 6, 64, 448] F32;
     split_self_full: Attention(SplitCausal(447)), [2, 1, 2, 64, 448] F32;
     split_self_prompt: Attention(SplitCausal(60)), [1, 7, 3, 80, 200] F32;
+    reordered_beams: Attention(Reordered(6)), [3, 1, 3, 64, 9] F32;
+    reordered_beams_tiny: Attention(Reordered(100)), [5, 1, 6, 64, 448] F32;
+    reordered_prompt: Attention(Reordered(3)), [2, 4, 2, 80, 20] F32;
+    split_reordered_tiny: Attention(SplitReordered(100)), [5, 1, 6, 64, 448] F32;
+    split_reordered_full: Attention(SplitReordered(447)), [3, 1, 2, 64, 448] F32;
+    split_reordered_prompt: Attention(SplitReordered(60)), [2, 3, 3, 80, 200] F32;
     flash_one_tile: Attention(Flash), [1, 16, 2, 64, 64] F32;
     flash_partial_tiles: Attention(Flash), [1, 37, 3, 64, 150] F32;
     flash_one_key: Attention(Flash), [1, 20, 1, 64, 1] F32;
@@ -924,33 +923,6 @@ fn run(dev: &mut dyn Device, op: Op, shape: &[usize], dtype: DType) -> (Vec<f32>
             }
             (dev.get_f32(pc, batch * n_ctx * d), want)
         }
-        CopyPairs => {
-            let [pairs, len] = shape[..] else {
-                panic!("CopyPairs shape: [pairs, n]")
-            };
-            let from = |i: usize| (i * 5 + 3) % pairs / 2;
-            let src = values(pairs * len, seed, 3.0);
-            let (ps, pd) = (dev.put_f32(&src), dev.nans(pairs * len));
-            let table: Vec<u8> = (0..pairs)
-                .flat_map(|i| [pd + (i * len * 4) as u64, ps + (from(i) * len * 4) as u64])
-                .flat_map(u64::to_le_bytes)
-                .collect();
-            let pt = dev.put(&table);
-            let cfg = launch::copy_pairs("copy_pairs", pairs, len)
-                .unwrap()
-                .unwrap();
-            dev.launch(
-                "sotto_copy_pairs",
-                cfg.grid_dim,
-                cfg.block_dim,
-                0,
-                &[Arg::Ptr(pt), u(len)],
-            );
-            let want = (0..pairs)
-                .flat_map(|i| src[from(i) * len..][..len].iter().copied())
-                .collect();
-            (dev.get_f32(pd, pairs * len), want)
-        }
         Attention(kind) => attention(dev, kind, shape, seed),
         Scores => {
             let [rows, n_head, dh, n_keys] = shape[..] else {
@@ -1222,7 +1194,20 @@ fn attention(dev: &mut dyn Device, kind: Attn, shape: &[usize], seed: u64) -> (V
         panic!("Attention shape: [batch, n_new, heads, dh, keys]")
     };
     let (d, rows) = (n_head * dh, batch * n_new);
-    let per_sequence = matches!(kind, Causal(_) | SplitCausal(_));
+    let per_sequence = matches!(
+        kind,
+        Causal(_) | SplitCausal(_) | Reordered(_) | SplitReordered(_)
+    );
+    // The sequence whose rows hold sequence s's key j: its own, or a mix of the batch.
+    let reordered = matches!(kind, Reordered(_) | SplitReordered(_));
+    let slot = |s: usize, j: usize| match reordered {
+        true => (s + 3 * j + j / 5) % batch,
+        false => s,
+    };
+    let table: Vec<u32> = (0..batch * n_keys)
+        .map(|i| slot(i / n_keys, i % n_keys) as u32)
+        .collect();
+    let pt = if reordered { dev.put_u32(&table) } else { 0 };
     let kv_rows = if per_sequence { batch * n_keys } else { n_keys };
     let q = values(rows * d, seed, 1.5);
     let k = values(kv_rows * d, seed + 1, 1.5);
@@ -1257,11 +1242,11 @@ fn attention(dev: &mut dyn Device, kind: Attn, shape: &[usize], seed: u64) -> (V
             }
             dev.launch(name, (l.rows, l.heads, 1), (l.block, 1, 1), 0, &args);
         }
-        Split | SplitCausal(_) => {
+        Split | SplitCausal(_) | SplitReordered(_) => {
             let p = plan::attention_split(rows, n_head, dh, n_keys).expect("a split shape");
             let part = dev.nans(p.part_len(dh));
             let (stride, pos) = match kind {
-                SplitCausal(p) => (n_keys * d, dev.put_u32(&[p as u32])),
+                SplitCausal(p) | SplitReordered(p) => (n_keys * d, dev.put_u32(&[p as u32])),
                 _ => (0, 0),
             };
             let rest = [
@@ -1273,6 +1258,7 @@ fn attention(dev: &mut dyn Device, kind: Attn, shape: &[usize], seed: u64) -> (V
                 u(stride),
                 u(n_new),
                 Arg::Ptr(pos),
+                Arg::Ptr(pt),
             ];
             let c = p.split_config();
             // The split launch, merging into `merged` with the counters `done` (0, 0: not).
@@ -1300,9 +1286,9 @@ fn attention(dev: &mut dyn Device, kind: Attn, shape: &[usize], seed: u64) -> (V
             ];
             dev.launch("sotto_attention_merge", m.grid_dim, m.block_dim, 0, &args);
         }
-        Causal(_) | Shared => {
+        Causal(_) | Reordered(_) | Shared => {
             let q_pos0 = match kind {
-                Causal(p) => p as u32,
+                Causal(p) | Reordered(p) => p as u32,
                 _ => 0,
             };
             let pp = dev.put_u32(&[q_pos0]);
@@ -1315,6 +1301,7 @@ fn attention(dev: &mut dyn Device, kind: Attn, shape: &[usize], seed: u64) -> (V
                 u(n_keys),
                 Arg::I32(per_sequence as i32),
                 Arg::Ptr(pp),
+                Arg::Ptr(pt),
                 Arg::F32(scale),
             ];
             let args = [&ptrs[..], &rest].concat();
@@ -1333,16 +1320,21 @@ fn attention(dev: &mut dyn Device, kind: Attn, shape: &[usize], seed: u64) -> (V
     let mut want = vec![0.0; rows * d];
     for r in 0..rows {
         let (s, i) = (r / n_new, r % n_new);
-        let base = if per_sequence { s * n_keys * d } else { 0 };
+        let base = |j: usize| match per_sequence {
+            true => (slot(s, j) * n_keys + j) * d,
+            false => j * d,
+        };
         let nk = match kind {
-            Causal(p) | SplitCausal(p) => (p + i + 1).min(n_keys),
+            Causal(p) | SplitCausal(p) | Reordered(p) | SplitReordered(p) => {
+                (p + i + 1).min(n_keys)
+            }
             _ => n_keys,
         };
         for h in 0..n_head {
             let qr = &q[r * d + h * dh..][..dh];
             let sc: Vec<f64> = (0..nk)
                 .map(|j| {
-                    let kr = &k[base + j * d + h * dh..][..dh];
+                    let kr = &k[base(j) + h * dh..][..dh];
                     let dot: f64 = qr.iter().zip(kr).map(|(&a, &b)| a as f64 * b as f64).sum();
                     dot * scale as f64
                 })
@@ -1351,9 +1343,7 @@ fn attention(dev: &mut dyn Device, kind: Attn, shape: &[usize], seed: u64) -> (V
             let w: Vec<f64> = sc.iter().map(|s| (s - m).exp()).collect();
             let z: f64 = w.iter().sum();
             for c in 0..dh {
-                let acc: f64 = (0..nk)
-                    .map(|j| w[j] * v[base + j * d + h * dh + c] as f64)
-                    .sum();
+                let acc: f64 = (0..nk).map(|j| w[j] * v[base(j) + h * dh + c] as f64).sum();
                 want[r * d + h * dh + c] = (acc / z) as f32;
             }
         }

@@ -416,6 +416,16 @@ fn check_against(
     cpu.decode(&[31], &[0], &mut lc).unwrap();
     gpu.decode(&[31], &[0], &mut lg).unwrap();
     compare_logits("back to one sequence", &lg, &lc, nv, &tol);
+    // That sequence reads rows another slot wrote: growing past the cache's three slots
+    // keeps every slot's rows, not only the batch's.
+    cpu.reorder(&[0, 0, 0, 0, 0]).unwrap();
+    gpu.reorder(&[0, 0, 0, 0, 0]).unwrap();
+    let (mut gc, mut gg) = (vec![0f32; 5 * nv], vec![0f32; 5 * nv]);
+    cpu.decode_batch(&[41, 42, 43, 44, 45], 5, &mut gc).unwrap();
+    gpu.decode_batch(&[41, 42, 43, 44, 45], 5, &mut gg).unwrap();
+    compare_logits("grown to 5 from one", &gg, &gc, nv, &tol);
+    cpu.reorder(&[3]).unwrap();
+    gpu.reorder(&[3]).unwrap();
 
     // Word alignment: a whole sequence from position 0, the cache left alone.
     let seq: Vec<u32> = [prompt.as_slice(), &[40, 41, 42, 43, 44]].concat();
