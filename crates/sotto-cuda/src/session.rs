@@ -1088,8 +1088,9 @@ impl CudaSession {
     fn size_step(&mut self, m: usize, rows: usize) -> Result<()> {
         let h = *self.model.hparams();
         let d = h.n_text_state;
+        let n_in = self.step_input_len(m);
         let (s, b) = (&self.stream, &mut self.dec);
-        b.input.ensure(s, 1 + m + self.kv.slots.len())?;
+        b.input.ensure(s, n_in)?;
         for buf in [&mut b.x, &mut b.h, &mut b.q, &mut b.k, &mut b.v, &mut b.att] {
             buf.ensure(s, m * d)?;
         }
@@ -1137,8 +1138,8 @@ impl CudaSession {
                     (Some(list), records)
                 }
             };
+            let n_in = self.step_input_len(tokens.len());
             let (st, slots) = (&mut self.staging, &self.kv.slots);
-            let n_in = 1 + tokens.len() + slots.len();
             st.input.ensure(&self.stream, n_in)?;
             st.out.ensure(&self.stream, dst.len())?;
             // Every step ends synchronized (an error too, below): no queued copy reads this.
@@ -1198,6 +1199,11 @@ impl CudaSession {
         })?;
         self.kv.len += n_new;
         Ok(())
+    }
+
+    /// Words of a step's input for `m` tokens: the position, the tokens, the slot table.
+    fn step_input_len(&self, m: usize) -> usize {
+        1 + m + self.kv.slots.len()
     }
 
     /// Queues the copy of a step's input, its first `n` words, in from [`Staging::input`].
@@ -1297,7 +1303,7 @@ impl CudaSession {
         graphs.remove(&key);
         let rows: Vec<usize> = (0..rows).collect();
         let copies = how == StepGraphs::Whole;
-        let n_in = 1 + key.batch + self.kv.slots.len();
+        let n_in = self.step_input_len(key.batch);
         let step = Pass::Step {
             batch: key.batch,
             slots: key.slots,
@@ -1446,7 +1452,14 @@ impl CudaSession {
                 }
                 // The sequence's own keys, not the cache (`pos` holds 0).
                 Pass::Align { .. } => {
-                    let (kb, vb, c) = (b.k.ptr(), b.v.ptr(), Causal { q_pos0: pos, slots });
+                    let (kb, vb, c) = (
+                        b.k.ptr(),
+                        b.v.ptr(),
+                        Causal {
+                            q_pos0: pos,
+                            slots: 0,
+                        },
+                    );
                     dev.attention(q, kb, vb, att, m, m, d, nh, m * d, m, Some(c))?;
                 }
             }
