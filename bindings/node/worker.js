@@ -47,6 +47,11 @@ koffi.struct('sotto_params', {
   batch_size: 'int',
   clip_timestamps: 'void *',
   n_clip_timestamps: 'int',
+  repetition_penalty: 'float',
+  no_repeat_ngram_size: 'int',
+  multilingual: 'int',
+  language_detection_threshold: 'float',
+  language_detection_segments: 'int',
 });
 koffi.struct('sotto_bench_result', {
   struct_size: 'size_t',

@@ -92,6 +92,11 @@ class _Params(ctypes.Structure):
         ("batch_size", ctypes.c_int),
         ("clip_timestamps", ctypes.POINTER(ctypes.c_float)),
         ("n_clip_timestamps", ctypes.c_int),
+        ("repetition_penalty", ctypes.c_float),
+        ("no_repeat_ngram_size", ctypes.c_int),
+        ("multilingual", ctypes.c_int),
+        ("language_detection_threshold", ctypes.c_float),
+        ("language_detection_segments", ctypes.c_int),
     ]
 
 
@@ -416,7 +421,10 @@ class Session(_Handle):
                    condition_on_previous_text: bool = True,
                    hotwords: Optional[str] = None,
                    on_full_segment: Optional[Callable[[Segment], Optional[bool]]] = None,
-                   batch_size: int = 0, speech=None, clip_timestamps=None) -> Transcript:
+                   batch_size: int = 0, speech=None, clip_timestamps=None,
+                   repetition_penalty: float = 1.0, no_repeat_ngram_size: int = 0,
+                   multilingual: bool = False, language_detection_threshold: float = 0.5,
+                   language_detection_segments: int = 1) -> Transcript:
         """Transcribes a file path or 16 kHz mono samples. `on_segment(index, start, end, text)`
         sees each segment as it is finished, and `on_full_segment(segment)` sees it as a
         whole `Segment` (tokens, words, ...); returning False stops early. `vad_filter` (True,
@@ -427,7 +435,9 @@ class Session(_Handle):
         `speech` ([(start, end), ...] seconds, as `Vad.speech` gives them) transcribes those
         stretches only, without running the VAD again. `clip_timestamps` ([start, end, ...]
         seconds, an odd count running the last to the end) transcribes only those clips
-        (with `batch_size`, each clip a chunk)."""
+        (with `batch_size`, each clip a chunk). `repetition_penalty`, `no_repeat_ngram_size`,
+        `multilingual` (each window in its own language) and `language_detection_threshold`
+        / `_segments` (detection over several windows) are faster-whisper's."""
         self._check()
         p = _lib.sotto_default_params()
         p.language = _c(language)
@@ -443,6 +453,10 @@ class Session(_Handle):
         p.no_speech_threshold = none_is_nan(no_speech_threshold)
         p.condition_on_previous_text = int(condition_on_previous_text)
         p.hotwords = _c(hotwords)
+        p.repetition_penalty, p.no_repeat_ngram_size = repetition_penalty, no_repeat_ngram_size
+        p.multilingual = int(multilingual)
+        p.language_detection_threshold = language_detection_threshold
+        p.language_detection_segments = language_detection_segments
         p.batch_size = batch_size
         clips = [float(t) for t in clip_timestamps or []]
         keep_clips = (ctypes.c_float * len(clips))(*clips)
@@ -634,7 +648,8 @@ class WhisperModel:
                    initial_prompt: Optional[str] = None, word_timestamps: bool = False,
                    vad_filter: bool = False, vad_parameters=None,
                    without_timestamps: bool = False, hotwords: Optional[str] = None,
-                   clip_timestamps="0", **kwargs):
+                   clip_timestamps="0", repetition_penalty: float = 1,
+                   no_repeat_ngram_size: int = 0, multilingual: bool = False, **kwargs):
         """As faster-whisper's: returns `(segments, info)` at once, `segments` a generator
         that transcribes as it is read (each segment as soon as it is finished; closing it
         early stops the transcription). Options sotto does not take raise TypeError rather
@@ -668,7 +683,9 @@ class WhisperModel:
             compression_ratio_threshold=compression_ratio_threshold,
             log_prob_threshold=log_prob_threshold, no_speech_threshold=no_speech_threshold,
             condition_on_previous_text=condition_on_previous_text, hotwords=hotwords,
-            clip_timestamps=clips)
+            clip_timestamps=clips, repetition_penalty=repetition_penalty,
+            no_repeat_ngram_size=no_repeat_ngram_size,
+            multilingual=multilingual and self.model.is_multilingual)
         return self._segments(samples, run), info
 
     def _speech(self, samples, options, language, clips=()):
@@ -745,7 +762,7 @@ class BatchedInferencePipeline:
                "no_speech_threshold", "condition_on_previous_text",
                "prompt_reset_on_temperature", "prefix", "max_initial_timestamp",
                "hallucination_silence_threshold", "suppress_blank", "language_detection_threshold",
-               "language_detection_segments", "repetition_penalty", "no_repeat_ngram_size")
+               "language_detection_segments")
 
     def __init__(self, model: WhisperModel):
         self.model = model
@@ -756,7 +773,8 @@ class BatchedInferencePipeline:
                    initial_prompt: Optional[str] = None, word_timestamps: bool = False,
                    vad_filter: bool = True, vad_parameters=None,
                    without_timestamps: bool = True, hotwords: Optional[str] = None,
-                   batch_size: int = 8, clip_timestamps=None, **kwargs):
+                   batch_size: int = 8, clip_timestamps=None, repetition_penalty: float = 1,
+                   no_repeat_ngram_size: int = 0, multilingual: bool = False, **kwargs):
         """As faster-whisper's: `(segments, info)`, `segments` a generator."""
         unknown = sorted(k for k in kwargs if k not in self._UNUSED)
         if unknown:
@@ -793,5 +811,7 @@ class BatchedInferencePipeline:
             without_timestamps=without_timestamps, word_timestamps=word_timestamps,
             initial_prompt=initial_prompt, speech=stretches, patience=patience,
             length_penalty=length_penalty, hotwords=hotwords, batch_size=batch_size,
-            clip_timestamps=clips)
+            clip_timestamps=clips, repetition_penalty=repetition_penalty,
+            no_repeat_ngram_size=no_repeat_ngram_size,
+            multilingual=multilingual and self.model.model.is_multilingual)
         return self.model._segments(samples, run), info

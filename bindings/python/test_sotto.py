@@ -216,9 +216,19 @@ class TestWhisperModel(unittest.TestCase):
         with self.assertRaisesRegex(sotto.SottoError, "temperature"):
             list(batched.transcribe(gap, temperature=0.5)[0])
 
+    def test_repetition_options_reach_the_decoder(self):
+        # No token twice in the window: "Ask, What You Can Do For Your Country" in capitals.
+        segments, _ = self.model.transcribe(AUDIO, beam_size=1, no_repeat_ngram_size=1)
+        tokens = [t for s in segments for t in s.tokens]
+        self.assertEqual(len(tokens), len(set(tokens)), tokens)
+        plain = [t for s in self.model.transcribe(AUDIO, beam_size=1)[0] for t in s.tokens]
+        self.assertGreater(len(plain), len(set(plain)))
+        with self.assertRaisesRegex(sotto.SottoError, "repetition_penalty"):
+            list(self.model.transcribe(AUDIO, repetition_penalty=0)[0])
+
     def test_what_sotto_does_not_take_is_refused(self):
-        with self.assertRaisesRegex(TypeError, "repetition_penalty"):
-            self.model.transcribe(AUDIO, repetition_penalty=1.1)
+        with self.assertRaisesRegex(TypeError, "language_detection_segments"):
+            self.model.transcribe(AUDIO, language_detection_segments=2)
         with self.assertRaisesRegex(ValueError, "temperature"):
             self.model.transcribe(AUDIO, temperature=[0.0, 0.5, 0.7])
         with self.assertRaisesRegex(sotto.SottoError, "patience"):

@@ -10,8 +10,12 @@ language faster-whisper reports. Cases (the shared clips, and samples/jfk.wav):
   gap           jfk, 3 s of silence, jfk (1 s of silence around), tiny.en, greedy, batch 4
   gap_words     the same with word timestamps (each word's start, end and text)
   de            real/cheetah_de.wav, base, greedy, language detected, batch 8
+  multilingual  de01_news twice, fr01_news three times, es01_news twice (synth; 2 s of
+                silence between clips, 20 between languages), base, greedy, batch 8,
+                multilingual=True: each chunk in its own language
 
-Usage: python3 scripts/goldens/batched.py TINY_EN_DIR BASE_DIR
+Usage: python3 scripts/goldens/batched.py TINY_EN_DIR BASE_DIR [CASE ...]
+(with CASEs, only those are computed again; the file keeps the others as they are)
 (CTranslate2 folders, e.g. `sotto models path tiny.en`; needs faster-whisper==1.2.1, as
 scripts/compare-peers installs into .venv-peers)
 """
@@ -55,15 +59,31 @@ def main():
     jfk = read_wav(ROOT / "samples" / "jfk.wav")
     z = lambda s: np.zeros(s * 16000, dtype=np.float32)
     gap = np.concatenate([z(1), jfk, z(3), jfk, z(1)])
-    out = {
-        "longform": run(tiny, longform, beam_size=1, batch_size=8),
-        "longform_b5": run(tiny, longform, beam_size=5, batch_size=8),
-        "longform_ts": run(tiny, longform, beam_size=1, batch_size=8, without_timestamps=False),
-        "gap": run(tiny, gap, beam_size=1, batch_size=4),
-        "gap_words": run(tiny, gap, beam_size=1, batch_size=4, word_timestamps=True),
-        "de": run(base, read_wav(SHARED / "real" / "cheetah_de.wav"), beam_size=1, batch_size=8),
+    def languages():
+        parts = []
+        for clip, times in [("de01_news", 2), ("fr01_news", 3), ("es01_news", 2)]:
+            a = read_wav(SHARED / "synth" / f"{clip}.wav")
+            parts += [a, z(2)] * times + [z(18)]
+        return np.concatenate(parts)
+
+    cases = {
+        "longform": lambda: run(tiny, longform, beam_size=1, batch_size=8),
+        "longform_b5": lambda: run(tiny, longform, beam_size=5, batch_size=8),
+        "longform_ts": lambda: run(tiny, longform, beam_size=1, batch_size=8,
+                                   without_timestamps=False),
+        "gap": lambda: run(tiny, gap, beam_size=1, batch_size=4),
+        "gap_words": lambda: run(tiny, gap, beam_size=1, batch_size=4, word_timestamps=True),
+        "de": lambda: run(base, read_wav(SHARED / "real" / "cheetah_de.wav"), beam_size=1,
+                          batch_size=8),
+        "multilingual": lambda: run(base, languages(), beam_size=1, batch_size=8,
+                                    multilingual=True),
     }
     path = ROOT / "tests" / "golden" / "batched.json"
+    only = sys.argv[3:]
+    out = json.loads(path.read_text()) if only else {}
+    for name, case in cases.items():
+        if not only or name in only:
+            out[name] = case()
     path.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n")
     print(f"wrote {path}")
 

@@ -1,18 +1,23 @@
 #!/usr/bin/env python3
-"""Goldens for sotto's prompting, input-range and anti-hallucination options, from
-faster-whisper 1.2.1 (float32, its transcribe() defaults otherwise: beam 5, fallback).
+"""Goldens for sotto's prompting, input-range, anti-hallucination, repetition and language
+options, from faster-whisper 1.2.1 (float32, its transcribe() defaults otherwise: beam 5,
+fallback).
 
 Writes tests/golden/fw_options.json: for each case the model, clip, options and the
 segments faster-whisper returns (start, end, text, tokens, and words when timed).
 Audio "pad:<clip>:<before>:<after>" is the clip with that many seconds of digital silence
-before and after it.
+before and after it; "cat:<clip>:<seconds>+<clip>:<seconds>+..." the clips one after
+another, each followed by digital silence up to that many seconds.
 
-Usage: python3 scripts/goldens/options.py   (needs ../shared and the cached models:
-       sotto models fetch tiny.en base)
+Usage: python3 scripts/goldens/options.py [--missing]   (needs ../shared and the cached
+       models: sotto models fetch tiny.en base). --missing computes only the cases the
+       file lacks and keeps the others as they are (CTranslate2's arithmetic differs a
+       little between CPUs).
 """
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -45,10 +50,40 @@ CASES = [
     # random stream no other engine can reproduce.
     ("base", "pad:real/jfk.wav:15:10",
      {"word_timestamps": True, "hallucination_silence_threshold": 2.0, "temperature": 0.0}),
+    # Repetition: each changes what these decode to.
+    ("tiny.en", "real/jfk.wav", {"repetition_penalty": 1.5}),
+    ("tiny.en", "real/jfk.wav", {"no_repeat_ngram_size": 2}),
+    ("tiny.en", "real/jfk.wav", {"no_repeat_ngram_size": 1, "beam_size": 1}),
+    ("tiny.en", "synth/en07_story.wav", {"repetition_penalty": 1.3, "beam_size": 1}),
+    ("tiny.en", "synth/en07_story.wav", {"repetition_penalty": 0.9, "no_repeat_ngram_size": 3}),
+    # A window per language: German, French, Spanish.
+    ("base", "cat:synth/de01_news.wav:30+synth/fr01_news.wav:30+synth/es01_news.wav:12",
+     {"multilingual": True}),
+    ("base", "cat:synth/de01_news.wav:30+synth/fr01_news.wav:30+synth/es01_news.wav:12",
+     {"multilingual": True, "language": "de", "beam_size": 1, "word_timestamps": True,
+      "temperature": 0.0}),
+    # Detection over several windows: the second passes the threshold; none does (the
+    # most frequent wins, and on a tie the first).
+    ("base", "cat:real/cheetah_es.wav:30+real/cheetah_fr.wav:30+real/cheetah_fr.wav:30",
+     {"language_detection_threshold": 0.99, "language_detection_segments": 3}),
+    ("base", "cat:real/cheetah_es.wav:30+real/cheetah_fr.wav:30+real/cheetah_fr.wav:30",
+     {"language_detection_threshold": 1.01, "language_detection_segments": 3,
+      "without_timestamps": True}),
+    ("base", "cat:real/cheetah_es.wav:30+real/cheetah_fr.wav:30",
+     {"language_detection_threshold": 1.01, "language_detection_segments": 5,
+      "beam_size": 1}),
 ]
 
 
 def audio_of(spec):
+    if spec.startswith("cat:"):
+        parts = []
+        for part in spec[4:].split("+"):
+            clip, seconds = part.split(":")
+            a = decode_audio(str(SHARED / "data/clips" / clip))
+            rest = max(0, int(float(seconds) * 16000) - len(a))
+            parts += [a, np.zeros(rest, np.float32)]
+        return np.concatenate(parts)
     if spec.startswith("pad:"):
         _, clip, before, after = spec.split(":")
         a = decode_audio(str(SHARED / "data/clips" / clip))
@@ -57,10 +92,20 @@ def audio_of(spec):
     return str(SHARED / "data/clips" / spec)
 
 
+def key(name, clip, opts):
+    return json.dumps([name, clip, opts], sort_keys=True)
+
+
 def main():
     models = {}
     out = []
+    have = {}
+    if "--missing" in sys.argv[1:] and OUT.exists():
+        have = {key(c["model"], c["audio"], c["options"]): c for c in json.loads(OUT.read_text())}
     for name, clip, opts in CASES:
+        if key(name, clip, opts) in have:
+            out.append(have[key(name, clip, opts)])
+            continue
         if name not in models:
             models[name] = WhisperModel(
                 str(CACHE / "models" / name), device="cpu", compute_type="float32", cpu_threads=2
@@ -72,6 +117,7 @@ def main():
             "audio": clip,
             "options": opts,
             "language": info.language,
+            "language_probability": round(info.language_probability, 4),
             "segments": [
                 {
                     "start": round(s.start, 3),

@@ -91,6 +91,18 @@ typedef struct sotto_params {
                                      faster-whisper's clip_timestamps; with batch_size, each
                                      clip is a chunk (no vad). NULL: all */
     int n_clip_timestamps;        /* floats at clip_timestamps */
+    float repetition_penalty;     /* > 0: logits of tokens a window already produced are
+                                     divided by it (multiplied when negative); default 1,
+                                     off (faster-whisper's repetition_penalty) */
+    int no_repeat_ngram_size;     /* > 0: never repeat an n-gram of this many tokens in a
+                                     window; default 0, off */
+    int multilingual;             /* nonzero: detect each 30 s window's language and decode
+                                     it in that language (multilingual models) */
+    float language_detection_threshold; /* detection stops at a window whose likeliest
+                                           language is above it; default 0.5 */
+    int language_detection_segments;    /* detection reads up to this many 30 s windows
+                                           (none above the threshold: the most frequent
+                                           wins); default 1 */
 } sotto_params;
 
 /* The library's version, e.g. "0.1.0". */

@@ -205,6 +205,11 @@ pub struct SottoParams {
     pub batch_size: c_int,
     pub clip_timestamps: *const f32,
     pub n_clip_timestamps: c_int,
+    pub repetition_penalty: f32,
+    pub no_repeat_ngram_size: c_int,
+    pub multilingual: c_int,
+    pub language_detection_threshold: f32,
+    pub language_detection_segments: c_int,
 }
 
 /// `struct_size` of the first `sotto_params`, which ended at `user_data`.
@@ -214,6 +219,22 @@ const PARAMS_V1_SIZE: usize = std::mem::offset_of!(SottoParams, vad);
 const PARAMS_V2_SIZE: usize = std::mem::offset_of!(SottoParams, batch_size);
 /// `struct_size` of the third, which ended at `batch_size` (padded to the pointer after it).
 const PARAMS_V3_SIZE: usize = std::mem::offset_of!(SottoParams, clip_timestamps);
+/// `struct_size` of the fourth, which ended at `n_clip_timestamps`, padded to the struct's
+/// alignment: that padding is where `repetition_penalty` lies now, so only the bytes up to
+/// it are the caller's.
+const PARAMS_V4_SIZE: usize = std::mem::offset_of!(SottoParams, repetition_penalty)
+    .next_multiple_of(std::mem::align_of::<SottoParams>());
+
+/// The older structs' sizes, and how many of their bytes hold fields.
+const OLDER_PARAMS: [(usize, usize); 4] = [
+    (PARAMS_V1_SIZE, PARAMS_V1_SIZE),
+    (PARAMS_V2_SIZE, PARAMS_V2_SIZE),
+    (PARAMS_V3_SIZE, PARAMS_V3_SIZE),
+    (
+        PARAMS_V4_SIZE,
+        std::mem::offset_of!(SottoParams, repetition_penalty),
+    ),
+];
 
 impl SottoParams {
     /// The caller's params, NULL meaning the defaults; fields beyond its `struct_size`
@@ -228,18 +249,26 @@ impl SottoParams {
         }
         // SAFETY: every version of the struct begins with its size.
         let size = unsafe { ptr::read_unaligned(p.cast::<usize>()) };
-        let sizes = [PARAMS_V1_SIZE, PARAMS_V2_SIZE, PARAMS_V3_SIZE];
-        if !sizes.contains(&size) && size != std::mem::size_of::<SottoParams>() {
-            return Err(format!(
-                "params.struct_size is {size}, not {}: take the params from \
-                 sotto_default_params() of the sotto.h this library ships",
-                std::mem::size_of::<SottoParams>()
-            ));
-        }
-        // SAFETY: the caller's struct holds `size` bytes, a prefix of ours (fields are
-        // only appended), and `params` is a plain-data struct of at least that size.
+        let fields = match OLDER_PARAMS.iter().find(|(s, _)| *s == size) {
+            Some(&(_, fields)) => fields,
+            None if size == std::mem::size_of::<SottoParams>() => size,
+            None => {
+                return Err(format!(
+                    "params.struct_size is {size}, not {}: take the params from \
+                     sotto_default_params() of the sotto.h this library ships",
+                    std::mem::size_of::<SottoParams>()
+                ))
+            }
+        };
+        // SAFETY: the caller's struct holds `size` >= `fields` bytes, whose fields are a
+        // prefix of ours (fields are only appended), and `params` is a plain-data struct
+        // of at least that size.
         unsafe {
-            ptr::copy_nonoverlapping(p.cast::<u8>(), ptr::addr_of_mut!(params).cast::<u8>(), size)
+            ptr::copy_nonoverlapping(
+                p.cast::<u8>(),
+                ptr::addr_of_mut!(params).cast::<u8>(),
+                fields,
+            )
         };
         params.struct_size = std::mem::size_of::<SottoParams>();
         Ok(params)
@@ -322,6 +351,22 @@ impl SottoParams {
                 .map(|&t| f64::from(t))
                 .collect(),
         };
+        opts.repetition_penalty = positive(self.repetition_penalty, "repetition_penalty")?;
+        opts.no_repeat_ngram_size = usize::try_from(self.no_repeat_ngram_size).map_err(|_| {
+            format!(
+                "params.no_repeat_ngram_size is {}; it must be >= 0",
+                self.no_repeat_ngram_size
+            )
+        })?;
+        opts.multilingual = self.multilingual != 0;
+        if self.language_detection_threshold.is_nan() {
+            return Err("params.language_detection_threshold is NaN".into());
+        }
+        opts.language_detection_threshold = f64::from(self.language_detection_threshold);
+        opts.language_detection_segments = count(
+            self.language_detection_segments,
+            "language_detection_segments",
+        )?;
         opts.max_segment_chars = match self.max_len {
             0 => None,
             n => Some(
@@ -376,6 +421,11 @@ pub extern "C" fn sotto_default_params() -> SottoParams {
         batch_size: 0,
         clip_timestamps: ptr::null(),
         n_clip_timestamps: 0,
+        repetition_penalty: d.repetition_penalty as f32,
+        no_repeat_ngram_size: c_int::try_from(d.no_repeat_ngram_size).unwrap_or(0),
+        multilingual: c_int::from(d.multilingual),
+        language_detection_threshold: d.language_detection_threshold as f32,
+        language_detection_segments: c_int::try_from(d.language_detection_segments).unwrap_or(1),
     }
 }
 

@@ -463,6 +463,53 @@ fn params_from_an_older_header_still_work() {
     }
 }
 
+/// The fourth `sotto_params` ended at `n_clip_timestamps`; its padding after it lies where
+/// `repetition_penalty` is now, and must not be read as that field.
+#[test]
+fn the_padding_of_an_older_struct_is_not_a_field() {
+    let model_path = c(sotto_testdata::model_dir("tiny.en").to_str().unwrap());
+    let samples = sotto::audio::load_16k_mono(jfk().to_str().unwrap()).unwrap();
+    let v4_size = std::mem::offset_of!(SottoParams, repetition_penalty)
+        .next_multiple_of(std::mem::align_of::<SottoParams>());
+    assert!(v4_size < std::mem::size_of::<SottoParams>());
+    let mut p = sotto_default_params();
+    p.beam_size = 1;
+    p.no_timestamps = 1;
+    // Garbage in the old padding, and a valid struct past it.
+    p.repetition_penalty = f32::NAN;
+    // SAFETY: live handles, params of the full size (the library reads a prefix).
+    unsafe {
+        let model = sotto_model_load(model_path.as_ptr(), c"cpu".as_ptr());
+        assert!(!model.is_null(), "{}", last_error());
+        let session = sotto_session_new(model, 2);
+        sotto_model_free(model);
+        p.struct_size = std::mem::size_of::<SottoParams>();
+        let t = sotto_transcribe(session, samples.as_ptr(), samples.len(), &p);
+        assert!(t.is_null());
+        assert!(
+            last_error().contains("repetition_penalty"),
+            "{}",
+            last_error()
+        );
+        p.struct_size = v4_size;
+        let t = sotto_transcribe(session, samples.as_ptr(), samples.len(), &p);
+        assert!(!t.is_null(), "{}", last_error());
+        let plain = string(sotto_transcript_text(t)).unwrap();
+        assert_eq!(normalise(&plain), JFK);
+        sotto_transcript_free(t);
+        // The new fields, at the full size: no token twice, so not the plain tokens.
+        p.struct_size = std::mem::size_of::<SottoParams>();
+        p.repetition_penalty = 1.0;
+        p.no_repeat_ngram_size = 1;
+        let t = sotto_transcribe(session, samples.as_ptr(), samples.len(), &p);
+        assert!(!t.is_null(), "{}", last_error());
+        let text = string(sotto_transcript_text(t)).unwrap();
+        assert_ne!(text, plain);
+        sotto_transcript_free(t);
+        sotto_session_free(session);
+    }
+}
+
 #[test]
 fn audio_decodes_from_memory() {
     let bytes = std::fs::read(jfk()).unwrap();

@@ -165,6 +165,30 @@ pub struct Decoding {
     #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set)]
     suppress_blank: Option<bool>,
 
+    /// Lower the scores of tokens a window already produced: positive logits divided by
+    /// X, negative ones multiplied; above 1 discourages repetition [default: 1, off]
+    #[arg(long, value_name = "X")]
+    repetition_penalty: Option<f64>,
+
+    /// Never repeat an n-gram of this many tokens within a window [default: 0, off]
+    #[arg(long, value_name = "N")]
+    no_repeat_ngram_size: Option<usize>,
+
+    /// Detect the language of every 30 s window and transcribe each in its own
+    /// (multilingual models; faster-whisper's `multilingual`)
+    #[arg(long)]
+    multilingual: bool,
+
+    /// Language detection: stop at the first window whose likeliest language is above this
+    /// probability [default: 0.5]
+    #[arg(long, value_name = "P")]
+    language_detection_threshold: Option<f64>,
+
+    /// Language detection: read up to this many 30 s windows; if none passes the
+    /// threshold, the language most often on top wins [default: 1]
+    #[arg(long, value_name = "N")]
+    language_detection_segments: Option<usize>,
+
     /// Latest first timestamp of a window, seconds [default: 1]
     #[arg(long, value_name = "SECONDS")]
     max_initial_timestamp: Option<f64>,
@@ -293,6 +317,17 @@ impl Decoding {
                 .collect::<anyhow::Result<_>>()?;
         }
         opts.suppress_blank = self.suppress_blank.unwrap_or(opts.suppress_blank);
+        opts.repetition_penalty = self.repetition_penalty.unwrap_or(opts.repetition_penalty);
+        opts.no_repeat_ngram_size = self
+            .no_repeat_ngram_size
+            .unwrap_or(opts.no_repeat_ngram_size);
+        opts.multilingual |= self.multilingual;
+        opts.language_detection_threshold = self
+            .language_detection_threshold
+            .unwrap_or(opts.language_detection_threshold);
+        opts.language_detection_segments = self
+            .language_detection_segments
+            .unwrap_or(opts.language_detection_segments);
         opts.max_initial_timestamp = self
             .max_initial_timestamp
             .unwrap_or(opts.max_initial_timestamp);
@@ -673,8 +708,17 @@ mod tests {
             "--max-initial-timestamp=2",
             "--max-new-tokens=40",
             "--seed=9",
+            "--repetition-penalty=1.2",
+            "--no-repeat-ngram-size=3",
+            "--multilingual",
+            "--language-detection-threshold=0.8",
+            "--language-detection-segments=2",
         ])
         .unwrap();
+        assert_eq!((o.repetition_penalty, o.no_repeat_ngram_size), (1.2, 3));
+        assert!(o.multilingual);
+        assert_eq!(o.language_detection_threshold, 0.8);
+        assert_eq!(o.language_detection_segments, 2);
         assert_eq!((o.beam_size, o.best_of), (1, 2));
         assert_eq!((o.patience, o.length_penalty), (2.0, 0.0));
         assert_eq!(o.temperatures, vec![0.0, 0.5]);

@@ -18,13 +18,13 @@ use crate::align::{get_end, Aligner};
 use crate::beam::{BeamSearch, BeamState};
 use crate::fallback::{compression_ratio, generate_with_fallback, Fallback};
 use crate::greedy::{DecodeTask, DecodingResult, GreedyState, Rng, Search};
-use crate::inference::Inference;
+use crate::inference::{Inference, LogitNeed};
 use crate::segments::{split_by_timestamps, split_cut};
 use crate::shortlist::{ShortlistRows, ShortlistSpec, Shortlists};
 use crate::tokenizer::Tokenizer;
 use crate::transcribe::{
-    check_vocab, detect_language_at, encode_hint, filters, max_steps, prompt, MelView, Segment,
-    TranscribeOptions, Transcript, N_FRAMES,
+    check_vocab, detect_language_over, encode_hint, filters, language_of, max_steps, prompt,
+    MelView, Segment, TranscribeOptions, Transcript, N_FRAMES,
 };
 use crate::{DecodeError, Result};
 
@@ -274,20 +274,37 @@ pub fn transcribe_batched(
     let fallback = opts.fallback();
     let mut rng = Rng::new(opts.seed);
     let mut last_speech_timestamp = 0.0;
+    let multilingual = opts.multilingual && tok.is_multilingual();
     for batch in chunks.chunks(batch_size.min(inf.max_windows().max(1))) {
         let windows: Vec<Vec<f32>> = (batch.iter())
             .map(|c| c.mel.window(0, c.mel.content_frames()))
             .collect();
         let refs: Vec<&[f32]> = windows.iter().map(|w| &w[..]).collect();
-        let tasks = vec![task; batch.len()];
+        // faster-whisper's `multilingual`: each window's prompt in its own language.
+        let prompts: Vec<Vec<u32>> = match multilingual {
+            true => (window_languages(inf, tok, &refs)?.into_iter())
+                .map(|lang| {
+                    let mut q = p.clone();
+                    q[task.sot_index + 1] = lang;
+                    q
+                })
+                .collect(),
+            false => Vec::new(),
+        };
+        let tasks: Vec<DecodeTask> = match multilingual {
+            true => (prompts.iter())
+                .map(|q| DecodeTask { prompt: q, ..task })
+                .collect(),
+            false => vec![task; batch.len()],
+        };
         let results = decode_windows(inf, &refs, &tasks, beam)?;
-        for (i, (chunk, result)) in batch.iter().zip(results).enumerate() {
+        for (i, ((chunk, result), task)) in batch.iter().zip(results).zip(&tasks).enumerate() {
             // The batched result is the first attempt; a failing one is retried hotter on
             // its window alone.
             let fb = if fallback.temperatures.len() > 1 {
                 inf.select_window(i).map_err(DecodeError::Inference)?;
                 let mut first = Decoded(result);
-                generate_with_fallback(inf, tok, &task, &fallback, &mut first, &mut rng)?
+                generate_with_fallback(inf, tok, task, &fallback, &mut first, &mut rng)?
             } else {
                 Fallback {
                     compression_ratio: compression_ratio(tok.decode(&result.tokens).trim()),
@@ -358,6 +375,32 @@ pub fn transcribe_batched(
     Ok(out)
 }
 
+/// The language token of each window (faster-whisper's batched `multilingual`): the
+/// likeliest after `<|startoftranscript|>` decoded against that window alone. The windows
+/// are encoded for it, and again by the batch that decodes them.
+fn window_languages(inf: &mut dyn Inference, tok: &Tokenizer, mels: &[&[f32]]) -> Result<Vec<u32>> {
+    inf.encode_windows(mels).map_err(DecodeError::Inference)?;
+    inf.set_logit_need(&LogitNeed::All);
+    let spec = ShortlistSpec::from_need(inf.n_vocab(), tok.eot() as usize, &LogitNeed::All);
+    let mut lists = Shortlists::new(spec);
+    let w = mels.len();
+    inf.decode_batch_shortlists(&vec![tok.sot(); w], w, &mut lists)
+        .map_err(DecodeError::Inference)?;
+    let first = tok.sot() as usize + 1;
+    (0..w)
+        .map(|i| {
+            let row = lists.row(i);
+            let langs = row.held_in(first, first + tok.n_languages()).1;
+            let code = language_of(tok, langs).language;
+            tok.language_token(code)
+                .ok_or_else(|| DecodeError::UnknownLanguage {
+                    code: code.into(),
+                    known: tok.n_languages(),
+                })
+        })
+        .collect()
+}
+
 /// The "search" of a window already decoded in a batch: its result, for the fallback's
 /// first attempt.
 struct Decoded(DecodingResult);
@@ -369,8 +412,9 @@ impl Search for Decoded {
 }
 
 /// The language of a batched transcription and its probability: as given, "en" on
-/// English-only models, else detected as faster-whisper's batched mode does, on the first
-/// 30 s of the chunks' log-mel joined, with one frame of -1.5 after them.
+/// English-only models, else detected as faster-whisper's batched mode does, on the
+/// chunks' log-mel joined, with one frame of -1.5 after them (the first
+/// `language_detection_segments` windows of it).
 fn batched_language(
     inf: &mut dyn Inference,
     tok: &Tokenizer,
@@ -392,14 +436,15 @@ fn batched_language(
     if chunks.iter().any(|c| c.mel.n_mels != n_mels) {
         return Err(DecodeError::Mel("chunks of different mel bins".into()));
     }
-    // Only the first window's frames are read: join no more than those.
-    let mut rows = vec![Vec::with_capacity(N_FRAMES + 1); n_mels];
+    // Only the first windows' frames are read: join no more than those.
+    let limit = opts.language_detection_segments.saturating_mul(N_FRAMES);
+    let mut rows = vec![Vec::with_capacity(limit.min(4 * N_FRAMES) + 1); n_mels];
     for c in chunks {
         let have = rows[0].len();
-        if have >= N_FRAMES {
+        if have >= limit {
             break;
         }
-        let take = c.mel.content_frames().min(N_FRAMES - have);
+        let take = c.mel.content_frames().min(limit - have);
         for (m, row) in rows.iter_mut().enumerate() {
             row.extend_from_slice(&c.mel.data[m * c.mel.n_frames..][..take]);
         }
@@ -418,6 +463,13 @@ fn batched_language(
         n_frames: frames,
     };
     // The joined mel's last frame is the -1.5 one: all of it is "content" here.
-    let (d, _) = detect_language_at(inf, tok, &joined, 0)?;
+    let (d, _) = detect_language_over(
+        inf,
+        tok,
+        &joined,
+        0,
+        opts.language_detection_segments,
+        opts.language_detection_threshold,
+    )?;
     Ok((d.language.into(), d.probability))
 }

@@ -1,5 +1,6 @@
 //! Logit filters applied before each token is chosen, in CTranslate2's order (the one
-//! faster-whisper runs): suppress tokens, suppress blank, timestamp rules.
+//! faster-whisper runs): repetition penalty, no-repeat n-grams, suppress tokens, suppress
+//! blank, timestamp rules.
 //!
 //! Filters see only the tokens generated so far in this window (`generated`), not the
 //! prompt, so the same filters serve every candidate of a search.
@@ -40,6 +41,75 @@ pub enum TextMasks {
 fn suppress(row: &mut Row, ids: impl IntoIterator<Item = u32>) {
     for id in ids {
         row.mask(id);
+    }
+}
+
+/// Lowers the logits of the tokens generated so far (faster-whisper's
+/// `repetition_penalty`, CTranslate2's `RepetitionPenalty`, the CTRL paper's rule): a
+/// negative logit is multiplied by the penalty, any other divided by it. Each token once,
+/// however often it occurs, from the logit as the model gave it; nothing before the first
+/// generated token (so not the prompt).
+#[derive(Debug, Clone)]
+pub struct RepetitionPenalty {
+    penalty: f32,
+}
+
+impl RepetitionPenalty {
+    /// `penalty` above 1 discourages repetition, below 1 encourages it; 1 changes nothing.
+    pub fn new(penalty: f32) -> Self {
+        RepetitionPenalty { penalty }
+    }
+}
+
+impl LogitFilter for RepetitionPenalty {
+    fn apply(&self, row: &mut Row, generated: &[u32]) {
+        let mut ids = generated.to_vec();
+        ids.sort_unstable();
+        ids.dedup();
+        let p = self.penalty;
+        for id in ids {
+            row.update(id, |x| if x < 0.0 { x * p } else { x / p });
+        }
+    }
+
+    /// Any text token generated before, which no list made ahead of time names.
+    fn text_masks(&self) -> TextMasks {
+        TextMasks::Unknown
+    }
+}
+
+/// Forbids any token that would repeat an n-gram of the tokens generated so far
+/// (faster-whisper's `no_repeat_ngram_size`, CTranslate2's `NoRepeatNgram`): wherever the
+/// last `n - 1` tokens occurred before, the token that followed them is masked. With
+/// `n = 1` no generated token comes again.
+#[derive(Debug, Clone)]
+pub struct NoRepeatNgram {
+    n: usize,
+}
+
+impl NoRepeatNgram {
+    /// `n` ≥ 1 (0 would forbid nothing; the caller leaves the filter out).
+    pub fn new(n: usize) -> Self {
+        NoRepeatNgram { n: n.max(1) }
+    }
+}
+
+impl LogitFilter for NoRepeatNgram {
+    fn apply(&self, row: &mut Row, generated: &[u32]) {
+        let (n, len) = (self.n, generated.len());
+        if len < n {
+            return;
+        }
+        let tail = &generated[len - (n - 1)..];
+        for start in 0..=len - n {
+            if generated[start..start + n - 1] == *tail {
+                row.mask(generated[start + n - 1]);
+            }
+        }
+    }
+
+    fn text_masks(&self) -> TextMasks {
+        TextMasks::Unknown
     }
 }
 
@@ -223,6 +293,59 @@ mod tests {
         run(&blank, &mut l, &[], &tok);
         assert!(l[b' ' as usize].is_infinite() && l[tok.eot() as usize].is_infinite());
         assert_eq!(allowed(&l).len(), tok.n_vocab() - 2);
+    }
+
+    #[test]
+    fn repetition_penalty_lowers_each_generated_token_once() {
+        let tok = toy(&[], 99);
+        let mut l = vec![1.0f32; tok.n_vocab()];
+        l[3] = 4.0;
+        l[5] = -2.0;
+        l[7] = 0.0;
+        let f = RepetitionPenalty::new(2.0);
+        // Nothing generated: nothing changes (CTranslate2 skips the first step).
+        run(&f, &mut l, &[], &tok);
+        assert_eq!((l[3], l[5]), (4.0, -2.0));
+        // 3 twice: divided once; negative: multiplied; 0 stays; others untouched.
+        run(&f, &mut l, &[3, 5, 3, 7, tok.timestamp_begin()], &tok);
+        assert_eq!((l[3], l[5], l[7], l[4]), (2.0, -4.0, 0.0, 1.0));
+        assert_eq!(l[tok.timestamp_begin() as usize], 0.5);
+        // Below 1 it raises them.
+        run(&RepetitionPenalty::new(0.5), &mut l, &[3], &tok);
+        assert_eq!(l[3], 4.0);
+    }
+
+    #[test]
+    fn no_repeat_ngram_masks_what_followed_the_last_tokens() {
+        let tok = toy(&[], 99);
+        let fresh = || vec![0.0f32; tok.n_vocab()];
+        // Trigrams: [1 2] was followed by 3 and by 4; the last two tokens are [1 2].
+        let mut l = fresh();
+        run(
+            &NoRepeatNgram::new(3),
+            &mut l,
+            &[1, 2, 3, 1, 2, 4, 1, 2],
+            &tok,
+        );
+        assert_eq!(masked(&l), vec![3, 4]);
+        // Shorter than n: nothing.
+        let mut l = fresh();
+        run(&NoRepeatNgram::new(3), &mut l, &[1, 2], &tok);
+        assert!(masked(&l).is_empty());
+        // Bigrams after [.. 2]: what followed each earlier 2.
+        let mut l = fresh();
+        run(&NoRepeatNgram::new(2), &mut l, &[2, 9, 5, 2, 8, 2], &tok);
+        assert_eq!(masked(&l), vec![8, 9]);
+        // Unigrams: every generated token.
+        let mut l = fresh();
+        run(&NoRepeatNgram::new(1), &mut l, &[6, 4, 6], &tok);
+        assert_eq!(masked(&l), vec![4, 6]);
+    }
+
+    fn masked(logits: &[f32]) -> Vec<usize> {
+        (0..logits.len())
+            .filter(|&i| logits[i].is_infinite())
+            .collect()
     }
 
     #[test]

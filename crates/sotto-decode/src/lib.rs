@@ -6,7 +6,8 @@
 //!
 //! Layout, after openai-whisper's `decoding.py`:
 //! - [`tokenizer`]: byte-level BPE (tiktoken-exact) and Whisper's special tokens.
-//! - [`filters`]: logit filters (suppress blank / tokens, timestamp rules).
+//! - [`filters`]: logit filters (repetition penalty, no-repeat n-grams, suppress blank /
+//!   tokens, timestamp rules).
 //! - [`shortlist`]: a row as greedy and beam search read it (the best few text tokens,
 //!   the masked and special ones, the normalizer of the rest).
 //! - [`greedy`]: one decoding pass (greedy at T = 0, best-of-N sampling at T > 0).
@@ -37,7 +38,10 @@ pub use align::{default_alignment_heads, Word, APPEND_PUNCTUATIONS, PREPEND_PUNC
 pub use batched::{decode_windows, transcribe_batched, Chunk};
 pub use beam::BeamSearch;
 pub use fallback::{compression_ratio, generate_with_fallback, Fallback, FallbackOptions};
-pub use filters::{ApplyTimestampRules, LogitFilter, SuppressBlank, SuppressTokens, TextMasks};
+pub use filters::{
+    ApplyTimestampRules, LogitFilter, NoRepeatNgram, RepetitionPenalty, SuppressBlank,
+    SuppressTokens, TextMasks,
+};
 pub use greedy::{DecodeTask, DecodingResult, Greedy, Rng, Sampling, Search};
 pub use inference::{BoxError, Inference, LogitNeed};
 pub use shortlist::{Row, Shortlist, ShortlistSpec, Shortlists};

@@ -333,6 +333,27 @@ impl Shortlist<'_> {
         }
     }
 
+    fn update(&mut self, id: u32, f: impl Fn(f32) -> f32) {
+        let (k, te) = (self.spec.top, self.spec.text_end);
+        let id_us = id as usize;
+        if id_us >= self.spec.n_vocab {
+            return;
+        }
+        let tail0 = 2 + 2 * k + self.spec.pinned.len();
+        let slot = if id_us >= te {
+            Some(tail0 + id_us - te)
+        } else if let Ok(j) = self.spec.pinned.binary_search(&id) {
+            Some(2 + 2 * k + j)
+        } else {
+            (0..k)
+                .find(|&j| self.rec[2 + j] == id as f32)
+                .map(|j| 2 + k + j)
+        };
+        if let Some(i) = slot {
+            self.rec[i] = f(self.rec[i]);
+        }
+    }
+
     fn mask_range(&mut self, from: usize, to: usize) {
         let (k, te, n) = (self.spec.top, self.spec.text_end, self.spec.n_vocab);
         let to = to.min(n);
@@ -365,7 +386,7 @@ impl Shortlist<'_> {
     }
 
     /// The pinned and tail logits of ids in `[from, to)`.
-    fn held_in(&self, from: usize, to: usize) -> (&[f32], &[f32]) {
+    pub(crate) fn held_in(&self, from: usize, to: usize) -> (&[f32], &[f32]) {
         let (k, te, n) = (self.spec.top, self.spec.text_end, self.spec.n_vocab);
         let to = to.min(n);
         let p0 = 2 + 2 * k;
@@ -481,6 +502,21 @@ impl Row<'_, '_> {
                 }
             }
             Row::Short(s) => s.mask(id),
+        }
+    }
+
+    /// Replaces the logit of `id` by `f` of it; ids past the vocabulary are ignored. On a
+    /// shortlist only a logit the record holds one by one changes: a filter that changes
+    /// text tokens it cannot name in advance says [`crate::TextMasks::Unknown`], so that
+    /// the record is the whole row.
+    pub fn update(&mut self, id: u32, f: impl Fn(f32) -> f32) {
+        match self {
+            Row::Full(l) => {
+                if let Some(v) = l.get_mut(id as usize) {
+                    *v = f(*v);
+                }
+            }
+            Row::Short(s) => s.update(id, f),
         }
     }
 

@@ -7,9 +7,12 @@
 use crate::align::{get_end, Aligner, Word, APPEND_PUNCTUATIONS, PREPEND_PUNCTUATIONS};
 use crate::beam::BeamSearch;
 use crate::fallback::{generate_with_fallback, Fallback, FallbackOptions};
-use crate::filters::{ApplyTimestampRules, LogitFilter, SuppressBlank, SuppressTokens};
+use crate::filters::{
+    ApplyTimestampRules, LogitFilter, NoRepeatNgram, RepetitionPenalty, SuppressBlank,
+    SuppressTokens,
+};
 use crate::greedy::{DecodeTask, Greedy, Rng, Search};
-use crate::inference::Inference;
+use crate::inference::{Inference, LogitNeed};
 use crate::segments::{
     skip_hallucinations, split_by_timestamps, split_cut, Hallucination, SegmentLimits, WindowSpan,
 };
@@ -115,6 +118,25 @@ pub struct TranscribeOptions {
     /// text that still fits, even after a prompt reset (whisper.cpp's
     /// `carry_initial_prompt`). Default false (faster-whisper prompts it once).
     pub carry_initial_prompt: bool,
+    /// Lowers the logits of tokens already generated in the window (divided by it when
+    /// positive, multiplied when negative); above 1 discourages repetition. Must be > 0.
+    /// Default 1.0, off (`repetition_penalty`).
+    pub repetition_penalty: f64,
+    /// Forbid repeating any n-gram of this many tokens within a window; 0 is off. Default 0
+    /// (`no_repeat_ngram_size`).
+    pub no_repeat_ngram_size: usize,
+    /// Detect the language of every window (from its encoding) and decode it in that
+    /// language; the transcript's `language` stays the first detection's (or the one
+    /// given). Multilingual models only; English-only ones ignore it. Default false
+    /// (`multilingual`).
+    pub multilingual: bool,
+    /// Language detection stops at the first 30 s window whose most likely language is
+    /// likelier than this. Default 0.5 (`language_detection_threshold`).
+    pub language_detection_threshold: f64,
+    /// Language detection reads up to this many 30 s windows; when none passes the
+    /// threshold, the language most often on top wins, with its best probability.
+    /// Default 1 (`language_detection_segments`).
+    pub language_detection_segments: usize,
     /// Forbid a blank first token. Default true (`suppress_blank`).
     pub suppress_blank: bool,
     /// Token ids never sampled; -1 adds the non-speech symbols; an empty list suppresses
@@ -196,6 +218,11 @@ impl Default for TranscribeOptions {
             prompt_reset_on_temperature: 0.5,
             initial_prompt: None,
             carry_initial_prompt: false,
+            repetition_penalty: 1.0,
+            no_repeat_ngram_size: 0,
+            multilingual: false,
+            language_detection_threshold: 0.5,
+            language_detection_segments: 1,
             suppress_blank: true,
             suppress_tokens: vec![-1],
             without_timestamps: false,
@@ -248,6 +275,21 @@ impl TranscribeOptions {
             return invalid(
                 "temperature",
                 format!("{:?} must be >= 0", self.temperatures),
+            );
+        }
+        if !(self.repetition_penalty.is_finite() && self.repetition_penalty > 0.0) {
+            return invalid(
+                "repetition_penalty",
+                format!("{} must be > 0", self.repetition_penalty),
+            );
+        }
+        if self.language_detection_segments == 0 {
+            return invalid("language_detection_segments", "must be at least 1".into());
+        }
+        if self.language_detection_threshold.is_nan() {
+            return invalid(
+                "language_detection_threshold",
+                "NaN is not a probability".into(),
             );
         }
         if self.patience.is_nan() || self.patience <= 0.0 {
@@ -484,14 +526,67 @@ pub(crate) fn detect_language_at(
     Ok((detection, window))
 }
 
+/// faster-whisper's `detect_language` with `language_detection_segments` and
+/// `language_detection_threshold`: the 30 s windows from frame `start`, up to `segments`
+/// of them, until one's most likely language is likelier than `threshold`; when none is,
+/// the language most often on top (the first to get there on a tie) with its best
+/// probability, and the last window's list. Also returns the last window's mel, which
+/// `inf` holds encoded.
+pub(crate) fn detect_language_over(
+    inf: &mut dyn Inference,
+    tok: &Tokenizer,
+    mel: &MelView,
+    start: usize,
+    segments: usize,
+    threshold: f64,
+) -> Result<(LanguageDetection, Vec<f32>)> {
+    let frames = mel.n_frames.saturating_sub(start).min(segments * N_FRAMES);
+    let mut votes: Vec<(&'static str, Vec<f64>)> = Vec::new();
+    let mut at = start;
+    loop {
+        let (d, window) = detect_language_at(inf, tok, mel, at)?;
+        at += N_FRAMES;
+        if d.probability > threshold {
+            return Ok((d, window));
+        }
+        match votes.iter_mut().find(|(l, _)| *l == d.language) {
+            Some((_, p)) => p.push(d.probability),
+            None => votes.push((d.language, vec![d.probability])),
+        }
+        if at >= start + frames {
+            // `max` keeps the first of equal counts, as Python's does.
+            let (language, probs) =
+                votes.iter().fold(
+                    &votes[0],
+                    |best, v| if v.1.len() > best.1.len() { v } else { best },
+                );
+            let probability = probs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let d = LanguageDetection {
+                language,
+                probability,
+                all: d.all,
+            };
+            return Ok((d, window));
+        }
+    }
+}
+
 /// The language of the window `inf` has just encoded.
 fn detect_encoded(inf: &mut dyn Inference, tok: &Tokenizer) -> Result<LanguageDetection> {
+    // The language tokens lie past the text, which a search's shortlist holds exactly
+    // anyway; asking for every logit keeps this independent of the search before it.
+    inf.set_logit_need(&LogitNeed::All);
     inf.reset();
     let mut logits = vec![0f32; tok.n_vocab()];
     inf.decode(&[tok.sot()], &[0], &mut logits)
         .map_err(DecodeError::Inference)?;
     let first = tok.sot() as usize + 1;
-    let langs = &logits[first..first + tok.n_languages()];
+    Ok(language_of(tok, &logits[first..first + tok.n_languages()]))
+}
+
+/// The detection the language tokens' logits (in the tokenizer's order) make: their
+/// softmax, most likely first.
+pub(crate) fn language_of(tok: &Tokenizer, langs: &[f32]) -> LanguageDetection {
     let lse = crate::filters::logsumexp(langs);
     let mut all: Vec<(&'static str, f64)> = tok
         .languages()
@@ -501,11 +596,11 @@ fn detect_encoded(inf: &mut dyn Inference, tok: &Tokenizer) -> Result<LanguageDe
         .collect();
     all.sort_by(|a, b| b.1.total_cmp(&a.1));
     let (language, probability) = all[0];
-    Ok(LanguageDetection {
+    LanguageDetection {
         language,
         probability,
         all,
-    })
+    }
 }
 
 pub(crate) fn check_vocab(inf: &dyn Inference, tok: &Tokenizer) -> Result<()> {
@@ -536,8 +631,15 @@ fn resolve_language(
             } else {
                 0
             };
-            detect_language_at(inf, tok, mel, start)
-                .map(|(d, window)| (d.language.into(), d.probability, Some(window)))
+            detect_language_over(
+                inf,
+                tok,
+                mel,
+                start,
+                opts.language_detection_segments,
+                opts.language_detection_threshold,
+            )
+            .map(|(d, window)| (d.language.into(), d.probability, Some(window)))
         }
         Some(code) => match tok.language_token(code) {
             Some(_) => Ok((code.into(), 1.0, None)),
@@ -654,6 +756,14 @@ pub(crate) fn filters(
     opts: &TranscribeOptions,
 ) -> Result<Vec<Box<dyn LogitFilter>>> {
     let mut f: Vec<Box<dyn LogitFilter>> = Vec::new();
+    if opts.repetition_penalty != 1.0 {
+        f.push(Box::new(RepetitionPenalty::new(
+            opts.repetition_penalty as f32,
+        )));
+    }
+    if opts.no_repeat_ngram_size > 0 {
+        f.push(Box::new(NoRepeatNgram::new(opts.no_repeat_ngram_size)));
+    }
     let suppress = suppressed_tokens(tok, &opts.suppress_tokens);
     if !suppress.is_empty() {
         f.push(Box::new(SuppressTokens::new(suppress)));
@@ -753,14 +863,7 @@ pub fn transcribe(
     let prefix = encode_hint(tok, opts.prefix.as_deref());
     let hotwords = encode_hint(tok, opts.hotwords.as_deref());
     let heads = opts.word_heads()?;
-    let aligner = Aligner {
-        tok,
-        language: &out.language,
-        sot_sequence: &sot_sequence,
-        heads: &heads,
-        prepend: &opts.prepend_punctuations,
-        append: &opts.append_punctuations,
-    };
+    let multilingual = opts.multilingual && tok.is_multilingual();
     let mut last_speech_timestamp = 0.0;
     let mut prompt_reset_since = 0usize;
     let clips = seek_clips(&opts.clip_timestamps, content_frames);
@@ -789,13 +892,31 @@ pub fn transcribe(
         } else {
             inf.encode(&window).map_err(DecodeError::Inference)?;
         }
+        // faster-whisper's `multilingual`: this window's own language, for its prompt and
+        // its words.
+        let window_sot;
+        let (language, sot_sequence) = if multilingual {
+            let detected = detect_encoded(inf, tok)?.language;
+            window_sot = tok.sot_sequence(detected, opts.task)?;
+            (detected, &window_sot[..])
+        } else {
+            (&out.language[..], &sot_sequence[..])
+        };
+        let aligner = Aligner {
+            tok,
+            language,
+            sot_sequence,
+            heads: &heads,
+            prepend: &opts.prepend_punctuations,
+            append: &opts.append_punctuations,
+        };
         let window_prefix = prefix.as_deref().filter(|_| seek == 0);
         let previous = carry_prompt(&carried, &all_tokens, prompt_reset_since);
         let p = prompt(
             tok,
             &previous,
             hotwords.as_deref().filter(|_| window_prefix.is_none()),
-            &sot_sequence,
+            sot_sequence,
             opts.without_timestamps,
         );
         let forced = window_prefix

@@ -326,6 +326,48 @@ fn the_language_is_detected_on_the_chunks_joined() {
     check("de", &t, 0.0, STEP);
 }
 
+/// German, French and Spanish clips one after another: with `multilingual` each chunk
+/// is decoded in its own language (faster-whisper's batched `multilingual=True`), not in
+/// the one detected at the start.
+#[test]
+fn each_chunk_in_its_own_language() {
+    let Some(shared) = sotto_testdata::shared_dir() else {
+        return;
+    };
+    let zeros = |s: usize| vec![0f32; s * 16000];
+    let mut audio = Vec::new();
+    for (clip, times) in [
+        ("de01_news.wav", 2),
+        ("fr01_news.wav", 3),
+        ("es01_news.wav", 2),
+    ] {
+        let path = sotto_testdata::clip(&shared, clip);
+        let a = sotto::audio::load_16k_mono(path.to_str().unwrap()).unwrap();
+        for _ in 0..times {
+            audio.extend_from_slice(&a);
+            audio.extend(zeros(2));
+        }
+        audio.extend(zeros(18));
+    }
+    let model = Model::load_with(
+        &sotto_testdata::model_dir("base"),
+        Device::Cpu,
+        LoadOptions::F32,
+    )
+    .unwrap();
+    let mut session = model.session(2).unwrap();
+    let opts = TranscribeOptions {
+        beam_size: 1,
+        without_timestamps: true,
+        multilingual: true,
+        ..TranscribeOptions::default()
+    };
+    let (t, _) = session
+        .transcribe_batched(&batched_vad(), &audio, &opts, 8, &mut |_| true)
+        .unwrap();
+    check("multilingual", &t, 0.0, STEP);
+}
+
 #[test]
 fn what_batched_decoding_cannot_do_is_refused() {
     let vad = batched_vad();

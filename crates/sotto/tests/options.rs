@@ -1,6 +1,8 @@
-//! Prompting, input-range and anti-hallucination options against faster-whisper 1.2.1:
-//! `prefix`, `hotwords`, `clip_timestamps`, `hallucination_silence_threshold` (with word
-//! timestamps), on tiny.en and base. The expected segments come from
+//! Prompting, input-range, anti-hallucination, repetition and language options against
+//! faster-whisper 1.2.1: `prefix`, `hotwords`, `clip_timestamps`,
+//! `hallucination_silence_threshold` (with word timestamps), `repetition_penalty`,
+//! `no_repeat_ngram_size`, `multilingual`, `language_detection_threshold` and
+//! `language_detection_segments`, on tiny.en and base. The expected segments come from
 //! `scripts/goldens/options.py` (tests/golden/fw_options.json): text and tokens must be
 //! equal, segment times within 10 ms. faster-whisper has neither the energy gate nor the
 //! failed-fallback silence rule, so the comparison runs without them; with the gate on, the silence-padded cases must keep the
@@ -29,6 +31,20 @@ fn options(o: &Value) -> TranscribeOptions {
     if let Some(b) = o.get("beam_size").and_then(Value::as_u64) {
         opts.beam_size = b as usize;
     }
+    let number = |k: &str| o.get(k).and_then(Value::as_f64);
+    if let Some(p) = number("repetition_penalty") {
+        opts.repetition_penalty = p;
+    }
+    if let Some(n) = o.get("no_repeat_ngram_size").and_then(Value::as_u64) {
+        opts.no_repeat_ngram_size = n as usize;
+    }
+    if let Some(t) = number("language_detection_threshold") {
+        opts.language_detection_threshold = t;
+    }
+    if let Some(n) = o.get("language_detection_segments").and_then(Value::as_u64) {
+        opts.language_detection_segments = n as usize;
+    }
+    opts.multilingual = o.get("multilingual") == Some(&Value::Bool(true));
     opts.without_timestamps = o.get("without_timestamps") == Some(&Value::Bool(true));
     opts.word_timestamps = o.get("word_timestamps") == Some(&Value::Bool(true));
     opts.hallucination_silence_threshold = o
@@ -48,12 +64,25 @@ fn speech_end(spec: &str, samples: usize) -> Option<f64> {
     Some(samples as f64 / 16000.0 - after)
 }
 
-/// "real/jfk.wav", or "pad:real/jfk.wav:15:10" (seconds of zeros before and after).
+/// "real/jfk.wav", "pad:real/jfk.wav:15:10" (seconds of zeros before and after), or
+/// "cat:a.wav:30+b.wav:12" (each clip followed by zeros up to that many seconds).
 fn audio(shared: &std::path::Path, spec: &str) -> Vec<f32> {
     let load = |clip: &str| {
         sotto::audio::load_16k_mono(shared.join("data/clips").join(clip).to_str().unwrap())
             .expect("clip decodes")
     };
+    if let Some(parts) = spec.strip_prefix("cat:") {
+        return parts
+            .split('+')
+            .flat_map(|part| {
+                let (clip, seconds) = part.rsplit_once(':').unwrap();
+                let mut a = load(clip);
+                let n = (seconds.parse::<f64>().unwrap() * 16000.0) as usize;
+                a.resize(a.len().max(n), 0.0);
+                a
+            })
+            .collect();
+    }
     match spec.strip_prefix("pad:") {
         None => load(spec),
         Some(rest) => {
@@ -109,6 +138,14 @@ fn check(model_name: &str) {
         }
         if t.language != case["language"].as_str().unwrap() {
             failures.push(format!("{label}: language {}", t.language));
+        }
+        if let Some(p) = case["language_probability"].as_f64() {
+            if (t.language_probability - p).abs() > 2e-3 {
+                failures.push(format!(
+                    "{label}: language probability {} want {p}",
+                    t.language_probability
+                ));
+            }
         }
         if t.segments.len() != want.len() {
             failures.push(format!(
