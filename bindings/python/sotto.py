@@ -146,6 +146,8 @@ def _load():
                                      c.POINTER(c.c_double), c.c_size_t, c.POINTER(_Params)], P),
         "sotto_detect_language": ([P, c.POINTER(c.c_float), c.c_size_t, c.POINTER(c.c_float)],
                                   c.c_char_p),
+        "sotto_detect_language_ex": ([P, c.POINTER(c.c_float), c.c_size_t, c.c_int, c.c_float,
+                                      c.POINTER(c.c_float)], c.c_char_p),
         "sotto_bench": ([P, c.c_int, c.POINTER(_Bench)], c.c_int),
         "sotto_system_info": ([], c.c_char_p),
         "sotto_transcript_free": ([P], None),
@@ -513,12 +515,15 @@ class Session(_Handle):
         finally:
             _lib.sotto_transcript_free(t)
 
-    def detect_language(self, audio):
-        """The spoken language of the first 30 s: (code, probability). Multilingual models only."""
+    def detect_language(self, audio, segments: int = 1, threshold: float = 0.5):
+        """The spoken language of the first 30 s: (code, probability). Multilingual models only.
+        With `segments` > 1, up to that many 30 s windows until one's likeliest language is
+        above `threshold` (faster-whisper's language_detection_segments and _threshold)."""
         self._check()
         s = _Samples(_samples_of(audio))
         prob = ctypes.c_float()
-        code = _lib.sotto_detect_language(self._h, s.ptr, s.n, ctypes.byref(prob))
+        code = _lib.sotto_detect_language_ex(self._h, s.ptr, s.n, segments, threshold,
+                                             ctypes.byref(prob))
         if not code:
             _fail()
         return code.decode(), prob.value
@@ -649,7 +654,9 @@ class WhisperModel:
                    vad_filter: bool = False, vad_parameters=None,
                    without_timestamps: bool = False, hotwords: Optional[str] = None,
                    clip_timestamps="0", repetition_penalty: float = 1,
-                   no_repeat_ngram_size: int = 0, multilingual: bool = False, **kwargs):
+                   no_repeat_ngram_size: int = 0, multilingual: bool = False,
+                   language_detection_threshold: float = 0.5,
+                   language_detection_segments: int = 1, **kwargs):
         """As faster-whisper's: returns `(segments, info)` at once, `segments` a generator
         that transcribes as it is read (each segment as soon as it is finished; closing it
         early stops the transcription). Options sotto does not take raise TypeError rather
@@ -664,8 +671,9 @@ class WhisperModel:
         clips = _clip_list(clip_timestamps)
         # As faster-whisper: clips, when given, replace the VAD.
         options = _vad_options(vad_parameters, None) if vad_filter and not clips else None
-        stretches, after_vad, language, probability = self._speech(samples, options, language,
-                                                                    clips)
+        stretches, after_vad, language, probability = self._speech(
+            samples, options, language, clips,
+            (language_detection_segments, language_detection_threshold))
         info = TranscriptionInfo(
             language=language, language_probability=probability, duration=duration,
             duration_after_vad=after_vad,
@@ -688,10 +696,11 @@ class WhisperModel:
             multilingual=multilingual and self.model.is_multilingual)
         return self._segments(samples, run), info
 
-    def _speech(self, samples, options, language, clips=()):
+    def _speech(self, samples, options, language, clips=(), detection=(1, 0.5)):
         """The stretches of speech the VAD finds with `options` (None: no VAD, all of it, or
         the `clips`), their seconds, and the language with its probability: as given, or, as
-        faster-whisper decides it before the first segment, from the first 30 s of speech."""
+        faster-whisper decides it before the first segment, from the first 30 s of speech
+        (`detection`: up to that many windows, until one passes that threshold)."""
         stretches, speech, pieces = None, samples, None
         if options is not None:
             pieces = stretches = _shared_vad().speech(samples, options)
@@ -710,7 +719,7 @@ class WhisperModel:
             else:
                 session = self._sessions.get()
                 try:
-                    language, probability = session.detect_language(speech)
+                    language, probability = session.detect_language(speech, *detection)
                 finally:
                     self._sessions.put(session)
         return stretches, len(speech) / 16000, language, probability
@@ -761,8 +770,7 @@ class BatchedInferencePipeline:
     _UNUSED = ("log_progress", "compression_ratio_threshold", "log_prob_threshold",
                "no_speech_threshold", "condition_on_previous_text",
                "prompt_reset_on_temperature", "prefix", "max_initial_timestamp",
-               "hallucination_silence_threshold", "suppress_blank", "language_detection_threshold",
-               "language_detection_segments")
+               "hallucination_silence_threshold", "suppress_blank")
 
     def __init__(self, model: WhisperModel):
         self.model = model
@@ -774,7 +782,9 @@ class BatchedInferencePipeline:
                    vad_filter: bool = True, vad_parameters=None,
                    without_timestamps: bool = True, hotwords: Optional[str] = None,
                    batch_size: int = 8, clip_timestamps=None, repetition_penalty: float = 1,
-                   no_repeat_ngram_size: int = 0, multilingual: bool = False, **kwargs):
+                   no_repeat_ngram_size: int = 0, multilingual: bool = False,
+                   language_detection_threshold: float = 0.5,
+                   language_detection_segments: int = 1, **kwargs):
         """As faster-whisper's: `(segments, info)`, `segments` a generator."""
         unknown = sorted(k for k in kwargs if k not in self._UNUSED)
         if unknown:
@@ -795,8 +805,9 @@ class BatchedInferencePipeline:
                                                         {"max_speech_duration_s": 30})
         samples = _samples_of(audio)
         duration = len(samples) / 16000
-        stretches, after_vad, language, probability = self.model._speech(samples, options,
-                                                                         language, clips)
+        stretches, after_vad, language, probability = self.model._speech(
+            samples, options, language, clips,
+            (language_detection_segments, language_detection_threshold))
         info = TranscriptionInfo(
             language=language, language_probability=probability, duration=duration,
             duration_after_vad=after_vad,

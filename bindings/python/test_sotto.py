@@ -227,8 +227,8 @@ class TestWhisperModel(unittest.TestCase):
             list(self.model.transcribe(AUDIO, repetition_penalty=0)[0])
 
     def test_what_sotto_does_not_take_is_refused(self):
-        with self.assertRaisesRegex(TypeError, "language_detection_segments"):
-            self.model.transcribe(AUDIO, language_detection_segments=2)
+        with self.assertRaisesRegex(TypeError, "prompt_reset_on_temperature"):
+            self.model.transcribe(AUDIO, prompt_reset_on_temperature=0.4)
         with self.assertRaisesRegex(ValueError, "temperature"):
             self.model.transcribe(AUDIO, temperature=[0.0, 0.5, 0.7])
         with self.assertRaisesRegex(sotto.SottoError, "patience"):

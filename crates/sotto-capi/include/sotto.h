@@ -156,6 +156,13 @@ sotto_transcript *sotto_transcribe_file(sotto_session *session, const char *path
  * *probability when that is not NULL. Multilingual models only. */
 const char *sotto_detect_language(sotto_session *session, const float *samples,
                                   size_t n_samples, float *probability);
+/* sotto_detect_language over up to `segments` 30 s windows, until one's likeliest language
+ * is above `threshold`; when none is, the language most often on top, with its best
+ * probability (faster-whisper's language_detection_segments and _threshold: 1 and 0.5
+ * give sotto_detect_language). */
+const char *sotto_detect_language_ex(sotto_session *session, const float *samples,
+                                     size_t n_samples, int segments, float threshold,
+                                     float *probability);
 
 /* Voice activity detection (Silero VAD v6). A VAD may be shared by threads and passed in
  * sotto_params.vad to any session. */

@@ -1192,12 +1192,35 @@ pub unsafe extern "C" fn sotto_detect_language(
     n_samples: usize,
     probability: *mut f32,
 ) -> *const c_char {
+    // SAFETY: the same contract.
+    unsafe { sotto_detect_language_ex(session, samples, n_samples, 1, 0.5, probability) }
+}
+
+/// [`sotto_detect_language`] over up to `segments` windows of 30 s, until one's most likely
+/// language is above `threshold` (faster-whisper's `language_detection_segments` and
+/// `language_detection_threshold`; when none is, the language most often on top).
+///
+/// # Safety
+/// As [`sotto_detect_language`].
+#[no_mangle]
+pub unsafe extern "C" fn sotto_detect_language_ex(
+    session: *mut SottoSession,
+    samples: *const f32,
+    n_samples: usize,
+    segments: c_int,
+    threshold: f32,
+    probability: *mut f32,
+) -> *const c_char {
     guard(ptr::null(), || {
         // SAFETY: as this function's contract says.
         let s = unsafe { handle_mut(session, "session") }?;
         // SAFETY: as above.
         let samples = unsafe { sample_slice(samples, n_samples) }?;
-        let d = s.0.detect_language(samples).map_err(|e| e.to_string())?;
+        let segments = usize::try_from(segments)
+            .map_err(|_| format!("segments is {segments}; it must be at least 1"))?;
+        let d = (s.0)
+            .detect_language_with(samples, segments, f64::from(threshold))
+            .map_err(|e| e.to_string())?;
         // SAFETY: NULL or writable, by this function's contract.
         if let Some(p) = unsafe { probability.as_mut() } {
             *p = d.probability as f32;

@@ -181,6 +181,9 @@ fn transcribes_through_the_c_interface() {
         let mut p = 0f32;
         assert!(sotto_detect_language(session, samples.as_ptr(), samples.len(), &mut p).is_null());
         assert!(last_error().contains("English-only"), "{}", last_error());
+        let n = samples.len();
+        assert!(sotto_detect_language_ex(session, samples.as_ptr(), n, -1, 0.5, &mut p).is_null());
+        assert!(last_error().contains("segments"), "{}", last_error());
         // Options faster-whisper has: checked.
         let mut params = sotto_default_params();
         params.patience = 0.0;

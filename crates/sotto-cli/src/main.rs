@@ -50,6 +50,14 @@ enum Command {
         /// Print every language.
         #[arg(long)]
         all: bool,
+        /// Read up to this many 30 s windows, until one's likeliest language is above
+        /// --language-detection-threshold; if none is, the language most often on top wins
+        /// (printed first, the others from the last window).
+        #[arg(long, default_value_t = 1, value_name = "N")]
+        language_detection_segments: usize,
+        /// See --language-detection-segments.
+        #[arg(long, default_value_t = 0.5, value_name = "P")]
+        language_detection_threshold: f64,
         /// Worker threads [default: all cores].
         #[arg(short, long)]
         threads: Option<usize>,
@@ -197,12 +205,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             model,
             top,
             all,
+            language_detection_segments,
+            language_detection_threshold,
             threads,
         } => detect_language(
             &hub,
             &files,
             &model,
             if all { usize::MAX } else { top },
+            (language_detection_segments, language_detection_threshold),
             engine::threads(threads)?,
         ),
         Command::Models(ModelsCommand::Fetch { names }) => {
@@ -280,12 +291,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// `sotto detect-language`: per file, its top `top` languages as `file<TAB>code<TAB>p`.
+/// `sotto detect-language`: per file, its top `top` languages as `file<TAB>code<TAB>p`;
+/// `(segments, threshold)`: faster-whisper's `language_detection_*`.
 fn detect_language(
     hub: &sotto::hub::Hub,
     files: &[String],
     model: &str,
     top: usize,
+    (segments, threshold): (usize, f64),
     threads: usize,
 ) -> anyhow::Result<ExitCode> {
     let model = sotto::Model::load_named(model, hub, &mut progress::Download::new())?;
@@ -294,8 +307,17 @@ fn detect_language(
     for file in files {
         let detected = sotto::audio::load_16k_mono(file)
             .map_err(anyhow::Error::from)
-            .and_then(|samples| Ok(session.detect_language(&samples)?));
+            .and_then(|samples| Ok(session.detect_language_with(&samples, segments, threshold)?));
         match detected {
+            Ok(d) if d.all.first().map(|a| a.0) != Some(d.language) => {
+                // Decided by a vote over windows: the winner with its best probability,
+                // then the others of the last window.
+                println!("{file}\t{}\t{:.4}", d.language, d.probability);
+                let others = d.all.iter().filter(|a| a.0 != d.language);
+                for (code, p) in others.take(top.saturating_sub(1)) {
+                    println!("{file}\t{code}\t{p:.4}");
+                }
+            }
             Ok(d) => {
                 for (code, p) in d.all.iter().take(top) {
                     println!("{file}\t{code}\t{p:.4}");

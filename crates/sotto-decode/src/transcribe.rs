@@ -283,15 +283,10 @@ impl TranscribeOptions {
                 format!("{} must be > 0", self.repetition_penalty),
             );
         }
-        if self.language_detection_segments == 0 {
-            return invalid("language_detection_segments", "must be at least 1".into());
-        }
-        if self.language_detection_threshold.is_nan() {
-            return invalid(
-                "language_detection_threshold",
-                "NaN is not a probability".into(),
-            );
-        }
+        check_detection(
+            self.language_detection_segments,
+            self.language_detection_threshold,
+        )?;
         if self.patience.is_nan() || self.patience <= 0.0 {
             return invalid("patience", format!("{} must be > 0", self.patience));
         }
@@ -493,15 +488,37 @@ pub struct LanguageDetection {
     pub all: Vec<(&'static str, f64)>,
 }
 
-/// Detects the language of the first 30 s as CTranslate2's `detect_language` (which
-/// faster-whisper calls with `features[..., :3000]`): softmax over the language tokens'
-/// logits after `<|startoftranscript|>`.
+/// Detects the spoken language as faster-whisper's `detect_language` does: the softmax over
+/// the language tokens' logits after `<|startoftranscript|>` (CTranslate2's), on the first
+/// 30 s, or on up to `segments` windows of 30 s until one's likeliest language is above
+/// `threshold` (when none is: the language most often on top, with its best probability).
+/// faster-whisper's defaults are 1 and 0.5.
 pub fn detect_language(
     inf: &mut dyn Inference,
     tok: &Tokenizer,
     mel: &MelView,
+    segments: usize,
+    threshold: f64,
 ) -> Result<LanguageDetection> {
-    detect_language_at(inf, tok, mel, 0).map(|(d, _)| d)
+    check_detection(segments, threshold)?;
+    detect_language_over(inf, tok, mel, 0, segments, threshold).map(|(d, _)| d)
+}
+
+/// faster-whisper's `language_detection_segments` and `_threshold`, checked.
+fn check_detection(segments: usize, threshold: f64) -> Result<()> {
+    let invalid = |name, reason: &str| {
+        Err(DecodeError::InvalidOption {
+            name,
+            reason: reason.into(),
+        })
+    };
+    if segments == 0 {
+        return invalid("language_detection_segments", "must be at least 1");
+    }
+    if threshold.is_nan() {
+        return invalid("language_detection_threshold", "NaN is not a probability");
+    }
+    Ok(())
 }
 
 /// [`detect_language`] on the 30 s from frame `start`; also returns that window's mel, which

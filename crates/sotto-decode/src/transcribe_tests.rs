@@ -320,7 +320,7 @@ fn language_is_detected_on_multilingual_models() {
         ..Default::default()
     };
     assert_eq!(run(&mut inf, &en, 101, &opts).language, "en");
-    assert!(detect_language(&mut inf, &en, &view(&data)).is_err());
+    assert!(detect_language(&mut inf, &en, &view(&data), 1, 0.5).is_err());
 }
 
 #[test]

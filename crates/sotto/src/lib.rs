@@ -521,6 +521,19 @@ impl Session {
     /// Detects the spoken language of the first 30 s of 16 kHz mono samples, as
     /// faster-whisper does: every language's probability, most likely first.
     pub fn detect_language(&mut self, samples: &[f32]) -> Result<LanguageDetection> {
+        self.detect_language_with(samples, 1, 0.5)
+    }
+
+    /// [`Session::detect_language`] with faster-whisper's `language_detection_segments` and
+    /// `language_detection_threshold`: up to `segments` windows of 30 s, until one's most
+    /// likely language is above `threshold`; when none is, the language most often on top,
+    /// with its best probability (and the last window's list).
+    pub fn detect_language_with(
+        &mut self,
+        samples: &[f32],
+        segments: usize,
+        threshold: f64,
+    ) -> Result<LanguageDetection> {
         if samples.is_empty() {
             return Err(Error::Invalid("the audio contains no samples".into()));
         }
@@ -531,6 +544,9 @@ impl Session {
             )));
         }
         let hp = *self.model.hparams();
+        // As faster-whisper's `detect_language(audio)`: the log-mel of only the audio read.
+        let read = segments.saturating_mul(30 * sotto_audio::SAMPLE_RATE as usize);
+        let samples = &samples[..samples.len().min(read)];
         let mel = sotto_audio::log_mel_spectrogram(samples, hp.n_mels, sotto_audio::HOP_LENGTH);
         let view = sotto_decode::MelView {
             data: &mel.data,
@@ -547,6 +563,8 @@ impl Session {
             &mut inference,
             &self.model.inner.tokenizer,
             &view,
+            segments,
+            threshold,
         )?)
     }
 }

@@ -56,6 +56,49 @@ fn base_detects_the_language_of_every_non_english_clip() {
     }
 }
 
+/// faster-whisper 1.2.1's `detect_language(audio, language_detection_segments,
+/// language_detection_threshold)` (float32) on clips each followed by silence up to 30 s:
+/// the language, its probability and the top of the list it returns.
+#[test]
+fn detection_over_several_windows_matches_faster_whisper() {
+    let Some(shared) = sotto_testdata::shared_dir() else {
+        return;
+    };
+    let clip = |f: &str| {
+        let wav = sotto_testdata::clip(&shared, f);
+        let mut a = sotto::audio::load_16k_mono(&wav.to_string_lossy()).expect("clip loads");
+        a.resize(30 * 16000, 0.0);
+        a
+    };
+    let (es, fr) = (clip("cheetah_es.wav"), clip("cheetah_fr.wav"));
+    let model = Model::load_with(
+        &sotto_testdata::model_dir("base"),
+        sotto::Device::Cpu,
+        sotto::LoadOptions::F32,
+    )
+    .expect("model loads");
+    let mut session = model.session(2).expect("session");
+    for (audio, segments, threshold, want) in [
+        // The second window passes the threshold.
+        ([&es[..], &fr, &fr].concat(), 3, 0.99, ("fr", 0.9965, "fr")),
+        // None does: fr is on top twice of three.
+        ([&es[..], &fr, &fr].concat(), 3, 1.01, ("fr", 0.9965, "fr")),
+        // One each of es, fr and en (the one-frame window after 60 s, as faster-whisper
+        // reads it): the first wins; the list is the last window's.
+        ([&es[..], &fr].concat(), 5, 1.01, ("es", 0.5062, "en")),
+    ] {
+        let d = session
+            .detect_language_with(&audio, segments, threshold)
+            .expect("detects");
+        let got = (d.language, d.probability, d.all[0].0);
+        assert!(
+            got.0 == want.0 && (got.1 - want.1).abs() < 2e-3 && got.2 == want.2,
+            "{segments} windows, threshold {threshold}: {got:?}, want {want:?}"
+        );
+    }
+    assert!(session.detect_language_with(&es, 0, 0.5).is_err());
+}
+
 #[test]
 fn english_only_models_refuse_detection() {
     if sotto_testdata::shared_dir().is_none() {
