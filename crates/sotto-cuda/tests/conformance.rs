@@ -317,6 +317,8 @@ conformance! {
     shortlist_non_finite: Shortlist(SlData::NonFinite), [4, 51865, 50257, 10, 90] F32;
     shortlist_none_pinned: Shortlist(SlData::Spread), [4, 51865, 50257, 10, 0] F32;
     shortlist_all_pinned: Shortlist(SlData::Spread), [2, 1000, 700, 5, 700] F32;
+    // LogitNeed::All (the repetition filters): every text id pinned, no top.
+    shortlist_whole_rows: Shortlist(SlData::Spread), [2, 51865, 50257, 0, 50257] F32;
     shortlist_no_tail: Shortlist(SlData::Ties), [3, 5000, 5000, 10, 20] F32;
     shortlist_odd_rows: Shortlist(SlData::NonFinite), [7, 3001, 2999, 10, 13] F32;
     shortlist_no_text: Shortlist(SlData::Spread), [2, 40, 0, 3, 0] F32;
