@@ -52,6 +52,7 @@ koffi.struct('sotto_params', {
   multilingual: 'int',
   language_detection_threshold: 'float',
   language_detection_segments: 'int',
+  suppress_regex: 'const char *',
 });
 koffi.struct('sotto_bench_result', {
   struct_size: 'size_t',

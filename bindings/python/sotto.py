@@ -97,6 +97,7 @@ class _Params(ctypes.Structure):
         ("multilingual", ctypes.c_int),
         ("language_detection_threshold", ctypes.c_float),
         ("language_detection_segments", ctypes.c_int),
+        ("suppress_regex", ctypes.c_char_p),
     ]
 
 
@@ -426,7 +427,8 @@ class Session(_Handle):
                    batch_size: int = 0, speech=None, clip_timestamps=None,
                    repetition_penalty: float = 1.0, no_repeat_ngram_size: int = 0,
                    multilingual: bool = False, language_detection_threshold: float = 0.5,
-                   language_detection_segments: int = 1) -> Transcript:
+                   language_detection_segments: int = 1,
+                   suppress_regex: Optional[str] = None) -> Transcript:
         """Transcribes a file path or 16 kHz mono samples. `on_segment(index, start, end, text)`
         sees each segment as it is finished, and `on_full_segment(segment)` sees it as a
         whole `Segment` (tokens, words, ...); returning False stops early. `vad_filter` (True,
@@ -439,7 +441,8 @@ class Session(_Handle):
         seconds, an odd count running the last to the end) transcribes only those clips
         (with `batch_size`, each clip a chunk). `repetition_penalty`, `no_repeat_ngram_size`,
         `multilingual` (each window in its own language) and `language_detection_threshold`
-        / `_segments` (detection over several windows) are faster-whisper's."""
+        / `_segments` (detection over several windows) are faster-whisper's;
+        `suppress_regex` whisper.cpp's (text tokens it matches in whole are never produced)."""
         self._check()
         p = _lib.sotto_default_params()
         p.language = _c(language)
@@ -459,6 +462,7 @@ class Session(_Handle):
         p.multilingual = int(multilingual)
         p.language_detection_threshold = language_detection_threshold
         p.language_detection_segments = language_detection_segments
+        p.suppress_regex = _c(suppress_regex)
         p.batch_size = batch_size
         clips = [float(t) for t in clip_timestamps or []]
         keep_clips = (ctypes.c_float * len(clips))(*clips)

@@ -66,6 +66,14 @@ class TestSotto(unittest.TestCase):
         t = self.session.transcribe(list(samples), beam_size=1)
         self.assertEqual(normalise(t.text), JFK)
 
+    def test_suppress_regex_changes_what_comes_out(self):
+        # whisper.cpp's suppress_regex: no token holding "country".
+        plain = self.session.transcribe(AUDIO, beam_size=1).text
+        other = self.session.transcribe(AUDIO, beam_size=1, suppress_regex=".*[Cc]ountry.*").text
+        self.assertNotEqual(plain, other)
+        with self.assertRaisesRegex(sotto.SottoError, "suppress_regex"):
+            self.session.transcribe(AUDIO, suppress_regex="(")
+
     def test_errors_raise_with_the_reason(self):
         with self.assertRaisesRegex(sotto.SottoError, "unknown model"):
             sotto.Model("/no/such/model")
@@ -225,6 +233,7 @@ class TestWhisperModel(unittest.TestCase):
         self.assertGreater(len(plain), len(set(plain)))
         with self.assertRaisesRegex(sotto.SottoError, "repetition_penalty"):
             list(self.model.transcribe(AUDIO, repetition_penalty=0)[0])
+
 
     def test_what_sotto_does_not_take_is_refused(self):
         with self.assertRaisesRegex(TypeError, "prompt_reset_on_temperature"):

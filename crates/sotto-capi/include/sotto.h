@@ -103,6 +103,9 @@ typedef struct sotto_params {
     int language_detection_segments;    /* detection reads up to this many 30 s windows
                                            (none above the threshold: the most frequent
                                            wins); default 1 */
+    const char *suppress_regex;   /* never produce a text token this regular expression
+                                     matches in whole (whisper.cpp's suppress_regex; Rust
+                                     regex syntax), or NULL */
 } sotto_params;
 
 /* The library's version, e.g. "0.1.0". */

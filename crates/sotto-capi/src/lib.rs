@@ -210,6 +210,7 @@ pub struct SottoParams {
     pub multilingual: c_int,
     pub language_detection_threshold: f32,
     pub language_detection_segments: c_int,
+    pub suppress_regex: *const c_char,
 }
 
 /// `struct_size` of the first `sotto_params`, which ended at `user_data`.
@@ -351,6 +352,10 @@ impl SottoParams {
                 .map(|&t| f64::from(t))
                 .collect(),
         };
+        // SAFETY: string fields as this function's contract says.
+        opts.suppress_regex = unsafe { text(self.suppress_regex, "params.suppress_regex") }?
+            .filter(|r| !r.is_empty())
+            .map(str::to_string);
         opts.repetition_penalty = positive(self.repetition_penalty, "repetition_penalty")?;
         opts.no_repeat_ngram_size = usize::try_from(self.no_repeat_ngram_size).map_err(|_| {
             format!(
@@ -426,6 +431,7 @@ pub extern "C" fn sotto_default_params() -> SottoParams {
         multilingual: c_int::from(d.multilingual),
         language_detection_threshold: d.language_detection_threshold as f32,
         language_detection_segments: c_int::try_from(d.language_detection_segments).unwrap_or(1),
+        suppress_regex: ptr::null(),
     }
 }
 

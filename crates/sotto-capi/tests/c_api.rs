@@ -190,6 +190,10 @@ fn transcribes_through_the_c_interface() {
         assert!(sotto_transcribe(session, samples.as_ptr(), samples.len(), &params).is_null());
         assert!(last_error().contains("patience"), "{}", last_error());
         params.patience = 1.0;
+        params.suppress_regex = c"(".as_ptr();
+        assert!(sotto_transcribe(session, samples.as_ptr(), samples.len(), &params).is_null());
+        assert!(last_error().contains("suppress_regex"), "{}", last_error());
+        params.suppress_regex = ptr::null();
         params.max_len = -3;
         assert!(sotto_transcribe(session, samples.as_ptr(), samples.len(), &params).is_null());
         assert!(last_error().contains("max_len"), "{}", last_error());

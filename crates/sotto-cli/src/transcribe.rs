@@ -161,6 +161,11 @@ pub struct Decoding {
     #[arg(long, value_name = "ID,..", value_delimiter = ',', allow_hyphen_values = true, num_args = 0..)]
     suppress_tokens: Option<Vec<String>>,
 
+    /// Never produce a text token that this regular expression matches in whole, as
+    /// whisper.cpp's --suppress-regex (`.*[0-9].*`: no token with a digit)
+    #[arg(long, value_name = "REGEX")]
+    suppress_regex: Option<String>,
+
     /// Forbid a blank first token [default: true]
     #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set)]
     suppress_blank: Option<bool>,
@@ -316,6 +321,7 @@ impl Decoding {
                 })
                 .collect::<anyhow::Result<_>>()?;
         }
+        opts.suppress_regex = self.suppress_regex.clone().or(opts.suppress_regex.take());
         opts.suppress_blank = self.suppress_blank.unwrap_or(opts.suppress_blank);
         opts.repetition_penalty = self.repetition_penalty.unwrap_or(opts.repetition_penalty);
         opts.no_repeat_ngram_size = self
@@ -713,8 +719,10 @@ mod tests {
             "--multilingual",
             "--language-detection-threshold=0.8",
             "--language-detection-segments=2",
+            "--suppress-regex=.*[0-9].*",
         ])
         .unwrap();
+        assert_eq!(o.suppress_regex.as_deref(), Some(".*[0-9].*"));
         assert_eq!((o.repetition_penalty, o.no_repeat_ngram_size), (1.2, 3));
         assert!(o.multilingual);
         assert_eq!(o.language_detection_threshold, 0.8);

@@ -49,8 +49,8 @@ pub use tokenizer::{
     language_code, language_name, special_token_texts, Task, Tokenizer, LANGUAGES, LANGUAGE_NAMES,
 };
 pub use transcribe::{
-    detect_language, fallback_temperatures, suppressed_tokens, transcribe, LanguageDetection,
-    MelView, Segment, TranscribeOptions, Transcript, DEFAULT_SILENCE_FLOOR,
+    detect_language, fallback_temperatures, regex_suppressed, suppressed_tokens, transcribe,
+    LanguageDetection, MelView, Segment, TranscribeOptions, Transcript, DEFAULT_SILENCE_FLOOR,
 };
 
 /// Errors of tokenizing and decoding. Messages name the input and the problem.

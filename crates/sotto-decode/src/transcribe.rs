@@ -137,6 +137,10 @@ pub struct TranscribeOptions {
     /// threshold, the language most often on top wins, with its best probability.
     /// Default 1 (`language_detection_segments`).
     pub language_detection_segments: usize,
+    /// Never produce a text token whose bytes this regular expression matches in whole
+    /// (whisper.cpp's `suppress_regex`; Rust `regex` syntax, matched against the token as
+    /// decoded, leading space included: `.*[0-9].*` keeps digits out). Default None.
+    pub suppress_regex: Option<String>,
     /// Forbid a blank first token. Default true (`suppress_blank`).
     pub suppress_blank: bool,
     /// Token ids never sampled; -1 adds the non-speech symbols; an empty list suppresses
@@ -223,6 +227,7 @@ impl Default for TranscribeOptions {
             multilingual: false,
             language_detection_threshold: 0.5,
             language_detection_segments: 1,
+            suppress_regex: None,
             suppress_blank: true,
             suppress_tokens: vec![-1],
             without_timestamps: false,
@@ -475,6 +480,21 @@ pub fn suppressed_tokens(tok: &Tokenizer, ids: &[i64]) -> Vec<u32> {
     out.sort_unstable();
     out.dedup();
     out
+}
+
+/// The text tokens whose bytes `re` matches in whole (whisper.cpp's `suppress_regex`, which
+/// `std::regex_match`es every token). Special tokens are never matched: a pattern such as
+/// `.*` would otherwise forbid the end of the text.
+pub fn regex_suppressed(tok: &Tokenizer, re: &str) -> Result<Vec<u32>> {
+    let whole = regex::bytes::Regex::new(&format!("^(?:{re})$")).map_err(|e| {
+        DecodeError::InvalidOption {
+            name: "suppress_regex",
+            reason: e.to_string(),
+        }
+    })?;
+    Ok((0..tok.eot())
+        .filter(|&id| whole.is_match(&tok.decode_bytes(&[id])))
+        .collect())
 }
 
 /// A detected language.
@@ -781,7 +801,12 @@ pub(crate) fn filters(
     if opts.no_repeat_ngram_size > 0 {
         f.push(Box::new(NoRepeatNgram::new(opts.no_repeat_ngram_size)));
     }
-    let suppress = suppressed_tokens(tok, &opts.suppress_tokens);
+    let mut suppress = suppressed_tokens(tok, &opts.suppress_tokens);
+    if let Some(re) = &opts.suppress_regex {
+        suppress.extend(regex_suppressed(tok, re)?);
+        suppress.sort_unstable();
+        suppress.dedup();
+    }
     if !suppress.is_empty() {
         f.push(Box::new(SuppressTokens::new(suppress)));
     }

@@ -608,3 +608,45 @@ fn fallback_temperature_ladders() {
     assert_eq!(fallback_temperatures(0.0, 0.3), vec![0.0, 0.3, 0.6, 0.9]);
     assert_eq!(fallback_temperatures(0.2, 0.4), vec![0.2, 0.6, 1.0]);
 }
+
+#[test]
+fn suppress_regex_matches_whole_text_tokens() {
+    let tok = toy(&[], 99);
+    let digits: Vec<u32> = (u32::from(b'0')..=u32::from(b'9')).collect();
+    assert_eq!(regex_suppressed(&tok, "[0-9]").unwrap(), digits);
+    // Whole tokens only: "a" alone, not every token holding an "a".
+    assert_eq!(regex_suppressed(&tok, "a").unwrap(), vec![u32::from(b'a')]);
+    // Never a special token, even for a pattern that matches anything.
+    let all = regex_suppressed(&tok, "(?s-u:.*)").unwrap();
+    assert_eq!(all.len(), tok.eot() as usize);
+    let err = regex_suppressed(&tok, "(").unwrap_err().to_string();
+    assert!(err.contains("suppress_regex"), "{err}");
+    // In the filters, beside the suppressed tokens.
+    let opts = TranscribeOptions {
+        suppress_regex: Some("[0-9]".into()),
+        ..TranscribeOptions::default()
+    };
+    let need = |opts: &TranscribeOptions| {
+        let f = filters(&tok, opts).unwrap();
+        let refs: Vec<&dyn LogitFilter> = f.iter().map(|f| f.as_ref()).collect();
+        let task = DecodeTask {
+            prompt: &[],
+            sot_index: 0,
+            forced: &[],
+            eot: tok.eot(),
+            no_speech: tok.no_speech(),
+            max_steps: 1,
+            filters: &refs,
+        };
+        task.logit_need(1)
+    };
+    match need(&opts) {
+        LogitNeed::Top { never, .. } => assert!(digits.iter().all(|d| never.contains(d))),
+        other => panic!("{other:?}"),
+    }
+    let bad = TranscribeOptions {
+        suppress_regex: Some("[".into()),
+        ..TranscribeOptions::default()
+    };
+    assert!(filters(&tok, &bad).is_err());
+}

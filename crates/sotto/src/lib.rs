@@ -30,9 +30,10 @@ pub use sotto_audio as audio;
 #[cfg(feature = "cuda")]
 pub use sotto_cuda as cuda;
 pub use sotto_decode::{
-    fallback_temperatures, language_code, language_name, special_token_texts, suppressed_tokens,
-    DecodeError, LanguageDetection, LogitNeed, Segment, ShortlistSpec, Shortlists, Task, Tokenizer,
-    TranscribeOptions, Transcript, Word, APPEND_PUNCTUATIONS, LANGUAGES, PREPEND_PUNCTUATIONS,
+    fallback_temperatures, language_code, language_name, regex_suppressed, special_token_texts,
+    suppressed_tokens, DecodeError, LanguageDetection, LogitNeed, Segment, ShortlistSpec,
+    Shortlists, Task, Tokenizer, TranscribeOptions, Transcript, Word, APPEND_PUNCTUATIONS,
+    LANGUAGES, PREPEND_PUNCTUATIONS,
 };
 pub use sotto_formats as formats;
 pub use sotto_hub as hub;

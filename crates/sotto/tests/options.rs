@@ -189,3 +189,43 @@ fn tiny_en_options_match_faster_whisper() {
 fn base_options_match_faster_whisper() {
     check("base");
 }
+
+/// whisper.cpp's `suppress_regex`: no token the pattern matches in whole comes out, greedy
+/// or in a beam, and what the model says instead is still the speech.
+#[test]
+fn suppress_regex_keeps_matching_tokens_out() {
+    let model = Model::load(&sotto_testdata::model_dir("tiny.en")).expect("model loads");
+    let mut session = model.session(2).expect("session");
+    let jfk = sotto::audio::load_16k_mono(sotto_testdata::jfk().to_str().unwrap()).unwrap();
+    let re = ".*[Cc]ountry.*";
+    let banned = sotto::regex_suppressed(model.tokenizer(), re).unwrap();
+    assert!(banned.len() >= 4, "{banned:?}");
+    for beam_size in [1, 5] {
+        let plain = TranscribeOptions {
+            beam_size,
+            ..Default::default()
+        };
+        let tokens = |t: &sotto::Transcript| -> Vec<u32> {
+            t.segments.iter().flat_map(|s| s.tokens.clone()).collect()
+        };
+        let t = session.transcribe(&jfk, &plain, &mut |_| true).unwrap();
+        assert!(tokens(&t).iter().any(|id| banned.contains(id)));
+        let opts = TranscribeOptions {
+            suppress_regex: Some(re.into()),
+            ..plain
+        };
+        let t = session.transcribe(&jfk, &opts, &mut |_| true).unwrap();
+        assert!(
+            !tokens(&t).iter().any(|id| banned.contains(id)),
+            "{}",
+            t.text()
+        );
+        assert!(t.text().contains("fellow Americans"), "{}", t.text());
+    }
+    let bad = TranscribeOptions {
+        suppress_regex: Some("(".into()),
+        ..Default::default()
+    };
+    let err = session.transcribe(&jfk, &bad, &mut |_| true).unwrap_err();
+    assert!(err.to_string().contains("suppress_regex"), "{err}");
+}

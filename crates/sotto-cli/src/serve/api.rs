@@ -259,8 +259,9 @@ const IGNORED: [&str; 13] = [
 ];
 
 /// Every field a transcription request may carry.
-const KNOWN: [&str; 33] = [
+const KNOWN: [&str; 34] = [
     "file",
+    "suppress_regex",
     "batch_size",
     "response_format",
     "language",
@@ -399,6 +400,9 @@ pub fn read_job_with(
     }
     if let Some(h) = text(form, "hotwords")? {
         opts.hotwords = (!h.is_empty()).then(|| h.to_string());
+    }
+    if let Some(r) = text(form, "suppress_regex")? {
+        opts.suppress_regex = (!r.is_empty()).then(|| r.to_string());
     }
     opts.task = match text(form, "task")? {
         None | Some("") => opts.task,
@@ -649,8 +653,10 @@ mod tests {
             ("logprob_thold", "-0.5"),
             ("prompt", "  Hello. "),
             ("model", "ignored"),
+            ("suppress_regex", ".*[0-9].*"),
         ])
         .unwrap();
+        assert_eq!(j.opts.suppress_regex.as_deref(), Some(".*[0-9].*"));
         assert_eq!(j.format, ResponseFormat::VerboseJson);
         assert_eq!(j.opts.temperatures, vec![0.2, 0.6, 1.0]);
         assert_eq!(j.opts.language, None);
