@@ -281,22 +281,15 @@ pub fn transcribe_batched(
             .collect();
         let refs: Vec<&[f32]> = windows.iter().map(|w| &w[..]).collect();
         // faster-whisper's `multilingual`: each window's prompt in its own language.
-        let prompts: Vec<Vec<u32>> = match multilingual {
-            true => (window_languages(inf, tok, &refs)?.into_iter())
-                .map(|lang| {
-                    let mut q = p.clone();
-                    q[task.sot_index + 1] = lang;
-                    q
-                })
-                .collect(),
-            false => Vec::new(),
-        };
-        let tasks: Vec<DecodeTask> = match multilingual {
-            true => (prompts.iter())
-                .map(|q| DecodeTask { prompt: q, ..task })
-                .collect(),
-            false => vec![task; batch.len()],
-        };
+        let mut prompts = vec![p.clone(); batch.len()];
+        if multilingual {
+            for (q, lang) in prompts.iter_mut().zip(window_languages(inf, tok, &refs)?) {
+                q[task.sot_index + 1] = lang;
+            }
+        }
+        let tasks: Vec<DecodeTask> = (prompts.iter())
+            .map(|q| DecodeTask { prompt: q, ..task })
+            .collect();
         let results = decode_windows(inf, &refs, &tasks, beam)?;
         for (i, ((chunk, result), task)) in batch.iter().zip(results).zip(&tasks).enumerate() {
             // The batched result is the first attempt; a failing one is retried hotter on
