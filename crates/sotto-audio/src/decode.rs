@@ -31,10 +31,30 @@ pub struct Audio {
     pub channels_in: u16,
     /// `samples.len() / sample_rate`, in seconds.
     pub duration_s: f64,
+    /// The first two channels apart, at the input's rate, where the input has two or more
+    /// and the caller asked for them ([`decode_file_keeping_stereo`]); None otherwise.
+    pub stereo: Option<[Vec<f32>; 2]>,
+}
+
+/// 16 kHz audio: the mono mix, and the first two channels apart where they were asked for
+/// and the input has them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Audio16k {
+    pub mono: Vec<f32>,
+    pub stereo: Option<[Vec<f32>; 2]>,
 }
 
 /// Decodes a WAV, FLAC, MP3 or Ogg Vorbis file to mono. Errors name the path.
 pub fn decode_file(path: &Path) -> Result<Audio> {
+    decode_file_with(path, false)
+}
+
+/// [`decode_file`], also keeping the first two channels apart ([`Audio::stereo`]).
+pub fn decode_file_keeping_stereo(path: &Path) -> Result<Audio> {
+    decode_file_with(path, true)
+}
+
+fn decode_file_with(path: &Path, keep_stereo: bool) -> Result<Audio> {
     let name = path.display().to_string();
     let file = std::fs::File::open(path).map_err(|source| AudioError::Io {
         input: name.clone(),
@@ -45,12 +65,16 @@ pub fn decode_file(path: &Path) -> Result<Audio> {
         return Err(AudioError::Empty { input: name });
     }
     let hint = path.extension().and_then(|e| e.to_str());
-    decode_source(Box::new(file), &name, hint, f64::INFINITY)
+    decode_source(Box::new(file), &name, hint, f64::INFINITY, keep_stereo)
 }
 
 /// Reads all of `r` into memory, then decodes it (for stdin, which cannot seek). Errors name
 /// the input `stdin`. `hint` is an optional file extension (`"mp3"`) that helps probing.
 pub fn decode_reader(r: impl Read, hint: Option<&str>) -> Result<Audio> {
+    decode_reader_with(r, hint, false)
+}
+
+fn decode_reader_with(r: impl Read, hint: Option<&str>, keep_stereo: bool) -> Result<Audio> {
     let name = "stdin";
     let mut bytes = Vec::new();
     r.take(MAX_INPUT_BYTES + 1)
@@ -65,40 +89,68 @@ pub fn decode_reader(r: impl Read, hint: Option<&str>) -> Result<Audio> {
             detail: format!("more than {MAX_INPUT_BYTES} bytes"),
         });
     }
-    decode_bytes(name, bytes, hint)
+    decode_bytes_within(name, bytes, hint, f64::INFINITY, keep_stereo)
 }
 
 /// Decodes an in-memory file; `name` is what errors call it, `hint` an optional extension.
 pub fn decode_bytes(name: &str, bytes: Vec<u8>, hint: Option<&str>) -> Result<Audio> {
-    decode_bytes_within(name, bytes, hint, f64::INFINITY)
+    decode_bytes_within(name, bytes, hint, f64::INFINITY, false)
 }
 
 /// As [`decode_bytes`], refusing audio longer than `max_seconds` as soon as decoding
 /// passes it (a server's bound on what one upload may cost in memory: a few bytes of FLAC
-/// can code minutes of silence).
+/// can code minutes of silence); `keep_stereo` keeps the first two channels apart too.
 pub fn decode_bytes_within(
     name: &str,
     bytes: Vec<u8>,
     hint: Option<&str>,
     max_seconds: f64,
+    keep_stereo: bool,
 ) -> Result<Audio> {
     if bytes.is_empty() {
         return Err(AudioError::Empty {
             input: name.to_string(),
         });
     }
-    decode_source(Box::new(Cursor::new(bytes)), name, hint, max_seconds)
+    decode_source(
+        Box::new(Cursor::new(bytes)),
+        name,
+        hint,
+        max_seconds,
+        keep_stereo,
+    )
 }
 
 /// Decodes `path_or_dash` (`-` reads stdin) and resamples it to 16 kHz mono.
 pub fn load_16k_mono(path_or_dash: &str) -> Result<Vec<f32>> {
+    load_16k(path_or_dash, false).map(|a| a.mono)
+}
+
+/// Decodes `path_or_dash` (`-` reads stdin) and resamples it to 16 kHz: the mono mix, and
+/// with `keep_stereo` the first two channels apart (where the input has two or more).
+pub fn load_16k(path_or_dash: &str, keep_stereo: bool) -> Result<Audio16k> {
     let audio = if path_or_dash == "-" {
-        decode_reader(std::io::stdin().lock(), None)?
+        decode_reader_with(std::io::stdin().lock(), None, keep_stereo)?
     } else {
-        decode_file(Path::new(path_or_dash))?
+        decode_file_with(Path::new(path_or_dash), keep_stereo)?
     };
-    resample::resample_to_16k(&audio.samples, audio.sample_rate)
-        .map_err(|e| e.with_input(path_or_dash))
+    to_16k(audio).map_err(|e| e.with_input(path_or_dash))
+}
+
+/// `audio` resampled to 16 kHz, its channels too where it kept them.
+pub fn to_16k(audio: Audio) -> Result<Audio16k> {
+    let rate = audio.sample_rate;
+    let stereo = match &audio.stereo {
+        Some([l, r]) => Some([
+            resample::resample_to_16k(l, rate)?,
+            resample::resample_to_16k(r, rate)?,
+        ]),
+        None => None,
+    };
+    Ok(Audio16k {
+        mono: resample::resample_to_16k(&audio.samples, rate)?,
+        stereo,
+    })
 }
 
 /// Decodes an in-memory file (`name` is what errors call it) and resamples it to 16 kHz
@@ -114,9 +166,10 @@ fn decode_source(
     name: &str,
     hint: Option<&str>,
     max_seconds: f64,
+    keep_stereo: bool,
 ) -> Result<Audio> {
     match catch_unwind(AssertUnwindSafe(|| {
-        decode_inner(src, name, hint, max_seconds)
+        decode_inner(src, name, hint, max_seconds, keep_stereo)
     })) {
         Ok(result) => result,
         Err(_) => Err(corrupt(name, "the decoder failed on malformed data")),
@@ -135,6 +188,7 @@ fn decode_inner(
     name: &str,
     ext: Option<&str>,
     max_seconds: f64,
+    keep_stereo: bool,
 ) -> Result<Audio> {
     let mss = MediaSourceStream::new(src, Default::default());
     let mut hint = Hint::new();
@@ -167,6 +221,7 @@ fn decode_inner(
 
     let mut mono = Mono {
         max_seconds,
+        stereo: keep_stereo.then(Default::default),
         ..Mono::default()
     };
     // Reused while packets keep the same layout and fit.
@@ -242,6 +297,7 @@ fn decode_inner(
         sample_rate: rate,
         channels_in: mono.channels,
         duration_s,
+        stereo: mono.stereo.filter(|_| mono.channels >= 2),
     })
 }
 
@@ -269,6 +325,8 @@ struct Mono {
     rate: Option<u32>,
     channels: u16,
     max_seconds: f64,
+    /// The first two channels, when asked for.
+    stereo: Option<[Vec<f32>; 2]>,
 }
 
 impl Mono {
@@ -306,6 +364,14 @@ impl Mono {
                 input: name.to_string(),
                 detail: format!("decodes to more than {MAX_SAMPLES} samples"),
             });
+        }
+        if let Some([l, r]) = self.stereo.as_mut() {
+            // A mono packet counts on both sides, so the channels keep the mix's length.
+            let finite = |v: f32| if v.is_finite() { v } else { 0.0 };
+            for f in interleaved.chunks_exact(channels) {
+                l.push(finite(f[0]));
+                r.push(finite(f[channels.min(2) - 1]));
+            }
         }
         let start = self.samples.len();
         if channels == 1 {

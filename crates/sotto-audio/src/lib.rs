@@ -9,14 +9,15 @@
 //! ```
 
 mod decode;
+pub mod diarize;
 mod error;
 mod mel;
 mod resample;
 pub mod vad;
 
 pub use decode::{
-    decode_bytes, decode_bytes_16k_mono, decode_bytes_within, decode_file, decode_reader,
-    load_16k_mono, Audio,
+    decode_bytes, decode_bytes_16k_mono, decode_bytes_within, decode_file,
+    decode_file_keeping_stereo, decode_reader, load_16k, load_16k_mono, to_16k, Audio, Audio16k,
 };
 pub use error::{AudioError, Result};
 pub use mel::{log_mel_spectrogram, mel_filters, Mel};

@@ -88,6 +88,21 @@ fn stereo_44k_wav_downmixes_and_resamples_to_16k() {
 
     let via_path = load_16k_mono(path.to_str().unwrap()).unwrap();
     assert_eq!(via_path, y);
+    assert!(audio.stereo.is_none(), "channels kept only when asked for");
+
+    // The channels apart too (for --diarize), each resampled as the mix is.
+    let kept = sotto_audio::load_16k(path.to_str().unwrap(), true).unwrap();
+    assert_eq!(kept.mono, y);
+    let [l16, r16] = kept.stereo.expect("two channels kept");
+    // The mix is half the left channel, and resampling is linear.
+    assert_eq!(l16.len(), y.len());
+    let off = l16
+        .iter()
+        .zip(&y)
+        .map(|(l, m)| (l - 2.0 * m).abs())
+        .fold(0.0, f32::max);
+    assert!(off < 1e-5, "left channel vs twice the mix: {off}");
+    assert!(r16.iter().all(|&v| v == 0.0) && r16.len() == y.len());
     std::fs::remove_dir_all(dir).unwrap();
 }
 
@@ -292,9 +307,11 @@ fn a_length_bound_stops_decoding_past_it() {
     let path = dir.join("two-seconds.wav");
     write_wav(&path, 48_000, &[sine(440.0, 48_000, 96_000, 0.5)]);
     let bytes = std::fs::read(&path).unwrap();
-    let ok = sotto_audio::decode_bytes_within("two.wav", bytes.clone(), Some("wav"), 2.5).unwrap();
+    let ok = sotto_audio::decode_bytes_within("two.wav", bytes.clone(), Some("wav"), 2.5, false)
+        .unwrap();
     assert_eq!(ok.samples.len(), 96_000);
-    let err = sotto_audio::decode_bytes_within("two.wav", bytes, Some("wav"), 1.5).unwrap_err();
+    let err =
+        sotto_audio::decode_bytes_within("two.wav", bytes, Some("wav"), 1.5, false).unwrap_err();
     assert!(
         matches!(err, sotto_audio::AudioError::TooLarge { .. }),
         "{err}"

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
+use sotto::audio::diarize::Speaker;
 use sotto::{Model, Task, TranscribeOptions, Transcript};
 
 use crate::progress;
@@ -97,6 +98,12 @@ pub struct Args {
     /// instead, without the VAD (longer ones cut into 30 s pieces).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
     batch_size: Option<u32>,
+
+    /// Label each segment with the louder channel of a stereo recording, as whisper.cpp's
+    /// --diarize: `(speaker 0)`, `(speaker 1)` or `(speaker ?)` before the text, `speaker`
+    /// in JSON (one voice per channel: calls, interviews)
+    #[arg(long)]
+    diarize: bool,
 
     /// Print where the time went to stderr.
     #[arg(long)]
@@ -485,8 +492,17 @@ fn transcribe_one(
     args: &Args,
 ) -> anyhow::Result<()> {
     let t_audio = Instant::now();
-    let samples = sotto::audio::load_16k_mono(input)?;
+    let sotto::audio::Audio16k {
+        mono: samples,
+        stereo,
+    } = sotto::audio::load_16k(input, args.diarize)?;
     let audio_time = t_audio.elapsed();
+    if args.diarize && stereo.is_none() {
+        eprintln!("note: {input} has one channel; --diarize needs a stereo recording");
+    }
+    let speaker = |s: &sotto::Segment| {
+        (stereo.as_ref()).map(|ch| sotto::audio::diarize::speaker(ch, s.start, s.end))
+    };
     let duration = samples.len() as f64 / sotto::audio::SAMPLE_RATE as f64;
 
     let bar = (!args.no_progress && duration > 30.0).then(|| progress::audio_bar(duration, input));
@@ -504,6 +520,7 @@ fn transcribe_one(
                 } else {
                     s.text.trim().to_string()
                 };
+                let text = crate::writers::labelled_text(&format!(" {text}"), speaker(s));
                 let line = if args.no_timestamps {
                     text
                 } else {
@@ -542,7 +559,8 @@ fn transcribe_one(
             return Err(e).context("writing to stdout");
         }
     }
-    write_outputs(&transcript, input, sink)?;
+    let speakers: Vec<_> = transcript.segments.iter().filter_map(speaker).collect();
+    write_outputs(&transcript, &speakers, input, sink)?;
     if args.timings {
         let rtf = timings.total.as_secs_f64() / duration.max(1e-9);
         let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
@@ -618,14 +636,19 @@ fn clock(seconds: f64) -> String {
     )
 }
 
-fn write_outputs(t: &Transcript, input: &str, sink: &Sink) -> anyhow::Result<()> {
+fn write_outputs(
+    t: &Transcript,
+    speakers: &[Speaker],
+    input: &str,
+    sink: &Sink,
+) -> anyhow::Result<()> {
     match sink {
         Sink::Console => Ok(()),
         Sink::Stdout(formats) => {
             let stdout = io::stdout();
             let mut out = stdout.lock();
             for f in formats {
-                if let Err(e) = f.write(t, &mut out) {
+                if let Err(e) = f.write(t, speakers, &mut out) {
                     if e.kind() == io::ErrorKind::BrokenPipe {
                         return Ok(());
                     }
@@ -634,7 +657,7 @@ fn write_outputs(t: &Transcript, input: &str, sink: &Sink) -> anyhow::Result<()>
             }
             Ok(())
         }
-        Sink::File(path, format) => write_file(path, *format, t),
+        Sink::File(path, format) => write_file(path, *format, t, speakers),
         Sink::Folder(dir, formats) => {
             std::fs::create_dir_all(dir).with_context(|| dir.display().to_string())?;
             let stem = if input == "-" {
@@ -646,18 +669,24 @@ fn write_outputs(t: &Transcript, input: &str, sink: &Sink) -> anyhow::Result<()>
                     .unwrap_or_else(|| "transcript".into())
             };
             for f in formats {
-                write_file(&dir.join(format!("{stem}.{}", f.extension())), *f, t)?;
+                let path = dir.join(format!("{stem}.{}", f.extension()));
+                write_file(&path, *f, t, speakers)?;
             }
             Ok(())
         }
     }
 }
 
-fn write_file(path: &Path, format: Format, t: &Transcript) -> anyhow::Result<()> {
+fn write_file(
+    path: &Path,
+    format: Format,
+    t: &Transcript,
+    speakers: &[Speaker],
+) -> anyhow::Result<()> {
     let file = File::create(path).with_context(|| path.display().to_string())?;
     let mut w = BufWriter::new(file);
     format
-        .write(t, &mut w)
+        .write(t, speakers, &mut w)
         .and_then(|_| w.flush())
         .with_context(|| path.display().to_string())
 }

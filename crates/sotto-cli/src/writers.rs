@@ -4,6 +4,7 @@ use std::io::{self, Write};
 
 use clap::ValueEnum;
 use serde::Serialize;
+use sotto::audio::diarize::Speaker;
 use sotto::{Segment, Transcript};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -46,7 +47,15 @@ impl Format {
             .find(|f| f.extension() == ext)
     }
 
-    pub fn write(self, t: &Transcript, out: &mut dyn Write) -> io::Result<()> {
+    /// Writes `t`; `speakers` (empty, or one per segment: `--diarize`) label each segment's
+    /// text as whisper.cpp does, `(speaker 0) text`, and JSON's `speaker` field.
+    pub fn write(
+        self,
+        t: &Transcript,
+        speakers: &[Speaker],
+        out: &mut dyn Write,
+    ) -> io::Result<()> {
+        let t = &Labelled { t, speakers };
         match self {
             Format::Txt => write_txt(t, out),
             Format::Srt => write_srt(t, out),
@@ -59,9 +68,31 @@ impl Format {
     }
 }
 
-fn write_txt(t: &Transcript, out: &mut dyn Write) -> io::Result<()> {
-    for s in &t.segments {
-        writeln!(out, "{}", s.text.trim())?;
+/// A transcript and, where diarized, each segment's speaker.
+struct Labelled<'a> {
+    t: &'a Transcript,
+    speakers: &'a [Speaker],
+}
+
+impl Labelled<'_> {
+    /// Each segment with its text as written: trimmed, after its speaker's label.
+    fn segments(&self) -> impl Iterator<Item = (&Segment, String)> + '_ {
+        (self.t.segments.iter().enumerate())
+            .map(|(i, s)| (s, labelled_text(&s.text, self.speakers.get(i).copied())))
+    }
+}
+
+/// A segment's line as whisper.cpp labels it with `--diarize`: `(speaker 0)` before the text.
+pub fn labelled_text(text: &str, speaker: Option<Speaker>) -> String {
+    match speaker {
+        Some(sp) => format!("{}{}", sp.label(), text).trim().to_string(),
+        None => text.trim().to_string(),
+    }
+}
+
+fn write_txt(t: &Labelled, out: &mut dyn Write) -> io::Result<()> {
+    for (_, text) in t.segments() {
+        writeln!(out, "{text}")?;
     }
     Ok(())
 }
@@ -75,29 +106,27 @@ fn timestamp(seconds: f64, sep: char) -> String {
     format!("{h:02}:{m:02}:{s:02}{sep}{ms:03}")
 }
 
-fn write_srt(t: &Transcript, out: &mut dyn Write) -> io::Result<()> {
-    for (i, s) in t.segments.iter().enumerate() {
+fn write_srt(t: &Labelled, out: &mut dyn Write) -> io::Result<()> {
+    for (i, (s, text)) in t.segments().enumerate() {
         writeln!(
             out,
-            "{}\n{} --> {}\n{}\n",
+            "{}\n{} --> {}\n{text}\n",
             i + 1,
             timestamp(s.start, ','),
             timestamp(s.end, ','),
-            s.text.trim()
         )?;
     }
     Ok(())
 }
 
-fn write_vtt(t: &Transcript, out: &mut dyn Write) -> io::Result<()> {
+fn write_vtt(t: &Labelled, out: &mut dyn Write) -> io::Result<()> {
     writeln!(out, "WEBVTT\n")?;
-    for s in &t.segments {
+    for (s, text) in t.segments() {
         writeln!(
             out,
-            "{} --> {}\n{}\n",
+            "{} --> {}\n{text}\n",
             timestamp(s.start, '.'),
             timestamp(s.end, '.'),
-            s.text.trim()
         )?;
     }
     Ok(())
@@ -107,36 +136,35 @@ fn millis(seconds: f64) -> u64 {
     (seconds.max(0.0) * 1000.0).round() as u64
 }
 
-fn write_csv(t: &Transcript, out: &mut dyn Write) -> io::Result<()> {
+fn write_csv(t: &Labelled, out: &mut dyn Write) -> io::Result<()> {
     writeln!(out, "start,end,text")?;
-    for s in &t.segments {
-        let text = s.text.trim().replace('"', "\"\"");
+    for (s, text) in t.segments() {
+        let text = text.replace('"', "\"\"");
         writeln!(out, "{},{},\"{text}\"", millis(s.start), millis(s.end))?;
     }
     Ok(())
 }
 
-fn write_tsv(t: &Transcript, out: &mut dyn Write) -> io::Result<()> {
+fn write_tsv(t: &Labelled, out: &mut dyn Write) -> io::Result<()> {
     writeln!(out, "start\tend\ttext")?;
-    for s in &t.segments {
+    for (s, text) in t.segments() {
         // Tabs and newlines inside the text would break the columns.
-        let text = s.text.trim().replace(['\t', '\n'], " ");
+        let text = text.replace(['\t', '\n'], " ");
         writeln!(out, "{}\t{}\t{text}", millis(s.start), millis(s.end))?;
     }
     Ok(())
 }
 
-fn write_lrc(t: &Transcript, out: &mut dyn Write) -> io::Result<()> {
+fn write_lrc(t: &Labelled, out: &mut dyn Write) -> io::Result<()> {
     writeln!(out, "[by:sotto]")?;
-    for s in &t.segments {
+    for (s, text) in t.segments() {
         let cs = (s.start * 100.0).round().max(0.0) as u64;
         writeln!(
             out,
-            "[{:02}:{:02}.{:02}]{}",
+            "[{:02}:{:02}.{:02}]{text}",
             cs / 6000,
             cs / 100 % 60,
             cs % 100,
-            s.text.trim()
         )?;
     }
     Ok(())
@@ -164,6 +192,9 @@ struct JsonSegment<'a> {
     avg_logprob: f64,
     compression_ratio: f64,
     no_speech_prob: f64,
+    /// With `--diarize` on stereo audio: `0`, `1` or `?` (whisper.cpp's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    speaker: Option<&'static str>,
     /// Present with word timestamps only.
     #[serde(skip_serializing_if = "Option::is_none")]
     words: Option<Vec<JsonWord<'a>>>,
@@ -177,7 +208,7 @@ struct JsonWord<'a> {
     probability: f64,
 }
 
-fn json_segment(id: usize, s: &Segment) -> JsonSegment<'_> {
+fn json_segment(id: usize, s: &Segment, speaker: Option<Speaker>) -> JsonSegment<'_> {
     // Times are rounded to the centisecond the timestamp tokens carry.
     let round = |x: f64| (x * 1000.0).round() / 1000.0;
     JsonSegment {
@@ -195,6 +226,7 @@ fn json_segment(id: usize, s: &Segment) -> JsonSegment<'_> {
         avg_logprob: s.avg_logprob,
         compression_ratio: s.compression_ratio,
         no_speech_prob: s.no_speech_prob,
+        speaker: speaker.map(Speaker::id),
         words: (!s.words.is_empty()).then(|| {
             s.words
                 .iter()
@@ -209,7 +241,8 @@ fn json_segment(id: usize, s: &Segment) -> JsonSegment<'_> {
     }
 }
 
-fn write_json(t: &Transcript, out: &mut dyn Write) -> io::Result<()> {
+fn write_json(labelled: &Labelled, out: &mut dyn Write) -> io::Result<()> {
+    let t = labelled.t;
     let doc = JsonTranscript {
         language: &t.language,
         language_probability: t.language_probability,
@@ -219,7 +252,7 @@ fn write_json(t: &Transcript, out: &mut dyn Write) -> io::Result<()> {
             .segments
             .iter()
             .enumerate()
-            .map(|(i, s)| json_segment(i, s))
+            .map(|(i, s)| json_segment(i, s, labelled.speakers.get(i).copied()))
             .collect(),
     };
     serde_json::to_writer_pretty(&mut *out, &doc)?;
@@ -268,7 +301,7 @@ mod tests {
 
     fn render(f: Format) -> String {
         let mut out = Vec::new();
-        f.write(&sample(), &mut out).unwrap();
+        f.write(&sample(), &[], &mut out).unwrap();
         String::from_utf8(out).unwrap()
     }
 

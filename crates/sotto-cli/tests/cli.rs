@@ -1048,3 +1048,71 @@ fn vad_lists_the_stretches_of_speech() {
         .failure()
         .stderr(predicate::str::contains("apply with --vad"));
 }
+
+/// A 16-bit PCM WAV of two channels at 16 kHz.
+fn write_stereo_wav(path: &Path, left: &[f32], right: &[f32]) {
+    let n = left.len().min(right.len());
+    let pcm = |v: f32| ((v.clamp(-1.0, 1.0) * 32767.0) as i16).to_le_bytes();
+    let data_len = (n * 4) as u32;
+    let mut b = Vec::with_capacity(44 + n * 4);
+    b.extend_from_slice(b"RIFF");
+    b.extend_from_slice(&(36 + data_len).to_le_bytes());
+    b.extend_from_slice(b"WAVEfmt ");
+    b.extend_from_slice(&16u32.to_le_bytes());
+    b.extend_from_slice(&1u16.to_le_bytes()); // PCM
+    b.extend_from_slice(&2u16.to_le_bytes()); // channels
+    b.extend_from_slice(&16000u32.to_le_bytes());
+    b.extend_from_slice(&(16000u32 * 4).to_le_bytes());
+    b.extend_from_slice(&4u16.to_le_bytes());
+    b.extend_from_slice(&16u16.to_le_bytes());
+    b.extend_from_slice(b"data");
+    b.extend_from_slice(&data_len.to_le_bytes());
+    for i in 0..n {
+        b.extend_from_slice(&pcm(left[i]));
+        b.extend_from_slice(&pcm(right[i]));
+    }
+    std::fs::write(path, b).unwrap();
+}
+
+#[test]
+fn diarize_labels_each_segment_with_the_louder_channel() {
+    let dir = tempfile::tempdir().unwrap();
+    let jfk_samples = sotto::audio::load_16k_mono(jfk().to_str().unwrap()).unwrap();
+    // The first sentence (to 8 s) on the left, the second on the right.
+    let cut = 8 * 16000;
+    let left: Vec<f32> = (jfk_samples.iter().enumerate())
+        .map(|(i, &v)| if i < cut { v } else { 0.0 })
+        .collect();
+    let right: Vec<f32> = (jfk_samples.iter().enumerate())
+        .map(|(i, &v)| if i < cut { 0.0 } else { v })
+        .collect();
+    let wav = dir.path().join("call.wav");
+    write_stereo_wav(&wav, &left, &right);
+    sotto()
+        .args(["transcribe", "--diarize", "-f", "txt", "-f", "json", "-o"])
+        .arg(dir.path())
+        .arg(&wav)
+        .assert()
+        .success();
+    let txt = std::fs::read_to_string(dir.path().join("call.txt")).unwrap();
+    let lines: Vec<&str> = txt.lines().collect();
+    assert!(lines.len() >= 2, "{txt}");
+    assert!(lines[0].starts_with("(speaker 0) And so"), "{txt}");
+    assert!(lines.last().unwrap().starts_with("(speaker 1) "), "{txt}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("call.json")).unwrap())
+            .unwrap();
+    let segments = json["segments"].as_array().unwrap();
+    assert_eq!(segments[0]["speaker"], "0");
+    assert!(!segments[0]["text"].as_str().unwrap().contains("speaker"));
+    // One channel: a note, and no labels.
+    sotto()
+        .args(["transcribe", "--diarize", "--beam-size", "1"])
+        .arg(jfk())
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(
+            "--diarize needs a stereo recording",
+        ))
+        .stdout(predicate::str::contains("speaker").not());
+}

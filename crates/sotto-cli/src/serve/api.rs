@@ -127,7 +127,7 @@ impl ResponseFormat {
 
 fn file_body(t: &Transcript, f: Format) -> Vec<u8> {
     let mut out = Vec::new();
-    f.write(t, &mut out)
+    f.write(t, &[], &mut out)
         .expect("writing to a Vec<u8> cannot fail");
     out
 }

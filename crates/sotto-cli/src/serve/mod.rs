@@ -685,7 +685,7 @@ fn decode(name: &str, bytes: Vec<u8>, max_seconds: f64) -> Result<Vec<f32>, ApiE
         };
         ApiError::new(status, e.to_string())
     };
-    let audio = sotto::audio::decode_bytes_within(name, bytes, hint.as_deref(), max_seconds)
+    let audio = sotto::audio::decode_bytes_within(name, bytes, hint.as_deref(), max_seconds, false)
         .map_err(bad)?;
     sotto::audio::resample_to_16k(&audio.samples, audio.sample_rate)
         .map_err(|e| bad(e.with_input(name)))
