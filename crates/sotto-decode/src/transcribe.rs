@@ -577,7 +577,10 @@ pub(crate) fn detect_language_over(
     segments: usize,
     threshold: f64,
 ) -> Result<(LanguageDetection, Vec<f32>)> {
-    let frames = mel.n_frames.saturating_sub(start).min(segments * N_FRAMES);
+    let frames = mel
+        .n_frames
+        .saturating_sub(start)
+        .min(segments.saturating_mul(N_FRAMES));
     let mut votes: Vec<(&'static str, Vec<f64>)> = Vec::new();
     let mut at = start;
     loop {
