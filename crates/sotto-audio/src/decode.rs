@@ -157,7 +157,9 @@ pub fn to_16k(audio: Audio) -> Result<Audio16k> {
 /// mono.
 pub fn decode_bytes_16k_mono(name: &str, bytes: Vec<u8>) -> Result<Vec<f32>> {
     let audio = decode_bytes(name, bytes, None)?;
-    resample::resample_to_16k(&audio.samples, audio.sample_rate).map_err(|e| e.with_input(name))
+    to_16k(audio)
+        .map(|a| a.mono)
+        .map_err(|e| e.with_input(name))
 }
 
 /// Symphonia parsers are not proven panic-free on hostile bytes; a panic there becomes an error.

@@ -520,7 +520,7 @@ fn transcribe_one(
                 } else {
                     s.text.trim().to_string()
                 };
-                let text = crate::writers::labelled_text(&format!(" {text}"), speaker(s));
+                let text = crate::writers::labelled_text(&text, speaker(s));
                 let line = if args.no_timestamps {
                     text
                 } else {

@@ -84,9 +84,10 @@ impl Labelled<'_> {
 
 /// A segment's line as whisper.cpp labels it with `--diarize`: `(speaker 0)` before the text.
 pub fn labelled_text(text: &str, speaker: Option<Speaker>) -> String {
+    let text = text.trim();
     match speaker {
-        Some(sp) => format!("{}{}", sp.label(), text).trim().to_string(),
-        None => text.trim().to_string(),
+        Some(sp) => format!("{} {text}", sp.label()),
+        None => text.to_string(),
     }
 }
 

@@ -1049,31 +1049,6 @@ fn vad_lists_the_stretches_of_speech() {
         .stderr(predicate::str::contains("apply with --vad"));
 }
 
-/// A 16-bit PCM WAV of two channels at 16 kHz.
-fn write_stereo_wav(path: &Path, left: &[f32], right: &[f32]) {
-    let n = left.len().min(right.len());
-    let pcm = |v: f32| ((v.clamp(-1.0, 1.0) * 32767.0) as i16).to_le_bytes();
-    let data_len = (n * 4) as u32;
-    let mut b = Vec::with_capacity(44 + n * 4);
-    b.extend_from_slice(b"RIFF");
-    b.extend_from_slice(&(36 + data_len).to_le_bytes());
-    b.extend_from_slice(b"WAVEfmt ");
-    b.extend_from_slice(&16u32.to_le_bytes());
-    b.extend_from_slice(&1u16.to_le_bytes()); // PCM
-    b.extend_from_slice(&2u16.to_le_bytes()); // channels
-    b.extend_from_slice(&16000u32.to_le_bytes());
-    b.extend_from_slice(&(16000u32 * 4).to_le_bytes());
-    b.extend_from_slice(&4u16.to_le_bytes());
-    b.extend_from_slice(&16u16.to_le_bytes());
-    b.extend_from_slice(b"data");
-    b.extend_from_slice(&data_len.to_le_bytes());
-    for i in 0..n {
-        b.extend_from_slice(&pcm(left[i]));
-        b.extend_from_slice(&pcm(right[i]));
-    }
-    std::fs::write(path, b).unwrap();
-}
-
 #[test]
 fn diarize_labels_each_segment_with_the_louder_channel() {
     let dir = tempfile::tempdir().unwrap();
@@ -1087,7 +1062,7 @@ fn diarize_labels_each_segment_with_the_louder_channel() {
         .map(|(i, &v)| if i < cut { 0.0 } else { v })
         .collect();
     let wav = dir.path().join("call.wav");
-    write_stereo_wav(&wav, &left, &right);
+    std::fs::write(&wav, common::wav_channels(&[&left, &right])).unwrap();
     sotto()
         .args(["transcribe", "--diarize", "-f", "txt", "-f", "json", "-o"])
         .arg(dir.path())
