@@ -1052,17 +1052,8 @@ fn vad_lists_the_stretches_of_speech() {
 #[test]
 fn diarize_labels_each_segment_with_the_louder_channel() {
     let dir = tempfile::tempdir().unwrap();
-    let jfk_samples = sotto::audio::load_16k_mono(jfk().to_str().unwrap()).unwrap();
-    // The first sentence (to 8 s) on the left, the second on the right.
-    let cut = 8 * 16000;
-    let left: Vec<f32> = (jfk_samples.iter().enumerate())
-        .map(|(i, &v)| if i < cut { v } else { 0.0 })
-        .collect();
-    let right: Vec<f32> = (jfk_samples.iter().enumerate())
-        .map(|(i, &v)| if i < cut { 0.0 } else { v })
-        .collect();
     let wav = dir.path().join("call.wav");
-    std::fs::write(&wav, common::wav_channels(&[&left, &right])).unwrap();
+    std::fs::write(&wav, common::jfk_two_speakers()).unwrap();
     sotto()
         .args(["transcribe", "--diarize", "-f", "txt", "-f", "json", "-o"])
         .arg(dir.path())

@@ -526,6 +526,59 @@ fn batch_size_answers_as_sotto_transcribe_batch_size() {
 }
 
 #[test]
+fn diarize_labels_a_stereo_upload_as_sotto_transcribe_diarize() {
+    let call = common::jfk_two_speakers();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("call.wav");
+    std::fs::write(&path, &call).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_sotto"))
+        .env("SOTTO_CACHE_DIR", sotto_testdata::cache_dir())
+        .args([
+            "transcribe",
+            "-t",
+            "1",
+            "--no-progress",
+            "--diarize",
+            "-f",
+            "txt",
+        ])
+        .arg("-m")
+        .arg(sotto_testdata::model_dir("tiny.en"))
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let cli_txt = String::from_utf8(out.stdout).unwrap();
+
+    let s = Server::start(&[]);
+    let url = format!("{}/inference", s.url);
+    let file = ("file", Some("call.wav"), call.as_slice());
+    let diarize = ("diarize", None, &b"true"[..]);
+    let a = post(&url, &[file, diarize, ("response_format", None, b"text")]);
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.body, cli_txt);
+    assert!(a.body.starts_with("(speaker 0) And so"), "{}", a.body);
+    let last = a.body.lines().last().unwrap();
+    assert!(last.starts_with("(speaker 1) "), "{}", a.body);
+    let v = post(
+        &url,
+        &[file, diarize, ("response_format", None, b"verbose_json")],
+    )
+    .json();
+    let segs = v["segments"].as_array().unwrap();
+    assert_eq!(segs[0]["speaker"], "0", "{v}");
+    assert_eq!(segs.last().unwrap()["speaker"], "1", "{v}");
+    // Mono audio has no channels to tell apart: no labels; tinydiarize is refused.
+    let mono = std::fs::read(jfk()).unwrap();
+    let m = post(&url, &[("file", Some("jfk.wav"), &mono), diarize]).json();
+    assert_eq!(normalise(m["text"].as_str().unwrap()), JFK);
+    assert!(!m["text"].as_str().unwrap().contains("speaker"), "{m}");
+    let e = post(&url, &[file, ("tinydiarize", None, b"true")]);
+    assert_eq!(e.status, 400, "{}", e.body);
+    assert!(e.body.contains("tinydiarize"), "{}", e.body);
+}
+
+#[test]
 fn stream_true_answers_server_sent_events_as_segments_finish() {
     let s = Server::start(&[]);
     let audio = std::fs::read(jfk()).unwrap();

@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 use serde_json::json;
+use sotto::audio::diarize::Speaker;
 use sotto::{Task, TranscribeOptions, Transcript};
 
 use super::form::Form;
@@ -102,15 +103,27 @@ impl ResponseFormat {
         })
     }
 
-    /// The body and its `Content-Type`.
-    pub fn render(self, t: &Transcript, task: Task) -> (Vec<u8>, &'static str) {
+    /// The body and its `Content-Type`. `speakers` (empty, or one per segment: `diarize`)
+    /// label the text as whisper.cpp's server does, `(speaker 0) text` a line each, and give
+    /// verbose JSON's segments a `speaker`.
+    pub fn render(
+        self,
+        t: &Transcript,
+        task: Task,
+        speakers: &[Speaker],
+    ) -> (Vec<u8>, &'static str) {
         match self {
             ResponseFormat::Json => (
-                json!({ "text": t.text() }).to_string().into_bytes(),
+                json!({ "text": transcript_text(t, speakers) })
+                    .to_string()
+                    .into_bytes(),
                 "application/json",
             ),
-            ResponseFormat::VerboseJson => (verbose_json(t, task), "application/json"),
-            ResponseFormat::Text => (file_body(t, Format::Txt), "text/plain; charset=utf-8"),
+            ResponseFormat::VerboseJson => (verbose_json(t, task, speakers), "application/json"),
+            ResponseFormat::Text => (
+                file_body(t, Format::Txt, speakers),
+                "text/plain; charset=utf-8",
+            ),
             ResponseFormat::File(f) => {
                 let ct = match f {
                     Format::Srt => "application/x-subrip; charset=utf-8",
@@ -119,15 +132,26 @@ impl ResponseFormat {
                     Format::Tsv => "text/tab-separated-values; charset=utf-8",
                     _ => "text/plain; charset=utf-8",
                 };
-                (file_body(t, f), ct)
+                (file_body(t, f, speakers), ct)
             }
         }
     }
 }
 
-fn file_body(t: &Transcript, f: Format) -> Vec<u8> {
+/// The transcript's text; diarized, a labelled line per segment (whisper.cpp's server).
+fn transcript_text(t: &Transcript, speakers: &[Speaker]) -> String {
+    if speakers.is_empty() {
+        return t.text();
+    }
+    let lines = t.segments.iter().zip(speakers);
+    lines
+        .map(|(s, sp)| crate::writers::labelled_text(&s.text, Some(*sp)) + "\n")
+        .collect()
+}
+
+fn file_body(t: &Transcript, f: Format, speakers: &[Speaker]) -> Vec<u8> {
     let mut out = Vec::new();
-    f.write(t, &[], &mut out)
+    f.write(t, speakers, &mut out)
         .expect("writing to a Vec<u8> cannot fail");
     out
 }
@@ -160,6 +184,9 @@ struct VerboseSegment<'a> {
     no_speech_prob: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     words: Option<Vec<VerboseWord<'a>>>,
+    /// With `diarize` on stereo audio: `0`, `1` or `?`, as the CLI's JSON.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    speaker: Option<&'static str>,
 }
 
 #[derive(Serialize)]
@@ -170,7 +197,7 @@ struct VerboseWord<'a> {
     probability: f64,
 }
 
-fn verbose_json(t: &Transcript, task: Task) -> Vec<u8> {
+fn verbose_json(t: &Transcript, task: Task, speakers: &[Speaker]) -> Vec<u8> {
     // Times to the millisecond; the timestamp tokens carry centiseconds.
     let ms = |x: f64| (x * 1000.0).round() / 1000.0;
     fn words(s: &sotto::Segment) -> Vec<VerboseWord<'_>> {
@@ -194,7 +221,7 @@ fn verbose_json(t: &Transcript, task: Task) -> Vec<u8> {
         language: sotto::language_name(&t.language).unwrap_or(&t.language),
         language_probability: t.language_probability,
         duration: ms(t.duration),
-        text: t.text(),
+        text: transcript_text(t, speakers),
         segments: t
             .segments
             .iter()
@@ -211,6 +238,7 @@ fn verbose_json(t: &Transcript, task: Task) -> Vec<u8> {
                 compression_ratio: s.compression_ratio,
                 no_speech_prob: s.no_speech_prob,
                 words: timed.then(|| words(s)),
+                speaker: speakers.get(i).map(|sp| sp.id()),
             })
             .collect(),
         words: timed.then(|| t.segments.iter().flat_map(words).collect()),
@@ -238,6 +266,9 @@ pub struct Job {
     /// with that mode's defaults cuts the audio (`vad_*` fields still apply), or the
     /// clips of `offset_t`/`duration` are the chunks. None: one window at a time.
     pub batch_size: Option<usize>,
+    /// Label each segment with the louder channel of a stereo upload, as whisper.cpp's
+    /// `diarize` (mono audio gets no labels).
+    pub diarize: bool,
 }
 
 /// Fields clients send that change nothing here: whisper.cpp's console and model-loading
@@ -370,13 +401,13 @@ pub fn read_job_with(
     translate_route: bool,
 ) -> Result<Job, ApiError> {
     let mut opts = defaults.clone();
-    for unsupported in ["diarize", "tinydiarize"] {
-        if boolean(form, unsupported)? == Some(true) {
-            return Err(ApiError::bad_request(format!(
-                "{unsupported} is not supported by this server"
-            )));
-        }
+    if boolean(form, "tinydiarize")? == Some(true) {
+        return Err(ApiError::bad_request(
+            "tinydiarize is not supported by this server (it needs a tdrz model); \
+             diarize labels the channels of stereo audio",
+        ));
     }
+    let diarize = boolean(form, "diarize")? == Some(true);
     let format = match text(form, "response_format")? {
         None | Some("") => ResponseFormat::Json,
         Some(f) => ResponseFormat::parse(f)?,
@@ -563,6 +594,7 @@ pub fn read_job_with(
         vad_options,
         stream,
         batch_size,
+        diarize,
     })
 }
 
@@ -706,7 +738,8 @@ mod tests {
                 vec![("timestamp_granularities[]", "char")],
                 "timestamp_granularities",
             ),
-            (vec![("diarize", "true")], "diarize"),
+            (vec![("diarize", "maybe")], "diarize"),
+            (vec![("tinydiarize", "true")], "tinydiarize"),
             (vec![("stream", "maybe")], "stream"),
             (
                 vec![("vad_filter", "yes"), ("offset_t", "500")],
@@ -747,21 +780,33 @@ mod tests {
             duration: 1.5,
             segments: vec![seg],
         };
-        let (body, ct) = ResponseFormat::Json.render(&t, Task::Transcribe);
+        let (body, ct) = ResponseFormat::Json.render(&t, Task::Transcribe, &[]);
         assert_eq!(ct, "application/json");
         assert_eq!(body, br#"{"text":"Hallo Welt."}"#);
-        let (body, _) = ResponseFormat::VerboseJson.render(&t, Task::Translate);
+        let (body, _) = ResponseFormat::VerboseJson.render(&t, Task::Translate, &[]);
         let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(v["task"], "translate");
         assert_eq!(v["language"], "german");
         assert_eq!(v["segments"][0]["id"], 0);
         assert_eq!(v["segments"][0]["words"][0]["word"], " Hallo");
         assert_eq!(v["words"][0]["end"], 0.6);
-        let (body, ct) = ResponseFormat::Text.render(&t, Task::Transcribe);
+        assert!(v["segments"][0].get("speaker").is_none());
+        let (body, ct) = ResponseFormat::Text.render(&t, Task::Transcribe, &[]);
         assert_eq!(
             (body.as_slice(), ct),
             (&b"Hallo Welt.\n"[..], "text/plain; charset=utf-8")
         );
+        // Diarized: whisper.cpp's labels in the text, verbose JSON's `speaker` per segment.
+        let right = [Speaker::Right];
+        let (body, _) = ResponseFormat::Json.render(&t, Task::Transcribe, &right);
+        assert_eq!(body, br#"{"text":"(speaker 1) Hallo Welt.\n"}"#);
+        let (body, _) = ResponseFormat::VerboseJson.render(&t, Task::Transcribe, &right);
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["segments"][0]["speaker"], "1");
+        assert_eq!(v["segments"][0]["text"], " Hallo Welt.");
+        let (body, _) = ResponseFormat::File(Format::Srt).render(&t, Task::Transcribe, &right);
+        let srt = String::from_utf8(body).unwrap();
+        assert!(srt.contains("\n(speaker 1) Hallo Welt.\n"), "{srt}");
         let e = ApiError::bad_request("no file");
         assert_eq!(e.body(Dialect::WhisperCpp), r#"{"error":"no file"}"#);
         let v: serde_json::Value = serde_json::from_str(&e.body(Dialect::OpenAi)).unwrap();

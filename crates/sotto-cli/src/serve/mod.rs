@@ -174,6 +174,8 @@ impl Shared {
 struct Work {
     job: Job,
     samples: Vec<f32>,
+    /// The first two channels apart, for `diarize` on stereo audio.
+    stereo: Option<[Vec<f32>; 2]>,
     name: String,
     reply: oneshot::Sender<Result<Reply, ApiError>>,
     /// For `stream=true`: each finished segment's event, as it is finished.
@@ -618,9 +620,9 @@ async fn transcribe(
         ApiError::bad_request("no `file` field in the request: send the audio as `file`")
     })?;
     let name = file.file_name.unwrap_or_else(|| "upload".into());
-    let samples = {
-        let (name, max) = (name.clone(), shared.max_audio);
-        tokio::task::spawn_blocking(move || decode(&name, file.data, max))
+    let sotto::audio::Audio16k { mono, stereo } = {
+        let (name, max, keep_stereo) = (name.clone(), shared.max_audio, job.diarize);
+        tokio::task::spawn_blocking(move || decode(&name, file.data, max, keep_stereo))
             .await
             .map_err(|e| ApiError::new(500, format!("decoding the audio: {e}")))??
     };
@@ -633,7 +635,8 @@ async fn transcribe(
     };
     let work = Work {
         job,
-        samples,
+        samples: mono,
+        stereo,
         name,
         reply,
         events,
@@ -671,9 +674,15 @@ fn busy(shared: &Shared) -> ApiError {
     )
 }
 
-/// An uploaded file as 16 kHz mono samples, at most `max_seconds` of them; any fault in
-/// it is the client's (400, or 413 for audio too long).
-fn decode(name: &str, bytes: Vec<u8>, max_seconds: f64) -> Result<Vec<f32>, ApiError> {
+/// An uploaded file as 16 kHz mono samples, at most `max_seconds` of them, and with
+/// `keep_stereo` its first two channels apart; any fault in it is the client's (400, or 413
+/// for audio too long).
+fn decode(
+    name: &str,
+    bytes: Vec<u8>,
+    max_seconds: f64,
+    keep_stereo: bool,
+) -> Result<sotto::audio::Audio16k, ApiError> {
     let hint = Path::new(name)
         .extension()
         .and_then(|e| e.to_str())
@@ -685,10 +694,10 @@ fn decode(name: &str, bytes: Vec<u8>, max_seconds: f64) -> Result<Vec<f32>, ApiE
         };
         ApiError::new(status, e.to_string())
     };
-    let audio = sotto::audio::decode_bytes_within(name, bytes, hint.as_deref(), max_seconds, false)
-        .map_err(bad)?;
-    sotto::audio::resample_to_16k(&audio.samples, audio.sample_rate)
-        .map_err(|e| bad(e.with_input(name)))
+    let audio =
+        sotto::audio::decode_bytes_within(name, bytes, hint.as_deref(), max_seconds, keep_stereo)
+            .map_err(bad)?;
+    sotto::audio::to_16k(audio).map_err(|e| bad(e.with_input(name)))
 }
 
 /// A worker: takes jobs off the queue and runs them in its own session of the current model
@@ -807,7 +816,13 @@ fn run_job(
             content_type: "text/event-stream",
         });
     }
-    let (body, content_type) = work.job.format.render(&t, work.job.opts.task);
+    let speakers: Vec<_> = match &work.stereo {
+        Some(ch) => (t.segments.iter())
+            .map(|s| sotto::audio::diarize::speaker(ch, s.start, s.end))
+            .collect(),
+        None => Vec::new(),
+    };
+    let (body, content_type) = work.job.format.render(&t, work.job.opts.task, &speakers);
     Ok(Reply { body, content_type })
 }
 

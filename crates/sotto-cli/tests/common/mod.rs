@@ -31,6 +31,18 @@ pub fn wav_channels(channels: &[&[f32]]) -> Vec<u8> {
     out
 }
 
+/// A stereo call: jfk's first sentence (to 8 s) on the left channel, the rest on the right.
+pub fn jfk_two_speakers() -> Vec<u8> {
+    let jfk = sotto::audio::load_16k_mono(jfk().to_str().unwrap()).unwrap();
+    let cut = 8 * 16000;
+    let side = |left: bool| -> Vec<f32> {
+        (jfk.iter().enumerate())
+            .map(|(i, &v)| if (i < cut) == left { v } else { 0.0 })
+            .collect()
+    };
+    wav_channels(&[&side(true), &side(false)])
+}
+
 /// `samples` as raw 16-bit little-endian PCM (what `sotto stream` reads).
 pub fn s16le(samples: &[f32]) -> Vec<u8> {
     (samples.iter())
