@@ -53,6 +53,9 @@ koffi.struct('sotto_params', {
   language_detection_threshold: 'float',
   language_detection_segments: 'int',
   suppress_regex: 'const char *',
+  grammar: 'const char *',
+  grammar_rule: 'const char *',
+  grammar_penalty: 'float',
 });
 koffi.struct('sotto_bench_result', {
   struct_size: 'size_t',

@@ -98,6 +98,9 @@ class _Params(ctypes.Structure):
         ("language_detection_threshold", ctypes.c_float),
         ("language_detection_segments", ctypes.c_int),
         ("suppress_regex", ctypes.c_char_p),
+        ("grammar", ctypes.c_char_p),
+        ("grammar_rule", ctypes.c_char_p),
+        ("grammar_penalty", ctypes.c_float),
     ]
 
 
@@ -428,7 +431,8 @@ class Session(_Handle):
                    repetition_penalty: float = 1.0, no_repeat_ngram_size: int = 0,
                    multilingual: bool = False, language_detection_threshold: float = 0.5,
                    language_detection_segments: int = 1,
-                   suppress_regex: Optional[str] = None) -> Transcript:
+                   suppress_regex: Optional[str] = None, grammar: Optional[str] = None,
+                   grammar_rule: str = "root", grammar_penalty: float = 100.0) -> Transcript:
         """Transcribes a file path or 16 kHz mono samples. `on_segment(index, start, end, text)`
         sees each segment as it is finished, and `on_full_segment(segment)` sees it as a
         whole `Segment` (tokens, words, ...); returning False stops early. `vad_filter` (True,
@@ -442,7 +446,9 @@ class Session(_Handle):
         (with `batch_size`, each clip a chunk). `repetition_penalty`, `no_repeat_ngram_size`,
         `multilingual` (each window in its own language) and `language_detection_threshold`
         / `_segments` (detection over several windows) are faster-whisper's;
-        `suppress_regex` whisper.cpp's (text tokens it matches in whole are never produced)."""
+        `suppress_regex` whisper.cpp's (text tokens it matches in whole are never produced),
+        as are `grammar` (GBNF text each window should follow), `grammar_rule` (its start
+        rule) and `grammar_penalty` (how much tokens outside it are lowered)."""
         self._check()
         p = _lib.sotto_default_params()
         p.language = _c(language)
@@ -463,6 +469,8 @@ class Session(_Handle):
         p.language_detection_threshold = language_detection_threshold
         p.language_detection_segments = language_detection_segments
         p.suppress_regex = _c(suppress_regex)
+        p.grammar, p.grammar_rule = _c(grammar), _c(grammar_rule)
+        p.grammar_penalty = grammar_penalty
         p.batch_size = batch_size
         clips = [float(t) for t in clip_timestamps or []]
         keep_clips = (ctypes.c_float * len(clips))(*clips)

@@ -74,6 +74,14 @@ class TestSotto(unittest.TestCase):
         with self.assertRaisesRegex(sotto.SottoError, "suppress_regex"):
             self.session.transcribe(AUDIO, suppress_regex="(")
 
+    def test_a_grammar_steers_the_text(self):
+        # whisper.cpp's grammar sampling: lower case only; a grammar that does not parse.
+        text = self.session.transcribe(AUDIO, beam_size=1, grammar="root ::= [^A-Z]*").text
+        self.assertIn("fellow americans", text)
+        self.assertEqual(text, text.lower())
+        with self.assertRaisesRegex(sotto.SottoError, "never defined"):
+            self.session.transcribe(AUDIO, grammar="root ::= colour")
+
     def test_errors_raise_with_the_reason(self):
         with self.assertRaisesRegex(sotto.SottoError, "unknown model"):
             sotto.Model("/no/such/model")

@@ -106,6 +106,11 @@ typedef struct sotto_params {
     const char *suppress_regex;   /* never produce a text token this regular expression
                                      matches in whole (whisper.cpp's suppress_regex; Rust
                                      regex syntax), or NULL */
+    const char *grammar;          /* a GBNF grammar each window's text should follow
+                                     (whisper.cpp's grammar sampling): text tokens it cannot
+                                     take next are lowered by grammar_penalty. NULL: none */
+    const char *grammar_rule;     /* its start rule; NULL: "root" */
+    float grammar_penalty;        /* how much those logits are lowered; default 100 */
 } sotto_params;
 
 /* The library's version, e.g. "0.1.0". */

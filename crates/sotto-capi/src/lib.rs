@@ -211,6 +211,9 @@ pub struct SottoParams {
     pub language_detection_threshold: f32,
     pub language_detection_segments: c_int,
     pub suppress_regex: *const c_char,
+    pub grammar: *const c_char,
+    pub grammar_rule: *const c_char,
+    pub grammar_penalty: f32,
 }
 
 /// `struct_size` of the first `sotto_params`, which ended at `user_data`.
@@ -226,8 +229,11 @@ const PARAMS_V3_SIZE: usize = std::mem::offset_of!(SottoParams, clip_timestamps)
 const PARAMS_V4_SIZE: usize = std::mem::offset_of!(SottoParams, repetition_penalty)
     .next_multiple_of(std::mem::align_of::<SottoParams>());
 
+/// `struct_size` of the fifth, which ended at `suppress_regex` (a pointer: no padding).
+const PARAMS_V5_SIZE: usize = std::mem::offset_of!(SottoParams, grammar);
+
 /// The older structs' sizes, and how many of their bytes hold fields.
-const OLDER_PARAMS: [(usize, usize); 4] = [
+const OLDER_PARAMS: [(usize, usize); 5] = [
     (PARAMS_V1_SIZE, PARAMS_V1_SIZE),
     (PARAMS_V2_SIZE, PARAMS_V2_SIZE),
     (PARAMS_V3_SIZE, PARAMS_V3_SIZE),
@@ -235,6 +241,7 @@ const OLDER_PARAMS: [(usize, usize); 4] = [
         PARAMS_V4_SIZE,
         std::mem::offset_of!(SottoParams, repetition_penalty),
     ),
+    (PARAMS_V5_SIZE, PARAMS_V5_SIZE),
 ];
 
 impl SottoParams {
@@ -356,6 +363,15 @@ impl SottoParams {
         opts.suppress_regex = unsafe { text(self.suppress_regex, "params.suppress_regex") }?
             .filter(|r| !r.is_empty())
             .map(str::to_string);
+        // SAFETY: string fields as this function's contract says.
+        opts.grammar = unsafe { text(self.grammar, "params.grammar") }?
+            .filter(|g| !g.is_empty())
+            .map(str::to_string);
+        // SAFETY: as above.
+        if let Some(rule) = unsafe { text(self.grammar_rule, "params.grammar_rule") }? {
+            opts.grammar_rule = rule.to_string();
+        }
+        opts.grammar_penalty = f64::from(self.grammar_penalty);
         opts.repetition_penalty = positive(self.repetition_penalty, "repetition_penalty")?;
         opts.no_repeat_ngram_size = usize::try_from(self.no_repeat_ngram_size).map_err(|_| {
             format!(
@@ -432,6 +448,9 @@ pub extern "C" fn sotto_default_params() -> SottoParams {
         language_detection_threshold: d.language_detection_threshold as f32,
         language_detection_segments: c_int::try_from(d.language_detection_segments).unwrap_or(1),
         suppress_regex: ptr::null(),
+        grammar: ptr::null(),
+        grammar_rule: ptr::null(),
+        grammar_penalty: d.grammar_penalty as f32,
     }
 }
 

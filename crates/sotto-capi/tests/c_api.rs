@@ -687,3 +687,38 @@ fn the_node_binding_passes_its_tests() {
     );
     assert!(out.contains("# fail 0"), "{out}");
 }
+
+/// whisper.cpp's grammar sampling through the sixth struct: lower case only; a grammar that
+/// does not parse names itself; the fifth struct (ending at `suppress_regex`) still reads.
+#[test]
+fn a_grammar_steers_the_text_and_the_fifth_struct_still_reads() {
+    let model_path = c(sotto_testdata::model_dir("tiny.en").to_str().unwrap());
+    let samples = sotto::audio::load_16k_mono(jfk().to_str().unwrap()).unwrap();
+    let mut p = sotto_default_params();
+    p.beam_size = 1;
+    p.grammar = c"root ::= [^A-Z]*".as_ptr();
+    // SAFETY: live handles, params from sotto_default_params, C strings that outlive the calls.
+    unsafe {
+        let model = sotto_model_load(model_path.as_ptr(), c"cpu".as_ptr());
+        assert!(!model.is_null(), "{}", last_error());
+        let session = sotto_session_new(model, 2);
+        sotto_model_free(model);
+        let t = sotto_transcribe(session, samples.as_ptr(), samples.len(), &p);
+        assert!(!t.is_null(), "{}", last_error());
+        let text = string(sotto_transcript_text(t)).unwrap();
+        assert!(text.contains("fellow americans"), "{text}");
+        assert!(!text.contains(|c: char| c.is_ascii_uppercase()), "{text}");
+        sotto_transcript_free(t);
+        p.grammar_rule = c"start".as_ptr();
+        assert!(sotto_transcribe(session, samples.as_ptr(), samples.len(), &p).is_null());
+        assert!(last_error().contains("no rule `start`"), "{}", last_error());
+        // The fifth struct ends before the grammar: its bytes past that are not read.
+        p.struct_size = std::mem::offset_of!(SottoParams, grammar);
+        let t = sotto_transcribe(session, samples.as_ptr(), samples.len(), &p);
+        assert!(!t.is_null(), "{}", last_error());
+        let text = string(sotto_transcript_text(t)).unwrap();
+        assert_eq!(normalise(&text), JFK);
+        sotto_transcript_free(t);
+        sotto_session_free(session);
+    }
+}

@@ -173,6 +173,20 @@ pub struct Decoding {
     #[arg(long, value_name = "REGEX")]
     suppress_regex: Option<String>,
 
+    /// Steer each window's text to a GBNF grammar, as whisper.cpp's --grammar: the grammar
+    /// itself, or a file holding it. Text tokens it cannot take next are lowered by
+    /// --grammar-penalty (the text may still end early)
+    #[arg(long, value_name = "GBNF|PATH")]
+    grammar: Option<String>,
+
+    /// The grammar's start rule [default: root]
+    #[arg(long, value_name = "NAME", requires = "grammar")]
+    grammar_rule: Option<String>,
+
+    /// How much the scores (logits) of tokens outside the grammar are lowered [default: 100]
+    #[arg(long, value_name = "X", requires = "grammar")]
+    grammar_penalty: Option<f64>,
+
     /// Forbid a blank first token [default: true]
     #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set)]
     suppress_blank: Option<bool>,
@@ -329,6 +343,21 @@ impl Decoding {
                 .collect::<anyhow::Result<_>>()?;
         }
         opts.suppress_regex = self.suppress_regex.clone().or(opts.suppress_regex.take());
+        if let Some(g) = &self.grammar {
+            // whisper.cpp's rule: a file if one is there, else the grammar itself.
+            let path = std::path::Path::new(g);
+            opts.grammar = Some(if path.is_file() {
+                std::fs::read_to_string(path)
+                    .with_context(|| format!("--grammar: reading {}", path.display()))?
+            } else {
+                g.clone()
+            });
+        }
+        opts.grammar_rule = self
+            .grammar_rule
+            .clone()
+            .unwrap_or(opts.grammar_rule.clone());
+        opts.grammar_penalty = self.grammar_penalty.unwrap_or(opts.grammar_penalty);
         opts.suppress_blank = self.suppress_blank.unwrap_or(opts.suppress_blank);
         opts.repetition_penalty = self.repetition_penalty.unwrap_or(opts.repetition_penalty);
         opts.no_repeat_ngram_size = self
@@ -749,8 +778,13 @@ mod tests {
             "--language-detection-threshold=0.8",
             "--language-detection-segments=2",
             "--suppress-regex=.*[0-9].*",
+            "--grammar=cmd ::= \" go\"",
+            "--grammar-rule=cmd",
+            "--grammar-penalty=20",
         ])
         .unwrap();
+        assert_eq!(o.grammar.as_deref(), Some("cmd ::= \" go\""));
+        assert_eq!((o.grammar_rule.as_str(), o.grammar_penalty), ("cmd", 20.0));
         assert_eq!(o.suppress_regex.as_deref(), Some(".*[0-9].*"));
         assert_eq!((o.repetition_penalty, o.no_repeat_ngram_size), (1.2, 3));
         assert!(o.multilingual);

@@ -1082,3 +1082,53 @@ fn diarize_labels_each_segment_with_the_louder_channel() {
         ))
         .stdout(predicate::str::contains("speaker").not());
 }
+
+#[test]
+fn grammar_from_a_file_or_inline_steers_the_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("lower.gbnf");
+    std::fs::write(&file, "# lower case only\nroot ::= [^A-Z]*\n").unwrap();
+    for grammar in [file.to_str().unwrap(), "root ::= [^A-Z]*"] {
+        let out = sotto()
+            .args([
+                "transcribe",
+                "--beam-size",
+                "1",
+                "-f",
+                "txt",
+                "--grammar",
+                grammar,
+            ])
+            .arg(jfk())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(text.contains("and so my fellow americans"), "{text}");
+        assert!(!text.contains(|c: char| c.is_ascii_uppercase()), "{text}");
+    }
+    sotto()
+        .args([
+            "transcribe",
+            "--grammar",
+            "root ::= (\"a\"",
+            "--beam-size",
+            "1",
+        ])
+        .arg(jfk())
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains(
+            "grammar: line 1, column 14: expected `)`",
+        ));
+    sotto()
+        .args(["transcribe", "--grammar-penalty", "10"])
+        .arg(jfk())
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("--grammar"));
+}

@@ -23,6 +23,7 @@ pub mod batched;
 pub mod beam;
 pub mod fallback;
 pub mod filters;
+pub mod grammar;
 pub mod greedy;
 pub mod inference;
 mod math;
@@ -42,6 +43,7 @@ pub use filters::{
     ApplyTimestampRules, LogitFilter, NoRepeatNgram, RepetitionPenalty, SuppressBlank,
     SuppressTokens, TextMasks,
 };
+pub use grammar::{Grammar, GrammarError, GrammarFilter};
 pub use greedy::{DecodeTask, DecodingResult, Greedy, Rng, Sampling, Search};
 pub use inference::{BoxError, Inference, LogitNeed};
 pub use shortlist::{Row, Shortlist, ShortlistSpec, Shortlists};

@@ -94,6 +94,16 @@ impl ShortlistSpec {
         &self.pinned
     }
 
+    /// Where `id` is among the pinned tokens; at once when every text token is pinned
+    /// (`LogitNeed::All`, where filters update thousands a row).
+    fn pinned_index(&self, id: u32) -> Option<usize> {
+        let i = id as usize;
+        if self.pinned.get(i) == Some(&id) {
+            return Some(i);
+        }
+        self.pinned.binary_search(&id).ok()
+    }
+
     /// f32 words per record.
     pub fn record_len(&self) -> usize {
         2 + 2 * self.top + self.pinned.len() + (self.n_vocab - self.text_end)
@@ -320,7 +330,7 @@ impl Shortlist<'_> {
         let tail0 = 2 + 2 * k + self.spec.pinned.len();
         if id_us >= te {
             self.rec[tail0 + id_us - te] = f32::NEG_INFINITY;
-        } else if let Ok(j) = self.spec.pinned.binary_search(&id) {
+        } else if let Some(j) = self.spec.pinned_index(id) {
             self.rec[2 + 2 * k + j] = f32::NEG_INFINITY;
         } else {
             // Not announced by the filter (`TextMasks`): only its own entry can go; the
@@ -342,7 +352,7 @@ impl Shortlist<'_> {
         let tail0 = 2 + 2 * k + self.spec.pinned.len();
         let slot = if id_us >= te {
             Some(tail0 + id_us - te)
-        } else if let Ok(j) = self.spec.pinned.binary_search(&id) {
+        } else if let Some(j) = self.spec.pinned_index(id) {
             Some(2 + 2 * k + j)
         } else {
             (0..k)

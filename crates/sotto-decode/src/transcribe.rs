@@ -11,6 +11,7 @@ use crate::filters::{
     ApplyTimestampRules, LogitFilter, NoRepeatNgram, RepetitionPenalty, SuppressBlank,
     SuppressTokens,
 };
+use crate::grammar::{Grammar, GrammarError, GrammarFilter};
 use crate::greedy::{DecodeTask, Greedy, Rng, Search};
 use crate::inference::{Inference, LogitNeed};
 use crate::segments::{
@@ -141,6 +142,15 @@ pub struct TranscribeOptions {
     /// (whisper.cpp's `suppress_regex`; Rust `regex` syntax, matched against the token as
     /// decoded, leading space included: `.*[0-9].*` keeps digits out). Default None.
     pub suppress_regex: Option<String>,
+    /// A GBNF grammar the text of each window should follow (whisper.cpp's `--grammar`, see
+    /// [`crate::grammar`]): text tokens it cannot accept next are lowered by
+    /// `grammar_penalty`; the end of the text and timestamps never are. Default None.
+    pub grammar: Option<String>,
+    /// The grammar's start rule. Default `root` (whisper.cpp's `--grammar-rule`).
+    pub grammar_rule: String,
+    /// How much the logits of tokens outside the grammar are lowered (whisper.cpp's
+    /// `--grammar-penalty`); ≥ 0. Default 100.
+    pub grammar_penalty: f64,
     /// Forbid a blank first token. Default true (`suppress_blank`).
     pub suppress_blank: bool,
     /// Token ids never sampled; -1 adds the non-speech symbols; an empty list suppresses
@@ -228,6 +238,9 @@ impl Default for TranscribeOptions {
             language_detection_threshold: 0.5,
             language_detection_segments: 1,
             suppress_regex: None,
+            grammar: None,
+            grammar_rule: "root".into(),
+            grammar_penalty: 100.0,
             suppress_blank: true,
             suppress_tokens: vec![-1],
             without_timestamps: false,
@@ -826,7 +839,28 @@ pub(crate) fn filters(
         }
         f.push(Box::new(ApplyTimestampRules::new(tok, Some(index as u32))));
     }
+    if let Some(g) = &opts.grammar {
+        f.push(Box::new(grammar_filter(tok, opts, g)?));
+    }
     Ok(f)
+}
+
+/// The grammar filter of `opts`, its faults named as options.
+fn grammar_filter(tok: &Tokenizer, opts: &TranscribeOptions, text: &str) -> Result<GrammarFilter> {
+    let invalid = |name, e: GrammarError| DecodeError::InvalidOption {
+        name,
+        reason: e.to_string(),
+    };
+    if !(opts.grammar_penalty >= 0.0 && opts.grammar_penalty.is_finite()) {
+        return Err(DecodeError::InvalidOption {
+            name: "grammar_penalty",
+            reason: format!("{} is not a finite number ≥ 0", opts.grammar_penalty),
+        });
+    }
+    let grammar = Grammar::parse(text).map_err(|e| invalid("grammar", e))?;
+    let (rule, penalty) = (&opts.grammar_rule, opts.grammar_penalty as f32);
+    GrammarFilter::new(grammar, rule, penalty, tok, !opts.without_timestamps)
+        .map_err(|e| invalid("grammar_rule", e))
 }
 
 /// Tokens generated (forced ones included) after a prompt of `prompt_len` tokens followed
