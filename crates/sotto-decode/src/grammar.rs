@@ -197,40 +197,41 @@ impl Grammar {
         matches!(self.elem(p), Elem::End | Elem::Alt)
     }
 
-    /// Whether `chr` matches the character class at `p`, and the position after the class.
-    fn match_char(&self, p: Pos, chr: u32) -> (bool, Pos) {
+    /// Walks the character class at `p`: whether it is positive (not `[^...]`), whether
+    /// `hit` held for any of its ranges (a single character is a range of one), and the
+    /// position after it.
+    fn class(&self, p: Pos, mut hit: impl FnMut(u32, u32) -> bool) -> (bool, bool, Pos) {
         let positive = matches!(self.elem(p), Elem::Char(_));
-        let mut found = false;
-        let mut at = p;
+        let (mut found, mut at) = (false, p);
         loop {
             let lo = match self.elem(at) {
                 Elem::Char(c) | Elem::CharNot(c) | Elem::CharAlt(c) => c,
                 e => unreachable!("a class starts at a character, not {e:?}"),
             };
-            let next = Pos {
-                index: at.index + 1,
-                ..at
+            at.index += 1;
+            let hi = match self.elem(at) {
+                Elem::RngUpper(hi) => {
+                    at.index += 1;
+                    hi
+                }
+                _ => lo,
             };
-            if let Elem::RngUpper(hi) = self.elem(next) {
-                found |= lo <= chr && chr <= hi;
-                at = Pos {
-                    index: at.index + 2,
-                    ..at
-                };
-            } else {
-                found |= lo == chr;
-                at = next;
-            }
+            found |= hit(lo, hi);
             if !matches!(self.elem(at), Elem::CharAlt(_)) {
-                return (found == positive, at);
+                return (positive, found, at);
             }
         }
     }
 
+    /// Whether `chr` matches the character class at `p`, and the position after the class.
+    fn match_char(&self, p: Pos, chr: u32) -> (bool, Pos) {
+        let (positive, found, after) = self.class(p, |lo, hi| lo <= chr && chr <= hi);
+        (found == positive, after)
+    }
+
     /// Whether some completion of the partial UTF-8 sequence `partial` could match the class
-    /// at `p`.
+    /// at `p` (for a negated class: whether none of its completions is excluded).
     fn match_partial(&self, p: Pos, partial: Partial) -> bool {
-        let positive = matches!(self.elem(p), Elem::Char(_));
         let Partial { value, remain } = partial;
         // Invalid, or a 7-bit character split over two bytes (overlong).
         if remain < 0 || (remain == 1 && value < 2) {
@@ -246,31 +247,8 @@ impl Grammar {
                 _ => low,
             };
         }
-        let mut at = p;
-        loop {
-            let lo = match self.elem(at) {
-                Elem::Char(c) | Elem::CharNot(c) | Elem::CharAlt(c) => c,
-                e => unreachable!("a class starts at a character, not {e:?}"),
-            };
-            let next = Pos {
-                index: at.index + 1,
-                ..at
-            };
-            if let Elem::RngUpper(hi) = self.elem(next) {
-                if lo <= high && low <= hi {
-                    return positive;
-                }
-                at.index += 2;
-            } else {
-                if low <= lo && lo <= high {
-                    return positive;
-                }
-                at = next;
-            }
-            if !matches!(self.elem(at), Elem::CharAlt(_)) {
-                return !positive;
-            }
-        }
+        let (positive, found, _) = self.class(p, |lo, hi| lo <= high && low <= hi);
+        found == positive
     }
 
     /// Expands `stack` into the stacks that end at a character class (or are empty: the
