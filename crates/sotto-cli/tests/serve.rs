@@ -218,6 +218,30 @@ fn answers_whisper_cpp_and_openai_clients() {
     assert!(text.content_type.starts_with("text/plain"));
     assert_eq!(normalise(&text.body), JFK);
 
+    // A grammar per request (whisper.cpp's grammar sampling): lower case only; one that
+    // does not parse is the client's fault.
+    let lower = post(
+        &format!("{}/inference", s.url),
+        &[
+            file,
+            ("beam_size", None, b"1"),
+            ("grammar", None, b"root ::= [^A-Z]*"),
+        ],
+    );
+    let lower = lower.json()["text"].as_str().unwrap().to_string();
+    assert_eq!(lower, lower.to_lowercase());
+    assert_eq!(normalise(&lower), JFK);
+    let e = post(
+        &format!("{}/inference", s.url),
+        &[file, ("grammar", None, b"root ::= colour")],
+    );
+    assert_eq!(e.status, 400, "{}", e.body);
+    assert!(
+        e.body.contains("`colour` is used but never defined"),
+        "{}",
+        e.body
+    );
+
     // Two workers, two clients at once: each gets its own session and the same text.
     let texts: Vec<String> = std::thread::scope(|scope| {
         let jobs: Vec<_> = (0..2)

@@ -73,6 +73,7 @@ impl Grammar {
         let mut p = Parser {
             src: src.as_bytes(),
             pos: 0,
+            depth: 0,
             ids: HashMap::new(),
             rules: Vec::new(),
         };
@@ -252,51 +253,67 @@ impl Grammar {
     }
 
     /// Expands `stack` into the stacks that end at a character class (or are empty: the
-    /// grammar is complete), pushing them to `out`.
-    fn advance(&self, stack: &[Pos], out: &mut Vec<Stack>) {
-        let Some(&top) = stack.last() else {
-            out.push(Vec::new());
-            return;
-        };
-        match self.elem(top) {
-            Elem::RuleRef(r) => {
-                let rest = &stack[..stack.len() - 1];
-                let after = Pos {
-                    index: top.index + 1,
-                    ..top
-                };
-                let mut sub = Pos { rule: r, index: 0 };
-                loop {
-                    let mut next = rest.to_vec();
-                    if !self.is_end(after) {
-                        next.push(after);
-                    }
-                    if !self.is_end(sub) {
-                        next.push(sub);
-                    }
-                    self.advance(&next, out);
-                    while !self.is_end(sub) {
-                        sub.index += 1;
-                    }
-                    if self.elem(sub) == Elem::Alt {
-                        sub.index += 1;
-                    } else {
-                        break;
+    /// grammar is complete), appending them to `out`. False when it gave up, past
+    /// [`MAX_STACKS`] readings or [`MAX_STEPS`] expansions: nested optional parts multiply
+    /// the ways to read a text, and an explicit work list (not recursion) keeps even those
+    /// off the call stack.
+    fn advance(&self, stack: Stack, out: &mut Vec<Stack>) -> bool {
+        let mut todo = vec![stack];
+        let mut steps = 0;
+        while let Some(mut stack) = todo.pop() {
+            steps += 1;
+            if steps > MAX_STEPS || out.len() > MAX_STACKS {
+                return false;
+            }
+            let Some(top) = stack.pop() else {
+                out.push(stack);
+                continue;
+            };
+            match self.elem(top) {
+                Elem::RuleRef(r) => {
+                    let after = Pos {
+                        index: top.index + 1,
+                        ..top
+                    };
+                    let mut sub = Pos { rule: r, index: 0 };
+                    loop {
+                        let mut next = stack.clone();
+                        if !self.is_end(after) {
+                            next.push(after);
+                        }
+                        if !self.is_end(sub) {
+                            next.push(sub);
+                        }
+                        todo.push(next);
+                        while !self.is_end(sub) {
+                            sub.index += 1;
+                        }
+                        if self.elem(sub) == Elem::Alt {
+                            sub.index += 1;
+                        } else {
+                            break;
+                        }
                     }
                 }
+                Elem::Char(_) | Elem::CharNot(_) => {
+                    stack.push(top);
+                    out.push(stack);
+                }
+                e => unreachable!("a stack never rests on {e:?}"),
             }
-            Elem::Char(_) | Elem::CharNot(_) => out.push(stack.to_vec()),
-            e => unreachable!("a stack never rests on {e:?}"),
         }
+        true
     }
 
-    /// The start rule's stacks: one or more for each alternative.
-    fn start(&self, rule: u32) -> Vec<Stack> {
+    /// The start rule's stacks: one or more for each alternative (None: too many).
+    fn start(&self, rule: u32) -> Option<Vec<Stack>> {
         let mut stacks = Vec::new();
         let mut at = Pos { rule, index: 0 };
         loop {
             let stack = if self.is_end(at) { vec![] } else { vec![at] };
-            self.advance(&stack, &mut stacks);
+            if !self.advance(stack, &mut stacks) {
+                return None;
+            }
             while !self.is_end(at) {
                 at.index += 1;
             }
@@ -306,10 +323,11 @@ impl Grammar {
             at.index += 1;
         }
         dedup(&mut stacks);
-        stacks
+        Some(stacks)
     }
 
-    /// The stacks after reading `chr` (none: the text left the grammar).
+    /// The stacks after reading `chr` (none: the text left the grammar, or has more than
+    /// [`MAX_STACKS`] readings, and is no longer steered).
     fn accept(&self, stacks: &[Stack], chr: u32) -> Vec<Stack> {
         let mut out = Vec::new();
         for stack in stacks {
@@ -320,7 +338,9 @@ impl Grammar {
                 if !self.is_end(after) {
                     next.push(after);
                 }
-                self.advance(&next, &mut out);
+                if !self.advance(next, &mut out) {
+                    return Vec::new();
+                }
             }
         }
         dedup(&mut out);
@@ -371,7 +391,9 @@ impl Grammar {
             rest.push(after);
         }
         let mut stacks = Vec::new();
-        self.advance(&rest, &mut stacks);
+        if !self.advance(rest, &mut stacks) {
+            return rejects; // too many readings to follow: what matched so far passes
+        }
         dedup(&mut stacks);
         // Back to where this stack started, for the next stack to try.
         let deeper = self.reject(&stacks, next);
@@ -385,6 +407,15 @@ fn alternatives(rule: &[Elem]) -> impl Iterator<Item = &[Elem]> {
     let body = rule.strip_suffix(&[Elem::End]).unwrap_or(rule);
     body.split(|e| *e == Elem::Alt)
 }
+
+/// Readings of a text followed at most (realistic grammars have a handful).
+const MAX_STACKS: usize = 4096;
+
+/// Parentheses inside parentheses at most (the parser recurses into each).
+const MAX_NESTING: usize = 256;
+
+/// Rule expansions per character at most.
+const MAX_STEPS: usize = 1 << 16;
 
 /// Identical stacks are one (an ambiguous grammar would otherwise double them per character).
 fn dedup(stacks: &mut Vec<Stack>) {
@@ -471,6 +502,8 @@ fn decode_utf8(bytes: &[u8], start: Partial) -> (Vec<u32>, Partial) {
 struct Parser<'a> {
     src: &'a [u8],
     pos: usize,
+    /// Groups open around the current position.
+    depth: usize,
     ids: HashMap<String, u32>,
     rules: Vec<Vec<Elem>>,
 }
@@ -644,10 +677,17 @@ impl Parser<'_> {
                     out.push(Elem::RuleRef(id));
                 }
                 b'(' => {
+                    if self.depth >= MAX_NESTING {
+                        return Err(
+                            self.error(format!("groups nested more than {MAX_NESTING} deep"))
+                        );
+                    }
                     self.pos += 1;
                     self.space(true);
                     let sub = self.generated(rule_name);
+                    self.depth += 1;
                     self.alternates(rule_name, sub, true)?;
+                    self.depth -= 1;
                     last_start = out.len();
                     out.push(Elem::RuleRef(sub));
                     if self.peek(0) != b')' {
@@ -771,7 +811,10 @@ impl GrammarFilter {
             at: None,
             message: format!("the grammar has no rule `{rule}` to start from"),
         })?;
-        let start = grammar.start(id);
+        let start = grammar.start(id).ok_or_else(|| GrammarError {
+            at: None,
+            message: format!("rule `{rule}` can start in too many ways to follow"),
+        })?;
         let bytes: Vec<Vec<u8>> = (0..tok.eot()).map(|t| tok.decode_bytes(&[t])).collect();
         let chars = (bytes.iter())
             .map(|b| decode_utf8(b, Partial::default()))

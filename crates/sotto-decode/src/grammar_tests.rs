@@ -135,6 +135,33 @@ fn ambiguity_keeps_one_stack_per_state() {
     assert!(r.binary_search(&u32::from(b'c')).is_ok());
 }
 
+/// Nested optional parts multiply the readings of a text: past the limit the grammar is
+/// refused at its start, or stops steering, instead of running without end.
+#[test]
+fn too_many_readings_are_refused_or_let_go() {
+    let tok = toy(&[], 99);
+    // 2^20 ways to read the start.
+    let mut src = String::from("root ::= r0\n");
+    for i in 0..20 {
+        src += &format!("r{i} ::= r{n}? r{n}?\n", n = i + 1);
+    }
+    src += "r20 ::= \"a\"\n";
+    let g = Grammar::parse(&src).unwrap();
+    let e = GrammarFilter::new(g, "root", 100.0, &tok, true).unwrap_err();
+    assert!(e.to_string().contains("too many ways"), "{e}");
+    // Few at the start, many after a character.
+    let mut src = String::from("root ::= \"a\" r0\n");
+    for i in 0..20 {
+        src += &format!("r{i} ::= r{n}? r{n}?\n", n = i + 1);
+    }
+    src += "r20 ::= \"b\"\n";
+    let g = Grammar::parse(&src).unwrap();
+    let f = GrammarFilter::new(g, "root", 100.0, &tok, true).unwrap();
+    assert!(f.rejected(&[]).binary_search(&u32::from(b'b')).is_ok());
+    let after = f.rejected(&[u32::from(b'a')]);
+    assert!(after.binary_search(&u32::from(b'b')).is_err());
+}
+
 #[test]
 fn grammars_that_cannot_run_are_clear_errors() {
     let err = |src: &str| Grammar::parse(src).unwrap_err().to_string();
@@ -161,6 +188,14 @@ fn grammars_that_cannot_run_are_clear_errors() {
     assert!(err("root ::= []").contains("empty character class"));
     assert!(err("root ::= \"a\" ]").contains("end of the line"));
     assert_eq!(err("  # nothing\n"), "the grammar has no rules");
+    let deep = format!(
+        "root ::= {}\"a\"{}",
+        "(".repeat(100_000),
+        ")".repeat(100_000)
+    );
+    assert!(err(&deep).contains("nested more than 256 deep"));
+    let fine = format!("root ::= {}\"a\"{}", "(".repeat(200), ")".repeat(200));
+    assert!(Grammar::parse(&fine).is_ok());
     let tok = toy(&[], 99);
     let g = Grammar::parse("start ::= \"a\"").unwrap();
     let e = GrammarFilter::new(g, "root", 100.0, &tok, true).unwrap_err();
@@ -191,8 +226,7 @@ fn arbitrary_text_never_panics() {
             .collect();
         let text = String::from_utf8(bytes).unwrap();
         if let Ok(g) = Grammar::parse(&text) {
-            if let Some(r) = g.rule("root") {
-                let stacks = g.start(r);
+            if let Some(stacks) = g.rule("root").and_then(|r| g.start(r)) {
                 let _ = g.accept(&stacks, u32::from(b'a'));
             }
         }

@@ -290,9 +290,12 @@ const IGNORED: [&str; 13] = [
 ];
 
 /// Every field a transcription request may carry.
-const KNOWN: [&str; 34] = [
+const KNOWN: [&str; 37] = [
     "file",
     "suppress_regex",
+    "grammar",
+    "grammar_rule",
+    "grammar_penalty",
     "batch_size",
     "response_format",
     "language",
@@ -434,6 +437,21 @@ pub fn read_job_with(
     }
     if let Some(r) = text(form, "suppress_regex")? {
         opts.suppress_regex = (!r.is_empty()).then(|| r.to_string());
+    }
+    // whisper.cpp's grammar sampling (its CLI's --grammar, --grammar-rule, --grammar-penalty).
+    if let Some(g) = text(form, "grammar")? {
+        opts.grammar = (!g.is_empty()).then(|| g.to_string());
+    }
+    if let Some(r) = text(form, "grammar_rule")?.filter(|r| !r.is_empty()) {
+        opts.grammar_rule = r.to_string();
+    }
+    if let Some(p) = number(form, "grammar_penalty")? {
+        if p < 0.0 {
+            return Err(ApiError::bad_request(format!(
+                "grammar_penalty: {p} is below 0"
+            )));
+        }
+        opts.grammar_penalty = p;
     }
     opts.task = match text(form, "task")? {
         None | Some("") => opts.task,
@@ -686,9 +704,17 @@ mod tests {
             ("prompt", "  Hello. "),
             ("model", "ignored"),
             ("suppress_regex", ".*[0-9].*"),
+            ("grammar", "cmd ::= \" go\""),
+            ("grammar_rule", "cmd"),
+            ("grammar_penalty", "20"),
         ])
         .unwrap();
         assert_eq!(j.opts.suppress_regex.as_deref(), Some(".*[0-9].*"));
+        assert_eq!(j.opts.grammar.as_deref(), Some("cmd ::= \" go\""));
+        assert_eq!(
+            (j.opts.grammar_rule.as_str(), j.opts.grammar_penalty),
+            ("cmd", 20.0)
+        );
         assert_eq!(j.format, ResponseFormat::VerboseJson);
         assert_eq!(j.opts.temperatures, vec![0.2, 0.6, 1.0]);
         assert_eq!(j.opts.language, None);
@@ -739,6 +765,7 @@ mod tests {
                 "timestamp_granularities",
             ),
             (vec![("diarize", "maybe")], "diarize"),
+            (vec![("grammar_penalty", "-1")], "grammar_penalty"),
             (vec![("tinydiarize", "true")], "tinydiarize"),
             (vec![("stream", "maybe")], "stream"),
             (
