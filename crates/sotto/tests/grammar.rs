@@ -126,3 +126,25 @@ fn no_penalty_changes_nothing_and_bad_grammars_are_named() {
         assert!(err.to_string().contains(names), "{err}");
     }
 }
+
+/// Batched windows (faster-whisper's batched pipeline) go through the same filters: each
+/// chunk's text follows the grammar.
+#[test]
+fn batched_windows_follow_the_grammar() {
+    let model = Model::load(&sotto_testdata::model_dir("tiny.en")).expect("model loads");
+    let mut session = model.session(2).expect("session");
+    let jfk = sotto::audio::load_16k_mono(sotto_testdata::jfk().to_str().unwrap()).unwrap();
+    let audio = [&jfk[..], &jfk].concat();
+    let opts = TranscribeOptions {
+        grammar: Some("root ::= [^A-Z]*".into()),
+        clip_timestamps: vec![0.0, 11.0, 11.0, 22.0],
+        ..Default::default()
+    };
+    let (t, _) = session
+        .transcribe_batched_clips(&audio, &opts, 2, &mut |_| true)
+        .unwrap();
+    let text = t.text();
+    assert!(text.contains("fellow americans"), "{text}");
+    assert!(!text.contains(|c: char| c.is_ascii_uppercase()), "{text}");
+    assert_eq!(text.matches("fellow americans").count(), 2, "{text}");
+}
