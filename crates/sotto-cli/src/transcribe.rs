@@ -353,10 +353,9 @@ impl Decoding {
                 g.clone()
             });
         }
-        opts.grammar_rule = self
-            .grammar_rule
-            .clone()
-            .unwrap_or(opts.grammar_rule.clone());
+        if let Some(rule) = &self.grammar_rule {
+            opts.grammar_rule = rule.clone();
+        }
         opts.grammar_penalty = self.grammar_penalty.unwrap_or(opts.grammar_penalty);
         opts.suppress_blank = self.suppress_blank.unwrap_or(opts.suppress_blank);
         opts.repetition_penalty = self.repetition_penalty.unwrap_or(opts.repetition_penalty);

@@ -469,11 +469,11 @@ fn a_vad_model_given_at_start_serves_whisper_cpp_vad_requests() {
     assert_eq!(normalise(v["text"].as_str().unwrap()), JFK, "{v}");
 }
 
-/// `sotto transcribe -m tiny.en -t 1 -f json` with `args` on `file`: (start, text) per segment.
-fn cli_segments(file: &std::path::Path, args: &[&str]) -> Vec<(f64, String)> {
+/// What `sotto transcribe -m tiny.en -t 1` with `args` writes for `file`.
+fn cli_output(file: &std::path::Path, args: &[&str]) -> Vec<u8> {
     let out = Command::new(env!("CARGO_BIN_EXE_sotto"))
         .env("SOTTO_CACHE_DIR", sotto_testdata::cache_dir())
-        .args(["transcribe", "-t", "1", "--no-progress", "-f", "json", "-m"])
+        .args(["transcribe", "-t", "1", "--no-progress", "-m"])
         .arg(sotto_testdata::model_dir("tiny.en"))
         .args(args)
         .arg(file)
@@ -484,8 +484,13 @@ fn cli_segments(file: &std::path::Path, args: &[&str]) -> Vec<(f64, String)> {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    segments(&v)
+    out.stdout
+}
+
+/// `sotto transcribe -m tiny.en -t 1 -f json` with `args` on `file`: (start, text) per segment.
+fn cli_segments(file: &std::path::Path, args: &[&str]) -> Vec<(f64, String)> {
+    let json = cli_output(file, &[&["-f", "json"][..], args].concat());
+    segments(&serde_json::from_slice(&json).unwrap())
 }
 
 fn segments(v: &serde_json::Value) -> Vec<(f64, String)> {
@@ -555,24 +560,7 @@ fn diarize_labels_a_stereo_upload_as_sotto_transcribe_diarize() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("call.wav");
     std::fs::write(&path, &call).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_sotto"))
-        .env("SOTTO_CACHE_DIR", sotto_testdata::cache_dir())
-        .args([
-            "transcribe",
-            "-t",
-            "1",
-            "--no-progress",
-            "--diarize",
-            "-f",
-            "txt",
-        ])
-        .arg("-m")
-        .arg(sotto_testdata::model_dir("tiny.en"))
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let cli_txt = String::from_utf8(out.stdout).unwrap();
+    let cli_txt = String::from_utf8(cli_output(&path, &["--diarize", "-f", "txt"])).unwrap();
 
     let s = Server::start(&[]);
     let url = format!("{}/inference", s.url);

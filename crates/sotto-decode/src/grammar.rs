@@ -194,6 +194,17 @@ impl Grammar {
         self.rules[p.rule as usize][p.index as usize]
     }
 
+    /// Where each alternative of `rule` begins (an empty one begins at its `Alt`/`End`).
+    fn alternative_starts(&self, rule: u32) -> impl Iterator<Item = Pos> + '_ {
+        let alts = (self.rules[rule as usize].iter().enumerate())
+            .filter(|(_, e)| **e == Elem::Alt)
+            .map(|(i, _)| i + 1);
+        std::iter::once(0).chain(alts).map(move |i| Pos {
+            rule,
+            index: i as u32,
+        })
+    }
+
     fn is_end(&self, p: Pos) -> bool {
         matches!(self.elem(p), Elem::End | Elem::Alt)
     }
@@ -275,8 +286,7 @@ impl Grammar {
                         index: top.index + 1,
                         ..top
                     };
-                    let mut sub = Pos { rule: r, index: 0 };
-                    loop {
+                    for sub in self.alternative_starts(r) {
                         let mut next = stack.clone();
                         if !self.is_end(after) {
                             next.push(after);
@@ -285,14 +295,6 @@ impl Grammar {
                             next.push(sub);
                         }
                         todo.push(next);
-                        while !self.is_end(sub) {
-                            sub.index += 1;
-                        }
-                        if self.elem(sub) == Elem::Alt {
-                            sub.index += 1;
-                        } else {
-                            break;
-                        }
                     }
                 }
                 Elem::Char(_) | Elem::CharNot(_) => {
@@ -308,19 +310,11 @@ impl Grammar {
     /// The start rule's stacks: one or more for each alternative (None: too many).
     fn start(&self, rule: u32) -> Option<Vec<Stack>> {
         let mut stacks = Vec::new();
-        let mut at = Pos { rule, index: 0 };
-        loop {
+        for at in self.alternative_starts(rule) {
             let stack = if self.is_end(at) { vec![] } else { vec![at] };
             if !self.advance(stack, &mut stacks) {
                 return None;
             }
-            while !self.is_end(at) {
-                at.index += 1;
-            }
-            if self.elem(at) != Elem::Alt {
-                break;
-            }
-            at.index += 1;
         }
         dedup(&mut stacks);
         Some(stacks)
