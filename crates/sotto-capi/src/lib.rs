@@ -1190,19 +1190,8 @@ pub unsafe extern "C" fn sotto_bench(
 #[no_mangle]
 pub extern "C" fn sotto_system_info() -> *const c_char {
     static INFO: std::sync::OnceLock<CString> = std::sync::OnceLock::new();
-    INFO.get_or_init(|| {
-        c_string(&format!(
-            "sotto {} | CPU {} | CUDA: {}",
-            env!("CARGO_PKG_VERSION"),
-            sotto::isa().name(),
-            if cfg!(feature = "cuda") {
-                "built in"
-            } else {
-                "no"
-            }
-        ))
-    })
-    .as_ptr()
+    INFO.get_or_init(|| c_string(&sotto::system_info()))
+        .as_ptr()
 }
 
 /// The most likely language of the first 30 s: a static code; its probability in

@@ -11,7 +11,7 @@ use sotto::audio::diarize::Speaker;
 use sotto::{Model, Task, TranscribeOptions, Transcript};
 
 use crate::progress;
-use crate::writers::Format;
+use crate::writers::{Format, RunInfo};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -426,6 +426,21 @@ fn plan_output(args: &Args) -> anyhow::Result<Sink> {
         } else {
             args.formats.clone()
         };
+        // Each format writes `<input stem>.<extension>`: two with one extension would
+        // overwrite each other.
+        for (i, a) in formats.iter().enumerate() {
+            if let Some(b) = formats[..i].iter().find(|b| b.extension() == a.extension()) {
+                let name = |f: &Format| {
+                    clap::ValueEnum::to_possible_value(f).map(|v| v.get_name().to_string())
+                };
+                bail!(
+                    "formats {} and {} both write .{} files: pick one",
+                    name(b).unwrap_or_default(),
+                    name(a).unwrap_or_default(),
+                    a.extension()
+                );
+            }
+        }
         return Ok(Sink::Folder(out.clone(), formats));
     }
     let format = match args.formats.first() {
@@ -461,7 +476,10 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
         initial_prompt: args.prompt.clone(),
         carry_initial_prompt: args.carry_initial_prompt,
         without_timestamps: args.no_timestamps,
-        word_timestamps: args.word_timestamps || args.print_confidence,
+        // whisper-cli's -ojf times every token; here each its word's times.
+        word_timestamps: args.word_timestamps
+            || args.print_confidence
+            || args.formats.contains(&Format::CppJsonFull),
         prepend_punctuations: args.prepend_punctuations.clone(),
         append_punctuations: args.append_punctuations.clone(),
         ..TranscribeOptions::default()
@@ -493,9 +511,26 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
         None
     };
 
+    let language = match &args.language {
+        Some(l) => l.as_str(),
+        None if model.is_multilingual() => "auto",
+        None => "en",
+    };
+    let run_info = RunInfo {
+        model: &args.model,
+        hparams: *model.hparams(),
+        tokenizer: model.tokenizer(),
+        weight_type: model.weight_type(),
+        language,
+        translate: opts.task == Task::Translate,
+    };
+    let out = Output {
+        sink: &sink,
+        run: &run_info,
+    };
     let mut failed = 0;
     for input in &args.files {
-        if let Err(e) = transcribe_one(&mut session, vad.as_ref(), input, &opts, &sink, &args) {
+        if let Err(e) = transcribe_one(&mut session, vad.as_ref(), input, &opts, &out, &args) {
             let msg: Vec<String> = e.chain().map(|c| c.to_string()).collect();
             eprintln!("error: {}", crate::dedup_chain(&msg));
             failed += 1;
@@ -516,9 +551,10 @@ fn transcribe_one(
     vad: Option<&sotto::Vad>,
     input: &str,
     opts: &TranscribeOptions,
-    sink: &Sink,
+    out: &Output,
     args: &Args,
 ) -> anyhow::Result<()> {
+    let sink = out.sink;
     let t_audio = Instant::now();
     let sotto::audio::Audio16k {
         mono: samples,
@@ -588,7 +624,7 @@ fn transcribe_one(
         }
     }
     let speakers: Vec<_> = transcript.segments.iter().filter_map(speaker).collect();
-    write_outputs(&transcript, &speakers, input, sink)?;
+    write_outputs(&transcript, &speakers, input, out)?;
     if args.timings {
         let rtf = timings.total.as_secs_f64() / duration.max(1e-9);
         let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
@@ -664,19 +700,26 @@ fn clock(seconds: f64) -> String {
     )
 }
 
+/// Where transcripts go, and what whisper.cpp's JSON says about the run.
+struct Output<'a> {
+    sink: &'a Sink,
+    run: &'a RunInfo<'a>,
+}
+
 fn write_outputs(
     t: &Transcript,
     speakers: &[Speaker],
     input: &str,
-    sink: &Sink,
+    out: &Output,
 ) -> anyhow::Result<()> {
-    match sink {
+    let run = Some(out.run);
+    match out.sink {
         Sink::Console => Ok(()),
         Sink::Stdout(formats) => {
             let stdout = io::stdout();
             let mut out = stdout.lock();
             for f in formats {
-                if let Err(e) = f.write(t, speakers, &mut out) {
+                if let Err(e) = f.write(t, speakers, run, &mut out) {
                     if e.kind() == io::ErrorKind::BrokenPipe {
                         return Ok(());
                     }
@@ -685,7 +728,7 @@ fn write_outputs(
             }
             Ok(())
         }
-        Sink::File(path, format) => write_file(path, *format, t, speakers),
+        Sink::File(path, format) => write_file(path, *format, t, speakers, run),
         Sink::Folder(dir, formats) => {
             std::fs::create_dir_all(dir).with_context(|| dir.display().to_string())?;
             let stem = if input == "-" {
@@ -698,7 +741,7 @@ fn write_outputs(
             };
             for f in formats {
                 let path = dir.join(format!("{stem}.{}", f.extension()));
-                write_file(&path, *f, t, speakers)?;
+                write_file(&path, *f, t, speakers, run)?;
             }
             Ok(())
         }
@@ -710,11 +753,12 @@ fn write_file(
     format: Format,
     t: &Transcript,
     speakers: &[Speaker],
+    run: Option<&RunInfo>,
 ) -> anyhow::Result<()> {
     let file = File::create(path).with_context(|| path.display().to_string())?;
     let mut w = BufWriter::new(file);
     format
-        .write(t, speakers, &mut w)
+        .write(t, speakers, run, &mut w)
         .and_then(|_| w.flush())
         .with_context(|| path.display().to_string())
 }

@@ -1,11 +1,15 @@
 //! Output formats: one [`Format`] per file type, each writing a whole transcript.
 
+mod cpp_json;
+
 use std::io::{self, Write};
 
 use clap::ValueEnum;
 use serde::Serialize;
 use sotto::audio::diarize::Speaker;
 use sotto::{Segment, Transcript};
+
+pub use cpp_json::RunInfo;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Format {
@@ -23,6 +27,14 @@ pub enum Format {
     Tsv,
     /// LRC lyrics: `[mm:ss.xx]` lines.
     Lrc,
+    /// whisper.cpp's JSON (`whisper-cli -oj`): model, params, and `transcription` segments
+    /// with `timestamps`, `offsets` (ms) and `text`.
+    #[value(name = "cpp-json")]
+    CppJson,
+    /// whisper.cpp's full JSON (`-ojf`): `cpp-json` plus each segment's tokens (`text`,
+    /// `id`, `p`; with --word-timestamps, each its word's times).
+    #[value(name = "cpp-json-full")]
+    CppJsonFull,
 }
 
 impl Format {
@@ -35,6 +47,7 @@ impl Format {
             Format::Csv => "csv",
             Format::Tsv => "tsv",
             Format::Lrc => "lrc",
+            Format::CppJson | Format::CppJsonFull => "json",
         }
     }
 
@@ -49,14 +62,22 @@ impl Format {
 
     /// Writes `t`; `speakers` (empty, or one per segment: `--diarize`) label each segment's
     /// text as whisper.cpp does, `(speaker 0) text`, and JSON's `speaker` field.
+    /// whisper.cpp's JSON also needs `run` and errs without it.
     pub fn write(
         self,
         t: &Transcript,
         speakers: &[Speaker],
+        run: Option<&RunInfo>,
         out: &mut dyn Write,
     ) -> io::Result<()> {
         let t = &Labelled { t, speakers };
         match self {
+            Format::CppJson | Format::CppJsonFull => {
+                let run = run.ok_or_else(|| {
+                    io::Error::other("whisper.cpp's JSON needs the model's details")
+                })?;
+                cpp_json::write(t, run, self == Format::CppJsonFull, out)
+            }
             Format::Txt => write_txt(t, out),
             Format::Srt => write_srt(t, out),
             Format::Vtt => write_vtt(t, out),
@@ -302,7 +323,7 @@ mod tests {
 
     fn render(f: Format) -> String {
         let mut out = Vec::new();
-        f.write(&sample(), &[], &mut out).unwrap();
+        f.write(&sample(), &[], None, &mut out).unwrap();
         String::from_utf8(out).unwrap()
     }
 

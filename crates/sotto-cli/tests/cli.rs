@@ -1132,3 +1132,108 @@ fn grammar_from_a_file_or_inline_steers_the_text() {
         .failure()
         .stderr(predicate::str::contains("--grammar"));
 }
+
+/// A JSON value's shape: each object's keys in order with their values' shapes; an
+/// array's, that of its first element (all elements must share it).
+fn json_shape(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::Object(m) => {
+            let fields: Vec<String> = m
+                .iter()
+                .map(|(k, v)| format!("{k}: {}", json_shape(v)))
+                .collect();
+            format!("{{{}}}", fields.join(", "))
+        }
+        serde_json::Value::Array(a) => {
+            let shapes: Vec<String> = a.iter().map(json_shape).collect();
+            assert!(shapes.windows(2).all(|w| w[0] == w[1]), "{v}");
+            format!("[{}]", shapes.first().map_or("", String::as_str))
+        }
+        serde_json::Value::String(_) => "string".into(),
+        serde_json::Value::Number(_) => "number".into(),
+        serde_json::Value::Bool(_) => "bool".into(),
+        serde_json::Value::Null => "null".into(),
+    }
+}
+
+/// `-f cpp-json` and `cpp-json-full` write what whisper-cli 1.8.5 writes for `-oj` and
+/// `-ojf` (tests/golden/wcpp_json_jfk.json, scripts/goldens/cpp-json.sh): the same keys in
+/// the same order, the same model block, and, greedy, the same two segments.
+#[test]
+fn whisper_cpp_json_has_whisper_cli_s_shape() {
+    let golden: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            sotto_testdata::workspace_root().join("tests/golden/wcpp_json_jfk.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let model = sotto_testdata::model_dir("tiny.en");
+    let dir = tempfile::tempdir().unwrap();
+    for (format, kind) in [("cpp-json", "oj"), ("cpp-json-full", "ojf")] {
+        let out = dir.path().join(format!("{kind}.json"));
+        sotto()
+            .args([
+                "transcribe",
+                "-t",
+                "2",
+                "--beam-size",
+                "1",
+                "-f",
+                format,
+                "-m",
+            ])
+            .arg(&model)
+            .arg(jfk())
+            .arg("-o")
+            .arg(&out)
+            .assert()
+            .success();
+        let ours: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        let theirs = &golden[kind];
+        assert_eq!(json_shape(&ours), json_shape(theirs), "{kind}");
+        assert_eq!(ours["model"], theirs["model"]);
+        assert_eq!(ours["result"], theirs["result"]);
+        assert_eq!(ours["params"]["language"], theirs["params"]["language"]);
+        let (a, b) = (
+            ours["transcription"].as_array().unwrap(),
+            theirs["transcription"].as_array().unwrap(),
+        );
+        assert_eq!(a.len(), b.len(), "{kind}");
+        let text = |s: &serde_json::Value| normalise(s["text"].as_str().unwrap());
+        for (s, t) in a.iter().zip(b) {
+            assert_eq!(text(s), text(t));
+            // Times agree to within the timestamp rules' differences (0.26 s here).
+            for end in ["from", "to"] {
+                let d = s["offsets"][end].as_i64().unwrap() - t["offsets"][end].as_i64().unwrap();
+                assert!(d.abs() <= 600, "{kind}: {s}");
+            }
+        }
+        if kind == "ojf" {
+            for s in a {
+                let toks = s["tokens"].as_array().unwrap();
+                let joined: String = (toks.iter())
+                    .map(|t| t["text"].as_str().unwrap())
+                    .filter(|t| !t.starts_with("[_"))
+                    .collect();
+                assert_eq!(joined, s["text"].as_str().unwrap());
+                for t in toks {
+                    let (from, to) = (t["offsets"]["from"].as_i64(), t["offsets"]["to"].as_i64());
+                    assert!(from <= to && to <= Some(11_000), "{t}");
+                    assert!((0.0..=1.0).contains(&t["p"].as_f64().unwrap()), "{t}");
+                }
+            }
+        }
+    }
+    // Both write .json: one folder cannot take both.
+    sotto()
+        .args(["transcribe", "-f", "json", "-f", "cpp-json", "-m"])
+        .arg(&model)
+        .arg(jfk())
+        .arg("-o")
+        .arg(dir.path())
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("both write .json"));
+}

@@ -38,6 +38,21 @@ pub use sotto_decode::{
 pub use sotto_formats as formats;
 pub use sotto_hub as hub;
 pub use sotto_isa::{amx_bf16, isa};
+
+/// What this build runs on, in one line: its version, the CPU's SIMD path and whether the
+/// GPU backend is built in, e.g. `sotto 0.1.0 | CPU avx2 | CUDA: no`.
+pub fn system_info() -> String {
+    format!(
+        "sotto {} | CPU {} | CUDA: {}",
+        env!("CARGO_PKG_VERSION"),
+        isa().name(),
+        if cfg!(feature = "cuda") {
+            "built in"
+        } else {
+            "no"
+        }
+    )
+}
 pub use sotto_model as model;
 pub use sotto_model::{
     bf16_encoder_supported, int16_encoder_supported, int8_encoder_supported, measure_compute_peaks,
@@ -83,6 +98,8 @@ struct ModelInner {
     tokenizer: Tokenizer,
     hparams: sotto_formats::Hparams,
     config: sotto_formats::ModelConfig,
+    /// How the file stores the decoder's matrices (its first MLP weight's type).
+    weight_type: Option<sotto_formats::DType>,
     /// Why `Device::Auto` runs on the CPU after all, when the GPU it chose failed to load.
     device_note: Option<String>,
 }
@@ -132,6 +149,7 @@ impl Model {
         let vocab = std::mem::take(&mut file.vocab);
         let merges = file.config.bpe_merges.take();
         let n_vocab = file.hparams.n_vocab;
+        let weight_type = (file.tensors.get("decoder.blocks.0.mlp.0.weight")).map(|t| t.dtype);
         // The tokenizer's merge table (~40 ms) is built beside the weights.
         let (weights, tokenizer) = std::thread::scope(|s| {
             let tokenizer = s.spawn(move || -> Result<Tokenizer> {
@@ -167,6 +185,7 @@ impl Model {
                 tokenizer,
                 hparams: file.hparams,
                 config: file.config,
+                weight_type,
                 device_note,
             }),
         })
@@ -319,6 +338,12 @@ impl Model {
 
     pub fn config(&self) -> &sotto_formats::ModelConfig {
         &self.inner.config
+    }
+
+    /// How the model file stores the decoder's matrices (f16, q8_0, ...), as read; None
+    /// for a file without the usual tensor names.
+    pub fn weight_type(&self) -> Option<sotto_formats::DType> {
+        self.inner.weight_type
     }
 
     pub fn tokenizer(&self) -> &Tokenizer {

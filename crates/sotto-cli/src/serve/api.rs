@@ -151,7 +151,7 @@ fn transcript_text(t: &Transcript, speakers: &[Speaker]) -> String {
 
 fn file_body(t: &Transcript, f: Format, speakers: &[Speaker]) -> Vec<u8> {
     let mut out = Vec::new();
-    f.write(t, speakers, &mut out)
+    f.write(t, speakers, None, &mut out)
         .expect("writing to a Vec<u8> cannot fail");
     out
 }
