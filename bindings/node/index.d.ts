@@ -14,7 +14,8 @@ export type TranscribeOptions = {
   tokenTimestamps?: boolean;
   /** Split segments longer than this many characters, between words. */
   maxLen?: number;
-  /** 0: no previous text in the prompt; other values keep all of it. */
+  /** Most tokens of earlier text (the prompt included) a window's prompt carries, as
+   * whisper.cpp's max_context: 0 none; default half the context. */
   maxContext?: number;
 };
 

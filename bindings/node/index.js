@@ -142,7 +142,8 @@ class WhisperContext {
    * `data:audio/wav;base64,` URL, too).
    * Options as whisper.rn's: language ('auto' by default), translate, maxThreads,
    * beamSize, bestOf, temperature, temperatureInc, prompt, offset and duration (ms),
-   * tokenTimestamps, maxLen, maxContext (0: no previous text), onProgress(percent),
+   * tokenTimestamps, maxLen, maxContext (most tokens of earlier text a prompt carries; 0:
+   * none), onProgress(percent),
    * onNewSegments({ nNew, totalNNew, result, segments }). Segment times t0 and t1 are in
    * 10 ms units, as whisper.cpp's.
    */

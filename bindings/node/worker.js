@@ -56,6 +56,8 @@ koffi.struct('sotto_params', {
   grammar: 'const char *',
   grammar_rule: 'const char *',
   grammar_penalty: 'float',
+  max_context: 'int',
+  seed: 'uint64_t',
 });
 koffi.struct('sotto_bench_result', {
   struct_size: 'size_t',
@@ -168,11 +170,11 @@ function transcribe(job) {
   if (o.temperature !== undefined) p.temperature = o.temperature;
   if (o.temperatureInc !== undefined) p.temperature_inc = o.temperatureInc;
   p.word_timestamps = o.tokenTimestamps ? 1 : 0;
-  // whisper.cpp's maxLen splits segments between words; maxContext 0 drops the previous
-  // text from the prompt (larger values keep all of it, up to the half context whisper.cpp
-  // also stops at).
+  // whisper.cpp's maxLen splits segments between words; maxContext bounds the tokens of
+  // earlier text a window's prompt carries (0: none, not even the prompt), as its
+  // n_max_text_ctx does.
   if (o.maxLen > 0) p.max_len = Math.round(o.maxLen);
-  if (o.maxContext === 0) p.condition_on_previous_text = 0;
+  if (o.maxContext >= 0) p.max_context = Math.round(o.maxContext);
   p.initial_prompt = o.prompt || null;
   p.on_segment = (index, start, segEnd, text) => {
     const seg = { text, t0: cs(start + shift), t1: cs(segEnd + shift) };

@@ -101,6 +101,8 @@ class _Params(ctypes.Structure):
         ("grammar", ctypes.c_char_p),
         ("grammar_rule", ctypes.c_char_p),
         ("grammar_penalty", ctypes.c_float),
+        ("max_context", ctypes.c_int),
+        ("seed", ctypes.c_uint64),
     ]
 
 
@@ -432,7 +434,8 @@ class Session(_Handle):
                    multilingual: bool = False, language_detection_threshold: float = 0.5,
                    language_detection_segments: int = 1,
                    suppress_regex: Optional[str] = None, grammar: Optional[str] = None,
-                   grammar_rule: str = "root", grammar_penalty: float = 100.0) -> Transcript:
+                   grammar_rule: str = "root", grammar_penalty: float = 100.0,
+                   max_context: Optional[int] = None, seed: int = 0) -> Transcript:
         """Transcribes a file path or 16 kHz mono samples. `on_segment(index, start, end, text)`
         sees each segment as it is finished, and `on_full_segment(segment)` sees it as a
         whole `Segment` (tokens, words, ...); returning False stops early. `vad_filter` (True,
@@ -448,7 +451,9 @@ class Session(_Handle):
         / `_segments` (detection over several windows) are faster-whisper's;
         `suppress_regex` whisper.cpp's (text tokens it matches in whole are never produced),
         as are `grammar` (GBNF text each window should follow), `grammar_rule` (its start
-        rule) and `grammar_penalty` (how much tokens outside it are lowered)."""
+        rule), `grammar_penalty` (how much tokens outside it are lowered) and `max_context`
+        (most tokens of earlier text a window's prompt carries, its <|startofprev|> counted;
+        0 none; None half the context). `seed` seeds the sampler at fallback temperatures."""
         self._check()
         p = _lib.sotto_default_params()
         p.language = _c(language)
@@ -471,6 +476,8 @@ class Session(_Handle):
         p.suppress_regex = _c(suppress_regex)
         p.grammar, p.grammar_rule = _c(grammar), _c(grammar_rule)
         p.grammar_penalty = grammar_penalty
+        p.max_context = -1 if max_context is None else max_context
+        p.seed = seed
         p.batch_size = batch_size
         clips = [float(t) for t in clip_timestamps or []]
         keep_clips = (ctypes.c_float * len(clips))(*clips)

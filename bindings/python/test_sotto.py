@@ -82,6 +82,19 @@ class TestSotto(unittest.TestCase):
         with self.assertRaisesRegex(sotto.SottoError, "never defined"):
             self.session.transcribe(AUDIO, grammar="root ::= colour")
 
+    def test_max_context_and_seed(self):
+        # whisper.cpp's max_context bounds the earlier text a prompt carries; the seed picks
+        # what the sampler draws (temperature 1, no fallback).
+        text = self.session.transcribe(AUDIO, beam_size=1, initial_prompt="Zed.",
+                                       max_context=0).text
+        self.assertIn("fellow Americans", text)
+        with self.assertRaisesRegex(sotto.SottoError, "max_context"):
+            self.session.transcribe(AUDIO, max_context=-3)
+        draw = lambda seed: self.session.transcribe(  # noqa: E731
+            AUDIO, beam_size=1, temperature=1.0, temperature_increment=0.0, seed=seed).text
+        self.assertEqual(draw(7), draw(7))
+        self.assertNotEqual(draw(7), draw(8))
+
     def test_errors_raise_with_the_reason(self):
         with self.assertRaisesRegex(sotto.SottoError, "unknown model"):
             sotto.Model("/no/such/model")

@@ -142,9 +142,11 @@ test('whisper.rn-style voice activity detection', async () => {
   await assert.rejects(initWhisperVad({ filePath: '/no/such.onnx' }), /no\/such\.onnx/);
 });
 
-test('maxLen splits segments between words; maxContext 0 is accepted', async () => {
+test('maxLen splits segments between words; maxContext is accepted', async () => {
   const ctx = await initWhisper({ filePath: MODEL, useGpu: false });
   const r = await ctx.transcribe(AUDIO, { beamSize: 1, maxThreads: 2, maxLen: 20, maxContext: 0 }).promise;
+  const bounded = await ctx.transcribe(AUDIO, { beamSize: 1, maxThreads: 2, prompt: 'Zed.', maxContext: 8 }).promise;
+  assert.strictEqual(normalise(bounded.result), JFK);
   assert.strictEqual(normalise(r.result), JFK);
   assert.ok(r.segments.length >= 5, JSON.stringify(r.segments));
   for (const s of r.segments) assert.ok(s.text.trim().length <= 20, JSON.stringify(s));

@@ -13,6 +13,7 @@
 #define SOTTO_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -111,6 +112,11 @@ typedef struct sotto_params {
                                      take next are lowered by grammar_penalty. NULL: none */
     const char *grammar_rule;     /* its start rule; NULL: "root" */
     float grammar_penalty;        /* how much those logits are lowered; default 100 */
+    int max_context;              /* most tokens of earlier text (initial prompt included)
+                                     a window's prompt carries, its <|startofprev|> counted
+                                     (whisper.cpp's n_max_text_ctx): 0 none; default -1,
+                                     half the context (224) */
+    uint64_t seed;                /* seed of the sampler at fallback temperatures; default 0 */
 } sotto_params;
 
 /* The library's version, e.g. "0.1.0". */

@@ -214,6 +214,8 @@ pub struct SottoParams {
     pub grammar: *const c_char,
     pub grammar_rule: *const c_char,
     pub grammar_penalty: f32,
+    pub max_context: c_int,
+    pub seed: u64,
 }
 
 /// `struct_size` of the first `sotto_params`, which ended at `user_data`.
@@ -232,8 +234,14 @@ const PARAMS_V4_SIZE: usize = std::mem::offset_of!(SottoParams, repetition_penal
 /// `struct_size` of the fifth, which ended at `suppress_regex` (a pointer: no padding).
 const PARAMS_V5_SIZE: usize = std::mem::offset_of!(SottoParams, grammar);
 
+/// `struct_size` of the sixth, which ended at `grammar_penalty`, padded to the struct's
+/// alignment: `max_context` lies in that padding now, so only the bytes up to it are the
+/// caller's.
+const PARAMS_V6_SIZE: usize = std::mem::offset_of!(SottoParams, max_context)
+    .next_multiple_of(std::mem::align_of::<SottoParams>());
+
 /// The older structs' sizes, and how many of their bytes hold fields.
-const OLDER_PARAMS: [(usize, usize); 5] = [
+const OLDER_PARAMS: [(usize, usize); 6] = [
     (PARAMS_V1_SIZE, PARAMS_V1_SIZE),
     (PARAMS_V2_SIZE, PARAMS_V2_SIZE),
     (PARAMS_V3_SIZE, PARAMS_V3_SIZE),
@@ -242,6 +250,10 @@ const OLDER_PARAMS: [(usize, usize); 5] = [
         std::mem::offset_of!(SottoParams, repetition_penalty),
     ),
     (PARAMS_V5_SIZE, PARAMS_V5_SIZE),
+    (
+        PARAMS_V6_SIZE,
+        std::mem::offset_of!(SottoParams, max_context),
+    ),
 ];
 
 impl SottoParams {
@@ -372,6 +384,13 @@ impl SottoParams {
             opts.grammar_rule = rule.to_string();
         }
         opts.grammar_penalty = f64::from(self.grammar_penalty);
+        opts.max_context = match self.max_context {
+            -1 => None,
+            n => Some(usize::try_from(n).map_err(|_| {
+                format!("params.max_context is {n}; it must be >= 0, or -1 for the default")
+            })?),
+        };
+        opts.seed = self.seed;
         opts.repetition_penalty = positive(self.repetition_penalty, "repetition_penalty")?;
         opts.no_repeat_ngram_size = usize::try_from(self.no_repeat_ngram_size).map_err(|_| {
             format!(
@@ -451,6 +470,8 @@ pub extern "C" fn sotto_default_params() -> SottoParams {
         grammar: ptr::null(),
         grammar_rule: ptr::null(),
         grammar_penalty: d.grammar_penalty as f32,
+        max_context: -1,
+        seed: d.seed,
     }
 }
 

@@ -722,3 +722,56 @@ fn a_grammar_steers_the_text_and_the_fifth_struct_still_reads() {
         sotto_session_free(session);
     }
 }
+
+/// The seventh struct's `max_context` and `seed`: a bad context is an error that names it,
+/// the sixth struct's padding (where `max_context` lies now) is not read, and the seed
+/// picks what the sampler draws.
+#[test]
+fn max_context_and_seed_and_the_sixth_struct() {
+    let model_path = c(sotto_testdata::model_dir("tiny.en").to_str().unwrap());
+    let samples = sotto::audio::load_16k_mono(jfk().to_str().unwrap()).unwrap();
+    let v6_size = std::mem::offset_of!(SottoParams, max_context)
+        .next_multiple_of(std::mem::align_of::<SottoParams>());
+    assert!(v6_size < std::mem::size_of::<SottoParams>());
+    let mut p = sotto_default_params();
+    assert_eq!((p.max_context, p.seed), (-1, 0));
+    p.beam_size = 1;
+    p.initial_prompt = c"Zed.".as_ptr();
+    // SAFETY: live handles, params from sotto_default_params, C strings that outlive the calls.
+    unsafe {
+        let model = sotto_model_load(model_path.as_ptr(), c"cpu".as_ptr());
+        assert!(!model.is_null(), "{}", last_error());
+        let session = sotto_session_new(model, 2);
+        sotto_model_free(model);
+        let text = |p: &SottoParams| {
+            let t = sotto_transcribe(session, samples.as_ptr(), samples.len(), p);
+            if t.is_null() {
+                return Err(last_error());
+            }
+            let text = string(sotto_transcript_text(t)).unwrap();
+            sotto_transcript_free(t);
+            Ok(text)
+        };
+        p.max_context = -5;
+        let e = text(&p).unwrap_err();
+        assert!(e.contains("max_context"), "{e}");
+        p.struct_size = v6_size;
+        assert_eq!(normalise(&text(&p).unwrap()), JFK);
+        p.struct_size = std::mem::size_of::<SottoParams>();
+        p.max_context = 0;
+        assert_eq!(normalise(&text(&p).unwrap()), JFK);
+        // Sampling at temperature 1, no fallback: each seed draws its own text, again.
+        p.temperature = 1.0;
+        p.temperature_inc = 0.0;
+        let draws: Vec<String> = [7, 8, 7]
+            .iter()
+            .map(|&seed| {
+                p.seed = seed;
+                text(&p).unwrap()
+            })
+            .collect();
+        assert_eq!(draws[0], draws[2]);
+        assert_ne!(draws[0], draws[1]);
+        sotto_session_free(session);
+    }
+}

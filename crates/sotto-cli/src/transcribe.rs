@@ -48,6 +48,12 @@ pub struct Args {
     #[arg(long)]
     carry_initial_prompt: bool,
 
+    /// Most tokens of earlier text (initial prompt included) a window's prompt carries,
+    /// counting its `<|startofprev|>` (whisper-cli's -mc): 0 carries none. Default 224,
+    /// half the context.
+    #[arg(long, value_name = "N")]
+    max_context: Option<usize>,
+
     /// Decode without timestamp tokens (one segment per 30 s window).
     #[arg(long)]
     no_timestamps: bool,
@@ -475,6 +481,7 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
         },
         initial_prompt: args.prompt.clone(),
         carry_initial_prompt: args.carry_initial_prompt,
+        max_context: args.max_context,
         without_timestamps: args.no_timestamps,
         // whisper-cli's -ojf times every token; here each its word's times.
         word_timestamps: args.word_timestamps

@@ -240,11 +240,12 @@ pub fn transcribe_batched(
     let sot_sequence = tok.sot_sequence(&out.language, opts.task)?;
     let filters = filters(tok, opts)?;
     let filter_refs: Vec<&dyn crate::LogitFilter> = filters.iter().map(|f| f.as_ref()).collect();
-    let previous = opts
+    let mut previous = opts
         .initial_prompt
         .as_deref()
         .map(|p| tok.encode(p))
         .unwrap_or_default();
+    previous.drain(..previous.len().saturating_sub(opts.context_room()));
     let hotwords = encode_hint(tok, opts.hotwords.as_deref());
     let p = prompt(
         tok,

@@ -119,6 +119,10 @@ pub struct TranscribeOptions {
     /// text that still fits, even after a prompt reset (whisper.cpp's
     /// `carry_initial_prompt`). Default false (faster-whisper prompts it once).
     pub carry_initial_prompt: bool,
+    /// Most tokens of earlier text a window's prompt carries, `<|startofprev|>` counted
+    /// (whisper.cpp's `n_max_text_ctx`, `-mc`): 0 and 1 carry none, the initial prompt
+    /// included. None: half the context (224), as faster-whisper does. Default None.
+    pub max_context: Option<usize>,
     /// Lowers the logits of tokens already generated in the window (divided by it when
     /// positive, multiplied when negative); above 1 discourages repetition. Must be > 0.
     /// Default 1.0, off (`repetition_penalty`).
@@ -232,6 +236,7 @@ impl Default for TranscribeOptions {
             prompt_reset_on_temperature: 0.5,
             initial_prompt: None,
             carry_initial_prompt: false,
+            max_context: None,
             repetition_penalty: 1.0,
             no_repeat_ngram_size: 0,
             multilingual: false,
@@ -736,16 +741,25 @@ pub(crate) fn prompt(
     p
 }
 
-/// The text before a window: `all_tokens` since the last reset, or, when an initial prompt
-/// is `carried`, that prompt followed by the latest text after it that fits in half the
-/// context.
-fn carry_prompt(carried: &[u32], all_tokens: &[u32], reset_since: usize) -> Vec<u32> {
+/// The text before a window, at most `room` tokens: the latest of `all_tokens` since the
+/// last reset, or, when an initial prompt is `carried`, that prompt followed by the latest
+/// text after it that fits.
+fn carry_prompt(carried: &[u32], all_tokens: &[u32], reset_since: usize, room: usize) -> Vec<u32> {
+    let latest = |t: &[u32], n: usize| t[t.len().saturating_sub(n)..].to_vec();
     if carried.is_empty() {
-        return all_tokens[reset_since..].to_vec();
+        return latest(&all_tokens[reset_since..], room);
     }
     let text = &all_tokens[reset_since.max(carried.len())..];
-    let room = (MAX_LENGTH / 2 - 1).saturating_sub(carried.len());
-    [carried, &text[text.len().saturating_sub(room)..]].concat()
+    [carried, &latest(text, room.saturating_sub(carried.len()))].concat()
+}
+
+impl TranscribeOptions {
+    /// Tokens of earlier text a window's prompt may carry (see `max_context`).
+    pub(crate) fn context_room(&self) -> usize {
+        let most = MAX_LENGTH / 2 - 1;
+        self.max_context
+            .map_or(most, |n| n.saturating_sub(1).min(most))
+    }
 }
 
 /// The forced start of a window with a prefix: `<|0.00|>` (with timestamps) then the text.
@@ -932,9 +946,10 @@ pub fn transcribe(
         Some(p) => tok.encode(&format!(" {}", p.trim())),
         None => Vec::new(),
     };
-    // The initial prompt kept for every window, at most half the context.
+    // The initial prompt kept for every window, at most what a prompt may carry.
+    let room = opts.context_room();
     let carried: Vec<u32> = if opts.carry_initial_prompt {
-        let n = all_tokens.len().min(MAX_LENGTH / 2 - 1);
+        let n = all_tokens.len().min(room);
         all_tokens[..n].to_vec()
     } else {
         Vec::new()
@@ -990,7 +1005,7 @@ pub fn transcribe(
             append: &opts.append_punctuations,
         };
         let window_prefix = prefix.as_deref().filter(|_| seek == 0);
-        let previous = carry_prompt(&carried, &all_tokens, prompt_reset_since);
+        let previous = carry_prompt(&carried, &all_tokens, prompt_reset_since, room);
         let p = prompt(
             tok,
             &previous,

@@ -587,14 +587,47 @@ fn carried_initial_prompt_heads_every_window() {
     // The cap keeps the carried prompt whole and the most recent text.
     let carried: Vec<u32> = (0..10).collect();
     let all: Vec<u32> = (0..400).collect();
-    let c = carry_prompt(&carried, &all, 0);
+    let c = carry_prompt(&carried, &all, 0, MAX_LENGTH / 2 - 1);
     assert_eq!(c.len(), MAX_LENGTH / 2 - 1);
     assert_eq!(c[..10], carried[..]);
     assert_eq!(*c.last().unwrap(), 399);
     assert_eq!(
-        carry_prompt(&[], &all, 390),
+        carry_prompt(&[], &all, 390, MAX_LENGTH / 2 - 1),
         (390..400).collect::<Vec<u32>>()
     );
+}
+
+/// whisper.cpp's `max_context`: a prompt carries at most that many tokens, its
+/// `<|startofprev|>` counted; 0 carries nothing, not even the initial prompt.
+#[test]
+fn max_context_bounds_the_carried_text() {
+    let tok = toy(&[], 99);
+    let tb = tok.timestamp_begin();
+    let w = [vec![tb], text("four"), vec![tb + 150]].concat();
+    let prompts = |max_context| {
+        let mut inf = MockInference::scripted(tok.n_vocab(), tok.eot(), vec![w.clone()]);
+        let opts = TranscribeOptions {
+            initial_prompt: Some("Zed".into()),
+            max_context,
+            without_timestamps: false,
+            ..Default::default()
+        };
+        run(&mut inf, &tok, 9001, &opts);
+        assert!(inf.prompts.len() >= 3);
+        inf.prompts
+    };
+    let sot = |p: &[u32]| p.iter().position(|&t| t == tok.sot()).unwrap();
+    // By default the second window carries the prompt and the first window's text.
+    let all = prompts(None);
+    let first = [vec![tok.sot_prev()], text(" Zed"), w.clone()].concat();
+    assert_eq!(all[1][..sot(&all[1])], first[..]);
+    // Three: <|startofprev|> and the latest two tokens.
+    for p in &prompts(Some(3))[1..] {
+        assert_eq!(p[..sot(p)], [tok.sot_prev(), u32::from(b'r'), tb + 150]);
+    }
+    for p in prompts(Some(0)) {
+        assert_eq!(sot(&p), 0, "{p:?}");
+    }
 }
 
 #[test]

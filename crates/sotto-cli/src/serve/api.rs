@@ -273,10 +273,9 @@ pub struct Job {
 
 /// Fields clients send that change nothing here: whisper.cpp's console and model-loading
 /// options, and OpenAI's model choice (the server answers with the model it has loaded).
-const IGNORED: [&str; 13] = [
+const IGNORED: [&str; 12] = [
     "model",
     "offset_n",
-    "max_context",
     "audio_ctx",
     "word_thold",
     "entropy_thold",
@@ -290,7 +289,7 @@ const IGNORED: [&str; 13] = [
 ];
 
 /// Every field a transcription request may carry.
-const KNOWN: [&str; 37] = [
+const KNOWN: [&str; 38] = [
     "file",
     "suppress_regex",
     "grammar",
@@ -310,6 +309,7 @@ const KNOWN: [&str; 37] = [
     "offset_t",
     "duration",
     "max_len",
+    "max_context",
     "logprob_thold",
     "no_speech_thold",
     "word_timestamps",
@@ -517,6 +517,15 @@ pub fn read_job_with(
         }
         opts.max_segment_chars = (n >= 1.0).then_some(n as usize);
     }
+    // whisper.cpp's server: -1 (its default) leaves the context at half the decoder's.
+    if let Some(n) = number(form, "max_context")? {
+        if n.fract() != 0.0 || n < -1.0 {
+            return Err(ApiError::bad_request(format!(
+                "max_context: {n} is not a token count (or -1)"
+            )));
+        }
+        opts.max_context = (n >= 0.0).then_some(n as usize);
+    }
     if let Some(x) = number(form, "logprob_thold")? {
         opts.log_prob_threshold = Some(x);
     }
@@ -700,6 +709,7 @@ mod tests {
             ("offset_t", "1500"),
             ("duration", "2000"),
             ("max_len", "42"),
+            ("max_context", "64"),
             ("logprob_thold", "-0.5"),
             ("prompt", "  Hello. "),
             ("model", "ignored"),
@@ -723,6 +733,11 @@ mod tests {
         assert_eq!((j.opts.beam_size, j.opts.best_of), (1, 3));
         assert_eq!(j.opts.clip_timestamps, vec![1.5, 3.5]);
         assert_eq!(j.opts.max_segment_chars, Some(42));
+        assert_eq!(j.opts.max_context, Some(64));
+        assert_eq!(
+            job(&[("max_context", "-1")]).unwrap().opts.max_context,
+            None
+        );
         assert_eq!(j.opts.log_prob_threshold, Some(-0.5));
         assert_eq!(j.opts.initial_prompt.as_deref(), Some("Hello."));
     }
@@ -759,6 +774,8 @@ mod tests {
             (vec![("translate", "maybe")], "translate"),
             (vec![("offset_t", "-5")], "offset_t"),
             (vec![("max_len", "-1")], "max_len"),
+            (vec![("max_context", "-2")], "max_context"),
+            (vec![("max_context", "1.5")], "max_context"),
             (vec![("task", "summarize")], "task"),
             (
                 vec![("timestamp_granularities[]", "char")],
