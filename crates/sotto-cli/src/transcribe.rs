@@ -796,6 +796,7 @@ mod tests {
             word: word.into(),
             probability,
             tokens: Vec::new(),
+            token_times: Vec::new(),
         };
         let words = [w(" Hello", 0.9), w(" wrld", 0.2), w(".", 0.6)];
         assert_eq!(confidence_text(&words, false), "Hello [wrld].");

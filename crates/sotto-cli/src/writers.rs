@@ -32,7 +32,8 @@ pub enum Format {
     #[value(name = "cpp-json")]
     CppJson,
     /// whisper.cpp's full JSON (`-ojf`): `cpp-json` plus each segment's tokens (`text`,
-    /// `id`, `p`; with --word-timestamps, each its word's times).
+    /// `id`, `p`, and from word timing, which it turns on, each its word's times and as
+    /// `t_dtw` where the alignment has it begin).
     #[value(name = "cpp-json-full")]
     CppJsonFull,
 }
@@ -305,6 +306,7 @@ mod tests {
                     word: " Hello,".into(),
                     probability: 0.9,
                     tokens: vec![2425],
+                    token_times: vec![0.1],
                 }]
             } else {
                 vec![]

@@ -1218,10 +1218,19 @@ fn whisper_cpp_json_has_whisper_cli_s_shape() {
                     .filter(|t| !t.starts_with("[_"))
                     .collect();
                 assert_eq!(joined, s["text"].as_str().unwrap());
+                let mut last_dtw = 0;
                 for t in toks {
                     let (from, to) = (t["offsets"]["from"].as_i64(), t["offsets"]["to"].as_i64());
                     assert!(from <= to && to <= Some(11_000), "{t}");
                     assert!((0.0..=1.0).contains(&t["p"].as_f64().unwrap()), "{t}");
+                    // Text tokens carry the alignment's time, in order, in 10 ms units.
+                    let dtw = t["t_dtw"].as_i64().unwrap();
+                    let special = t["text"].as_str().unwrap().starts_with("[_");
+                    assert_eq!(dtw == -1, special, "{t}");
+                    if !special {
+                        assert!(dtw >= last_dtw && dtw <= 1100, "{t}");
+                        last_dtw = dtw;
+                    }
                 }
             }
         }

@@ -36,6 +36,10 @@ pub struct Word {
     pub probability: f64,
     /// Its tokens (those of merged punctuation included): `decode(tokens) == word`.
     pub tokens: Vec<u32>,
+    /// Where the alignment has each of `tokens` begin, seconds from the start of the audio,
+    /// to 10 ms (whisper.cpp's `t_dtw`); the boundary rules that move `start` and `end`
+    /// leave these as the alignment found them.
+    pub token_times: Vec<f64>,
 }
 
 /// The cross-attention heads that follow word timing in openai-whisper's released models
@@ -234,6 +238,8 @@ pub fn default_alignment_heads(
 pub(crate) struct WordTiming {
     pub word: String,
     pub tokens: Vec<u32>,
+    /// Each token's start, seconds from the window's start.
+    pub token_times: Vec<f64>,
     pub start: f64,
     pub end: f64,
     pub probability: f64,
@@ -498,6 +504,7 @@ impl Aligner<'_> {
             .map(|((word, tokens), b)| WordTiming {
                 word,
                 tokens,
+                token_times: (b[0]..b[1]).map(at).collect(),
                 start: at(b[0]),
                 end: at(b[1]),
                 probability: probs[b[0]..b[1]].iter().sum::<f64>() / (b[1] - b[0]).max(1) as f64,
@@ -565,6 +572,9 @@ impl Aligner<'_> {
                         end: round2(time_offset + t.end),
                         probability: t.probability,
                         tokens: t.tokens.clone(),
+                        token_times: (t.token_times.iter())
+                            .map(|&x| round2(time_offset + x))
+                            .collect(),
                     });
                 }
                 saved += t.tokens.len();
@@ -625,13 +635,15 @@ fn merge_punctuations(alignment: &mut [WordTiming], prepended: &str, appended: &
         for i in (0..n - 1).rev() {
             let prev = &alignment[i];
             if prev.word.starts_with(' ') && prepended.contains(prev.word.trim()) {
-                let (word, tokens) = (
+                let (word, tokens, times) = (
                     std::mem::take(&mut alignment[i].word),
                     std::mem::take(&mut alignment[i].tokens),
+                    std::mem::take(&mut alignment[i].token_times),
                 );
                 let following = &mut alignment[j];
                 following.word = word + &following.word;
                 following.tokens.splice(0..0, tokens);
+                following.token_times.splice(0..0, times);
             } else {
                 j = i;
             }
@@ -640,12 +652,14 @@ fn merge_punctuations(alignment: &mut [WordTiming], prepended: &str, appended: &
     let mut i = 0;
     for j in 1..n {
         if !alignment[i].word.ends_with(' ') && appended.contains(alignment[j].word.as_str()) {
-            let (word, tokens) = (
+            let (word, tokens, times) = (
                 std::mem::take(&mut alignment[j].word),
                 std::mem::take(&mut alignment[j].tokens),
+                std::mem::take(&mut alignment[j].token_times),
             );
             alignment[i].word.push_str(&word);
             alignment[i].tokens.extend(tokens);
+            alignment[i].token_times.extend(times);
         } else {
             i = j;
         }

@@ -4,6 +4,8 @@ fn timing(word: &str, tokens: &[u32]) -> WordTiming {
     WordTiming {
         word: word.into(),
         tokens: tokens.to_vec(),
+        // Each token starts at its id, in seconds: where merged tokens went shows.
+        token_times: tokens.iter().map(|&t| f64::from(t)).collect(),
         start: 0.0,
         end: 0.0,
         probability: 1.0,
@@ -61,7 +63,10 @@ fn punctuation_merges_into_neighbours() {
     let words: Vec<&str> = a.iter().map(|w| w.word.as_str()).collect();
     assert_eq!(words, ["", " \" Hello,", "", " world", ".\""]);
     assert_eq!(a[1].tokens, [1, 2, 3]);
+    assert_eq!(a[1].token_times, [1.0, 2.0, 3.0]);
+    assert_eq!(a[4].token_times, [5.0]);
     assert!(a[0].tokens.is_empty() && a[2].tokens.is_empty());
+    assert!(a[0].token_times.is_empty() && a[2].token_times.is_empty());
 }
 
 #[test]
@@ -93,6 +98,7 @@ fn long_first_word_after_a_pause_is_cut() {
         word: w.into(),
         probability: 1.0,
         tokens: Vec::new(),
+        token_times: Vec::new(),
     };
     let mut words = vec![word(" a", 9.0, 12.0), word(" b", 12.0, 12.4)];
     adjust_bounds(&mut cut, &mut words, 0.0, 0.3, 0.6);

@@ -82,6 +82,7 @@ fn word(w: &str, start: f64, end: f64, probability: f64) -> Word {
         word: w.into(),
         probability,
         tokens: text(w),
+        token_times: Vec::new(),
     }
 }
 

@@ -444,6 +444,9 @@ fn restore(map: &SpeechMap, mut s: Segment) -> Segment {
         let chunk = map.chunk_index((w.start + w.end) / 2.0, false);
         w.start = map.original_time(w.start, Some(chunk), false);
         w.end = map.original_time(w.end, Some(chunk), false);
+        for t in &mut w.token_times {
+            *t = map.original_time(*t, Some(chunk), false);
+        }
     }
     s.start = s.words[0].start;
     s.end = s.words[s.words.len() - 1].end;

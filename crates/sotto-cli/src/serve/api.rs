@@ -816,6 +816,7 @@ mod tests {
                 word: " Hallo".into(),
                 probability: 0.9,
                 tokens: vec![2425],
+                token_times: vec![0.1],
             }],
         };
         let t = Transcript {

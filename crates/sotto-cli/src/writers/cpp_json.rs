@@ -116,8 +116,10 @@ struct CppToken {
     times: Option<Times>,
     id: u32,
     p: f32,
-    /// whisper.cpp's DTW time of the token (`-dtw`); -1 as whisper-cli writes without it.
-    t_dtw: i32,
+    /// Where the alignment has the token begin, in 10 ms units (whisper.cpp's `-dtw`
+    /// time); -1 where there is none (timestamp tokens), as whisper-cli writes without
+    /// `-dtw`.
+    t_dtw: i64,
 }
 
 /// whisper.cpp's model type: by encoder depth, as `whisper_model_type_readable`.
@@ -182,63 +184,77 @@ fn token_text(tok: &Tokenizer, id: u32) -> Vec<u8> {
     name.into_bytes()
 }
 
-/// Each token's span where word timing gave one: a text token its word's, the segment's
-/// opening and closing timestamp tokens its start and end. None without word timing.
-fn token_spans(s: &Segment, beg: u32) -> Vec<Option<(f64, f64)>> {
-    let mut spans = vec![None; s.tokens.len()];
+/// A token's times where word timing gave them: its word's span (a timestamp token opening
+/// or closing the segment, that point) and where the alignment has it begin.
+#[derive(Clone, Copy, Default)]
+struct TokenTimes {
+    span: Option<(f64, f64)>,
+    dtw: Option<f64>,
+}
+
+/// [`TokenTimes`] of each of the segment's tokens; all None without word timing.
+fn token_times(s: &Segment, beg: u32) -> Vec<TokenTimes> {
+    let mut times = vec![TokenTimes::default(); s.tokens.len()];
     if s.words.is_empty() {
-        return spans;
+        return times;
     }
-    let mut words = s
-        .words
-        .iter()
-        .flat_map(|w| w.tokens.iter().map(move |&t| (t, w.start, w.end)))
+    let mut words = (s.words.iter())
+        .flat_map(|w| {
+            let dtw = |k: usize| w.token_times.get(k).copied();
+            (w.tokens.iter().enumerate()).map(move |(k, &t)| (t, w.start, w.end, dtw(k)))
+        })
         .peekable();
     let last = s.tokens.len() - 1;
-    for (i, (&id, span)) in s.tokens.iter().zip(&mut spans).enumerate() {
+    for (i, (&id, t)) in s.tokens.iter().zip(&mut times).enumerate() {
         if id >= beg {
-            *span = match i {
+            t.span = match i {
                 0 => Some((s.start, s.start)),
                 _ if i == last => Some((s.end, s.end)),
                 _ => None,
             };
-        } else if let Some((_, start, end)) = words.next_if(|&(t, ..)| t == id) {
-            *span = Some((start, end));
+        } else if let Some((_, start, end, dtw)) = words.next_if(|&(w, ..)| w == id) {
+            *t = TokenTimes {
+                span: Some((start, end)),
+                dtw,
+            };
         }
     }
-    spans
+    times
 }
 
 /// The segment's tokens as `-ojf` lists them: tokens that split one character are merged
-/// into one entry (the first's id and probability, the last span's end), so each `text` is
-/// whole UTF-8.
+/// into one entry (the first's id, probability and alignment time, the last span's end), so
+/// each `text` is whole UTF-8.
 fn tokens(s: &Segment, tok: &Tokenizer) -> Vec<CppToken> {
-    let spans = token_spans(s, tok.timestamp_begin());
+    let times = token_times(s, tok.timestamp_begin());
     let mut out = Vec::new();
     let mut j = 0;
     while j < s.tokens.len() {
-        let (id, first) = (s.tokens[j], j);
+        let (id, first) = (s.tokens[j], times[j]);
         let mut text = token_text(tok, id);
-        let mut span = spans[j];
+        let mut span = first.span;
+        let logprob = s
+            .token_logprobs
+            .get(j)
+            .copied()
+            .unwrap_or(f32::NEG_INFINITY);
         j += 1;
         while j < s.tokens.len() && unfinished_char(&text) {
             text.extend(token_text(tok, s.tokens[j]));
-            if let (Some(a), Some(b)) = (span, spans[j]) {
+            if let (Some(a), Some(b)) = (span, times[j].span) {
                 span = Some((a.0, b.1));
             }
             j += 1;
         }
-        let logprob = s
-            .token_logprobs
-            .get(first)
-            .copied()
-            .unwrap_or(f32::NEG_INFINITY);
         out.push(CppToken {
             text: String::from_utf8_lossy(&text).into_owned(),
             times: span.map(|(a, b)| Times::new(a, b)),
             id,
             p: logprob.exp(),
-            t_dtw: -1,
+            // whisper.cpp's 10 ms units.
+            t_dtw: first
+                .dtw
+                .map_or(-1, |t| (t.max(0.0) * 100.0).round() as i64),
         });
     }
     out
@@ -353,6 +369,7 @@ mod tests {
                     word: " café".into(),
                     probability: 0.7,
                     tokens: vec![256, 0xC3, 0xA9],
+                    token_times: vec![0.24, 0.5, 0.62],
                 }]
             } else {
                 vec![]
@@ -431,6 +448,11 @@ mod tests {
         // 1.126 s is 113 of whisper.cpp's 10 ms units.
         assert_eq!(offsets, [(0, 0), (240, 1130), (240, 1130), (1500, 1500)]);
         assert_eq!(s["tokens"][1]["timestamps"]["from"], "00:00:00,240");
+        let dtw: Vec<i64> = (s["tokens"].as_array().unwrap().iter())
+            .map(|t| t["t_dtw"].as_i64().unwrap())
+            .collect();
+        // The merged character keeps its first byte's time.
+        assert_eq!(dtw, [-1, 24, 50, -1]);
     }
 
     #[test]
