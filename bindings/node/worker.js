@@ -58,6 +58,7 @@ koffi.struct('sotto_params', {
   grammar_penalty: 'float',
   max_context: 'int',
   seed: 'uint64_t',
+  entropy_threshold: 'float',
 });
 koffi.struct('sotto_bench_result', {
   struct_size: 'size_t',

@@ -103,6 +103,7 @@ class _Params(ctypes.Structure):
         ("grammar_penalty", ctypes.c_float),
         ("max_context", ctypes.c_int),
         ("seed", ctypes.c_uint64),
+        ("entropy_threshold", ctypes.c_float),
     ]
 
 
@@ -435,7 +436,8 @@ class Session(_Handle):
                    language_detection_segments: int = 1,
                    suppress_regex: Optional[str] = None, grammar: Optional[str] = None,
                    grammar_rule: str = "root", grammar_penalty: float = 100.0,
-                   max_context: Optional[int] = None, seed: int = 0) -> Transcript:
+                   max_context: Optional[int] = None, seed: int = 0,
+                   entropy_threshold: Optional[float] = None) -> Transcript:
         """Transcribes a file path or 16 kHz mono samples. `on_segment(index, start, end, text)`
         sees each segment as it is finished, and `on_full_segment(segment)` sees it as a
         whole `Segment` (tokens, words, ...); returning False stops early. `vad_filter` (True,
@@ -453,7 +455,9 @@ class Session(_Handle):
         as are `grammar` (GBNF text each window should follow), `grammar_rule` (its start
         rule), `grammar_penalty` (how much tokens outside it are lowered) and `max_context`
         (most tokens of earlier text a window's prompt carries, its <|startofprev|> counted;
-        0 none; None half the context). `seed` seeds the sampler at fallback temperatures."""
+        0 none; None half the context). `seed` seeds the sampler at fallback temperatures;
+        `entropy_threshold` is whisper.cpp's `entropy_thold` (retry when the last 32 tokens
+        of a longer result are spread below it; None, the default, off)."""
         self._check()
         p = _lib.sotto_default_params()
         p.language = _c(language)
@@ -478,6 +482,7 @@ class Session(_Handle):
         p.grammar_penalty = grammar_penalty
         p.max_context = -1 if max_context is None else max_context
         p.seed = seed
+        p.entropy_threshold = none_is_nan(entropy_threshold)
         p.batch_size = batch_size
         clips = [float(t) for t in clip_timestamps or []]
         keep_clips = (ctypes.c_float * len(clips))(*clips)

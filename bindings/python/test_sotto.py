@@ -90,6 +90,8 @@ class TestSotto(unittest.TestCase):
         self.assertIn("fellow Americans", text)
         with self.assertRaisesRegex(sotto.SottoError, "max_context"):
             self.session.transcribe(AUDIO, max_context=-3)
+        with self.assertRaisesRegex(sotto.SottoError, "entropy_threshold"):
+            self.session.transcribe(AUDIO, entropy_threshold=float("inf"))
         draw = lambda seed: self.session.transcribe(  # noqa: E731
             AUDIO, beam_size=1, temperature=1.0, temperature_increment=0.0, seed=seed).text
         self.assertEqual(draw(7), draw(7))

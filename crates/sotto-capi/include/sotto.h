@@ -117,6 +117,9 @@ typedef struct sotto_params {
                                      (whisper.cpp's n_max_text_ctx): 0 none; default -1,
                                      half the context (224) */
     uint64_t seed;                /* seed of the sampler at fallback temperatures; default 0 */
+    float entropy_threshold;      /* retry at the next temperature when the last 32 tokens
+                                     of a longer result are spread below this entropy
+                                     (nats; whisper.cpp's entropy_thold); default NaN, off */
 } sotto_params;
 
 /* The library's version, e.g. "0.1.0". */

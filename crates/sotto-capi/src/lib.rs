@@ -216,6 +216,7 @@ pub struct SottoParams {
     pub grammar_penalty: f32,
     pub max_context: c_int,
     pub seed: u64,
+    pub entropy_threshold: f32,
 }
 
 /// `struct_size` of the first `sotto_params`, which ended at `user_data`.
@@ -391,6 +392,7 @@ impl SottoParams {
             })?),
         };
         opts.seed = self.seed;
+        opts.entropy_threshold = threshold(self.entropy_threshold, "entropy_threshold")?;
         opts.repetition_penalty = positive(self.repetition_penalty, "repetition_penalty")?;
         opts.no_repeat_ngram_size = usize::try_from(self.no_repeat_ngram_size).map_err(|_| {
             format!(
@@ -472,6 +474,7 @@ pub extern "C" fn sotto_default_params() -> SottoParams {
         grammar_penalty: d.grammar_penalty as f32,
         max_context: -1,
         seed: d.seed,
+        entropy_threshold: threshold_c(d.entropy_threshold),
     }
 }
 

@@ -723,9 +723,9 @@ fn a_grammar_steers_the_text_and_the_fifth_struct_still_reads() {
     }
 }
 
-/// The seventh struct's `max_context` and `seed`: a bad context is an error that names it,
-/// the sixth struct's padding (where `max_context` lies now) is not read, and the seed
-/// picks what the sampler draws.
+/// The seventh struct's `max_context`, `seed` and `entropy_threshold`: a bad value is an
+/// error that names it, the sixth struct's padding (where `max_context` lies now) is not
+/// read, and the seed picks what the sampler draws.
 #[test]
 fn max_context_and_seed_and_the_sixth_struct() {
     let model_path = c(sotto_testdata::model_dir("tiny.en").to_str().unwrap());
@@ -735,6 +735,7 @@ fn max_context_and_seed_and_the_sixth_struct() {
     assert!(v6_size < std::mem::size_of::<SottoParams>());
     let mut p = sotto_default_params();
     assert_eq!((p.max_context, p.seed), (-1, 0));
+    assert!(p.entropy_threshold.is_nan());
     p.beam_size = 1;
     p.initial_prompt = c"Zed.".as_ptr();
     // SAFETY: live handles, params from sotto_default_params, C strings that outlive the calls.
@@ -755,6 +756,13 @@ fn max_context_and_seed_and_the_sixth_struct() {
         p.max_context = -5;
         let e = text(&p).unwrap_err();
         assert!(e.contains("max_context"), "{e}");
+        p.max_context = -1;
+        p.entropy_threshold = f32::INFINITY;
+        let e = text(&p).unwrap_err();
+        assert!(e.contains("entropy_threshold"), "{e}");
+        p.entropy_threshold = 2.4;
+        assert_eq!(normalise(&text(&p).unwrap()), JFK);
+        p.max_context = -5;
         p.struct_size = v6_size;
         assert_eq!(normalise(&text(&p).unwrap()), JFK);
         p.struct_size = std::mem::size_of::<SottoParams>();

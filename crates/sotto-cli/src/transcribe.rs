@@ -152,6 +152,11 @@ pub struct Decoding {
     #[arg(long, value_name = "X|none", value_parser = parse_threshold)]
     compression_ratio_threshold: Option<Threshold>,
 
+    /// Retry when the last 32 tokens of a longer result are spread below this entropy, in
+    /// nats (whisper-cli's -et, 2.4 there); `none` disables [default: none]
+    #[arg(long, value_name = "X|none", value_parser = parse_threshold)]
+    entropy_threshold: Option<Threshold>,
+
     /// Retry below this average log-probability; `none` disables [default: -1]
     #[arg(long, value_name = "X|none", value_parser = parse_threshold, allow_hyphen_values = true)]
     logprob_threshold: Option<Threshold>,
@@ -329,6 +334,7 @@ impl Decoding {
             &mut opts.compression_ratio_threshold,
             self.compression_ratio_threshold,
         );
+        set(&mut opts.entropy_threshold, self.entropy_threshold);
         set(&mut opts.log_prob_threshold, self.logprob_threshold);
         set(&mut opts.no_speech_threshold, self.no_speech_threshold);
         opts.condition_on_previous_text = self

@@ -22,6 +22,9 @@ pub struct FallbackOptions {
     pub length_penalty: f64,
     /// Retry when the text's zlib compression ratio is above this.
     pub compression_ratio_threshold: Option<f64>,
+    /// Retry when a result of more than [`ENTROPY_TOKENS`] tokens has its last that many
+    /// spread below this entropy (whisper.cpp's `entropy_thold`; nats).
+    pub entropy_threshold: Option<f64>,
     /// Retry when the average log-probability is below this.
     pub log_prob_threshold: Option<f64>,
     /// With `log_prob_threshold`: a likely-silent window (no-speech probability above this and
@@ -36,6 +39,7 @@ impl Default for FallbackOptions {
             best_of: 5,
             length_penalty: 1.0,
             compression_ratio_threshold: Some(2.4),
+            entropy_threshold: None,
             log_prob_threshold: Some(-1.0),
             no_speech_threshold: Some(0.6),
         }
@@ -67,6 +71,29 @@ pub fn compression_ratio(text: &str) -> f64 {
     text.len() as f64 / compressed.len().max(1) as f64
 }
 
+/// Tokens whose spread [`token_entropy`] measures: whisper.cpp's last 32.
+pub const ENTROPY_TOKENS: usize = 32;
+
+/// The entropy (nats) of how the last [`ENTROPY_TOKENS`] of `tokens` are spread over
+/// distinct ids, as whisper.cpp measures a decoding's repetition: low when a few tokens
+/// repeat. None for results no longer than that, which whisper.cpp does not judge.
+pub fn token_entropy(tokens: &[u32]) -> Option<f64> {
+    if tokens.len() <= ENTROPY_TOKENS {
+        return None;
+    }
+    let mut last = tokens[tokens.len() - ENTROPY_TOKENS..].to_vec();
+    last.sort_unstable();
+    let n = ENTROPY_TOKENS as f64;
+    let entropy = last
+        .chunk_by(|a, b| a == b)
+        .map(|run| {
+            let p = run.len() as f64 / n;
+            -p * p.ln()
+        })
+        .sum();
+    Some(entropy)
+}
+
 /// Decodes `task` at each temperature in turn until one passes the thresholds; if none does,
 /// keeps the best average log-probability among those under the compression threshold (or
 /// among all). `zero` decodes at temperature 0 (greedy or beam search).
@@ -95,13 +122,16 @@ pub fn generate_with_fallback(
             zero.search(inf, task)?
         };
         let compression_ratio = compression_ratio(tok.decode(&result.tokens).trim());
-        let mut needs_fallback = false;
-        if let Some(cr) = opts.compression_ratio_threshold {
-            if compression_ratio > cr {
-                needs_fallback = true; // too repetitive
-            } else {
-                below_cr.push(all.len());
-            }
+        // Too repetitive, by each test that is on.
+        let repetitive = [
+            opts.compression_ratio_threshold
+                .map(|cr| compression_ratio > cr),
+            opts.entropy_threshold
+                .map(|h| token_entropy(&result.tokens).is_some_and(|e| e < h)),
+        ];
+        let mut needs_fallback = repetitive.contains(&Some(true));
+        if !needs_fallback && repetitive.iter().any(Option::is_some) {
+            below_cr.push(all.len());
         }
         let low_logprob = opts
             .log_prob_threshold
@@ -219,6 +249,68 @@ mod tests {
         assert_eq!(tok.decode(&f.result.tokens), "hi");
         assert_eq!(f.temperature, 0.2);
         assert_eq!(calls.get(), 2);
+    }
+
+    #[test]
+    fn token_entropy_measures_the_last_32_tokens_spread() {
+        assert_eq!(token_entropy(&[7; 32]), None);
+        assert_eq!(token_entropy(&[7; 33]), Some(0.0));
+        let distinct: Vec<u32> = (0..40).collect();
+        let e = token_entropy(&distinct).unwrap();
+        assert!((e - 32f64.ln()).abs() < 1e-12, "{e}");
+        // Two tokens in turn: ln 2, whatever came before the last 32.
+        let ab: Vec<u32> = (0..50).map(|i| i % 2).collect();
+        assert!((token_entropy(&ab).unwrap() - 2f64.ln()).abs() < 1e-12);
+    }
+
+    /// whisper.cpp's entropy test alone (no compression test): a greedy "abab..." loop is
+    /// retried by sampling; without the test it stands.
+    #[test]
+    fn low_entropy_falls_back_like_a_high_compression_ratio() {
+        let (tok, prompt) = tok_and_task();
+        let n = tok.n_vocab();
+        let eot = tok.eot();
+        let run = |entropy_threshold| {
+            let calls = std::rc::Rc::new(std::cell::Cell::new(0usize));
+            let c = calls.clone();
+            let mut inf = MockInference::new(n, move |ctx| {
+                if ctx.generated.is_empty() && ctx.position + 1 == ctx.sequence.len() {
+                    c.set(c.get() + 1);
+                }
+                let k = ctx.generated.len();
+                let next = match (c.get(), k) {
+                    (1, 0..40) => [b'a', b'b'][k % 2] as u32,
+                    (1, _) => eot,
+                    _ => b"hi".get(k).map_or(eot, |b| u32::from(*b)),
+                };
+                one_hot(n, next, 40.0)
+            });
+            inf.encode(&[]).unwrap();
+            let task = DecodeTask {
+                prompt: &prompt,
+                sot_index: 0,
+                forced: &[],
+                eot,
+                no_speech: tok.no_speech(),
+                max_steps: 60,
+                filters: &[],
+            };
+            let opts = FallbackOptions {
+                best_of: 1,
+                compression_ratio_threshold: None,
+                entropy_threshold,
+                ..Default::default()
+            };
+            let mut rng = Rng::new(0);
+            generate_with_fallback(&mut inf, &tok, &task, &opts, &mut Greedy, &mut rng).unwrap()
+        };
+        let f = run(Some(2.4));
+        assert_eq!(
+            (tok.decode(&f.result.tokens).as_str(), f.temperature),
+            ("hi", 0.2)
+        );
+        let f = run(None);
+        assert_eq!((f.result.tokens.len(), f.temperature), (40, 0.0));
     }
 
     #[test]

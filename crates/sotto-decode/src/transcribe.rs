@@ -102,6 +102,10 @@ pub struct TranscribeOptions {
     pub length_penalty: f64,
     /// Retry above this gzip compression ratio. Default 2.4 (`compression_ratio_threshold`).
     pub compression_ratio_threshold: Option<f64>,
+    /// Retry when the last 32 tokens of a longer result are spread below this entropy
+    /// (nats; whisper.cpp's `entropy_thold`, 2.4 there). Default None (faster-whisper has
+    /// no such test).
+    pub entropy_threshold: Option<f64>,
     /// Retry below this average log-probability. Default -1.0 (`log_prob_threshold`).
     pub log_prob_threshold: Option<f64>,
     /// Skip a window whose no-speech probability is above this while its average
@@ -230,6 +234,7 @@ impl Default for TranscribeOptions {
             patience: 1.0,
             length_penalty: fb.length_penalty,
             compression_ratio_threshold: fb.compression_ratio_threshold,
+            entropy_threshold: fb.entropy_threshold,
             log_prob_threshold: fb.log_prob_threshold,
             no_speech_threshold: fb.no_speech_threshold,
             condition_on_previous_text: true,
@@ -395,6 +400,7 @@ impl TranscribeOptions {
             best_of: self.best_of,
             length_penalty: self.length_penalty,
             compression_ratio_threshold: self.compression_ratio_threshold,
+            entropy_threshold: self.entropy_threshold,
             log_prob_threshold: self.log_prob_threshold,
             no_speech_threshold: self.no_speech_threshold,
         }

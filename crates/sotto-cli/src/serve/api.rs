@@ -273,12 +273,11 @@ pub struct Job {
 
 /// Fields clients send that change nothing here: whisper.cpp's console and model-loading
 /// options, and OpenAI's model choice (the server answers with the model it has loaded).
-const IGNORED: [&str; 12] = [
+const IGNORED: [&str; 11] = [
     "model",
     "offset_n",
     "audio_ctx",
     "word_thold",
-    "entropy_thold",
     "split_on_word",
     "debug_mode",
     "print_special",
@@ -289,7 +288,7 @@ const IGNORED: [&str; 12] = [
 ];
 
 /// Every field a transcription request may carry.
-const KNOWN: [&str; 38] = [
+const KNOWN: [&str; 39] = [
     "file",
     "suppress_regex",
     "grammar",
@@ -310,6 +309,7 @@ const KNOWN: [&str; 38] = [
     "duration",
     "max_len",
     "max_context",
+    "entropy_thold",
     "logprob_thold",
     "no_speech_thold",
     "word_timestamps",
@@ -526,6 +526,9 @@ pub fn read_job_with(
         }
         opts.max_context = (n >= 0.0).then_some(n as usize);
     }
+    if let Some(x) = number(form, "entropy_thold")? {
+        opts.entropy_threshold = Some(x);
+    }
     if let Some(x) = number(form, "logprob_thold")? {
         opts.log_prob_threshold = Some(x);
     }
@@ -710,6 +713,7 @@ mod tests {
             ("duration", "2000"),
             ("max_len", "42"),
             ("max_context", "64"),
+            ("entropy_thold", "2.4"),
             ("logprob_thold", "-0.5"),
             ("prompt", "  Hello. "),
             ("model", "ignored"),
@@ -734,6 +738,7 @@ mod tests {
         assert_eq!(j.opts.clip_timestamps, vec![1.5, 3.5]);
         assert_eq!(j.opts.max_segment_chars, Some(42));
         assert_eq!(j.opts.max_context, Some(64));
+        assert_eq!(j.opts.entropy_threshold, Some(2.4));
         assert_eq!(
             job(&[("max_context", "-1")]).unwrap().opts.max_context,
             None
