@@ -79,10 +79,14 @@ struct Times {
     offsets: Span<i64>,
 }
 
+/// Seconds in whisper.cpp's 10 ms units (its `t0`, `t1`, `t_dtw`).
+fn centis(seconds: f64) -> i64 {
+    (seconds.max(0.0) * 100.0).round() as i64
+}
+
 impl Times {
     fn new(start: f64, end: f64) -> Times {
-        let cs = |s: f64| (s.max(0.0) * 100.0).round() as i64;
-        let (t0, t1) = (cs(start), cs(end));
+        let (t0, t1) = (centis(start), centis(end));
         let stamp = |t: i64| super::timestamp(t as f64 / 100.0, ',');
         Times {
             timestamps: Span {
@@ -251,10 +255,7 @@ fn tokens(s: &Segment, tok: &Tokenizer) -> Vec<CppToken> {
             times: span.map(|(a, b)| Times::new(a, b)),
             id,
             p: logprob.exp(),
-            // whisper.cpp's 10 ms units.
-            t_dtw: first
-                .dtw
-                .map_or(-1, |t| (t.max(0.0) * 100.0).round() as i64),
+            t_dtw: first.dtw.map_or(-1, centis),
         });
     }
     out
