@@ -207,6 +207,19 @@ mod tests {
         (tok, prompt)
     }
 
+    /// A window of at most 60 tokens after `prompt`, no filters.
+    fn task<'a>(tok: &crate::Tokenizer, prompt: &'a [u32]) -> DecodeTask<'a> {
+        DecodeTask {
+            prompt,
+            sot_index: 0,
+            forced: &[],
+            eot: tok.eot(),
+            no_speech: tok.no_speech(),
+            max_steps: 60,
+            filters: &[],
+        }
+    }
+
     #[test]
     fn repetitive_text_falls_back_to_sampling() {
         let (tok, prompt) = tok_and_task();
@@ -230,15 +243,7 @@ mod tests {
             one_hot(n, next, 40.0)
         });
         inf.encode(&[]).unwrap();
-        let task = DecodeTask {
-            prompt: &prompt,
-            sot_index: 0,
-            forced: &[],
-            eot,
-            no_speech: tok.no_speech(),
-            max_steps: 60,
-            filters: &[],
-        };
+        let task = task(&tok, &prompt);
         let mut rng = Rng::new(0);
         let opts = FallbackOptions {
             best_of: 1,
@@ -286,15 +291,7 @@ mod tests {
                 one_hot(n, next, 40.0)
             });
             inf.encode(&[]).unwrap();
-            let task = DecodeTask {
-                prompt: &prompt,
-                sot_index: 0,
-                forced: &[],
-                eot,
-                no_speech: tok.no_speech(),
-                max_steps: 60,
-                filters: &[],
-            };
+            let task = task(&tok, &prompt);
             let opts = FallbackOptions {
                 best_of: 1,
                 compression_ratio_threshold: None,
@@ -327,15 +324,7 @@ mod tests {
             }
         });
         inf.encode(&[]).unwrap();
-        let task = DecodeTask {
-            prompt: &prompt,
-            sot_index: 0,
-            forced: &[],
-            eot,
-            no_speech: tok.no_speech(),
-            max_steps: 60,
-            filters: &[],
-        };
+        let task = task(&tok, &prompt);
         let mut rng = Rng::new(5);
         let opts = FallbackOptions {
             best_of: 1,
