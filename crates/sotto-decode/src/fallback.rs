@@ -95,8 +95,9 @@ pub fn token_entropy(tokens: &[u32]) -> Option<f64> {
 }
 
 /// Decodes `task` at each temperature in turn until one passes the thresholds; if none does,
-/// keeps the best average log-probability among those under the compression threshold (or
-/// among all). `zero` decodes at temperature 0 (greedy or beam search).
+/// keeps the best average log-probability among those the repetition tests (compression
+/// ratio, entropy) passed, or among all when those are off or none passed. `zero` decodes
+/// at temperature 0 (greedy or beam search).
 pub fn generate_with_fallback(
     inf: &mut dyn Inference,
     tok: &Tokenizer,
@@ -106,7 +107,7 @@ pub fn generate_with_fallback(
     rng: &mut Rng,
 ) -> Result<Fallback> {
     let mut all: Vec<Fallback> = Vec::new();
-    let mut below_cr: Vec<usize> = Vec::new();
+    let mut not_repetitive: Vec<usize> = Vec::new();
     let mut temperature = 0.0;
     for &t in &opts.temperatures {
         temperature = t;
@@ -131,7 +132,7 @@ pub fn generate_with_fallback(
         ];
         let mut needs_fallback = repetitive.contains(&Some(true));
         if !needs_fallback && repetitive.iter().any(Option::is_some) {
-            below_cr.push(all.len());
+            not_repetitive.push(all.len());
         }
         let low_logprob = opts
             .log_prob_threshold
@@ -158,10 +159,10 @@ pub fn generate_with_fallback(
         all.push(done);
     }
     // Every temperature failed: the best average log-probability, first on ties (Python's max).
-    let pool: Vec<usize> = if below_cr.is_empty() {
+    let pool: Vec<usize> = if not_repetitive.is_empty() {
         (0..all.len()).collect()
     } else {
-        below_cr
+        not_repetitive
     };
     let mut best = *pool.first().ok_or(crate::DecodeError::InvalidOption {
         name: "temperatures",
