@@ -38,6 +38,12 @@ pub use sotto_decode::{
 pub use sotto_formats as formats;
 pub use sotto_hub as hub;
 pub use sotto_isa::{amx_bf16, isa};
+pub use sotto_model as model;
+pub use sotto_model::{
+    bf16_encoder_supported, int16_encoder_supported, int8_encoder_supported, measure_compute_peaks,
+    measure_peaks, EncoderPrecision, EncoderWork, LoadOptions, Peaks,
+};
+pub use vad::{ggml_vad_from_onnx, Vad, VadOptions};
 
 /// What this build runs on, in one line: its version, the CPU's SIMD path and whether the
 /// GPU backend is built in, e.g. `sotto 0.1.0 | CPU avx2 | CUDA: no`.
@@ -53,12 +59,6 @@ pub fn system_info() -> String {
         }
     )
 }
-pub use sotto_model as model;
-pub use sotto_model::{
-    bf16_encoder_supported, int16_encoder_supported, int8_encoder_supported, measure_compute_peaks,
-    measure_peaks, EncoderPrecision, EncoderWork, LoadOptions, Peaks,
-};
-pub use vad::{ggml_vad_from_onnx, Vad, VadOptions};
 
 /// Everything that can go wrong, by layer. Each message names the input and the problem.
 #[derive(Debug, thiserror::Error)]
