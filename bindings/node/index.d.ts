@@ -17,6 +17,9 @@ export type TranscribeOptions = {
   /** Most tokens of earlier text (the prompt included) a window's prompt carries, as
    * whisper.cpp's max_context: 0 none; default half the context. */
   maxContext?: number;
+  /** Encoder positions per window, 20 ms each, as whisper.cpp's audio_ctx: shorter
+   * windows and a faster encoder, text perhaps worse; 0 (the default) whole 30 s windows. */
+  audioCtx?: number;
 };
 
 export type Segment = { text: string; t0: number; t1: number };

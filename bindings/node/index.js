@@ -143,7 +143,8 @@ class WhisperContext {
    * Options as whisper.rn's: language ('auto' by default), translate, maxThreads,
    * beamSize, bestOf, temperature, temperatureInc, prompt, offset and duration (ms),
    * tokenTimestamps, maxLen, maxContext (most tokens of earlier text a prompt carries; 0:
-   * none), onProgress(percent),
+   * none), audioCtx (whisper.cpp's audio_ctx: encoder positions per window, 20 ms each;
+   * 0: whole 30 s windows), onProgress(percent),
    * onNewSegments({ nNew, totalNNew, result, segments }). Segment times t0 and t1 are in
    * 10 ms units, as whisper.cpp's.
    */

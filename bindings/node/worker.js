@@ -59,6 +59,7 @@ koffi.struct('sotto_params', {
   max_context: 'int',
   seed: 'uint64_t',
   entropy_threshold: 'float',
+  audio_ctx: 'int',
 });
 koffi.struct('sotto_bench_result', {
   struct_size: 'size_t',
@@ -176,6 +177,8 @@ function transcribe(job) {
   // n_max_text_ctx does.
   if (o.maxLen > 0) p.max_len = Math.round(o.maxLen);
   if (o.maxContext >= 0) p.max_context = Math.round(o.maxContext);
+  // whisper.cpp's audio_ctx: encoder positions per window (0: whole 30 s windows).
+  if (o.audioCtx > 0) p.audio_ctx = Math.round(o.audioCtx);
   p.initial_prompt = o.prompt || null;
   p.on_segment = (index, start, segEnd, text) => {
     const seg = { text, t0: cs(start + shift), t1: cs(segEnd + shift) };

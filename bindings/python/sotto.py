@@ -104,6 +104,7 @@ class _Params(ctypes.Structure):
         ("max_context", ctypes.c_int),
         ("seed", ctypes.c_uint64),
         ("entropy_threshold", ctypes.c_float),
+        ("audio_ctx", ctypes.c_int),
     ]
 
 
@@ -437,7 +438,8 @@ class Session(_Handle):
                    suppress_regex: Optional[str] = None, grammar: Optional[str] = None,
                    grammar_rule: str = "root", grammar_penalty: float = 100.0,
                    max_context: Optional[int] = None, seed: int = 0,
-                   entropy_threshold: Optional[float] = None) -> Transcript:
+                   entropy_threshold: Optional[float] = None,
+                   audio_ctx: int = 0) -> Transcript:
         """Transcribes a file path or 16 kHz mono samples. `on_segment(index, start, end, text)`
         sees each segment as it is finished, and `on_full_segment(segment)` sees it as a
         whole `Segment` (tokens, words, ...); returning False stops early. `vad_filter` (True,
@@ -457,7 +459,9 @@ class Session(_Handle):
         (most tokens of earlier text a window's prompt carries, its <|startofprev|> counted;
         0 none; None half the context). `seed` seeds the sampler at fallback temperatures;
         `entropy_threshold` is whisper.cpp's `entropy_thold` (retry when the last 32 tokens
-        of a longer result are spread below it; None, the default, off)."""
+        of a longer result are spread below it; None, the default, off). `audio_ctx` is
+        whisper.cpp's too: encoder positions per window, 20 ms each (500: 10 s windows at
+        about a third of the encoder's work, text perhaps worse; 0, the default, 30 s)."""
         self._check()
         p = _lib.sotto_default_params()
         p.language = _c(language)
@@ -483,6 +487,7 @@ class Session(_Handle):
         p.max_context = -1 if max_context is None else max_context
         p.seed = seed
         p.entropy_threshold = none_is_nan(entropy_threshold)
+        p.audio_ctx = audio_ctx
         p.batch_size = batch_size
         clips = [float(t) for t in clip_timestamps or []]
         keep_clips = (ctypes.c_float * len(clips))(*clips)

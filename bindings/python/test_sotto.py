@@ -97,6 +97,14 @@ class TestSotto(unittest.TestCase):
         self.assertEqual(draw(7), draw(7))
         self.assertNotEqual(draw(7), draw(8))
 
+    def test_audio_ctx(self):
+        # whisper.cpp's audio_ctx: 15 s windows hear all of jfk's 11 s.
+        text = self.session.transcribe(AUDIO, beam_size=1, audio_ctx=750).text
+        self.assertIn("fellow Americans", text)
+        for bad in (-1, 1501):
+            with self.assertRaisesRegex(sotto.SottoError, "audio_ctx"):
+                self.session.transcribe(AUDIO, audio_ctx=bad)
+
     def test_errors_raise_with_the_reason(self):
         with self.assertRaisesRegex(sotto.SottoError, "unknown model"):
             sotto.Model("/no/such/model")

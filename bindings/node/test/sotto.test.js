@@ -153,6 +153,14 @@ test('maxLen splits segments between words; maxContext is accepted', async () =>
   await ctx.release();
 });
 
+test("audioCtx shortens the encoder's windows, as whisper.cpp's audio_ctx", async () => {
+  const ctx = await initWhisper({ filePath: MODEL, useGpu: false });
+  const r = await ctx.transcribe(AUDIO, { beamSize: 1, maxThreads: 2, audioCtx: 750 }).promise;
+  assert.strictEqual(normalise(r.result), JFK);
+  await assert.rejects(ctx.transcribe(AUDIO, { audioCtx: 1501 }).promise, /audio_ctx/);
+  await ctx.release();
+});
+
 test('a WAV data URL transcribes as the file does', async () => {
   const ctx = await initWhisper({ filePath: MODEL, useGpu: false });
   const r = await ctx.transcribe(wavDataUrl(jfkSamples()), { beamSize: 1, maxThreads: 2 }).promise;

@@ -120,6 +120,10 @@ typedef struct sotto_params {
     float entropy_threshold;      /* retry at the next temperature when the last 32 tokens
                                      of a longer result are spread below this entropy
                                      (nats; whisper.cpp's entropy_thold); default NaN, off */
+    int audio_ctx;                /* encoder positions per window, 20 ms each (whisper.cpp's
+                                     audio_ctx): shorter windows, a faster encoder, text
+                                     perhaps worse; the CPU only, not with batch_size;
+                                     default 0, whole 30 s windows */
 } sotto_params;
 
 /* The library's version, e.g. "0.1.0". */

@@ -217,6 +217,7 @@ pub struct SottoParams {
     pub max_context: c_int,
     pub seed: u64,
     pub entropy_threshold: f32,
+    pub audio_ctx: c_int,
 }
 
 /// `struct_size` of the first `sotto_params`, which ended at `user_data`.
@@ -393,6 +394,16 @@ impl SottoParams {
         };
         opts.seed = self.seed;
         opts.entropy_threshold = threshold(self.entropy_threshold, "entropy_threshold")?;
+        opts.audio_ctx = match usize::try_from(self.audio_ctx) {
+            Ok(0) => None,
+            Ok(n) => Some(n),
+            Err(_) => {
+                return Err(format!(
+                    "params.audio_ctx is {}; it must be >= 0 (0: whole windows)",
+                    self.audio_ctx
+                ))
+            }
+        };
         opts.repetition_penalty = positive(self.repetition_penalty, "repetition_penalty")?;
         opts.no_repeat_ngram_size = usize::try_from(self.no_repeat_ngram_size).map_err(|_| {
             format!(
@@ -475,6 +486,7 @@ pub extern "C" fn sotto_default_params() -> SottoParams {
         max_context: -1,
         seed: d.seed,
         entropy_threshold: threshold_c(d.entropy_threshold),
+        audio_ctx: 0,
     }
 }
 

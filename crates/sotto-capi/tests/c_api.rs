@@ -723,7 +723,7 @@ fn a_grammar_steers_the_text_and_the_fifth_struct_still_reads() {
     }
 }
 
-/// The seventh struct's `max_context`, `seed` and `entropy_threshold`: a bad value is an
+/// The seventh struct's `max_context`, `seed`, `entropy_threshold` and `audio_ctx`: a bad value is an
 /// error that names it, the sixth struct's padding (where `max_context` lies now) is not
 /// read, and the seed picks what the sampler draws.
 #[test]
@@ -762,6 +762,16 @@ fn max_context_and_seed_and_the_sixth_struct() {
         assert!(e.contains("entropy_threshold"), "{e}");
         p.entropy_threshold = 2.4;
         assert_eq!(normalise(&text(&p).unwrap()), JFK);
+        // whisper.cpp's audio_ctx: 15 s windows hear all of jfk's 11 s.
+        assert_eq!(p.audio_ctx, 0);
+        for (bad, what) in [(-1, "audio_ctx"), (1501, "audio_ctx")] {
+            p.audio_ctx = bad;
+            let e = text(&p).unwrap_err();
+            assert!(e.contains(what), "{bad}: {e}");
+        }
+        p.audio_ctx = 750;
+        assert_eq!(normalise(&text(&p).unwrap()), JFK);
+        p.audio_ctx = 0;
         p.max_context = -5;
         p.struct_size = v6_size;
         assert_eq!(normalise(&text(&p).unwrap()), JFK);

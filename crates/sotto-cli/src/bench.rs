@@ -50,6 +50,12 @@ pub struct Args {
     #[arg(long)]
     no_limits: bool,
 
+    /// Time encoder windows (and decoder steps' cross-attention) over this many encoder
+    /// positions, as `transcribe --audio-ctx` runs them (the CPU only; no limits then: they
+    /// model the whole window) [default: all, 30 s]
+    #[arg(long, value_name = "N")]
+    audio_ctx: Option<usize>,
+
     /// Also print where an encoder window's time goes, by op group (the medians over the
     /// runs; on a GPU, its own time between CUDA events), and on a GPU a decoder step's.
     #[arg(long)]
@@ -353,9 +359,15 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
         .collect();
     // The compute peaks now and again at the end, the better of each counting: a busy
     // stretch at the end alone would lower them, and flatter the ratios to the limit.
-    let early_peaks = (!args.no_limits && model.encoder_work().is_some())
+    let audio_ctx = args.audio_ctx.filter(|&n| n > 0 && n != hp.n_audio_ctx);
+    let limits = !args.no_limits && audio_ctx.is_none();
+    let early_peaks = (limits && model.encoder_work().is_some())
         .then(|| sotto::measure_compute_peaks(sotto::isa(), threads));
     let raw = session.forward();
+    dev(raw.set_audio_ctx(audio_ctx))?;
+    if let Some(n) = audio_ctx {
+        println!("audio_ctx {n}: windows of {:.2} s", n as f64 * 0.02);
+    }
     // Timed as transcription runs it: where keeping the op groups' laps costs something
     // (the GPU's events, which also keep its encoder out of a CUDA graph), they are taken
     // in runs of their own below.
@@ -517,9 +529,12 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
     if let Some(file) = &args.file {
         let audio = sotto::audio::load_16k_mono(&file.to_string_lossy())?;
         let duration = audio.len() as f64 / sotto::audio::SAMPLE_RATE as f64;
+        let opts = TranscribeOptions {
+            audio_ctx,
+            ..TranscribeOptions::default()
+        };
         let t = Instant::now();
-        let (transcript, timings) =
-            session.transcribe_timed(&audio, &TranscribeOptions::default(), &mut |_| true)?;
+        let (transcript, timings) = session.transcribe_timed(&audio, &opts, &mut |_| true)?;
         let wall = t.elapsed();
         println!(
             "end to end        {:9.1} ms  for {:.1} s of audio: RTF {:.3} ({} segments, encode {:.0} ms in {} windows, decode {:.0} ms)",
@@ -535,11 +550,9 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
     if let Some(rss) = peak_rss_mib() {
         println!("peak RSS          {rss:9.1} MiB");
     }
-    if let (false, Some(work), Some(bytes)) = (
-        args.no_limits,
-        model.encoder_work(),
-        model.decoder_step_bytes(),
-    ) {
+    if let (true, Some(work), Some(bytes)) =
+        (limits, model.encoder_work(), model.decoder_step_bytes())
+    {
         // The session's workers must not share the cores with the measurement.
         drop(session);
         let times = (encode, best, quiet);

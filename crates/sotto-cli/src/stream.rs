@@ -61,6 +61,12 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     beam_size: usize,
 
+    /// Encoder positions per window, 20 ms each (whisper-stream's -ac): the encoder's work
+    /// shrinks with it; 500 covers the default 10 s --length at a third of the work, text
+    /// perhaps worse. 0: all (30 s).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    audio_ctx: usize,
+
     /// Prompt each window with the last finished line (whisper-stream's `--keep-context`).
     #[arg(long)]
     keep_context: bool,
@@ -200,6 +206,7 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
         // One window, one line: no timestamps to cut it, and no fallback to delay it.
         without_timestamps: true,
         temperatures: vec![0.0],
+        audio_ctx: (args.audio_ctx > 0).then_some(args.audio_ctx),
         ..TranscribeOptions::default()
     };
     let rx = reader(&args.input, args.pcm == "f32le")?;

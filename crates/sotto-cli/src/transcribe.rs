@@ -284,6 +284,12 @@ pub struct Decoding {
     /// [default: no limit]
     #[arg(long, value_name = "N")]
     max_segment_tokens: Option<usize>,
+
+    /// Encoder positions per window, 20 ms each (whisper-cli's -ac): shorter windows, a
+    /// faster encoder (500: 10 s windows, about a third of the work), text perhaps worse;
+    /// one window at a time (not with --batch-size); 0: all [default: 0, 30 s]
+    #[arg(long, value_name = "N")]
+    audio_ctx: Option<usize>,
 }
 
 /// `[offset, offset + duration]` as clip timestamps (an open end without a duration).
@@ -385,6 +391,9 @@ impl Decoding {
             .max_initial_timestamp
             .unwrap_or(opts.max_initial_timestamp);
         opts.max_new_tokens = self.max_new_tokens.or(opts.max_new_tokens);
+        if let Some(n) = self.audio_ctx {
+            opts.audio_ctx = (n > 0).then_some(n);
+        }
         opts.seed = self.seed.unwrap_or(opts.seed);
         opts.prefix = self.prefix.clone().or(opts.prefix.take());
         opts.hotwords = self.hotwords.clone().or(opts.hotwords.take());

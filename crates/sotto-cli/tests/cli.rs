@@ -613,6 +613,31 @@ fn bench_times_random_weights_of_a_size() {
             "{op} missing from the A/B block:\n{out}"
         );
     }
+    // A shorter encoder context (whisper.cpp's audio_ctx) times its own windows.
+    let out = sotto()
+        .args([
+            "bench",
+            "-t",
+            "2",
+            "--runs",
+            "1",
+            "--tokens",
+            "2",
+            "--audio-ctx",
+            "100",
+        ])
+        .args(["--device", "cpu", "--random-weights", "tiny"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let out = String::from_utf8(out).unwrap();
+    assert!(out.contains("audio_ctx 100: windows of 2.00 s"), "{out}");
+    assert!(
+        out.contains("encoder / window") && !out.contains("limit"),
+        "{out}"
+    );
     sotto()
         .args(["bench", "--random-weights", "huge"])
         .assert()
@@ -886,7 +911,34 @@ fn stream_transcribes_raw_pcm_as_it_comes() {
         text.ends_with("ask what you can do for your country"),
         "{out}"
     );
-    assert_eq!(run("f32le", f32le), out);
+    assert_eq!(run("f32le", f32le.clone()), out);
+    // 10 s windows from a shorter encoder context: the same lines and times.
+    let short = sotto()
+        .args([
+            "stream",
+            "-t",
+            "2",
+            "--timestamps",
+            "--pcm",
+            "f32le",
+            "--audio-ctx",
+            "500",
+        ])
+        .arg("-m")
+        .arg(&model)
+        .write_stdin(f32le)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let short = String::from_utf8(short).unwrap();
+    let starts: Vec<_> = short
+        .lines()
+        .map(|l| &l[..l.find(']').unwrap_or(0)])
+        .collect();
+    assert_eq!(starts, ["[0.00 --> 6.00", "[5.80 --> 11.00"], "{short}");
+    assert!(normalise(&short).contains("fellow americans"), "{short}");
     // Bad windows are refused; silence gives no lines.
     sotto()
         .args(["stream", "--step", "5000", "--length", "1000"])

@@ -226,6 +226,14 @@ pub fn transcribe_batched(
             "batched transcription takes its chunks instead",
         ));
     }
+    if opts.audio_ctx.is_some() {
+        return Err(invalid(
+            "audio_ctx",
+            "batched transcription decodes chunks of up to 30 s; a shorter encoder context \
+             works one window at a time",
+        ));
+    }
+    inf.set_audio_ctx(None).map_err(DecodeError::Inference)?;
     let beam = opts.zero_search_kind()?;
     for c in chunks {
         c.mel.check()?;
@@ -462,6 +470,7 @@ fn batched_language(
         tok,
         &joined,
         0,
+        N_FRAMES,
         opts.language_detection_segments,
         opts.language_detection_threshold,
     )?;

@@ -41,6 +41,19 @@ pub trait Inference {
         let _ = need;
     }
 
+    /// Runs later encodes over the first `ctx` encoder positions of each window only
+    /// (`2·ctx` mel frames; whisper.cpp's `audio_ctx`); None: the whole window. Models
+    /// that always encode the whole window keep this default, which refuses a length.
+    fn set_audio_ctx(&mut self, ctx: Option<usize>) -> Result<(), BoxError> {
+        match ctx {
+            None => Ok(()),
+            Some(n) => Err(format!(
+                "{n}: this model encodes whole 30 s windows; it cannot shorten them"
+            )
+            .into()),
+        }
+    }
+
     /// Encodes one 30 s window of log-mel. Shape: [n_mels, 3000], row-major.
     fn encode(&mut self, mel: &[f32]) -> Result<(), BoxError>;
 

@@ -39,6 +39,8 @@ pub struct MockInference {
     pub batches: Vec<usize>,
     /// Every `set_logit_need` call.
     pub needs: Vec<LogitNeed>,
+    /// The last `set_audio_ctx`.
+    pub audio_ctx: Option<usize>,
 }
 
 impl MockInference {
@@ -56,6 +58,7 @@ impl MockInference {
             reorders: Vec::new(),
             batches: Vec::new(),
             needs: Vec::new(),
+            audio_ctx: None,
         }
     }
 
@@ -126,6 +129,11 @@ impl Inference for MockInference {
         self.encodes += 1;
         self.mel = mel.to_vec();
         self.windows.push(mel.to_vec());
+        Ok(())
+    }
+
+    fn set_audio_ctx(&mut self, ctx: Option<usize>) -> Result<(), BoxError> {
+        self.audio_ctx = ctx;
         Ok(())
     }
 

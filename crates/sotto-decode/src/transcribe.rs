@@ -220,6 +220,12 @@ pub struct TranscribeOptions {
     /// Split segments of more than this many text tokens between words. Turns word timing
     /// on. Default None.
     pub max_segment_tokens: Option<usize>,
+    /// Encode only the first this many encoder positions of each window (whisper.cpp's
+    /// `audio_ctx`; 20 ms each): windows are `audio_ctx · 20` ms long, and the encoder's
+    /// work shrinks with them (to about 1/3 at 500, 10 s windows). The model was trained on
+    /// 30 s windows only, so text may be worse. At most the model's n_audio_ctx (1500);
+    /// one window at a time only (not the batched mode). Default None: 30 s windows.
+    pub audio_ctx: Option<usize>,
 }
 
 impl Default for TranscribeOptions {
@@ -258,6 +264,7 @@ impl Default for TranscribeOptions {
             max_new_tokens: None,
             seed: 0,
             word_timestamps: false,
+            audio_ctx: None,
             prepend_punctuations: PREPEND_PUNCTUATIONS.into(),
             append_punctuations: APPEND_PUNCTUATIONS.into(),
             alignment_heads: None,
@@ -391,7 +398,16 @@ impl TranscribeOptions {
         if self.silence_floor.is_some_and(f64::is_nan) {
             return invalid("silence_floor", "NaN is not a level".into());
         }
+        if self.audio_ctx == Some(0) {
+            return invalid("audio_ctx", "a window needs at least 1 position".into());
+        }
         Ok(())
+    }
+
+    /// Mel frames per window: 3000 (30 s), or `2 · audio_ctx`.
+    pub(crate) fn window_frames(&self) -> usize {
+        self.audio_ctx
+            .map_or(N_FRAMES, |c| c.saturating_mul(2).min(N_FRAMES))
     }
 
     pub(crate) fn fallback(&self) -> FallbackOptions {
@@ -545,7 +561,8 @@ pub fn detect_language(
     threshold: f64,
 ) -> Result<LanguageDetection> {
     check_detection(segments, threshold)?;
-    detect_language_over(inf, tok, mel, 0, segments, threshold).map(|(d, _)| d)
+    inf.set_audio_ctx(None).map_err(DecodeError::Inference)?;
+    detect_language_over(inf, tok, mel, 0, N_FRAMES, segments, threshold).map(|(d, _)| d)
 }
 
 /// faster-whisper's `language_detection_segments` and `_threshold`, checked.
@@ -565,13 +582,14 @@ fn check_detection(segments: usize, threshold: f64) -> Result<()> {
     Ok(())
 }
 
-/// [`detect_language`] on the 30 s from frame `start`; also returns that window's mel, which
-/// `inf` holds encoded.
+/// [`detect_language`] on the window of `frames` (30 s, or shorter with `audio_ctx`) from
+/// frame `start`; also returns that window's mel, which `inf` holds encoded.
 pub(crate) fn detect_language_at(
     inf: &mut dyn Inference,
     tok: &Tokenizer,
     mel: &MelView,
     start: usize,
+    frames: usize,
 ) -> Result<(LanguageDetection, Vec<f32>)> {
     mel.check()?;
     if !tok.is_multilingual() {
@@ -581,7 +599,7 @@ pub(crate) fn detect_language_at(
         });
     }
     check_vocab(inf, tok)?;
-    let window = mel.window(start, N_FRAMES);
+    let window = mel.window(start, frames);
     inf.encode(&window).map_err(DecodeError::Inference)?;
     let detection = detect_encoded(inf, tok)?;
     Ok((detection, window))
@@ -591,25 +609,26 @@ pub(crate) fn detect_language_at(
 /// `language_detection_threshold`: the 30 s windows from frame `start`, up to `segments`
 /// of them, until one's most likely language is likelier than `threshold`; when none is,
 /// the language most often on top (the first to get there on a tie) with its best
-/// probability, and the last window's list. Also returns the last window's mel, which
-/// `inf` holds encoded.
+/// probability, and the last window's list. Windows are `window_frames` long (3000, or fewer
+/// with `audio_ctx`). Also returns the last window's mel, which `inf` holds encoded.
 pub(crate) fn detect_language_over(
     inf: &mut dyn Inference,
     tok: &Tokenizer,
     mel: &MelView,
     start: usize,
+    window_frames: usize,
     segments: usize,
     threshold: f64,
 ) -> Result<(LanguageDetection, Vec<f32>)> {
     let frames = mel
         .n_frames
         .saturating_sub(start)
-        .min(segments.saturating_mul(N_FRAMES));
+        .min(segments.saturating_mul(window_frames));
     let mut votes: Vec<(&'static str, Vec<f64>)> = Vec::new();
     let mut at = start;
     loop {
-        let (d, window) = detect_language_at(inf, tok, mel, at)?;
-        at += N_FRAMES;
+        let (d, window) = detect_language_at(inf, tok, mel, at, window_frames)?;
+        at += window_frames;
         if d.probability > threshold {
             return Ok((d, window));
         }
@@ -700,6 +719,7 @@ fn resolve_language(
                 tok,
                 mel,
                 start,
+                opts.window_frames(),
                 opts.language_detection_segments,
                 opts.language_detection_threshold,
             )
@@ -933,6 +953,13 @@ pub fn transcribe(
     check_vocab(inf, tok)?;
     let mut zero = opts.zero_search()?;
     opts.check_window_options()?;
+    // The model knows its longest context, and whether its device can shorten it.
+    inf.set_audio_ctx(opts.audio_ctx)
+        .map_err(|e| DecodeError::InvalidOption {
+            name: "audio_ctx",
+            reason: e.to_string(),
+        })?;
+    let window_frames = opts.window_frames();
     let content_frames = mel.content_frames();
     // The window language detection encoded: a first window with the same mel (audio of
     // 30 s or more) reuses it instead of running the encoder twice.
@@ -981,7 +1008,9 @@ pub fn transcribe(
             continue;
         }
         let time_offset = seek as f64 * TIME_PER_FRAME;
-        let segment_size = N_FRAMES.min(content_frames - seek).min(clip_end - seek);
+        let segment_size = window_frames
+            .min(content_frames - seek)
+            .min(clip_end - seek);
         if is_soundless(mel, seek, segment_size, opts.silence_floor, file_max) {
             seek += segment_size;
             continue;
@@ -1040,7 +1069,7 @@ pub fn transcribe(
         let span = WindowSpan {
             time_offset,
             duration: segment_size as f64 * TIME_PER_FRAME,
-            end_time: (seek + N_FRAMES) as f64 * TIME_PER_FRAME,
+            end_time: (seek + window_frames) as f64 * TIME_PER_FRAME,
             content_duration: out.duration,
             seek,
             content_frames,

@@ -87,6 +87,51 @@ fn segment_at_window_end_and_long_audio() {
     assert_eq!(inf.windows.len(), 2);
 }
 
+/// whisper.cpp's `audio_ctx`: windows of 2·ctx frames, so none of the audio is skipped, and
+/// the model is told the length before the first encode.
+#[test]
+fn audio_ctx_makes_shorter_windows() {
+    let tok = toy(&[], 99);
+    let tb = tok.timestamp_begin();
+    // A single timestamp ending moves to the next window; a last timestamp moves to it.
+    let w0 = [vec![tb], text("one"), vec![tb + 400]].concat();
+    let w1 = [vec![tb], text("two"), vec![tb + 100, tb + 100], text("x")].concat();
+    let w2 = [vec![tb + 10], text("end"), vec![tb + 300]].concat();
+    let w3 = [vec![tb], text("z"), vec![tb + 150]].concat();
+    let mut inf = MockInference::scripted(tok.n_vocab(), tok.eot(), vec![w0, w1, w2, w3]);
+    let opts = TranscribeOptions {
+        audio_ctx: Some(500),
+        ..Default::default()
+    };
+    let t = run(&mut inf, &tok, 2501, &opts);
+    assert_eq!(inf.audio_ctx, Some(500));
+    assert_eq!(
+        spans(&t),
+        vec![
+            (0.0, 8.0, "one"),
+            (10.0, 12.0, "two"),
+            (12.0, 18.0, "end"),
+            (22.0, 25.0, "z")
+        ]
+    );
+    assert_eq!(inf.windows.len(), 4);
+    // Each window holds 1000 frames of audio, zero after them.
+    let second: Vec<f32> = (1001..=2000).map(|f| f as f32).chain([0.0]).collect();
+    assert_eq!(inf.windows[1][..1001], second[..]);
+    assert_eq!(inf.windows[3][0], 2201.0);
+    assert_eq!(inf.windows[3][299], 2500.0);
+    assert_eq!(inf.windows[3][300], 0.0);
+    assert_eq!(t.duration, 25.0);
+
+    let zero = TranscribeOptions {
+        audio_ctx: Some(0),
+        ..Default::default()
+    };
+    let data = mel_data(100);
+    let err = transcribe(&mut inf, &tok, &view(&data), &zero, &mut |_| true).unwrap_err();
+    assert!(err.to_string().contains("audio_ctx"), "{err}");
+}
+
 #[test]
 fn without_timestamps_makes_one_segment_per_window() {
     let tok = toy(&[], 99);

@@ -92,6 +92,9 @@ pub struct Session {
     reserved: DecodeShapes,
     /// Where the last encoder pass spent its time.
     laps: EncoderLaps,
+    /// Encoder positions a window runs over (whisper.cpp's `audio_ctx`): the model's
+    /// n_audio_ctx unless [`Session::set_audio_ctx`] shortened it.
+    audio_ctx: usize,
 }
 
 /// Where an encoder pass spent its time, by op group (wall time, summed over the blocks).
@@ -252,6 +255,7 @@ impl Session {
             last_rows: Vec::new(),
             reserved,
             laps: EncoderLaps::default(),
+            audio_ctx: ctx,
             model,
         })
     }
@@ -286,6 +290,43 @@ impl Session {
     /// [`crate::Calibration`]); `None` stops it.
     pub fn set_probe(&mut self, probe: Option<Arc<dyn sotto_compute::LinearProbe>>) {
         self.be.set_probe(probe);
+    }
+
+    /// Runs later encoder passes over the first `ctx` positions only (`2·ctx` mel frames,
+    /// `ctx · 20` ms), as whisper.cpp's `audio_ctx`: the encoder's work shrinks with it and
+    /// the decoder attends to those positions alone. None, or the model's n_audio_ctx: the
+    /// whole 30 s window. The model never saw shorter windows in training, so text may
+    /// change. Drops the audio encoded so far when the length changes.
+    pub fn set_audio_ctx(&mut self, ctx: Option<usize>) -> Result<(), ModelError> {
+        let h = *self.model.hparams();
+        let ctx = ctx.unwrap_or(h.n_audio_ctx);
+        if ctx == 0 || ctx > h.n_audio_ctx {
+            return Err(input_err(
+                "set_audio_ctx",
+                format!(
+                    "{ctx} is not in 1..={} (the model's n_audio_ctx)",
+                    h.n_audio_ctx
+                ),
+            ));
+        }
+        if ctx != self.audio_ctx {
+            let layers = (0..h.n_text_layer)
+                .map(|_| PackedKv::new(ctx, h.n_text_head, h.n_text_state))
+                .collect::<Result<Vec<_>, _>>()?;
+            self.cross = vec![layers];
+            self.windows = 1;
+            self.encoded = false;
+            self.kv.clear();
+            self.seq_window.clear();
+            self.seq_window.push(0);
+            self.audio_ctx = ctx;
+        }
+        Ok(())
+    }
+
+    /// Encoder positions a window runs over (see [`Session::set_audio_ctx`]).
+    pub fn audio_ctx(&self) -> usize {
+        self.audio_ctx
     }
 
     /// Runs the encoder on one window, computes every decoder layer's cross-attention K/V
@@ -341,12 +382,13 @@ impl Session {
             let layers = self.cross[0].clone();
             self.cross.push(layers);
         }
+        let ctx = self.audio_ctx;
         for (mel, cross) in mels.iter().zip(self.cross.iter_mut()) {
             let (model, be, b) = (&*self.model, &self.be, &mut self.enc);
             let (enc_out, laps) = (&mut self.enc_out[..], &mut self.laps);
             // On a worker of the pool, as the decoder step: each op's fork/join is then a
             // local one instead of a wake-up of the pool from outside.
-            be.install(|| encoder_pass(model, be, b, enc_out, cross, mel, laps))?;
+            be.install(|| encoder_pass(model, be, b, ctx, enc_out, cross, mel, laps))?;
         }
         self.windows = mels.len();
         self.seq_window.clear();
@@ -395,9 +437,10 @@ impl Session {
         self.laps
     }
 
-    /// Shape: [n_audio_ctx, n_audio_state]. Zeros before the first [`Session::encode`].
+    /// Shape: [audio_ctx, n_audio_state] (see [`Session::set_audio_ctx`]). Zeros before
+    /// the first [`Session::encode`].
     pub fn encoder_output(&self) -> &[f32] {
-        &self.enc_out
+        &self.enc_out[..self.audio_ctx * self.model.hparams().n_audio_state]
     }
 
     /// Starts a new text sequence (clears the self-attention cache; keeps audio and cross K/V):
@@ -515,7 +558,7 @@ impl Session {
         let (model, be, b) = (&*self.model, &self.be, &mut self.dec);
         let cross_kv = &self.cross[self.seq_window[0]];
         let dec = &model.decoder;
-        let (m, d, ctx) = (tokens.len(), h.n_text_state, h.n_audio_ctx);
+        let (m, d, ctx) = (tokens.len(), h.n_text_state, self.audio_ctx);
         b.size(m, rows.len(), d);
         for (i, (&tok, row)) in tokens.iter().zip(b.x.chunks_exact_mut(d)).enumerate() {
             dec.token_embedding.weight.read_f32(tok as usize * d, row);
@@ -623,12 +666,15 @@ impl Session {
     }
 }
 
-/// [`Session::encode`]'s work, on split borrows of the session: the encoder over `mel`,
-/// then every decoder layer's cross-attention K/V packed into `cross_kv`.
+/// [`Session::encode`]'s work, on split borrows of the session: the encoder over the first
+/// `ctx` positions of `mel`, then every decoder layer's cross-attention K/V packed into
+/// `cross_kv`.
+#[allow(clippy::too_many_arguments)]
 fn encoder_pass(
     model: &Whisper,
     be: &CpuBackend,
     b: &mut EncBuffers,
+    ctx: usize,
     enc_out: &mut [f32],
     cross_kv: &mut [PackedKv],
     mel: &[f32],
@@ -645,13 +691,15 @@ fn encoder_pass(
     let h = *model.hparams();
     let n_frames = model.n_frames();
     let enc = &model.encoder;
-    let (ctx, d) = (h.n_audio_ctx, h.n_audio_state);
-    let (x, hb, work) = (&mut b.x, &mut b.h, &mut b.work[..]);
-    let (mel_t, conv1) = (&mut hb[..n_frames * h.n_mels], &mut work[..n_frames * d]);
-    sotto_compute::kernels::transpose(be.isa(), mel, n_frames, h.n_mels, n_frames, mel_t, h.n_mels);
+    let d = h.n_audio_state;
+    // The first `2·ctx` frames of the window (all of it unless `audio_ctx` shortened it).
+    let frames = 2 * ctx;
+    let (x, hb, work) = (&mut b.x[..ctx * d], &mut b.h, &mut b.work[..]);
+    let (mel_t, conv1) = (&mut hb[..frames * h.n_mels], &mut work[..frames * d]);
+    sotto_compute::kernels::transpose(be.isa(), mel, n_frames, h.n_mels, frames, mel_t, h.n_mels);
     be.conv1d_gelu(mel_t, h.n_mels, &enc.conv1, 1, conv1)?;
     be.conv1d_gelu(conv1, d, &enc.conv2, 2, x)?;
-    be.add(x, &enc.pos)?;
+    be.add(x, &enc.pos[..ctx * d])?;
     lap(&mut laps.conv);
     let hb = &mut hb[..ctx * d];
     for blk in &enc.blocks {
@@ -681,6 +729,7 @@ fn encoder_pass(
         mlp(be, blk, ctx, x, hb, &mut work[..4 * ctx * d])?;
         lap(&mut laps.mlp);
     }
+    let enc_out = &mut enc_out[..ctx * d];
     be.layer_norm(x, &enc.ln_post, enc_out)?;
     let dt = h.n_text_state;
     let (cross_k, rest) = work.split_at_mut(ctx * dt);

@@ -180,6 +180,51 @@ fn encode_is_deterministic_across_thread_counts() {
     assert_eq!(a.encoder_output().len(), HP.n_audio_ctx * HP.n_audio_state);
 }
 
+/// whisper.cpp's `audio_ctx`: the encoder reads the first 2·ctx frames alone, the
+/// decoder attends to ctx positions, and the full length gives the usual bits.
+#[test]
+fn audio_ctx_encodes_the_first_frames_alone() {
+    let (ctx, d, frames) = (3, HP.n_audio_state, 2 * HP.n_audio_ctx);
+    let mut mel = rand_vec(HP.n_mels * frames, &mut 3, 1.0);
+    let mut s = session(1);
+    let full = s.encoder_output().to_vec();
+    for bad in [Some(0), Some(HP.n_audio_ctx + 1)] {
+        let err = s.set_audio_ctx(bad).unwrap_err().to_string();
+        assert!(err.contains("audio_ctx"), "{err}");
+    }
+    s.set_audio_ctx(Some(ctx)).unwrap();
+    let mut l = vec![0.0; HP.n_vocab];
+    assert!(
+        s.decode(&[1], &[0], &mut l).is_err(),
+        "the old audio is dropped"
+    );
+    s.encode(&mel).unwrap();
+    let short = s.encoder_output().to_vec();
+    assert_eq!(short.len(), ctx * d);
+    // Frames past 2·ctx change nothing.
+    for row in mel.chunks_exact_mut(frames) {
+        row[2 * ctx..].iter_mut().for_each(|v| *v = 9.0);
+    }
+    s.encode(&mel).unwrap();
+    assert_eq!(s.encoder_output(), &short[..]);
+    assert!(
+        max_abs_diff(&short, &full[..ctx * d]) > 1e-3,
+        "positions see less"
+    );
+    s.decode(&[1, 7], &[1], &mut l).unwrap();
+    assert!(l.iter().all(|x| x.is_finite()));
+    let scores = s.align(&[1, 7, 3], &[(0, 1)], &[2], &mut l).unwrap();
+    assert_eq!(scores.len(), 3 * ctx);
+    // Two windows at once, then back to the whole window.
+    s.encode_windows(&[&mel, &mel]).unwrap();
+    s.set_audio_ctx(Some(HP.n_audio_ctx)).unwrap();
+    let b = session(1);
+    let mel = rand_vec(HP.n_mels * frames, &mut 3, 1.0);
+    s.encode(&mel).unwrap();
+    assert_eq!(s.encoder_output(), b.encoder_output());
+    assert_eq!(s.encoder_output(), &full[..]);
+}
+
 #[test]
 fn decode_rejects_bad_calls_without_changing_state() {
     let model = Arc::new(Whisper::from_file(&file()).unwrap());

@@ -644,6 +644,10 @@ impl sotto_decode::Inference for TimedInference<'_> {
         self.session.select_window(w)
     }
 
+    fn set_audio_ctx(&mut self, ctx: Option<usize>) -> Result<(), sotto_decode::BoxError> {
+        self.session.set_audio_ctx(ctx)
+    }
+
     fn reset(&mut self) {
         self.session.reset_text();
     }

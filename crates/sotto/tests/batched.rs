@@ -403,6 +403,14 @@ fn what_batched_decoding_cannot_do_is_refused() {
             4,
             "clip timestamps",
         ),
+        (
+            TranscribeOptions {
+                audio_ctx: Some(500),
+                ..base.clone()
+            },
+            4,
+            "audio_ctx",
+        ),
         (base.clone(), 0, "batch_size"),
     ] {
         let err = session

@@ -229,3 +229,71 @@ fn suppress_regex_keeps_matching_tokens_out() {
     let err = session.transcribe(&jfk, &bad, &mut |_| true).unwrap_err();
     assert!(err.to_string().contains("suppress_regex"), "{err}");
 }
+
+/// whisper.cpp's `audio_ctx`: the encoder over the first 750 positions (15 s windows) gives
+/// jfk as whisper-cli 1.8.5 does with `-ac 750 -bs 1 -bo 1` on the same weights (ggml f16):
+/// [0.00 → 8.00] "And so my fellow Americans ask not what your country can do for you",
+/// [8.00 → 11.00] "ask what you can do for your country."; words are timed within the
+/// shorter window; 6 s windows (two for jfk) still hear all of it; and the session goes
+/// back to whole windows when asked.
+#[test]
+fn audio_ctx_shortens_windows_as_whisper_cpp() {
+    let model = Model::load(&sotto_testdata::model_dir("tiny.en")).expect("model loads");
+    let mut session = model.session(2).expect("session");
+    let jfk = sotto::audio::load_16k_mono(sotto_testdata::jfk().to_str().unwrap()).unwrap();
+    let greedy = TranscribeOptions {
+        beam_size: 1,
+        ..Default::default()
+    };
+    let spans = |t: &sotto::Transcript| -> Vec<(f64, f64, String)> {
+        (t.segments.iter())
+            .map(|s| (s.start, s.end, s.text.trim().to_string()))
+            .collect()
+    };
+    let mut run = |opts: &TranscribeOptions| session.transcribe(&jfk, opts, &mut |_| true);
+    let short = TranscribeOptions {
+        audio_ctx: Some(750),
+        ..greedy.clone()
+    };
+    let t = run(&short).unwrap();
+    assert_eq!(
+        spans(&t),
+        [
+            (
+                0.0,
+                8.0,
+                "And so my fellow Americans ask not what your country can do for you".into()
+            ),
+            (8.0, 11.0, "ask what you can do for your country.".into())
+        ]
+    );
+    let timed = TranscribeOptions {
+        word_timestamps: true,
+        ..short.clone()
+    };
+    let t = run(&timed).unwrap();
+    let words: Vec<_> = t.segments.iter().flat_map(|s| s.words.clone()).collect();
+    assert_eq!(words.len(), 22, "{words:?}");
+    assert!(words.windows(2).all(|w| w[0].start <= w[1].start));
+    assert!(
+        words.iter().all(|w| w.start >= 0.0 && w.end <= 11.0),
+        "{words:?}"
+    );
+    let six = TranscribeOptions {
+        audio_ctx: Some(300),
+        ..greedy.clone()
+    };
+    let text = run(&six).unwrap().text();
+    assert!(
+        text.contains("fellow Americans") && text.contains("for your country"),
+        "{text}"
+    );
+    let whole = run(&greedy).unwrap();
+    assert_eq!(whole.segments[0].end, 7.74, "{:?}", spans(&whole));
+    let err = run(&TranscribeOptions {
+        audio_ctx: Some(1501),
+        ..greedy
+    })
+    .unwrap_err();
+    assert!(err.to_string().contains("audio_ctx"), "{err}");
+}

@@ -273,10 +273,9 @@ pub struct Job {
 
 /// Fields clients send that change nothing here: whisper.cpp's console and model-loading
 /// options, and OpenAI's model choice (the server answers with the model it has loaded).
-const IGNORED: [&str; 11] = [
+const IGNORED: [&str; 10] = [
     "model",
     "offset_n",
-    "audio_ctx",
     "word_thold",
     "split_on_word",
     "debug_mode",
@@ -288,8 +287,9 @@ const IGNORED: [&str; 11] = [
 ];
 
 /// Every field a transcription request may carry.
-const KNOWN: [&str; 39] = [
+const KNOWN: [&str; 40] = [
     "file",
+    "audio_ctx",
     "suppress_regex",
     "grammar",
     "grammar_rule",
@@ -526,6 +526,15 @@ pub fn read_job_with(
         }
         opts.max_context = (n >= 0.0).then_some(n as usize);
     }
+    // whisper.cpp's server: 0 (its default) encodes whole 30 s windows.
+    if let Some(n) = number(form, "audio_ctx")? {
+        if n.fract() != 0.0 || n < 0.0 {
+            return Err(ApiError::bad_request(format!(
+                "audio_ctx: {n} is not a count of encoder positions (or 0 for all)"
+            )));
+        }
+        opts.audio_ctx = (n >= 1.0).then_some(n as usize);
+    }
     if let Some(x) = number(form, "entropy_thold")? {
         opts.entropy_threshold = Some(x);
     }
@@ -713,6 +722,7 @@ mod tests {
             ("duration", "2000"),
             ("max_len", "42"),
             ("max_context", "64"),
+            ("audio_ctx", "512"),
             ("entropy_thold", "2.4"),
             ("logprob_thold", "-0.5"),
             ("prompt", "  Hello. "),
@@ -738,6 +748,8 @@ mod tests {
         assert_eq!(j.opts.clip_timestamps, vec![1.5, 3.5]);
         assert_eq!(j.opts.max_segment_chars, Some(42));
         assert_eq!(j.opts.max_context, Some(64));
+        assert_eq!(j.opts.audio_ctx, Some(512));
+        assert_eq!(job(&[("audio_ctx", "0")]).unwrap().opts.audio_ctx, None);
         assert_eq!(j.opts.entropy_threshold, Some(2.4));
         assert_eq!(
             job(&[("max_context", "-1")]).unwrap().opts.max_context,
@@ -781,6 +793,8 @@ mod tests {
             (vec![("max_len", "-1")], "max_len"),
             (vec![("max_context", "-2")], "max_context"),
             (vec![("max_context", "1.5")], "max_context"),
+            (vec![("audio_ctx", "-1")], "audio_ctx"),
+            (vec![("audio_ctx", "7.5")], "audio_ctx"),
             (vec![("task", "summarize")], "task"),
             (
                 vec![("timestamp_granularities[]", "char")],
