@@ -182,6 +182,7 @@ fn searches(c: &mut Criterion) {
         beam_size: 5,
         patience: 1.0,
         length_penalty: 1.0,
+        entropy_threshold: None,
     };
     g.bench_function(BenchmarkId::new("beam5", STEPS), |b| {
         b.iter(|| beam.search(&mut model, &task).unwrap())

@@ -26,6 +26,9 @@ pub struct BeamSearch {
     pub patience: f64,
     /// Hypotheses are ranked by `sum_logprob / len^length_penalty`.
     pub length_penalty: f64,
+    /// Hypotheses whose last 32 tokens are spread below this entropy rank after all
+    /// others, as whisper.cpp judges each beam before choosing (`entropy_thold`).
+    pub entropy_threshold: Option<f64>,
 }
 
 impl BeamSearch {
@@ -235,13 +238,16 @@ impl BeamState {
         Some((origins, tokens))
     }
 
-    /// The best finished hypothesis by normalised score (first registered on ties); an
-    /// empty result when none finished.
+    /// The best finished hypothesis by normalised score (first registered on ties) among
+    /// those the entropy test passes, if any does; an empty result when none finished.
     pub(crate) fn finish(self, no_speech_prob: f64) -> DecodingResult {
-        let lp = self.cfg.length_penalty;
-        let score = |b: &Beam| normalised(f64::from(b.score), b.tokens.len(), lp);
+        let (lp, h) = (self.cfg.length_penalty, self.cfg.entropy_threshold);
+        let rank = |b: &Beam| {
+            let score = normalised(f64::from(b.score), b.tokens.len(), lp);
+            (!crate::fallback::low_entropy(&b.tokens, h), score)
+        };
         let best =
-            (self.finished.into_iter()).reduce(|a, b| if score(&b) > score(&a) { b } else { a });
+            (self.finished.into_iter()).reduce(|a, b| if rank(&b) > rank(&a) { b } else { a });
         match best {
             Some(b) => {
                 DecodingResult::new(b.tokens, b.logprobs, f64::from(b.score), no_speech_prob)
@@ -253,4 +259,4 @@ impl BeamState {
 
 #[cfg(test)]
 #[path = "beam_tests.rs"]
-mod tests;
+pub(crate) mod tests;

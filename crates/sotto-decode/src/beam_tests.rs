@@ -42,6 +42,7 @@ fn beam(beam_size: usize, patience: f64, length_penalty: f64) -> BeamSearch {
         beam_size,
         patience,
         length_penalty,
+        entropy_threshold: None,
     }
 }
 
@@ -264,4 +265,56 @@ fn forced_prefix_scores_zero_and_shields_secondary_ends() {
     // Greedy and sampling start from the forced tokens too.
     let r = Greedy.search(&mut after_3(), &t).unwrap();
     assert_eq!((r.tokens, r.logprobs[0]), (vec![3, 4], 0.0));
+}
+
+/// 3 (0.6) then "1 3 1 3 ..." or 4 (0.4) then "5 6 7 8 9 4 ...", 40 tokens before the end:
+/// the loop is likelier, and its last 32 tokens are spread over 2 ids (entropy ln 2), the
+/// other's over 6 (ln 6).
+pub(crate) fn loop_or_cycle(n: usize, eot: u32) -> MockInference {
+    let mut inf = MockInference::new(n, move |ctx| {
+        let mut l = vec![-30.0f32; n];
+        let g = ctx.generated;
+        let next = match g.first() {
+            None => {
+                (l[3], l[4]) = (0.6f32.ln(), 0.4f32.ln());
+                return l;
+            }
+            Some(_) if g.len() >= 40 => eot,
+            Some(3) => [3, 1][g.len() % 2],
+            Some(_) => 4 + (g.len() % 6) as u32,
+        };
+        l[next as usize] = 0.0;
+        l
+    });
+    inf.encode(&[]).unwrap();
+    inf
+}
+
+/// whisper.cpp's entropy test judges each finished hypothesis: with a threshold the
+/// likelier loop ranks after the hypothesis that passes it.
+#[test]
+fn entropy_threshold_ranks_looping_hypotheses_last() {
+    let mut inf = loop_or_cycle(N, EOT);
+    let mut plain = beam(2, 1.0, 1.0);
+    assert_eq!(
+        plain.search(&mut inf, &task(&[], 60)).unwrap().tokens[..3],
+        [3, 1, 3]
+    );
+    let mut judged = BeamSearch {
+        entropy_threshold: Some(1.0),
+        ..plain
+    };
+    assert_eq!(
+        judged.search(&mut inf, &task(&[], 60)).unwrap().tokens[..3],
+        [4, 5, 6]
+    );
+    // When every hypothesis fails, the likeliest is kept (the fallback then retries it).
+    let mut strict = BeamSearch {
+        entropy_threshold: Some(5.0),
+        ..plain
+    };
+    assert_eq!(
+        strict.search(&mut inf, &task(&[], 60)).unwrap().tokens[..3],
+        [3, 1, 3]
+    );
 }

@@ -23,7 +23,8 @@ pub struct FallbackOptions {
     /// Retry when the text's zlib compression ratio is above this.
     pub compression_ratio_threshold: Option<f64>,
     /// Retry when a result of more than [`ENTROPY_TOKENS`] tokens has its last that many
-    /// spread below this entropy (whisper.cpp's `entropy_thold`; nats).
+    /// spread below this entropy (whisper.cpp's `entropy_thold`; nats). As in whisper.cpp,
+    /// the searches also judge each beam or sampled candidate by it before choosing one.
     pub entropy_threshold: Option<f64>,
     /// Retry when the average log-probability is below this.
     pub log_prob_threshold: Option<f64>,
@@ -94,6 +95,11 @@ pub fn token_entropy(tokens: &[u32]) -> Option<f64> {
     Some(entropy)
 }
 
+/// Whether `tokens` fail whisper.cpp's entropy test at `threshold` (none: never).
+pub(crate) fn low_entropy(tokens: &[u32], threshold: Option<f64>) -> bool {
+    threshold.is_some_and(|h| token_entropy(tokens).is_some_and(|e| e < h))
+}
+
 /// Decodes `task` at each temperature in turn until one passes the thresholds; if none does,
 /// keeps the best average log-probability among those the repetition tests (compression
 /// ratio, entropy) passed, or among all when those are off or none passed. `zero` decodes
@@ -116,6 +122,7 @@ pub fn generate_with_fallback(
                 temperature: t,
                 best_of: opts.best_of,
                 length_penalty: opts.length_penalty,
+                entropy_threshold: opts.entropy_threshold,
                 rng: &mut *rng,
             }
             .search(inf, task)?
@@ -128,7 +135,7 @@ pub fn generate_with_fallback(
             opts.compression_ratio_threshold
                 .map(|cr| compression_ratio > cr),
             opts.entropy_threshold
-                .map(|h| token_entropy(&result.tokens).is_some_and(|e| e < h)),
+                .map(|_| low_entropy(&result.tokens, opts.entropy_threshold)),
         ];
         let mut needs_fallback = repetitive.contains(&Some(true));
         if !needs_fallback && repetitive.iter().any(Option::is_some) {

@@ -108,6 +108,9 @@ pub struct Sampling<'r> {
     pub best_of: usize,
     /// Candidates are ranked by `sum_logprob / len^length_penalty`.
     pub length_penalty: f64,
+    /// Candidates whose last 32 tokens are spread below this entropy rank after all
+    /// others, as whisper.cpp judges each decoder before choosing (`entropy_thold`).
+    pub entropy_threshold: Option<f64>,
     /// The random source.
     pub rng: &'r mut Rng,
 }
@@ -175,12 +178,16 @@ impl Search for Sampling<'_> {
             inf.decode_batch(&next, alive.len(), &mut logits)
                 .map_err(DecodeError::Inference)?;
         }
-        // The best normalised score, first on ties.
+        // The best normalised score among those not too repetitive, first on ties.
         let lp = self.length_penalty;
-        let score = |c: &Candidate| normalised(c.sum_logprob, c.tokens.len(), lp);
+        let h = self.entropy_threshold;
+        let rank = |c: &Candidate| {
+            let score = normalised(c.sum_logprob, c.tokens.len(), lp);
+            (!crate::fallback::low_entropy(&c.tokens, h), score)
+        };
         let best = cands
             .into_iter()
-            .reduce(|a, b| if score(&b) > score(&a) { b } else { a })
+            .reduce(|a, b| if rank(&b) > rank(&a) { b } else { a })
             .expect("best_of >= 1");
         Ok(DecodingResult::new(
             best.tokens,
@@ -550,6 +557,7 @@ mod tests {
             beam_size: 3,
             patience: 1.0,
             length_penalty: 1.0,
+            entropy_threshold: None,
         }
         .search(&mut inf, &t)
         .unwrap();
@@ -558,6 +566,7 @@ mod tests {
             temperature: 0.5,
             best_of: 2,
             length_penalty: 1.0,
+            entropy_threshold: None,
             rng: &mut rng,
         }
         .search(&mut inf, &t)
@@ -632,6 +641,7 @@ mod tests {
                 temperature: 1.0,
                 best_of: 1,
                 length_penalty: 1.0,
+                entropy_threshold: None,
                 rng: &mut rng,
             };
             s.search(inf, &task(&[11, 13], &[])).unwrap()
@@ -682,6 +692,7 @@ mod tests {
             temperature: 1.0,
             best_of: 8,
             length_penalty: 1.0,
+            entropy_threshold: None,
             rng: &mut rng,
         };
         let best = s.search(&mut inf, &task(&[11, 13], &[])).unwrap();
@@ -693,6 +704,29 @@ mod tests {
         assert_eq!(inf.batches[0], 8);
         assert!(inf.batches.windows(2).all(|w| w[1] <= w[0]));
         assert!(inf.reorders.len() > 1);
+    }
+
+    /// whisper.cpp's entropy test judges each sampled candidate before the best is chosen.
+    #[test]
+    fn entropy_threshold_ranks_looping_candidates_last() {
+        let mut inf = crate::beam::tests::loop_or_cycle(N, EOT);
+        let mut first = |h: Option<f64>| {
+            let mut rng = Rng::new(5);
+            let mut s = Sampling {
+                temperature: 1.0,
+                best_of: 8,
+                length_penalty: 1.0,
+                entropy_threshold: h,
+                rng: &mut rng,
+            };
+            let long = DecodeTask {
+                max_steps: 60,
+                ..task(&[11, 13], &[])
+            };
+            s.search(&mut inf, &long).unwrap().tokens[0]
+        };
+        assert_eq!(first(None), 3);
+        assert_eq!(first(Some(1.0)), 4);
     }
 
     #[test]

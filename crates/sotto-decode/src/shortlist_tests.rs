@@ -277,11 +277,13 @@ fn searches_on_shortlists_equal_searches_on_whole_rows() {
                     beam_size: 5,
                     patience: 1.0,
                     length_penalty: 1.0,
+                    entropy_threshold: None,
                 }),
                 Box::new(BeamSearch {
                     beam_size: 2,
                     patience: 2.0,
                     length_penalty: 0.5,
+                    entropy_threshold: None,
                 }),
             ];
             for s in &mut searches {
@@ -370,6 +372,7 @@ fn a_model_may_hand_its_own_records() {
         beam_size: 3,
         patience: 1.0,
         length_penalty: 1.0,
+        entropy_threshold: None,
     };
     for seed in 0..4 {
         let want = beam
@@ -394,6 +397,7 @@ fn a_model_may_hand_its_own_records() {
             temperature: 1.0,
             best_of: 1,
             length_penalty: 1.0,
+            entropy_threshold: None,
             rng: &mut Rng::new(1),
         }
         .search(&mut Own(random_model(n, eot, 0)), &task),

@@ -335,6 +335,7 @@ impl TranscribeOptions {
             beam_size: self.beam_size,
             patience: self.patience,
             length_penalty: self.length_penalty,
+            entropy_threshold: self.entropy_threshold,
         };
         beam.max_finished()?;
         Ok(Some(beam))
