@@ -460,8 +460,8 @@ class Session(_Handle):
         0 none; None half the context). `seed` seeds the sampler at fallback temperatures;
         `entropy_threshold` is whisper.cpp's `entropy_thold` (retry when the last 32 tokens
         of a longer result are spread below it; None, the default, off). `audio_ctx` is
-        whisper.cpp's too: encoder positions per window, 20 ms each (500: 10 s windows at
-        about a third of the encoder's work, text perhaps worse; 0, the default, 30 s)."""
+        whisper.cpp's too: encoder positions per window, 20 ms each (500: 10 s windows and
+        an encoder 3-4x faster, text perhaps worse; 0, the default, 30 s)."""
         self._check()
         p = _lib.sotto_default_params()
         p.language = _c(language)

@@ -222,7 +222,7 @@ pub struct TranscribeOptions {
     pub max_segment_tokens: Option<usize>,
     /// Encode only the first this many encoder positions of each window (whisper.cpp's
     /// `audio_ctx`; 20 ms each): windows are `audio_ctx · 20` ms long, and the encoder's
-    /// work shrinks with them (to about 1/3 at 500, 10 s windows). The model was trained on
+    /// work shrinks faster than them (3–4× faster at 500, 10 s windows). The model was trained on
     /// 30 s windows only, so text may be worse. At most the model's n_audio_ctx (1500);
     /// one window at a time only (not the batched mode). Default None: 30 s windows.
     pub audio_ctx: Option<usize>,
