@@ -574,7 +574,8 @@ pub fn read_job_with(
         ));
     }
     let batch_size = match number(form, "batch_size")? {
-        None => default_batch,
+        // A shorter encoder context decodes one window at a time unless the request asks.
+        None => default_batch.filter(|_| opts.audio_ctx.is_none()),
         Some(x) if x.fract() != 0.0 || !(0.0..=MAX_BATCH as f64).contains(&x) => {
             return Err(ApiError::bad_request(format!(
                 "batch_size: {x} is not a whole number from 0 (one window at a time) to {MAX_BATCH}"
@@ -896,6 +897,18 @@ mod tests {
         assert_eq!(
             with(&[("batch_size", "0")], Some(8)).unwrap().batch_size,
             None
+        );
+        // A request for a shorter encoder context decodes one window at a time, unless it
+        // asks for batches itself (refused later, by name).
+        assert_eq!(
+            with(&[("audio_ctx", "500")], Some(8)).unwrap().batch_size,
+            None
+        );
+        assert_eq!(
+            with(&[("audio_ctx", "500"), ("batch_size", "2")], Some(8))
+                .unwrap()
+                .batch_size,
+            Some(2)
         );
         for bad in ["65", "2.5", "-1", "many"] {
             let e = with(&[("batch_size", bad)], None).unwrap_err();

@@ -21,7 +21,7 @@ use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
+use anyhow::{bail, Context};
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, Method, StatusCode};
@@ -199,6 +199,9 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
         defaults.language = Some(code.to_string());
     }
     args.decoding.apply(&mut defaults)?;
+    if args.batch_size.is_some() && defaults.audio_ctx.is_some() {
+        bail!("--audio-ctx decodes one window at a time; it does not combine with --batch-size");
+    }
     let model = Model::load_named_with(
         &args.model,
         hub,
