@@ -556,27 +556,20 @@ fn unreadable_calibration_audio_is_an_error() {
 /// alternated with the experiment switch (nothing gated on it here: an A/A run).
 #[test]
 fn bench_times_random_weights_of_a_size() {
-    let out = sotto()
-        .args([
-            "bench",
-            "-t",
-            "2",
-            "--runs",
-            "1",
-            "--tokens",
-            "2",
-            "--no-limits",
-            "--encoder-ops",
-            "--ab",
-            "4,2",
-        ])
-        .args(["--device", "cpu", "--random-weights", "tiny"])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let out = String::from_utf8(out).unwrap();
+    // `sotto bench` of tiny's shapes on the CPU, 2 threads, one run of two tokens.
+    let bench = |more: &[&str]| {
+        let out = sotto()
+            .args(["bench", "-t", "2", "--runs", "1", "--tokens", "2"])
+            .args(more)
+            .args(["--device", "cpu", "--random-weights", "tiny"])
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        String::from_utf8(out).unwrap()
+    };
+    let out = bench(&["--no-limits", "--encoder-ops", "--ab", "4,2"]);
     assert!(
         out.starts_with("model tiny (random weights) (4 layers, d 384)"),
         "{out}"
@@ -614,25 +607,7 @@ fn bench_times_random_weights_of_a_size() {
         );
     }
     // A shorter encoder context (whisper.cpp's audio_ctx) times its own windows.
-    let out = sotto()
-        .args([
-            "bench",
-            "-t",
-            "2",
-            "--runs",
-            "1",
-            "--tokens",
-            "2",
-            "--audio-ctx",
-            "100",
-        ])
-        .args(["--device", "cpu", "--random-weights", "tiny"])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let out = String::from_utf8(out).unwrap();
+    let out = bench(&["--audio-ctx", "100"]);
     assert!(out.contains("audio_ctx 100: windows of 2.00 s"), "{out}");
     assert!(
         out.contains("encoder / window") && !out.contains("limit"),
