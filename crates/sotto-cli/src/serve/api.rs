@@ -273,7 +273,7 @@ pub struct Job {
 
 /// Fields clients send that change nothing here: whisper.cpp's console and model-loading
 /// options, and OpenAI's model choice (the server answers with the model it has loaded).
-const IGNORED: [&str; 10] = [
+const IGNORED: [&str; 9] = [
     "model",
     "offset_n",
     "word_thold",
@@ -283,12 +283,12 @@ const IGNORED: [&str; 10] = [
     "print_colors",
     "print_realtime",
     "print_progress",
-    "suppress_non_speech",
 ];
 
 /// Every field a transcription request may carry.
-const KNOWN: [&str; 40] = [
+const KNOWN: [&str; 41] = [
     "file",
+    "suppress_non_speech",
     "audio_ctx",
     "suppress_regex",
     "grammar",
@@ -526,6 +526,13 @@ pub fn read_job_with(
         }
         opts.max_context = (n >= 0.0).then_some(n as usize);
     }
+    // whisper.cpp's `suppress_nst`: its non-speech symbols are OpenAI's `-1` set, which
+    // faster-whisper (and so this server) suppresses unless told otherwise.
+    match boolean(form, "suppress_non_speech")? {
+        Some(true) if !opts.suppress_tokens.contains(&-1) => opts.suppress_tokens.push(-1),
+        Some(false) => opts.suppress_tokens.retain(|&t| t != -1),
+        _ => {}
+    }
     // whisper.cpp's server: 0 (its default) encodes whole 30 s windows.
     if let Some(n) = number(form, "audio_ctx")? {
         if n.fract() != 0.0 || n < 0.0 {
@@ -750,6 +757,13 @@ mod tests {
         assert_eq!(j.opts.max_segment_chars, Some(42));
         assert_eq!(j.opts.max_context, Some(64));
         assert_eq!(j.opts.audio_ctx, Some(512));
+        let nst = |v| {
+            job(&[("suppress_non_speech", v)])
+                .unwrap()
+                .opts
+                .suppress_tokens
+        };
+        assert_eq!((nst("false"), nst("true")), (vec![], vec![-1]));
         assert_eq!(job(&[("audio_ctx", "0")]).unwrap().opts.audio_ctx, None);
         assert_eq!(j.opts.entropy_threshold, Some(2.4));
         assert_eq!(
@@ -795,6 +809,7 @@ mod tests {
             (vec![("max_context", "-2")], "max_context"),
             (vec![("max_context", "1.5")], "max_context"),
             (vec![("audio_ctx", "-1")], "audio_ctx"),
+            (vec![("suppress_non_speech", "some")], "suppress_non_speech"),
             (vec![("audio_ctx", "7.5")], "audio_ctx"),
             (vec![("task", "summarize")], "task"),
             (
