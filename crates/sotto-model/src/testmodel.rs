@@ -192,7 +192,9 @@ fn audio_ctx_encodes_the_first_frames_alone() {
         let err = s.set_audio_ctx(bad).unwrap_err().to_string();
         assert!(err.contains("audio_ctx"), "{err}");
     }
+    assert_eq!(s.audio_ctx(), HP.n_audio_ctx);
     s.set_audio_ctx(Some(ctx)).unwrap();
+    assert_eq!(s.audio_ctx(), ctx);
     let mut l = vec![0.0; HP.n_vocab];
     assert!(
         s.decode(&[1], &[0], &mut l).is_err(),
