@@ -105,6 +105,7 @@ class _Params(ctypes.Structure):
         ("seed", ctypes.c_uint64),
         ("entropy_threshold", ctypes.c_float),
         ("audio_ctx", ctypes.c_int),
+        ("chunk_length", ctypes.c_int),
     ]
 
 
@@ -439,7 +440,7 @@ class Session(_Handle):
                    grammar_rule: str = "root", grammar_penalty: float = 100.0,
                    max_context: Optional[int] = None, seed: int = 0,
                    entropy_threshold: Optional[float] = None,
-                   audio_ctx: int = 0) -> Transcript:
+                   audio_ctx: int = 0, chunk_length: Optional[int] = None) -> Transcript:
         """Transcribes a file path or 16 kHz mono samples. `on_segment(index, start, end, text)`
         sees each segment as it is finished, and `on_full_segment(segment)` sees it as a
         whole `Segment` (tokens, words, ...); returning False stops early. `vad_filter` (True,
@@ -461,7 +462,9 @@ class Session(_Handle):
         `entropy_threshold` is whisper.cpp's `entropy_thold` (retry when the last 32 tokens
         of a longer result are spread below it; None, the default, off). `audio_ctx` is
         whisper.cpp's too: encoder positions per window, 20 ms each (500: 10 s windows and
-        an encoder 3-4x faster, text perhaps worse; 0, the default, 30 s)."""
+        an encoder 3-4x faster, text perhaps worse; 0, the default, 30 s). `chunk_length` is
+        faster-whisper's: seconds of audio per window, 1 to 30 (batched: the longest chunk);
+        None, 30."""
         self._check()
         p = _lib.sotto_default_params()
         p.language = _c(language)
@@ -488,6 +491,7 @@ class Session(_Handle):
         p.seed = seed
         p.entropy_threshold = none_is_nan(entropy_threshold)
         p.audio_ctx = audio_ctx
+        p.chunk_length = chunk_length or 0
         p.batch_size = batch_size
         clips = [float(t) for t in clip_timestamps or []]
         keep_clips = (ctypes.c_float * len(clips))(*clips)
@@ -685,7 +689,8 @@ class WhisperModel:
                    clip_timestamps="0", repetition_penalty: float = 1,
                    no_repeat_ngram_size: int = 0, multilingual: bool = False,
                    language_detection_threshold: float = 0.5,
-                   language_detection_segments: int = 1, **kwargs):
+                   language_detection_segments: int = 1, chunk_length: Optional[int] = None,
+                   **kwargs):
         """As faster-whisper's: returns `(segments, info)` at once, `segments` a generator
         that transcribes as it is read (each segment as soon as it is finished; closing it
         early stops the transcription). Options sotto does not take raise TypeError rather
@@ -702,14 +707,15 @@ class WhisperModel:
         options = _vad_options(vad_parameters, None) if vad_filter and not clips else None
         stretches, after_vad, language, probability = self._speech(
             samples, options, language, clips,
-            (language_detection_segments, language_detection_threshold))
+            (language_detection_segments, language_detection_threshold), chunk_length)
         info = TranscriptionInfo(
             language=language, language_probability=probability, duration=duration,
             duration_after_vad=after_vad,
             transcription_options=dict(beam_size=beam_size, best_of=best_of,
                                        patience=patience, length_penalty=length_penalty,
                                        temperatures=temperature,
-                                       word_timestamps=word_timestamps),
+                                       word_timestamps=word_timestamps,
+                                       chunk_length=chunk_length),
             vad_options=options)
         run = dict(
             language=language, translate=task == "translate", beam_size=beam_size,
@@ -722,14 +728,17 @@ class WhisperModel:
             condition_on_previous_text=condition_on_previous_text, hotwords=hotwords,
             clip_timestamps=clips, repetition_penalty=repetition_penalty,
             no_repeat_ngram_size=no_repeat_ngram_size,
-            multilingual=multilingual and self.model.is_multilingual)
+            multilingual=multilingual and self.model.is_multilingual,
+            chunk_length=chunk_length)
         return self._segments(samples, run), info
 
-    def _speech(self, samples, options, language, clips=(), detection=(1, 0.5)):
+    def _speech(self, samples, options, language, clips=(), detection=(1, 0.5),
+                chunk_length=None):
         """The stretches of speech the VAD finds with `options` (None: no VAD, all of it, or
         the `clips`), their seconds, and the language with its probability: as given, or, as
         faster-whisper decides it before the first segment, from the first 30 s of speech
-        (`detection`: up to that many windows, until one passes that threshold)."""
+        (`detection`: up to that many windows, until one passes that threshold; windows of
+        `chunk_length` seconds when given, as its sequential mode reads them)."""
         stretches, speech, pieces = None, samples, None
         if options is not None:
             pieces = stretches = _shared_vad().speech(samples, options)
@@ -748,7 +757,11 @@ class WhisperModel:
             else:
                 session = self._sessions.get()
                 try:
-                    language, probability = session.detect_language(speech, *detection)
+                    if chunk_length and chunk_length < 30:
+                        language, probability = _detect_in_windows(
+                            session, speech, chunk_length * 16000, *detection)
+                    else:
+                        language, probability = session.detect_language(speech, *detection)
                 finally:
                     self._sessions.put(session)
         return stretches, len(speech) / 16000, language, probability
@@ -785,6 +798,20 @@ class WhisperModel:
             stop.set()
 
 
+def _detect_in_windows(session, speech, window, segments, threshold):
+    """faster-whisper's language detection over windows of `window` samples: the first
+    whose likeliest language is above `threshold`, else the most frequent (the first on a
+    tie) with its best probability."""
+    votes = {}
+    for i in range(max(1, min(segments, -(-len(speech) // window)))):
+        code, p = session.detect_language(speech[i * window:(i + 1) * window])
+        if p > threshold:
+            return code, p
+        votes.setdefault(code, []).append(p)
+    code = max(votes, key=lambda c: len(votes[c]))
+    return code, max(votes[code])
+
+
 class BatchedInferencePipeline:
     """faster-whisper's `BatchedInferencePipeline`, on sotto: the VAD cuts the speech into
     chunks of up to 30 s and `batch_size` of them are decoded together, each decoder pass
@@ -813,8 +840,10 @@ class BatchedInferencePipeline:
                    batch_size: int = 8, clip_timestamps=None, repetition_penalty: float = 1,
                    no_repeat_ngram_size: int = 0, multilingual: bool = False,
                    language_detection_threshold: float = 0.5,
-                   language_detection_segments: int = 1, **kwargs):
-        """As faster-whisper's: `(segments, info)`, `segments` a generator."""
+                   language_detection_segments: int = 1, chunk_length: Optional[int] = None,
+                   **kwargs):
+        """As faster-whisper's: `(segments, info)`, `segments` a generator; `chunk_length`
+        (seconds, default 30) caps the VAD's stretches and the chunks."""
         unknown = sorted(k for k in kwargs if k not in self._UNUSED)
         if unknown:
             raise TypeError(f"transcribe: unsupported arguments {unknown}")
@@ -827,11 +856,12 @@ class BatchedInferencePipeline:
         if task not in ("transcribe", "translate"):
             raise ValueError(f"task {task!r} is not transcribe or translate")
         t0, _ = _temperatures(temperature)
-        # faster-whisper: its own defaults, or the given ones with the 30 s cap.
+        # faster-whisper: its own defaults, or the given ones, capped at the chunk length.
+        chunk = chunk_length or 30
         options = None if clips else \
-            VadOptions(max_speech_duration_s=30, min_silence_duration_ms=160) \
+            VadOptions(max_speech_duration_s=chunk, min_silence_duration_ms=160) \
             if vad_parameters is None else _vad_options(vad_parameters,
-                                                        {"max_speech_duration_s": 30})
+                                                        {"max_speech_duration_s": chunk})
         samples = _samples_of(audio)
         duration = len(samples) / 16000
         stretches, after_vad, language, probability = self.model._speech(
@@ -853,5 +883,6 @@ class BatchedInferencePipeline:
             length_penalty=length_penalty, hotwords=hotwords, batch_size=batch_size,
             clip_timestamps=clips, repetition_penalty=repetition_penalty,
             no_repeat_ngram_size=no_repeat_ngram_size,
-            multilingual=multilingual and self.model.model.is_multilingual)
+            multilingual=multilingual and self.model.model.is_multilingual,
+            chunk_length=chunk_length)
         return self.model._segments(samples, run), info

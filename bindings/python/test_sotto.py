@@ -105,6 +105,17 @@ class TestSotto(unittest.TestCase):
             with self.assertRaisesRegex(sotto.SottoError, "audio_ctx"):
                 self.session.transcribe(AUDIO, audio_ctx=bad)
 
+    def test_chunk_length(self):
+        # faster-whisper's chunk_length: 5 s windows; each segment within its window.
+        model = sotto.WhisperModel(MODEL, device="cpu", cpu_threads=2)
+        segments, info = model.transcribe(AUDIO, beam_size=1, chunk_length=5)
+        segments = list(segments)
+        self.assertEqual(info.transcription_options["chunk_length"], 5)
+        self.assertIn("fellow Americans", "".join(s.text for s in segments))
+        self.assertGreaterEqual(len(segments), 3)
+        with self.assertRaisesRegex(sotto.SottoError, "chunk_length"):
+            list(model.transcribe(AUDIO, chunk_length=31)[0])
+
     def test_errors_raise_with_the_reason(self):
         with self.assertRaisesRegex(sotto.SottoError, "unknown model"):
             sotto.Model("/no/such/model")

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Goldens for sotto's prompting, input-range, anti-hallucination, repetition and language
-options, from faster-whisper 1.2.1 (float32, its transcribe() defaults otherwise: beam 5,
+"""Goldens for sotto's prompting, input-range, anti-hallucination, repetition, language and
+window-length options, from faster-whisper 1.2.1 (float32, its transcribe() defaults otherwise: beam 5,
 fallback).
 
 Writes tests/golden/fw_options.json: for each case the model, clip, options and the
@@ -72,6 +72,12 @@ CASES = [
     ("base", "cat:real/cheetah_es.wav:30+real/cheetah_fr.wav:30",
      {"language_detection_threshold": 1.01, "language_detection_segments": 5,
       "beam_size": 1}),
+    # Shorter windows (chunk_length): seeking, word timing and language detection in them.
+    ("tiny.en", "synth/en07_story.wav", {"chunk_length": 10}),
+    ("tiny.en", "real/jfk.wav", {"chunk_length": 5, "word_timestamps": True}),
+    ("base", "cat:real/cheetah_es.wav:20+real/cheetah_fr.wav:20",
+     {"chunk_length": 20, "language_detection_threshold": 1.01,
+      "language_detection_segments": 2, "beam_size": 1}),
 ]
 
 
@@ -110,7 +116,9 @@ def main():
             models[name] = WhisperModel(
                 str(CACHE / "models" / name), device="cpu", compute_type="float32", cpu_threads=2
             )
-        segs, info = models[name].transcribe(audio_of(clip), **opts)
+        # faster-whisper keeps a case's chunk_length in the model's feature extractor:
+        # the others ask for its 30 s again.
+        segs, info = models[name].transcribe(audio_of(clip), **{"chunk_length": 30, **opts})
         segs = list(segs)
         case = {
             "model": name,

@@ -124,6 +124,9 @@ typedef struct sotto_params {
                                      audio_ctx): shorter windows, a faster encoder, text
                                      perhaps worse; the CPU only, not with batch_size;
                                      default 0, whole 30 s windows */
+    int chunk_length;             /* seconds of audio per window, 1 to 30, zero-padded to
+                                     30 s for the encoder (faster-whisper's chunk_length;
+                                     batched, the longest chunk); default 0, 30 s */
 } sotto_params;
 
 /* The library's version, e.g. "0.1.0". */

@@ -218,6 +218,7 @@ pub struct SottoParams {
     pub seed: u64,
     pub entropy_threshold: f32,
     pub audio_ctx: c_int,
+    pub chunk_length: c_int,
 }
 
 /// `struct_size` of the first `sotto_params`, which ended at `user_data`.
@@ -404,6 +405,16 @@ impl SottoParams {
                 ))
             }
         };
+        opts.chunk_length = match usize::try_from(self.chunk_length) {
+            Ok(0) => None,
+            Ok(s) => Some(s),
+            Err(_) => {
+                return Err(format!(
+                    "params.chunk_length is {}; it must be from 1 to 30 s, or 0 for 30",
+                    self.chunk_length
+                ))
+            }
+        };
         opts.repetition_penalty = positive(self.repetition_penalty, "repetition_penalty")?;
         opts.no_repeat_ngram_size = usize::try_from(self.no_repeat_ngram_size).map_err(|_| {
             format!(
@@ -487,6 +498,7 @@ pub extern "C" fn sotto_default_params() -> SottoParams {
         seed: d.seed,
         entropy_threshold: threshold_c(d.entropy_threshold),
         audio_ctx: 0,
+        chunk_length: 0,
     }
 }
 

@@ -723,7 +723,8 @@ fn a_grammar_steers_the_text_and_the_fifth_struct_still_reads() {
     }
 }
 
-/// The seventh struct's `max_context`, `seed`, `entropy_threshold` and `audio_ctx`: a bad value is an
+/// The seventh struct's `max_context`, `seed`, `entropy_threshold`, `audio_ctx` and
+/// `chunk_length`: a bad value is an
 /// error that names it, the sixth struct's padding (where `max_context` lies now) is not
 /// read, and the seed picks what the sampler draws.
 #[test]
@@ -772,6 +773,16 @@ fn max_context_and_seed_and_the_sixth_struct() {
         p.audio_ctx = 750;
         assert_eq!(normalise(&text(&p).unwrap()), JFK);
         p.audio_ctx = 0;
+        // faster-whisper's chunk_length: 1 to 30 s windows.
+        assert_eq!(p.chunk_length, 0);
+        for bad in [-1, 31] {
+            p.chunk_length = bad;
+            let e = text(&p).unwrap_err();
+            assert!(e.contains("chunk_length"), "{bad}: {e}");
+        }
+        p.chunk_length = 15;
+        assert_eq!(normalise(&text(&p).unwrap()), JFK);
+        p.chunk_length = 0;
         p.max_context = -5;
         p.struct_size = v6_size;
         assert_eq!(normalise(&text(&p).unwrap()), JFK);

@@ -285,6 +285,11 @@ pub struct Decoding {
     #[arg(long, value_name = "N")]
     max_segment_tokens: Option<usize>,
 
+    /// Seconds of audio per window, 1 to 30, zero-padded to 30 s for the encoder
+    /// (faster-whisper's chunk_length; with --batch-size, the longest chunk) [default: 30]
+    #[arg(long, value_name = "SECONDS")]
+    chunk_length: Option<usize>,
+
     /// Encoder positions per window, 20 ms each (whisper-cli's -ac): shorter windows, a
     /// faster encoder (500: 10 s windows, the encoder 3–4× faster), text perhaps worse;
     /// one window at a time (not with --batch-size); 0: all [default: 0, 30 s]
@@ -391,6 +396,7 @@ impl Decoding {
             .max_initial_timestamp
             .unwrap_or(opts.max_initial_timestamp);
         opts.max_new_tokens = self.max_new_tokens.or(opts.max_new_tokens);
+        opts.chunk_length = self.chunk_length.or(opts.chunk_length);
         if let Some(n) = self.audio_ctx {
             opts.audio_ctx = (n > 0).then_some(n);
         }

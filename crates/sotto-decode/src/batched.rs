@@ -233,6 +233,7 @@ pub fn transcribe_batched(
              works one window at a time",
         ));
     }
+    opts.check_chunk_length()?;
     inf.set_audio_ctx(None).map_err(DecodeError::Inference)?;
     let beam = opts.zero_search_kind()?;
     for c in chunks {

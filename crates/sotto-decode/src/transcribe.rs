@@ -226,6 +226,10 @@ pub struct TranscribeOptions {
     /// 30 s windows only, so text may be worse. At most the model's n_audio_ctx (1500);
     /// one window at a time only (not the batched mode). Default None: 30 s windows.
     pub audio_ctx: Option<usize>,
+    /// Seconds of audio per window, 1 to 30 (faster-whisper's `chunk_length`): each window
+    /// holds at most this much, zero-padded to 30 s for the encoder as faster-whisper pads
+    /// it; in the batched mode, the longest chunk. Default None: 30.
+    pub chunk_length: Option<usize>,
 }
 
 impl Default for TranscribeOptions {
@@ -265,6 +269,7 @@ impl Default for TranscribeOptions {
             seed: 0,
             word_timestamps: false,
             audio_ctx: None,
+            chunk_length: None,
             prepend_punctuations: PREPEND_PUNCTUATIONS.into(),
             append_punctuations: APPEND_PUNCTUATIONS.into(),
             alignment_heads: None,
@@ -402,13 +407,30 @@ impl TranscribeOptions {
         if self.audio_ctx == Some(0) {
             return invalid("audio_ctx", "a window needs at least 1 position".into());
         }
-        Ok(())
+        self.check_chunk_length()
     }
 
-    /// Mel frames per window: 3000 (30 s), or `2 · audio_ctx`.
+    /// `chunk_length`, if given, is 1 to 30 s.
+    pub(crate) fn check_chunk_length(&self) -> Result<()> {
+        match self.chunk_length {
+            Some(s) if !(1..=30).contains(&s) => Err(DecodeError::InvalidOption {
+                name: "chunk_length",
+                reason: format!("{s} s is not from 1 to 30 s (a window's length)"),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Seconds per window (and, batched, per chunk): `chunk_length`, else 30.
+    pub fn chunk_seconds(&self) -> usize {
+        self.chunk_length.unwrap_or(30).clamp(1, 30)
+    }
+
+    /// Mel frames per window: 3000 (30 s), fewer with `chunk_length` or `audio_ctx`.
     pub(crate) fn window_frames(&self) -> usize {
-        self.audio_ctx
-            .map_or(N_FRAMES, |c| c.saturating_mul(2).min(N_FRAMES))
+        let chunk = self.chunk_seconds() * 100;
+        let ctx = self.audio_ctx.map_or(N_FRAMES, |c| c.saturating_mul(2));
+        chunk.min(ctx).min(N_FRAMES)
     }
 
     pub(crate) fn fallback(&self) -> FallbackOptions {

@@ -233,9 +233,10 @@ impl Session {
     }
 
     /// faster-whisper's batched mode (`BatchedInferencePipeline.transcribe`): `vad` finds
-    /// the speech, with stretches of at most 30 s (its `max_speech_duration_s` capped
-    /// there; [`VadOptions::batched`] are that mode's defaults); consecutive stretches are
-    /// joined into chunks of at most 30 s, and up to `batch_size` chunks are decoded
+    /// the speech, with stretches of at most 30 s, or `chunk_length` (its
+    /// `max_speech_duration_s` capped there; [`VadOptions::batched`] are that mode's
+    /// defaults); consecutive stretches are joined into chunks of at most that, and up to
+    /// `batch_size` chunks are decoded
     /// together, one window each, sharing every decoder pass (see
     /// [`sotto_decode::transcribe_batched`] for what differs from [`Session::transcribe`]:
     /// no text carried between windows; the first temperature for all, the others only for
@@ -252,7 +253,8 @@ impl Session {
         check(samples, opts)?;
         let start = std::time::Instant::now();
         let mut vad = vad.clone();
-        vad.options.max_speech_duration_s = vad.options.max_speech_duration_s.min(30.0);
+        let chunk = opts.chunk_seconds() as f64;
+        vad.options.max_speech_duration_s = vad.options.max_speech_duration_s.min(chunk);
         let stretches = vad.speech(samples)?;
         let vad_time = start.elapsed();
         let (t, mut timings) =
@@ -284,6 +286,7 @@ impl Session {
             ));
         }
         let opts = self.prepare(opts)?;
+        let chunk = opts.chunk_seconds() * sotto_audio::SAMPLE_RATE as usize;
         let start = std::time::Instant::now();
         let duration = (samples.len() / sotto_audio::HOP_LENGTH) as f64 * 0.01;
         if stretches.is_empty() {
@@ -295,7 +298,7 @@ impl Session {
         }
         let mut joined = 0usize;
         // Each chunk: its audio (the stretches joined) and its start in the joined speech.
-        let pieces = group_speech(stretches, max).into_iter().map(|g| {
+        let pieces = group_speech(stretches, chunk).into_iter().map(|g| {
             let audio = collect_speech(samples, &stretches[g]);
             let offset = joined;
             joined += audio.len();
@@ -313,7 +316,8 @@ impl Session {
     /// faster-whisper's batched mode on clips instead of the VAD's speech (its
     /// `clip_timestamps`): each of `opts.clip_timestamps`' stretches (`[start, end, ...]`
     /// seconds, an odd count running the last to the end) is a chunk of its own, cut into
-    /// equal pieces of at most 30 s where longer (faster-whisper keeps only the first 30 s),
+    /// equal pieces of at most 30 s (or `chunk_length`) where longer (faster-whisper keeps
+    /// only the first 30 s),
     /// up to `batch_size` decoded together; times are the audio's.
     pub fn transcribe_batched_clips(
         &mut self,
@@ -338,7 +342,7 @@ impl Session {
             .map(|c| (at(c[0]), c.get(1).map_or(samples.len(), |&e| at(e))))
             .collect();
         clips.retain(|&(s, e)| s < e);
-        let max = 30 * sotto_audio::SAMPLE_RATE as usize;
+        let max = opts.chunk_seconds() * sotto_audio::SAMPLE_RATE as usize;
         // A clip longer than a window: equal pieces, so that none is a sliver.
         let pieces = clips.into_iter().flat_map(|(s, e)| {
             let len = (e - s).div_ceil((e - s).div_ceil(max));

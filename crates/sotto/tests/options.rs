@@ -1,8 +1,8 @@
 //! Prompting, input-range, anti-hallucination, repetition and language options against
 //! faster-whisper 1.2.1: `prefix`, `hotwords`, `clip_timestamps`,
 //! `hallucination_silence_threshold` (with word timestamps), `repetition_penalty`,
-//! `no_repeat_ngram_size`, `multilingual`, `language_detection_threshold` and
-//! `language_detection_segments`, on tiny.en and base. The expected segments come from
+//! `no_repeat_ngram_size`, `multilingual`, `language_detection_threshold`,
+//! `language_detection_segments` and `chunk_length`, on tiny.en and base. The expected segments come from
 //! `scripts/goldens/options.py` (tests/golden/fw_options.json): text and tokens must be
 //! equal, segment times within 10 ms. faster-whisper has neither the energy gate nor the
 //! failed-fallback silence rule, so the comparison runs without them; with the gate on, the silence-padded cases must keep the
@@ -44,6 +44,10 @@ fn options(o: &Value) -> TranscribeOptions {
     if let Some(n) = o.get("language_detection_segments").and_then(Value::as_u64) {
         opts.language_detection_segments = n as usize;
     }
+    opts.chunk_length = o
+        .get("chunk_length")
+        .and_then(Value::as_u64)
+        .map(|s| s as usize);
     opts.multilingual = o.get("multilingual") == Some(&Value::Bool(true));
     opts.without_timestamps = o.get("without_timestamps") == Some(&Value::Bool(true));
     opts.word_timestamps = o.get("word_timestamps") == Some(&Value::Bool(true));
