@@ -1107,6 +1107,11 @@ pub fn transcribe(
             seek,
         );
         seek = next_seek;
+        if opts.audio_ctx.is_some() {
+            // Timestamps reach 30 s, past a shortened window's end, where the model heard
+            // nothing: the next window starts no later than this one's end.
+            seek = seek.min(previous_seek + segment_size);
+        }
         if opts.needs_word_timing() {
             // faster-whisper ignores the value add_word_timestamps returns here.
             aligner.add_word_timestamps(

@@ -123,6 +123,14 @@ fn audio_ctx_makes_shorter_windows() {
     assert_eq!(inf.windows[3][300], 0.0);
     assert_eq!(t.duration, 25.0);
 
+    // A timestamp past the window's end (15 s in a 10 s window) moves the next window to
+    // the end of this one, not past audio it never heard.
+    let w0 = [vec![tb], text("far"), vec![tb + 750, tb + 750], text("x")].concat();
+    let mut inf = MockInference::scripted(tok.n_vocab(), tok.eot(), vec![w0, vec![]]);
+    run(&mut inf, &tok, 2001, &opts);
+    assert_eq!(inf.windows.len(), 2);
+    assert_eq!(inf.windows[1][0], 1001.0);
+
     let zero = TranscribeOptions {
         audio_ctx: Some(0),
         ..Default::default()
