@@ -60,6 +60,17 @@ koffi.struct('sotto_params', {
   seed: 'uint64_t',
   entropy_threshold: 'float',
   audio_ctx: 'int',
+  chunk_length: 'int',
+  prompt_reset_on_temperature: 'float',
+  suppress_blank: 'int',
+  max_initial_timestamp: 'float',
+  max_new_tokens: 'int',
+  hallucination_silence_threshold: 'float',
+  prefix: 'const char *',
+  prepend_punctuations: 'const char *',
+  append_punctuations: 'const char *',
+  suppress_tokens: 'const int *',
+  n_suppress_tokens: 'int',
 });
 koffi.struct('sotto_bench_result', {
   struct_size: 'size_t',

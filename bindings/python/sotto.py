@@ -106,6 +106,16 @@ class _Params(ctypes.Structure):
         ("entropy_threshold", ctypes.c_float),
         ("audio_ctx", ctypes.c_int),
         ("chunk_length", ctypes.c_int),
+        ("prompt_reset_on_temperature", ctypes.c_float),
+        ("suppress_blank", ctypes.c_int),
+        ("max_initial_timestamp", ctypes.c_float),
+        ("max_new_tokens", ctypes.c_int),
+        ("hallucination_silence_threshold", ctypes.c_float),
+        ("prefix", ctypes.c_char_p),
+        ("prepend_punctuations", ctypes.c_char_p),
+        ("append_punctuations", ctypes.c_char_p),
+        ("suppress_tokens", ctypes.POINTER(ctypes.c_int)),
+        ("n_suppress_tokens", ctypes.c_int),
     ]
 
 
@@ -440,7 +450,13 @@ class Session(_Handle):
                    grammar_rule: str = "root", grammar_penalty: float = 100.0,
                    max_context: Optional[int] = None, seed: int = 0,
                    entropy_threshold: Optional[float] = None,
-                   audio_ctx: int = 0, chunk_length: Optional[int] = None) -> Transcript:
+                   audio_ctx: int = 0, chunk_length: Optional[int] = None,
+                   prompt_reset_on_temperature: float = 0.5, prefix: Optional[str] = None,
+                   suppress_blank: bool = True, suppress_tokens=(-1,),
+                   max_initial_timestamp: float = 1.0, max_new_tokens: Optional[int] = None,
+                   hallucination_silence_threshold: Optional[float] = None,
+                   prepend_punctuations: Optional[str] = None,
+                   append_punctuations: Optional[str] = None) -> Transcript:
         """Transcribes a file path or 16 kHz mono samples. `on_segment(index, start, end, text)`
         sees each segment as it is finished, and `on_full_segment(segment)` sees it as a
         whole `Segment` (tokens, words, ...); returning False stops early. `vad_filter` (True,
@@ -464,7 +480,10 @@ class Session(_Handle):
         whisper.cpp's too: encoder positions per window, 20 ms each (500: 10 s windows and
         an encoder 3-4x faster, text perhaps worse; 0, the default, 30 s). `chunk_length` is
         faster-whisper's: seconds of audio per window, 1 to 30 (batched: the longest chunk);
-        None, 30."""
+        None, 30. So are `prompt_reset_on_temperature`, `prefix`, `suppress_blank`,
+        `suppress_tokens` (ids, -1 for the non-speech symbols; None or [] for none),
+        `max_initial_timestamp`, `max_new_tokens`, `hallucination_silence_threshold` (turns
+        word timing on) and `prepend_`/`append_punctuations` (None: faster-whisper's)."""
         self._check()
         p = _lib.sotto_default_params()
         p.language = _c(language)
@@ -492,6 +511,18 @@ class Session(_Handle):
         p.entropy_threshold = none_is_nan(entropy_threshold)
         p.audio_ctx = audio_ctx
         p.chunk_length = chunk_length or 0
+        p.prompt_reset_on_temperature = prompt_reset_on_temperature
+        p.prefix = _c(prefix)
+        p.suppress_blank = int(suppress_blank)
+        p.max_initial_timestamp = max_initial_timestamp
+        p.max_new_tokens = max_new_tokens or 0
+        p.hallucination_silence_threshold = none_is_nan(hallucination_silence_threshold)
+        p.prepend_punctuations = _c(prepend_punctuations)
+        p.append_punctuations = _c(append_punctuations)
+        ids = [int(t) for t in suppress_tokens or []]
+        keep_ids = (ctypes.c_int * max(1, len(ids)))(*ids)
+        p.suppress_tokens = ctypes.cast(keep_ids, ctypes.POINTER(ctypes.c_int))
+        p.n_suppress_tokens = len(ids)
         p.batch_size = batch_size
         clips = [float(t) for t in clip_timestamps or []]
         keep_clips = (ctypes.c_float * len(clips))(*clips)
@@ -690,7 +721,13 @@ class WhisperModel:
                    no_repeat_ngram_size: int = 0, multilingual: bool = False,
                    language_detection_threshold: float = 0.5,
                    language_detection_segments: int = 1, chunk_length: Optional[int] = None,
-                   **kwargs):
+                   log_progress: bool = False, prompt_reset_on_temperature: float = 0.5,
+                   prefix: Optional[str] = None, suppress_blank: bool = True,
+                   suppress_tokens=(-1,), max_initial_timestamp: float = 1.0,
+                   prepend_punctuations: Optional[str] = None,
+                   append_punctuations: Optional[str] = None,
+                   max_new_tokens: Optional[int] = None,
+                   hallucination_silence_threshold: Optional[float] = None, **kwargs):
         """As faster-whisper's: returns `(segments, info)` at once, `segments` a generator
         that transcribes as it is read (each segment as soon as it is finished; closing it
         early stops the transcription). Options sotto does not take raise TypeError rather
@@ -729,8 +766,12 @@ class WhisperModel:
             clip_timestamps=clips, repetition_penalty=repetition_penalty,
             no_repeat_ngram_size=no_repeat_ngram_size,
             multilingual=multilingual and self.model.is_multilingual,
-            chunk_length=chunk_length)
-        return self._segments(samples, run), info
+            chunk_length=chunk_length, prompt_reset_on_temperature=prompt_reset_on_temperature,
+            prefix=prefix, suppress_blank=suppress_blank, suppress_tokens=suppress_tokens,
+            max_initial_timestamp=max_initial_timestamp, max_new_tokens=max_new_tokens,
+            hallucination_silence_threshold=hallucination_silence_threshold,
+            prepend_punctuations=prepend_punctuations, append_punctuations=append_punctuations)
+        return self._segments(samples, run, duration if log_progress else None), info
 
     def _speech(self, samples, options, language, clips=(), detection=(1, 0.5),
                 chunk_length=None):
@@ -766,8 +807,10 @@ class WhisperModel:
                     self._sessions.put(session)
         return stretches, len(speech) / 16000, language, probability
 
-    def _segments(self, samples, run):
-        """Transcribes on a thread of its own, handing each finished segment over."""
+    def _segments(self, samples, run, progress=None):
+        """Transcribes on a thread of its own, handing each finished segment over; with
+        `progress` (the audio's seconds), the share done so far on stderr, as
+        faster-whisper's `log_progress`."""
         import queue
         import threading
 
@@ -789,10 +832,16 @@ class WhisperModel:
             while True:
                 kind, value = handed.get()
                 if kind == "segment":
+                    if progress:
+                        done = min(100.0, 100.0 * value.end / progress)
+                        print(f"\rsotto: {done:5.1f}% of {progress:.1f} s", end="",
+                              file=sys.stderr, flush=True)
                     yield value
                 elif kind == "error":
                     raise value
                 else:
+                    if progress:
+                        print(f"\rsotto: 100.0% of {progress:.1f} s", file=sys.stderr)
                     return
         finally:
             stop.set()
@@ -841,7 +890,9 @@ class BatchedInferencePipeline:
                    no_repeat_ngram_size: int = 0, multilingual: bool = False,
                    language_detection_threshold: float = 0.5,
                    language_detection_segments: int = 1, chunk_length: Optional[int] = None,
-                   **kwargs):
+                   suppress_tokens=(-1,), prepend_punctuations: Optional[str] = None,
+                   append_punctuations: Optional[str] = None,
+                   max_new_tokens: Optional[int] = None, **kwargs):
         """As faster-whisper's: `(segments, info)`, `segments` a generator; `chunk_length`
         (seconds, default 30) caps the VAD's stretches and the chunks."""
         unknown = sorted(k for k in kwargs if k not in self._UNUSED)
@@ -884,5 +935,7 @@ class BatchedInferencePipeline:
             clip_timestamps=clips, repetition_penalty=repetition_penalty,
             no_repeat_ngram_size=no_repeat_ngram_size,
             multilingual=multilingual and self.model.model.is_multilingual,
-            chunk_length=chunk_length)
+            chunk_length=chunk_length, suppress_tokens=suppress_tokens,
+            prepend_punctuations=prepend_punctuations, append_punctuations=append_punctuations,
+            max_new_tokens=max_new_tokens)
         return self.model._segments(samples, run), info

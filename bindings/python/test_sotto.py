@@ -7,6 +7,8 @@
 crates/sotto-capi/tests/python.rs runs it as part of `cargo test`.
 """
 import array
+import contextlib
+import io
 import os
 import re
 import threading
@@ -277,9 +279,32 @@ class TestWhisperModel(unittest.TestCase):
             list(self.model.transcribe(AUDIO, repetition_penalty=0)[0])
 
 
+    def test_faster_whisper_decoding_options_reach_the_decoder(self):
+        run = lambda **o: list(self.model.transcribe(AUDIO, beam_size=1, **o)[0])  # noqa: E731
+        self.assertTrue(run(prefix="And so my")[0].text.startswith(" And so my"))
+        self.assertEqual(run(max_initial_timestamp=0.0)[0].start, 0.0)
+        self.assertEqual(normalise("".join(
+            s.text for s in run(suppress_tokens=[], suppress_blank=False,
+                                prompt_reset_on_temperature=0.1))), JFK)
+        self.assertLessEqual(len(run(max_new_tokens=3)[0].tokens), 4)
+        # Words are timed for the threshold, and reported only when asked, as faster-whisper.
+        timed = run(hallucination_silence_threshold=2.0)
+        self.assertEqual(normalise("".join(s.text for s in timed)), JFK)
+        self.assertFalse(any(s.words for s in timed))
+        # Beam 5 reads "And so, my ...": the comma a word of its own when not appended.
+        apart = [w.word.strip() for s in self.model.transcribe(
+            AUDIO, word_timestamps=True, append_punctuations="")[0] for w in s.words]
+        self.assertIn(",", apart)
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            run(log_progress=True)
+        self.assertIn("100.0% of 11.0 s", err.getvalue())
+        with self.assertRaisesRegex(sotto.SottoError, "max_initial_timestamp"):
+            run(max_initial_timestamp=-1.0)
+
     def test_what_sotto_does_not_take_is_refused(self):
-        with self.assertRaisesRegex(TypeError, "prompt_reset_on_temperature"):
-            self.model.transcribe(AUDIO, prompt_reset_on_temperature=0.4)
+        with self.assertRaisesRegex(TypeError, "made_up_option"):
+            self.model.transcribe(AUDIO, made_up_option=0.4)
         with self.assertRaisesRegex(ValueError, "temperature"):
             self.model.transcribe(AUDIO, temperature=[0.0, 0.5, 0.7])
         with self.assertRaisesRegex(sotto.SottoError, "patience"):

@@ -127,6 +127,24 @@ typedef struct sotto_params {
     int chunk_length;             /* seconds of audio per window, 1 to 30, zero-padded to
                                      30 s for the encoder (faster-whisper's chunk_length;
                                      batched, the longest chunk); default 0, 30 s */
+    /* faster-whisper's transcribe() options, with its defaults: */
+    float prompt_reset_on_temperature; /* a window kept at a temperature above this
+                                          carries no text to the next; default 0.5 */
+    int suppress_blank;           /* no blank or end token first; default 1 */
+    float max_initial_timestamp;  /* latest first timestamp of a window, s; default 1 */
+    int max_new_tokens;           /* most tokens decoded per window; default 0, no limit */
+    float hallucination_silence_threshold; /* with word timing (turned on), skip silences
+                                     longer than this before a likely hallucination, s;
+                                     default NaN, off */
+    const char *prefix;           /* text the first window's transcript begins with, or
+                                     NULL */
+    const char *prepend_punctuations; /* merged into the following word; NULL: the
+                                     default */
+    const char *append_punctuations;  /* merged into the previous word; NULL: the
+                                     default */
+    const int *suppress_tokens;   /* n_suppress_tokens ids never produced, -1 for the
+                                     non-speech symbols; NULL: the default, {-1} */
+    int n_suppress_tokens;
 } sotto_params;
 
 /* The library's version, e.g. "0.1.0". */

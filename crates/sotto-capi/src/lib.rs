@@ -219,6 +219,16 @@ pub struct SottoParams {
     pub entropy_threshold: f32,
     pub audio_ctx: c_int,
     pub chunk_length: c_int,
+    pub prompt_reset_on_temperature: f32,
+    pub suppress_blank: c_int,
+    pub max_initial_timestamp: f32,
+    pub max_new_tokens: c_int,
+    pub hallucination_silence_threshold: f32,
+    pub prefix: *const c_char,
+    pub prepend_punctuations: *const c_char,
+    pub append_punctuations: *const c_char,
+    pub suppress_tokens: *const c_int,
+    pub n_suppress_tokens: c_int,
 }
 
 /// `struct_size` of the first `sotto_params`, which ended at `user_data`.
@@ -415,6 +425,57 @@ impl SottoParams {
                 ))
             }
         };
+        if !self.prompt_reset_on_temperature.is_finite() {
+            return Err(format!(
+                "params.prompt_reset_on_temperature is {}; it must be a number",
+                self.prompt_reset_on_temperature
+            ));
+        }
+        opts.prompt_reset_on_temperature = f64::from(self.prompt_reset_on_temperature);
+        opts.suppress_blank = self.suppress_blank != 0;
+        let t = self.max_initial_timestamp;
+        if !(t.is_finite() && t >= 0.0) {
+            return Err(format!(
+                "params.max_initial_timestamp is {t}; it must be seconds >= 0"
+            ));
+        }
+        opts.max_initial_timestamp = f64::from(t);
+        opts.max_new_tokens = match usize::try_from(self.max_new_tokens) {
+            Ok(0) => None,
+            Ok(n) => Some(n),
+            Err(_) => {
+                return Err(format!(
+                    "params.max_new_tokens is {}; it must be >= 0 (0: no limit)",
+                    self.max_new_tokens
+                ))
+            }
+        };
+        opts.hallucination_silence_threshold = threshold(
+            self.hallucination_silence_threshold,
+            "hallucination_silence_threshold",
+        )?;
+        // SAFETY: string fields as this function's contract says.
+        opts.prefix = unsafe { text(self.prefix, "params.prefix") }?
+            .filter(|p| !p.is_empty())
+            .map(str::to_string);
+        // SAFETY: as above.
+        if let Some(p) = unsafe { text(self.prepend_punctuations, "params.prepend_punctuations") }?
+        {
+            opts.prepend_punctuations = p.to_string();
+        }
+        // SAFETY: as above.
+        if let Some(p) = unsafe { text(self.append_punctuations, "params.append_punctuations") }? {
+            opts.append_punctuations = p.to_string();
+        }
+        if !self.suppress_tokens.is_null() {
+            let n = usize::try_from(self.n_suppress_tokens)
+                .ok()
+                .filter(|&n| n <= 1 << 20)
+                .ok_or_else(|| format!("params.n_suppress_tokens is {}", self.n_suppress_tokens))?;
+            // SAFETY: non-NULL, n ints by sotto.h's contract, n checked above.
+            let ids = unsafe { std::slice::from_raw_parts(self.suppress_tokens, n) };
+            opts.suppress_tokens = ids.iter().map(|&t| i64::from(t)).collect();
+        }
         opts.repetition_penalty = positive(self.repetition_penalty, "repetition_penalty")?;
         opts.no_repeat_ngram_size = usize::try_from(self.no_repeat_ngram_size).map_err(|_| {
             format!(
@@ -499,6 +560,16 @@ pub extern "C" fn sotto_default_params() -> SottoParams {
         entropy_threshold: threshold_c(d.entropy_threshold),
         audio_ctx: 0,
         chunk_length: 0,
+        prompt_reset_on_temperature: d.prompt_reset_on_temperature as f32,
+        suppress_blank: c_int::from(d.suppress_blank),
+        max_initial_timestamp: d.max_initial_timestamp as f32,
+        max_new_tokens: 0,
+        hallucination_silence_threshold: threshold_c(d.hallucination_silence_threshold),
+        prefix: ptr::null(),
+        prepend_punctuations: ptr::null(),
+        append_punctuations: ptr::null(),
+        suppress_tokens: ptr::null(),
+        n_suppress_tokens: 0,
     }
 }
 

@@ -783,6 +783,33 @@ fn max_context_and_seed_and_the_sixth_struct() {
         p.chunk_length = 15;
         assert_eq!(normalise(&text(&p).unwrap()), JFK);
         p.chunk_length = 0;
+        // faster-whisper's remaining transcribe() options: defaults as its, bad values named.
+        assert_eq!((p.suppress_blank, p.max_new_tokens), (1, 0));
+        assert_eq!(
+            (p.prompt_reset_on_temperature, p.max_initial_timestamp),
+            (0.5, 1.0)
+        );
+        assert!(p.hallucination_silence_threshold.is_nan() && p.suppress_tokens.is_null());
+        let none: [c_int; 0] = [];
+        p.suppress_tokens = none.as_ptr();
+        p.prefix = c"And so my".as_ptr();
+        p.hallucination_silence_threshold = 2.0;
+        let t = text(&p).unwrap();
+        assert!(t.starts_with("And so my"), "{t}");
+        assert_eq!(normalise(&t), JFK);
+        p.n_suppress_tokens = -1;
+        assert!(text(&p).unwrap_err().contains("n_suppress_tokens"));
+        p.n_suppress_tokens = 0;
+        p.max_initial_timestamp = f32::NAN;
+        assert!(text(&p).unwrap_err().contains("max_initial_timestamp"));
+        p.max_new_tokens = -2;
+        p.max_initial_timestamp = 1.0;
+        assert!(text(&p).unwrap_err().contains("max_new_tokens"));
+        p = SottoParams {
+            initial_prompt: p.initial_prompt,
+            ..sotto_default_params()
+        };
+        p.beam_size = 1;
         p.max_context = -5;
         p.struct_size = v6_size;
         assert_eq!(normalise(&text(&p).unwrap()), JFK);
