@@ -405,26 +405,8 @@ impl SottoParams {
         };
         opts.seed = self.seed;
         opts.entropy_threshold = threshold(self.entropy_threshold, "entropy_threshold")?;
-        opts.audio_ctx = match usize::try_from(self.audio_ctx) {
-            Ok(0) => None,
-            Ok(n) => Some(n),
-            Err(_) => {
-                return Err(format!(
-                    "params.audio_ctx is {}; it must be >= 0 (0: whole windows)",
-                    self.audio_ctx
-                ))
-            }
-        };
-        opts.chunk_length = match usize::try_from(self.chunk_length) {
-            Ok(0) => None,
-            Ok(s) => Some(s),
-            Err(_) => {
-                return Err(format!(
-                    "params.chunk_length is {}; it must be from 1 to 30 s, or 0 for 30",
-                    self.chunk_length
-                ))
-            }
-        };
+        opts.audio_ctx = zero_is_none(self.audio_ctx, "audio_ctx", "whole windows")?;
+        opts.chunk_length = zero_is_none(self.chunk_length, "chunk_length", "30 s")?;
         if !self.prompt_reset_on_temperature.is_finite() {
             return Err(format!(
                 "params.prompt_reset_on_temperature is {}; it must be a number",
@@ -440,16 +422,7 @@ impl SottoParams {
             ));
         }
         opts.max_initial_timestamp = f64::from(t);
-        opts.max_new_tokens = match usize::try_from(self.max_new_tokens) {
-            Ok(0) => None,
-            Ok(n) => Some(n),
-            Err(_) => {
-                return Err(format!(
-                    "params.max_new_tokens is {}; it must be >= 0 (0: no limit)",
-                    self.max_new_tokens
-                ))
-            }
-        };
+        opts.max_new_tokens = zero_is_none(self.max_new_tokens, "max_new_tokens", "no limit")?;
         opts.hallucination_silence_threshold = threshold(
             self.hallucination_silence_threshold,
             "hallucination_silence_threshold",
@@ -570,6 +543,16 @@ pub extern "C" fn sotto_default_params() -> SottoParams {
         append_punctuations: ptr::null(),
         suppress_tokens: ptr::null(),
         n_suppress_tokens: 0,
+    }
+}
+
+/// A count where 0 means the default (`zero`, named in the error): None for 0, an error
+/// naming `params.{what}` for a negative value.
+fn zero_is_none(n: c_int, what: &str, zero: &str) -> Result<Option<usize>, String> {
+    match usize::try_from(n) {
+        Ok(0) => Ok(None),
+        Ok(n) => Ok(Some(n)),
+        Err(_) => Err(format!("params.{what} is {n}; it must be >= 0 (0: {zero})")),
     }
 }
 

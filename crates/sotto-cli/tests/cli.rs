@@ -860,9 +860,11 @@ fn stream_transcribes_raw_pcm_as_it_comes() {
     let samples = sotto::audio::load_16k_mono(jfk().to_str().unwrap()).unwrap();
     let s16 = common::s16le(&samples);
     let f32le: Vec<u8> = samples.iter().flat_map(|x| x.to_le_bytes()).collect();
-    let run = |pcm: &str, bytes: Vec<u8>| {
+    let run = |pcm: &str, bytes: Vec<u8>, more: &[&str]| {
         let out = sotto()
-            .args(["stream", "-t", "2", "--timestamps", "--pcm", pcm, "-m"])
+            .args(["stream", "-t", "2", "--timestamps", "--pcm", pcm])
+            .args(more)
+            .arg("-m")
             .arg(&model)
             .write_stdin(bytes)
             .assert()
@@ -875,7 +877,7 @@ fn stream_transcribes_raw_pcm_as_it_comes() {
     // 11 s in steps of 3 s, a line per 10 s window's two steps: two finished lines, the
     // second window starting 0.2 s before the first ends; together the sample's words (a
     // word may be cut where the windows meet).
-    let out = run("s16le", s16);
+    let out = run("s16le", s16, &[]);
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 2, "{out}");
     assert!(lines[0].starts_with("[0.00 --> 6.00]"), "{out}");
@@ -886,28 +888,9 @@ fn stream_transcribes_raw_pcm_as_it_comes() {
         text.ends_with("ask what you can do for your country"),
         "{out}"
     );
-    assert_eq!(run("f32le", f32le.clone()), out);
+    assert_eq!(run("f32le", f32le.clone(), &[]), out);
     // 10 s windows from a shorter encoder context: the same lines and times.
-    let short = sotto()
-        .args([
-            "stream",
-            "-t",
-            "2",
-            "--timestamps",
-            "--pcm",
-            "f32le",
-            "--audio-ctx",
-            "500",
-        ])
-        .arg("-m")
-        .arg(&model)
-        .write_stdin(f32le)
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let short = String::from_utf8(short).unwrap();
+    let short = run("f32le", f32le, &["--audio-ctx", "500"]);
     let starts: Vec<_> = short
         .lines()
         .map(|l| &l[..l.find(']').unwrap_or(0)])
