@@ -162,7 +162,9 @@ pub fn decode_bytes_16k_mono(name: &str, bytes: Vec<u8>) -> Result<Vec<f32>> {
         .map_err(|e| e.with_input(name))
 }
 
-/// Symphonia parsers are not proven panic-free on hostile bytes; a panic there becomes an error.
+/// Symphonia parsers are not proven panic-free on hostile bytes (a WAV header declaring a
+/// 0 Hz rate trips an assertion in symphonia 0.5): a panic there becomes an error that
+/// quotes it, and prints nothing on its own, as no other bad input does.
 fn decode_source(
     src: Box<dyn MediaSource>,
     name: &str,
@@ -170,11 +172,67 @@ fn decode_source(
     max_seconds: f64,
     keep_stereo: bool,
 ) -> Result<Audio> {
+    quiet_panics::install();
+    let _quiet = quiet_panics::Scope::enter();
     match catch_unwind(AssertUnwindSafe(|| {
         decode_inner(src, name, hint, max_seconds, keep_stereo)
     })) {
         Ok(result) => result,
-        Err(_) => Err(corrupt(name, "the decoder failed on malformed data")),
+        Err(payload) => {
+            let why = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .map(|s| s.lines().next().unwrap_or_default().to_string())
+                .filter(|s| !s.is_empty());
+            Err(corrupt(
+                name,
+                match why {
+                    Some(why) => format!("the decoder failed on malformed data ({why})"),
+                    None => "the decoder failed on malformed data".to_string(),
+                },
+            ))
+        }
+    }
+}
+
+/// A process-wide panic hook, installed once and chained to the one before it, that stays
+/// silent for panics on a thread inside [`decode_source`] (caught there and reported as an
+/// error) and hands every other panic to the previous hook.
+mod quiet_panics {
+    use std::cell::Cell;
+    use std::sync::Once;
+
+    thread_local! {
+        static DEPTH: Cell<u32> = const { Cell::new(0) };
+    }
+
+    pub(super) fn install() {
+        static ONCE: Once = Once::new();
+        ONCE.call_once(|| {
+            let previous = std::panic::take_hook();
+            std::panic::set_hook(Box::new(move |info| {
+                if DEPTH.with(Cell::get) == 0 {
+                    previous(info);
+                }
+            }));
+        });
+    }
+
+    /// This thread is decoding while the scope lives.
+    pub(super) struct Scope;
+
+    impl Scope {
+        pub(super) fn enter() -> Scope {
+            DEPTH.with(|d| d.set(d.get() + 1));
+            Scope
+        }
+    }
+
+    impl Drop for Scope {
+        fn drop(&mut self) {
+            DEPTH.with(|d| d.set(d.get() - 1));
+        }
     }
 }
 

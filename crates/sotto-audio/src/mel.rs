@@ -113,7 +113,7 @@ pub fn log_mel_spectrogram(samples: &[f32], n_mels: usize, padding: usize) -> Me
 
     let max = by_frame
         .par_iter()
-        .map(|&v| v.max(1e-10).log10())
+        .map(|&v| log10_clamped(v))
         .reduce(|| f32::NEG_INFINITY, f32::max);
     let floor = max - 8.0;
     let mut data = vec![0f32; n_mels * n_frames];
@@ -121,7 +121,7 @@ pub fn log_mel_spectrogram(samples: &[f32], n_mels: usize, padding: usize) -> Me
         .enumerate()
         .for_each(|(m, row)| {
             for (t, v) in row.iter_mut().enumerate() {
-                let x = by_frame[t * n_mels + m].max(1e-10).log10().max(floor);
+                let x = log10_clamped(by_frame[t * n_mels + m]).max(floor);
                 *v = (x + 4.0) / 4.0;
             }
         });
@@ -129,6 +129,17 @@ pub fn log_mel_spectrogram(samples: &[f32], n_mels: usize, padding: usize) -> Me
         n_mels,
         n_frames,
         data,
+    }
+}
+
+/// `log10(max(v, 1e-10))`, kept finite: a power past f32's range (samples far beyond ±1
+/// in a float file) counts as the largest f32, and NaN (an FFT of such samples) as silence,
+/// so the model never sees a non-finite input.
+fn log10_clamped(v: f32) -> f32 {
+    if v >= 1e-10 {
+        v.min(f32::MAX).log10()
+    } else {
+        1e-10f32.log10()
     }
 }
 
@@ -294,6 +305,16 @@ mod tests {
         let mel = log_mel_spectrogram(&[0.0; 1600], 80, 160);
         // log10(1e-10) = -10, max is -10, so every value is (-10 + 4) / 4.
         assert!(mel.data.iter().all(|&v| v == -1.5), "{:?}", &mel.data[..4]);
+    }
+
+    #[test]
+    fn samples_far_past_full_scale_give_a_finite_mel() {
+        // Powers overflow f32 at 1e30; at 3e38 the FFT's sums do too (inf − inf = NaN).
+        for amp in [1e30f32, 3e38] {
+            let x: Vec<f32> = (0..16000).map(|i| amp * (i as f32 * 0.17).sin()).collect();
+            let mel = log_mel_spectrogram(&x, 80, 160);
+            assert!(mel.data.iter().all(|v| v.is_finite()), "amplitude {amp}");
+        }
     }
 
     #[test]

@@ -246,6 +246,19 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
         .to_string();
     assert!(e.starts_with("cut.wav: ") && !e.contains('\n'), "{e}");
 
+    // A header declaring 0 Hz panics inside symphonia 0.5: caught, quoted, one line.
+    let mut wav = std::fs::read(fixture("tones.wav")).unwrap();
+    assert_eq!(&wav[12..16], b"fmt ");
+    wav[24..28].copy_from_slice(&0u32.to_le_bytes());
+    let e = decode_bytes("rate0.wav", wav, None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("rate0.wav: corrupt audio data: the decoder failed on malformed data (")
+            && !e.contains('\n'),
+        "{e}"
+    );
+
     let e = load_16k_mono(missing.to_str().unwrap())
         .unwrap_err()
         .to_string();

@@ -325,7 +325,12 @@ fn detect_language(
             }
             Err(e) => {
                 let msg: Vec<String> = e.chain().map(|c| c.to_string()).collect();
-                eprintln!("error: {file}: {}", dedup_chain(&msg));
+                let msg = dedup_chain(&msg);
+                // Audio errors already begin with the file's name.
+                match msg.starts_with(&format!("{file}: ")) {
+                    true => eprintln!("error: {msg}"),
+                    false => eprintln!("error: {file}: {msg}"),
+                }
                 failed = true;
             }
         }

@@ -196,11 +196,40 @@ fn non_audio_and_empty_audio_are_one_line_errors() {
         "empty.wav",
     );
 
+    // A header declaring 0 Hz: symphonia panics inside; the user sees one line, no panic.
+    let mut rate0 = common::wav(&[0.1; 1600]);
+    rate0[24..28].copy_from_slice(&0u32.to_le_bytes());
+    let rate0_path = dir.path().join("rate0.wav");
+    std::fs::write(&rate0_path, rate0).unwrap();
+    assert_one_line_error(
+        sotto()
+            .args(["transcribe", "-m"])
+            .arg(&model)
+            .arg(&rate0_path),
+        "rate0.wav: corrupt audio data",
+    );
+
     let missing = dir.path().join("missing.wav");
     assert_one_line_error(
         sotto().args(["transcribe", "-m"]).arg(&model).arg(&missing),
         "missing.wav",
     );
+    // Named once, as transcribe names it.
+    let name = missing.display().to_string();
+    let out = sotto()
+        .args(["detect-language", "-m"])
+        .arg(&model)
+        .arg(&missing)
+        .assert()
+        .failure()
+        .get_output()
+        .clone();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        err.starts_with(&format!("error: {name}: cannot read")),
+        "{err}"
+    );
+    assert_eq!(err.matches(&name).count(), 1, "{err}");
 }
 
 #[test]
