@@ -141,6 +141,7 @@ def _load():
         "sotto_last_error": ([], c.c_char_p),
         "sotto_default_params": ([], _Params),
         "sotto_model_load": ([c.c_char_p, c.c_char_p], P),
+        "sotto_model_load_ex": ([c.c_char_p, c.c_char_p, c.c_char_p], P),
         "sotto_model_free": ([P], None),
         "sotto_model_is_multilingual": ([P], c.c_int),
         "sotto_model_device": ([P], c.c_char_p),
@@ -167,6 +168,8 @@ def _load():
                                   c.c_char_p),
         "sotto_detect_language_ex": ([P, c.POINTER(c.c_float), c.c_size_t, c.c_int, c.c_float,
                                       c.POINTER(c.c_float)], c.c_char_p),
+        "sotto_transcribe_language": ([P, c.POINTER(c.c_float), c.c_size_t, c.POINTER(_Params),
+                                       c.POINTER(c.c_float)], c.c_char_p),
         "sotto_bench": ([P, c.c_int, c.POINTER(_Bench)], c.c_int),
         "sotto_system_info": ([], c.c_char_p),
         "sotto_transcript_free": ([P], None),
@@ -390,10 +393,14 @@ def _shared_vad() -> Vad:
 class Model(_Handle):
     """A Whisper model, loaded once: a name (tiny.en, base, ...) or a path to a CTranslate2
     or Hugging Face folder or a whisper.cpp ggml .bin. `device` is "cpu", "cuda", "cuda:N"
-    or "auto"."""
+    or "auto". `encoder_precision` is the encoder's arithmetic on the CPU, as `sotto
+    transcribe --encoder-precision` takes it: "auto", "f32" (the reference path), "bf16",
+    "bf16-fast", "int8" or "int16" (a level this CPU cannot run raises SottoError); on a
+    GPU "f32" runs the whole model in f32 and anything else f16."""
 
-    def __init__(self, name_or_path, device: str = "auto"):
-        self._h = _lib.sotto_model_load(os.fsencode(name_or_path), device.encode())
+    def __init__(self, name_or_path, device: str = "auto", encoder_precision: str = "auto"):
+        self._h = _lib.sotto_model_load_ex(os.fsencode(name_or_path), device.encode(),
+                                           encoder_precision.encode())
         if not self._h:
             _fail()
 
@@ -592,6 +599,34 @@ class Session(_Handle):
             _fail()
         return code.decode(), prob.value
 
+    def transcribe_language(self, audio, chunk_length: Optional[int] = None,
+                            audio_ctx: int = 0, clip_timestamps=None,
+                            language_detection_segments: int = 1,
+                            language_detection_threshold: float = 0.5):
+        """The language `transcribe` with these options decodes in, without transcribing:
+        (code, probability), detected from the same windows as transcribing detects it
+        (from the first clip's start, `chunk_length` seconds or `audio_ctx` positions long,
+        the log-mel scaled over the whole audio, as faster-whisper's `transcribe()`).
+        English-only models give ("en", 1.0)."""
+        self._check()
+        s = _Samples(_samples_of(audio))
+        p = _lib.sotto_default_params()
+        p.audio_ctx = audio_ctx
+        p.chunk_length = chunk_length or 0
+        p.language_detection_segments = language_detection_segments
+        p.language_detection_threshold = language_detection_threshold
+        clips = [float(t) for t in clip_timestamps or []]
+        keep_clips = (ctypes.c_float * len(clips))(*clips)
+        p.clip_timestamps = ctypes.cast(keep_clips, ctypes.POINTER(ctypes.c_float)) \
+            if clips else None
+        p.n_clip_timestamps = len(clips)
+        prob = ctypes.c_float()
+        code = _lib.sotto_transcribe_language(self._h, s.ptr, s.n, ctypes.byref(p),
+                                              ctypes.byref(prob))
+        if not code:
+            _fail()
+        return code.decode(), prob.value
+
     def bench(self, runs: int = 3) -> dict:
         """Milliseconds per encoder window, per decoder step (one sequence, and five beams)
         and per 256-token prompt: medians of `runs` after a warm-up."""
@@ -687,9 +722,17 @@ class WhisperModel:
 
     `model_size_or_path` is a name (tiny.en, base, ...; fetched on first use), a Hugging
     Face repo id or a path (CTranslate2 folder, transformers folder or whisper.cpp ggml
-    .bin). `device` is "auto", "cpu" or "cuda" (`device_index` picks the GPU). sotto picks
-    each layer's precision for the CPU it runs on, so `compute_type` is accepted and
-    unused. `num_workers` sessions let as many threads transcribe at once."""
+    .bin). `device` is "auto", "cpu" or "cuda" (`device_index` picks the GPU).
+    `compute_type` picks the encoder's arithmetic: "float32" the f32 reference path,
+    "bfloat16" bf16, the "int8" types int8, "int16" int16, "default", "auto" and "float16"
+    what sotto picks for the file and CPU (the decoder keeps its own); a type this CPU
+    cannot run falls back to that, with a warning, as CTranslate2 falls back.
+    `num_workers` sessions let as many threads transcribe at once."""
+
+    # faster-whisper's (CTranslate2's) compute types, as sotto's encoder precisions.
+    _PRECISION = {"default": "auto", "auto": "auto", "float16": "auto", "float32": "f32",
+                  "bfloat16": "bf16", "int8": "int8", "int8_float32": "int8",
+                  "int8_float16": "int8", "int8_bfloat16": "int8", "int16": "int16"}
 
     def __init__(self, model_size_or_path, device: str = "auto", device_index=0,
                  compute_type: str = "default", cpu_threads: int = 0, num_workers: int = 1,
@@ -701,7 +744,19 @@ class WhisperModel:
             device = f"cuda:{index}"
         if download_root is not None:
             os.environ["SOTTO_CACHE_DIR"] = os.fspath(download_root)
-        self.model = Model(model_size_or_path, device=device)
+        if compute_type not in self._PRECISION:
+            raise ValueError(f"compute_type {compute_type!r} is not one of "
+                             f"{', '.join(self._PRECISION)}")
+        precision = self._PRECISION[compute_type]
+        try:
+            self.model = Model(model_size_or_path, device=device, encoder_precision=precision)
+        except SottoError as e:
+            if "lacks" not in str(e):
+                raise
+            import warnings
+            warnings.warn(f"compute_type {compute_type}: {e}; using what sotto picks",
+                          stacklevel=2)
+            self.model = Model(model_size_or_path, device=device)
         import queue
         self._sessions = queue.Queue()
         for _ in range(max(1, num_workers)):
@@ -744,7 +799,8 @@ class WhisperModel:
         options = _vad_options(vad_parameters, None) if vad_filter and not clips else None
         stretches, after_vad, language, probability = self._speech(
             samples, options, language, clips,
-            (language_detection_segments, language_detection_threshold), chunk_length)
+            (language_detection_segments, language_detection_threshold),
+            dict(chunk_length=chunk_length))
         info = TranscriptionInfo(
             language=language, language_probability=probability, duration=duration,
             duration_after_vad=after_vad,
@@ -774,12 +830,15 @@ class WhisperModel:
         return self._segments(samples, run, duration if log_progress else None), info
 
     def _speech(self, samples, options, language, clips=(), detection=(1, 0.5),
-                chunk_length=None):
+                sequential=None):
         """The stretches of speech the VAD finds with `options` (None: no VAD, all of it, or
-        the `clips`), their seconds, and the language with its probability: as given, or, as
-        faster-whisper decides it before the first segment, from the first 30 s of speech
-        (`detection`: up to that many windows, until one passes that threshold; windows of
-        `chunk_length` seconds when given, as its sequential mode reads them)."""
+        the `clips`), their seconds, and the language with its probability: as given, or
+        detected as faster-whisper does before the first segment (`detection`: up to that
+        many windows, until one passes that threshold). `sequential` (`chunk_length` for
+        `Session.transcribe_language`) is `WhisperModel.transcribe`'s: the windows its
+        transcription reads (from the first clip's start, over all the speech's log-mel), as
+        faster-whisper's `transcribe()` detects; else the batched pipeline's, faster-whisper's
+        `detect_language(audio)` over the first windows' speech."""
         stretches, speech, pieces = None, samples, None
         if options is not None:
             pieces = stretches = _shared_vad().speech(samples, options)
@@ -798,11 +857,15 @@ class WhisperModel:
             else:
                 session = self._sessions.get()
                 try:
-                    if chunk_length and chunk_length < 30:
-                        language, probability = _detect_in_windows(
-                            session, speech, chunk_length * 16000, *detection)
-                    else:
+                    if sequential is None:
                         language, probability = session.detect_language(speech, *detection)
+                    else:
+                        # Clips read the whole audio, as transcribing them does.
+                        language, probability = session.transcribe_language(
+                            samples if clips else speech,
+                            clip_timestamps=clips or None,
+                            language_detection_segments=detection[0],
+                            language_detection_threshold=detection[1], **sequential)
                 finally:
                     self._sessions.put(session)
         return stretches, len(speech) / 16000, language, probability
@@ -845,20 +908,6 @@ class WhisperModel:
                     return
         finally:
             stop.set()
-
-
-def _detect_in_windows(session, speech, window, segments, threshold):
-    """faster-whisper's language detection over windows of `window` samples: the first
-    whose likeliest language is above `threshold`, else the most frequent (the first on a
-    tie) with its best probability."""
-    votes = {}
-    for i in range(max(1, min(segments, -(-len(speech) // window)))):
-        code, p = session.detect_language(speech[i * window:(i + 1) * window])
-        if p > threshold:
-            return code, p
-        votes.setdefault(code, []).append(p)
-    code = max(votes, key=lambda c: len(votes[c]))
-    return code, max(votes[code])
 
 
 class BatchedInferencePipeline:

@@ -20,6 +20,10 @@ MODEL = os.environ.get("SOTTO_TEST_MODEL", "tiny.en")
 AUDIO = os.environ.get("SOTTO_TEST_AUDIO", os.path.join(os.path.dirname(__file__), "..", "..",
                                                          "samples", "jfk.wav"))
 VAD = os.environ.get("SOTTO_TEST_VAD")  # None: the cached VAD, fetched on first use
+# A multilingual model and the shared clips folder, for detection checked against
+# faster-whisper's own numbers; the tests that need them skip, saying so, without.
+BASE = os.environ.get("SOTTO_TEST_BASE")
+CLIPS = os.environ.get("SOTTO_TEST_CLIPS")
 JFK = ("and so my fellow americans ask not what your country can do for you "
        "ask what you can do for your country")
 
@@ -204,6 +208,15 @@ class TestWhisperModel(unittest.TestCase):
             no_speech_threshold=None, condition_on_previous_text=False, patience=2.0)
         self.assertEqual(normalise("".join(s.text for s in segments)), JFK)
 
+    def test_compute_type_picks_the_encoder_precision(self):
+        with self.assertRaisesRegex(ValueError, "compute_type 'float64'"):
+            sotto.WhisperModel(MODEL, device="cpu", compute_type="float64")
+        with self.assertRaisesRegex(sotto.SottoError, "expected auto, int8"):
+            sotto.Model(MODEL, device="cpu", encoder_precision="int4")
+        f32 = sotto.WhisperModel(MODEL, device="cpu", cpu_threads=2, compute_type="float32")
+        segments, _ = f32.transcribe(AUDIO, beam_size=1)
+        self.assertEqual(normalise("".join(s.text for s in segments)), JFK)
+
     def test_speech_only_reports_the_duration_after_vad(self):
         jfk = sotto.load_audio(AUDIO)
         audio = array.array("f", bytes(4 * 16000 * 5)) + jfk
@@ -311,6 +324,40 @@ class TestWhisperModel(unittest.TestCase):
             list(self.model.transcribe(AUDIO, patience=0)[0])
         with self.assertRaisesRegex(TypeError, "flash_attention"):
             sotto.WhisperModel(MODEL, flash_attention=True)
+
+
+@unittest.skipUnless(BASE and CLIPS, "needs SOTTO_TEST_BASE (a multilingual model) and "
+                     "SOTTO_TEST_CLIPS (the shared clips folder)")
+class TestMultilingual(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        # The f32 reference encoder, as the goldens were made (faster-whisper's float32).
+        cls.model = sotto.WhisperModel(BASE, device="cpu", cpu_threads=2,
+                                       compute_type="float32")
+
+    def clip(self, name, seconds):
+        a = sotto.load_audio(os.path.join(CLIPS, "real", name))
+        return a + array.array("f", bytes(4 * max(0, round(seconds * 16000) - len(a))))
+
+    def test_detection_reads_the_windows_faster_whisper_transcribe_reads(self):
+        # tests/golden/fw_options.json: faster-whisper 1.2.1 on Spanish then French, 20 s
+        # windows, neither likelier than the threshold: Spanish by the first vote.
+        audio = self.clip("cheetah_es.wav", 20) + self.clip("cheetah_fr.wav", 20)
+        opts = dict(chunk_length=20, language_detection_threshold=1.01,
+                    language_detection_segments=2, beam_size=1)
+        segments, info = self.model.transcribe(audio, **opts)
+        self.assertEqual(info.language, "es")
+        self.assertAlmostEqual(info.language_probability, 0.4381, delta=2e-3)
+        first = next(segments)
+        segments.close()
+        self.assertEqual(first.tokens[0], 50364)  # the first timestamp, after the prompt
+        session = self.model.model.session(threads=2)
+        self.assertEqual(session.transcribe_language(audio, chunk_length=20,
+                                                     language_detection_threshold=1.01,
+                                                     language_detection_segments=2)[0], "es")
+        # With no options, the language transcribing picks.
+        self.assertEqual(session.transcribe_language(audio)[0],
+                         session.transcribe(audio, beam_size=1).language)
 
 
 class TestVad(unittest.TestCase):

@@ -160,6 +160,11 @@ sotto_params sotto_default_params(void);
  * path to a CTranslate2 folder or whisper.cpp ggml .bin. device: "cpu", "cuda", "cuda:N",
  * "auto" or NULL (auto). */
 sotto_model *sotto_model_load(const char *name_or_path, const char *device);
+/* sotto_model_load with the encoder's arithmetic on the CPU, as `sotto transcribe
+ * --encoder-precision` takes it: "auto" or NULL, "f32" (the reference path), "bf16",
+ * "bf16-fast", "int8", "int16"; a level this CPU cannot run is an error. */
+sotto_model *sotto_model_load_ex(const char *name_or_path, const char *device,
+                                 const char *encoder_precision);
 void sotto_model_free(sotto_model *model);
 /* 1 if the model knows languages other than English, 0 if not, -1 on a NULL model. */
 int sotto_model_is_multilingual(const sotto_model *model);
@@ -205,6 +210,16 @@ const char *sotto_detect_language(sotto_session *session, const float *samples,
 const char *sotto_detect_language_ex(sotto_session *session, const float *samples,
                                      size_t n_samples, int segments, float threshold,
                                      float *probability);
+/* The language sotto_transcribe with `params` would decode in, without transcribing:
+ * params->language when set (probability 1), else detected as transcribing detects it (from
+ * the first clip's start, over chunk_length or audio_ctx windows, up to
+ * language_detection_segments of them, the log-mel scaled over all the samples). A static
+ * code, its probability in *probability when that is not NULL; "en" for English-only
+ * models. For callers that name the language before the segments come, as faster-whisper's
+ * transcribe() does. */
+const char *sotto_transcribe_language(sotto_session *session, const float *samples,
+                                      size_t n_samples, const sotto_params *params,
+                                      float *probability);
 
 /* Voice activity detection (Silero VAD v6). A VAD may be shared by threads and passed in
  * sotto_params.vad to any session. */

@@ -570,9 +570,31 @@ pub unsafe extern "C" fn sotto_model_load(
     name_or_path: *const c_char,
     device: *const c_char,
 ) -> *mut SottoModel {
+    // SAFETY: the same contract, and NULL for the precision.
+    unsafe { sotto_model_load_ex(name_or_path, device, ptr::null()) }
+}
+
+/// [`sotto_model_load`] with the encoder's arithmetic on the CPU: `encoder_precision` as
+/// `sotto transcribe --encoder-precision` takes it ("auto" or NULL, "f32", "bf16",
+/// "bf16-fast", "int8", "int16"; a level this CPU cannot run is an error).
+///
+/// # Safety
+/// `name_or_path`, `device` and `encoder_precision` are NULL or NUL-terminated strings.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_model_load_ex(
+    name_or_path: *const c_char,
+    device: *const c_char,
+    encoder_precision: *const c_char,
+) -> *mut SottoModel {
     guard(ptr::null_mut(), || {
         // SAFETY: the arguments are as this function's contract says.
         let name = unsafe { text(name_or_path, "name_or_path") }?.ok_or("name_or_path is NULL")?;
+        // SAFETY: as above.
+        let precision = unsafe { text(encoder_precision, "encoder_precision") }?;
+        let encoder: sotto::EncoderPrecision = precision
+            .unwrap_or("auto")
+            .parse()
+            .map_err(|e| format!("encoder_precision {e}"))?;
         // SAFETY: as above.
         let device = unsafe { text(device, "device") }?.unwrap_or("auto");
         let device: sotto::Device = device.parse().map_err(|e: sotto::Error| e.to_string())?;
@@ -586,7 +608,10 @@ pub unsafe extern "C" fn sotto_model_load(
             &sotto::hub::Hub::from_env(),
             &mut sotto::hub::NoProgress,
             device,
-            sotto::LoadOptions::default(),
+            sotto::LoadOptions {
+                encoder,
+                ..Default::default()
+            },
         )
         .map_err(|e| e.to_string())?;
         let device = c_string(&model.device().to_string());
@@ -1341,13 +1366,55 @@ pub unsafe extern "C" fn sotto_detect_language_ex(
         if let Some(p) = unsafe { probability.as_mut() } {
             *p = d.probability as f32;
         }
-        let code = sotto::LANGUAGES
-            .iter()
-            .position(|&c| c == d.language)
-            .map(|i| LANGUAGE_CODES_C[i])
-            .ok_or_else(|| format!("unknown language {}", d.language))?;
-        Ok(code.as_ptr().cast())
+        static_language_code(d.language)
     })
+}
+
+/// The language [`sotto_transcribe`] with `params` would decode `samples` in, without
+/// transcribing: `params.language` when set (probability 1), else detected as transcribing
+/// detects it (from the first clip's start, over `chunk_length` or `audio_ctx` windows,
+/// `language_detection_segments` of them, the log-mel scaled over all the samples). A static
+/// code, its probability in `*probability` when that is not NULL; "en" for English-only
+/// models. For a caller that must name the language before the segments come, as
+/// faster-whisper's `transcribe()` does.
+///
+/// # Safety
+/// As [`sotto_transcribe`]; `probability` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_transcribe_language(
+    session: *mut SottoSession,
+    samples: *const f32,
+    n_samples: usize,
+    params: *const SottoParams,
+    probability: *mut f32,
+) -> *const c_char {
+    guard(ptr::null(), || {
+        // SAFETY: as this function's contract says.
+        let s = unsafe { handle_mut(session, "session") }?;
+        // SAFETY: as above.
+        let samples = unsafe { sample_slice(samples, n_samples) }?;
+        // SAFETY: as above.
+        let p = unsafe { SottoParams::read(params) }?;
+        // SAFETY: the params' strings are valid for the call.
+        let opts = unsafe { p.options() }?;
+        let (language, prob) = (s.0)
+            .transcribe_language(samples, &opts)
+            .map_err(|e| e.to_string())?;
+        // SAFETY: NULL or writable, by this function's contract.
+        if let Some(out) = unsafe { probability.as_mut() } {
+            *out = prob as f32;
+        }
+        static_language_code(&language)
+    })
+}
+
+/// The static C string of a language code.
+fn static_language_code(language: &str) -> Result<*const c_char, String> {
+    sotto::LANGUAGES
+        .iter()
+        .position(|&c| c == language)
+        .map(|i| LANGUAGE_CODES_C[i].as_ptr().cast())
+        .ok_or_else(|| format!("unknown language {language}"))
 }
 
 /// [`sotto::LANGUAGES`], NUL-terminated for C.

@@ -177,6 +177,24 @@ fn transcribes_through_the_c_interface() {
             .unwrap()
             .starts_with("sotto "));
 
+        // The language transcribing would use, without transcribing: English-only, "en".
+        let mut params = sotto_default_params();
+        let mut p = 0f32;
+        let code =
+            sotto_transcribe_language(session, samples.as_ptr(), samples.len(), &params, &mut p);
+        assert_eq!(string(code).as_deref(), Some("en"));
+        assert_eq!(p, 1.0);
+        params.chunk_length = 31;
+        assert!(sotto_transcribe_language(
+            session,
+            samples.as_ptr(),
+            samples.len(),
+            &params,
+            &mut p
+        )
+        .is_null());
+        assert!(last_error().contains("chunk_length"), "{}", last_error());
+
         // English-only: no language detection, no German.
         let mut p = 0f32;
         assert!(sotto_detect_language(session, samples.as_ptr(), samples.len(), &mut p).is_null());
@@ -232,6 +250,10 @@ fn bad_arguments_are_errors() {
         assert!(last_error().contains("unknown model"), "{}", last_error());
         assert!(sotto_model_load(c"tiny.en".as_ptr(), c"tpu".as_ptr()).is_null());
         assert!(last_error().contains("unknown device"), "{}", last_error());
+        let bad = sotto_model_load_ex(c"tiny.en".as_ptr(), c"cpu".as_ptr(), c"int4".as_ptr());
+        assert!(bad.is_null());
+        let e = last_error();
+        assert!(e.contains("encoder_precision int4: expected auto"), "{e}");
         assert_eq!(sotto_model_is_multilingual(ptr::null()), -1);
         assert!(sotto_model_device(ptr::null()).is_null());
         assert!(sotto_model_device_note(ptr::null()).is_null());
@@ -636,13 +658,18 @@ fn the_python_binding_passes_its_tests() {
         return;
     }
     let root = sotto_testdata::workspace_root();
-    let run = Command::new(&python)
+    let mut run = Command::new(&python);
+    if let Some(shared) = sotto_testdata::shared_dir() {
+        run.env("SOTTO_TEST_CLIPS", shared.join("data/clips"));
+    }
+    let run = run
         .args(["-m", "unittest", "-v", "test_sotto"])
         .current_dir(root.join("bindings/python"))
         .env("SOTTO_LIB", shared_library_dir().join(library_file()))
         .env("SOTTO_TEST_MODEL", sotto_testdata::model_dir("tiny.en"))
         .env("SOTTO_TEST_AUDIO", jfk())
         .env("SOTTO_TEST_VAD", sotto_testdata::vad_model())
+        .env("SOTTO_TEST_BASE", sotto_testdata::model_dir("base"))
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .output()
         .unwrap();

@@ -93,29 +93,9 @@ pub fn load_options(
     encoder_precision: &str,
     exact_logits: bool,
 ) -> anyhow::Result<sotto::LoadOptions> {
-    use sotto::EncoderPrecision as P;
-    let encoder = match encoder_precision {
-        "auto" => P::Auto,
-        "f32" => P::F32,
-        "bf16" | "bf16-fast" if !sotto::bf16_encoder_supported() => anyhow::bail!(
-            "--encoder-precision {encoder_precision}: this CPU (or SOTTO_FORCE_ISA) lacks AVX-512 BF16 (use auto or f32)"
-        ),
-        "int8" if !sotto::int8_encoder_supported() => anyhow::bail!(
-            "--encoder-precision int8: this CPU (or SOTTO_FORCE_ISA) lacks AVX2 and AVX-512 VNNI (use auto or f32)"
-        ),
-        "int16" if !sotto::int16_encoder_supported() => {
-            anyhow::bail!(
-                "--encoder-precision int16: this CPU (or SOTTO_FORCE_ISA) lacks AVX2 (use auto or f32)"
-            )
-        }
-        "bf16" => P::Bf16,
-        "bf16-fast" => P::Bf16Fast,
-        "int8" => P::Int8,
-        "int16" => P::Int16,
-        other => anyhow::bail!(
-            "--encoder-precision {other}: expected auto, int8, int16, bf16, bf16-fast or f32"
-        ),
-    };
+    let encoder = encoder_precision
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--encoder-precision {e}"))?;
     Ok(sotto::LoadOptions {
         encoder,
         exact_logits,

@@ -52,7 +52,8 @@ pub use tokenizer::{
 };
 pub use transcribe::{
     detect_language, fallback_temperatures, regex_suppressed, suppressed_tokens, transcribe,
-    LanguageDetection, MelView, Segment, TranscribeOptions, Transcript, DEFAULT_SILENCE_FLOOR,
+    transcribe_language, LanguageDetection, MelView, Segment, TranscribeOptions, Transcript,
+    DEFAULT_SILENCE_FLOOR,
 };
 
 /// Errors of tokenizing and decoding. Messages name the input and the problem.

@@ -588,6 +588,32 @@ pub fn detect_language(
     detect_language_over(inf, tok, mel, 0, N_FRAMES, segments, threshold).map(|(d, _)| d)
 }
 
+/// The language [`transcribe`] with `opts` decodes in and its probability, without
+/// decoding: detected from the same mel windows (the first clip's, `chunk_length` or
+/// `audio_ctx` long, up to `language_detection_segments` of them) when `opts.language` is
+/// None, so a caller that must name the language before the segments come (faster-whisper's
+/// `transcribe`, which returns it with a generator) gets what transcribing would pick.
+pub fn transcribe_language(
+    inf: &mut dyn Inference,
+    tok: &Tokenizer,
+    mel: &MelView,
+    opts: &TranscribeOptions,
+) -> Result<(String, f64)> {
+    mel.check()?;
+    check_vocab(inf, tok)?;
+    opts.check_window_options()?;
+    check_detection(
+        opts.language_detection_segments,
+        opts.language_detection_threshold,
+    )?;
+    inf.set_audio_ctx(opts.audio_ctx)
+        .map_err(|e| DecodeError::InvalidOption {
+            name: "audio_ctx",
+            reason: e.to_string(),
+        })?;
+    resolve_language(inf, tok, mel, opts).map(|(language, p, _)| (language, p))
+}
+
 /// faster-whisper's `language_detection_segments` and `_threshold`, checked.
 fn check_detection(segments: usize, threshold: f64) -> Result<()> {
     let invalid = |name, reason: &str| {

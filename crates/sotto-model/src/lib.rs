@@ -145,6 +145,32 @@ pub enum EncoderPrecision {
     Int16,
 }
 
+impl std::str::FromStr for EncoderPrecision {
+    type Err = String;
+
+    /// `auto`, `f32`, `bf16`, `bf16-fast`, `int8` or `int16`; a level this kernel path
+    /// cannot run is an error naming what it lacks, not a silent f32 run.
+    fn from_str(name: &str) -> Result<Self, String> {
+        let lacks = |what: &str| {
+            format!("{name}: this CPU (or SOTTO_FORCE_ISA) lacks {what} (use auto or f32)")
+        };
+        match name {
+            "auto" => Ok(EncoderPrecision::Auto),
+            "f32" => Ok(EncoderPrecision::F32),
+            "bf16" | "bf16-fast" if !bf16_encoder_supported() => Err(lacks("AVX-512 BF16")),
+            "int8" if !int8_encoder_supported() => Err(lacks("AVX2 and AVX-512 VNNI")),
+            "int16" if !int16_encoder_supported() => Err(lacks("AVX2")),
+            "bf16" => Ok(EncoderPrecision::Bf16),
+            "bf16-fast" => Ok(EncoderPrecision::Bf16Fast),
+            "int8" => Ok(EncoderPrecision::Int8),
+            "int16" => Ok(EncoderPrecision::Int16),
+            other => Err(format!(
+                "{other}: expected auto, int8, int16, bf16, bf16-fast or f32"
+            )),
+        }
+    }
+}
+
 /// How a model's weights are prepared at load.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LoadOptions {
@@ -258,3 +284,20 @@ const _: () = {
     shareable::<Whisper>();
     movable::<Session>();
 };
+
+#[cfg(test)]
+mod precision_names {
+    use super::*;
+
+    #[test]
+    fn names_parse_and_a_level_the_cpu_lacks_is_named() {
+        assert_eq!("auto".parse(), Ok(EncoderPrecision::Auto));
+        assert_eq!("f32".parse(), Ok(EncoderPrecision::F32));
+        let e = "int4".parse::<EncoderPrecision>().unwrap_err();
+        assert_eq!(e, "int4: expected auto, int8, int16, bf16, bf16-fast or f32");
+        match "bf16".parse::<EncoderPrecision>() {
+            Ok(p) => assert!(bf16_encoder_supported() && p == EncoderPrecision::Bf16),
+            Err(e) => assert!(!bf16_encoder_supported() && e.contains("lacks AVX-512 BF16")),
+        }
+    }
+}

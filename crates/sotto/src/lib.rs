@@ -514,6 +514,42 @@ impl Session {
 }
 
 impl Session {
+    /// The language [`Session::transcribe`] with `opts` would decode `samples` in, and its
+    /// probability, without transcribing: `opts.language` when given (1.0), else detected
+    /// from the same windows of the same mel (faster-whisper's `transcribe()` detects from
+    /// the first clip's start, over `chunk_length` windows, the mel scaled over the whole
+    /// audio: [`Session::detect_language_with`] reads only the first windows'). English-only
+    /// models give "en".
+    pub fn transcribe_language(
+        &mut self,
+        samples: &[f32],
+        opts: &TranscribeOptions,
+    ) -> Result<(String, f64)> {
+        if samples.is_empty() {
+            return Err(Error::Invalid("the audio contains no samples".into()));
+        }
+        let opts = self.prepare(opts)?;
+        let hp = *self.model.hparams();
+        let mel = sotto_audio::log_mel_spectrogram(samples, hp.n_mels, sotto_audio::HOP_LENGTH);
+        let view = sotto_decode::MelView {
+            data: &mel.data,
+            n_mels: mel.n_mels,
+            n_frames: mel.n_frames,
+        };
+        let mut timings = Timings::default();
+        let mut inference = TimedInference {
+            n_vocab: hp.n_vocab,
+            session: self.inner.as_mut(),
+            timings: &mut timings,
+        };
+        Ok(sotto_decode::transcribe_language(
+            &mut inference,
+            &self.model.inner.tokenizer,
+            &view,
+            &opts,
+        )?)
+    }
+
     /// `opts` as this model runs them: English-only models take "en" (or none) only,
     /// "auto" detects, and word timing gets the model's alignment heads.
     fn prepare(&self, opts: &TranscribeOptions) -> Result<TranscribeOptions> {

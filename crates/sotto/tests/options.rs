@@ -143,6 +143,14 @@ fn check(model_name: &str) {
         if t.language != case["language"].as_str().unwrap() {
             failures.push(format!("{label}: language {}", t.language));
         }
+        // Named before decoding, as faster-whisper's `transcribe()` returns it: the same.
+        let (language, p) = session.transcribe_language(&samples, &opts).unwrap();
+        if (language.as_str(), p) != (t.language.as_str(), t.language_probability) {
+            failures.push(format!(
+                "{label}: transcribe_language {language} {p}, the transcript {} {}",
+                t.language, t.language_probability
+            ));
+        }
         if let Some(p) = case["language_probability"].as_f64() {
             if (t.language_probability - p).abs() > 2e-3 {
                 failures.push(format!(
