@@ -44,8 +44,9 @@ const MC: usize = 16 * MR;
 /// Columns per task block (a multiple of [`NR`]).
 const NC: usize = 4 * NR;
 
-/// Whether this CPU has AVX-512 F/BW/VL, DQ and BF16, which the bf16 GEMM and attention
-/// need (every CPU with BF16 has DQ).
+/// Whether this CPU has AVX-512 F/BW/VL, DQ, VNNI and BF16, which the bf16 GEMM and
+/// attention need (every CPU with BF16 has DQ and VNNI: the attention's scores run on
+/// VNNI's i16 pairs).
 pub fn bf16_gemm_supported() -> bool {
     // std caches the detection: no cache of our own needed.
     #[cfg(target_arch = "x86_64")]
@@ -53,6 +54,7 @@ pub fn bf16_gemm_supported() -> bool {
         Isa::Avx512.is_supported()
             && std::arch::is_x86_feature_detected!("avx512bf16")
             && std::arch::is_x86_feature_detected!("avx512dq")
+            && std::arch::is_x86_feature_detected!("avx512vnni")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {

@@ -258,7 +258,7 @@ fn quantize_row(x: &[f32], q: &mut [i8]) -> (f32, i32) {
 /// Symmetric quantization of `x` to integers in [-qmax, qmax], each handed to `put(i, q_i)`
 /// (nothing for an all-zero, empty or non-finite row): returns the scale `max|x| / qmax`
 /// (0 for such a row). `q_i = round(x_i · (qmax / max|x|))`, ties to even.
-fn quantize_levels(x: &[f32], qmax: f32, mut put: impl FnMut(usize, i32)) -> f32 {
+pub(crate) fn quantize_levels(x: &[f32], qmax: f32, mut put: impl FnMut(usize, i32)) -> f32 {
     let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
     if amax == 0.0 || !amax.is_finite() {
         return 0.0;

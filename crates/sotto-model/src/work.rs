@@ -16,6 +16,9 @@ pub struct EncoderWork {
     pub f32_flops: f64,
     pub bf16_flops: f64,
     pub int8_ops: f64,
+    /// Products on pairs of i16 with i32 sums by AVX-512 VNNI's `vpdpwssd` (the bf16 and
+    /// int8 levels' attention scores): half the rate of its byte products, `int8_ops`'.
+    pub i16_pair_ops: f64,
 }
 
 impl EncoderWork {
@@ -41,11 +44,11 @@ impl EncoderWork {
         match precision {
             EncoderPrecision::F32 => w.f32_flops = linear + scores + values,
             EncoderPrecision::Bf16 | EncoderPrecision::Auto => {
-                (w.bf16_flops, w.f32_flops) = (linear + values, scores)
+                (w.bf16_flops, w.i16_pair_ops) = (linear + values, scores)
             }
             EncoderPrecision::Bf16Fast => w.bf16_flops = linear + scores + values,
             EncoderPrecision::Int8 => {
-                (w.int8_ops, w.bf16_flops, w.f32_flops) = (linear, values, scores)
+                (w.int8_ops, w.bf16_flops, w.i16_pair_ops) = (linear, values, scores)
             }
             // The attention's products on the same integer pairs as the linear layers.
             EncoderPrecision::Int16 => w.int8_ops = linear + scores + values,
@@ -55,7 +58,7 @@ impl EncoderWork {
 
     /// All operations, whatever their precision.
     pub fn total(&self) -> f64 {
-        self.f32_flops + self.bf16_flops + self.int8_ops
+        self.f32_flops + self.bf16_flops + self.int8_ops + self.i16_pair_ops
     }
 
     /// The time this work takes at `peaks`' rates, each part at its own (bf16 at AMX's where
@@ -69,7 +72,8 @@ impl EncoderWork {
         };
         let secs = part(self.f32_flops, Some(peaks.f32_gflops))?
             + part(self.bf16_flops, peaks.amx_bf16_gflops.or(peaks.bf16_gflops))?
-            + part(self.int8_ops, peaks.int8_gops)?;
+            + part(self.int8_ops, peaks.int8_gops)?
+            + part(self.i16_pair_ops, peaks.int8_gops.map(|r| r / 2.0))?;
         Some(Duration::from_secs_f64(secs))
     }
 }
@@ -113,7 +117,7 @@ mod tests {
             assert_eq!(EncoderWork::new(&tiny(), p).total(), expect, "{p:?}");
         }
         let b = EncoderWork::new(&tiny(), EncoderPrecision::Bf16);
-        assert_eq!(b.f32_flops, 4.0 * 1_728_000_000.0);
+        assert_eq!((b.f32_flops, b.i16_pair_ops), (0.0, 4.0 * 1_728_000_000.0));
         assert_eq!(
             EncoderWork::new(&tiny(), EncoderPrecision::Bf16Fast).f32_flops,
             0.0
@@ -134,10 +138,21 @@ mod tests {
             f32_flops: 1e9,
             bf16_flops: 4e9,
             int8_ops: 0.0,
+            i16_pair_ops: 0.0,
         };
         assert_eq!(w.limit(&peaks), Some(Duration::from_millis(30)));
         let int8 = EncoderWork { int8_ops: 1.0, ..w };
         assert_eq!(int8.limit(&peaks), None);
+        // i16 pairs at half the int8 dot rate: 2e9 at 100 GOP/s, 40 ms.
+        let vnni = Peaks {
+            int8_gops: Some(100.0),
+            ..peaks
+        };
+        let pairs = EncoderWork {
+            i16_pair_ops: 2e9,
+            ..w
+        };
+        assert_eq!(pairs.limit(&vnni), Some(Duration::from_millis(70)));
         // Where bf16 products run on AMX tiles, their rate is the tiles'.
         let amx = Peaks {
             amx_bf16_gflops: Some(4000.0),

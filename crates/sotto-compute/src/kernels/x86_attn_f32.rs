@@ -77,6 +77,140 @@ pub(crate) unsafe fn scores<const M: usize, const V: usize>(
     }
 }
 
+/// [`scores`] on 16-bit integers: `s[r·lds + j] = (Σ_{p < kp} q[r·kp + p] ⊙ k[p·ldk + j]) ·
+/// (k_scales[j] · q_scales[r])` for `r < M`, `j < W`, W = 16·V, each term a pair of i16
+/// products (`vpdpwssd`, low halves and high halves) added into i32 lanes: exact sums,
+/// which the caller keeps inside i32 (`int8::wide_qmax(d_head)` levels a side), converted
+/// to f32 and scaled as written. Twice the f32 tile's multiply-adds per instruction, on
+/// half the key bytes. `row_max` as [`scores`]'s.
+///
+/// `q` Shape: [M, kp] pairs (one query row block); `k` Shape: [kp, ldk] pairs (one key
+/// panel); `s` Shape: [M, lds]; `q_scales` Shape: [M]; `k_scales` Shape: [W]; `mv` Shape:
+/// [M, 16].
+///
+/// # Safety
+/// The CPU must have AVX-512 F and VNNI; `ldk ≥ W`; `q` must hold `M·kp` pairs, `k`
+/// `(kp − 1)·ldk + W`, `q_scales` `M` values and `k_scales` `W`; `s` rows `0..M` must be
+/// writable at columns `0..W`; `mv`, when given, `M·16` values.
+#[target_feature(enable = "avx512f,avx512vnni")]
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn scores_i16<const M: usize, const V: usize>(
+    kp: usize,
+    q: *const u32,
+    (k, ldk): (*const u32, usize),
+    (q_scales, k_scales): (*const f32, *const f32),
+    s: *mut f32,
+    lds: usize,
+    row_max: Option<(*mut f32, usize)>,
+) {
+    debug_assert!(ldk >= 16 * V);
+    let mut c = [[_mm512_setzero_si512(); V]; M];
+    for p in 0..kp {
+        // SAFETY: p < kp, so k[p·ldk..p·ldk + W] and q[r·kp + p] (r < M) are in bounds.
+        unsafe {
+            let mut b = [_mm512_setzero_si512(); V];
+            for (v, x) in b.iter_mut().enumerate() {
+                *x = _mm512_loadu_si512(k.add(p * ldk + 16 * v) as *const _);
+            }
+            for (r, row) in c.iter_mut().enumerate() {
+                let a = _mm512_set1_epi32(*q.add(r * kp + p) as i32);
+                for (x, &bx) in row.iter_mut().zip(&b) {
+                    *x = _mm512_dpwssd_epi32(*x, a, bx);
+                }
+            }
+        }
+    }
+    let mut ks = [_mm512_setzero_ps(); V];
+    for (v, x) in ks.iter_mut().enumerate() {
+        // SAFETY: k_scales holds W values (the contract).
+        *x = unsafe { _mm512_loadu_ps(k_scales.add(16 * v)) };
+    }
+    let mut out = [[_mm512_setzero_ps(); V]; M];
+    for (r, (row, o)) in c.iter().zip(out.iter_mut()).enumerate() {
+        // SAFETY: q_scales holds M values; row r < M of s, columns 0..W (the contract).
+        unsafe {
+            let qs = _mm512_set1_ps(*q_scales.add(r));
+            for (v, (&x, o)) in row.iter().zip(o.iter_mut()).enumerate() {
+                *o = _mm512_mul_ps(_mm512_cvtepi32_ps(x), _mm512_mul_ps(ks[v], qs));
+                _mm512_storeu_ps(s.add(r * lds + 16 * v), *o);
+            }
+        }
+    }
+    if let Some((mv, cols)) = row_max {
+        for (r, row) in out.iter().enumerate() {
+            // SAFETY: mv holds M·16 values (the caller's contract).
+            unsafe {
+                let at = mv.add(16 * r);
+                let mut mx = _mm512_loadu_ps(at);
+                for (v, &x) in row.iter().enumerate() {
+                    let n = cols.saturating_sub(16 * v).min(16);
+                    mx = _mm512_mask_max_ps(mx, ((1u32 << n) - 1) as __mmask16, mx, x);
+                }
+                _mm512_storeu_ps(at, mx);
+            }
+        }
+    }
+}
+
+/// One f32 key panel (`kf` Shape: [dh, W], key j's element p at `p·W + j`) as the integer
+/// panel [`scores_i16`] reads (`kq` Shape: [dh.div_ceil(2), W] pairs of i16, elements 2p
+/// low and 2p + 1 high, a missing last one zero): each key quantized symmetrically to
+/// `qmax` levels by its own scale, `ks[j] = max_p |k_pj| / qmax`, values
+/// `round_ties_even(k_pj · (qmax / max_p |k_pj|))` (`quantize_levels`, as
+/// `x86_int8::quantize_row_pairs` does a row); a key of zeros or with a non-finite value
+/// gets scale 0 and zeros.
+///
+/// # Safety
+/// The CPU must have AVX-512 F and BW; `kf` must hold `dh·W` values, `kq`
+/// `dh.div_ceil(2)·W` and `ks` `W`; W a multiple of 16.
+#[target_feature(enable = "avx512f,avx512bw")]
+pub(crate) unsafe fn quantize_k_panel<const W: usize>(
+    kf: *const f32,
+    dh: usize,
+    qmax: f32,
+    kq: *mut u32,
+    ks: *mut f32,
+) {
+    let abs = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fff_ffff));
+    for g in (0..W).step_by(16) {
+        // SAFETY: row p < dh, keys g..g + 16 ≤ W of the panel (the contract), and the
+        // same keys of `kq` rows < dh.div_ceil(2) and of `ks`.
+        unsafe {
+            // Max |k| per key; NaN and infinities propagate into `bad`.
+            let (mut amax, mut bad) = (_mm512_setzero_ps(), 0 as __mmask16);
+            for p in 0..dh {
+                let x = _mm512_loadu_ps(kf.add(p * W + g));
+                let a = _mm512_and_ps(x, abs);
+                bad |= _mm512_cmp_ps_mask::<_CMP_NLT_UQ>(a, _mm512_set1_ps(f32::INFINITY));
+                amax = _mm512_max_ps(a, amax);
+            }
+            let zero = _mm512_cmp_ps_mask::<_CMP_EQ_OQ>(amax, _mm512_setzero_ps()) | bad;
+            let keep = !zero;
+            let inv = _mm512_maskz_div_ps(keep, _mm512_set1_ps(qmax), amax);
+            _mm512_storeu_ps(
+                ks.add(g),
+                _mm512_maskz_div_ps(keep, amax, _mm512_set1_ps(qmax)),
+            );
+            for p2 in 0..dh.div_ceil(2) {
+                let lo = _mm512_loadu_ps(kf.add(2 * p2 * W + g));
+                let hi = if 2 * p2 + 1 < dh {
+                    _mm512_loadu_ps(kf.add((2 * p2 + 1) * W + g))
+                } else {
+                    _mm512_setzero_ps()
+                };
+                // Rounds to nearest even (the default MXCSR mode); |x·inv| ≤ qmax.
+                let ql = _mm512_maskz_cvtps_epi32(keep, _mm512_mul_ps(lo, inv));
+                let qh = _mm512_maskz_cvtps_epi32(keep, _mm512_mul_ps(hi, inv));
+                let pair = _mm512_or_si512(
+                    _mm512_and_si512(ql, _mm512_set1_epi32(0xffff)),
+                    _mm512_slli_epi32::<16>(qh),
+                );
+                _mm512_storeu_si512(kq.add(p2 * W + g) as *mut _, pair);
+            }
+        }
+    }
+}
+
 /// `o[r·ldo + c] = o[r·ldo + c] · corr[r] + Σ_{j < kc} p[r·ldp + j] · v[j·NR + c]` for
 /// `r < MR`, `c < NR`; with `corr` None the old `o` is not read (taken as zero).
 ///
@@ -466,6 +600,91 @@ pub(crate) mod tests {
         }
         check::<NR>();
         check::<64>();
+    }
+
+    #[test]
+    fn int16_scores_are_the_exact_dots_of_each_key_s_levels() {
+        if !(avx512() && std::arch::is_x86_feature_detected!("avx512vnni")) {
+            eprintln!("skipped: no AVX-512 VNNI");
+            return;
+        }
+        let (dh, w) = (64, NR);
+        let qmax = crate::int8::wide_qmax(dh) as f32;
+        let kp = dh / 2;
+        // A key of zeros, one with an infinity and one far larger than the rest.
+        let mut kf: Vec<f32> = rand_vec(dh * w, 11).iter().map(|x| x * 3.0).collect();
+        for p in 0..dh {
+            kf[p * w + 5] = 0.0;
+            kf[p * w + 40] *= 1e6;
+        }
+        kf[7 * w + 9] = f32::INFINITY;
+        let (mut kq, mut ks) = (vec![0u32; kp * w], vec![f32::NAN; w]);
+        // SAFETY: AVX-512 F and BW run; the lengths are the documented ones.
+        unsafe { quantize_k_panel::<NR>(kf.as_ptr(), dh, qmax, kq.as_mut_ptr(), ks.as_mut_ptr()) };
+        let lane = |x: u32, hi: bool| (if hi { x >> 16 } else { x & 0xffff }) as u16 as i16 as i32;
+        for j in 0..w {
+            let key: Vec<f32> = (0..dh).map(|p| kf[p * w + j]).collect();
+            let mut want = vec![0i32; dh];
+            let scale = match key.iter().all(|v| v.is_finite()) {
+                true => crate::int8::quantize_levels(&key, qmax, |i, v| want[i] = v),
+                false => 0.0,
+            };
+            assert_eq!(ks[j], scale, "key {j}");
+            for p in 0..dh {
+                assert_eq!(
+                    lane(kq[(p / 2) * w + j], p % 2 == 1),
+                    want[p],
+                    "key {j}, {p}"
+                );
+            }
+        }
+        // Queries: levels per row; the tile's sums against i64 dots of the same levels.
+        let q: Vec<f32> = rand_vec(6 * dh, 12);
+        let (mut qi, mut qs) = (vec![0u32; 6 * kp], [0f32; 6]);
+        for r in 0..6 {
+            // SAFETY: AVX2 runs where AVX-512 does; the row has dh values, its pairs kp.
+            qs[r] = unsafe {
+                crate::kernels::x86_int8::quantize_row_pairs(
+                    &q[r * dh..][..dh],
+                    qmax,
+                    &mut qi[r * kp..][..kp],
+                )
+            };
+        }
+        let (mut s, mut mv) = (vec![f32::NAN; 6 * w], vec![f32::NEG_INFINITY; 6 * 16]);
+        // SAFETY: AVX-512 F and VNNI run; the lengths are the documented ones.
+        unsafe {
+            scores_i16::<6, { NR / 16 }>(
+                kp,
+                qi.as_ptr(),
+                (kq.as_ptr(), w),
+                (qs.as_ptr(), ks.as_ptr()),
+                s.as_mut_ptr(),
+                w,
+                Some((mv.as_mut_ptr(), 50)),
+            )
+        };
+        for r in 0..6 {
+            for j in 0..w {
+                let dot: i64 = (0..dh)
+                    .map(|p| {
+                        let (a, b) = (qi[r * kp + p / 2], kq[(p / 2) * w + j]);
+                        lane(a, p % 2 == 1) as i64 * lane(b, p % 2 == 1) as i64
+                    })
+                    .sum();
+                let want = (dot as i32 as f32) * (ks[j] * qs[r]);
+                assert_eq!(s[r * w + j], want, "row {r} key {j}");
+            }
+            let lanes_max = (0..16).map(|l| {
+                (l..50)
+                    .step_by(16)
+                    .map(|j| s[r * w + j])
+                    .fold(f32::NEG_INFINITY, f32::max)
+            });
+            for (l, m) in lanes_max.enumerate() {
+                assert_eq!(mv[r * 16 + l], m, "row {r} lane {l}");
+            }
+        }
     }
 
     /// A softmax row kernel: `softmax_row`'s contract, on the caller's ISA.

@@ -1,5 +1,5 @@
 //! AVX-512 BF16 kernels for [`crate::attention_bf16`]: the softmax step that turns a row of
-//! f32 scores into bf16 probability pairs, and the packing of values into k-pair panels.
+//! f32 scores (from the int16 or bf16 tiles) into bf16 probability pairs, and the packing of values into k-pair panels.
 //! The products themselves run on [`super::x86_bf16::tile`].
 
 use std::arch::x86_64::*;
