@@ -133,8 +133,8 @@ impl CpuBackend {
 
 impl CpuBackend {
     /// [`CpuBackend::attention_bf16`] with Q·Kᵀ on 13-bit integer levels of Q and K,
-    /// exact sums (see the module docs), then the same softmax and bf16 P·V; every query sees every
-    /// key. Same shapes, shape errors and fallback as [`CpuBackend::attention_bf16`].
+    /// exact sums (see the module docs), then the same softmax and bf16 P·V; every query
+    /// sees every key. Same shapes, shape errors and fallback as [`CpuBackend::attention_bf16`].
     ///
     /// `q` Shape: [tq, d]; `k`, `v` Shape: [tk, d]; `out` Shape: [tq, d]; d = n_head · d_head.
     #[allow(clippy::too_many_arguments)]
