@@ -170,6 +170,10 @@ def _load():
                                       c.POINTER(c.c_float)], c.c_char_p),
         "sotto_transcribe_language": ([P, c.POINTER(c.c_float), c.c_size_t, c.POINTER(_Params),
                                        c.POINTER(c.c_float)], c.c_char_p),
+        "sotto_transcribe_speech_language": ([P, c.POINTER(c.c_float), c.c_size_t,
+                                              c.POINTER(c.c_double), c.c_size_t,
+                                              c.POINTER(_Params), c.POINTER(c.c_float)],
+                                             c.c_char_p),
         "sotto_bench": ([P, c.c_int, c.POINTER(_Bench)], c.c_int),
         "sotto_system_info": ([], c.c_char_p),
         "sotto_transcript_free": ([P], None),
@@ -602,16 +606,20 @@ class Session(_Handle):
     def transcribe_language(self, audio, chunk_length: Optional[int] = None,
                             audio_ctx: int = 0, clip_timestamps=None,
                             language_detection_segments: int = 1,
-                            language_detection_threshold: float = 0.5):
+                            language_detection_threshold: float = 0.5, speech=None,
+                            batch_size: int = 0):
         """The language `transcribe` with these options decodes in, without transcribing:
         (code, probability), detected from the same windows as transcribing detects it
         (from the first clip's start, `chunk_length` seconds or `audio_ctx` positions long,
-        the log-mel scaled over the whole audio, as faster-whisper's `transcribe()`).
-        English-only models give ("en", 1.0)."""
+        the log-mel scaled over all the speech, as faster-whisper's `transcribe()`; with
+        `batch_size`, on the chunks' log-mels joined, as its batched pipeline). `speech` and
+        `clip_timestamps` as `transcribe` takes them. English-only models give ("en", 1.0);
+        no speech ("", 0.0)."""
         self._check()
         s = _Samples(_samples_of(audio))
         p = _lib.sotto_default_params()
         p.audio_ctx = audio_ctx
+        p.batch_size = batch_size
         p.chunk_length = chunk_length or 0
         p.language_detection_segments = language_detection_segments
         p.language_detection_threshold = language_detection_threshold
@@ -621,9 +629,15 @@ class Session(_Handle):
             if clips else None
         p.n_clip_timestamps = len(clips)
         prob = ctypes.c_float()
-        code = _lib.sotto_transcribe_language(self._h, s.ptr, s.n, ctypes.byref(p),
-                                              ctypes.byref(prob))
-        if not code:
+        if speech is not None:
+            pairs = (ctypes.c_double * (2 * len(speech)))(*[t for se in speech for t in se])
+            code = _lib.sotto_transcribe_speech_language(self._h, s.ptr, s.n, pairs,
+                                                         len(speech), ctypes.byref(p),
+                                                         ctypes.byref(prob))
+        else:
+            code = _lib.sotto_transcribe_language(self._h, s.ptr, s.n, ctypes.byref(p),
+                                                  ctypes.byref(prob))
+        if code is None:
             _fail()
         return code.decode(), prob.value
 
@@ -830,15 +844,13 @@ class WhisperModel:
         return self._segments(samples, run, duration if log_progress else None), info
 
     def _speech(self, samples, options, language, clips=(), detection=(1, 0.5),
-                sequential=None):
+                windows=None):
         """The stretches of speech the VAD finds with `options` (None: no VAD, all of it, or
         the `clips`), their seconds, and the language with its probability: as given, or
-        detected as faster-whisper does before the first segment (`detection`: up to that
-        many windows, until one passes that threshold). `sequential` (`chunk_length` for
-        `Session.transcribe_language`) is `WhisperModel.transcribe`'s: the windows its
-        transcription reads (from the first clip's start, over all the speech's log-mel), as
-        faster-whisper's `transcribe()` detects; else the batched pipeline's, faster-whisper's
-        `detect_language(audio)` over the first windows' speech."""
+        detected as the transcription with `windows` (`chunk_length` and `batch_size` for
+        `Session.transcribe_language`) detects it, as faster-whisper's `transcribe()` does
+        before its first segment (`detection`: up to that many windows, until one passes
+        that threshold)."""
         stretches, speech, pieces = None, samples, None
         if options is not None:
             pieces = stretches = _shared_vad().speech(samples, options)
@@ -857,15 +869,10 @@ class WhisperModel:
             else:
                 session = self._sessions.get()
                 try:
-                    if sequential is None:
-                        language, probability = session.detect_language(speech, *detection)
-                    else:
-                        # Clips read the whole audio, as transcribing them does.
-                        language, probability = session.transcribe_language(
-                            samples if clips else speech,
-                            clip_timestamps=clips or None,
-                            language_detection_segments=detection[0],
-                            language_detection_threshold=detection[1], **sequential)
+                    language, probability = session.transcribe_language(
+                        samples, speech=stretches, clip_timestamps=clips or None,
+                        language_detection_segments=detection[0],
+                        language_detection_threshold=detection[1], **(windows or {}))
                 finally:
                     self._sessions.put(session)
         return stretches, len(speech) / 16000, language, probability
@@ -966,7 +973,8 @@ class BatchedInferencePipeline:
         duration = len(samples) / 16000
         stretches, after_vad, language, probability = self.model._speech(
             samples, options, language, clips,
-            (language_detection_segments, language_detection_threshold))
+            (language_detection_segments, language_detection_threshold),
+            dict(chunk_length=chunk_length, batch_size=batch_size))
         info = TranscriptionInfo(
             language=language, language_probability=probability, duration=duration,
             duration_after_vad=after_vad,

@@ -359,6 +359,25 @@ class TestMultilingual(unittest.TestCase):
         self.assertEqual(session.transcribe_language(audio)[0],
                          session.transcribe(audio, beam_size=1).language)
 
+    def test_info_names_the_language_the_transcription_detects(self):
+        # Each mode's info.language_probability is the transcript's own: the VAD's speech
+        # one window at a time, and the batched pipeline's chunks joined.
+        audio = self.clip("cheetah_de.wav", 0) + self.clip("cheetah_fr.wav", 0)
+        session = self.model.model.session(threads=2)
+        for batch in (0, 4):
+            vad = dict(min_silence_duration_ms=160) if batch else None
+            t = session.transcribe(audio, beam_size=1, vad_filter=True, vad_parameters=vad,
+                                   batch_size=batch, temperature=0.0,
+                                   without_timestamps=bool(batch))
+            if batch:
+                _, info = sotto.BatchedInferencePipeline(self.model).transcribe(
+                    audio, beam_size=1, batch_size=batch)
+            else:
+                _, info = self.model.transcribe(audio, beam_size=1, vad_filter=True)
+            self.assertEqual(info.language, t.language, batch)
+            self.assertAlmostEqual(info.language_probability, t.language_probability,
+                                   delta=1e-6, msg=batch)
+
 
 class TestVad(unittest.TestCase):
     @classmethod

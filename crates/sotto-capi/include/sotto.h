@@ -211,15 +211,23 @@ const char *sotto_detect_language_ex(sotto_session *session, const float *sample
                                      size_t n_samples, int segments, float threshold,
                                      float *probability);
 /* The language sotto_transcribe with `params` would decode in, without transcribing:
- * params->language when set (probability 1), else detected as transcribing detects it (from
- * the first clip's start, over chunk_length or audio_ctx windows, up to
- * language_detection_segments of them, the log-mel scaled over all the samples). A static
- * code, its probability in *probability when that is not NULL; "en" for English-only
- * models. For callers that name the language before the segments come, as faster-whisper's
- * transcribe() does. */
+ * params->language when set (probability 1), else detected as transcribing detects it (one
+ * window at a time: from the first clip's start, over chunk_length or audio_ctx windows,
+ * up to language_detection_segments of them, the log-mel scaled over all the speech; with
+ * params->batch_size: on the chunks' log-mels joined, as faster-whisper's batched mode), on
+ * the speech params->vad finds when set. A static code, its probability in *probability
+ * when that is not NULL; "en" for English-only models; "" and 0 when the VAD finds no
+ * speech. For callers that name the language before the segments come, as
+ * faster-whisper's transcribe() does. */
 const char *sotto_transcribe_language(sotto_session *session, const float *samples,
                                       size_t n_samples, const sotto_params *params,
                                       float *probability);
+/* sotto_transcribe_language for sotto_transcribe_speech: the language its transcription of
+ * the stretches `speech` (n_speech start, end pairs of seconds) would decode in. */
+const char *sotto_transcribe_speech_language(sotto_session *session, const float *samples,
+                                             size_t n_samples, const double *speech,
+                                             size_t n_speech, const sotto_params *params,
+                                             float *probability);
 
 /* Voice activity detection (Silero VAD v6). A VAD may be shared by threads and passed in
  * sotto_params.vad to any session. */

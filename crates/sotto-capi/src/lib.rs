@@ -737,9 +737,6 @@ unsafe fn run_on(
     let p = unsafe { SottoParams::read(params) }?;
     // SAFETY: the params' strings are valid for the call.
     let opts = unsafe { p.options() }?;
-    // SAFETY: `vad` is NULL or a live VAD, by sotto.h's contract.
-    let vad = unsafe { p.vad.as_ref() };
-    let vad_options = p.vad_params.options()?;
     let mut index = 0;
     let (callback, whole, user_data) = (p.on_segment, p.on_segment_transcript, p.user_data);
     let mut on_segment = |seg: &sotto::Segment| {
@@ -764,17 +761,9 @@ unsafe fn run_on(
         index += 1;
         go_on
     };
-    let batch = usize::try_from(p.batch_size)
-        .map_err(|_| format!("params.batch_size is {}; it must be >= 0", p.batch_size))?;
-    let mut options = vad_options;
-    if batch > 0 {
-        options.max_speech_duration_s = options.max_speech_duration_s.min(30.0);
-    }
-    let chunks = match (found, vad) {
-        (Some(found), _) => Some(found),
-        (None, Some(vad)) => Some(vad.speech(samples, options)?),
-        (None, None) => None,
-    };
+    let batch = batch_size(&p)?;
+    // SAFETY: `p.vad` is NULL or a live VAD, by sotto.h's contract.
+    let chunks = unsafe { speech_of(&p, samples, found, batch) }?;
     let t = match (chunks, batch) {
         (None, n) if n > 0 && !opts.clip_timestamps.is_empty() => {
             s.0.transcribe_batched_clips(samples, &opts, n, &mut on_segment)
@@ -799,6 +788,36 @@ unsafe fn run_on(
     }
     .map_err(|e| e.to_string())?;
     Ok(Box::into_raw(Box::new(SottoTranscript::new(t))))
+}
+
+/// `params.batch_size`, checked.
+fn batch_size(p: &SottoParams) -> Result<usize, String> {
+    usize::try_from(p.batch_size)
+        .map_err(|_| format!("params.batch_size is {}; it must be >= 0", p.batch_size))
+}
+
+/// The stretches of speech a transcription with `p` reads: `found` when given, else what
+/// `p.vad` finds (at most 30 s each in the batched mode), else None (all the audio, or
+/// its clips).
+///
+/// # Safety
+/// `p.vad` is NULL or a live VAD.
+unsafe fn speech_of(
+    p: &SottoParams,
+    samples: &[f32],
+    found: Option<Vec<(usize, usize)>>,
+    batch: usize,
+) -> Result<Option<Vec<(usize, usize)>>, String> {
+    let mut options = p.vad_params.options()?;
+    if batch > 0 {
+        options.max_speech_duration_s = options.max_speech_duration_s.min(30.0);
+    }
+    // SAFETY: NULL or a live VAD (the contract).
+    Ok(match (found, unsafe { p.vad.as_ref() }) {
+        (Some(found), _) => Some(found),
+        (None, Some(vad)) => Some(vad.speech(samples, options)?),
+        (None, None) => None,
+    })
 }
 
 /// `n_samples` samples at `samples` as a slice.
@@ -920,28 +939,37 @@ pub unsafe extern "C" fn sotto_transcribe_speech(
     guard(ptr::null_mut(), || {
         // SAFETY: as this function's contract says.
         let samples = unsafe { sample_slice(samples, n_samples) }?;
-        let pairs = match (speech.is_null(), n_speech) {
-            (_, 0) => &[][..],
-            (true, _) => return Err("speech is NULL".into()),
-            (false, n) if n > isize::MAX as usize / 16 => {
-                return Err(format!("n_speech {n} is larger than memory"))
-            }
-            // SAFETY: non-NULL, 2·n_speech doubles by the caller's contract, size checked.
-            (false, n) => unsafe { std::slice::from_raw_parts(speech, 2 * n) },
-        };
-        let rate = f64::from(sotto::audio::SAMPLE_RATE);
-        let at = |t: f64| {
-            (t.is_finite() && t >= 0.0)
-                .then(|| (t * rate).round() as usize)
-                .ok_or_else(|| format!("speech time {t} is not a time in seconds >= 0"))
-        };
-        let found = pairs
-            .chunks_exact(2)
-            .map(|p| Ok((at(p[0])?, at(p[1])?)))
-            .collect::<Result<Vec<_>, String>>()?;
+        // SAFETY: as above.
+        let found = unsafe { stretches(speech, n_speech) }?;
         // SAFETY: as above.
         unsafe { run_on(session, samples, params, Some(found)) }
     })
+}
+
+/// `n_speech` (start, end) pairs of seconds at `speech` as stretches of 16 kHz samples.
+///
+/// # Safety
+/// `speech` is NULL (with `n_speech` 0) or points to `2 · n_speech` doubles.
+unsafe fn stretches(speech: *const f64, n_speech: usize) -> Result<Vec<(usize, usize)>, String> {
+    let pairs = match (speech.is_null(), n_speech) {
+        (_, 0) => &[][..],
+        (true, _) => return Err("speech is NULL".into()),
+        (false, n) if n > isize::MAX as usize / 16 => {
+            return Err(format!("n_speech {n} is larger than memory"))
+        }
+        // SAFETY: non-NULL, 2·n_speech doubles by the caller's contract, size checked.
+        (false, n) => unsafe { std::slice::from_raw_parts(speech, 2 * n) },
+    };
+    let rate = f64::from(sotto::audio::SAMPLE_RATE);
+    let at = |t: f64| {
+        (t.is_finite() && t >= 0.0)
+            .then(|| (t * rate).round() as usize)
+            .ok_or_else(|| format!("speech time {t} is not a time in seconds >= 0"))
+    };
+    pairs
+        .chunks_exact(2)
+        .map(|p| Ok((at(p[0])?, at(p[1])?)))
+        .collect()
 }
 
 /// Decodes and transcribes an audio file.
@@ -1372,11 +1400,13 @@ pub unsafe extern "C" fn sotto_detect_language_ex(
 
 /// The language [`sotto_transcribe`] with `params` would decode `samples` in, without
 /// transcribing: `params.language` when set (probability 1), else detected as transcribing
-/// detects it (from the first clip's start, over `chunk_length` or `audio_ctx` windows,
-/// `language_detection_segments` of them, the log-mel scaled over all the samples). A static
-/// code, its probability in `*probability` when that is not NULL; "en" for English-only
-/// models. For a caller that must name the language before the segments come, as
-/// faster-whisper's `transcribe()` does.
+/// detects it (one window at a time: from the first clip's start, over `chunk_length` or
+/// `audio_ctx` windows, `language_detection_segments` of them, the log-mel scaled over all
+/// the speech; with `params.batch_size`: on the chunks' log-mels joined, as faster-whisper's
+/// batched mode), on the speech `params.vad` finds when set. A static code, its probability
+/// in `*probability` when that is not NULL; "en" for English-only models; "" and 0 when
+/// the VAD finds no speech. For a caller that must name the language before the segments
+/// come, as faster-whisper's `transcribe()` does.
 ///
 /// # Safety
 /// As [`sotto_transcribe`]; `probability` is NULL or writable.
@@ -1390,22 +1420,68 @@ pub unsafe extern "C" fn sotto_transcribe_language(
 ) -> *const c_char {
     guard(ptr::null(), || {
         // SAFETY: as this function's contract says.
-        let s = unsafe { handle_mut(session, "session") }?;
-        // SAFETY: as above.
         let samples = unsafe { sample_slice(samples, n_samples) }?;
         // SAFETY: as above.
-        let p = unsafe { SottoParams::read(params) }?;
-        // SAFETY: the params' strings are valid for the call.
-        let opts = unsafe { p.options() }?;
-        let (language, prob) = (s.0)
-            .transcribe_language(samples, &opts)
-            .map_err(|e| e.to_string())?;
-        // SAFETY: NULL or writable, by this function's contract.
-        if let Some(out) = unsafe { probability.as_mut() } {
-            *out = prob as f32;
-        }
-        static_language_code(&language)
+        unsafe { language_on(session, samples, params, None, probability) }
     })
+}
+
+/// [`sotto_transcribe_language`] for [`sotto_transcribe_speech`]: the language its
+/// transcription of the stretches `speech` would decode in (`params.vad` not used).
+///
+/// # Safety
+/// As [`sotto_transcribe_speech`]; `probability` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_transcribe_speech_language(
+    session: *mut SottoSession,
+    samples: *const f32,
+    n_samples: usize,
+    speech: *const f64,
+    n_speech: usize,
+    params: *const SottoParams,
+    probability: *mut f32,
+) -> *const c_char {
+    guard(ptr::null(), || {
+        // SAFETY: as this function's contract says.
+        let samples = unsafe { sample_slice(samples, n_samples) }?;
+        // SAFETY: as above.
+        let found = unsafe { stretches(speech, n_speech) }?;
+        // SAFETY: as above.
+        unsafe { language_on(session, samples, params, Some(found), probability) }
+    })
+}
+
+/// The body of the two language calls, on the stretches `found` when given.
+///
+/// # Safety
+/// As [`sotto_transcribe_language`].
+unsafe fn language_on(
+    session: *mut SottoSession,
+    samples: &[f32],
+    params: *const SottoParams,
+    found: Option<Vec<(usize, usize)>>,
+    probability: *mut f32,
+) -> Result<*const c_char, String> {
+    // SAFETY: as this function's contract says.
+    let s = unsafe { handle_mut(session, "session") }?;
+    // SAFETY: as above.
+    let p = unsafe { SottoParams::read(params) }?;
+    // SAFETY: the params' strings are valid for the call.
+    let opts = unsafe { p.options() }?;
+    let batch = batch_size(&p)?;
+    // SAFETY: `p.vad` is NULL or a live VAD, by sotto.h's contract.
+    let speech = unsafe { speech_of(&p, samples, found, batch) }?;
+    let (language, prob) = (s.0)
+        .transcription_language(samples, speech.as_deref(), &opts, batch)
+        .map_err(|e| e.to_string())?;
+    // SAFETY: NULL or writable, by this function's contract.
+    if let Some(out) = unsafe { probability.as_mut() } {
+        *out = prob as f32;
+    }
+    if language.is_empty() {
+        return Ok(c"".as_ptr());
+    }
+    static_language_code(&language)
 }
 
 /// The static C string of a language code.

@@ -185,15 +185,21 @@ fn transcribes_through_the_c_interface() {
         assert_eq!(string(code).as_deref(), Some("en"));
         assert_eq!(p, 1.0);
         params.chunk_length = 31;
-        assert!(sotto_transcribe_language(
-            session,
-            samples.as_ptr(),
-            samples.len(),
-            &params,
-            &mut p
-        )
-        .is_null());
+        let (x, n) = (samples.as_ptr(), samples.len());
+        assert!(sotto_transcribe_language(session, x, n, &params, &mut p).is_null());
         assert!(last_error().contains("chunk_length"), "{}", last_error());
+        params.chunk_length = 0;
+        // No stretches of speech: the language as transcribing names it, probability 0.
+        let none = ptr::null();
+        let code = sotto_transcribe_speech_language(session, x, n, none, 0, &params, &mut p);
+        assert_eq!((string(code).as_deref(), p), (Some("en"), 0.0));
+        let speech = [0.5f64, 3.0];
+        let at = speech.as_ptr();
+        let code = sotto_transcribe_speech_language(session, x, n, at, 1, &params, &mut p);
+        assert_eq!((string(code).as_deref(), p), (Some("en"), 1.0));
+        params.batch_size = 4;
+        assert!(sotto_transcribe_language(session, x, n, &params, &mut p).is_null());
+        assert!(last_error().contains("clip timestamps"), "{}", last_error());
 
         // English-only: no language detection, no German.
         let mut p = 0f32;

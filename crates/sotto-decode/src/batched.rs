@@ -414,6 +414,24 @@ impl Search for Decoded {
     }
 }
 
+/// The language [`transcribe_batched`] with `opts` decodes `chunks` in, and its
+/// probability, without decoding (faster-whisper's batched `transcribe()` returns it before
+/// its segments): as given, "en" on English-only models, else detected from the chunks'
+/// log-mel joined, as transcribing detects it.
+pub fn batched_transcribe_language(
+    inf: &mut dyn Inference,
+    tok: &Tokenizer,
+    chunks: &[Chunk],
+    opts: &TranscribeOptions,
+) -> Result<(String, f64)> {
+    check_vocab(inf, tok)?;
+    inf.set_audio_ctx(None).map_err(DecodeError::Inference)?;
+    for c in chunks {
+        c.mel.check()?;
+    }
+    batched_language(inf, tok, chunks, opts)
+}
+
 /// The language of a batched transcription and its probability: as given, "en" on
 /// English-only models, else detected as faster-whisper's batched mode does, on the
 /// chunks' log-mel joined, with one frame of -1.5 after them (the first

@@ -36,7 +36,7 @@ pub mod transcribe;
 mod mock;
 
 pub use align::{default_alignment_heads, Word, APPEND_PUNCTUATIONS, PREPEND_PUNCTUATIONS};
-pub use batched::{decode_windows, transcribe_batched, Chunk};
+pub use batched::{batched_transcribe_language, decode_windows, transcribe_batched, Chunk};
 pub use beam::BeamSearch;
 pub use fallback::{compression_ratio, generate_with_fallback, Fallback, FallbackOptions};
 pub use filters::{

@@ -276,19 +276,10 @@ impl Session {
         on_segment: &mut dyn FnMut(&Segment) -> bool,
     ) -> Result<(Transcript, Timings)> {
         check(samples, opts)?;
-        check_stretches(samples, stretches)?;
-        let max = 30 * sotto_audio::SAMPLE_RATE as usize;
-        if stretches.iter().any(|&(s, e)| e - s > max) {
-            return Err(Error::Invalid(
-                "batched transcription takes stretches of speech of at most 30 s (the VAD's \
-                 max_speech_duration_s 30)"
-                    .into(),
-            ));
-        }
         let opts = self.prepare(opts)?;
-        let chunk = opts.chunk_seconds() * sotto_audio::SAMPLE_RATE as usize;
         let start = std::time::Instant::now();
         let duration = (samples.len() / sotto_audio::HOP_LENGTH) as f64 * 0.01;
+        let pieces = speech_pieces(samples, stretches, &opts)?;
         if stretches.is_empty() {
             let timings = Timings {
                 total: start.elapsed(),
@@ -296,14 +287,6 @@ impl Session {
             };
             return Ok((self.no_speech(&opts, duration), timings));
         }
-        let mut joined = 0usize;
-        // Each chunk: its audio (the stretches joined) and its start in the joined speech.
-        let pieces = group_speech(stretches, chunk).into_iter().map(|g| {
-            let audio = collect_speech(samples, &stretches[g]);
-            let offset = joined;
-            joined += audio.len();
-            (audio, offset)
-        });
         let map = SpeechMap::new(stretches);
         let mut mapped = |s: &Segment| on_segment(&restore(&map, s.clone()));
         let (mut t, mut timings) = self.decode_chunks(pieces, &opts, batch_size, &mut mapped)?;
@@ -326,30 +309,8 @@ impl Session {
         batch_size: usize,
         on_segment: &mut dyn FnMut(&Segment) -> bool,
     ) -> Result<(Transcript, Timings)> {
-        if samples.is_empty() {
-            return Err(Error::Invalid("the audio contains no samples".into()));
-        }
         let start = std::time::Instant::now();
-        let rate = f64::from(sotto_audio::SAMPLE_RATE);
-        let times = &opts.clip_timestamps;
-        if times.is_empty() || times.iter().any(|t| !(t.is_finite() && *t >= 0.0)) {
-            return Err(Error::Invalid(format!(
-                "clip timestamps {times:?}: give start and end times in seconds >= 0"
-            )));
-        }
-        let at = |t: f64| ((t * rate).round() as usize).min(samples.len());
-        let mut clips: Vec<(usize, usize)> = (times.chunks(2))
-            .map(|c| (at(c[0]), c.get(1).map_or(samples.len(), |&e| at(e))))
-            .collect();
-        clips.retain(|&(s, e)| s < e);
-        let max = opts.chunk_seconds() * sotto_audio::SAMPLE_RATE as usize;
-        // A clip longer than a window: equal pieces, so that none is a sliver.
-        let pieces = clips.into_iter().flat_map(|(s, e)| {
-            let len = (e - s).div_ceil((e - s).div_ceil(max));
-            (s..e)
-                .step_by(len)
-                .map(move |p| (samples[p..(p + len).min(e)].to_vec(), p))
-        });
+        let pieces = clip_pieces(samples, opts)?;
         let opts = TranscribeOptions {
             clip_timestamps: Vec::new(),
             ..self.prepare(opts)?
@@ -369,6 +330,22 @@ impl Session {
         batch_size: usize,
         on_segment: &mut dyn FnMut(&Segment) -> bool,
     ) -> Result<(Transcript, Timings)> {
+        self.with_chunks(pieces, |inf, tok, chunks| {
+            sotto_decode::transcribe_batched(inf, tok, chunks, opts, batch_size, on_segment)
+        })
+    }
+
+    /// `pieces` (audio, and the sample its times count from) as the chunks of a batched
+    /// transcription, handed to `f` with this session's inference and the tokenizer.
+    fn with_chunks<R>(
+        &mut self,
+        pieces: impl Iterator<Item = (Vec<f32>, usize)>,
+        f: impl FnOnce(
+            &mut dyn sotto_decode::Inference,
+            &sotto_decode::tokenizer::Tokenizer,
+            &[sotto_decode::Chunk],
+        ) -> std::result::Result<R, sotto_decode::DecodeError>,
+    ) -> Result<(R, Timings)> {
         let mut timings = Timings::default();
         let t = std::time::Instant::now();
         let rate = f64::from(sotto_audio::SAMPLE_RATE);
@@ -397,16 +374,126 @@ impl Session {
             session: self.inner.as_mut(),
             timings: &mut timings,
         };
-        let t = sotto_decode::transcribe_batched(
-            &mut inference,
-            &self.model.inner.tokenizer,
-            &chunks,
-            opts,
-            batch_size,
-            on_segment,
-        )?;
-        Ok((t, timings))
+        let r = f(&mut inference, &self.model.inner.tokenizer, &chunks)?;
+        Ok((r, timings))
     }
+
+    /// The language the transcription of `samples` with `opts` decodes in, and its
+    /// probability, without transcribing: `speech` the stretches a VAD found (`[start,
+    /// end)` in samples; None: all the audio, or `opts.clip_timestamps`), `batch_size` 0
+    /// one window at a time ([`Session::transcribe`], or [`Session::transcribe_chunks_timed`]
+    /// on the speech), else faster-whisper's batched mode
+    /// ([`Session::transcribe_batched_chunks`], or [`Session::transcribe_batched_clips`]
+    /// with clips). What faster-whisper's `transcribe()` returns before its segments; no
+    /// speech gives the [`Transcript`]'s language with probability 0.
+    pub fn transcription_language(
+        &mut self,
+        samples: &[f32],
+        speech: Option<&[(usize, usize)]>,
+        opts: &TranscribeOptions,
+        batch_size: usize,
+    ) -> Result<(String, f64)> {
+        if samples.is_empty() {
+            return Err(Error::Invalid("the audio contains no samples".into()));
+        }
+        let opts = self.prepare(opts)?;
+        let pieces: Box<dyn Iterator<Item = (Vec<f32>, usize)>> = match (speech, batch_size) {
+            (None, 0) => return self.transcribe_language(samples, &opts),
+            (Some(stretches), 0) => {
+                check(samples, &opts)?;
+                check_stretches(samples, stretches)?;
+                if stretches.is_empty() {
+                    return Ok((self.no_speech(&opts, 0.0).language, 0.0));
+                }
+                let speech = collect_speech(samples, stretches);
+                return self.transcribe_language(&speech, &opts);
+            }
+            (Some(stretches), _) => {
+                check(samples, &opts)?;
+                if stretches.is_empty() {
+                    check_stretches(samples, stretches)?;
+                    return Ok((self.no_speech(&opts, 0.0).language, 0.0));
+                }
+                Box::new(speech_pieces(samples, stretches, &opts)?)
+            }
+            (None, _) if opts.clip_timestamps.is_empty() => {
+                return Err(Error::Invalid(
+                    "batched transcription needs the speech (a VAD's stretches) or clip \
+                     timestamps: its chunks"
+                        .into(),
+                ))
+            }
+            (None, _) => Box::new(clip_pieces(samples, &opts)?),
+        };
+        let opts = TranscribeOptions {
+            clip_timestamps: Vec::new(),
+            ..opts
+        };
+        let (language, _) = self.with_chunks(pieces, |inf, tok, chunks| {
+            sotto_decode::batched_transcribe_language(inf, tok, chunks, &opts)
+        })?;
+        Ok(language)
+    }
+}
+
+/// The chunks of a batched transcription of the speech `stretches` (in order, each at most
+/// 30 s): consecutive stretches joined up to `opts`' chunk length, each chunk's audio with
+/// its start in the joined speech.
+fn speech_pieces<'a>(
+    samples: &'a [f32],
+    stretches: &'a [(usize, usize)],
+    opts: &TranscribeOptions,
+) -> Result<impl Iterator<Item = (Vec<f32>, usize)> + 'a> {
+    check_stretches(samples, stretches)?;
+    let max = 30 * sotto_audio::SAMPLE_RATE as usize;
+    if stretches.iter().any(|&(s, e)| e - s > max) {
+        return Err(Error::Invalid(
+            "batched transcription takes stretches of speech of at most 30 s (the VAD's \
+             max_speech_duration_s 30)"
+                .into(),
+        ));
+    }
+    let chunk = opts.chunk_seconds() * sotto_audio::SAMPLE_RATE as usize;
+    let mut joined = 0usize;
+    // Lazily: each chunk's audio lives until its log-mel is made.
+    Ok(group_speech(stretches, chunk).into_iter().map(move |g| {
+        let audio = collect_speech(samples, &stretches[g]);
+        let offset = joined;
+        joined += audio.len();
+        (audio, offset)
+    }))
+}
+
+/// The chunks of a batched transcription of `opts.clip_timestamps` (`[start, end, ...]`
+/// seconds, an odd count running the last to the end): each clip, cut into equal pieces
+/// of at most the chunk length where longer, with the sample it starts at.
+fn clip_pieces<'a>(
+    samples: &'a [f32],
+    opts: &TranscribeOptions,
+) -> Result<impl Iterator<Item = (Vec<f32>, usize)> + 'a> {
+    if samples.is_empty() {
+        return Err(Error::Invalid("the audio contains no samples".into()));
+    }
+    let rate = f64::from(sotto_audio::SAMPLE_RATE);
+    let times = &opts.clip_timestamps;
+    if times.is_empty() || times.iter().any(|t| !(t.is_finite() && *t >= 0.0)) {
+        return Err(Error::Invalid(format!(
+            "clip timestamps {times:?}: give start and end times in seconds >= 0"
+        )));
+    }
+    let at = |t: f64| ((t * rate).round() as usize).min(samples.len());
+    let mut clips: Vec<(usize, usize)> = (times.chunks(2))
+        .map(|c| (at(c[0]), c.get(1).map_or(samples.len(), |&e| at(e))))
+        .collect();
+    clips.retain(|&(s, e)| s < e);
+    let max = opts.chunk_seconds() * sotto_audio::SAMPLE_RATE as usize;
+    // A clip longer than a window: equal pieces, so that none is a sliver.
+    Ok(clips.into_iter().flat_map(move |(s, e)| {
+        let len = (e - s).div_ceil((e - s).div_ceil(max));
+        (s..e)
+            .step_by(len)
+            .map(move |p| (samples[p..(p + len).min(e)].to_vec(), p))
+    }))
 }
 
 /// Stretches of speech must be in order, apart and within the audio.

@@ -320,10 +320,29 @@ fn the_language_is_detected_on_the_chunks_joined() {
         without_timestamps: true,
         ..TranscribeOptions::default()
     };
+    let vad = batched_vad();
     let (t, _) = session
-        .transcribe_batched(&batched_vad(), &audio, &opts, 8, &mut |_| true)
+        .transcribe_batched(&vad, &audio, &opts, 8, &mut |_| true)
         .unwrap();
     check("de", &t, 0.0, STEP);
+    // Named before decoding (faster-whisper's `info`), for the same stretches: the same.
+    let speech = vad.speech(&audio).unwrap();
+    let named = session
+        .transcription_language(&audio, Some(&speech), &opts, 8)
+        .unwrap();
+    assert_eq!(named, (t.language.clone(), t.language_probability));
+    // Clips as chunks too.
+    let clips = TranscribeOptions {
+        clip_timestamps: vec![0.0, 9.5, 9.5],
+        ..opts.clone()
+    };
+    let (t, _) = session
+        .transcribe_batched_clips(&audio, &clips, 8, &mut |_| true)
+        .unwrap();
+    let named = session
+        .transcription_language(&audio, None, &clips, 8)
+        .unwrap();
+    assert_eq!(named, (t.language.clone(), t.language_probability));
 }
 
 /// German, French and Spanish clips one after another: with `multilingual` each chunk
