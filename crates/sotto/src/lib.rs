@@ -485,10 +485,28 @@ impl Session {
             return Err(Error::Invalid("the audio contains no samples".into()));
         }
         let opts = self.prepare(opts)?;
+        let (transcript, mut timings) = self.on_mel(samples, |inf, tok, mel| {
+            sotto_decode::transcribe(inf, tok, mel, &opts, on_segment)
+        })?;
+        timings.total = start.elapsed();
+        Ok((transcript, timings))
+    }
+
+    /// `f` on the log-mel of `samples` (faster-whisper's `FeatureExtractor(audio)`, with
+    /// its 160 samples of padding), this session's inference and the tokenizer; the
+    /// timings of the mel and of `f`'s passes.
+    fn on_mel<R>(
+        &mut self,
+        samples: &[f32],
+        f: impl FnOnce(
+            &mut dyn sotto_decode::Inference,
+            &sotto_decode::tokenizer::Tokenizer,
+            &sotto_decode::MelView,
+        ) -> std::result::Result<R, sotto_decode::DecodeError>,
+    ) -> Result<(R, Timings)> {
         let hp = *self.model.hparams();
         let mut timings = Timings::default();
         let t = Instant::now();
-        // faster-whisper's transcribe() calls FeatureExtractor(audio) with 160 samples of padding.
         let mel = sotto_audio::log_mel_spectrogram(samples, hp.n_mels, sotto_audio::HOP_LENGTH);
         timings.mel = t.elapsed();
         let view = sotto_decode::MelView {
@@ -501,15 +519,8 @@ impl Session {
             session: self.inner.as_mut(),
             timings: &mut timings,
         };
-        let transcript = sotto_decode::transcribe(
-            &mut inference,
-            &self.model.inner.tokenizer,
-            &view,
-            &opts,
-            on_segment,
-        )?;
-        timings.total = start.elapsed();
-        Ok((transcript, timings))
+        let r = f(&mut inference, &self.model.inner.tokenizer, &view)?;
+        Ok((r, timings))
     }
 }
 
@@ -529,25 +540,10 @@ impl Session {
             return Err(Error::Invalid("the audio contains no samples".into()));
         }
         let opts = self.prepare(opts)?;
-        let hp = *self.model.hparams();
-        let mel = sotto_audio::log_mel_spectrogram(samples, hp.n_mels, sotto_audio::HOP_LENGTH);
-        let view = sotto_decode::MelView {
-            data: &mel.data,
-            n_mels: mel.n_mels,
-            n_frames: mel.n_frames,
-        };
-        let mut timings = Timings::default();
-        let mut inference = TimedInference {
-            n_vocab: hp.n_vocab,
-            session: self.inner.as_mut(),
-            timings: &mut timings,
-        };
-        Ok(sotto_decode::transcribe_language(
-            &mut inference,
-            &self.model.inner.tokenizer,
-            &view,
-            &opts,
-        )?)
+        let (language, _) = self.on_mel(samples, |inf, tok, mel| {
+            sotto_decode::transcribe_language(inf, tok, mel, &opts)
+        })?;
+        Ok(language)
     }
 
     /// `opts` as this model runs them: English-only models take "en" (or none) only,
@@ -605,29 +601,13 @@ impl Session {
                 self.model.path().display()
             )));
         }
-        let hp = *self.model.hparams();
         // As faster-whisper's `detect_language(audio)`: the log-mel of only the audio read.
         let read = segments.saturating_mul(30 * sotto_audio::SAMPLE_RATE as usize);
         let samples = &samples[..samples.len().min(read)];
-        let mel = sotto_audio::log_mel_spectrogram(samples, hp.n_mels, sotto_audio::HOP_LENGTH);
-        let view = sotto_decode::MelView {
-            data: &mel.data,
-            n_mels: mel.n_mels,
-            n_frames: mel.n_frames,
-        };
-        let mut timings = Timings::default();
-        let mut inference = TimedInference {
-            n_vocab: hp.n_vocab,
-            session: self.inner.as_mut(),
-            timings: &mut timings,
-        };
-        Ok(sotto_decode::detect_language(
-            &mut inference,
-            &self.model.inner.tokenizer,
-            &view,
-            segments,
-            threshold,
-        )?)
+        let (detection, _) = self.on_mel(samples, |inf, tok, mel| {
+            sotto_decode::detect_language(inf, tok, mel, segments, threshold)
+        })?;
+        Ok(detection)
     }
 }
 
