@@ -212,6 +212,16 @@ _lib = _load()
 __version__ = _lib.sotto_version().decode()
 
 
+def _set_clips(p, clip_timestamps):
+    """Points `p` at `clip_timestamps` (seconds) as C floats; returns the array, which must
+    stay alive while the library reads `p`."""
+    clips = [float(t) for t in clip_timestamps or []]
+    keep = (ctypes.c_float * len(clips))(*clips)
+    p.clip_timestamps = ctypes.cast(keep, ctypes.POINTER(ctypes.c_float)) if clips else None
+    p.n_clip_timestamps = len(clips)
+    return keep
+
+
 def _fail():
     raise SottoError(_lib.sotto_last_error().decode("utf-8", "replace"))
 
@@ -535,11 +545,7 @@ class Session(_Handle):
         p.suppress_tokens = ctypes.cast(keep_ids, ctypes.POINTER(ctypes.c_int))
         p.n_suppress_tokens = len(ids)
         p.batch_size = batch_size
-        clips = [float(t) for t in clip_timestamps or []]
-        keep_clips = (ctypes.c_float * len(clips))(*clips)
-        p.clip_timestamps = ctypes.cast(keep_clips, ctypes.POINTER(ctypes.c_float)) \
-            if clips else None
-        p.n_clip_timestamps = len(clips)
+        keep_clips = _set_clips(p, clip_timestamps)  # noqa: F841 - alive for the call
         vad = vad_filter if isinstance(vad_filter, Vad) else _shared_vad() if vad_filter else None
         if vad is not None:
             if not vad._h:
@@ -623,11 +629,7 @@ class Session(_Handle):
         p.chunk_length = chunk_length or 0
         p.language_detection_segments = language_detection_segments
         p.language_detection_threshold = language_detection_threshold
-        clips = [float(t) for t in clip_timestamps or []]
-        keep_clips = (ctypes.c_float * len(clips))(*clips)
-        p.clip_timestamps = ctypes.cast(keep_clips, ctypes.POINTER(ctypes.c_float)) \
-            if clips else None
-        p.n_clip_timestamps = len(clips)
+        keep_clips = _set_clips(p, clip_timestamps)  # noqa: F841 - alive for the call
         prob = ctypes.c_float()
         if speech is not None:
             pairs = (ctypes.c_double * (2 * len(speech)))(*[t for se in speech for t in se])

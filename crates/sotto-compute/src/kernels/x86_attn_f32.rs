@@ -62,17 +62,33 @@ pub(crate) unsafe fn scores<const M: usize, const V: usize>(
         }
     }
     if let Some((mv, cols)) = row_max {
-        for (r, row) in c.iter().enumerate() {
-            // SAFETY: mv holds M·16 values (the caller's contract).
-            unsafe {
-                let at = mv.add(16 * r);
-                let mut mx = _mm512_loadu_ps(at);
-                for (v, &x) in row.iter().enumerate() {
-                    let n = cols.saturating_sub(16 * v).min(16);
-                    mx = _mm512_mask_max_ps(mx, ((1u32 << n) - 1) as __mmask16, mx, x);
-                }
-                _mm512_storeu_ps(at, mx);
+        // SAFETY: mv holds M·16 values (the caller's contract).
+        unsafe { fold_row_max(&c, mv, cols) };
+    }
+}
+
+/// Folds each row's scores at columns `< cols` into that row's 16 running lane maxima,
+/// `mv[r·16..(r + 1)·16]`, while the tile is in registers.
+///
+/// # Safety
+/// The CPU must have AVX-512 F; `mv` must hold `M·16` values.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn fold_row_max<const M: usize, const V: usize>(
+    tile: &[[__m512; V]; M],
+    mv: *mut f32,
+    cols: usize,
+) {
+    for (r, row) in tile.iter().enumerate() {
+        // SAFETY: row r < M of mv's M·16 values (the contract).
+        unsafe {
+            let at = mv.add(16 * r);
+            let mut mx = _mm512_loadu_ps(at);
+            for (v, &x) in row.iter().enumerate() {
+                let n = cols.saturating_sub(16 * v).min(16);
+                mx = _mm512_mask_max_ps(mx, ((1u32 << n) - 1) as __mmask16, mx, x);
             }
+            _mm512_storeu_ps(at, mx);
         }
     }
 }
@@ -137,18 +153,8 @@ pub(crate) unsafe fn scores_i16<const M: usize, const V: usize>(
         }
     }
     if let Some((mv, cols)) = row_max {
-        for (r, row) in out.iter().enumerate() {
-            // SAFETY: mv holds M·16 values (the caller's contract).
-            unsafe {
-                let at = mv.add(16 * r);
-                let mut mx = _mm512_loadu_ps(at);
-                for (v, &x) in row.iter().enumerate() {
-                    let n = cols.saturating_sub(16 * v).min(16);
-                    mx = _mm512_mask_max_ps(mx, ((1u32 << n) - 1) as __mmask16, mx, x);
-                }
-                _mm512_storeu_ps(at, mx);
-            }
-        }
+        // SAFETY: mv holds M·16 values (the caller's contract).
+        unsafe { fold_row_max(&out, mv, cols) };
     }
 }
 
