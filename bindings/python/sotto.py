@@ -10,8 +10,8 @@
     t = session.transcribe("meeting.wav", vad_filter=True)   # speech only (Silero VAD)
     print(sotto.Vad().speech("meeting.wav"))                 # [(start, end), ...] in seconds
 
-`transcribe` takes a path, or 16 kHz mono samples (a NumPy float32 array, an
-`array.array('f')` or any sequence of floats). The library is `$SOTTO_LIB`, else
+`transcribe` takes a path, a binary file object (read whole), or 16 kHz mono samples (a
+NumPy float32 array, an `array.array('f')` or any sequence of floats). The library is `$SOTTO_LIB`, else
 `libsotto_capi` beside this file, else in the repository's `target/release`.
 """
 
@@ -23,7 +23,9 @@ from dataclasses import dataclass, field
 from typing import Callable, List, Optional
 
 __all__ = ["Model", "Session", "Transcript", "Segment", "Word", "Vad", "VadOptions",
-           "WhisperModel", "TranscriptionInfo", "SottoError", "load_audio", "decode_audio"]
+           "WhisperModel", "BatchedInferencePipeline", "TranscriptionInfo", "SottoError",
+           "load_audio", "decode_audio", "available_models", "download_model",
+           "format_timestamp"]
 
 
 class SottoError(RuntimeError):
@@ -168,12 +170,24 @@ def _load():
                                   c.c_char_p),
         "sotto_detect_language_ex": ([P, c.POINTER(c.c_float), c.c_size_t, c.c_int, c.c_float,
                                       c.POINTER(c.c_float)], c.c_char_p),
+        "sotto_detect_language_probs": ([P, c.POINTER(c.c_float), c.c_size_t, c.c_int,
+                                         c.c_float, c.POINTER(c.c_float),
+                                         c.POINTER(c.c_float)], c.c_char_p),
         "sotto_transcribe_language": ([P, c.POINTER(c.c_float), c.c_size_t, c.POINTER(_Params),
-                                       c.POINTER(c.c_float)], c.c_char_p),
+                                       c.POINTER(c.c_float), c.POINTER(c.c_float)],
+                                      c.c_char_p),
         "sotto_transcribe_speech_language": ([P, c.POINTER(c.c_float), c.c_size_t,
                                               c.POINTER(c.c_double), c.c_size_t,
-                                              c.POINTER(_Params), c.POINTER(c.c_float)],
-                                             c.c_char_p),
+                                              c.POINTER(_Params), c.POINTER(c.c_float),
+                                              c.POINTER(c.c_float)], c.c_char_p),
+        "sotto_lang_max_id": ([], c.c_int),
+        "sotto_lang_str": ([c.c_int], c.c_char_p),
+        "sotto_lang_id": ([c.c_char_p], c.c_int),
+        "sotto_known_model": ([c.c_int], c.c_char_p),
+        "sotto_model_path": ([c.c_char_p, c.c_char_p, c.c_int, c.c_char_p, c.c_size_t],
+                             c.c_int),
+        "sotto_audio_decode_stereo": ([c.c_char_p, c.c_size_t, c.POINTER(c.c_size_t)],
+                                      c.POINTER(c.c_float)),
         "sotto_bench": ([P, c.c_int, c.POINTER(_Bench)], c.c_int),
         "sotto_system_info": ([], c.c_char_p),
         "sotto_transcript_free": ([P], None),
@@ -210,6 +224,21 @@ def _load():
 
 _lib = _load()
 __version__ = _lib.sotto_version().decode()
+# Every language code, by Whisper's token order (the ids the library's lists use).
+_LANGUAGES = tuple(_lib.sotto_lang_str(i).decode() for i in range(_lib.sotto_lang_max_id() + 1))
+
+
+class _LanguageProbs:
+    """A buffer the library writes every language's probability to, by id."""
+
+    def __init__(self):
+        self.buf = (ctypes.c_float * len(_LANGUAGES))()
+
+    def list(self):
+        """faster-whisper's `all_language_probs`: (code, probability), likeliest first; None
+        when nothing was detected (the library leaves every probability 0)."""
+        pairs = [(code, p) for code, p in zip(_LANGUAGES, self.buf) if p > 0]
+        return sorted(pairs, key=lambda cp: -cp[1]) or None
 
 
 def _set_clips(p, clip_timestamps):
@@ -230,8 +259,20 @@ def _c(s):
     return None if s is None else s.encode()
 
 
+class _AsDict:
+    def _asdict(self):
+        """A dict of the fields: faster-whisper keeps this from its named-tuple days
+        (deprecated there, as here, for `dataclasses.asdict`)."""
+        import dataclasses
+        import warnings
+
+        warnings.warn(f"{type(self).__name__}._asdict() is deprecated, use "
+                      "dataclasses.asdict()", DeprecationWarning, stacklevel=2)
+        return dataclasses.asdict(self)
+
+
 @dataclass
-class Word:
+class Word(_AsDict):
     word: str
     start: float
     end: float
@@ -239,12 +280,14 @@ class Word:
 
 
 @dataclass
-class Segment:
+class Segment(_AsDict):
     start: float
     end: float
     text: str
     no_speech_prob: float
-    words: List[Word] = field(default_factory=list)
+    # A list of words; in `WhisperModel`'s segments None without word timestamps, as
+    # faster-whisper's.
+    words: Optional[List[Word]] = field(default_factory=list)
     id: int = 0
     seek: int = 0
     tokens: List[int] = field(default_factory=list)
@@ -296,16 +339,37 @@ def load_audio(path) -> array.array:
     return _take_samples(_lib.sotto_audio_load(os.fsencode(path), ctypes.byref(n)), n)
 
 
-def decode_audio(data: bytes) -> array.array:
-    """Decodes a whole audio file held in memory to 16 kHz mono samples."""
+def decode_audio(input_file, sampling_rate: int = 16000, split_stereo: bool = False):
+    """Decodes audio to 16 kHz samples, as faster-whisper's `decode_audio`: `input_file` is
+    a path, a binary file object (read whole) or a whole file's bytes (bytes, bytearray,
+    memoryview). Mono, or with `split_stereo` the first two channels apart as (left, right)
+    (mono input in both). `array.array('f')`s; sotto resamples to 16 kHz only."""
+    if sampling_rate != 16000:
+        raise ValueError(f"sampling_rate {sampling_rate}: sotto decodes to 16000 Hz only")
+    if isinstance(input_file, (str, os.PathLike)):
+        if not split_stereo:
+            return load_audio(input_file)
+        with open(input_file, "rb") as f:
+            data = f.read()
+    elif hasattr(input_file, "read"):
+        data = input_file.read()
+    else:
+        data = input_file
     data = bytes(data)
     n = ctypes.c_size_t()
-    return _take_samples(_lib.sotto_audio_decode(data, len(data), ctypes.byref(n)), n)
+    if not split_stereo:
+        return _take_samples(_lib.sotto_audio_decode(data, len(data), ctypes.byref(n)), n)
+    both = _take_samples(_lib.sotto_audio_decode_stereo(data, len(data), ctypes.byref(n)), n)
+    return both[0::2], both[1::2]
 
 
 def _samples_of(audio):
-    """A path's decoded samples, or the samples given."""
-    return load_audio(audio) if isinstance(audio, (str, bytes, os.PathLike)) else audio
+    """A path's or a binary file object's decoded samples, or the samples given."""
+    if isinstance(audio, (str, bytes, os.PathLike)):
+        return load_audio(audio)
+    if hasattr(audio, "read"):
+        return decode_audio(audio)
+    return audio
 
 
 class _Handle:
@@ -583,7 +647,7 @@ class Session(_Handle):
         elif isinstance(audio, (str, bytes, os.PathLike)):
             t = _lib.sotto_transcribe_file(self._h, os.fsencode(audio), ctypes.byref(p))
         else:
-            s = _Samples(audio)
+            s = _Samples(_samples_of(audio))
             t = _lib.sotto_transcribe(self._h, s.ptr, s.n, ctypes.byref(p))
         if raised:
             if t:
@@ -600,14 +664,20 @@ class Session(_Handle):
         """The spoken language of the first 30 s: (code, probability). Multilingual models only.
         With `segments` > 1, up to that many 30 s windows until one's likeliest language is
         above `threshold` (faster-whisper's language_detection_segments and _threshold)."""
+        return self.language_probabilities(audio, segments, threshold)[:2]
+
+    def language_probabilities(self, audio, segments: int = 1, threshold: float = 0.5):
+        """`detect_language` with every language's probability: (code, probability,
+        [(code, probability), ...] likeliest first, of the last window read), as
+        faster-whisper's `WhisperModel.detect_language` returns them."""
         self._check()
         s = _Samples(_samples_of(audio))
-        prob = ctypes.c_float()
-        code = _lib.sotto_detect_language_ex(self._h, s.ptr, s.n, segments, threshold,
-                                             ctypes.byref(prob))
+        prob, probs = ctypes.c_float(), _LanguageProbs()
+        code = _lib.sotto_detect_language_probs(self._h, s.ptr, s.n, segments, threshold,
+                                                ctypes.byref(prob), probs.buf)
         if not code:
             _fail()
-        return code.decode(), prob.value
+        return code.decode(), prob.value, probs.list()
 
     def transcribe_language(self, audio, chunk_length: Optional[int] = None,
                             audio_ctx: int = 0, clip_timestamps=None,
@@ -615,7 +685,9 @@ class Session(_Handle):
                             language_detection_threshold: float = 0.5, speech=None,
                             batch_size: int = 0):
         """The language `transcribe` with these options decodes in, without transcribing:
-        (code, probability), detected from the same windows as transcribing detects it
+        (code, probability, every language's (code, probability) likeliest first, or None
+        when the language was not detected), detected from the same windows as transcribing
+        detects it
         (from the first clip's start, `chunk_length` seconds or `audio_ctx` positions long,
         the log-mel scaled over all the speech, as faster-whisper's `transcribe()`; with
         `batch_size`, on the chunks' log-mels joined, as its batched pipeline). `speech` and
@@ -630,18 +702,18 @@ class Session(_Handle):
         p.language_detection_segments = language_detection_segments
         p.language_detection_threshold = language_detection_threshold
         keep_clips = _set_clips(p, clip_timestamps)  # noqa: F841 - alive for the call
-        prob = ctypes.c_float()
+        prob, probs = ctypes.c_float(), _LanguageProbs()
         if speech is not None:
             pairs = (ctypes.c_double * (2 * len(speech)))(*[t for se in speech for t in se])
             code = _lib.sotto_transcribe_speech_language(self._h, s.ptr, s.n, pairs,
                                                          len(speech), ctypes.byref(p),
-                                                         ctypes.byref(prob))
+                                                         ctypes.byref(prob), probs.buf)
         else:
             code = _lib.sotto_transcribe_language(self._h, s.ptr, s.n, ctypes.byref(p),
-                                                  ctypes.byref(prob))
+                                                  ctypes.byref(prob), probs.buf)
         if code is None:
             _fail()
-        return code.decode(), prob.value
+        return code.decode(), prob.value, probs.list()
 
     def bench(self, runs: int = 3) -> dict:
         """Milliseconds per encoder window, per decoder step (one sequence, and five beams)
@@ -701,6 +773,66 @@ class TranscriptionInfo:
 _FALLBACK = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 
 
+def available_models() -> List[str]:
+    """The model names sotto fetches by name (faster-whisper's `available_models`)."""
+    names, i = [], 0
+    while (name := _lib.sotto_known_model(i)) is not None:
+        names.append(name.decode())
+        i += 1
+    return names
+
+
+def _model_path(name_or_path, cache_dir=None, local_only=False) -> str:
+    """Where a model name or path loads from: a path as it is, else the cache (`cache_dir`
+    or sotto's), else fetched into it unless `local_only`."""
+    name = os.fsencode(name_or_path)
+    cache = None if cache_dir is None else os.fsencode(cache_dir)
+    cap = 1024
+    while True:
+        buf = ctypes.create_string_buffer(cap)
+        n = _lib.sotto_model_path(name, cache, int(bool(local_only)), buf, cap)
+        if n < 0:
+            _fail()
+        if n < cap:
+            return buf.value.decode()
+        cap = n + 1
+
+
+def download_model(size_or_id: str, output_dir=None, local_files_only: bool = False,
+                   cache_dir=None, revision=None, use_auth_token=None) -> str:
+    """As faster-whisper's `download_model`: the model's folder, fetched into sotto's cache
+    (or `cache_dir`) when it is not there, unless `local_files_only`; with `output_dir`, its
+    files are copied there and that folder returned. `revision` and `use_auth_token` are
+    not taken (sotto fetches the released files, without a token)."""
+    if revision is not None or use_auth_token:
+        raise TypeError("download_model: sotto takes no revision or use_auth_token")
+    path = _model_path(size_or_id, cache_dir, local_files_only)
+    if output_dir is None:
+        return path
+    import shutil
+
+    os.makedirs(output_dir, exist_ok=True)
+    if os.path.isdir(path):
+        shutil.copytree(path, output_dir, dirs_exist_ok=True)
+    else:
+        shutil.copy2(path, output_dir)
+    return os.fspath(output_dir)
+
+
+def format_timestamp(seconds: float, always_include_hours: bool = False,
+                     decimal_marker: str = ".") -> str:
+    """`[HH:]MM:SS.mmm` of a time in seconds, as faster-whisper's `format_timestamp` (hours
+    when there are any or when asked for)."""
+    if seconds < 0:
+        raise ValueError(f"timestamp {seconds} is negative")
+    ms = round(seconds * 1000.0)
+    hours, ms = divmod(ms, 3_600_000)
+    minutes, ms = divmod(ms, 60_000)
+    secs, ms = divmod(ms, 1000)
+    head = f"{hours:02d}:" if always_include_hours or hours else ""
+    return f"{head}{minutes:02d}:{secs:02d}{decimal_marker}{ms:03d}"
+
+
 def _temperatures(temperature):
     """faster-whisper's `temperature` (a number, or the fallback sequence) as sotto's first
     temperature and step: evenly spaced and ending at 1, or a single value."""
@@ -743,7 +875,9 @@ class WhisperModel:
     "bfloat16" bf16, the "int8" types int8, "int16" int16, "default", "auto" and "float16"
     what sotto picks for the file and CPU (the decoder keeps its own); a type this CPU
     cannot run falls back to that, with a warning, as CTranslate2 falls back.
-    `num_workers` sessions let as many threads transcribe at once."""
+    `num_workers` sessions let as many threads transcribe at once. `download_root` is the
+    cache folder a name is fetched into (sotto's own otherwise); `local_files_only` never
+    fetches."""
 
     # faster-whisper's (CTranslate2's) compute types, as sotto's encoder precisions.
     _PRECISION = {"default": "auto", "auto": "auto", "float16": "auto", "float32": "f32",
@@ -758,8 +892,9 @@ class WhisperModel:
         if device == "cuda":
             index = device_index[0] if isinstance(device_index, (list, tuple)) else device_index
             device = f"cuda:{index}"
-        if download_root is not None:
-            os.environ["SOTTO_CACHE_DIR"] = os.fspath(download_root)
+        if download_root is not None or local_files_only:
+            model_size_or_path = _model_path(model_size_or_path, download_root,
+                                             local_files_only)
         if compute_type not in self._PRECISION:
             raise ValueError(f"compute_type {compute_type!r} is not one of "
                              f"{', '.join(self._PRECISION)}")
@@ -813,13 +948,13 @@ class WhisperModel:
         clips = _clip_list(clip_timestamps)
         # As faster-whisper: clips, when given, replace the VAD.
         options = _vad_options(vad_parameters, None) if vad_filter and not clips else None
-        stretches, after_vad, language, probability = self._speech(
+        stretches, after_vad, language, probability, all_probs = self._speech(
             samples, options, language, clips,
             (language_detection_segments, language_detection_threshold),
             dict(chunk_length=chunk_length))
         info = TranscriptionInfo(
             language=language, language_probability=probability, duration=duration,
-            duration_after_vad=after_vad,
+            duration_after_vad=after_vad, all_language_probs=all_probs,
             transcription_options=dict(beam_size=beam_size, best_of=best_of,
                                        patience=patience, length_penalty=length_penalty,
                                        temperatures=temperature,
@@ -845,10 +980,41 @@ class WhisperModel:
             prepend_punctuations=prepend_punctuations, append_punctuations=append_punctuations)
         return self._segments(samples, run, duration if log_progress else None), info
 
+    @property
+    def supported_languages(self) -> List[str]:
+        """The languages the model knows: every code for a multilingual model, else ["en"]."""
+        return list(_LANGUAGES) if self.model.is_multilingual else ["en"]
+
+    def detect_language(self, audio=None, features=None, vad_filter: bool = False,
+                        vad_parameters=None, language_detection_segments: int = 1,
+                        language_detection_threshold: float = 0.5):
+        """As faster-whisper's: the language of the first `language_detection_segments` 30 s
+        windows of `audio` (of its speech with `vad_filter`), until one's likeliest is above
+        `language_detection_threshold`: (language, probability, all_language_probs).
+        sotto makes the log-mel itself, so `features` (a log-mel) is not taken."""
+        if audio is None:
+            raise TypeError("detect_language: pass audio; sotto computes the log-mel itself "
+                            "(features are not taken)" if features is not None else
+                            "detect_language: either audio or features must be provided")
+        samples = _samples_of(audio)
+        if vad_filter:
+            options = _vad_options(vad_parameters, None)
+            speech = array.array("f")
+            for s, e in _shared_vad().speech(samples, options):
+                speech.extend(samples[round(s * 16000):round(e * 16000)])
+            samples = speech
+        session = self._sessions.get()
+        try:
+            return session.language_probabilities(samples, language_detection_segments,
+                                                   language_detection_threshold)
+        finally:
+            self._sessions.put(session)
+
     def _speech(self, samples, options, language, clips=(), detection=(1, 0.5),
                 windows=None):
         """The stretches of speech the VAD finds with `options` (None: no VAD, all of it, or
-        the `clips`), their seconds, and the language with its probability: as given, or
+        the `clips`), their seconds, and the language with its probability and every
+        language's (None unless detected): as given, or
         detected as the transcription with `windows` (`chunk_length` and `batch_size` for
         `Session.transcribe_language`) detects it, as faster-whisper's `transcribe()` does
         before its first segment (`detection`: up to that many windows, until one passes
@@ -862,7 +1028,7 @@ class WhisperModel:
             speech = array.array("f")
             for s, e in pieces:
                 speech.extend(samples[round(s * 16000):round(e * 16000)])
-        probability = 1.0
+        probability, all_probs = 1.0, None
         if language is None:
             if not self.model.is_multilingual:
                 language = "en"
@@ -871,13 +1037,13 @@ class WhisperModel:
             else:
                 session = self._sessions.get()
                 try:
-                    language, probability = session.transcribe_language(
+                    language, probability, all_probs = session.transcribe_language(
                         samples, speech=stretches, clip_timestamps=clips or None,
                         language_detection_segments=detection[0],
                         language_detection_threshold=detection[1], **(windows or {}))
                 finally:
                     self._sessions.put(session)
-        return stretches, len(speech) / 16000, language, probability
+        return stretches, len(speech) / 16000, language, probability, all_probs
 
     def _segments(self, samples, run, progress=None):
         """Transcribes on a thread of its own, handing each finished segment over; with
@@ -889,10 +1055,15 @@ class WhisperModel:
         handed = queue.Queue()
         stop = threading.Event()
 
+        def hand(seg):
+            if not run.get("word_timestamps"):
+                seg.words = None
+            handed.put(("segment", seg))
+            return not stop.is_set()
+
         def work(session):
             try:
-                session.transcribe(samples, on_full_segment=lambda seg: (
-                    handed.put(("segment", seg)), not stop.is_set())[1], **run)
+                session.transcribe(samples, on_full_segment=hand, **run)
                 handed.put(("done", None))
             except BaseException as e:  # noqa: BLE001 - raised in the reading thread
                 handed.put(("error", e))
@@ -973,13 +1144,13 @@ class BatchedInferencePipeline:
                                                         {"max_speech_duration_s": chunk})
         samples = _samples_of(audio)
         duration = len(samples) / 16000
-        stretches, after_vad, language, probability = self.model._speech(
+        stretches, after_vad, language, probability, all_probs = self.model._speech(
             samples, options, language, clips,
             (language_detection_segments, language_detection_threshold),
             dict(chunk_length=chunk_length, batch_size=batch_size))
         info = TranscriptionInfo(
             language=language, language_probability=probability, duration=duration,
-            duration_after_vad=after_vad,
+            duration_after_vad=after_vad, all_language_probs=all_probs,
             transcription_options=dict(beam_size=beam_size, best_of=best_of,
                                        patience=patience, length_penalty=length_penalty,
                                        temperatures=[t0], word_timestamps=word_timestamps,

@@ -178,6 +178,44 @@ class TestSotto(unittest.TestCase):
         with self.assertRaises(sotto.SottoError):
             sotto.decode_audio(data[:10])
 
+    def test_audio_decodes_as_faster_whispers_decode_audio(self):
+        # A path, a binary file object or bytes; the channels apart (mono: in both).
+        want = sotto.load_audio(AUDIO)
+        with open(AUDIO, "rb") as f:
+            self.assertEqual(sotto.decode_audio(f), want)
+            f.seek(0)
+            data = f.read()
+        self.assertEqual(sotto.decode_audio(AUDIO, sampling_rate=16000), want)
+        self.assertEqual(sotto.decode_audio(memoryview(data)), want)
+        self.assertEqual(sotto.decode_audio(io.BytesIO(data), split_stereo=True), (want, want))
+        self.assertEqual(sotto.decode_audio(AUDIO, split_stereo=True), (want, want))
+        with self.assertRaisesRegex(ValueError, "16000"):
+            sotto.decode_audio(AUDIO, sampling_rate=8000)
+        # A file object is audio to transcribe too, as faster-whisper's BinaryIO.
+        t = self.session.transcribe(io.BytesIO(data), beam_size=1)
+        self.assertEqual(normalise(t.text), JFK)
+
+    def test_faster_whispers_helpers(self):
+        names = sotto.available_models()
+        self.assertIn("tiny.en", names)
+        self.assertIn("large-v3", names)
+        self.assertEqual(sotto.format_timestamp(3725.5), "01:02:05.500")
+        self.assertEqual(sotto.format_timestamp(5.25, True, ","), "00:00:05,250")
+        self.assertEqual(sotto.format_timestamp(59.9996), "01:00.000")
+        with self.assertRaises(ValueError):
+            sotto.format_timestamp(-1)
+        # A path stays as it is; a copy goes to output_dir; nothing is fetched when local.
+        self.assertEqual(sotto.download_model(MODEL, local_files_only=True), MODEL)
+        import tempfile
+        with tempfile.TemporaryDirectory() as out, tempfile.TemporaryDirectory() as empty:
+            self.assertEqual(sotto.download_model(MODEL, output_dir=out), out)
+            self.assertEqual(sorted(os.listdir(out)), sorted(os.listdir(MODEL)))
+            with self.assertRaisesRegex(sotto.SottoError, "local only"):
+                sotto.download_model("tiny.en", cache_dir=empty, local_files_only=True)
+            with self.assertRaisesRegex(sotto.SottoError, "local only"):
+                sotto.WhisperModel("tiny.en", download_root=empty, local_files_only=True)
+            self.assertEqual(os.listdir(empty), [])
+
 
 class TestWhisperModel(unittest.TestCase):
     """faster-whisper's interface."""
@@ -191,6 +229,8 @@ class TestWhisperModel(unittest.TestCase):
         segments = list(segments)
         self.assertEqual(normalise("".join(s.text for s in segments)), JFK)
         self.assertEqual((info.language, info.language_probability), ("en", 1.0))
+        self.assertIsNone(info.all_language_probs)  # English-only: nothing detected
+        self.assertEqual(self.model.supported_languages, ["en"])
         self.assertAlmostEqual(info.duration, 11.0, delta=0.1)
         self.assertEqual(info.duration_after_vad, info.duration)
         self.assertEqual([s.id for s in segments], list(range(1, len(segments) + 1)))
@@ -201,12 +241,19 @@ class TestWhisperModel(unittest.TestCase):
             self.assertGreater(s.compression_ratio, 0.0)
             self.assertEqual(s.temperature, 0.0)
             self.assertTrue(s.words)
+        with self.assertWarns(DeprecationWarning):
+            self.assertEqual(segments[0].words[0]._asdict()["word"], segments[0].words[0].word)
         # Greedy, one temperature, no thresholds: the same words.
         segments, _ = self.model.transcribe(
             sotto.load_audio(AUDIO), beam_size=1, temperature=0.0,
             compression_ratio_threshold=None, log_prob_threshold=None,
             no_speech_threshold=None, condition_on_previous_text=False, patience=2.0)
+        segments = list(segments)
         self.assertEqual(normalise("".join(s.text for s in segments)), JFK)
+        # Without word timestamps no words, None as faster-whisper's.
+        self.assertTrue(all(s.words is None for s in segments))
+        with self.assertWarns(DeprecationWarning):
+            self.assertIsNone(segments[0]._asdict()["words"])
 
     def test_compute_type_picks_the_encoder_precision(self):
         with self.assertRaisesRegex(ValueError, "compute_type 'float64'"):
@@ -303,7 +350,7 @@ class TestWhisperModel(unittest.TestCase):
         # Words are timed for the threshold, and reported only when asked, as faster-whisper.
         timed = run(hallucination_silence_threshold=2.0)
         self.assertEqual(normalise("".join(s.text for s in timed)), JFK)
-        self.assertFalse(any(s.words for s in timed))
+        self.assertTrue(all(s.words is None for s in timed))
         # Beam 5 reads "And so, my ...": the comma a word of its own when not appended.
         apart = [w.word.strip() for s in self.model.transcribe(
             AUDIO, word_timestamps=True, append_punctuations="")[0] for w in s.words]
@@ -348,6 +395,9 @@ class TestMultilingual(unittest.TestCase):
         segments, info = self.model.transcribe(audio, **opts)
         self.assertEqual(info.language, "es")
         self.assertAlmostEqual(info.language_probability, 0.4381, delta=2e-3)
+        # The last window's list, as faster-whisper's (its own numbers, 1.2.1, float32).
+        self.assert_probs(info.all_language_probs, [("fr", 0.9941), ("nn", 0.0018)])
+        self.assertEqual(len(info.all_language_probs), 99)  # base has no "yue"
         first = next(segments)
         segments.close()
         self.assertEqual(first.tokens[0], 50364)  # the first timestamp, after the prompt
@@ -358,6 +408,38 @@ class TestMultilingual(unittest.TestCase):
         # With no options, the language transcribing picks.
         self.assertEqual(session.transcribe_language(audio)[0],
                          session.transcribe(audio, beam_size=1).language)
+
+    def assert_probs(self, got, want):
+        self.assertEqual([c for c, _ in got[:len(want)]], [c for c, _ in want])
+        for (_, p), (_, q) in zip(got, want):
+            self.assertAlmostEqual(p, q, delta=2e-3)
+
+    def test_detect_language_as_faster_whisper(self):
+        # faster-whisper 1.2.1's WhisperModel.detect_language (float32) on the same audio:
+        # (language, probability, all_language_probs).
+        de = os.path.join(CLIPS, "real", "cheetah_de.wav")
+        with open(de, "rb") as f:
+            language, p, probs = self.model.detect_language(f)
+        self.assertEqual(language, "de")
+        self.assertAlmostEqual(p, 0.9989, delta=2e-3)
+        self.assert_probs(probs, [("de", 0.9989), ("nn", 0.0006)])
+        self.assertAlmostEqual(sum(q for _, q in probs), 1.0, delta=1e-4)
+        audio = self.clip("cheetah_es.wav", 20) + self.clip("cheetah_fr.wav", 20)
+        # Two 30 s windows, neither above the threshold: French by the first vote, the
+        # list the second window's.
+        language, p, probs = self.model.detect_language(
+            audio, language_detection_segments=2, language_detection_threshold=1.01)
+        self.assertEqual(language, "fr")
+        self.assertAlmostEqual(p, 0.99, delta=2e-3)
+        self.assert_probs(probs, [("en", 0.3884), ("cy", 0.2373), ("nn", 0.1386)])
+        # The speech only, joined.
+        language, p, probs = self.model.detect_language(audio, vad_filter=True)
+        self.assertEqual(language, "fr")
+        self.assertAlmostEqual(p, 0.9549, delta=2e-3)
+        self.assert_probs(probs, [("fr", 0.9549), ("en", 0.0073), ("br", 0.0064)])
+        self.assertEqual(len(self.model.supported_languages), 100)
+        with self.assertRaisesRegex(TypeError, "features"):
+            self.model.detect_language(features=[[0.0]])
 
     def test_info_names_the_language_the_transcription_detects(self):
         # Each mode's info.language_probability is the transcript's own: the VAD's speech

@@ -174,6 +174,15 @@ const char *sotto_model_device(const sotto_model *model);
 /* Why a model loaded for "auto" runs on the CPU although a GPU was found (the GPU could
  * not take it), else ""; NULL on a NULL model. Valid until the model is freed. */
 const char *sotto_model_device_note(const sotto_model *model);
+/* The i-th model name sotto can fetch (tiny.en, tiny, base.en, ...), NULL past the last. */
+const char *sotto_known_model(int i);
+/* The folder or file a name or path loads from, as sotto_model_load finds it: a path as it
+ * is, else the model cache (cache_dir, or NULL for $SOTTO_CACHE_DIR and the default), else
+ * fetched into it unless local_only is not 0. Writes the path and a NUL to buf when they
+ * fit in cap bytes; returns the path's length in bytes (call again with more room when it
+ * is cap or more), -1 on failure. */
+int sotto_model_path(const char *name_or_path, const char *cache_dir, int local_only,
+                     char *buf, size_t cap);
 
 /* A new session of the model; n_threads <= 0 uses every core. The session keeps the
  * model alive: the model may be freed first. */
@@ -185,6 +194,9 @@ void sotto_session_free(sotto_session *session);
 float *sotto_audio_load(const char *path, size_t *n_samples);
 /* The same, from a whole audio file held in memory (len bytes at data). */
 float *sotto_audio_decode(const void *data, size_t len, size_t *n_samples);
+/* sotto_audio_decode keeping the first two channels apart: left and right interleaved at
+ * 16 kHz (mono input in both), *n_samples floats (twice the frames). */
+float *sotto_audio_decode_stereo(const void *data, size_t len, size_t *n_samples);
 void sotto_audio_free(float *samples, size_t n_samples);
 
 /* Transcribes 16 kHz mono samples (params NULL: the defaults). */
@@ -210,6 +222,13 @@ const char *sotto_detect_language(sotto_session *session, const float *samples,
 const char *sotto_detect_language_ex(sotto_session *session, const float *samples,
                                      size_t n_samples, int segments, float threshold,
                                      float *probability);
+/* sotto_detect_language_ex, also writing every language's probability (the last window
+ * read's, as faster-whisper's all_language_probs) to lang_probs when that is not NULL:
+ * sotto_lang_max_id() + 1 floats indexed by language id, as whisper.cpp's
+ * whisper_lang_auto_detect. */
+const char *sotto_detect_language_probs(sotto_session *session, const float *samples,
+                                        size_t n_samples, int segments, float threshold,
+                                        float *probability, float *lang_probs);
 /* The language sotto_transcribe with `params` would decode in, without transcribing:
  * params->language when set (probability 1), else detected as transcribing detects it (one
  * window at a time: from the first clip's start, over chunk_length or audio_ctx windows,
@@ -217,17 +236,26 @@ const char *sotto_detect_language_ex(sotto_session *session, const float *sample
  * params->batch_size: on the chunks' log-mels joined, as faster-whisper's batched mode), on
  * the speech params->vad finds when set. A static code, its probability in *probability
  * when that is not NULL; "en" for English-only models; "" and 0 when the VAD finds no
- * speech. For callers that name the language before the segments come, as
- * faster-whisper's transcribe() does. */
+ * speech. lang_probs, when not NULL (sotto_lang_max_id() + 1 floats), gets every
+ * language's probability by id when the language was detected, all 0 when it was given or
+ * not detected. For callers that name the language before the segments come, as
+ * faster-whisper's transcribe() does (its info.language_probability and
+ * info.all_language_probs). */
 const char *sotto_transcribe_language(sotto_session *session, const float *samples,
                                       size_t n_samples, const sotto_params *params,
-                                      float *probability);
+                                      float *probability, float *lang_probs);
 /* sotto_transcribe_language for sotto_transcribe_speech: the language its transcription of
  * the stretches `speech` (n_speech start, end pairs of seconds) would decode in. */
 const char *sotto_transcribe_speech_language(sotto_session *session, const float *samples,
                                              size_t n_samples, const double *speech,
                                              size_t n_speech, const sotto_params *params,
-                                             float *probability);
+                                             float *probability, float *lang_probs);
+/* Language ids, as whisper.cpp's: 0 .. sotto_lang_max_id() in Whisper's token order ("en"
+ * is 0). sotto_lang_str gives an id's static code (NULL out of range); sotto_lang_id a
+ * code's or English name's id ("de", "german"), -1 when unknown. */
+int sotto_lang_max_id(void);
+const char *sotto_lang_str(int id);
+int sotto_lang_id(const char *code);
 
 /* Voice activity detection (Silero VAD v6). A VAD may be shared by threads and passed in
  * sotto_params.vad to any session. */

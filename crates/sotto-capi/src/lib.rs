@@ -624,6 +624,82 @@ pub unsafe extern "C" fn sotto_model_load_ex(
     })
 }
 
+/// The `i`th model name sotto can fetch (tiny.en, tiny, base.en, ..., as `sotto models
+/// list` shows them: faster-whisper's `available_models()`), NULL past the last.
+#[no_mangle]
+pub extern "C" fn sotto_known_model(i: c_int) -> *const c_char {
+    static NAMES: std::sync::OnceLock<Vec<CString>> = std::sync::OnceLock::new();
+    let names = NAMES.get_or_init(|| {
+        sotto::hub::known_models()
+            .iter()
+            .map(|n| c_string(n))
+            .collect()
+    });
+    usize::try_from(i)
+        .ok()
+        .and_then(|i| names.get(i))
+        .map_or(ptr::null(), |n| n.as_ptr())
+}
+
+/// The folder or file a model name or path loads from, as [`sotto_model_load`] finds it: a
+/// path as it is, else the model cache (`cache_dir`, or NULL for `$SOTTO_CACHE_DIR` and the
+/// default), else fetched into it unless `local_only` is not 0 (faster-whisper's
+/// `download_model`). Writes the path and a NUL to `buf` when it fits in `cap` bytes and
+/// returns its length in bytes (without the NUL; call again with more room when it is `cap`
+/// or more); -1 on failure.
+///
+/// # Safety
+/// `name_or_path` and `cache_dir` are NULL or NUL-terminated strings; `buf` is NULL (with
+/// `cap` 0) or writable for `cap` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_model_path(
+    name_or_path: *const c_char,
+    cache_dir: *const c_char,
+    local_only: c_int,
+    buf: *mut c_char,
+    cap: usize,
+) -> c_int {
+    guard(-1, || {
+        // SAFETY: as this function's contract says.
+        let name = unsafe { text(name_or_path, "name_or_path") }?.ok_or("name_or_path is NULL")?;
+        // SAFETY: as above.
+        let cache = unsafe { text(cache_dir, "cache_dir") }?;
+        if buf.is_null() && cap > 0 {
+            return Err("buf is NULL".into());
+        }
+        let mut hub = sotto::hub::Hub::from_env();
+        if let Some(dir) = cache {
+            hub = hub.with_cache_dir(dir.into());
+        }
+        let path = if local_only != 0 {
+            let given = std::path::Path::new(name);
+            match given.exists() {
+                true => given.to_path_buf(),
+                false => hub.cached(name).ok_or_else(|| {
+                    format!(
+                        "{name} is neither a path nor in the model cache {} (local only: not \
+                         fetched)",
+                        hub.models_dir().display()
+                    )
+                })?,
+            }
+        } else {
+            hub.resolve(name, &mut sotto::hub::NoProgress)
+                .map_err(|e| e.to_string())?
+        };
+        let path = path.to_str().ok_or("the model path is not UTF-8")?;
+        let len = c_int::try_from(path.len()).map_err(|_| "the model path is too long")?;
+        if path.len() < cap {
+            // SAFETY: `buf` is writable for `cap` bytes (the contract), and len + 1 <= cap.
+            unsafe {
+                ptr::copy_nonoverlapping(path.as_ptr(), buf.cast::<u8>(), path.len());
+                *buf.add(path.len()) = 0;
+            }
+        }
+        Ok(len)
+    })
+}
+
 /// Frees a model (its sessions keep what they need).
 ///
 /// # Safety
@@ -882,6 +958,43 @@ pub unsafe extern "C" fn sotto_audio_decode(
             sotto::audio::decode_bytes_16k_mono("data", bytes).map_err(|e| e.to_string())?;
         *n = samples.len();
         Ok(Box::into_raw(samples.into_boxed_slice()).cast())
+    })
+}
+
+/// As [`sotto_audio_decode`], keeping the first two channels apart (faster-whisper's
+/// `decode_audio(split_stereo=True)`): left and right interleaved at 16 kHz, mono input in
+/// both; `*n_samples` floats (twice the frames), freed by [`sotto_audio_free`].
+///
+/// # Safety
+/// As [`sotto_audio_decode`].
+#[no_mangle]
+pub unsafe extern "C" fn sotto_audio_decode_stereo(
+    data: *const c_void,
+    len: usize,
+    n_samples: *mut usize,
+) -> *mut f32 {
+    guard(ptr::null_mut(), || {
+        if data.is_null() && len > 0 {
+            return Err("data is NULL".into());
+        }
+        // SAFETY: as this function's contract says.
+        let n = unsafe { n_samples.as_mut() }.ok_or("n_samples is NULL")?;
+        let bytes = if len == 0 {
+            Vec::new()
+        } else {
+            // SAFETY: non-NULL, `len` readable bytes by the caller's contract.
+            unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) }.to_vec()
+        };
+        let audio = sotto::audio::decode_bytes_within("data", bytes, None, f64::INFINITY, true)
+            .and_then(sotto::audio::to_16k)
+            .map_err(|e| e.to_string())?;
+        let [left, right] = match &audio.stereo {
+            Some([l, r]) => [l, r],
+            None => [&audio.mono, &audio.mono],
+        };
+        let frames: Vec<f32> = left.iter().zip(right).flat_map(|(&l, &r)| [l, r]).collect();
+        *n = frames.len();
+        Ok(Box::into_raw(frames.into_boxed_slice()).cast())
     })
 }
 
@@ -1380,6 +1493,37 @@ pub unsafe extern "C" fn sotto_detect_language_ex(
     threshold: f32,
     probability: *mut f32,
 ) -> *const c_char {
+    // SAFETY: the same contract, and NULL asks for no list.
+    unsafe {
+        sotto_detect_language_probs(
+            session,
+            samples,
+            n_samples,
+            segments,
+            threshold,
+            probability,
+            ptr::null_mut(),
+        )
+    }
+}
+
+/// [`sotto_detect_language_ex`], also writing every language's probability (of the last
+/// window read, as faster-whisper's `all_language_probs`) into `lang_probs`, indexed by
+/// [`sotto_lang_id`], as whisper.cpp's `whisper_lang_auto_detect` does.
+///
+/// # Safety
+/// As [`sotto_detect_language`]; `lang_probs` is NULL or writable for
+/// `sotto_lang_max_id() + 1` floats.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_detect_language_probs(
+    session: *mut SottoSession,
+    samples: *const f32,
+    n_samples: usize,
+    segments: c_int,
+    threshold: f32,
+    probability: *mut f32,
+    lang_probs: *mut f32,
+) -> *const c_char {
     guard(ptr::null(), || {
         // SAFETY: as this function's contract says.
         let s = unsafe { handle_mut(session, "session") }?;
@@ -1391,10 +1535,7 @@ pub unsafe extern "C" fn sotto_detect_language_ex(
             .detect_language_with(samples, segments, f64::from(threshold))
             .map_err(|e| e.to_string())?;
         // SAFETY: NULL or writable, by this function's contract.
-        if let Some(p) = unsafe { probability.as_mut() } {
-            *p = d.probability as f32;
-        }
-        static_language_code(d.language)
+        unsafe { write_detection(&d, probability, lang_probs) }
     })
 }
 
@@ -1405,11 +1546,14 @@ pub unsafe extern "C" fn sotto_detect_language_ex(
 /// the speech; with `params.batch_size`: on the chunks' log-mels joined, as faster-whisper's
 /// batched mode), on the speech `params.vad` finds when set. A static code, its probability
 /// in `*probability` when that is not NULL; "en" for English-only models; "" and 0 when
-/// the VAD finds no speech. For a caller that must name the language before the segments
-/// come, as faster-whisper's `transcribe()` does.
+/// the VAD finds no speech. Every language's probability goes to `lang_probs` (indexed by
+/// [`sotto_lang_id`]) when detected, all 0 when given or not detected. For a caller that
+/// must name the language before the segments come, as faster-whisper's `transcribe()`
+/// (its `info.language_probability` and `info.all_language_probs`).
 ///
 /// # Safety
-/// As [`sotto_transcribe`]; `probability` is NULL or writable.
+/// As [`sotto_transcribe`]; `probability` is NULL or writable; `lang_probs` NULL or
+/// writable for `sotto_lang_max_id() + 1` floats.
 #[no_mangle]
 pub unsafe extern "C" fn sotto_transcribe_language(
     session: *mut SottoSession,
@@ -1417,12 +1561,13 @@ pub unsafe extern "C" fn sotto_transcribe_language(
     n_samples: usize,
     params: *const SottoParams,
     probability: *mut f32,
+    lang_probs: *mut f32,
 ) -> *const c_char {
     guard(ptr::null(), || {
         // SAFETY: as this function's contract says.
         let samples = unsafe { sample_slice(samples, n_samples) }?;
         // SAFETY: as above.
-        unsafe { language_on(session, samples, params, None, probability) }
+        unsafe { language_on(session, samples, params, None, probability, lang_probs) }
     })
 }
 
@@ -1430,8 +1575,10 @@ pub unsafe extern "C" fn sotto_transcribe_language(
 /// transcription of the stretches `speech` would decode in (`params.vad` not used).
 ///
 /// # Safety
-/// As [`sotto_transcribe_speech`]; `probability` is NULL or writable.
+/// As [`sotto_transcribe_speech`]; `probability` and `lang_probs` as
+/// [`sotto_transcribe_language`] takes them.
 #[no_mangle]
+#[allow(clippy::too_many_arguments)] // the C signature: sotto_transcribe_speech's, and outputs
 pub unsafe extern "C" fn sotto_transcribe_speech_language(
     session: *mut SottoSession,
     samples: *const f32,
@@ -1440,6 +1587,7 @@ pub unsafe extern "C" fn sotto_transcribe_speech_language(
     n_speech: usize,
     params: *const SottoParams,
     probability: *mut f32,
+    lang_probs: *mut f32,
 ) -> *const c_char {
     guard(ptr::null(), || {
         // SAFETY: as this function's contract says.
@@ -1447,7 +1595,16 @@ pub unsafe extern "C" fn sotto_transcribe_speech_language(
         // SAFETY: as above.
         let found = unsafe { stretches(speech, n_speech) }?;
         // SAFETY: as above.
-        unsafe { language_on(session, samples, params, Some(found), probability) }
+        unsafe {
+            language_on(
+                session,
+                samples,
+                params,
+                Some(found),
+                probability,
+                lang_probs,
+            )
+        }
     })
 }
 
@@ -1461,6 +1618,7 @@ unsafe fn language_on(
     params: *const SottoParams,
     found: Option<Vec<(usize, usize)>>,
     probability: *mut f32,
+    lang_probs: *mut f32,
 ) -> Result<*const c_char, String> {
     // SAFETY: as this function's contract says.
     let s = unsafe { handle_mut(session, "session") }?;
@@ -1471,17 +1629,74 @@ unsafe fn language_on(
     let batch = batch_size(&p)?;
     // SAFETY: `p.vad` is NULL or a live VAD, by sotto.h's contract.
     let speech = unsafe { speech_of(&p, samples, found, batch) }?;
-    let (language, prob) = (s.0)
+    let d = (s.0)
         .transcription_language(samples, speech.as_deref(), &opts, batch)
         .map_err(|e| e.to_string())?;
     // SAFETY: NULL or writable, by this function's contract.
+    unsafe { write_detection(&d, probability, lang_probs) }
+}
+
+/// A language's static C code, its probability to `*probability` and every language's to
+/// `lang_probs` by id (all 0 when `d` has no list), each when not NULL.
+///
+/// # Safety
+/// `probability` is NULL or writable; `lang_probs` NULL or writable for
+/// [`LANGUAGE_CODES_C`]`.len()` floats.
+unsafe fn write_detection(
+    d: &sotto::LanguageDetection,
+    probability: *mut f32,
+    lang_probs: *mut f32,
+) -> Result<*const c_char, String> {
+    // SAFETY: NULL or writable, by this function's contract.
     if let Some(out) = unsafe { probability.as_mut() } {
-        *out = prob as f32;
+        *out = d.probability as f32;
     }
-    if language.is_empty() {
+    if !lang_probs.is_null() {
+        // SAFETY: writable for this many floats, by this function's contract.
+        let out = unsafe { std::slice::from_raw_parts_mut(lang_probs, LANGUAGE_CODES_C.len()) };
+        out.fill(0.0);
+        for &(code, p) in &d.all {
+            if let Some(i) = sotto::LANGUAGES.iter().position(|&c| c == code) {
+                out[i] = p as f32;
+            }
+        }
+    }
+    if d.language.is_empty() {
         return Ok(c"".as_ptr());
     }
-    static_language_code(&language)
+    static_language_code(d.language)
+}
+
+/// The largest language id: `lang_probs` arrays hold `sotto_lang_max_id() + 1` floats (as
+/// whisper.cpp's `whisper_lang_max_id`). Ids follow Whisper's language tokens: 0 is "en".
+#[no_mangle]
+pub extern "C" fn sotto_lang_max_id() -> c_int {
+    LANGUAGE_CODES_C.len() as c_int - 1
+}
+
+/// The static code of language `id` ("en" for 0), NULL when out of range.
+#[no_mangle]
+pub extern "C" fn sotto_lang_str(id: c_int) -> *const c_char {
+    usize::try_from(id)
+        .ok()
+        .and_then(|i| LANGUAGE_CODES_C.get(i))
+        .map_or(ptr::null(), |c| c.as_ptr().cast())
+}
+
+/// The id of a language code or English name ("de" or "german"), -1 when unknown or NULL.
+///
+/// # Safety
+/// `code` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_lang_id(code: *const c_char) -> c_int {
+    if code.is_null() {
+        return -1;
+    }
+    // SAFETY: non-NULL and NUL-terminated, by this function's contract.
+    let code = unsafe { CStr::from_ptr(code) }.to_string_lossy();
+    sotto::language_code(&code)
+        .and_then(|c| sotto::LANGUAGES.iter().position(|&l| l == c))
+        .map_or(-1, |i| i as c_int)
 }
 
 /// The static C string of a language code.

@@ -177,28 +177,33 @@ fn transcribes_through_the_c_interface() {
             .unwrap()
             .starts_with("sotto "));
 
-        // The language transcribing would use, without transcribing: English-only, "en".
+        // The language transcribing would use, without transcribing: English-only, "en",
+        // not detected (every language's probability 0).
         let mut params = sotto_default_params();
         let mut p = 0f32;
-        let code =
-            sotto_transcribe_language(session, samples.as_ptr(), samples.len(), &params, &mut p);
+        let (x, n) = (samples.as_ptr(), samples.len());
+        let mut probs = vec![0.5f32; sotto_lang_max_id() as usize + 1];
+        let all = probs.as_mut_ptr();
+        let code = sotto_transcribe_language(session, x, n, &params, &mut p, all);
         assert_eq!(string(code).as_deref(), Some("en"));
         assert_eq!(p, 1.0);
+        assert!(probs.iter().all(|&q| q == 0.0));
         params.chunk_length = 31;
-        let (x, n) = (samples.as_ptr(), samples.len());
-        assert!(sotto_transcribe_language(session, x, n, &params, &mut p).is_null());
+        let none = ptr::null_mut();
+        assert!(sotto_transcribe_language(session, x, n, &params, &mut p, none).is_null());
         assert!(last_error().contains("chunk_length"), "{}", last_error());
         params.chunk_length = 0;
         // No stretches of speech: the language as transcribing names it, probability 0.
-        let none = ptr::null();
-        let code = sotto_transcribe_speech_language(session, x, n, none, 0, &params, &mut p);
+        let no_speech = ptr::null();
+        let code =
+            sotto_transcribe_speech_language(session, x, n, no_speech, 0, &params, &mut p, none);
         assert_eq!((string(code).as_deref(), p), (Some("en"), 0.0));
         let speech = [0.5f64, 3.0];
         let at = speech.as_ptr();
-        let code = sotto_transcribe_speech_language(session, x, n, at, 1, &params, &mut p);
+        let code = sotto_transcribe_speech_language(session, x, n, at, 1, &params, &mut p, all);
         assert_eq!((string(code).as_deref(), p), (Some("en"), 1.0));
         params.batch_size = 4;
-        assert!(sotto_transcribe_language(session, x, n, &params, &mut p).is_null());
+        assert!(sotto_transcribe_language(session, x, n, &params, &mut p, none).is_null());
         assert!(last_error().contains("clip timestamps"), "{}", last_error());
 
         // English-only: no language detection, no German.
@@ -277,6 +282,63 @@ fn bad_arguments_are_errors() {
     // SAFETY: a static string.
     let version = unsafe { CStr::from_ptr(sotto_version()) };
     assert_eq!(version.to_str().unwrap(), env!("CARGO_PKG_VERSION"));
+}
+
+/// Language ids as whisper.cpp numbers them, and a detection's every probability by id:
+/// the library's own list (faster-whisper's `all_language_probs`), from the same session
+/// as the C calls use.
+#[test]
+fn every_language_probability_by_id() {
+    let dir = sotto_testdata::model_dir("base");
+    let samples = sotto::audio::load_16k_mono(jfk().to_str().unwrap()).unwrap();
+    let want = sotto::Model::load(&dir)
+        .and_then(|m| m.session(2)?.detect_language(&samples))
+        .expect("detects");
+    let path = c(dir.to_str().unwrap());
+    // SAFETY: live handles, NUL-terminated strings and buffers of the sizes sotto.h asks.
+    unsafe {
+        assert_eq!(sotto_lang_max_id(), 99);
+        assert_eq!(string(sotto_lang_str(0)).as_deref(), Some("en"));
+        assert_eq!(string(sotto_lang_str(99)).as_deref(), Some("yue"));
+        assert!(sotto_lang_str(100).is_null() && sotto_lang_str(-1).is_null());
+        assert_eq!(sotto_lang_id(c"de".as_ptr()), 2);
+        assert_eq!(sotto_lang_id(c"German".as_ptr()), 2);
+        assert_eq!(sotto_lang_id(c"xx".as_ptr()), -1);
+        assert_eq!(sotto_lang_id(ptr::null()), -1);
+
+        let model = sotto_model_load(path.as_ptr(), c"cpu".as_ptr());
+        let session = sotto_session_new(model, 2);
+        sotto_model_free(model);
+        assert!(!session.is_null(), "{}", last_error());
+        let (x, n) = (samples.as_ptr(), samples.len());
+        let mut probs = vec![0f32; sotto_lang_max_id() as usize + 1];
+        let mut p = 0f32;
+        let code = sotto_detect_language_probs(session, x, n, 1, 0.5, &mut p, probs.as_mut_ptr());
+        assert_eq!(string(code).as_deref(), Some(want.language));
+        assert_eq!(p, want.probability as f32);
+        assert_eq!(want.all.len(), 99, "base has no yue");
+        for (code, q) in &want.all {
+            let id = sotto_lang_id(c(code).as_ptr());
+            assert_eq!(probs[id as usize], *q as f32, "{code}");
+        }
+        assert_eq!(probs[99], 0.0);
+        let sum: f32 = probs.iter().sum();
+        assert!((sum - 1.0).abs() < 1e-4, "{sum}");
+
+        // What transcribing would detect: the same window here (jfk is under 30 s).
+        let params = sotto_default_params();
+        let mut again = vec![0f32; probs.len()];
+        let code = sotto_transcribe_language(session, x, n, &params, &mut p, again.as_mut_ptr());
+        assert_eq!(string(code).as_deref(), Some(want.language));
+        assert_eq!(again, probs);
+        // A language given is not detected: no list.
+        let mut params = sotto_default_params();
+        params.language = c"de".as_ptr();
+        let code = sotto_transcribe_language(session, x, n, &params, &mut p, again.as_mut_ptr());
+        assert_eq!((string(code).as_deref(), p), (Some("de"), 1.0));
+        assert!(again.iter().all(|&q| q == 0.0));
+        sotto_session_free(session);
+    }
 }
 
 /// jfk between silences: 1 s, the clip, 3 s, the clip, 1 s.
@@ -566,6 +628,84 @@ fn audio_decodes_from_memory() {
         );
         assert!(sotto_audio_decode(ptr::null(), 5, &mut n).is_null());
         assert!(last_error().contains("NULL"), "{}", last_error());
+    }
+}
+
+/// Two channels apart, interleaved at 16 kHz: a stereo file's own, a mono file's twice.
+#[test]
+fn stereo_audio_decodes_with_its_channels_apart() {
+    let left: Vec<f32> = (0..8000).map(|i| (i as f32 * 0.01).sin() * 0.5).collect();
+    let right: Vec<f32> = left.iter().map(|v| -v * 0.5).collect();
+    let stereo = sotto_testdata::wav_channels(&[&left, &right]);
+    let mono = sotto_testdata::wav(&left);
+    let mut n = 0usize;
+    // SAFETY: whole buffers and a writable count.
+    unsafe {
+        let p = sotto_audio_decode_stereo(stereo.as_ptr().cast(), stereo.len(), &mut n);
+        assert!(!p.is_null(), "{}", last_error());
+        let got = std::slice::from_raw_parts(p, n).to_vec();
+        sotto_audio_free(p, n);
+        assert_eq!(n, 2 * left.len());
+        // 16-bit PCM: within one step of what was written.
+        for (i, (l, r)) in left.iter().zip(&right).enumerate() {
+            assert!(
+                (got[2 * i] - l).abs() < 1e-4 && (got[2 * i + 1] - r).abs() < 1e-4,
+                "{i}"
+            );
+        }
+        let p = sotto_audio_decode_stereo(mono.as_ptr().cast(), mono.len(), &mut n);
+        assert!(!p.is_null(), "{}", last_error());
+        let got = std::slice::from_raw_parts(p, n).to_vec();
+        sotto_audio_free(p, n);
+        assert_eq!(n, 2 * left.len());
+        assert!(got.chunks(2).all(|lr| lr[0] == lr[1]));
+        assert!(sotto_audio_decode_stereo(stereo.as_ptr().cast(), 10, &mut n).is_null());
+        assert!(sotto_audio_decode_stereo(ptr::null(), 5, &mut n).is_null());
+        assert!(last_error().contains("NULL"), "{}", last_error());
+    }
+}
+
+/// The names sotto can fetch, and where a name or path loads from: a path as it is, a
+/// cached model in its cache folder, and with `local_only` an error rather than a fetch.
+#[test]
+fn model_names_and_paths() {
+    // SAFETY: NUL-terminated strings and buffers of the sizes passed.
+    unsafe {
+        let names: Vec<String> = (0..).map_while(|i| string(sotto_known_model(i))).collect();
+        assert!(names.iter().any(|n| n == "tiny.en") && names.iter().any(|n| n == "base"));
+        assert!(sotto_known_model(-1).is_null());
+
+        let dir = sotto_testdata::model_dir("tiny.en");
+        let cache = dir.parent().unwrap().parent().unwrap();
+        let (cache_c, dir_c) = (c(cache.to_str().unwrap()), c(dir.to_str().unwrap()));
+        let mut buf = vec![0 as c_char; 4096];
+        let (b, cap) = (buf.as_mut_ptr(), buf.len());
+        // A path as it is; its length alone with no room.
+        let n = sotto_model_path(dir_c.as_ptr(), ptr::null(), 1, b, cap);
+        assert_eq!(string(b).as_deref(), dir.to_str());
+        assert_eq!(n as usize, dir.to_str().unwrap().len());
+        assert_eq!(
+            sotto_model_path(dir_c.as_ptr(), ptr::null(), 1, ptr::null_mut(), 0),
+            n
+        );
+        // A name, from the cache folder given.
+        let n = sotto_model_path(c"tiny.en".as_ptr(), cache_c.as_ptr(), 1, b, cap);
+        assert!(n > 0, "{}", last_error());
+        assert_eq!(Path::new(&string(b).unwrap()), dir);
+        // Local only: an empty cache has nothing, and nothing is fetched.
+        let empty = tempfile::tempdir().unwrap();
+        let empty_c = c(empty.path().to_str().unwrap());
+        assert_eq!(
+            sotto_model_path(c"tiny.en".as_ptr(), empty_c.as_ptr(), 1, b, cap),
+            -1
+        );
+        assert!(last_error().contains("local only"), "{}", last_error());
+        assert!(std::fs::read_dir(empty.path()).unwrap().next().is_none());
+        assert_eq!(sotto_model_path(ptr::null(), ptr::null(), 1, b, cap), -1);
+        assert_eq!(
+            sotto_model_path(dir_c.as_ptr(), ptr::null(), 1, ptr::null_mut(), 8),
+            -1
+        );
     }
 }
 

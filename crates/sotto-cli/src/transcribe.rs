@@ -11,7 +11,7 @@ use sotto::audio::diarize::Speaker;
 use sotto::{Model, Task, TranscribeOptions, Transcript};
 
 use crate::progress;
-use crate::writers::{Format, RunInfo};
+use crate::writers::{Extras, Format, RunInfo};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -83,6 +83,11 @@ pub struct Args {
     /// Output file, or a folder for `<stem>.<ext>` files (needed for several inputs or formats).
     #[arg(short, long, value_name = "PATH")]
     output: Option<PathBuf>,
+
+    /// Number SRT cues from N + 1 (whisper-cli's -on: subtitles of a part that follows
+    /// others) [default: 0]
+    #[arg(long, value_name = "N", default_value_t = 0, hide_default_value = true)]
+    offset_n: usize,
 
     /// Transcribe only the speech the Silero VAD finds, as faster-whisper's `vad_filter`
     /// (its model comes from faster-whisper's PyPI wheel on first use); times stay the
@@ -555,6 +560,7 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
     let out = Output {
         sink: &sink,
         run: &run_info,
+        srt_offset: args.offset_n,
     };
     let mut failed = 0;
     for input in &args.files {
@@ -732,6 +738,7 @@ fn clock(seconds: f64) -> String {
 struct Output<'a> {
     sink: &'a Sink,
     run: &'a RunInfo<'a>,
+    srt_offset: usize,
 }
 
 fn write_outputs(
@@ -740,14 +747,18 @@ fn write_outputs(
     input: &str,
     out: &Output,
 ) -> anyhow::Result<()> {
-    let run = Some(out.run);
+    let extras = Extras {
+        speakers,
+        run: Some(out.run),
+        srt_offset: out.srt_offset,
+    };
     match out.sink {
         Sink::Console => Ok(()),
         Sink::Stdout(formats) => {
             let stdout = io::stdout();
             let mut out = stdout.lock();
             for f in formats {
-                if let Err(e) = f.write(t, speakers, run, &mut out) {
+                if let Err(e) = f.write(t, &extras, &mut out) {
                     if e.kind() == io::ErrorKind::BrokenPipe {
                         return Ok(());
                     }
@@ -756,7 +767,7 @@ fn write_outputs(
             }
             Ok(())
         }
-        Sink::File(path, format) => write_file(path, *format, t, speakers, run),
+        Sink::File(path, format) => write_file(path, *format, t, &extras),
         Sink::Folder(dir, formats) => {
             std::fs::create_dir_all(dir).with_context(|| dir.display().to_string())?;
             let stem = if input == "-" {
@@ -769,24 +780,18 @@ fn write_outputs(
             };
             for f in formats {
                 let path = dir.join(format!("{stem}.{}", f.extension()));
-                write_file(&path, *f, t, speakers, run)?;
+                write_file(&path, *f, t, &extras)?;
             }
             Ok(())
         }
     }
 }
 
-fn write_file(
-    path: &Path,
-    format: Format,
-    t: &Transcript,
-    speakers: &[Speaker],
-    run: Option<&RunInfo>,
-) -> anyhow::Result<()> {
+fn write_file(path: &Path, format: Format, t: &Transcript, extras: &Extras) -> anyhow::Result<()> {
     let file = File::create(path).with_context(|| path.display().to_string())?;
     let mut w = BufWriter::new(file);
     format
-        .write(t, speakers, run, &mut w)
+        .write(t, extras, &mut w)
         .and_then(|_| w.flush())
         .with_context(|| path.display().to_string())
 }

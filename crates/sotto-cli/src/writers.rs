@@ -61,26 +61,19 @@ impl Format {
             .find(|f| f.extension() == ext)
     }
 
-    /// Writes `t`; `speakers` (empty, or one per segment: `--diarize`) label each segment's
-    /// text as whisper.cpp does, `(speaker 0) text`, and JSON's `speaker` field.
-    /// whisper.cpp's JSON also needs `run` and errs without it.
-    pub fn write(
-        self,
-        t: &Transcript,
-        speakers: &[Speaker],
-        run: Option<&RunInfo>,
-        out: &mut dyn Write,
-    ) -> io::Result<()> {
+    /// Writes `t`, with what `extras` adds.
+    pub fn write(self, t: &Transcript, extras: &Extras, out: &mut dyn Write) -> io::Result<()> {
+        let speakers = extras.speakers;
         let t = &Labelled { t, speakers };
         match self {
             Format::CppJson | Format::CppJsonFull => {
-                let run = run.ok_or_else(|| {
+                let run = extras.run.ok_or_else(|| {
                     io::Error::other("whisper.cpp's JSON needs the model's details")
                 })?;
                 cpp_json::write(t, run, self == Format::CppJsonFull, out)
             }
             Format::Txt => write_txt(t, out),
-            Format::Srt => write_srt(t, out),
+            Format::Srt => write_srt(t, extras.srt_offset, out),
             Format::Vtt => write_vtt(t, out),
             Format::Json => write_json(t, out),
             Format::Csv => write_csv(t, out),
@@ -88,6 +81,19 @@ impl Format {
             Format::Lrc => write_lrc(t, out),
         }
     }
+}
+
+/// What a transcript is written with besides its segments.
+#[derive(Clone, Copy, Default)]
+pub struct Extras<'a> {
+    /// Empty, or each segment's speaker (`--diarize`): the text labelled as whisper.cpp
+    /// labels it, `(speaker 0) text`, and JSON's `speaker` field.
+    pub speakers: &'a [Speaker],
+    /// The model and run: whisper.cpp's JSON needs them and errs without.
+    pub run: Option<&'a RunInfo<'a>>,
+    /// Added to SRT's cue numbers, which then start at this + 1 (whisper.cpp's `offset_n`:
+    /// subtitles of a part that follows others).
+    pub srt_offset: usize,
 }
 
 /// A transcript and, where diarized, each segment's speaker.
@@ -129,12 +135,12 @@ fn timestamp(seconds: f64, sep: char) -> String {
     format!("{h:02}:{m:02}:{s:02}{sep}{ms:03}")
 }
 
-fn write_srt(t: &Labelled, out: &mut dyn Write) -> io::Result<()> {
+fn write_srt(t: &Labelled, offset: usize, out: &mut dyn Write) -> io::Result<()> {
     for (i, (s, text)) in t.segments().enumerate() {
         writeln!(
             out,
             "{}\n{} --> {}\n{text}\n",
-            i + 1,
+            offset + i + 1,
             timestamp(s.start, ','),
             timestamp(s.end, ','),
         )?;
@@ -325,7 +331,7 @@ mod tests {
 
     fn render(f: Format) -> String {
         let mut out = Vec::new();
-        f.write(&sample(), &[], None, &mut out).unwrap();
+        f.write(&sample(), &Extras::default(), &mut out).unwrap();
         String::from_utf8(out).unwrap()
     }
 
@@ -344,6 +350,16 @@ mod tests {
             "[by:sotto]\n[00:00.00]Hello, \"world\".\n[01:01.25]Tab\there.\n"
         );
         assert!(render(Format::Srt).contains("2\n00:01:01,250 --> 00:01:09,999\n"));
+        // whisper.cpp's offset_n: cues numbered on from an earlier part's.
+        let mut later = Vec::new();
+        let extras = Extras {
+            srt_offset: 40,
+            ..Extras::default()
+        };
+        Format::Srt.write(&sample(), &extras, &mut later).unwrap();
+        let later = String::from_utf8(later).unwrap();
+        assert!(later.starts_with("41\n00:00:00,000 --> "), "{later}");
+        assert!(later.contains("\n42\n00:01:01,250 --> "), "{later}");
         assert!(render(Format::Vtt).starts_with("WEBVTT\n\n00:00:00.000 --> 00:00:01.500\n"));
         let json: serde_json::Value = serde_json::from_str(&render(Format::Json)).unwrap();
         assert_eq!(json["segments"][1]["start"], 61.25);

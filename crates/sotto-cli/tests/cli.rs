@@ -81,7 +81,18 @@ fn writes_json_and_srt_into_a_folder() {
     let model = sotto_testdata::model_dir("tiny.en");
     let dir = tempfile::tempdir().unwrap();
     sotto()
-        .args(["transcribe", "-t", "2", "-f", "json", "-f", "srt", "-m"])
+        .args([
+            "transcribe",
+            "-t",
+            "2",
+            "-f",
+            "json",
+            "-f",
+            "srt",
+            "--offset-n",
+            "10",
+        ])
+        .arg("-m")
         .arg(&model)
         .arg(jfk())
         .arg("-o")
@@ -107,8 +118,9 @@ fn writes_json_and_srt_into_a_folder() {
         assert!((0.0..=1.0).contains(&p));
     }
     assert_eq!(normalise(json["text"].as_str().unwrap()), JFK);
+    // Cues numbered on from --offset-n, as whisper-cli's -on.
     let srt = std::fs::read_to_string(dir.path().join("jfk.srt")).unwrap();
-    assert!(srt.starts_with("1\n00:00:00,000 --> "), "{srt}");
+    assert!(srt.starts_with("11\n00:00:00,000 --> "), "{srt}");
 }
 
 #[test]
@@ -190,14 +202,14 @@ fn non_audio_and_empty_audio_are_one_line_errors() {
 
     // A valid WAV header with no samples.
     let empty = dir.path().join("empty.wav");
-    std::fs::write(&empty, common::wav(&[])).unwrap();
+    std::fs::write(&empty, sotto_testdata::wav(&[])).unwrap();
     assert_one_line_error(
         sotto().args(["transcribe", "-m"]).arg(&model).arg(&empty),
         "empty.wav",
     );
 
     // A header declaring 0 Hz: symphonia panics inside; the user sees one line, no panic.
-    let mut rate0 = common::wav(&[0.1; 1600]);
+    let mut rate0 = sotto_testdata::wav(&[0.1; 1600]);
     rate0[24..28].copy_from_slice(&0u32.to_le_bytes());
     let rate0_path = dir.path().join("rate0.wav");
     std::fs::write(&rate0_path, rate0).unwrap();
@@ -887,7 +899,7 @@ fn batch_size_decodes_the_vad_s_chunks_together() {
 fn stream_transcribes_raw_pcm_as_it_comes() {
     let model = sotto_testdata::model_dir("tiny.en");
     let samples = sotto::audio::load_16k_mono(jfk().to_str().unwrap()).unwrap();
-    let s16 = common::s16le(&samples);
+    let s16 = sotto_testdata::s16le(&samples);
     let f32le: Vec<u8> = samples.iter().flat_map(|x| x.to_le_bytes()).collect();
     let run = |pcm: &str, bytes: Vec<u8>, more: &[&str]| {
         let out = sotto()
@@ -955,7 +967,7 @@ fn stream_with_the_vad_transcribes_each_stretch_of_speech_once_it_ends() {
     let samples = sotto::audio::load_16k_mono(jfk().to_str().unwrap()).unwrap();
     let z = |s: usize| vec![0f32; s * 16_000];
     let gap = [z(1), samples.clone(), z(3), samples, z(1)].concat();
-    let s16 = common::s16le(&gap);
+    let s16 = sotto_testdata::s16le(&gap);
     let out = sotto()
         .args(["stream", "-t", "2", "--vad", "--timestamps", "--vad-model"])
         .arg(&vad)
@@ -1040,7 +1052,7 @@ fn vad_lists_the_stretches_of_speech() {
     let samples = sotto::audio::load_16k_mono(jfk().to_str().unwrap()).unwrap();
     let gap = [samples.clone(), vec![0.0; 3 * 16_000], samples].concat();
     let wav = dir.path().join("gap.wav");
-    std::fs::write(&wav, common::wav(&gap)).unwrap();
+    std::fs::write(&wav, sotto_testdata::wav(&gap)).unwrap();
     let out = sotto()
         .arg("vad")
         .arg("--vad-model")

@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{jfk, normalise, wav, JFK};
+use common::{jfk, normalise, JFK};
+use sotto_testdata::wav;
 
 /// A running `sotto serve`, killed when dropped.
 struct Server {

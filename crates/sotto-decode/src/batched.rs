@@ -23,8 +23,9 @@ use crate::segments::{split_by_timestamps, split_cut};
 use crate::shortlist::{ShortlistRows, ShortlistSpec, Shortlists};
 use crate::tokenizer::Tokenizer;
 use crate::transcribe::{
-    check_vocab, detect_language_over, encode_hint, filters, language_of, max_steps, prompt,
-    MelView, Segment, TranscribeOptions, Transcript, N_FRAMES,
+    check_vocab, detect_language_over, encode_hint, filters, given_language, language_of,
+    max_steps, prompt, LanguageDetection, MelView, Segment, TranscribeOptions, Transcript,
+    N_FRAMES,
 };
 use crate::{DecodeError, Result};
 
@@ -239,10 +240,10 @@ pub fn transcribe_batched(
     for c in chunks {
         c.mel.check()?;
     }
-    let (language, language_probability) = batched_language(inf, tok, chunks, opts)?;
+    let language = batched_language(inf, tok, chunks, opts)?;
     let mut out = Transcript {
-        language,
-        language_probability,
+        language: language.language.into(),
+        language_probability: language.probability,
         duration: chunks.iter().map(|c| c.duration).sum(),
         segments: Vec::new(),
     };
@@ -414,8 +415,8 @@ impl Search for Decoded {
     }
 }
 
-/// The language [`transcribe_batched`] with `opts` decodes `chunks` in, and its
-/// probability, without decoding (faster-whisper's batched `transcribe()` returns it before
+/// The language [`transcribe_batched`] with `opts` decodes `chunks` in, its probability
+/// and (when detected) every language's, without decoding (faster-whisper's batched `transcribe()` returns it before
 /// its segments): as given, "en" on English-only models, else detected from the chunks'
 /// log-mel joined, as transcribing detects it.
 pub fn batched_transcribe_language(
@@ -423,7 +424,7 @@ pub fn batched_transcribe_language(
     tok: &Tokenizer,
     chunks: &[Chunk],
     opts: &TranscribeOptions,
-) -> Result<(String, f64)> {
+) -> Result<LanguageDetection> {
     check_vocab(inf, tok)?;
     inf.set_audio_ctx(None).map_err(DecodeError::Inference)?;
     for c in chunks {
@@ -441,17 +442,12 @@ fn batched_language(
     tok: &Tokenizer,
     chunks: &[Chunk],
     opts: &TranscribeOptions,
-) -> Result<(String, f64)> {
+) -> Result<LanguageDetection> {
     if !tok.is_multilingual() {
-        return Ok(("en".into(), 1.0));
+        return Ok(LanguageDetection::given("en"));
     }
     if let Some(code) = opts.language.as_deref() {
-        tok.language_token(code)
-            .ok_or_else(|| DecodeError::UnknownLanguage {
-                code: code.into(),
-                known: tok.n_languages(),
-            })?;
-        return Ok((code.into(), 1.0));
+        return given_language(tok, code);
     }
     let n_mels = chunks.first().map_or(80, |c| c.mel.n_mels);
     if chunks.iter().any(|c| c.mel.n_mels != n_mels) {
@@ -493,5 +489,5 @@ fn batched_language(
         opts.language_detection_segments,
         opts.language_detection_threshold,
     )?;
-    Ok((d.language.into(), d.probability))
+    Ok(d)
 }

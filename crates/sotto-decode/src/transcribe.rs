@@ -567,8 +567,20 @@ pub struct LanguageDetection {
     pub language: &'static str,
     /// Its probability among the languages.
     pub probability: f64,
-    /// Every language with its probability, most likely first.
+    /// Every language with its probability, most likely first (faster-whisper's
+    /// `all_language_probs`); empty where the language was not detected but given.
     pub all: Vec<(&'static str, f64)>,
+}
+
+impl LanguageDetection {
+    /// A language that was given, not detected: probability 1, no list.
+    pub fn given(language: &'static str) -> Self {
+        LanguageDetection {
+            language,
+            probability: 1.0,
+            all: Vec::new(),
+        }
+    }
 }
 
 /// Detects the spoken language as faster-whisper's `detect_language` does: the softmax over
@@ -588,8 +600,8 @@ pub fn detect_language(
     detect_language_over(inf, tok, mel, 0, N_FRAMES, segments, threshold).map(|(d, _)| d)
 }
 
-/// The language [`transcribe`] with `opts` decodes in and its probability, without
-/// decoding: detected from the same mel windows (the first clip's, `chunk_length` or
+/// The language [`transcribe`] with `opts` decodes in, its probability and (when detected)
+/// every language's, without decoding: detected from the same mel windows (the first clip's, `chunk_length` or
 /// `audio_ctx` long, up to `language_detection_segments` of them) when `opts.language` is
 /// None, so a caller that must name the language before the segments come (faster-whisper's
 /// `transcribe`, which returns it with a generator) gets what transcribing would pick.
@@ -598,7 +610,7 @@ pub fn transcribe_language(
     tok: &Tokenizer,
     mel: &MelView,
     opts: &TranscribeOptions,
-) -> Result<(String, f64)> {
+) -> Result<LanguageDetection> {
     mel.check()?;
     check_vocab(inf, tok)?;
     opts.check_window_options()?;
@@ -611,7 +623,7 @@ pub fn transcribe_language(
             name: "audio_ctx",
             reason: e.to_string(),
         })?;
-    resolve_language(inf, tok, mel, opts).map(|(language, p, _)| (language, p))
+    resolve_language(inf, tok, mel, opts).map(|(d, _)| d)
 }
 
 /// faster-whisper's `language_detection_segments` and `_threshold`, checked.
@@ -745,6 +757,17 @@ pub(crate) fn check_vocab(inf: &dyn Inference, tok: &Tokenizer) -> Result<()> {
     Ok(())
 }
 
+/// A language code the caller gave, checked against the model's languages.
+pub(crate) fn given_language(tok: &Tokenizer, code: &str) -> Result<LanguageDetection> {
+    match tok.languages().iter().find(|c| **c == code) {
+        Some(&known) => Ok(LanguageDetection::given(known)),
+        None => Err(DecodeError::UnknownLanguage {
+            code: code.into(),
+            known: tok.n_languages(),
+        }),
+    }
+}
+
 /// The language to decode with and its probability (faster-whisper's `transcribe`, which
 /// detects it from the first clip's start, truncated to a frame, when that is inside the
 /// audio), and the mel window detection left encoded in `inf`, if any.
@@ -753,9 +776,9 @@ fn resolve_language(
     tok: &Tokenizer,
     mel: &MelView,
     opts: &TranscribeOptions,
-) -> Result<(String, f64, Option<Vec<f32>>)> {
+) -> Result<(LanguageDetection, Option<Vec<f32>>)> {
     match opts.language.as_deref() {
-        _ if !tok.is_multilingual() => Ok(("en".into(), 1.0, None)),
+        _ if !tok.is_multilingual() => Ok((LanguageDetection::given("en"), None)),
         None => {
             let first = opts.clip_timestamps.first().map_or(0.0, |t| t * 100.0);
             let start = if first < mel.content_frames() as f64 {
@@ -772,15 +795,9 @@ fn resolve_language(
                 opts.language_detection_segments,
                 opts.language_detection_threshold,
             )
-            .map(|(d, window)| (d.language.into(), d.probability, Some(window)))
+            .map(|(d, window)| (d, Some(window)))
         }
-        Some(code) => match tok.language_token(code) {
-            Some(_) => Ok((code.into(), 1.0, None)),
-            None => Err(DecodeError::UnknownLanguage {
-                code: code.into(),
-                known: tok.n_languages(),
-            }),
-        },
+        Some(code) => given_language(tok, code).map(|d| (d, None)),
     }
 }
 
@@ -1012,10 +1029,10 @@ pub fn transcribe(
     let content_frames = mel.content_frames();
     // The window language detection encoded: a first window with the same mel (audio of
     // 30 s or more) reuses it instead of running the encoder twice.
-    let (language, language_probability, mut encoded) = resolve_language(inf, tok, mel, opts)?;
+    let (language, mut encoded) = resolve_language(inf, tok, mel, opts)?;
     let mut out = Transcript {
-        language,
-        language_probability,
+        language: language.language.into(),
+        language_probability: language.probability,
         duration: content_frames as f64 * TIME_PER_FRAME,
         segments: Vec::new(),
     };

@@ -525,17 +525,17 @@ impl Session {
 }
 
 impl Session {
-    /// The language [`Session::transcribe`] with `opts` would decode `samples` in, and its
-    /// probability, without transcribing: `opts.language` when given (1.0), else detected
-    /// from the same windows of the same mel (faster-whisper's `transcribe()` detects from
-    /// the first clip's start, over `chunk_length` windows, the mel scaled over the whole
-    /// audio: [`Session::detect_language_with`] reads only the first windows'). English-only
-    /// models give "en".
+    /// The language [`Session::transcribe`] with `opts` would decode `samples` in, its
+    /// probability and every language's, without transcribing: `opts.language` when given
+    /// (1.0, no list), else detected from the same windows of the same mel (faster-whisper's
+    /// `transcribe()` detects from the first clip's start, over `chunk_length` windows, the
+    /// mel scaled over the whole audio: [`Session::detect_language_with`] reads only the
+    /// first windows'). English-only models give "en".
     pub fn transcribe_language(
         &mut self,
         samples: &[f32],
         opts: &TranscribeOptions,
-    ) -> Result<(String, f64)> {
+    ) -> Result<LanguageDetection> {
         if samples.is_empty() {
             return Err(Error::Invalid("the audio contains no samples".into()));
         }

@@ -9,7 +9,10 @@ pub use sotto_audio::vad::VadOptions;
 use sotto_audio::vad::{collect_speech, group_speech, speech_timestamps, SpeechMap};
 use sotto_model::silero::SileroVad;
 
-use crate::{Error, Result, Segment, Session, Timings, TranscribeOptions, Transcript};
+use crate::{
+    DecodeError, Error, LanguageDetection, Result, Segment, Session, Timings, TranscribeOptions,
+    Transcript, LANGUAGES,
+};
 
 /// A loaded Silero VAD model and the options it is applied with; cheap to clone and
 /// shareable between sessions.
@@ -378,8 +381,8 @@ impl Session {
         Ok((r, timings))
     }
 
-    /// The language the transcription of `samples` with `opts` decodes in, and its
-    /// probability, without transcribing: `speech` the stretches a VAD found (`[start,
+    /// The language the transcription of `samples` with `opts` decodes in, its probability
+    /// and (when detected) every language's, without transcribing: `speech` the stretches a VAD found (`[start,
     /// end)` in samples; None: all the audio, or `opts.clip_timestamps`), `batch_size` 0
     /// one window at a time ([`Session::transcribe`], or [`Session::transcribe_chunks_timed`]
     /// on the speech), else faster-whisper's batched mode
@@ -392,7 +395,7 @@ impl Session {
         speech: Option<&[(usize, usize)]>,
         opts: &TranscribeOptions,
         batch_size: usize,
-    ) -> Result<(String, f64)> {
+    ) -> Result<LanguageDetection> {
         if samples.is_empty() {
             return Err(Error::Invalid("the audio contains no samples".into()));
         }
@@ -403,7 +406,7 @@ impl Session {
                 check(samples, &opts)?;
                 check_stretches(samples, stretches)?;
                 if stretches.is_empty() {
-                    return Ok((self.no_speech(&opts, 0.0).language, 0.0));
+                    return self.no_speech_language(&opts);
                 }
                 let speech = collect_speech(samples, stretches);
                 return self.transcribe_language(&speech, &opts);
@@ -412,7 +415,7 @@ impl Session {
                 check(samples, &opts)?;
                 if stretches.is_empty() {
                     check_stretches(samples, stretches)?;
-                    return Ok((self.no_speech(&opts, 0.0).language, 0.0));
+                    return self.no_speech_language(&opts);
                 }
                 Box::new(speech_pieces(samples, stretches, &opts)?)
             }
@@ -433,6 +436,31 @@ impl Session {
             sotto_decode::batched_transcribe_language(inf, tok, chunks, &opts)
         })?;
         Ok(language)
+    }
+
+    /// [`Session::transcription_language`] of audio without speech: the language of
+    /// [`Session::no_speech`]'s transcript (given, or "" on multilingual models) with
+    /// probability 0.
+    fn no_speech_language(&self, opts: &TranscribeOptions) -> Result<LanguageDetection> {
+        let language = self.no_speech(opts, 0.0).language;
+        let known = if language.is_empty() {
+            ""
+        } else {
+            LANGUAGES
+                .iter()
+                .copied()
+                .find(|c| *c == language)
+                .ok_or_else(|| {
+                    Error::Decode(DecodeError::UnknownLanguage {
+                        code: language,
+                        known: LANGUAGES.len(),
+                    })
+                })?
+        };
+        Ok(LanguageDetection {
+            probability: 0.0,
+            ..LanguageDetection::given(known)
+        })
     }
 }
 

@@ -330,7 +330,13 @@ fn the_language_is_detected_on_the_chunks_joined() {
     let named = session
         .transcription_language(&audio, Some(&speech), &opts, 8)
         .unwrap();
-    assert_eq!(named, (t.language.clone(), t.language_probability));
+    assert_eq!(
+        (named.language, named.probability),
+        (t.language.as_str(), t.language_probability)
+    );
+    // Detected: every language's probability, likeliest first, the named one on top.
+    assert_eq!(named.all[0], (named.language, named.probability));
+    assert!(named.all.windows(2).all(|w| w[0].1 >= w[1].1));
     // Clips as chunks too.
     let clips = TranscribeOptions {
         clip_timestamps: vec![0.0, 9.5, 9.5],
@@ -342,7 +348,10 @@ fn the_language_is_detected_on_the_chunks_joined() {
     let named = session
         .transcription_language(&audio, None, &clips, 8)
         .unwrap();
-    assert_eq!(named, (t.language.clone(), t.language_probability));
+    assert_eq!(
+        (named.language, named.probability),
+        (t.language.as_str(), t.language_probability)
+    );
 }
 
 /// German, French and Spanish clips one after another: with `multilingual` each chunk

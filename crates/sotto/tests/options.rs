@@ -144,12 +144,19 @@ fn check(model_name: &str) {
             failures.push(format!("{label}: language {}", t.language));
         }
         // Named before decoding, as faster-whisper's `transcribe()` returns it: the same.
-        let (language, p) = session.transcribe_language(&samples, &opts).unwrap();
-        if (language.as_str(), p) != (t.language.as_str(), t.language_probability) {
+        let named = session.transcribe_language(&samples, &opts).unwrap();
+        let (language, p) = (named.language, named.probability);
+        if (language, p) != (t.language.as_str(), t.language_probability) {
             failures.push(format!(
                 "{label}: transcribe_language {language} {p}, the transcript {} {}",
                 t.language, t.language_probability
             ));
+        }
+        // Every language's probability when detected (faster-whisper's
+        // `all_language_probs`), none when given or English-only.
+        let detected = model_name == "base" && case["options"].get("language").is_none();
+        if named.all.is_empty() == detected {
+            failures.push(format!("{label}: {} languages listed", named.all.len()));
         }
         if let Some(p) = case["language_probability"].as_f64() {
             if (t.language_probability - p).abs() > 2e-3 {

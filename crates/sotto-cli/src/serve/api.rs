@@ -8,7 +8,7 @@ use sotto::audio::diarize::Speaker;
 use sotto::{Task, TranscribeOptions, Transcript};
 
 use super::form::Form;
-use crate::writers::Format;
+use crate::writers::{Extras, Format};
 
 /// Largest beam or candidate count a request may ask for (each costs a KV cache).
 pub const MAX_BEAMS: usize = 16;
@@ -103,15 +103,12 @@ impl ResponseFormat {
         })
     }
 
-    /// The body and its `Content-Type`. `speakers` (empty, or one per segment: `diarize`)
-    /// label the text as whisper.cpp's server does, `(speaker 0) text` a line each, and give
-    /// verbose JSON's segments a `speaker`.
-    pub fn render(
-        self,
-        t: &Transcript,
-        task: Task,
-        speakers: &[Speaker],
-    ) -> (Vec<u8>, &'static str) {
+    /// The body and its `Content-Type`. `extras.speakers` (empty, or one per segment:
+    /// `diarize`) label the text as whisper.cpp's server does, `(speaker 0) text` a line
+    /// each, and give verbose JSON's segments a `speaker`; `extras.srt_offset` numbers SRT
+    /// cues on from it (`offset_n`).
+    pub fn render(self, t: &Transcript, task: Task, extras: &Extras) -> (Vec<u8>, &'static str) {
+        let speakers = extras.speakers;
         match self {
             ResponseFormat::Json => (
                 json!({ "text": transcript_text(t, speakers) })
@@ -121,7 +118,7 @@ impl ResponseFormat {
             ),
             ResponseFormat::VerboseJson => (verbose_json(t, task, speakers), "application/json"),
             ResponseFormat::Text => (
-                file_body(t, Format::Txt, speakers),
+                file_body(t, Format::Txt, extras),
                 "text/plain; charset=utf-8",
             ),
             ResponseFormat::File(f) => {
@@ -132,7 +129,7 @@ impl ResponseFormat {
                     Format::Tsv => "text/tab-separated-values; charset=utf-8",
                     _ => "text/plain; charset=utf-8",
                 };
-                (file_body(t, f, speakers), ct)
+                (file_body(t, f, extras), ct)
             }
         }
     }
@@ -149,9 +146,9 @@ fn transcript_text(t: &Transcript, speakers: &[Speaker]) -> String {
         .collect()
 }
 
-fn file_body(t: &Transcript, f: Format, speakers: &[Speaker]) -> Vec<u8> {
+fn file_body(t: &Transcript, f: Format, extras: &Extras) -> Vec<u8> {
     let mut out = Vec::new();
-    f.write(t, speakers, None, &mut out)
+    f.write(t, extras, &mut out)
         .expect("writing to a Vec<u8> cannot fail");
     out
 }
@@ -269,13 +266,15 @@ pub struct Job {
     /// Label each segment with the louder channel of a stereo upload, as whisper.cpp's
     /// `diarize` (mono audio gets no labels).
     pub diarize: bool,
+    /// Added to SRT's cue numbers (whisper.cpp's `offset_n`: subtitles of a part that
+    /// follows others).
+    pub srt_offset: usize,
 }
 
 /// Fields clients send that change nothing here: whisper.cpp's console and model-loading
 /// options, and OpenAI's model choice (the server answers with the model it has loaded).
-const IGNORED: [&str; 9] = [
+const IGNORED: [&str; 8] = [
     "model",
-    "offset_n",
     "word_thold",
     "split_on_word",
     "debug_mode",
@@ -286,8 +285,9 @@ const IGNORED: [&str; 9] = [
 ];
 
 /// Every field a transcription request may carry.
-const KNOWN: [&str; 41] = [
+const KNOWN: [&str; 42] = [
     "file",
+    "offset_n",
     "suppress_non_speech",
     "audio_ctx",
     "suppress_regex",
@@ -509,6 +509,14 @@ pub fn read_job_with(
             _ => Vec::new(),
         };
     }
+    let srt_offset = match number(form, "offset_n")? {
+        Some(n) if n < 0.0 || n.fract() != 0.0 || n > u32::MAX as f64 => {
+            return Err(ApiError::bad_request(format!(
+                "offset_n: {n} is not a segment count"
+            )))
+        }
+        n => n.unwrap_or(0.0) as usize,
+    };
     if let Some(n) = number(form, "max_len")? {
         if n < 0.0 || n.fract() != 0.0 {
             return Err(ApiError::bad_request(format!(
@@ -642,6 +650,7 @@ pub fn read_job_with(
         stream,
         batch_size,
         diarize,
+        srt_offset,
     })
 }
 
@@ -765,6 +774,8 @@ mod tests {
         };
         assert_eq!((nst("false"), nst("true")), (vec![], vec![-1]));
         assert_eq!(job(&[("audio_ctx", "0")]).unwrap().opts.audio_ctx, None);
+        assert_eq!(job(&[("offset_n", "3")]).unwrap().srt_offset, 3);
+        assert_eq!(j.srt_offset, 0);
         assert_eq!(j.opts.entropy_threshold, Some(2.4));
         assert_eq!(
             job(&[("max_context", "-1")]).unwrap().opts.max_context,
@@ -806,6 +817,8 @@ mod tests {
             (vec![("translate", "maybe")], "translate"),
             (vec![("offset_t", "-5")], "offset_t"),
             (vec![("max_len", "-1")], "max_len"),
+            (vec![("offset_n", "-1")], "offset_n"),
+            (vec![("offset_n", "2.5")], "offset_n"),
             (vec![("max_context", "-2")], "max_context"),
             (vec![("max_context", "1.5")], "max_context"),
             (vec![("audio_ctx", "-1")], "audio_ctx"),
@@ -860,10 +873,11 @@ mod tests {
             duration: 1.5,
             segments: vec![seg],
         };
-        let (body, ct) = ResponseFormat::Json.render(&t, Task::Transcribe, &[]);
+        let plain = Extras::default();
+        let (body, ct) = ResponseFormat::Json.render(&t, Task::Transcribe, &plain);
         assert_eq!(ct, "application/json");
         assert_eq!(body, br#"{"text":"Hallo Welt."}"#);
-        let (body, _) = ResponseFormat::VerboseJson.render(&t, Task::Translate, &[]);
+        let (body, _) = ResponseFormat::VerboseJson.render(&t, Task::Translate, &plain);
         let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(v["task"], "translate");
         assert_eq!(v["language"], "german");
@@ -871,13 +885,16 @@ mod tests {
         assert_eq!(v["segments"][0]["words"][0]["word"], " Hallo");
         assert_eq!(v["words"][0]["end"], 0.6);
         assert!(v["segments"][0].get("speaker").is_none());
-        let (body, ct) = ResponseFormat::Text.render(&t, Task::Transcribe, &[]);
+        let (body, ct) = ResponseFormat::Text.render(&t, Task::Transcribe, &plain);
         assert_eq!(
             (body.as_slice(), ct),
             (&b"Hallo Welt.\n"[..], "text/plain; charset=utf-8")
         );
         // Diarized: whisper.cpp's labels in the text, verbose JSON's `speaker` per segment.
-        let right = [Speaker::Right];
+        let right = Extras {
+            speakers: &[Speaker::Right],
+            ..Extras::default()
+        };
         let (body, _) = ResponseFormat::Json.render(&t, Task::Transcribe, &right);
         assert_eq!(body, br#"{"text":"(speaker 1) Hallo Welt.\n"}"#);
         let (body, _) = ResponseFormat::VerboseJson.render(&t, Task::Transcribe, &right);
@@ -886,7 +903,19 @@ mod tests {
         assert_eq!(v["segments"][0]["text"], " Hallo Welt.");
         let (body, _) = ResponseFormat::File(Format::Srt).render(&t, Task::Transcribe, &right);
         let srt = String::from_utf8(body).unwrap();
+        assert!(srt.starts_with("1\n"), "{srt}");
         assert!(srt.contains("\n(speaker 1) Hallo Welt.\n"), "{srt}");
+        // whisper.cpp's offset_n numbers the cues on from it.
+        let later = Extras {
+            srt_offset: 7,
+            ..Extras::default()
+        };
+        let (body, _) = ResponseFormat::File(Format::Srt).render(&t, Task::Transcribe, &later);
+        assert!(
+            body.starts_with(b"8\n00:00:"),
+            "{}",
+            String::from_utf8_lossy(&body)
+        );
         let e = ApiError::bad_request("no file");
         assert_eq!(e.body(Dialect::WhisperCpp), r#"{"error":"no file"}"#);
         let v: serde_json::Value = serde_json::from_str(&e.body(Dialect::OpenAi)).unwrap();

@@ -825,7 +825,12 @@ fn run_job(
             .collect(),
         None => Vec::new(),
     };
-    let (body, content_type) = work.job.format.render(&t, work.job.opts.task, &speakers);
+    let extras = crate::writers::Extras {
+        speakers: &speakers,
+        run: None,
+        srt_offset: work.job.srt_offset,
+    };
+    let (body, content_type) = work.job.format.render(&t, work.job.opts.task, &extras);
     Ok(Reply { body, content_type })
 }
 
