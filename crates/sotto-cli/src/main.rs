@@ -76,7 +76,9 @@ enum Command {
     /// (faster-whisper); or a Silero VAD `.onnx` (faster-whisper's) to whisper.cpp's ggml
     /// VAD file (`whisper-cli --vad-model`).
     Convert {
-        /// Model name or path to convert.
+        /// Model name or path to convert; `random:SIZE` (tiny … large-v3-turbo) writes a
+        /// model of that published size with random weights, to time a peer on sizes whose
+        /// weights are not at hand (its transcripts mean nothing).
         input: String,
         /// Output: a .bin file (ggml) or a folder (hf, ct2).
         output: PathBuf,
@@ -249,8 +251,19 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 eprintln!("wrote {}", output.display());
                 return Ok(ExitCode::SUCCESS);
             }
-            let path = hub.resolve(&input, &mut progress::Download::new())?;
-            let file = sotto::formats::load(&path)?;
+            let (file, path) = match input.strip_prefix("random:") {
+                Some(size) => {
+                    let h = sotto::formats::random::hparams(size).with_context(|| {
+                        let sizes = sotto::formats::random::SIZES.join(", ");
+                        format!("no model size {size:?} (sizes: {sizes})")
+                    })?;
+                    (sotto::formats::random::whisper(h, 1), PathBuf::from(&input))
+                }
+                None => {
+                    let path = hub.resolve(&input, &mut progress::Download::new())?;
+                    (sotto::formats::load(&path)?, path)
+                }
+            };
             if to == "hf" {
                 sotto::formats::hf::write(&file, &output)?;
             } else if to == "ct2" {

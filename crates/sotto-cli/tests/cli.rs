@@ -369,6 +369,42 @@ fn convert_to_hugging_face_and_ctranslate2_folders_and_transcribe_them_the_same(
     assert_eq!(run(&ct2), hf);
 }
 
+/// `random:SIZE` writes a model of that size with random weights (to time a peer on sizes
+/// whose weights are not at hand): a CTranslate2 folder sotto loads and times again.
+#[test]
+fn convert_writes_random_weights_of_a_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let ct2 = dir.path().join("random-tiny");
+    sotto()
+        .args(["convert", "--to", "ct2", "random:tiny"])
+        .arg(&ct2)
+        .assert()
+        .success();
+    assert!(ct2.join("model.bin").is_file() && ct2.join("vocabulary.txt").is_file());
+    sotto()
+        .args([
+            "bench",
+            "--runs",
+            "1",
+            "--tokens",
+            "1",
+            "--no-limits",
+            "-t",
+            "2",
+            "-m",
+        ])
+        .arg(&ct2)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("(4 layers, d 384)"));
+    sotto()
+        .args(["convert", "random:huge"])
+        .arg(dir.path().join("x.bin"))
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("no model size \"huge\""));
+}
+
 /// Serves the files under `root` over plain HTTP/1.1 (GET only, one request per
 /// connection) on a free local port; returns its base URL and a count of requests.
 fn static_server(
