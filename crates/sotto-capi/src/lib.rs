@@ -942,23 +942,8 @@ pub unsafe extern "C" fn sotto_audio_decode(
     len: usize,
     n_samples: *mut usize,
 ) -> *mut f32 {
-    guard(ptr::null_mut(), || {
-        if data.is_null() && len > 0 {
-            return Err("data is NULL".into());
-        }
-        // SAFETY: as this function's contract says.
-        let n = unsafe { n_samples.as_mut() }.ok_or("n_samples is NULL")?;
-        let bytes = if len == 0 {
-            Vec::new()
-        } else {
-            // SAFETY: non-NULL, `len` readable bytes by the caller's contract.
-            unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) }.to_vec()
-        };
-        let samples =
-            sotto::audio::decode_bytes_16k_mono("data", bytes).map_err(|e| e.to_string())?;
-        *n = samples.len();
-        Ok(Box::into_raw(samples.into_boxed_slice()).cast())
-    })
+    // SAFETY: the same contract.
+    unsafe { decode_memory(data, len, n_samples, false) }
 }
 
 /// As [`sotto_audio_decode`], keeping the first two channels apart (faster-whisper's
@@ -973,6 +958,20 @@ pub unsafe extern "C" fn sotto_audio_decode_stereo(
     len: usize,
     n_samples: *mut usize,
 ) -> *mut f32 {
+    // SAFETY: the same contract.
+    unsafe { decode_memory(data, len, n_samples, true) }
+}
+
+/// The body of the two in-memory decodes: mono, or left and right interleaved.
+///
+/// # Safety
+/// As [`sotto_audio_decode`].
+unsafe fn decode_memory(
+    data: *const c_void,
+    len: usize,
+    n_samples: *mut usize,
+    stereo: bool,
+) -> *mut f32 {
     guard(ptr::null_mut(), || {
         if data.is_null() && len > 0 {
             return Err("data is NULL".into());
@@ -985,17 +984,22 @@ pub unsafe extern "C" fn sotto_audio_decode_stereo(
             // SAFETY: non-NULL, `len` readable bytes by the caller's contract.
             unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) }.to_vec()
         };
-        let audio = sotto::audio::decode_bytes_within("data", bytes, None, f64::INFINITY, true)
-            .and_then(sotto::audio::to_16k)
+        let audio = sotto::audio::decode_bytes_within("data", bytes, None, f64::INFINITY, stereo)
+            .and_then(|a| sotto::audio::to_16k(a).map_err(|e| e.with_input("data")))
             .map_err(|e| e.to_string())?;
-        let [left, right] = match &audio.stereo {
-            Some([l, r]) => [l, r],
-            None => [&audio.mono, &audio.mono],
+        let samples = match (stereo, &audio.stereo) {
+            (false, _) => audio.mono,
+            (true, Some([l, r])) => interleave(l, r),
+            (true, None) => interleave(&audio.mono, &audio.mono),
         };
-        let frames: Vec<f32> = left.iter().zip(right).flat_map(|(&l, &r)| [l, r]).collect();
-        *n = frames.len();
-        Ok(Box::into_raw(frames.into_boxed_slice()).cast())
+        *n = samples.len();
+        Ok(Box::into_raw(samples.into_boxed_slice()).cast())
     })
+}
+
+/// Two channels as left, right pairs.
+fn interleave(left: &[f32], right: &[f32]) -> Vec<f32> {
+    left.iter().zip(right).flat_map(|(&l, &r)| [l, r]).collect()
 }
 
 /// Frees samples from [`sotto_audio_load`] or [`sotto_audio_decode`].
