@@ -40,6 +40,12 @@ pub struct EngineArgs {
     /// rank among the best (same choices, half the bytes per decoder step)
     #[arg(long, env = "SOTTO_EXACT_LOGITS")]
     exact_logits: bool,
+
+    /// Quantize an f16 model's decoder layers to q8_0 as they load, as `sotto quantize
+    /// q8_0` stores them (the CPU): half the bytes per decoder step, the decoder of a q8_0
+    /// file; for medium and large models, whose tokens are bound by those bytes
+    #[arg(long, env = "SOTTO_QUANTIZE_DECODER")]
+    quantize_decoder: bool,
 }
 
 impl EngineArgs {
@@ -62,9 +68,17 @@ impl EngineArgs {
         select_device(&self.device)
     }
 
-    /// `--encoder-precision` and `--exact-logits`; see [`load_options`].
+    /// `--encoder-precision`, `--exact-logits` and `--quantize-decoder`. A level asked for
+    /// by name on a CPU without its instructions is an error rather than a silent f32 run;
+    /// `auto` picks per model file and CPU ([`sotto::EncoderPrecision::Auto`]).
     pub fn load_options(&self) -> anyhow::Result<sotto::LoadOptions> {
-        load_options(&self.encoder_precision, self.exact_logits)
+        let encoder = (self.encoder_precision.parse())
+            .map_err(|e| anyhow::anyhow!("--encoder-precision {e}"))?;
+        Ok(sotto::LoadOptions {
+            encoder,
+            exact_logits: self.exact_logits,
+            quantize_decoder: self.quantize_decoder,
+        })
     }
 }
 
@@ -83,23 +97,6 @@ pub fn threads(asked: Option<usize>) -> anyhow::Result<usize> {
         Some(n) => Ok(n),
         None => Ok(std::thread::available_parallelism().map_or(1, |n| n.get())),
     }
-}
-
-/// Load options from `--encoder-precision` (`auto`, `int8`, `int16`, `bf16`, `bf16-fast` or
-/// `f32`).
-/// A level asked for by name on a CPU without its instructions is an error rather than a
-/// silent f32 run; `auto` picks per model file and CPU ([`sotto::EncoderPrecision::Auto`]).
-pub fn load_options(
-    encoder_precision: &str,
-    exact_logits: bool,
-) -> anyhow::Result<sotto::LoadOptions> {
-    let encoder = encoder_precision
-        .parse()
-        .map_err(|e| anyhow::anyhow!("--encoder-precision {e}"))?;
-    Ok(sotto::LoadOptions {
-        encoder,
-        exact_logits,
-    })
 }
 
 /// Resolves `--device`, printing once on stderr what `auto` chose and why. `auto` stays

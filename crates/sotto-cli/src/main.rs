@@ -424,6 +424,7 @@ fn calibration_stats(
     let opts = sotto::LoadOptions {
         encoder: sotto::EncoderPrecision::F32,
         exact_logits: true,
+        quantize_decoder: false,
     };
     let model = sotto::Model::load_with(path, sotto::Device::Cpu, opts)?;
     let audio = clips

@@ -44,9 +44,10 @@ fn default_output_has_timestamped_lines() {
 }
 
 /// The screened vocabulary (the default for f16 files) and `--exact-logits` (the f16 rows)
-/// choose the same tokens and timestamps on jfk, greedy and beam 5, base and tiny.en.
+/// choose the same tokens and timestamps on jfk, greedy and beam 5, base and tiny.en; a
+/// decoder quantized as it loads (`--quantize-decoder`) the same words.
 #[test]
-fn exact_logits_changes_no_choice_on_jfk() {
+fn exact_logits_changes_no_choice_on_jfk_nor_a_quantized_decoder_the_words() {
     for (name, beams) in [("tiny.en", "1"), ("tiny.en", "5"), ("base", "5")] {
         let run = |extra: &[&str]| {
             let out = sotto()
@@ -73,6 +74,17 @@ fn exact_logits_changes_no_choice_on_jfk() {
         let (screened, exact) = (run(&[]), run(&["--exact-logits"]));
         assert!(screened.contains("ask not what your country"), "{screened}");
         assert_eq!(screened, exact, "{name}, beam {beams}");
+        // The decoder quantized to q8_0 as it loads: the same words here (its timestamps
+        // may move by a step or so).
+        let words = |s: &str| {
+            let n = normalise(s);
+            let w = n
+                .split(' ')
+                .filter(|w| !w.chars().all(|c| c.is_ascii_digit()));
+            w.map(str::to_string).collect::<Vec<_>>()
+        };
+        let q8 = run(&["--quantize-decoder"]);
+        assert_eq!(words(&q8), words(&screened), "{name}, beam {beams}");
     }
 }
 

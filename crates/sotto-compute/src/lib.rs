@@ -47,7 +47,7 @@ pub use packed_attention::PackedKv;
 pub use peak::{measure_compute_peaks, measure_peaks, Peaks};
 pub use probe::{accumulate_gram, LinearProbe};
 pub use sotto_isa::Isa;
-pub use sotto_quant::{QuantTiles, QuantType};
+pub use sotto_quant::{quantize_row, QuantTiles, QuantType};
 pub use tiled::F16Tiles;
 pub use vocab::{VocabTop, VocabWeights};
 

@@ -174,6 +174,7 @@ fn cpu_reference(f: &WhisperFile) -> Arc<Whisper> {
     let opts = LoadOptions {
         encoder: EncoderPrecision::F32,
         exact_logits: true,
+        quantize_decoder: false,
     };
     Arc::new(Whisper::from_file_with(f, opts).expect("CPU model"))
 }

@@ -181,6 +181,11 @@ pub struct LoadOptions {
     /// computed from the f16 rows, instead of screened q8_0 planes (see
     /// `sotto_compute::VocabWeights` and [`Session::set_logit_need`]). Default false.
     pub exact_logits: bool,
+    /// Quantize an f16 or f32 file's decoder weights (the layers, not the vocabulary, which
+    /// is screened anyway) to q8_0 as they load, as `sotto quantize q8_0` would store them:
+    /// half the bytes a decoder step reads, the decoder of a q8_0 file (CTranslate2's int8
+    /// quantizes its decoder too). The CPU only. Default false.
+    pub quantize_decoder: bool,
 }
 
 // These answer for the selected kernel path (`sotto_isa::isa`), not the CPU alone: a run
@@ -207,6 +212,7 @@ impl LoadOptions {
     pub const F32: LoadOptions = LoadOptions {
         encoder: EncoderPrecision::F32,
         exact_logits: true,
+        quantize_decoder: false,
     };
 }
 

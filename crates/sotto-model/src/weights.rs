@@ -23,6 +23,8 @@ struct Loader<'a> {
     precision: EncoderPrecision,
     /// [`crate::LoadOptions::exact_logits`].
     exact_logits: bool,
+    /// [`crate::LoadOptions::quantize_decoder`].
+    quantize_decoder: bool,
 }
 
 fn quant_type(d: DType) -> Option<QuantType> {
@@ -234,6 +236,8 @@ impl<'a> Loader<'a> {
             F32Packed::from_f16_le_bytes(bytes, n_out, n_in).map(Weight::F32Packed)
         } else if let (true, Some(layout)) = (encoder_only(prefix), int_layout) {
             I8Packed::from_f16_le_bytes(bytes, n_out, n_in, layout).map(Weight::Int8)
+        } else if decodes(prefix) && self.quantize_decoder {
+            q8_0_from_f16_bytes(bytes, n_out, n_in).for_decoding(n_out, n_in)
         } else if decodes(prefix) {
             match Weight::f16_bytes_for_decoding(bytes, n_out, n_in) {
                 Some(w) => w,
@@ -337,6 +341,30 @@ impl<'a> Loader<'a> {
     }
 }
 
+/// An f16 weight's rows (little-endian bytes) as q8_0 blocks, as a q8_0 file stores them.
+fn q8_0_from_f16_bytes(bytes: &[u8], n_out: usize, n_in: usize) -> Weight {
+    let t = QuantType::Q8_0;
+    let rb = t.row_bytes(n_in);
+    let mut data = vec![0u8; n_out * rb];
+    data.par_chunks_mut(rb)
+        .zip(bytes.par_chunks(2 * n_in))
+        .for_each_init(
+            || vec![0f32; n_in],
+            |row, (q, src)| {
+                for (x, c) in row.iter_mut().zip(src.chunks_exact(2)) {
+                    *x = f16::from_le_bytes([c[0], c[1]]).to_f32();
+                }
+                sotto_compute::quantize_row(t, row, q);
+            },
+        );
+    Weight::Quant {
+        t,
+        data,
+        n_out,
+        n_in,
+    }
+}
+
 /// Weights under `prefix` that only ever multiply the 1500 encoder rows.
 fn encoder_only(prefix: &str) -> bool {
     prefix.starts_with("encoder.")
@@ -429,6 +457,7 @@ pub(crate) fn build(f: &WhisperFile, opts: crate::LoadOptions) -> Result<Whisper
         widen: enc_params <= WIDEN_MAX_PARAMS,
         precision,
         exact_logits: opts.exact_logits,
+        quantize_decoder: opts.quantize_decoder,
     };
     let (da, dt) = (h.n_audio_state, h.n_text_state);
     // Converting and re-laying out the weights is most of a load: layers in parallel.

@@ -175,7 +175,7 @@ fn check_fast(name: &str, encoder: sotto_model::EncoderPrecision, ctx: Option<us
     let file = sotto_formats::load(&sotto_testdata::model_dir(name)).unwrap();
     let opts = sotto_model::LoadOptions {
         encoder,
-        exact_logits: false,
+        ..Default::default()
     };
     let model = Arc::new(Whisper::from_file_with(&file, opts).unwrap());
     let ran = model.encoder_precision();
@@ -244,6 +244,7 @@ fn check_screened_vocabulary(name: &str) {
         let opts = sotto_model::LoadOptions {
             encoder: sotto_model::EncoderPrecision::F32,
             exact_logits,
+            quantize_decoder: false,
         };
         let mut s =
             Session::new(Arc::new(Whisper::from_file_with(&file, opts).unwrap()), 2).unwrap();

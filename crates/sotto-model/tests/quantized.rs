@@ -81,3 +81,65 @@ fn quantized_tiny_en_transcribes_jfk() {
     }
     let _ = std::fs::remove_dir(&dir);
 }
+
+/// `LoadOptions::quantize_decoder` gives an f16 file the decoder a q8_0 file has: greedy
+/// steps with the same logits, bit for bit, as tiny.en with only its decoder layers
+/// stored as q8_0 (the encoder and the vocabulary left f16 in both).
+#[test]
+fn quantizing_the_decoder_at_load_gives_a_q8_0_files_decoder() {
+    let dir = sotto_testdata::model_dir("tiny.en");
+    let f16 = sotto_formats::load(&dir).unwrap();
+    let mut q8 = sotto_formats::load(&dir).unwrap();
+    let mut quantized = 0;
+    for (name, t) in q8.tensors.iter_mut() {
+        let layer = name.starts_with("decoder.blocks.") && name.ends_with(".weight");
+        let cross_kv = name.contains("cross_attn.key") || name.contains("cross_attn.value");
+        if !layer || cross_kv || t.shape.len() != 2 {
+            continue;
+        }
+        let (n_out, n_in) = (t.shape[0], t.shape[1]);
+        let (x, rb) = (t.to_f32().unwrap(), QuantType::Q8_0.row_bytes(n_in));
+        let mut bytes = vec![0u8; n_out * rb];
+        for (row, q) in x.chunks_exact(n_in).zip(bytes.chunks_exact_mut(rb)) {
+            sotto_quant::quantize_row(QuantType::Q8_0, row, q);
+        }
+        t.dtype = DType::Q8_0;
+        t.data = sotto_formats::Storage::from_vec(bytes);
+        quantized += 1;
+    }
+    assert_eq!(
+        quantized,
+        4 * 8,
+        "four layers: q, k, v, out, cross q and out, the MLP's two"
+    );
+    let (_, mel) = sotto_testdata::jfk_model_goldens();
+    let load = |file: &sotto_formats::WhisperFile, quantize_decoder| {
+        let opts = sotto_model::LoadOptions {
+            quantize_decoder,
+            ..Default::default()
+        };
+        let model = Arc::new(Whisper::from_file_with(file, opts).unwrap());
+        let mut s = Session::new(model, 2).unwrap();
+        s.encode(&mel).unwrap();
+        s
+    };
+    let (mut a, mut b) = (load(&f16, true), load(&q8, false));
+    let n_vocab = f16.hparams.n_vocab;
+    let (mut la, mut lb) = (vec![0f32; n_vocab], vec![0f32; n_vocab]);
+    let mut input = vec![50257u32];
+    for step in 0..12 {
+        a.decode(&input, &[input.len() - 1], &mut la).unwrap();
+        b.decode(&input, &[input.len() - 1], &mut lb).unwrap();
+        assert_eq!(la, lb, "step {step}");
+        let next = (0..n_vocab)
+            .max_by(|&i, &j| la[i].total_cmp(&la[j]))
+            .unwrap();
+        input = vec![next as u32];
+    }
+    // And it differs from the f16 decoder, which it replaces.
+    let mut c = load(&f16, false);
+    c.decode(&[50257], &[0], &mut lb).unwrap();
+    a.reset_text();
+    a.decode(&[50257], &[0], &mut la).unwrap();
+    assert_ne!(la, lb);
+}

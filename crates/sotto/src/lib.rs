@@ -172,7 +172,15 @@ impl Model {
                         source,
                     })
             };
-            let gpu = |n| cuda_weights(&file, n, opts.encoder);
+            let gpu = |n| match opts.quantize_decoder {
+                // A GPU's decoder steps are not bound by the weights' bytes as the CPU's are.
+                true => Err(Error::Device(
+                    "quantizing the decoder at load is for the CPU; the GPU runs the file's \
+                     weights"
+                        .into(),
+                )),
+                false => cuda_weights(&file, n, opts.encoder),
+            };
             let weights = weights_or_cpu(auto, device, gpu, cpu);
             let tokenizer = tokenizer.join().expect("tokenizer thread does not panic");
             (weights, tokenizer)
