@@ -144,6 +144,7 @@ def _load():
         "sotto_default_params": ([], _Params),
         "sotto_model_load": ([c.c_char_p, c.c_char_p], P),
         "sotto_model_load_ex": ([c.c_char_p, c.c_char_p, c.c_char_p], P),
+        "sotto_model_load_with": ([c.c_char_p, c.c_char_p, c.c_char_p, c.c_uint], P),
         "sotto_model_free": ([P], None),
         "sotto_model_is_multilingual": ([P], c.c_int),
         "sotto_model_device": ([P], c.c_char_p),
@@ -474,11 +475,15 @@ class Model(_Handle):
     or "auto". `encoder_precision` is the encoder's arithmetic on the CPU, as `sotto
     transcribe --encoder-precision` takes it: "auto", "f32" (the reference path), "bf16",
     "bf16-fast", "int8" or "int16" (a level this CPU cannot run raises SottoError); on a
-    GPU "f32" runs the whole model in f32 and anything else f16."""
+    GPU "f32" runs the whole model in f32 and anything else f16. `exact_logits` computes
+    every logit from the f16 vocabulary rows; `quantize_decoder` quantizes an f16 file's
+    decoder layers to q8_0 as they load (the CPU; `sotto transcribe --quantize-decoder`)."""
 
-    def __init__(self, name_or_path, device: str = "auto", encoder_precision: str = "auto"):
-        self._h = _lib.sotto_model_load_ex(os.fsencode(name_or_path), device.encode(),
-                                           encoder_precision.encode())
+    def __init__(self, name_or_path, device: str = "auto", encoder_precision: str = "auto",
+                 exact_logits: bool = False, quantize_decoder: bool = False):
+        flags = (1 if exact_logits else 0) | (2 if quantize_decoder else 0)
+        self._h = _lib.sotto_model_load_with(os.fsencode(name_or_path), device.encode(),
+                                             encoder_precision.encode(), flags)
         if not self._h:
             _fail()
 
@@ -873,8 +878,10 @@ class WhisperModel:
     .bin). `device` is "auto", "cpu" or "cuda" (`device_index` picks the GPU).
     `compute_type` picks the encoder's arithmetic: "float32" the f32 reference path,
     "bfloat16" bf16, the "int8" types int8, "int16" int16, "default", "auto" and "float16"
-    what sotto picks for the file and CPU (the decoder keeps its own); a type this CPU
-    cannot run falls back to that, with a warning, as CTranslate2 falls back.
+    what sotto picks for the file and CPU (the decoder keeps the file's, except that with
+    device="cpu" the "int8" types quantize an f16 file's decoder to q8_0 too, as
+    CTranslate2's int8 does); a type this CPU cannot run falls back to that, with a
+    warning, as CTranslate2 falls back.
     `num_workers` sessions let as many threads transcribe at once. `download_root` is the
     cache folder a name is fetched into (sotto's own otherwise); `local_files_only` never
     fetches."""
@@ -899,15 +906,18 @@ class WhisperModel:
             raise ValueError(f"compute_type {compute_type!r} is not one of "
                              f"{', '.join(self._PRECISION)}")
         precision = self._PRECISION[compute_type]
+        # CTranslate2's int8 quantizes the decoder too: on the CPU, so does sotto.
+        quantize = compute_type.startswith("int8") and device == "cpu"
         try:
-            self.model = Model(model_size_or_path, device=device, encoder_precision=precision)
+            self.model = Model(model_size_or_path, device=device, encoder_precision=precision,
+                               quantize_decoder=quantize)
         except SottoError as e:
             if "lacks" not in str(e):
                 raise
             import warnings
             warnings.warn(f"compute_type {compute_type}: {e}; using what sotto picks",
                           stacklevel=2)
-            self.model = Model(model_size_or_path, device=device)
+            self.model = Model(model_size_or_path, device=device, quantize_decoder=quantize)
         import queue
         self._sessions = queue.Queue()
         for _ in range(max(1, num_workers)):

@@ -258,6 +258,12 @@ class TestWhisperModel(unittest.TestCase):
     def test_compute_type_picks_the_encoder_precision(self):
         with self.assertRaisesRegex(ValueError, "compute_type 'float64'"):
             sotto.WhisperModel(MODEL, device="cpu", compute_type="float64")
+        # int8 on the CPU quantizes the decoder too, as CTranslate2's int8: the same words.
+        int8 = sotto.WhisperModel(MODEL, device="cpu", cpu_threads=2, compute_type="int8")
+        segments, _ = int8.transcribe(AUDIO, beam_size=1)
+        self.assertEqual(normalise("".join(s.text for s in segments)), JFK)
+        plain = sotto.Model(MODEL, device="cpu", quantize_decoder=True, exact_logits=True)
+        self.assertEqual(normalise(plain.session(2).transcribe(AUDIO, beam_size=1).text), JFK)
         with self.assertRaisesRegex(sotto.SottoError, "expected auto, int8"):
             sotto.Model(MODEL, device="cpu", encoder_precision="int4")
         f32 = sotto.WhisperModel(MODEL, device="cpu", cpu_threads=2, compute_type="float32")

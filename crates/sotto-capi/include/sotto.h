@@ -165,6 +165,14 @@ sotto_model *sotto_model_load(const char *name_or_path, const char *device);
  * "bf16-fast", "int8", "int16"; a level this CPU cannot run is an error. */
 sotto_model *sotto_model_load_ex(const char *name_or_path, const char *device,
                                  const char *encoder_precision);
+/* sotto_model_load_ex with flags, an OR of SOTTO_LOAD_* (0: none; other bits are an
+ * error): every logit from the f16 vocabulary rows (`--exact-logits`), and an f16 file's
+ * decoder layers quantized to q8_0 as they load (`--quantize-decoder`, the CPU: half the
+ * bytes a decoder step reads, what bounds medium and large models' tokens). */
+#define SOTTO_LOAD_EXACT_LOGITS 1u
+#define SOTTO_LOAD_QUANTIZE_DECODER 2u
+sotto_model *sotto_model_load_with(const char *name_or_path, const char *device,
+                                   const char *encoder_precision, unsigned flags);
 void sotto_model_free(sotto_model *model);
 /* 1 if the model knows languages other than English, 0 if not, -1 on a NULL model. */
 int sotto_model_is_multilingual(const sotto_model *model);

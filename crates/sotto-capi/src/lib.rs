@@ -7,7 +7,7 @@
 //! live as long as it does.
 
 use std::cell::RefCell;
-use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 
@@ -586,7 +586,36 @@ pub unsafe extern "C" fn sotto_model_load_ex(
     device: *const c_char,
     encoder_precision: *const c_char,
 ) -> *mut SottoModel {
+    // SAFETY: the same contract, and no flags.
+    unsafe { sotto_model_load_with(name_or_path, device, encoder_precision, 0) }
+}
+
+/// [`sotto_model_load_with`]'s flags: every logit from the f16 vocabulary rows (`--exact-logits`).
+pub const SOTTO_LOAD_EXACT_LOGITS: c_uint = 1;
+/// [`sotto_model_load_with`]'s flags: an f16 file's decoder layers quantized to q8_0 as they load
+/// (`--quantize-decoder`; the CPU).
+pub const SOTTO_LOAD_QUANTIZE_DECODER: c_uint = 2;
+
+/// [`sotto_model_load_ex`] with `flags`, an OR of `SOTTO_LOAD_*` (0: none); other bits are
+/// an error.
+///
+/// # Safety
+/// As [`sotto_model_load_ex`].
+#[no_mangle]
+pub unsafe extern "C" fn sotto_model_load_with(
+    name_or_path: *const c_char,
+    device: *const c_char,
+    encoder_precision: *const c_char,
+    flags: c_uint,
+) -> *mut SottoModel {
     guard(ptr::null_mut(), || {
+        let known = SOTTO_LOAD_EXACT_LOGITS | SOTTO_LOAD_QUANTIZE_DECODER;
+        if flags & !known != 0 {
+            return Err(format!(
+                "flags {flags:#x}: unknown bits {:#x}",
+                flags & !known
+            ));
+        }
         // SAFETY: the arguments are as this function's contract says.
         let name = unsafe { text(name_or_path, "name_or_path") }?.ok_or("name_or_path is NULL")?;
         // SAFETY: as above.
@@ -610,7 +639,8 @@ pub unsafe extern "C" fn sotto_model_load_ex(
             device,
             sotto::LoadOptions {
                 encoder,
-                ..Default::default()
+                exact_logits: flags & SOTTO_LOAD_EXACT_LOGITS != 0,
+                quantize_decoder: flags & SOTTO_LOAD_QUANTIZE_DECODER != 0,
             },
         )
         .map_err(|e| e.to_string())?;

@@ -265,6 +265,13 @@ fn bad_arguments_are_errors() {
         assert!(bad.is_null());
         let e = last_error();
         assert!(e.contains("encoder_precision int4: expected auto"), "{e}");
+        let bad = sotto_model_load_with(c"tiny.en".as_ptr(), c"cpu".as_ptr(), ptr::null(), 8);
+        assert!(bad.is_null());
+        assert!(
+            last_error().contains("unknown bits 0x8"),
+            "{}",
+            last_error()
+        );
         assert_eq!(sotto_model_is_multilingual(ptr::null()), -1);
         assert!(sotto_model_device(ptr::null()).is_null());
         assert!(sotto_model_device_note(ptr::null()).is_null());
