@@ -236,7 +236,9 @@ impl<'a> Loader<'a> {
             F32Packed::from_f16_le_bytes(bytes, n_out, n_in).map(Weight::F32Packed)
         } else if let (true, Some(layout)) = (encoder_only(prefix), int_layout) {
             I8Packed::from_f16_le_bytes(bytes, n_out, n_in, layout).map(Weight::Int8)
-        } else if decodes(prefix) && self.quantize_decoder {
+        } else if decodes(prefix) && self.quantize_decoder && n_in.is_multiple_of(QuantType::BLOCK)
+        {
+            // (Rows that are not whole q8_0 blocks, which no Whisper size has, stay f16.)
             q8_0_from_f16_bytes(bytes, n_out, n_in).for_decoding(n_out, n_in)
         } else if decodes(prefix) {
             match Weight::f16_bytes_for_decoding(bytes, n_out, n_in) {

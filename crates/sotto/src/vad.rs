@@ -382,8 +382,8 @@ impl Session {
     }
 
     /// The language the transcription of `samples` with `opts` decodes in, its probability
-    /// and (when detected) every language's, without transcribing: `speech` the stretches a VAD found (`[start,
-    /// end)` in samples; None: all the audio, or `opts.clip_timestamps`), `batch_size` 0
+    /// and (when detected) every language's, without transcribing: `speech` the stretches
+    /// a VAD found (`[start, end)` in samples; None: all the audio, or `opts.clip_timestamps`), `batch_size` 0
     /// one window at a time ([`Session::transcribe`], or [`Session::transcribe_chunks_timed`]
     /// on the speech), else faster-whisper's batched mode
     /// ([`Session::transcribe_batched_chunks`], or [`Session::transcribe_batched_clips`]
