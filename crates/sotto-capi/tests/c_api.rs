@@ -801,15 +801,9 @@ fn a_c_program_links_and_transcribes() {
 /// tests.
 #[test]
 fn the_python_binding_passes_its_tests() {
-    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
-    if Command::new(&python).arg("--version").output().is_err() {
-        assert!(
-            std::env::var_os("SOTTO_REQUIRE_PYTHON").is_none(),
-            "no Python ({python})"
-        );
-        eprintln!("skipped: no Python ({python}) to run bindings/python/test_sotto.py");
+    let Some(python) = python("to run bindings/python/test_sotto.py") else {
         return;
-    }
+    };
     let root = sotto_testdata::workspace_root();
     let mut run = Command::new(&python);
     if let Some(shared) = sotto_testdata::shared_dir() {
@@ -829,6 +823,103 @@ fn the_python_binding_passes_its_tests() {
     let err = String::from_utf8_lossy(&run.stderr);
     assert!(run.status.success(), "{err}");
     assert!(err.contains("OK"), "{err}");
+}
+
+/// `$PYTHON` (else `python3`), or None, having said the test that wanted it `for` skips,
+/// where there is none (a failure under `SOTTO_REQUIRE_PYTHON`).
+fn python(for_what: &str) -> Option<String> {
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    if Command::new(&python).arg("--version").output().is_ok() {
+        return Some(python);
+    }
+    assert!(
+        std::env::var_os("SOTTO_REQUIRE_PYTHON").is_none(),
+        "no Python ({python})"
+    );
+    eprintln!("skipped: no Python ({python}) {for_what}");
+    None
+}
+
+/// `pip install bindings/python` (its `setup.py`, given this build's library through
+/// `SOTTO_LIB` so as not to run cargo inside cargo) gives a package that finds its own
+/// library and transcribes, imported from anywhere. pip fetches setuptools from PyPI.
+#[test]
+fn the_python_package_installs_with_pip() {
+    let Some(python) = python("to install bindings/python") else {
+        return;
+    };
+    let root = sotto_testdata::workspace_root();
+    let dir = tempfile::tempdir().unwrap();
+    // A copy of the package's sources: the build writes beside them.
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(src.join("sotto")).unwrap();
+    for f in ["setup.py", "pyproject.toml", "sotto/__init__.py"] {
+        std::fs::copy(root.join("bindings/python").join(f), src.join(f)).unwrap();
+    }
+    let venv = dir.path().join("venv");
+    let made = Command::new(&python)
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let venv_python = venv.join(if cfg!(windows) {
+        "Scripts/python.exe"
+    } else {
+        "bin/python"
+    });
+    let install = Command::new(&venv_python)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+        ])
+        .arg(&src)
+        .env("SOTTO_LIB", shared_library_dir().join(library_file()))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&install.stderr);
+    assert!(install.status.success(), "pip install: {err}");
+
+    let script = r#"
+import os, sys
+import sotto
+lib = sotto._library_path()
+assert lib.startswith(sys.prefix), (lib, sys.prefix)
+print(sotto.__version__)
+model = sotto.Model(os.environ["MODEL"])
+with model.session(threads=2) as s:
+    print(s.transcribe(os.environ["AUDIO"]).text)
+"#;
+    let run = Command::new(&venv_python)
+        .args(["-c", script])
+        .current_dir(dir.path())
+        .env_remove("SOTTO_LIB")
+        .env_remove("PYTHONPATH")
+        .env("MODEL", sotto_testdata::model_dir("tiny.en"))
+        .env("AUDIO", jfk())
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let mut lines = out.lines();
+    assert_eq!(lines.next(), Some(env!("CARGO_PKG_VERSION")));
+    assert_eq!(normalise(lines.next().unwrap_or("")), normalise(JFK));
+    // The package's version is the workspace's.
+    let toml = std::fs::read_to_string(root.join("bindings/python/pyproject.toml")).unwrap();
+    let want = format!("version = \"{}\"", env!("CARGO_PKG_VERSION"));
+    assert!(toml.lines().any(|l| l.starts_with(&want)), "{want}");
 }
 
 /// The Node binding (`bindings/node`: whisper.rn's API over the shared library through

@@ -12,7 +12,8 @@
 
 `transcribe` takes a path, a binary file object (read whole), or 16 kHz mono samples (a
 NumPy float32 array, an `array.array('f')` or any sequence of floats). The library is `$SOTTO_LIB`, else
-`libsotto_capi` beside this file, else in the repository's `target/release`.
+the one installed with this package (`pip install bindings/python` builds it), else the
+repository's `target/release` one.
 """
 
 import array
@@ -128,11 +129,14 @@ def _library_path():
         sys.platform, "libsotto_capi.so"
     )
     here = os.path.dirname(os.path.abspath(__file__))
+    # Installed (`pip install bindings/python`): the library the wheel carries; in a
+    # checkout: the repository's build.
     for candidate in (os.path.join(here, name),
-                      os.path.join(here, "..", "..", "target", "release", name)):
+                      os.path.join(here, "..", "..", "..", "target", "release", name)):
         if os.path.exists(candidate):
             return candidate
-    raise SottoError(f"{name} not found: build it with `cargo build --release`, or set SOTTO_LIB")
+    raise SottoError(f"{name} not found: install the package (`pip install bindings/python`), "
+                     "build the library (`cargo build --release`), or set SOTTO_LIB")
 
 
 def _load():
