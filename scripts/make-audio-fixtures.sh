@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes the tiny audio fixtures under crates/sotto-audio/tests/fixtures (needs sox with
-# libsox-fmt-all: `apt-get install sox libsox-fmt-all`). The fixtures are committed; rerun this
-# only to change them. Each is 0.5 s of 22.05 kHz stereo: 440 Hz on the left, a 300 Hz to 3 kHz
+# libsox-fmt-all, opus-tools and ffmpeg: `apt-get install sox libsox-fmt-all opus-tools
+# ffmpeg`). The fixtures are committed; rerun this only to change them. Each is 0.5 s of 22.05 kHz stereo: 440 Hz on the left, a 300 Hz to 3 kHz
 # sweep on the right (the sweep makes the alignment of lossy decodes unambiguous).
 set -euo pipefail
 out="$(cd "$(dirname "$0")/.." && pwd)/crates/sotto-audio/tests/fixtures"
@@ -12,4 +12,11 @@ sox -D -n -r 22050 -b 16 -c 2 tones.wav synth 0.5 sine 440 sine 300-3000 gain -6
 sox -D tones.wav tones.flac
 sox -D tones.wav -C 64 tones.mp3
 sox -D tones.wav -C 0 tones.ogg
+# Opus in Ogg, in pages of at most 100 ms (so the end trim is on a page of its own), and
+# libopus's own decode of it without dither, which tests/decode.rs compares with ours.
+opusenc --quiet --bitrate 48 --max-delay 100 tones.wav tones.opus
+opusdec --quiet --no-dither --rate 48000 tones.opus tones.opus.wav
+# Opus in WebM (as browsers record), AAC in MP4 (as phones do: with an edit list).
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a libopus -b:a 48k tones.webm
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a aac -b:a 64k tones.m4a
 ls -l tones.*

@@ -138,7 +138,7 @@ class WhisperContext {
   }
 
   /**
-   * Transcribes an audio file (wav, flac, mp3, ogg; `file://` URLs, and a WAV as a
+   * Transcribes an audio file (wav, flac, mp3, ogg, opus, m4a, webm; `file://` URLs, and a WAV as a
    * `data:audio/wav;base64,` URL, too).
    * Options as whisper.rn's: language ('auto' by default), translate, maxThreads,
    * beamSize, bestOf, temperature, temperatureInc, prompt, offset and duration (ms),

@@ -339,7 +339,7 @@ def _take_samples(ptr, n) -> array.array:
 
 
 def load_audio(path) -> array.array:
-    """Decodes an audio file (wav, flac, mp3, ogg) to 16 kHz mono samples."""
+    """Decodes an audio file (wav, flac, mp3, ogg, opus, m4a, webm) to 16 kHz mono samples."""
     n = ctypes.c_size_t()
     return _take_samples(_lib.sotto_audio_load(os.fsencode(path), ctypes.byref(n)), n)
 

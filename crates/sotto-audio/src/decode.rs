@@ -1,17 +1,20 @@
-//! Decoding any supported file to mono f32 at its own sample rate (symphonia).
+//! Decoding any supported file to mono f32 at its own sample rate (symphonia, and
+//! rusty-opus for Opus: `opus.rs`).
 
 use std::io::{Cursor, Read};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
+use std::sync::OnceLock;
 
 use symphonia::core::audio::{SampleBuffer, SignalSpec};
-use symphonia::core::codecs::{DecoderOptions, CODEC_TYPE_NULL};
+use symphonia::core::codecs::{CodecRegistry, DecoderOptions, CODEC_TYPE_NULL};
 use symphonia::core::errors::Error as SymError;
 use symphonia::core::formats::FormatOptions;
 use symphonia::core::io::{MediaSource, MediaSourceStream};
 use symphonia::core::meta::MetadataOptions;
 use symphonia::core::probe::Hint;
 
+use crate::mp4_edit::Edit;
 use crate::{resample, AudioError, Result};
 
 /// Most mono samples one input may decode to (2^30, 4 GiB of f32: over 18 h at 16 kHz).
@@ -44,7 +47,8 @@ pub struct Audio16k {
     pub stereo: Option<[Vec<f32>; 2]>,
 }
 
-/// Decodes a WAV, FLAC, MP3 or Ogg Vorbis file to mono. Errors name the path.
+/// Decodes an audio file (WAV, FLAC, MP3, Ogg Vorbis or Opus, AAC or ALAC in MP4, Opus or
+/// Vorbis in WebM/Matroska, AIFF, CAF) to mono. Errors name the path.
 pub fn decode_file(path: &Path) -> Result<Audio> {
     decode_file_with(path, false)
 }
@@ -244,12 +248,13 @@ fn corrupt(name: &str, detail: impl Into<String>) -> AudioError {
 }
 
 fn decode_inner(
-    src: Box<dyn MediaSource>,
+    mut src: Box<dyn MediaSource>,
     name: &str,
     ext: Option<&str>,
     max_seconds: f64,
     keep_stereo: bool,
 ) -> Result<Audio> {
+    let edit = crate::mp4_edit::read_edit(&mut *src);
     let mss = MediaSourceStream::new(src, Default::default());
     let mut hint = Hint::new();
     if let Some(ext) = ext {
@@ -273,7 +278,7 @@ fn decode_inner(
             input: name.to_string(),
         })?;
     let track_id = track.id;
-    let mut decoder = symphonia::default::get_codecs()
+    let mut decoder = codecs()
         .make(&track.codec_params, &DecoderOptions::default())
         .map_err(|_| AudioError::Unsupported {
             input: name.to_string(),
@@ -351,6 +356,12 @@ fn decode_inner(
             },
         });
     };
+    if let Some(edit) = edit {
+        mono.apply(edit, rate);
+        if mono.samples.is_empty() {
+            return Err(corrupt(name, "its edit list keeps none of the audio"));
+        }
+    }
     let duration_s = mono.samples.len() as f64 / f64::from(rate);
     Ok(Audio {
         samples: mono.samples,
@@ -358,6 +369,17 @@ fn decode_inner(
         channels_in: mono.channels,
         duration_s,
         stereo: mono.stereo.filter(|_| mono.channels >= 2),
+    })
+}
+
+/// symphonia's decoders, and ours for Opus.
+fn codecs() -> &'static CodecRegistry {
+    static CODECS: OnceLock<CodecRegistry> = OnceLock::new();
+    CODECS.get_or_init(|| {
+        let mut registry = CodecRegistry::new();
+        symphonia::default::register_enabled_codecs(&mut registry);
+        registry.register_all::<crate::opus::OpusDecoder>();
+        registry
     })
 }
 
@@ -390,6 +412,21 @@ struct Mono {
 }
 
 impl Mono {
+    /// Keeps what an MP4 edit list plays (`mp4_edit.rs`): drops the encoder's priming and
+    /// any padding after the edit's length.
+    fn apply(&mut self, edit: Edit, rate: u32) {
+        let at = |s: f64| (s * f64::from(rate)).round() as usize;
+        let start = at(edit.start_s).min(self.samples.len());
+        let end = edit
+            .duration_s
+            .map_or(usize::MAX, |d| start.saturating_add(at(d)));
+        let channels = std::iter::once(&mut self.samples).chain(self.stereo.iter_mut().flatten());
+        for v in channels {
+            v.truncate(end);
+            v.drain(..start.min(v.len()));
+        }
+    }
+
     fn push(&mut self, interleaved: &[f32], spec: SignalSpec, name: &str) -> Result<()> {
         let channels = spec.channels.count();
         if channels == 0 || spec.rate == 0 {

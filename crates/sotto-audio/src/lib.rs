@@ -12,6 +12,8 @@ mod decode;
 pub mod diarize;
 mod error;
 mod mel;
+mod mp4_edit;
+mod opus;
 mod resample;
 pub mod vad;
 

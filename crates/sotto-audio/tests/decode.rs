@@ -4,7 +4,10 @@
 use std::f64::consts::PI;
 use std::path::{Path, PathBuf};
 
-use sotto_audio::{decode_bytes, decode_file, decode_reader, load_16k_mono, resample_to_16k};
+use sotto_audio::{
+    decode_bytes, decode_file, decode_file_keeping_stereo, decode_reader, load_16k_mono,
+    resample_to_16k,
+};
 
 /// A fresh scratch folder for one test.
 fn scratch(test: &str) -> PathBuf {
@@ -181,6 +184,59 @@ fn flac_mp3_ogg_fixtures_decode_like_the_wav_source() {
     }
 }
 
+/// Opus (which symphonia demuxes but does not decode: `opus.rs`) against libopus's own
+/// decoder: `tones.opus.wav` is `opusdec --rate 48000 tones.opus` (16-bit). Same length
+/// (the pre-skip dropped, the end padding trimmed), same samples to 16-bit precision, each
+/// channel and the mix.
+#[test]
+fn opus_decodes_as_libopus_does() {
+    let ours = decode_file_keeping_stereo(&fixture("tones.opus")).unwrap();
+    let libopus = decode_file_keeping_stereo(&fixture("tones.opus.wav")).unwrap();
+    assert_eq!((ours.sample_rate, ours.channels_in), (48_000, 2));
+    assert_eq!((libopus.sample_rate, libopus.channels_in), (48_000, 2));
+    assert_eq!(ours.samples.len(), libopus.samples.len());
+    assert_eq!(ours.samples.len(), 24_000, "0.5 s at 48 kHz");
+    let max_diff = |a: &[f32], b: &[f32]| {
+        a.iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0f32, f32::max)
+    };
+    let ([l, r], [rl, rr]) = (ours.stereo.unwrap(), libopus.stereo.unwrap());
+    for (what, a, b) in [
+        ("mix", &ours.samples, &libopus.samples),
+        ("left", &l, &rl),
+        ("right", &r, &rr),
+    ] {
+        let d = max_diff(a, b);
+        assert!(d < 1e-4, "{what}: {d} from libopus's decode");
+    }
+}
+
+/// Opus in WebM (Matroska, as browsers record it) and AAC in MP4 (`.m4a`, as phones
+/// record it), made from `tones.wav` by ffmpeg: the source's tones at 16 kHz, in time.
+#[test]
+fn webm_opus_and_m4a_aac_decode_like_the_wav_source() {
+    let wav = load_16k_mono(fixture("tones.wav").to_str().unwrap()).unwrap();
+    for (name, rate) in [("tones.webm", 48_000), ("tones.m4a", 22_050)] {
+        let file = decode_file(&fixture(name)).unwrap();
+        assert_eq!((file.sample_rate, file.channels_in), (rate, 2), "{name}");
+        let lossy = load_16k_mono(fixture(name).to_str().unwrap()).unwrap();
+        let extra = lossy.len() as i64 - wav.len() as i64;
+        assert!(
+            (0..=1600).contains(&extra),
+            "{name}: {extra} samples more than the source"
+        );
+        let (lag, snr) = aligned_snr_db(&wav, &lossy, 1600);
+        eprintln!(
+            "{name}: {} samples, lag {lag}, SNR {snr:.1} dB",
+            lossy.len()
+        );
+        assert!(snr > 15.0, "{name}: SNR {snr:.1} dB at lag {lag}");
+        assert!(lag <= 16, "{name}: starts {lag} samples late");
+    }
+}
+
 #[test]
 fn reader_and_bytes_decode_like_the_file() {
     let file = decode_file(&fixture("tones.ogg")).unwrap();
@@ -205,7 +261,7 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
     assert_one_line(
         &e,
         &format!(
-            "{}: not a supported audio file (wav, flac, mp3, ogg)",
+            "{}: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, webm/mkv, aiff, caf)",
             notes.display()
         ),
     );
@@ -236,7 +292,7 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
     let e = decode_reader(&b"plain text, not audio at all"[..], None).unwrap_err();
     assert_one_line(
         &e.to_string(),
-        "stdin: not a supported audio file (wav, flac, mp3, ogg)",
+        "stdin: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, webm/mkv, aiff, caf)",
     );
 
     // A WAV cut inside its header.

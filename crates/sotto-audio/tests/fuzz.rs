@@ -6,7 +6,15 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::decode_bytes;
 
-const FIXTURES: [&str; 4] = ["tones.wav", "tones.flac", "tones.mp3", "tones.ogg"];
+const FIXTURES: [&str; 7] = [
+    "tones.wav",
+    "tones.flac",
+    "tones.mp3",
+    "tones.ogg",
+    "tones.opus",
+    "tones.webm",
+    "tones.m4a",
+];
 const HINTS: [Option<&str>; 5] = [None, Some("wav"), Some("flac"), Some("mp3"), Some("ogg")];
 
 fn fixture(i: usize) -> Vec<u8> {
@@ -48,7 +56,7 @@ proptest! {
     }
 
     #[test]
-    fn truncated_fixtures(which in 0..4usize, cut in 0.0..1.0f64) {
+    fn truncated_fixtures(which in 0..FIXTURES.len(), cut in 0.0..1.0f64) {
         let bytes = fixture(which);
         let len = (bytes.len() as f64 * cut) as usize;
         check(bytes[..len].to_vec(), None);
@@ -56,7 +64,7 @@ proptest! {
 
     #[test]
     fn bit_flipped_fixtures(
-        which in 0..4usize,
+        which in 0..FIXTURES.len(),
         flips in proptest::collection::vec((0.0..1.0f64, 0..8u8, any::<bool>()), 1..16),
     ) {
         let mut bytes = fixture(which);

@@ -197,7 +197,7 @@ int sotto_model_path(const char *name_or_path, const char *cache_dir, int local_
 sotto_session *sotto_session_new(const sotto_model *model, int n_threads);
 void sotto_session_free(sotto_session *session);
 
-/* Decodes an audio file (wav, flac, mp3, ogg; any rate and channel count) to 16 kHz mono:
+/* Decodes an audio file (wav, flac, mp3, ogg, opus, m4a, webm; any rate and channel count) to 16 kHz mono:
  * *n_samples floats, to be given back to sotto_audio_free. */
 float *sotto_audio_load(const char *path, size_t *n_samples);
 /* The same, from a whole audio file held in memory (len bytes at data). */
@@ -216,7 +216,7 @@ sotto_transcript *sotto_transcribe(sotto_session *session, const float *samples,
 sotto_transcript *sotto_transcribe_speech(sotto_session *session, const float *samples,
                                           size_t n_samples, const double *speech,
                                           size_t n_speech, const sotto_params *params);
-/* Transcribes an audio file (wav, flac, mp3, ogg; any rate and channel count). */
+/* Transcribes an audio file (wav, flac, mp3, ogg, opus, m4a, webm; any rate and channel count). */
 sotto_transcript *sotto_transcribe_file(sotto_session *session, const char *path,
                                         const sotto_params *params);
 /* The spoken language of the first 30 s: a static code ("de"); its probability in

@@ -95,7 +95,7 @@ impl VadArgs {
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Audio files (wav, flac, mp3, ogg at any rate); `-` reads stdin.
+    /// Audio files (wav, flac, mp3, ogg, opus, m4a, webm at any rate); `-` reads stdin.
     #[arg(required = true, value_name = "FILES")]
     files: Vec<String>,
 

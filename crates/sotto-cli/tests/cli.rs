@@ -29,6 +29,25 @@ fn transcribes_jfk_with_tiny_en_by_name() {
     assert_eq!(normalise(&String::from_utf8(out).unwrap()), JFK);
 }
 
+/// What phones and messengers record: Opus in Ogg (16 kb/s, a voice message's rate) and
+/// AAC in MP4, made from jfk.wav by opusenc and ffmpeg (`crates/sotto-audio/tests/fixtures`).
+#[test]
+fn transcribes_opus_and_m4a() {
+    sotto_testdata::model_dir("tiny.en");
+    let fixtures = sotto_testdata::workspace_root().join("crates/sotto-audio/tests/fixtures");
+    for name in ["jfk.opus", "jfk.m4a"] {
+        let out = sotto()
+            .args(["transcribe", "-m", "tiny.en", "-t", "2", "--no-timestamps"])
+            .arg(fixtures.join(name))
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        assert_eq!(normalise(&String::from_utf8(out).unwrap()), JFK, "{name}");
+    }
+}
+
 #[test]
 fn default_output_has_timestamped_lines() {
     let model = sotto_testdata::model_dir("tiny.en");
