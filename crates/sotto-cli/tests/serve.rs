@@ -178,6 +178,18 @@ fn answers_whisper_cpp_and_openai_clients() {
     assert_eq!(srt.status, 200);
     assert!(srt.body.starts_with("1\n00:00:00,000 --> "), "{}", srt.body);
 
+    // What phones and browsers record: Opus in Ogg, AAC in MP4.
+    let fixtures = sotto_testdata::workspace_root().join("crates/sotto-audio/tests/fixtures");
+    for name in ["jfk.opus", "jfk.m4a"] {
+        let bytes = std::fs::read(fixtures.join(name)).unwrap();
+        let a = post(
+            &format!("{}/v1/audio/transcriptions", s.url),
+            &[("file", Some(name), &bytes), ("model", None, b"whisper-1")],
+        );
+        assert_eq!(a.status, 200, "{name}: {}", a.body);
+        assert_eq!(normalise(a.json()["text"].as_str().unwrap()), JFK, "{name}");
+    }
+
     // OpenAI's client sends `model` and a repeated `timestamp_granularities[]`.
     let v = post(
         &format!("{}/v1/audio/transcriptions", s.url),
