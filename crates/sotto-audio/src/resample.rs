@@ -28,13 +28,13 @@ const MAX_EXACT_PHASES: usize = 2048;
 /// `round(len * 16000 / rate)` samples and is aligned with the input: output k is the
 /// band-limited input at time k / 16000 s. At 16 kHz the input is returned unchanged.
 pub fn resample_to_16k(samples: &[f32], rate: u32) -> Result<Vec<f32>> {
-    let phases = (SAMPLE_RATE / gcd(rate.max(1), SAMPLE_RATE)) as usize;
-    resample_with(samples, rate, phases <= MAX_EXACT_PHASES)
+    resample_with(samples, rate, true)
 }
 
-/// [`resample_to_16k`], with the filter's taps looked up at exact phases (`exact`: the
-/// table's sub-steps a multiple of the rate's phases) or interpolated between sub-steps.
-/// Both give the same band-limited signal (tested to ~1e-6); the first is ~4× faster.
+/// [`resample_to_16k`], with the filter's taps looked up at exact phases where `exact`
+/// asks for it and the rate has at most [`MAX_EXACT_PHASES`] (the table's sub-steps a
+/// multiple of them), else interpolated between sub-steps. Both give the same
+/// band-limited signal (tested); the first takes one tap per tap instead of four.
 fn resample_with(samples: &[f32], rate: u32, exact: bool) -> Result<Vec<f32>> {
     if rate == SAMPLE_RATE {
         return Ok(samples.to_vec());
@@ -53,7 +53,7 @@ fn resample_with(samples: &[f32], rate: u32, exact: bool) -> Result<Vec<f32>> {
     }
     let window = WindowFunction::BlackmanHarris2;
     let phases = (SAMPLE_RATE / gcd(rate, SAMPLE_RATE)) as usize;
-    let (interpolation, oversampling_factor) = if exact {
+    let (interpolation, oversampling_factor) = if exact && phases <= MAX_EXACT_PHASES {
         // Output k lies k·rate/16000 input samples in: a whole number of 1/phases steps,
         // so a table of a multiple of `phases` sub-steps has its taps exactly.
         let n = phases * OVERSAMPLING.div_ceil(phases);
