@@ -4,7 +4,9 @@
 use std::io::{Cursor, Read};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
+use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::OnceLock;
+use std::thread::JoinHandle;
 
 use symphonia::core::audio::{SampleBuffer, SignalSpec};
 use symphonia::core::codecs::{CodecRegistry, DecoderOptions, CODEC_TYPE_NULL};
@@ -15,7 +17,8 @@ use symphonia::core::meta::MetadataOptions;
 use symphonia::core::probe::Hint;
 
 use crate::mp4_edit::Edit;
-use crate::{resample, AudioError, Result};
+use crate::resample::{self, Resampler16k};
+use crate::{AudioError, Result};
 
 /// Most mono samples one input may decode to (2^30, 4 GiB of f32: over 18 h at 16 kHz).
 /// Stops decompression bombs (FLAC can code silence in a few bytes per 65535 frames).
@@ -47,18 +50,45 @@ pub struct Audio16k {
     pub stereo: Option<[Vec<f32>; 2]>,
 }
 
+/// What to decode to: the input's rate or 16 kHz, its first two channels apart or not,
+/// and the longest audio accepted.
+#[derive(Clone, Copy)]
+struct Want {
+    to_16k: bool,
+    keep_stereo: bool,
+    max_seconds: f64,
+}
+
+impl Want {
+    fn native(keep_stereo: bool, max_seconds: f64) -> Self {
+        Self {
+            to_16k: false,
+            keep_stereo,
+            max_seconds,
+        }
+    }
+
+    fn at_16k(keep_stereo: bool, max_seconds: f64) -> Self {
+        Self {
+            to_16k: true,
+            keep_stereo,
+            max_seconds,
+        }
+    }
+}
+
 /// Decodes an audio file (WAV, FLAC, MP3, Ogg Vorbis or Opus, AAC or ALAC in MP4, Opus or
 /// Vorbis in WebM/Matroska, AIFF, CAF) to mono. Errors name the path.
 pub fn decode_file(path: &Path) -> Result<Audio> {
-    decode_file_with(path, false)
+    decode_path(path, Want::native(false, f64::INFINITY)).map(Decoded::into_audio)
 }
 
 /// [`decode_file`], also keeping the first two channels apart ([`Audio::stereo`]).
 pub fn decode_file_keeping_stereo(path: &Path) -> Result<Audio> {
-    decode_file_with(path, true)
+    decode_path(path, Want::native(true, f64::INFINITY)).map(Decoded::into_audio)
 }
 
-fn decode_file_with(path: &Path, keep_stereo: bool) -> Result<Audio> {
+fn decode_path(path: &Path, want: Want) -> Result<Decoded> {
     let name = path.display().to_string();
     let file = std::fs::File::open(path).map_err(|source| AudioError::Io {
         input: name.clone(),
@@ -69,16 +99,16 @@ fn decode_file_with(path: &Path, keep_stereo: bool) -> Result<Audio> {
         return Err(AudioError::Empty { input: name });
     }
     let hint = path.extension().and_then(|e| e.to_str());
-    decode_source(Box::new(file), &name, hint, f64::INFINITY, keep_stereo)
+    decode_source(Box::new(file), &name, hint, want)
 }
 
 /// Reads all of `r` into memory, then decodes it (for stdin, which cannot seek). Errors name
 /// the input `stdin`. `hint` is an optional file extension (`"mp3"`) that helps probing.
 pub fn decode_reader(r: impl Read, hint: Option<&str>) -> Result<Audio> {
-    decode_reader_with(r, hint, false)
+    decode_read(r, hint, Want::native(false, f64::INFINITY)).map(Decoded::into_audio)
 }
 
-fn decode_reader_with(r: impl Read, hint: Option<&str>, keep_stereo: bool) -> Result<Audio> {
+fn decode_read(r: impl Read, hint: Option<&str>, want: Want) -> Result<Decoded> {
     let name = "stdin";
     let mut bytes = Vec::new();
     r.take(MAX_INPUT_BYTES + 1)
@@ -93,7 +123,7 @@ fn decode_reader_with(r: impl Read, hint: Option<&str>, keep_stereo: bool) -> Re
             detail: format!("more than {MAX_INPUT_BYTES} bytes"),
         });
     }
-    decode_bytes_within(name, bytes, hint, f64::INFINITY, keep_stereo)
+    decode_memory(name, bytes, hint, want)
 }
 
 /// Decodes an in-memory file; `name` is what errors call it, `hint` an optional extension.
@@ -111,18 +141,29 @@ pub fn decode_bytes_within(
     max_seconds: f64,
     keep_stereo: bool,
 ) -> Result<Audio> {
+    decode_memory(name, bytes, hint, Want::native(keep_stereo, max_seconds))
+        .map(Decoded::into_audio)
+}
+
+/// As [`decode_bytes_within`], resampled to 16 kHz as it decodes (what [`to_16k`] of it
+/// gives, without holding the input-rate signal).
+pub fn decode_bytes_16k_within(
+    name: &str,
+    bytes: Vec<u8>,
+    hint: Option<&str>,
+    max_seconds: f64,
+    keep_stereo: bool,
+) -> Result<Audio16k> {
+    decode_memory(name, bytes, hint, Want::at_16k(keep_stereo, max_seconds)).map(Decoded::into_16k)
+}
+
+fn decode_memory(name: &str, bytes: Vec<u8>, hint: Option<&str>, want: Want) -> Result<Decoded> {
     if bytes.is_empty() {
         return Err(AudioError::Empty {
             input: name.to_string(),
         });
     }
-    decode_source(
-        Box::new(Cursor::new(bytes)),
-        name,
-        hint,
-        max_seconds,
-        keep_stereo,
-    )
+    decode_source(Box::new(Cursor::new(bytes)), name, hint, want)
 }
 
 /// Decodes `path_or_dash` (`-` reads stdin) and resamples it to 16 kHz mono.
@@ -130,15 +171,17 @@ pub fn load_16k_mono(path_or_dash: &str) -> Result<Vec<f32>> {
     load_16k(path_or_dash, false).map(|a| a.mono)
 }
 
-/// Decodes `path_or_dash` (`-` reads stdin) and resamples it to 16 kHz: the mono mix, and
-/// with `keep_stereo` the first two channels apart (where the input has two or more).
+/// Decodes `path_or_dash` (`-` reads stdin) and resamples it to 16 kHz as it decodes: the
+/// mono mix, and with `keep_stereo` the first two channels apart (where the input has two
+/// or more).
 pub fn load_16k(path_or_dash: &str, keep_stereo: bool) -> Result<Audio16k> {
-    let audio = if path_or_dash == "-" {
-        decode_reader_with(std::io::stdin().lock(), None, keep_stereo)?
+    let want = Want::at_16k(keep_stereo, f64::INFINITY);
+    let decoded = if path_or_dash == "-" {
+        decode_read(std::io::stdin().lock(), None, want)?
     } else {
-        decode_file_with(Path::new(path_or_dash), keep_stereo)?
+        decode_path(Path::new(path_or_dash), want)?
     };
-    to_16k(audio).map_err(|e| e.with_input(path_or_dash))
+    Ok(decoded.into_16k())
 }
 
 /// `audio` resampled to 16 kHz, its channels too where it kept them.
@@ -160,10 +203,7 @@ pub fn to_16k(audio: Audio) -> Result<Audio16k> {
 /// Decodes an in-memory file (`name` is what errors call it) and resamples it to 16 kHz
 /// mono.
 pub fn decode_bytes_16k_mono(name: &str, bytes: Vec<u8>) -> Result<Vec<f32>> {
-    let audio = decode_bytes(name, bytes, None)?;
-    to_16k(audio)
-        .map(|a| a.mono)
-        .map_err(|e| e.with_input(name))
+    decode_bytes_16k_within(name, bytes, None, f64::INFINITY, false).map(|a| a.mono)
 }
 
 /// Symphonia parsers are not proven panic-free on hostile bytes (a WAV header declaring a
@@ -173,14 +213,11 @@ fn decode_source(
     src: Box<dyn MediaSource>,
     name: &str,
     hint: Option<&str>,
-    max_seconds: f64,
-    keep_stereo: bool,
-) -> Result<Audio> {
+    want: Want,
+) -> Result<Decoded> {
     quiet_panics::install();
     let _quiet = quiet_panics::Scope::enter();
-    match catch_unwind(AssertUnwindSafe(|| {
-        decode_inner(src, name, hint, max_seconds, keep_stereo)
-    })) {
+    match catch_unwind(AssertUnwindSafe(|| decode_inner(src, name, hint, want))) {
         Ok(result) => result,
         Err(payload) => {
             let why = payload
@@ -251,9 +288,8 @@ fn decode_inner(
     mut src: Box<dyn MediaSource>,
     name: &str,
     ext: Option<&str>,
-    max_seconds: f64,
-    keep_stereo: bool,
-) -> Result<Audio> {
+    want: Want,
+) -> Result<Decoded> {
     let edit = crate::mp4_edit::read_edit(&mut *src);
     let mss = MediaSourceStream::new(src, Default::default());
     let mut hint = Hint::new();
@@ -284,11 +320,7 @@ fn decode_inner(
             input: name.to_string(),
         })?;
 
-    let mut mono = Mono {
-        max_seconds,
-        stereo: keep_stereo.then(Default::default),
-        ..Mono::default()
-    };
+    let mut mono = Mono::new(want, edit);
     // Reused while packets keep the same layout and fit.
     let mut buf: Option<(SampleBuffer<f32>, SignalSpec, usize)> = None;
     let mut first_error: Option<String> = None;
@@ -348,28 +380,7 @@ fn decode_inner(
         mono.push(b.samples(), spec, name)?;
     }
 
-    let Some(rate) = mono.rate else {
-        return Err(match first_error {
-            Some(e) => corrupt(name, format!("no packet could be decoded ({e})")),
-            None => AudioError::Empty {
-                input: name.to_string(),
-            },
-        });
-    };
-    if let Some(edit) = edit {
-        mono.apply(edit, rate);
-        if mono.samples.is_empty() {
-            return Err(corrupt(name, "its edit list keeps none of the audio"));
-        }
-    }
-    let duration_s = mono.samples.len() as f64 / f64::from(rate);
-    Ok(Audio {
-        samples: mono.samples,
-        sample_rate: rate,
-        channels_in: mono.channels,
-        duration_s,
-        stereo: mono.stereo.filter(|_| mono.channels >= 2),
-    })
+    mono.finish(name, first_error)
 }
 
 /// symphonia's decoders, and ours for Opus.
@@ -399,32 +410,153 @@ fn probe_error(name: &str, e: SymError) -> AudioError {
     }
 }
 
-/// The mono signal being built, with the stream's rate and channel count (from the first
-/// packet), and the longest it may grow.
-#[derive(Default)]
+/// Input frames per batch handed to the resampling thread (~0.3 s at 48 kHz).
+const BATCH: usize = 16 * 1024;
+
+/// Resamples the tracks to 16 kHz on a thread of its own, in batches, as they decode: on
+/// two cores the decoder and the resampler run side by side, and the input-rate signal is
+/// never held whole.
+struct Resampling {
+    batches: SyncSender<Vec<Vec<f32>>>,
+    done: JoinHandle<Result<Vec<Vec<f32>>>>,
+}
+
+impl Resampling {
+    /// One resampler per track (checked here, so that a bad rate fails at once).
+    fn start(rate: u32, tracks: usize) -> Result<Self> {
+        let mut resamplers = (0..tracks)
+            .map(|_| Resampler16k::new(rate))
+            .collect::<Result<Vec<_>>>()?;
+        let (batches, rx) = sync_channel::<Vec<Vec<f32>>>(4);
+        let done = std::thread::Builder::new()
+            .name("sotto-resample".into())
+            .spawn(move || {
+                for batch in rx {
+                    for (r, b) in resamplers.iter_mut().zip(&batch) {
+                        r.push(b)?;
+                    }
+                }
+                resamplers.into_iter().map(Resampler16k::finish).collect()
+            })
+            .map_err(|e| resample_failed(format!("cannot start its thread: {e}")))?;
+        Ok(Self { batches, done })
+    }
+
+    /// Hands over a batch; an error where the thread has stopped on one.
+    fn send(self, batch: Vec<Vec<f32>>) -> std::result::Result<Self, AudioError> {
+        match self.batches.send(batch) {
+            Ok(()) => Ok(self),
+            Err(_) => Err(self
+                .finish()
+                .err()
+                .unwrap_or_else(|| resample_failed("its thread stopped early".to_string()))),
+        }
+    }
+
+    fn finish(self) -> Result<Vec<Vec<f32>>> {
+        drop(self.batches);
+        self.done
+            .join()
+            .map_err(|_| resample_failed("its thread panicked".to_string()))?
+    }
+}
+
+fn resample_failed(detail: String) -> AudioError {
+    AudioError::Resample {
+        input: "audio".to_string(),
+        detail,
+    }
+}
+
+/// The mono signal being built (and the first two channels, when asked for), with the
+/// stream's rate and channel count from its first packet, the part of it an MP4 edit list
+/// keeps, and the longest it may grow.
 struct Mono {
-    samples: Vec<f32>,
+    want: Want,
+    edit: Option<Edit>,
     rate: Option<u32>,
     channels: u16,
-    max_seconds: f64,
-    /// The first two channels, when asked for.
+    /// Input frames decoded so far.
+    frames_in: usize,
+    /// The input frames kept: `[start, end)`, from the edit list (all without one).
+    keep: (usize, usize),
+    /// Frames kept so far.
+    kept: usize,
+    /// The mix, then the left and right channels where they are kept: all of them at the
+    /// input's rate, or the batch not yet handed to `resampling`.
+    tracks: Vec<Vec<f32>>,
+    resampling: Option<Resampling>,
+}
+
+/// What [`Mono`] decoded: the mix (and channels) at the input's rate, or at 16 kHz where
+/// resampled.
+struct Decoded {
+    mono: Vec<f32>,
     stereo: Option<[Vec<f32>; 2]>,
+    input_rate: u32,
+    channels_in: u16,
+}
+
+impl Decoded {
+    fn into_audio(self) -> Audio {
+        let rate = self.input_rate;
+        Audio {
+            duration_s: self.mono.len() as f64 / f64::from(rate),
+            samples: self.mono,
+            sample_rate: rate,
+            channels_in: self.channels_in,
+            stereo: self.stereo,
+        }
+    }
+
+    fn into_16k(self) -> Audio16k {
+        Audio16k {
+            mono: self.mono,
+            stereo: self.stereo,
+        }
+    }
 }
 
 impl Mono {
-    /// Keeps what an MP4 edit list plays (`mp4_edit.rs`): drops the encoder's priming and
-    /// any padding after the edit's length.
-    fn apply(&mut self, edit: Edit, rate: u32) {
-        let at = |s: f64| (s * f64::from(rate)).round() as usize;
-        let start = at(edit.start_s).min(self.samples.len());
-        let end = edit
-            .duration_s
-            .map_or(usize::MAX, |d| start.saturating_add(at(d)));
-        let channels = std::iter::once(&mut self.samples).chain(self.stereo.iter_mut().flatten());
-        for v in channels {
-            v.truncate(end);
-            v.drain(..start.min(v.len()));
+    fn new(want: Want, edit: Option<Edit>) -> Self {
+        Self {
+            want,
+            edit,
+            rate: None,
+            channels: 0,
+            frames_in: 0,
+            keep: (0, usize::MAX),
+            kept: 0,
+            tracks: Vec::new(),
+            resampling: None,
         }
+    }
+
+    /// Sets the stream's layout from its first packet.
+    fn start(&mut self, rate: u32, channels: usize, name: &str) -> Result<()> {
+        self.rate = Some(rate);
+        self.channels = u16::try_from(channels).unwrap_or(u16::MAX);
+        if let Some(edit) = self.edit {
+            // What an MP4 edit list plays (`mp4_edit.rs`): no encoder priming, and no
+            // padding after the edit's length.
+            let at = |s: f64| (s * f64::from(rate)).round() as usize;
+            let start = at(edit.start_s);
+            let end = edit
+                .duration_s
+                .map_or(usize::MAX, |d| start.saturating_add(at(d)));
+            self.keep = (start, end);
+        }
+        let tracks = if self.want.keep_stereo && channels >= 2 {
+            3
+        } else {
+            1
+        };
+        self.tracks = vec![Vec::new(); tracks];
+        if self.want.to_16k && rate != crate::SAMPLE_RATE {
+            let r = Resampling::start(rate, tracks).map_err(|e| e.with_input(name))?;
+            self.resampling = Some(r);
+        }
+        Ok(())
     }
 
     fn push(&mut self, interleaved: &[f32], spec: SignalSpec, name: &str) -> Result<()> {
@@ -436,10 +568,7 @@ impl Mono {
             ));
         }
         match self.rate {
-            None => {
-                self.rate = Some(spec.rate);
-                self.channels = u16::try_from(channels).unwrap_or(u16::MAX);
-            }
+            None => self.start(spec.rate, channels, name)?,
             Some(r) if r != spec.rate => {
                 return Err(corrupt(
                     name,
@@ -449,44 +578,87 @@ impl Mono {
             Some(_) => {}
         }
         let frames = interleaved.len() / channels;
-        let seconds = (self.samples.len() + frames) as f64 / f64::from(spec.rate);
-        if seconds > self.max_seconds {
+        let seconds = (self.frames_in + frames) as f64 / f64::from(spec.rate);
+        if seconds > self.want.max_seconds {
             return Err(AudioError::TooLarge {
                 input: name.to_string(),
-                detail: format!("longer than {} s", self.max_seconds),
+                detail: format!("longer than {} s", self.want.max_seconds),
             });
         }
-        if self.samples.len() + frames > MAX_SAMPLES {
+        if self.frames_in + frames > MAX_SAMPLES {
             return Err(AudioError::TooLarge {
                 input: name.to_string(),
                 detail: format!("decodes to more than {MAX_SAMPLES} samples"),
             });
         }
-        if let Some([l, r]) = self.stereo.as_mut() {
-            // A mono packet counts on both sides, so the channels keep the mix's length.
-            let finite = |v: f32| if v.is_finite() { v } else { 0.0 };
-            for f in interleaved.chunks_exact(channels) {
-                l.push(finite(f[0]));
-                r.push(finite(f[channels.min(2) - 1]));
-            }
+        // The frames of this packet that the edit keeps.
+        let (start, end) = self.keep;
+        let lo = start.saturating_sub(self.frames_in).min(frames);
+        let hi = end.saturating_sub(self.frames_in).min(frames);
+        self.frames_in += frames;
+        if lo >= hi {
+            return Ok(());
         }
-        let start = self.samples.len();
+        let kept = &interleaved[lo * channels..hi * channels];
+        self.kept += hi - lo;
+        // Float WAVs can carry NaN or infinity; downstream maths wants finite samples.
+        let finite = |v: f32| if v.is_finite() { v } else { 0.0 };
+        if let [_, l, r] = &mut self.tracks[..] {
+            // A mono packet in a stereo stream counts on both sides.
+            let right = channels.min(2) - 1;
+            l.extend(kept.chunks_exact(channels).map(|f| finite(f[0])));
+            r.extend(kept.chunks_exact(channels).map(|f| finite(f[right])));
+        }
+        let mix = &mut self.tracks[0];
         if channels == 1 {
-            self.samples.extend_from_slice(interleaved);
+            mix.extend(kept.iter().map(|&v| finite(v)));
         } else {
             let n = channels as f32;
-            self.samples.extend(
-                interleaved
-                    .chunks_exact(channels)
-                    .map(|f| f.iter().sum::<f32>() / n),
+            mix.extend(
+                kept.chunks_exact(channels)
+                    .map(|f| finite(f.iter().sum::<f32>() / n)),
             );
         }
-        // Float WAVs can carry NaN or infinity; downstream maths wants finite samples.
-        for v in &mut self.samples[start..] {
-            if !v.is_finite() {
-                *v = 0.0;
+        if self.tracks[0].len() >= BATCH {
+            if let Some(r) = self.resampling.take() {
+                let fresh = vec![Vec::with_capacity(BATCH + 4096); self.tracks.len()];
+                let batch = std::mem::replace(&mut self.tracks, fresh);
+                self.resampling = Some(r.send(batch).map_err(|e| e.with_input(name))?);
             }
         }
         Ok(())
+    }
+
+    fn finish(self, name: &str, first_error: Option<String>) -> Result<Decoded> {
+        let Some(rate) = self.rate else {
+            return Err(match first_error {
+                Some(e) => corrupt(name, format!("no packet could be decoded ({e})")),
+                None => AudioError::Empty {
+                    input: name.to_string(),
+                },
+            });
+        };
+        if self.kept == 0 {
+            return Err(corrupt(name, "its edit list keeps none of the audio"));
+        }
+        let mut tracks = match self.resampling {
+            Some(r) => r
+                .send(self.tracks)
+                .and_then(Resampling::finish)
+                .map_err(|e| e.with_input(name))?,
+            None => self.tracks,
+        }
+        .into_iter();
+        let mono = tracks.next().unwrap_or_default();
+        let stereo = match (tracks.next(), tracks.next()) {
+            (Some(l), Some(r)) => Some([l, r]),
+            _ => None,
+        };
+        Ok(Decoded {
+            mono,
+            stereo,
+            input_rate: rate,
+            channels_in: self.channels,
+        })
     }
 }

@@ -31,80 +31,182 @@ pub fn resample_to_16k(samples: &[f32], rate: u32) -> Result<Vec<f32>> {
     resample_with(samples, rate, true)
 }
 
-/// [`resample_to_16k`], with the filter's taps looked up at exact phases where `exact`
-/// asks for it and the rate has at most [`MAX_EXACT_PHASES`] (the table's sub-steps a
-/// multiple of them), else interpolated between sub-steps. Both give the same
-/// band-limited signal (tested); the first takes one tap per tap instead of four.
 fn resample_with(samples: &[f32], rate: u32, exact: bool) -> Result<Vec<f32>> {
-    if rate == SAMPLE_RATE {
-        return Ok(samples.to_vec());
-    }
-    if !(MIN_RATE..=MAX_RATE).contains(&rate) {
-        return Err(AudioError::SampleRate {
-            input: "audio".to_string(),
-            rate,
-            min: MIN_RATE,
-            max: MAX_RATE,
-        });
-    }
-    let out_len = output_len(samples.len(), rate);
-    if out_len == 0 {
-        return Ok(Vec::new());
-    }
-    let window = WindowFunction::BlackmanHarris2;
-    let phases = (SAMPLE_RATE / gcd(rate, SAMPLE_RATE)) as usize;
-    let (interpolation, oversampling_factor) = if exact && phases <= MAX_EXACT_PHASES {
-        // Output k lies k·rate/16000 input samples in: a whole number of 1/phases steps,
-        // so a table of a multiple of `phases` sub-steps has its taps exactly.
-        let n = phases * OVERSAMPLING.div_ceil(phases);
-        (SincInterpolationType::Nearest, n)
-    } else {
-        (SincInterpolationType::Cubic, OVERSAMPLING)
-    };
-    let params = SincInterpolationParameters {
-        sinc_len: SINC_LEN,
-        f_cutoff: calculate_cutoff(SINC_LEN, window),
-        interpolation,
-        oversampling_factor,
-        window,
-    };
-    let ratio = f64::from(SAMPLE_RATE) / f64::from(rate);
-    let align = Alignment::new(rate);
-    let total_in = align.zeros + samples.len();
-    let chunk = CHUNK.min(total_in).max(1);
-    let mut resampler =
-        SincFixedIn::<f32>::new(ratio, 1.0, params, chunk, 1).map_err(resample_error)?;
-    let want = align.skip + out_len;
-    let mut out: Vec<f32> = Vec::with_capacity(want + chunk);
-    let mut out_buf = resampler.output_buffer_allocate(true);
-    let mut in_buf = vec![0f32; chunk];
+    let mut r = Resampler16k::with_taps(rate, exact)?;
+    r.push(samples)?;
+    r.finish()
+}
 
-    let mut pos = 0;
-    while pos + chunk <= total_in && out.len() < want {
-        align.fill(samples, pos, &mut in_buf);
-        let (used, written) = resampler
-            .process_into_buffer(&[&in_buf], &mut out_buf, None)
-            .map_err(resample_error)?;
-        out.extend_from_slice(&out_buf[0][..written]);
-        pos += used;
+/// [`resample_to_16k`] fed in pieces, as a decoder produces them: the output of the
+/// pieces joined, while holding only the 16 kHz output and under one chunk of input.
+pub struct Resampler16k {
+    inner: Inner,
+}
+
+enum Inner {
+    /// Already at 16 kHz.
+    Copy(Vec<f32>),
+    Sinc(Box<Sinc>),
+}
+
+struct Sinc {
+    resampler: SincFixedIn<f32>,
+    rate: u32,
+    skip: usize,
+    /// Input not yet fed to rubato (under one chunk after each push), led by the
+    /// alignment's zeros.
+    pending: Vec<f32>,
+    /// Input samples pushed, without the alignment's zeros.
+    pushed: usize,
+    out: Vec<f32>,
+    out_buf: Vec<Vec<f32>>,
+}
+
+impl Resampler16k {
+    /// A resampler from `rate` Hz; an error where the rate is outside what it handles.
+    pub fn new(rate: u32) -> Result<Self> {
+        Self::with_taps(rate, true)
     }
-    // The partial last chunk, then zeros until the filter's tail has come out. (rubato reads an
-    // empty slice as an inactive channel, so an empty remainder is passed as no input.)
-    let rest = total_in.saturating_sub(pos);
-    let mut tail = (rest > 0 && out.len() < want).then(|| {
-        align.fill(samples, pos, &mut in_buf[..rest]);
-        &in_buf[..rest]
-    });
-    while out.len() < want {
-        let input = tail.take().map(|r| [r]);
-        let (_, written) = resampler
-            .process_partial_into_buffer(input.as_ref().map(|a| &a[..]), &mut out_buf, None)
-            .map_err(resample_error)?;
-        out.extend_from_slice(&out_buf[0][..written]);
+
+    /// With the filter's taps looked up at exact phases where `exact` asks for it and the
+    /// rate has at most [`MAX_EXACT_PHASES`] (the table's sub-steps a multiple of them),
+    /// else interpolated between sub-steps. Both give the same band-limited signal
+    /// (tested); the first takes one tap per tap instead of four.
+    fn with_taps(rate: u32, exact: bool) -> Result<Self> {
+        if rate == SAMPLE_RATE {
+            return Ok(Self {
+                inner: Inner::Copy(Vec::new()),
+            });
+        }
+        if !(MIN_RATE..=MAX_RATE).contains(&rate) {
+            return Err(AudioError::SampleRate {
+                input: "audio".to_string(),
+                rate,
+                min: MIN_RATE,
+                max: MAX_RATE,
+            });
+        }
+        let window = WindowFunction::BlackmanHarris2;
+        let phases = (SAMPLE_RATE / gcd(rate, SAMPLE_RATE)) as usize;
+        let (interpolation, oversampling_factor) = if exact && phases <= MAX_EXACT_PHASES {
+            // Output k lies k·rate/16000 input samples in: a whole number of 1/phases steps,
+            // so a table of a multiple of `phases` sub-steps has its taps exactly.
+            let n = phases * OVERSAMPLING.div_ceil(phases);
+            (SincInterpolationType::Nearest, n)
+        } else {
+            (SincInterpolationType::Cubic, OVERSAMPLING)
+        };
+        let params = SincInterpolationParameters {
+            sinc_len: SINC_LEN,
+            f_cutoff: calculate_cutoff(SINC_LEN, window),
+            interpolation,
+            oversampling_factor,
+            window,
+        };
+        let ratio = f64::from(SAMPLE_RATE) / f64::from(rate);
+        let resampler =
+            SincFixedIn::<f32>::new(ratio, 1.0, params, CHUNK, 1).map_err(resample_error)?;
+        let out_buf = resampler.output_buffer_allocate(true);
+        let align = Alignment::new(rate);
+        let mut sinc = Box::new(Sinc {
+            resampler,
+            rate,
+            skip: align.skip,
+            pending: Vec::with_capacity(CHUNK),
+            pushed: 0,
+            out: Vec::new(),
+            out_buf,
+        });
+        sinc.feed(&vec![0.0; align.zeros])?;
+        Ok(Self {
+            inner: Inner::Sinc(sinc),
+        })
     }
-    out.truncate(want);
-    out.drain(..align.skip);
-    Ok(out)
+
+    /// Feeds the next input samples.
+    pub fn push(&mut self, samples: &[f32]) -> Result<()> {
+        match &mut self.inner {
+            Inner::Copy(out) => out.extend_from_slice(samples),
+            Inner::Sinc(s) => s.push(samples)?,
+        }
+        Ok(())
+    }
+
+    /// The 16 kHz signal: `round(n * 16000 / rate)` samples for the `n` pushed.
+    pub fn finish(self) -> Result<Vec<f32>> {
+        match self.inner {
+            Inner::Copy(out) => Ok(out),
+            Inner::Sinc(s) => s.finish(),
+        }
+    }
+}
+
+impl Sinc {
+    fn push(&mut self, samples: &[f32]) -> Result<()> {
+        self.pushed += samples.len();
+        self.feed(samples)
+    }
+
+    /// Hands rubato every whole chunk of `pending ++ samples` and keeps the rest.
+    fn feed(&mut self, samples: &[f32]) -> Result<()> {
+        let mut rest = samples;
+        // Whole chunks go to rubato straight from the input once `pending` is empty.
+        while !rest.is_empty() {
+            if self.pending.is_empty() && rest.len() >= CHUNK {
+                let (chunk, tail) = rest.split_at(CHUNK);
+                self.process(chunk)?;
+                rest = tail;
+                continue;
+            }
+            let take = (CHUNK - self.pending.len()).min(rest.len());
+            self.pending.extend_from_slice(&rest[..take]);
+            rest = &rest[take..];
+            if self.pending.len() == CHUNK {
+                let chunk = std::mem::take(&mut self.pending);
+                self.process(&chunk)?;
+                self.pending = chunk;
+                self.pending.clear();
+            }
+        }
+        Ok(())
+    }
+
+    fn process(&mut self, chunk: &[f32]) -> Result<()> {
+        let (_, written) = self
+            .resampler
+            .process_into_buffer(&[chunk], &mut self.out_buf, None)
+            .map_err(resample_error)?;
+        self.out.extend_from_slice(&self.out_buf[0][..written]);
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<Vec<f32>> {
+        let out_len = output_len(self.pushed, self.rate);
+        if out_len == 0 {
+            return Ok(Vec::new());
+        }
+        let want = self.skip + out_len;
+        // The partial last chunk, then zeros until the filter's tail has come out. (rubato
+        // reads an empty slice as an inactive channel, so an empty remainder is passed as
+        // no input.)
+        let pending = std::mem::take(&mut self.pending);
+        let mut tail = (!pending.is_empty() && self.out.len() < want).then_some(&pending[..]);
+        while self.out.len() < want {
+            let input = tail.take().map(|r| [r]);
+            let (_, written) = self
+                .resampler
+                .process_partial_into_buffer(
+                    input.as_ref().map(|a| &a[..]),
+                    &mut self.out_buf,
+                    None,
+                )
+                .map_err(resample_error)?;
+            self.out.extend_from_slice(&self.out_buf[0][..written]);
+        }
+        self.out.truncate(want);
+        self.out.drain(..self.skip);
+        Ok(self.out)
+    }
 }
 
 /// Puts output sample k exactly at input time k * rate / 16000.
@@ -124,18 +226,6 @@ impl Alignment {
         Self {
             zeros: (rate / g - 1) as usize,
             skip: (SAMPLE_RATE / g - 1) as usize,
-        }
-    }
-
-    /// Copies `[zeros ++ samples][pos..pos + buf.len()]` into `buf`.
-    fn fill(&self, samples: &[f32], pos: usize, buf: &mut [f32]) {
-        for (i, v) in buf.iter_mut().enumerate() {
-            let j = pos + i;
-            *v = if j < self.zeros {
-                0.0
-            } else {
-                samples[j - self.zeros]
-            };
         }
     }
 }
@@ -198,6 +288,33 @@ mod tests {
                 3e-4
             };
             assert!(d < bound, "{rate} Hz: {d}");
+        }
+    }
+
+    /// Fed in pieces of any size, as packets come, the resampler gives what one call over
+    /// the joined input gives, bit for bit, at rates whose alignment zeros exceed a chunk
+    /// too (44 057 Hz: 44 056 zeros).
+    #[test]
+    fn pieces_give_what_the_whole_gives() {
+        let n = 3 * CHUNK + 1234;
+        let x: Vec<f32> = (0..n).map(|i| ((i * i) as f32 * 1e-5).sin()).collect();
+        for rate in [16_000, 22_050, 44_100, 44_057, 48_000] {
+            let whole = resample_to_16k(&x, rate).unwrap();
+            for sizes in [
+                &[1usize, 4095, 2][..],
+                &[CHUNK],
+                &[CHUNK + 1, 7],
+                &[1152, 576],
+            ] {
+                let mut r = Resampler16k::new(rate).unwrap();
+                let (mut at, mut i) = (0, 0);
+                while at < n {
+                    let len = sizes[i % sizes.len()].min(n - at);
+                    r.push(&x[at..at + len]).unwrap();
+                    (at, i) = (at + len, i + 1);
+                }
+                assert_eq!(r.finish().unwrap(), whole, "{rate} Hz, pieces {sizes:?}");
+            }
         }
     }
 

@@ -387,3 +387,57 @@ fn a_length_bound_stops_decoding_past_it() {
     );
     assert_eq!(err.to_string(), "two.wav: too large: longer than 1.5 s");
 }
+
+/// Resampling as packets decode gives what decoding whole and then resampling gives, bit
+/// for bit, in every container (the MP4 edit list and Opus pre-skip applied on the way),
+/// channels kept apart or not, from a path or from bytes; the length bound holds there too.
+#[test]
+fn resampling_while_decoding_equals_resampling_after() {
+    let dir = scratch("streamed");
+    let stereo = dir.join("stereo48.wav");
+    let n = 48_000 + 777;
+    write_wav(
+        &stereo,
+        48_000,
+        &[sine(440.0, 48_000, n, 0.5), sine(3000.0, 48_000, n, 0.25)],
+    );
+    let mut paths: Vec<PathBuf> = [
+        "tones.wav",
+        "tones.flac",
+        "tones.mp3",
+        "tones.ogg",
+        "tones.opus",
+        "tones.webm",
+        "tones.m4a",
+        "jfk.m4a",
+    ]
+    .iter()
+    .map(|f| fixture(f))
+    .collect();
+    paths.push(stereo);
+    for path in &paths {
+        let name = path.to_str().unwrap();
+        for keep in [false, true] {
+            let whole = sotto_audio::to_16k(if keep {
+                decode_file_keeping_stereo(path).unwrap()
+            } else {
+                decode_file(path).unwrap()
+            })
+            .unwrap();
+            let streamed = sotto_audio::load_16k(name, keep).unwrap();
+            assert_eq!(streamed, whole, "{name}, channels kept: {keep}");
+            let bytes = std::fs::read(path).unwrap();
+            let from_bytes =
+                sotto_audio::decode_bytes_16k_within(name, bytes, None, f64::INFINITY, keep)
+                    .unwrap();
+            assert_eq!(
+                from_bytes, whole,
+                "{name} from bytes, channels kept: {keep}"
+            );
+        }
+    }
+    let bytes = std::fs::read(&paths[paths.len() - 1]).unwrap();
+    let err = sotto_audio::decode_bytes_16k_within("s.wav", bytes, None, 0.5, false).unwrap_err();
+    assert_eq!(err.to_string(), "s.wav: too large: longer than 0.5 s");
+    std::fs::remove_dir_all(dir).unwrap();
+}

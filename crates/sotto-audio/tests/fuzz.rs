@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use proptest::prelude::*;
-use sotto_audio::decode_bytes;
+use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
 const FIXTURES: [&str; 7] = [
     "tones.wav",
@@ -22,13 +22,18 @@ fn fixture(i: usize) -> Vec<u8> {
     std::fs::read(dir.join(FIXTURES[i])).unwrap()
 }
 
-/// Decodes and checks the contract: finite samples, or a one-line error naming the input.
+/// Decodes and checks the contract: finite samples, or a one-line error naming the input;
+/// resampled as it decodes, the same as resampled after.
 fn check(bytes: Vec<u8>, hint: Option<&str>) {
+    let streamed = decode_bytes_16k_within("fuzz.bin", bytes.clone(), hint, f64::INFINITY, true);
     match decode_bytes("fuzz.bin", bytes, hint) {
         Ok(audio) => {
             assert!(audio.sample_rate > 0 && audio.channels_in > 0);
             assert!(!audio.samples.is_empty());
             assert!(audio.samples.iter().all(|v| v.is_finite()));
+            if let Ok(after) = to_16k(audio) {
+                assert_eq!(streamed.expect("decodes while resampling").mono, after.mono);
+            }
         }
         Err(e) => {
             let msg = e.to_string();
@@ -36,6 +41,8 @@ fn check(bytes: Vec<u8>, hint: Option<&str>) {
                 msg.starts_with("fuzz.bin: ") && !msg.contains('\n'),
                 "{msg}"
             );
+            let e = streamed.expect_err("an error while resampling too");
+            assert!(e.to_string().starts_with("fuzz.bin: "), "{e}");
         }
     }
 }

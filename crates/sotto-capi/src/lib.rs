@@ -1014,9 +1014,9 @@ unsafe fn decode_memory(
             // SAFETY: non-NULL, `len` readable bytes by the caller's contract.
             unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) }.to_vec()
         };
-        let audio = sotto::audio::decode_bytes_within("data", bytes, None, f64::INFINITY, stereo)
-            .and_then(|a| sotto::audio::to_16k(a).map_err(|e| e.with_input("data")))
-            .map_err(|e| e.to_string())?;
+        let audio =
+            sotto::audio::decode_bytes_16k_within("data", bytes, None, f64::INFINITY, stereo)
+                .map_err(|e| e.to_string())?;
         let samples = match (stereo, &audio.stereo) {
             (false, _) => audio.mono,
             (true, Some([l, r])) => interleave(l, r),

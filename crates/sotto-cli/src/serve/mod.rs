@@ -697,10 +697,8 @@ fn decode(
         };
         ApiError::new(status, e.to_string())
     };
-    let audio =
-        sotto::audio::decode_bytes_within(name, bytes, hint.as_deref(), max_seconds, keep_stereo)
-            .map_err(bad)?;
-    sotto::audio::to_16k(audio).map_err(|e| bad(e.with_input(name)))
+    sotto::audio::decode_bytes_16k_within(name, bytes, hint.as_deref(), max_seconds, keep_stereo)
+        .map_err(bad)
 }
 
 /// A worker: takes jobs off the queue and runs them in its own session of the current model
