@@ -51,6 +51,7 @@ enum Inner {
 
 struct Sinc {
     resampler: SincFixedIn<f32>,
+    exact: bool,
     rate: u32,
     skip: usize,
     /// Input not yet fed to rubato (under one chunk after each push), led by the
@@ -68,10 +69,9 @@ impl Resampler16k {
         Self::with_taps(rate, true)
     }
 
-    /// With the filter's taps looked up at exact phases where `exact` asks for it and the
-    /// rate has at most [`MAX_EXACT_PHASES`] (the table's sub-steps a multiple of them),
-    /// else interpolated between sub-steps. Both give the same band-limited signal
-    /// (tested); the first takes one tap per tap instead of four.
+    /// With the filter's taps at exact phases where `exact` asks for it and the rate allows
+    /// ([`build`]), else interpolated between sub-steps. Both give the same band-limited
+    /// signal (tested); the first takes one tap per tap instead of four.
     fn with_taps(rate: u32, exact: bool) -> Result<Self> {
         if rate == SAMPLE_RATE {
             return Ok(Self {
@@ -86,30 +86,15 @@ impl Resampler16k {
                 max: MAX_RATE,
             });
         }
-        let window = WindowFunction::BlackmanHarris2;
-        let phases = (SAMPLE_RATE / gcd(rate, SAMPLE_RATE)) as usize;
-        let (interpolation, oversampling_factor) = if exact && phases <= MAX_EXACT_PHASES {
-            // Output k lies k·rate/16000 input samples in: a whole number of 1/phases steps,
-            // so a table of a multiple of `phases` sub-steps has its taps exactly.
-            let n = phases * OVERSAMPLING.div_ceil(phases);
-            (SincInterpolationType::Nearest, n)
-        } else {
-            (SincInterpolationType::Cubic, OVERSAMPLING)
+        let resampler = match idle::take(rate, exact) {
+            Some(r) => r,
+            None => build(rate, exact)?,
         };
-        let params = SincInterpolationParameters {
-            sinc_len: SINC_LEN,
-            f_cutoff: calculate_cutoff(SINC_LEN, window),
-            interpolation,
-            oversampling_factor,
-            window,
-        };
-        let ratio = f64::from(SAMPLE_RATE) / f64::from(rate);
-        let resampler =
-            SincFixedIn::<f32>::new(ratio, 1.0, params, CHUNK, 1).map_err(resample_error)?;
         let out_buf = resampler.output_buffer_allocate(true);
         let align = Alignment::new(rate);
         let mut sinc = Box::new(Sinc {
             resampler,
+            exact,
             rate,
             skip: align.skip,
             pending: Vec::with_capacity(CHUNK),
@@ -205,7 +190,72 @@ impl Sinc {
         }
         self.out.truncate(want);
         self.out.drain(..self.skip);
+        idle::put(self.rate, self.exact, self.resampler);
         Ok(self.out)
+    }
+}
+
+/// rubato's resampler from `rate` (checked by the caller), its taps at exact phases where
+/// `exact` asks for it and the rate has at most [`MAX_EXACT_PHASES`] (the table's sub-steps
+/// a multiple of them), else interpolated between sub-steps.
+fn build(rate: u32, exact: bool) -> Result<SincFixedIn<f32>> {
+    let window = WindowFunction::BlackmanHarris2;
+    let phases = (SAMPLE_RATE / gcd(rate, SAMPLE_RATE)) as usize;
+    let (interpolation, oversampling_factor) = if exact && phases <= MAX_EXACT_PHASES {
+        // Output k lies k·rate/16000 input samples in: a whole number of 1/phases steps,
+        // so a table of a multiple of `phases` sub-steps has its taps exactly.
+        let n = phases * OVERSAMPLING.div_ceil(phases);
+        (SincInterpolationType::Nearest, n)
+    } else {
+        (SincInterpolationType::Cubic, OVERSAMPLING)
+    };
+    let params = SincInterpolationParameters {
+        sinc_len: SINC_LEN,
+        f_cutoff: calculate_cutoff(SINC_LEN, window),
+        interpolation,
+        oversampling_factor,
+        window,
+    };
+    let ratio = f64::from(SAMPLE_RATE) / f64::from(rate);
+    SincFixedIn::<f32>::new(ratio, 1.0, params, CHUNK, 1).map_err(resample_error)
+}
+
+/// Resamplers that finished, reset, for the next input at their rate: building one
+/// computes its filter table at every sub-step (~7 ms, as long as resampling 10 s of
+/// audio), which a server answering short clips would pay on every request, thrice with
+/// the channels kept apart.
+mod idle {
+    use std::sync::Mutex;
+
+    use rubato::{Resampler, SincFixedIn};
+
+    /// At most this many are kept (about 1.1 MiB each).
+    const MAX: usize = 6;
+
+    static IDLE: Mutex<Vec<(u32, bool, SincFixedIn<f32>)>> = Mutex::new(Vec::new());
+
+    #[cfg(test)]
+    pub(super) fn holds(rate: u32, exact: bool) -> bool {
+        let idle = IDLE.lock().unwrap_or_else(|e| e.into_inner());
+        idle.iter().any(|(r, e, _)| (*r, *e) == (rate, exact))
+    }
+
+    pub(super) fn take(rate: u32, exact: bool) -> Option<SincFixedIn<f32>> {
+        let mut idle = IDLE.lock().unwrap_or_else(|e| e.into_inner());
+        let i = idle
+            .iter()
+            .position(|(r, e, _)| (*r, *e) == (rate, exact))?;
+        Some(idle.swap_remove(i).2)
+    }
+
+    /// Keeps `r`, reset, unless enough are kept (the oldest makes way).
+    pub(super) fn put(rate: u32, exact: bool, mut r: SincFixedIn<f32>) {
+        r.reset();
+        let mut idle = IDLE.lock().unwrap_or_else(|e| e.into_inner());
+        if idle.len() >= MAX {
+            idle.remove(0);
+        }
+        idle.push((rate, exact, r));
     }
 }
 
@@ -316,6 +366,23 @@ mod tests {
                 assert_eq!(r.finish().unwrap(), whole, "{rate} Hz, pieces {sizes:?}");
             }
         }
+    }
+
+    /// A resampler kept after one input gives the next input the bits a new one gives
+    /// (37.8 kHz: a rate no other test uses, so none takes it from the pool meanwhile).
+    #[test]
+    fn a_kept_resampler_gives_a_new_ones_bits() {
+        let rate = 37_800;
+        let x: Vec<f32> = (0..CHUNK + 999).map(|i| (i as f32 * 0.37).sin()).collect();
+        let noise: Vec<f32> = (0..2 * CHUNK + 3)
+            .map(|i| ((i * 7919) % 101) as f32 / 50.0 - 1.0)
+            .collect();
+        assert!(!idle::holds(rate, true));
+        let new = resample_to_16k(&x, rate).unwrap();
+        resample_to_16k(&noise, rate).unwrap();
+        assert!(idle::holds(rate, true), "a finished resampler is kept");
+        assert_eq!(resample_to_16k(&x, rate).unwrap(), new);
+        assert!(idle::holds(rate, true));
     }
 
     #[test]
