@@ -16,6 +16,7 @@ sox -D tones.wav -C 0 tones.ogg
 # libopus's own decode of it without dither, which tests/decode.rs compares with ours.
 opusenc --quiet --bitrate 48 --max-delay 100 tones.wav tones.opus
 opusdec --quiet --no-dither --rate 48000 tones.opus tones.opus.wav
+opusdec --quiet --no-dither --rate 16000 tones.opus tones.opus.16k.wav
 # Opus in WebM (as browsers record), AAC in MP4 (as phones do: with an edit list).
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a libopus -b:a 48k tones.webm
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a aac -b:a 64k tones.m4a

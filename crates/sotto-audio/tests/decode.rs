@@ -211,6 +211,25 @@ fn opus_decodes_as_libopus_does() {
         let d = max_diff(a, b);
         assert!(d < 1e-4, "{what}: {d} from libopus's decode");
     }
+
+    // At 16 kHz (decoded at 48 kHz, then resampled) as libopus's own decode at 16 kHz
+    // (`opusdec --rate 16000`, where CELT keeps its bands below 8 kHz and every third
+    // sample): within 5e-4 (the 16-bit rounding and the edges); two 48 kHz samples of
+    // misalignment would be off by 0.19.
+    let ours = sotto_audio::load_16k(fixture("tones.opus").to_str().unwrap(), true).unwrap();
+    let libopus = decode_file_keeping_stereo(&fixture("tones.opus.16k.wav")).unwrap();
+    assert_eq!(libopus.sample_rate, 16_000);
+    assert_eq!(ours.mono.len(), 8_000, "0.5 s at 16 kHz");
+    let ([l, r], [rl, rr]) = (ours.stereo.unwrap(), libopus.stereo.unwrap());
+    for (what, a, b) in [
+        ("mix", &ours.mono, &libopus.samples),
+        ("left", &l, &rl),
+        ("right", &r, &rr),
+    ] {
+        assert_eq!(a.len(), b.len(), "{what}");
+        let d = max_diff(a, b);
+        assert!(d < 1e-3, "{what} at 16 kHz: {d} from libopus's decode");
+    }
 }
 
 /// Opus in WebM (Matroska, as browsers record it) and AAC in MP4 (`.m4a`, as phones
