@@ -12,7 +12,7 @@ use symphonia::core::audio::{SampleBuffer, SignalSpec};
 use symphonia::core::codecs::{CodecRegistry, DecoderOptions, CODEC_TYPE_NULL};
 use symphonia::core::errors::Error as SymError;
 use symphonia::core::formats::FormatOptions;
-use symphonia::core::io::{MediaSource, MediaSourceStream};
+use symphonia::core::io::{MediaSource, MediaSourceStream, ReadOnlySource};
 use symphonia::core::meta::MetadataOptions;
 use symphonia::core::probe::Hint;
 
@@ -126,6 +126,56 @@ fn decode_read(r: impl Read, hint: Option<&str>, want: Want) -> Result<Decoded> 
     decode_memory(name, bytes, hint, want)
 }
 
+/// Decodes audio that `r` delivers front to back (a pipe, a socket: stdin for `-`), resampled
+/// to 16 kHz as it arrives: WAV, FLAC and MP3, known by their first bytes, decode while `r`
+/// still delivers, without holding its bytes; anything else is read whole first, up to
+/// 4 GiB (MP4 may put its index last, and Ogg's end trim is on its last page, which
+/// symphonia reads ahead for). Errors call the input `name`.
+pub fn decode_stream_16k(
+    mut r: impl Read + Send + Sync + 'static,
+    name: &str,
+    hint: Option<&str>,
+    keep_stereo: bool,
+) -> Result<Audio16k> {
+    let want = Want::at_16k(keep_stereo, f64::INFINITY);
+    let io = |source| AudioError::Io {
+        input: name.to_string(),
+        source,
+    };
+    let mut head = Vec::with_capacity(SNIFF);
+    (&mut r)
+        .take(SNIFF as u64)
+        .read_to_end(&mut head)
+        .map_err(io)?;
+    if head.len() == SNIFF && read_front_to_back(&head) {
+        let src = ReadOnlySource::new(Cursor::new(head).chain(r));
+        return decode_source(Box::new(src), name, hint, want).map(Decoded::into_16k);
+    }
+    let rest = MAX_INPUT_BYTES + 1 - head.len() as u64;
+    r.take(rest).read_to_end(&mut head).map_err(io)?;
+    if head.len() as u64 > MAX_INPUT_BYTES {
+        return Err(AudioError::TooLarge {
+            input: name.to_string(),
+            detail: format!("more than {MAX_INPUT_BYTES} bytes"),
+        });
+    }
+    decode_memory(name, head, hint, want).map(Decoded::into_16k)
+}
+
+/// Bytes read before choosing how to read the rest.
+const SNIFF: usize = 16;
+
+/// Whether a file starting with `head` is one symphonia decodes front to back, never
+/// seeking, to what it decodes from the file: WAV, FLAC, or MP3 (an ID3 tag or a frame
+/// sync).
+fn read_front_to_back(head: &[u8]) -> bool {
+    let mp3_sync = head.len() >= 2 && head[0] == 0xFF && head[1] & 0xE0 == 0xE0;
+    [&b"RIFF"[..], b"fLaC", b"ID3"]
+        .iter()
+        .any(|m| head.starts_with(m))
+        || mp3_sync
+}
+
 /// Decodes an in-memory file; `name` is what errors call it, `hint` an optional extension.
 pub fn decode_bytes(name: &str, bytes: Vec<u8>, hint: Option<&str>) -> Result<Audio> {
     decode_bytes_within(name, bytes, hint, f64::INFINITY, false)
@@ -175,13 +225,11 @@ pub fn load_16k_mono(path_or_dash: &str) -> Result<Vec<f32>> {
 /// mono mix, and with `keep_stereo` the first two channels apart (where the input has two
 /// or more).
 pub fn load_16k(path_or_dash: &str, keep_stereo: bool) -> Result<Audio16k> {
+    if path_or_dash == "-" {
+        return decode_stream_16k(std::io::stdin(), "stdin", None, keep_stereo);
+    }
     let want = Want::at_16k(keep_stereo, f64::INFINITY);
-    let decoded = if path_or_dash == "-" {
-        decode_read(std::io::stdin().lock(), None, want)?
-    } else {
-        decode_path(Path::new(path_or_dash), want)?
-    };
-    Ok(decoded.into_16k())
+    decode_path(Path::new(path_or_dash), want).map(Decoded::into_16k)
 }
 
 /// `audio` resampled to 16 kHz, its channels too where it kept them.

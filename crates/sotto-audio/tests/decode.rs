@@ -460,3 +460,60 @@ fn resampling_while_decoding_equals_resampling_after() {
     assert_eq!(err.to_string(), "s.wav: too large: longer than 0.5 s");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// A reader that hands out at most 100 bytes a call, as a pipe may.
+struct Trickle(std::io::Cursor<Vec<u8>>);
+
+impl std::io::Read for Trickle {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = buf.len().min(100);
+        self.0.read(&mut buf[..n])
+    }
+}
+
+/// From a pipe, every container decodes as from its file: WAV, FLAC and MP3 while the
+/// bytes arrive, the others (Ogg, WebM, MP4) read whole first; and a pipe that ends early keeps
+/// what decoded, as a truncated file does.
+#[test]
+fn a_pipe_decodes_as_the_file() {
+    for f in [
+        "tones.wav",
+        "tones.flac",
+        "tones.mp3",
+        "tones.ogg",
+        "tones.opus",
+        "tones.webm",
+        "tones.m4a",
+        "jfk.m4a",
+    ] {
+        let path = fixture(f);
+        let file = sotto_audio::load_16k(path.to_str().unwrap(), true).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let piped = sotto_audio::decode_stream_16k(
+            Trickle(std::io::Cursor::new(bytes.clone())),
+            "pipe",
+            None,
+            true,
+        )
+        .unwrap();
+        assert_eq!(piped, file, "{f}");
+        if f == "tones.wav" {
+            let cut = bytes[..bytes.len() / 2].to_vec();
+            let half =
+                sotto_audio::decode_stream_16k(std::io::Cursor::new(cut), "pipe", None, false)
+                    .unwrap();
+            assert!(half.mono.len() > 1000 && half.mono.len() < file.mono.len());
+        }
+    }
+    let e = sotto_audio::decode_stream_16k(
+        std::io::Cursor::new(b"RIFF1234WAVEjunk".repeat(3)),
+        "pipe",
+        None,
+        false,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.starts_with("pipe: ") && !e.contains('\n'), "{e}");
+    let e = sotto_audio::decode_stream_16k(std::io::empty(), "pipe", None, false).unwrap_err();
+    assert_eq!(e.to_string(), "pipe: contains no audio samples");
+}
