@@ -5,7 +5,9 @@
 //! `eot = n`, `sot = n+1`, languages `n+2 .. n+2+L`, then translate, transcribe, startoflm,
 //! startofprev, nospeech, notimestamps, and the 1501 timestamps `<|0.00|>..<|30.00|>`.
 
-use std::collections::HashMap;
+/// foldhash's: building the tables hashes ~150 000 keys at every model load, which
+/// SipHash made a third of the tokenizer's load time.
+type HashMap<K, V> = foldhash::HashMap<K, V>;
 
 use regex::Regex;
 
@@ -236,7 +238,7 @@ impl Tokenizer {
                 LANGUAGES.len()
             )));
         }
-        let mut ranks = HashMap::with_capacity(vocab.len());
+        let mut ranks = HashMap::with_capacity_and_hasher(vocab.len(), Default::default());
         for (id, bytes) in vocab.iter().enumerate() {
             // A duplicate keeps the lower id, the rank BPE would reach first.
             ranks.entry(bytes.clone()).or_insert(id as u32);
@@ -270,10 +272,13 @@ impl Tokenizer {
         merges: &[(Vec<u8>, Vec<u8>)],
     ) -> Result<Tokenizer> {
         let mut tok = Tokenizer::new(vocab, n_vocab)?;
-        let mut table = HashMap::with_capacity(merges.len());
+        let mut table = HashMap::with_capacity_and_hasher(merges.len(), Default::default());
+        let mut joined = Vec::new();
         for (rank, (a, b)) in merges.iter().enumerate() {
             let id = |bytes: &[u8]| tok.ranks.get(bytes).copied();
-            let joined = [a.as_slice(), b.as_slice()].concat();
+            joined.clear();
+            joined.extend_from_slice(a);
+            joined.extend_from_slice(b);
             match (id(a), id(b), id(&joined)) {
                 (Some(l), Some(r), Some(m)) => {
                     table.entry((l, r)).or_insert((rank as u32, m));

@@ -6,6 +6,7 @@
 //! u32 dims[rank]; u8 dtype (item size before v4); u32 nbytes; data}; u32 n_aliases (v3+);
 //! n_aliases × {str alias; str target}` where `str` is `u16 len incl. NUL, bytes`.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -232,21 +233,24 @@ pub fn load(path: &Path) -> Result<WhisperFile> {
 }
 
 #[derive(Deserialize)]
-struct RawTokenizer {
-    model: RawBpe,
+struct RawTokenizer<'a> {
+    #[serde(borrow)]
+    model: RawBpe<'a>,
 }
 
 #[derive(Deserialize)]
-struct RawBpe {
-    merges: Vec<RawMerge>,
+struct RawBpe<'a> {
+    #[serde(borrow)]
+    merges: Vec<RawMerge<'a>>,
 }
 
-/// `tokenizers` writes a merge as `"a b"` (older files) or as `["a", "b"]`.
+/// `tokenizers` writes a merge as `"a b"` (older files) or as `["a", "b"]`; borrowed from
+/// the file's text where it has no escapes (50 000 strings not allocated at every load).
 #[derive(Deserialize)]
 #[serde(untagged)]
-enum RawMerge {
-    Joined(String),
-    Pair(String, String),
+enum RawMerge<'a> {
+    Joined(#[serde(borrow)] Cow<'a, str>),
+    Pair(#[serde(borrow)] Cow<'a, str>, #[serde(borrow)] Cow<'a, str>),
 }
 
 /// The BPE merges of a Hugging Face `tokenizer.json`, as raw byte pairs in rank order.
@@ -272,7 +276,7 @@ pub fn parse_merges(text: &str, path: &Path) -> Result<Vec<(Vec<u8>, Vec<u8>)>> 
                 RawMerge::Joined(s) => s
                     .split_once(' ')
                     .ok_or_else(|| invalid(format!("merge {i} {s:?} has no space")))?,
-                RawMerge::Pair(a, b) => (a.as_str(), b.as_str()),
+                RawMerge::Pair(a, b) => (a.as_ref(), b.as_ref()),
             };
             match (to_bytes(a), to_bytes(b)) {
                 (Some(a), Some(b)) => Ok((a, b)),
@@ -1057,6 +1061,28 @@ mod tests {
         assert_eq!(table['Ġ' as usize], Some(b' '));
         assert_eq!(table['Ċ' as usize], Some(b'\n'));
         assert_eq!(table['a' as usize], Some(b'a'));
+    }
+
+    /// Both ways `tokenizers` writes a merge, borrowed or (with JSON escapes) owned, in
+    /// file order; and what is not a merge is an error naming it.
+    #[test]
+    fn merges_parse_in_both_forms() {
+        let p = Path::new("tokenizer.json");
+        let json = r#"{"model": {"vocab": {"a": 0}, "merges": ["\u0120 t", ["h", "e"], "Ġt he"]}}"#;
+        let want: Vec<(Vec<u8>, Vec<u8>)> = vec![
+            (b" ".to_vec(), b"t".to_vec()),
+            (b"h".to_vec(), b"e".to_vec()),
+            (b" t".to_vec(), b"he".to_vec()),
+        ];
+        assert_eq!(parse_merges(json, p).unwrap(), want);
+        let e = parse_merges(r#"{"model": {"merges": ["ab"]}}"#, p).unwrap_err();
+        assert!(
+            e.to_string().contains(r#"merge 0 "ab" has no space"#),
+            "{e}"
+        );
+        let e = parse_merges(r#"{"model": {"merges": [["a", "\u20ac"]]}}"#, p).unwrap_err();
+        assert!(e.to_string().contains("outside GPT-2's byte map"), "{e}");
+        assert!(parse_merges("{", p).is_err());
     }
 
     #[test]
