@@ -17,6 +17,9 @@ sox -D tones.wav -C 0 tones.ogg
 opusenc --quiet --bitrate 48 --max-delay 100 tones.wav tones.opus
 opusdec --quiet --no-dither --rate 48000 tones.opus tones.opus.wav
 opusdec --quiet --no-dither --rate 16000 tones.opus tones.opus.16k.wav
+# RF64, the WAV past 4 GiB (EBU Tech 3306), as ffmpeg writes it.
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a pcm_s16le -rf64 always \
+    -map_metadata -1 -fflags +bitexact tones.rf64.wav
 # Opus in WebM (as browsers record), AAC in MP4 (as phones do: with an edit list).
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a libopus -b:a 48k tones.webm
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a aac -b:a 64k tones.m4a

@@ -147,6 +147,9 @@ pub fn decode_stream_16k(
         .take(SNIFF as u64)
         .read_to_end(&mut head)
         .map_err(io)?;
+    if crate::rf64::is_rf64(&head) {
+        crate::rf64::patch(&mut head);
+    }
     if head.len() == SNIFF && read_front_to_back(&head) {
         let src = ReadOnlySource::new(Cursor::new(head).chain(r));
         return decode_source(Box::new(src), name, hint, want).map(Decoded::into_16k);
@@ -339,6 +342,9 @@ fn decode_inner(
     want: Want,
 ) -> Result<Decoded> {
     let edit = crate::mp4_edit::read_edit(&mut *src);
+    if src.is_seekable() && crate::rf64::is_rf64(&read_head(&mut *src)) {
+        src = Box::new(crate::rf64::AsRiff::new(src));
+    }
     let mss = MediaSourceStream::new(src, Default::default());
     let mut hint = Hint::new();
     if let Some(ext) = ext {
@@ -429,6 +435,16 @@ fn decode_inner(
     }
 
     mono.finish(name, first_error)
+}
+
+/// The first 16 bytes of `src` (fewer where it is shorter); leaves `src` at its start.
+fn read_head(src: &mut dyn MediaSource) -> Vec<u8> {
+    let mut head = Vec::with_capacity(16);
+    let _ = src.take(16).read_to_end(&mut head);
+    match src.seek(std::io::SeekFrom::Start(0)) {
+        Ok(_) => head,
+        Err(_) => Vec::new(),
+    }
 }
 
 /// symphonia's decoders, and ours for Opus.

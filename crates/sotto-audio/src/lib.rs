@@ -15,6 +15,7 @@ mod mel;
 mod mp4_edit;
 mod opus;
 mod resample;
+mod rf64;
 pub mod vad;
 
 pub use decode::{

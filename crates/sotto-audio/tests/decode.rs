@@ -517,3 +517,60 @@ fn a_pipe_decodes_as_the_file() {
     let e = sotto_audio::decode_stream_16k(std::io::empty(), "pipe", None, false).unwrap_err();
     assert_eq!(e.to_string(), "pipe: contains no audio samples");
 }
+
+/// `wav` (a RIFF WAV whose chunks are `fmt ` then `data`) as RF64 writes it: 32-bit sizes
+/// of 0xFFFFFFFF and the true ones in a `ds64` chunk first.
+fn as_rf64(wav: &[u8]) -> Vec<u8> {
+    assert_eq!(&wav[12..16], b"fmt ");
+    let data_at = 20 + u32::from_le_bytes(wav[16..20].try_into().unwrap()) as usize;
+    assert_eq!(&wav[data_at..data_at + 4], b"data");
+    let data = &wav[data_at + 8..];
+    let mut out = b"RF64\xff\xff\xff\xffWAVEds64".to_vec();
+    out.extend_from_slice(&28u32.to_le_bytes());
+    let riff = (4 + 36 + (data_at - 12) + 8 + data.len()) as u64;
+    out.extend_from_slice(&riff.to_le_bytes());
+    out.extend_from_slice(&(data.len() as u64).to_le_bytes());
+    out.extend_from_slice(&((data.len() / 4) as u64).to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes());
+    out.extend_from_slice(&wav[12..data_at]);
+    out.extend_from_slice(b"data\xff\xff\xff\xff");
+    out.extend_from_slice(data);
+    out
+}
+
+/// RF64, the WAV past 4 GiB (EBU Tech 3306; ffmpeg `-rf64`, field recorders), decodes as the
+/// same samples in a RIFF WAV do, from a file, from bytes and from a pipe.
+#[test]
+fn rf64_decodes_as_riff_wav() {
+    let dir = scratch("rf64");
+    let (wav, rf64) = (dir.join("a.wav"), dir.join("a.rf64.wav"));
+    let n = 44_100 + 321;
+    write_wav(
+        &wav,
+        44_100,
+        &[sine(440.0, 44_100, n, 0.5), sine(900.0, 44_100, n, 0.3)],
+    );
+    let bytes = as_rf64(&std::fs::read(&wav).unwrap());
+    std::fs::write(&rf64, &bytes).unwrap();
+    let want = decode_file_keeping_stereo(&wav).unwrap();
+    let got = decode_file_keeping_stereo(&rf64).unwrap();
+    assert_eq!(got, want);
+    let want16 = sotto_audio::load_16k(wav.to_str().unwrap(), true).unwrap();
+    assert_eq!(
+        sotto_audio::load_16k(rf64.to_str().unwrap(), true).unwrap(),
+        want16
+    );
+    let piped = sotto_audio::decode_stream_16k(
+        Trickle(std::io::Cursor::new(bytes.clone())),
+        "pipe",
+        None,
+        true,
+    )
+    .unwrap();
+    assert_eq!(piped, want16);
+    assert_eq!(
+        decode_bytes("x", bytes, None).unwrap().samples,
+        want.samples
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -6,8 +6,9 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 7] = [
+const FIXTURES: [&str; 8] = [
     "tones.wav",
+    "tones.rf64.wav",
     "tones.flac",
     "tones.mp3",
     "tones.ogg",
