@@ -20,8 +20,10 @@ use crate::mp4_edit::Edit;
 use crate::resample::{self, Resampler16k};
 use crate::{AudioError, Result};
 
-/// Most mono samples one input may decode to (2^30, 4 GiB of f32: over 18 h at 16 kHz).
-/// Stops decompression bombs (FLAC can code silence in a few bytes per 65535 frames).
+/// Most mono samples one input may decode to (2^30, 4 GiB of f32: over 18 h at 16 kHz),
+/// at 16 kHz where resampled as it decodes (so a 48 kHz file may run as long as a 16 kHz
+/// one), else at its own rate. Stops decompression bombs (FLAC can code silence in a few
+/// bytes per 65535 frames).
 const MAX_SAMPLES: usize = 1 << 30;
 /// Most bytes read into memory from a reader (stdin).
 const MAX_INPUT_BYTES: u64 = 4 << 30;
@@ -546,6 +548,8 @@ struct Mono {
     keep: (usize, usize),
     /// Frames kept so far.
     kept: usize,
+    /// Most input frames decoded (see [`MAX_SAMPLES`]).
+    max_frames: usize,
     /// The mix, then the left and right channels where they are kept: all of them at the
     /// input's rate, or the batch not yet handed to `resampling`.
     tracks: Vec<Vec<f32>>,
@@ -591,6 +595,7 @@ impl Mono {
             frames_in: 0,
             keep: (0, usize::MAX),
             kept: 0,
+            max_frames: MAX_SAMPLES,
             tracks: Vec::new(),
             resampling: None,
         }
@@ -600,6 +605,10 @@ impl Mono {
     fn start(&mut self, rate: u32, channels: usize, name: &str) -> Result<()> {
         self.rate = Some(rate);
         self.channels = u16::try_from(channels).unwrap_or(u16::MAX);
+        if self.want.to_16k {
+            let frames = MAX_SAMPLES as u64 * u64::from(rate) / u64::from(crate::SAMPLE_RATE);
+            self.max_frames = usize::try_from(frames).unwrap_or(usize::MAX);
+        }
         if let Some(edit) = self.edit {
             // What an MP4 edit list plays (`mp4_edit.rs`): no encoder priming, and no
             // padding after the edit's length.
@@ -649,10 +658,11 @@ impl Mono {
                 detail: format!("longer than {} s", self.want.max_seconds),
             });
         }
-        if self.frames_in + frames > MAX_SAMPLES {
+        if self.frames_in + frames > self.max_frames {
+            let at = if self.want.to_16k { " at 16 kHz" } else { "" };
             return Err(AudioError::TooLarge {
                 input: name.to_string(),
-                detail: format!("decodes to more than {MAX_SAMPLES} samples"),
+                detail: format!("decodes to more than {MAX_SAMPLES} samples{at}"),
             });
         }
         // The frames of this packet that the edit keeps.
@@ -724,5 +734,35 @@ impl Mono {
             input_rate: rate,
             channels_in: self.channels,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use symphonia::core::audio::Channels;
+
+    /// The bound on decoded samples counts 16 kHz samples where the input is resampled as
+    /// it decodes (a 48 kHz input may run three times as many frames as a 16 kHz one, 18 h
+    /// either way), and input frames where it is kept at its rate.
+    #[test]
+    fn the_sample_bound_is_at_16k_when_resampling() {
+        let spec = SignalSpec::new(48_000, Channels::FRONT_LEFT);
+        let packet = [0.1f32; 100];
+        for (want, limit) in [
+            (Want::at_16k(false, f64::INFINITY), 3 * MAX_SAMPLES),
+            (Want::native(false, f64::INFINITY), MAX_SAMPLES),
+        ] {
+            let mut m = Mono::new(want, None);
+            m.push(&packet, spec, "x").unwrap();
+            m.frames_in = limit - 150;
+            m.push(&packet, spec, "x").unwrap();
+            let e = m.push(&packet, spec, "x").unwrap_err().to_string();
+            assert!(
+                e.starts_with("x: too large: decodes to more than 1073741824 samples"),
+                "{e}"
+            );
+            assert_eq!(e.ends_with("at 16 kHz"), want.to_16k, "{e}");
+        }
     }
 }
