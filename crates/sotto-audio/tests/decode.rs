@@ -407,6 +407,19 @@ fn a_length_bound_stops_decoding_past_it() {
     assert_eq!(err.to_string(), "two.wav: too large: longer than 1.5 s");
 }
 
+/// A fixture in every container and codec decoded.
+const CONTAINERS: [&str; 9] = [
+    "tones.wav",
+    "tones.rf64.wav",
+    "tones.flac",
+    "tones.mp3",
+    "tones.ogg",
+    "tones.opus",
+    "tones.webm",
+    "tones.m4a",
+    "jfk.m4a",
+];
+
 /// Resampling as packets decode gives what decoding whole and then resampling gives, bit
 /// for bit, in every container (the MP4 edit list and Opus pre-skip applied on the way),
 /// channels kept apart or not, from a path or from bytes; the length bound holds there too.
@@ -420,19 +433,7 @@ fn resampling_while_decoding_equals_resampling_after() {
         48_000,
         &[sine(440.0, 48_000, n, 0.5), sine(3000.0, 48_000, n, 0.25)],
     );
-    let mut paths: Vec<PathBuf> = [
-        "tones.wav",
-        "tones.flac",
-        "tones.mp3",
-        "tones.ogg",
-        "tones.opus",
-        "tones.webm",
-        "tones.m4a",
-        "jfk.m4a",
-    ]
-    .iter()
-    .map(|f| fixture(f))
-    .collect();
+    let mut paths: Vec<PathBuf> = CONTAINERS.iter().map(|f| fixture(f)).collect();
     paths.push(stereo);
     for path in &paths {
         let name = path.to_str().unwrap();
@@ -476,16 +477,7 @@ impl std::io::Read for Trickle {
 /// what decoded, as a truncated file does.
 #[test]
 fn a_pipe_decodes_as_the_file() {
-    for f in [
-        "tones.wav",
-        "tones.flac",
-        "tones.mp3",
-        "tones.ogg",
-        "tones.opus",
-        "tones.webm",
-        "tones.m4a",
-        "jfk.m4a",
-    ] {
+    for f in CONTAINERS {
         let path = fixture(f);
         let file = sotto_audio::load_16k(path.to_str().unwrap(), true).unwrap();
         let bytes = std::fs::read(&path).unwrap();
