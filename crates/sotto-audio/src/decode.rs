@@ -344,7 +344,11 @@ fn decode_inner(
     want: Want,
 ) -> Result<Decoded> {
     let edit = crate::mp4_edit::read_edit(&mut *src);
-    if src.is_seekable() && crate::rf64::is_rf64(&read_head(&mut *src)) {
+    let head = match src.is_seekable() {
+        true => read_head(&mut *src),
+        false => Vec::new(),
+    };
+    if crate::rf64::is_rf64(&head) {
         src = Box::new(crate::rf64::AsRiff::new(src));
     }
     let mss = MediaSourceStream::new(src, Default::default());
@@ -360,7 +364,7 @@ fn decode_inner(
     };
     let probed = symphonia::default::get_probe()
         .format(&hint, mss, &format_options, &MetadataOptions::default())
-        .map_err(|e| probe_error(name, e))?;
+        .map_err(|e| probe_error(name, e, &head))?;
     let mut format = probed.format;
     let track = format
         .tracks()
@@ -460,13 +464,21 @@ fn codecs() -> &'static CodecRegistry {
     })
 }
 
-fn probe_error(name: &str, e: SymError) -> AudioError {
+/// Why probing failed. Running out of bytes means a cut file only where the file starts as
+/// one we read does (or its start is unknown, from a pipe): a format symphonia does not
+/// know (WMA, say) can run a probe to its end chasing what looked like an MP3 frame.
+fn probe_error(name: &str, e: SymError, head: &[u8]) -> AudioError {
+    let unsupported = || AudioError::Unsupported {
+        input: name.to_string(),
+    };
     match e {
-        SymError::Unsupported(_) => AudioError::Unsupported {
-            input: name.to_string(),
-        },
+        SymError::Unsupported(_) => unsupported(),
         SymError::IoError(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-            corrupt(name, "truncated before the audio data")
+            if head.is_empty() || known_start(head) {
+                corrupt(name, "truncated before the audio data")
+            } else {
+                unsupported()
+            }
         }
         SymError::IoError(source) => AudioError::Io {
             input: name.to_string(),
@@ -474,6 +486,22 @@ fn probe_error(name: &str, e: SymError) -> AudioError {
         },
         other => corrupt(name, other.to_string()),
     }
+}
+
+/// Whether `head` starts as a file of a container sotto decodes does.
+fn known_start(head: &[u8]) -> bool {
+    const MAGIC: [&[u8]; 9] = [
+        b"RIFF",
+        b"RF64",
+        b"fLaC",
+        b"OggS",
+        b"ID3",
+        b"FORM",
+        b"caff",
+        b"\x1a\x45\xdf\xa3", // EBML: Matroska, WebM
+        b"\xff",             // an MPEG audio frame's sync
+    ];
+    MAGIC.iter().any(|m| head.starts_with(m)) || head.get(4..8) == Some(b"ftyp")
 }
 
 /// Input frames per batch handed to the resampling thread (~0.3 s at 48 kHz).
