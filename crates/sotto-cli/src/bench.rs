@@ -1,9 +1,9 @@
 //! `sotto bench`: the figures that matter for speed, measured the same way everywhere.
 //!
 //! Mel per 30 s, encoder per 30 s window, decoder per token (one sequence, and a batch
-//! of beams where the model supports it), the end-to-end real-time factor on a file,
-//! the process's peak RSS, and (CPU) the machine's measured peaks with the encoder and a
-//! decoder step set against them. Each figure is the median of `--runs` repetitions after
+//! of beams where the model supports it), a file's decoding to 16 kHz and its end-to-end
+//! real-time factor, the process's peak RSS, and (CPU) the machine's measured peaks with
+//! the encoder and a decoder step set against them. Each figure is the median of `--runs` repetitions after
 //! one warm-up.
 
 use std::path::PathBuf;
@@ -527,8 +527,18 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
     );
 
     if let Some(file) = &args.file {
-        let audio = sotto::audio::load_16k_mono(&file.to_string_lossy())?;
+        let name = file.to_string_lossy();
+        let mut audio = Vec::new();
+        let front = measure(args.runs, || {
+            let t = Instant::now();
+            audio = sotto::audio::load_16k_mono(&name)?;
+            Ok(t.elapsed())
+        })?;
         let duration = audio.len() as f64 / sotto::audio::SAMPLE_RATE as f64;
+        println!(
+            "audio to 16 kHz   {:9.1} ms  for {duration:.1} s of audio (decoding and resampling the file)",
+            ms(front)
+        );
         let opts = TranscribeOptions {
             audio_ctx,
             ..TranscribeOptions::default()

@@ -660,6 +660,31 @@ fn unreadable_calibration_audio_is_an_error() {
     assert!(!out.exists());
 }
 
+/// `bench --file` times the file's decoding to 16 kHz and its transcription end to end.
+#[test]
+fn bench_times_a_file_end_to_end() {
+    sotto_testdata::model_dir("tiny.en");
+    let out = sotto()
+        .args([
+            "bench", "-m", "tiny.en", "-t", "2", "--runs", "1", "--tokens", "1",
+        ])
+        .args(["--no-limits", "--file"])
+        .arg(jfk())
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let out = String::from_utf8(out).unwrap();
+    for line in ["audio to 16 kHz", "end to end"] {
+        let l = out
+            .lines()
+            .find(|l| l.starts_with(line))
+            .unwrap_or_else(|| panic!("{out}"));
+        assert!(l.contains("for 11.0 s of audio"), "{l}");
+    }
+}
+
 /// A published size with random weights: no file, the real shapes. With `--ab`, windows
 /// alternated with the experiment switch (nothing gated on it here: an A/A run).
 #[test]
