@@ -537,7 +537,7 @@ impl Resampling {
     }
 
     /// Hands over a batch; an error where the thread has stopped on one.
-    fn send(self, batch: Vec<Vec<f32>>) -> std::result::Result<Self, AudioError> {
+    fn send(self, batch: Vec<Vec<f32>>) -> Result<Self> {
         match self.batches.send(batch) {
             Ok(()) => Ok(self),
             Err(_) => Err(self
