@@ -17,6 +17,12 @@ sox -D tones.wav -C 0 tones.ogg
 opusenc --quiet --bitrate 48 --max-delay 100 tones.wav tones.opus
 opusdec --quiet --no-dither --rate 48000 tones.opus tones.opus.wav
 opusdec --quiet --no-dither --rate 16000 tones.opus tones.opus.16k.wav
+# 5.1 Opus (mapping family 1), from the two channels spread over six, and libopus's decode.
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a pcm_s16le \
+    -af "pan=5.1|FL=c0|FR=c1|FC=0.5*c0+0.5*c1|LFE=0.2*c0|BL=0.7*c0|BR=0.7*c1" six.wav
+opusenc --quiet --bitrate 96 --max-delay 100 six.wav tones.51.opus
+opusdec --quiet --no-dither --rate 48000 tones.51.opus tones.51.opus.wav
+rm six.wav
 # RF64, the WAV past 4 GiB (EBU Tech 3306), as ffmpeg writes it.
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a pcm_s16le -rf64 always \
     -map_metadata -1 -fflags +bitexact tones.rf64.wav

@@ -234,6 +234,33 @@ fn opus_decodes_as_libopus_does() {
 
 /// Opus in WebM (Matroska, as browsers record it) and AAC in MP4 (`.m4a`, as phones
 /// record it), made from `tones.wav` by ffmpeg: the source's tones at 16 kHz, in time.
+/// 5.1 Opus (mapping family 1: four streams a packet) decodes as libopus does
+/// (`opusdec --no-dither`, its six channels in a WAVE_FORMAT_EXTENSIBLE file), mixed down.
+#[test]
+fn surround_opus_decodes_as_libopus_does() {
+    let ours = decode_file_keeping_stereo(&fixture("tones.51.opus")).unwrap();
+    let libopus = decode_file_keeping_stereo(&fixture("tones.51.opus.wav")).unwrap();
+    assert_eq!((ours.sample_rate, ours.channels_in), (48_000, 6));
+    assert_eq!(libopus.channels_in, 6);
+    assert_eq!(ours.samples.len(), libopus.samples.len());
+    // The mix, and the front left and right channels (first in WAV's order, as opusdec
+    // writes them, and as `--diarize` reads them).
+    let ([l, r], [rl, rr]) = (ours.stereo.unwrap(), libopus.stereo.unwrap());
+    for (what, a, b) in [
+        ("mix", &ours.samples, &libopus.samples),
+        ("left", &l, &rl),
+        ("right", &r, &rr),
+    ] {
+        let d = a
+            .iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0f32, f32::max);
+        assert!(d < 1e-4, "{what}: {d} from libopus's decode");
+        assert!(a.iter().any(|v| v.abs() > 0.1), "{what}: not silence");
+    }
+}
+
 #[test]
 fn webm_opus_and_m4a_aac_decode_like_the_wav_source() {
     let wav = load_16k_mono(fixture("tones.wav").to_str().unwrap()).unwrap();

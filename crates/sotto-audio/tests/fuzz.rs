@@ -6,13 +6,14 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 8] = [
+const FIXTURES: [&str; 9] = [
     "tones.wav",
     "tones.rf64.wav",
     "tones.flac",
     "tones.mp3",
     "tones.ogg",
     "tones.opus",
+    "tones.51.opus",
     "tones.webm",
     "tones.m4a",
 ];
