@@ -29,4 +29,7 @@ ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a pcm_s16le -rf64 always 
 # Opus in WebM (as browsers record), AAC in MP4 (as phones do: with an edit list).
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a libopus -b:a 48k tones.webm
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a aac -b:a 64k tones.m4a
+# Raw AAC in ADTS frames (`.aac`).
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a aac -b:a 64k -fflags +bitexact \
+    -flags:a +bitexact tones.aac
 ls -l tones.*

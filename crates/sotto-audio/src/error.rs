@@ -14,7 +14,7 @@ pub enum AudioError {
         source: std::io::Error,
     },
     /// The bytes are not in a container/codec we decode (or not audio at all).
-    #[error("{input}: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, webm/mkv, aiff, caf)")]
+    #[error("{input}: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, webm/mkv, aiff, caf)")]
     Unsupported { input: String },
     /// The container was recognised but its data is malformed.
     #[error("{input}: corrupt audio data: {detail}")]

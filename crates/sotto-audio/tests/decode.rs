@@ -307,7 +307,7 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
     assert_one_line(
         &e,
         &format!(
-            "{}: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, webm/mkv, aiff, caf)",
+            "{}: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, webm/mkv, aiff, caf)",
             notes.display()
         ),
     );
@@ -338,7 +338,7 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
     let e = decode_reader(&b"plain text, not audio at all"[..], None).unwrap_err();
     assert_one_line(
         &e.to_string(),
-        "stdin: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, webm/mkv, aiff, caf)",
+        "stdin: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, webm/mkv, aiff, caf)",
     );
 
     // A WAV cut inside its header.
@@ -446,7 +446,7 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 9] = [
+const CONTAINERS: [&str; 10] = [
     "tones.wav",
     "tones.rf64.wav",
     "tones.flac",
@@ -455,6 +455,7 @@ const CONTAINERS: [&str; 9] = [
     "tones.opus",
     "tones.webm",
     "tones.m4a",
+    "tones.aac",
     "jfk.m4a",
 ];
 

@@ -6,7 +6,7 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 9] = [
+const FIXTURES: [&str; 10] = [
     "tones.wav",
     "tones.rf64.wav",
     "tones.flac",
@@ -16,6 +16,7 @@ const FIXTURES: [&str; 9] = [
     "tones.51.opus",
     "tones.webm",
     "tones.m4a",
+    "tones.aac",
 ];
 const HINTS: [Option<&str>; 5] = [None, Some("wav"), Some("flac"), Some("mp3"), Some("ogg")];
 
