@@ -172,7 +172,7 @@ const SNIFF: usize = 16;
 
 /// Whether a file starting with `head` is one symphonia decodes front to back, never
 /// seeking, to what it decodes from the file: WAV, FLAC, or MP3 (an ID3 tag or a frame
-/// sync).
+/// sync, which raw AAC's ADTS frames share; tested, they stream as well).
 fn read_front_to_back(head: &[u8]) -> bool {
     let mp3_sync = head.len() >= 2 && head[0] == 0xFF && head[1] & 0xE0 == 0xE0;
     [&b"RIFF"[..], b"fLaC", b"ID3"]
