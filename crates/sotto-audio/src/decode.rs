@@ -112,8 +112,14 @@ pub fn decode_reader(r: impl Read, hint: Option<&str>) -> Result<Audio> {
 
 fn decode_read(r: impl Read, hint: Option<&str>, want: Want) -> Result<Decoded> {
     let name = "stdin";
-    let mut bytes = Vec::new();
-    r.take(MAX_INPUT_BYTES + 1)
+    let bytes = read_rest(r, Vec::new(), name)?;
+    decode_memory(name, bytes, hint, want)
+}
+
+/// `bytes` followed by the rest of `r`, refused past [`MAX_INPUT_BYTES`] in all.
+fn read_rest(r: impl Read, mut bytes: Vec<u8>, name: &str) -> Result<Vec<u8>> {
+    let rest = (MAX_INPUT_BYTES + 1).saturating_sub(bytes.len() as u64);
+    r.take(rest)
         .read_to_end(&mut bytes)
         .map_err(|source| AudioError::Io {
             input: name.to_string(),
@@ -125,7 +131,7 @@ fn decode_read(r: impl Read, hint: Option<&str>, want: Want) -> Result<Decoded> 
             detail: format!("more than {MAX_INPUT_BYTES} bytes"),
         });
     }
-    decode_memory(name, bytes, hint, want)
+    Ok(bytes)
 }
 
 /// Decodes audio that `r` delivers front to back (a pipe, a socket: stdin for `-`), resampled
@@ -140,15 +146,14 @@ pub fn decode_stream_16k(
     keep_stereo: bool,
 ) -> Result<Audio16k> {
     let want = Want::at_16k(keep_stereo, f64::INFINITY);
-    let io = |source| AudioError::Io {
-        input: name.to_string(),
-        source,
-    };
     let mut head = Vec::with_capacity(SNIFF);
     (&mut r)
         .take(SNIFF as u64)
         .read_to_end(&mut head)
-        .map_err(io)?;
+        .map_err(|source| AudioError::Io {
+            input: name.to_string(),
+            source,
+        })?;
     if crate::rf64::is_rf64(&head) {
         crate::rf64::patch(&mut head);
     }
@@ -156,15 +161,8 @@ pub fn decode_stream_16k(
         let src = ReadOnlySource::new(Cursor::new(head).chain(r));
         return decode_source(Box::new(src), name, hint, want).map(Decoded::into_16k);
     }
-    let rest = MAX_INPUT_BYTES + 1 - head.len() as u64;
-    r.take(rest).read_to_end(&mut head).map_err(io)?;
-    if head.len() as u64 > MAX_INPUT_BYTES {
-        return Err(AudioError::TooLarge {
-            input: name.to_string(),
-            detail: format!("more than {MAX_INPUT_BYTES} bytes"),
-        });
-    }
-    decode_memory(name, head, hint, want).map(Decoded::into_16k)
+    let bytes = read_rest(r, head, name)?;
+    decode_memory(name, bytes, hint, want).map(Decoded::into_16k)
 }
 
 /// Bytes read before choosing how to read the rest.

@@ -511,6 +511,12 @@ impl std::io::Read for Trickle {
     }
 }
 
+/// `bytes` decoded from a pipe that hands out 100 bytes a call, channels kept.
+fn trickled(bytes: &[u8]) -> sotto_audio::Audio16k {
+    let pipe = Trickle(std::io::Cursor::new(bytes.to_vec()));
+    sotto_audio::decode_stream_16k(pipe, "pipe", None, true).unwrap()
+}
+
 /// From a pipe, every container decodes as from its file: WAV, FLAC and MP3 while the
 /// bytes arrive, the others (Ogg, WebM, MP4) read whole first; and a pipe that ends early keeps
 /// what decoded, as a truncated file does.
@@ -520,13 +526,7 @@ fn a_pipe_decodes_as_the_file() {
         let path = fixture(f);
         let file = sotto_audio::load_16k(path.to_str().unwrap(), true).unwrap();
         let bytes = std::fs::read(&path).unwrap();
-        let piped = sotto_audio::decode_stream_16k(
-            Trickle(std::io::Cursor::new(bytes.clone())),
-            "pipe",
-            None,
-            true,
-        )
-        .unwrap();
+        let piped = trickled(&bytes);
         assert_eq!(piped, file, "{f}");
         if f == "tones.wav" {
             let cut = bytes[..bytes.len() / 2].to_vec();
@@ -591,13 +591,7 @@ fn rf64_decodes_as_riff_wav() {
         sotto_audio::load_16k(rf64.to_str().unwrap(), true).unwrap(),
         want16
     );
-    let piped = sotto_audio::decode_stream_16k(
-        Trickle(std::io::Cursor::new(bytes.clone())),
-        "pipe",
-        None,
-        true,
-    )
-    .unwrap();
+    let piped = trickled(&bytes);
     assert_eq!(piped, want16);
     assert_eq!(
         decode_bytes("x", bytes, None).unwrap().samples,
