@@ -379,6 +379,18 @@ if [[ -x "$SOTTO" ]]; then
         else
             fail "word timestamps on cuda: $(head -3 "$OUT/jfk-words-cuda.err")"
         fi
+        # Shorter windows (whisper.cpp's audio_ctx): jfk (11 s) fits one of 750 positions
+        # (15 s), and must read as on the CPU with the same windows.
+        "$SOTTO" transcribe --device cpu -m "$MODEL" --no-progress --audio-ctx 750 \
+            samples/jfk.wav >"$OUT/jfk-ac-cpu.txt" 2>"$OUT/jfk-ac-cpu.err"
+        if limit=$(within 60 "audio_ctx on cuda") &&
+            timeout "$limit" "$SOTTO" transcribe --device cuda -m "$MODEL" --no-progress \
+                --audio-ctx 750 samples/jfk.wav >"$OUT/jfk-ac-cuda.txt" 2>"$OUT/jfk-ac-cuda.err" &&
+            [[ -s "$OUT/jfk-ac-cuda.txt" ]] && cmp -s "$OUT/jfk-ac-cpu.txt" "$OUT/jfk-ac-cuda.txt"; then
+            pass "--audio-ctx 750 on cuda reads jfk as the CPU does: $(cat "$OUT/jfk-ac-cuda.txt")"
+        else
+            fail "--audio-ctx 750 on cuda: $(head -c 300 "$OUT/jfk-ac-cuda.txt" 2>/dev/null) | cpu: $(head -c 300 "$OUT/jfk-ac-cpu.txt") | $(head -3 "$OUT/jfk-ac-cuda.err" 2>/dev/null)"
+        fi
         # One model, several GPU sessions at once, through the HTTP server: concurrent
         # clients must each get the CPU's text.
         if limit=$(within 90 "serve on cuda") &&
@@ -418,6 +430,13 @@ if [[ -x "$SOTTO" ]]; then
     }
     bench_random tiny
     bench_random base
+    # whisper-stream's 10 s windows (500 positions): the encoder's and a step's times.
+    if limit=$(within 90 "bench --audio-ctx 500"); then
+        timeout "$limit" "$SOTTO" bench --device cuda --random-weights tiny --runs 3 --tokens 32 \
+            --audio-ctx 500 >"$OUT/bench-cuda-random-tiny-ac500.txt" 2>&1 &&
+            pass "sotto bench --device cuda --random-weights tiny --audio-ctx 500: $(tr '\n' ';' <"$OUT/bench-cuda-random-tiny-ac500.txt")" ||
+            fail "sotto bench --device cuda --random-weights tiny --audio-ctx 500: $(tail -3 "$OUT/bench-cuda-random-tiny-ac500.txt")"
+    fi
     # Without the rows reduced on the GPU (greedy and beam steps download whole rows for
     # the host to reduce), with a step's copies in and out queued around its graph instead
     # of inside it, without the fused launches (the encoder's, and a decoder step's norms in its

@@ -51,7 +51,7 @@ pub struct Args {
     no_limits: bool,
 
     /// Time encoder windows (and decoder steps' cross-attention) over this many encoder
-    /// positions, as `transcribe --audio-ctx` runs them (the CPU only; no limits then: they
+    /// positions, as `transcribe --audio-ctx` runs them (no limits then: they
     /// model the whole window) [default: all, 30 s]
     #[arg(long, value_name = "N")]
     audio_ctx: Option<usize>,

@@ -183,10 +183,14 @@ pub struct CudaSession {
     /// why not where the GPU should take them but the probe launch failed.
     pdl: bool,
     pdl_error: Option<String>,
-    /// Shape: [n_audio_ctx, n_audio_state]
+    /// Shape: [n_audio_ctx, n_audio_state]; rows `..audio_ctx` in use.
     enc_out: Buf<f32>,
     encoded: bool,
-    /// Per decoder layer, Shape: [windows held, n_audio_ctx, n_text_state]: window 0 is
+    /// Encoder positions a window runs over (whisper.cpp's `audio_ctx`): the model's
+    /// n_audio_ctx unless [`CudaSession::set_audio_ctx`] shortened it. The buffers keep
+    /// the whole window's size.
+    audio_ctx: usize,
+    /// Per decoder layer, Shape: [windows held, audio_ctx, n_text_state]: window 0 is
     /// where the encoder writes; [`CudaSession::encode_windows`] copies the others out.
     cross_k: Vec<Buf<f32>>,
     cross_v: Vec<Buf<f32>>,
@@ -319,6 +323,7 @@ impl CudaSession {
                 pdl_error: None,
                 enc_out: z(ctx * da)?,
                 encoded: false,
+                audio_ctx: ctx,
                 keep_laps: false,
                 encoder_laps: Vec::new(),
                 keep_step_laps: false,
@@ -436,7 +441,7 @@ impl CudaSession {
         self.reset_text();
         self.hold_windows(mels.len())?;
         // The encoder writes window 0's slot: the others first, each copied out after.
-        let slot = h.n_audio_ctx * h.n_text_state;
+        let slot = self.cross_slot();
         for (w, mel) in rest.iter().enumerate().rev() {
             self.encode_one(mel)?;
             guard("encode", || {
@@ -482,10 +487,45 @@ impl CudaSession {
         Ok(())
     }
 
+    /// Runs later encodes over the first `ctx` encoder positions of each window only
+    /// (`2·ctx` mel frames, `ctx · 20` ms), as `sotto_model::Session::set_audio_ctx` and
+    /// whisper.cpp's `audio_ctx`: the encoder's work shrinks with it and the decoder
+    /// attends to those positions alone. None, or the model's n_audio_ctx: the whole
+    /// window. Drops the audio encoded so far when the length changes; graphs captured
+    /// for the old length are captured again on their next use.
+    pub fn set_audio_ctx(&mut self, ctx: Option<usize>) -> Result<()> {
+        let n_audio_ctx = self.model.hparams().n_audio_ctx;
+        let ctx = ctx.unwrap_or(n_audio_ctx);
+        if ctx == 0 || ctx > n_audio_ctx {
+            return Err(input_err(
+                "set_audio_ctx",
+                format!("{ctx} is not in 1..={n_audio_ctx} (the model's n_audio_ctx)"),
+            ));
+        }
+        if ctx != self.audio_ctx {
+            self.encoded = false;
+            self.windows = 1;
+            self.seq_window = vec![0];
+            self.reset_text();
+            self.audio_ctx = ctx;
+        }
+        Ok(())
+    }
+
+    /// Encoder positions a window runs over (see [`CudaSession::set_audio_ctx`]).
+    pub fn audio_ctx(&self) -> usize {
+        self.audio_ctx
+    }
+
+    /// Values of one window's cross K (or V) in one decoder layer.
+    fn cross_slot(&self) -> usize {
+        self.audio_ctx * self.model.hparams().n_text_state
+    }
+
     /// Room for the cross K/V of `n` windows (their contents are written next).
     fn hold_windows(&mut self, n: usize) -> Result<()> {
         let h = *self.model.hparams();
-        let slot = h.n_audio_ctx * h.n_text_state;
+        let slot = self.cross_slot();
         if self.cross_k.first().is_none_or(|b| b.len() >= n * slot) {
             return Ok(());
         }
@@ -644,12 +684,13 @@ impl CudaSession {
     fn encoder_body(&self, dev: &Dev<'_>, laps: &mut Laps<'_>) -> Result<()> {
         let h = *self.model.hparams();
         let (b, enc) = (&self.enc, &self.model.encoder);
-        let (ctx, d, n_frames) = (h.n_audio_ctx, h.n_audio_state, self.model.n_frames());
-        // The mel is channel-major: x(t, c) at c·n_frames + t.
-        let (mel, cols) = (b.mel.ptr(), b.cols.ptr());
-        let (t1, c1) = dev.im2col_in(mel, cols, n_frames, h.n_mels, 1, 1, n_frames, &enc.conv1)?;
+        let (ctx, d, n_frames) = (self.audio_ctx, h.n_audio_state, self.model.n_frames());
+        // The mel is channel-major: x(t, c) at c·n_frames + t. The first `2·ctx` frames
+        // (all of them unless `audio_ctx` shortened the window), zero-padded after.
+        let (mel, cols, frames) = (b.mel.ptr(), b.cols.ptr(), 2 * ctx);
+        let (t1, c1) = dev.im2col_in(mel, cols, frames, h.n_mels, 1, 1, n_frames, &enc.conv1)?;
         dev.linear_in(&enc.conv1, c1, t1, b.conv1.ptr(), true)?;
-        let (t2, c2) = dev.im2col_in(b.conv1.ptr(), cols, n_frames, d, 2, d, 1, &enc.conv2)?;
+        let (t2, c2) = dev.im2col_in(b.conv1.ptr(), cols, frames, d, 2, d, 1, &enc.conv2)?;
         debug_assert_eq!(t2, ctx);
         dev.linear_in(&enc.conv2, c2, t2, b.x.ptr(), true)?;
         // Adds onto the residual stream (the positions, then each block's last bias) wait
@@ -730,6 +771,7 @@ impl CudaSession {
             ])
             .chain([self.half.ptr(), self.half.len() as u64, self.wq.ptr()])
             .chain([self.attention as u64, self.fuse as u64])
+            .chain([self.audio_ctx as u64])
             .collect()
     }
 
@@ -761,9 +803,9 @@ impl CudaSession {
         }
     }
 
-    /// The encoder output, copied to the host. Shape: [n_audio_ctx, n_audio_state]
+    /// The encoder output, copied to the host. Shape: [audio_ctx, n_audio_state]
     pub fn encoder_output(&self) -> Result<Vec<f32>> {
-        let mut out = vec![0f32; self.enc_out.len()];
+        let mut out = vec![0f32; self.audio_ctx * self.model.hparams().n_audio_state];
         guard("encoder_output", || {
             self.bind()?;
             self.dev().download(self.enc_out.ptr(), &mut out)
@@ -919,7 +961,7 @@ impl CudaSession {
     /// sequence `tokens` from position 0 against the current window in one causal pass,
     /// leaving the batch and its cache as they were; returns the cross-attention scores of
     /// the `(layer, head)` pairs before the softmax, Shape: [heads.len(), tokens.len(),
-    /// n_audio_ctx], and writes the logits of `rows`, Shape: [rows.len(), n_vocab].
+    /// audio_ctx], and writes the logits of `rows`, Shape: [rows.len(), n_vocab].
     pub fn align(
         &mut self,
         tokens: &[u32],
@@ -931,7 +973,7 @@ impl CudaSession {
         check_align_input(&h, tokens, heads).map_err(|msg| input_err("align", msg))?;
         self.check_decode("align", tokens, 0, rows, logits.len())?;
         let m = tokens.len();
-        let n_scores = heads.len() * m * h.n_audio_ctx;
+        let n_scores = heads.len() * m * self.audio_ctx;
         guard("align", || {
             self.bind()?;
             self.size_step(m, rows.len())?;
@@ -1280,6 +1322,7 @@ impl CudaSession {
                 self.fuse as u64,
                 self.pdl as u64,
             ])
+            .chain([self.audio_ctx as u64])
             .chain(self.seq_window.iter().map(|&w| w as u64))
             .collect()
     }
@@ -1471,7 +1514,7 @@ impl CudaSession {
             dev.norm_linear(&cross.query, normed(cross_ln), m, q, false)?;
             laps.lap("cross q")?;
             // Each run of sequences on one window attends to its audio (key stride 0).
-            let ctx = h.n_audio_ctx;
+            let ctx = self.audio_ctx;
             let (ck, cv) = (&self.cross_k[l], &self.cross_v[l]);
             if let Pass::Align { heads, scores } = pass {
                 let ck = ck.at(self.seq_window[0] * ctx * d);
@@ -1520,7 +1563,7 @@ enum Pass<'a> {
     /// it through the slot table in the input (`slots`) or each in its own slot.
     Step { batch: usize, slots: bool },
     /// One sequence from position 0 over its own keys, the cache untouched; the
-    /// cross-attention scores of `heads` go to `scores` ([heads.len(), m, n_audio_ctx] f32).
+    /// cross-attention scores of `heads` go to `scores` ([heads.len(), m, audio_ctx] f32).
     Align {
         heads: &'a [(usize, usize)],
         scores: u64,

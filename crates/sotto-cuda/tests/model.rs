@@ -470,6 +470,93 @@ fn check_against(
     tol.same.get()
 }
 
+/// `set_audio_ctx` on the GPU against the CPU's, at each length in `lengths` in turn: the
+/// encoder output (the first `ctx` positions), a prompt's logits, greedy steps (graphed at
+/// f16) and the alignment scores, from two encodes each, the second replaying the encoder
+/// graph captured for that length. A change of length drops the audio encoded before; the
+/// same length again keeps it; lengths outside 1..=n_audio_ctx are refused.
+fn check_audio_ctx(
+    f: &WhisperFile,
+    p: Precision,
+    gpu_model: Arc<CudaWhisper>,
+    attention: Option<AttentionPath>,
+    lengths: &[Option<usize>],
+) {
+    let h = f.hparams;
+    let nv = h.n_vocab;
+    println!(
+        "{} {p:?} audio_ctx on {}",
+        f.path.display(),
+        gpu_model.device()
+    );
+    let tol = tolerance(p);
+    let graphs = std::env::var_os("SOTTO_CUDA_GRAPHS").is_none_or(|v| v != "0");
+    let mut cpu = Session::new(cpu_reference(f), 0).unwrap();
+    let mut gpu = CudaSession::new(gpu_model).unwrap();
+    if let Some(a) = attention {
+        gpu.set_attention(a).unwrap();
+    }
+    for bad in [0, h.n_audio_ctx + 1] {
+        let err = gpu.set_audio_ctx(Some(bad)).unwrap_err();
+        assert!(err.to_string().contains("n_audio_ctx"), "{err}");
+    }
+    assert_eq!(gpu.audio_ctx(), h.n_audio_ctx);
+    let window = h.n_mels * 2 * h.n_audio_ctx;
+    let mels = [values(window, 97, 1.2), values(window, 96, 1.2)];
+    let prompt = [(nv - 3) as u32, 7, (nv / 2) as u32];
+    let heads = [(0, 1), (h.n_text_layer - 1, 0)];
+    let (mut lc, mut lg) = (vec![0f32; nv], vec![0f32; nv]);
+    let mut encodes = 0;
+    for &ctx in lengths {
+        let n = ctx.unwrap_or(h.n_audio_ctx);
+        let changed = n != gpu.audio_ctx();
+        cpu.set_audio_ctx(ctx).unwrap();
+        gpu.set_audio_ctx(ctx).unwrap();
+        assert_eq!(gpu.audio_ctx(), n);
+        if encodes > 0 {
+            // The audio of the last length is gone when the length changed, else kept.
+            let got = gpu.decode(&prompt, &[2], &mut lg);
+            assert_eq!(got.is_ok(), !changed, "audio_ctx {n}: {got:?}");
+            assert_eq!(cpu.decode(&prompt, &[2], &mut lc).is_ok(), !changed);
+        }
+        for mel in &mels {
+            cpu.encode(mel).unwrap();
+            gpu.encode(mel).unwrap();
+            assert_eq!(
+                gpu.encoder_graphed(),
+                graphs && encodes > 0,
+                "audio_ctx {n}: {:?}",
+                gpu.encoder_graph_error()
+            );
+            encodes += 1;
+            let enc = gpu.encoder_output().unwrap();
+            assert_eq!(enc.len(), n * h.n_audio_state);
+            let e = nmse(&enc, cpu.encoder_output());
+            println!("audio_ctx {n}: encoder output nmse {e:.3e}");
+            assert!(e <= tol.enc_nmse, "audio_ctx {n}: encoder nmse {e:.3e}");
+            cpu.decode(&prompt, &[2], &mut lc).unwrap();
+            gpu.decode(&prompt, &[2], &mut lg).unwrap();
+            compare_logits(&format!("audio_ctx {n}: prompt"), &lg, &lc, nv, &tol);
+            for step in 0..3 {
+                let tok = [argmax(&lc) as u32];
+                cpu.decode(&tok, &[0], &mut lc).unwrap();
+                gpu.decode(&tok, &[0], &mut lg).unwrap();
+                let what = format!("audio_ctx {n}: greedy step {step}");
+                compare_logits(&what, &lg, &lc, nv, &tol);
+            }
+        }
+        let seq: Vec<u32> = [prompt.as_slice(), &[40, 41, 42]].concat();
+        let (mut ac, mut ag) = (vec![0f32; nv], vec![0f32; nv]);
+        let sc = cpu.align(&seq, &heads, &[seq.len() - 1], &mut ac).unwrap();
+        let sg = gpu.align(&seq, &heads, &[seq.len() - 1], &mut ag).unwrap();
+        assert_eq!(sg.len(), heads.len() * seq.len() * n);
+        assert_eq!(sg.len(), sc.len());
+        let e = nmse(&sg, &sc);
+        assert!(e <= tol.logits_nmse.max(5e-7), "align scores nmse {e:.3e}");
+        compare_logits(&format!("audio_ctx {n}: align"), &ag, &ac, nv, &tol);
+    }
+}
+
 /// Steps whose rows the GPU reduces to shortlist records equal the host's reduction of the
 /// same steps' whole rows (`sotto_decode::Shortlists::reduce`): the prompt's rows, a greedy
 /// step, and a batch after a reorder, each run twice from a reset.
@@ -792,6 +879,46 @@ fn split_cross_attention_emulated() {
     // turns fusion off for a while, whose split launches are followed by a merge.
     let merges = launches.get("sotto_attention_merge").copied().unwrap_or(0);
     assert!(merges < split, "{launches:?}");
+}
+
+/// Shorter windows (whisper.cpp's `audio_ctx`) in host emulation: lengths that split the
+/// cross-attention over chunks and lengths that do not, one position, and back to the whole
+/// window, at both precisions and on the tensor-core attention.
+#[test]
+fn audio_ctx_emulated() {
+    let f = synthetic(Hparams {
+        n_audio_ctx: 300,
+        ..SMALL
+    });
+    let lengths = [Some(149), Some(1), Some(64), None, Some(300), Some(75)];
+    for (p, a) in [
+        (Precision::F32, None),
+        (Precision::F16, None),
+        (Precision::F16, Some(AttentionPath::Mma)),
+    ] {
+        let Some(model) = emulated(&f, p, Schedule::Forward) else {
+            return;
+        };
+        check_audio_ctx(&f, p, model, a, &lengths);
+    }
+}
+
+/// As above on the GPU, at tiny's shapes (1500 positions): whisper-stream's 500 (10 s), an
+/// odd length, one position and the whole window, on each attention path.
+#[test]
+fn audio_ctx_tiny_shaped_on_gpu() {
+    let f = synthetic(TINY_SHAPES);
+    let lengths = [Some(500), Some(749), Some(1), None];
+    for a in [AttentionPath::Mma, AttentionPath::Blas, AttentionPath::Rows] {
+        let Some(model) = upload(&f, Precision::F16) else {
+            return;
+        };
+        check_audio_ctx(&f, Precision::F16, model, Some(a), &lengths);
+    }
+    let Some(model) = upload(&f, Precision::F32) else {
+        return;
+    };
+    check_audio_ctx(&f, Precision::F32, model, None, &lengths);
 }
 
 /// The fused encoder's launches (kernels and cuBLAS products), counted in emulation

@@ -38,17 +38,8 @@ pub trait Forward: Send {
     }
     /// Later encodes run over the first `ctx` encoder positions of each window only
     /// (whisper.cpp's `audio_ctx`; see `sotto_model::Session::set_audio_ctx`); None: the
-    /// whole window. Devices without it refuse a length, naming the one that has it.
-    fn set_audio_ctx(&mut self, ctx: Option<usize>) -> Result<(), BoxError> {
-        match ctx {
-            None => Ok(()),
-            Some(n) => Err(format!(
-                "{n}: this device encodes whole 30 s windows; the CPU (--device cpu) \
-                 shortens them"
-            )
-            .into()),
-        }
-    }
+    /// whole window.
+    fn set_audio_ctx(&mut self, ctx: Option<usize>) -> Result<(), BoxError>;
     /// Starts a new text sequence (a batch of one, empty); keeps the audio.
     fn reset_text(&mut self);
     /// Appends `tokens` to the single sequence and writes the logits of `rows` (indices
@@ -170,6 +161,10 @@ macro_rules! delegate_forward {
             Ok(<$session>::reorder(self, src)?)
         }
 
+        fn set_audio_ctx(&mut self, ctx: Option<usize>) -> Result<(), BoxError> {
+            Ok(<$session>::set_audio_ctx(self, ctx)?)
+        }
+
         fn align(
             &mut self,
             tokens: &[u32],
@@ -200,10 +195,6 @@ impl Forward for sotto_model::Session {
 
     fn select_window(&mut self, w: usize) -> Result<(), BoxError> {
         Ok(sotto_model::Session::select_window(self, w)?)
-    }
-
-    fn set_audio_ctx(&mut self, ctx: Option<usize>) -> Result<(), BoxError> {
-        Ok(sotto_model::Session::set_audio_ctx(self, ctx)?)
     }
 
     fn encoder_laps(&self) -> Option<Vec<(&'static str, std::time::Duration)>> {
