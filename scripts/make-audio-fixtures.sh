@@ -26,6 +26,11 @@ rm six.wav
 # RF64, the WAV past 4 GiB (EBU Tech 3306), as ffmpeg writes it.
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a pcm_s16le -rf64 always \
     -map_metadata -1 -fflags +bitexact tones.rf64.wav
+# PCM in Matroska: 16-bit in one block of every frame (ffmpeg's WAV reader hands it all
+# at once with -max_size), and 24-bit in ffmpeg's own blocks.
+ffmpeg -hide_banner -loglevel error -y -max_size 65536 -i tones.wav -c:a pcm_s16le \
+    -fflags +bitexact tones.pcm.mkv
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a pcm_s24le -fflags +bitexact tones.s24.mka
 # Opus in WebM (as browsers record), AAC in MP4 (as phones do: with an edit list).
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a libopus -b:a 48k tones.webm
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a aac -b:a 64k tones.m4a

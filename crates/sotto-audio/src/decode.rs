@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 use std::thread::JoinHandle;
 
 use symphonia::core::audio::{SampleBuffer, SignalSpec};
-use symphonia::core::codecs::{CodecRegistry, DecoderOptions, CODEC_TYPE_NULL};
+use symphonia::core::codecs::{CodecParameters, CodecRegistry, DecoderOptions, CODEC_TYPE_NULL};
 use symphonia::core::errors::Error as SymError;
 use symphonia::core::formats::FormatOptions;
 use symphonia::core::io::{MediaSource, MediaSourceStream, ReadOnlySource};
@@ -372,11 +372,21 @@ fn decode_inner(
             input: name.to_string(),
         })?;
     let track_id = track.id;
-    let mut decoder = codecs()
-        .make(&track.codec_params, &DecoderOptions::default())
-        .map_err(|_| AudioError::Unsupported {
-            input: name.to_string(),
-        })?;
+    let mut params = track.codec_params.clone();
+    // PCM in Matroska comes without a largest packet, which symphonia's PCM decoder sizes
+    // its buffer by (and silently cuts longer packets to): made again for each larger one.
+    let pcm_frame = pcm_frame_bytes(&params).filter(|_| params.max_frames_per_packet.is_none());
+    if pcm_frame.is_some() {
+        params.with_max_frames_per_packet(PCM_FRAMES);
+    }
+    let make = |params: &CodecParameters| {
+        codecs()
+            .make(params, &DecoderOptions::default())
+            .map_err(|_| AudioError::Unsupported {
+                input: name.to_string(),
+            })
+    };
+    let mut decoder = make(&params)?;
 
     let mut mono = Mono::new(want, edit);
     // Reused while packets keep the same layout and fit.
@@ -401,6 +411,16 @@ fn decode_inner(
         };
         if packet.track_id() != track_id {
             continue;
+        }
+        if let Some(frame) = pcm_frame {
+            let frames = packet.data.len().div_ceil(frame) as u64;
+            if params
+                .max_frames_per_packet
+                .is_some_and(|most| frames > most)
+            {
+                params.with_max_frames_per_packet(frames.next_power_of_two());
+                decoder = make(&params)?;
+            }
         }
         let decoded = match decoder.decode(&packet) {
             Ok(d) => d,
@@ -439,6 +459,32 @@ fn decode_inner(
     }
 
     mono.finish(name, first_error)
+}
+
+/// Frames a PCM decoder made for a stream that names no largest packet holds at first.
+const PCM_FRAMES: u64 = 4096;
+
+/// Bytes of one interleaved frame of a PCM stream; None for other codecs, or where the
+/// channels are unknown.
+fn pcm_frame_bytes(params: &CodecParameters) -> Option<usize> {
+    use symphonia::core::codecs::*;
+    let bytes = match params.codec {
+        CODEC_TYPE_PCM_S8 | CODEC_TYPE_PCM_U8 | CODEC_TYPE_PCM_ALAW | CODEC_TYPE_PCM_MULAW => 1,
+        CODEC_TYPE_PCM_S16LE | CODEC_TYPE_PCM_S16BE | CODEC_TYPE_PCM_U16LE
+        | CODEC_TYPE_PCM_U16BE => 2,
+        CODEC_TYPE_PCM_S24LE | CODEC_TYPE_PCM_S24BE | CODEC_TYPE_PCM_U24LE
+        | CODEC_TYPE_PCM_U24BE => 3,
+        CODEC_TYPE_PCM_S32LE | CODEC_TYPE_PCM_S32BE | CODEC_TYPE_PCM_U32LE
+        | CODEC_TYPE_PCM_U32BE | CODEC_TYPE_PCM_F32LE | CODEC_TYPE_PCM_F32BE => 4,
+        CODEC_TYPE_PCM_F64LE | CODEC_TYPE_PCM_F64BE => 8,
+        _ => return None,
+    };
+    let channels = match (params.channels, params.channel_layout) {
+        (Some(c), _) => c.count(),
+        (None, Some(layout)) => layout.into_channels().count(),
+        (None, None) => return None,
+    };
+    Some(bytes * channels.max(1))
 }
 
 /// The first 16 bytes of `src` (fewer where it is shorter); leaves `src` at its start.
