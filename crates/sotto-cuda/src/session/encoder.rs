@@ -93,8 +93,9 @@ impl CudaSession {
     /// (`2·ctx` mel frames, `ctx · 20` ms), as `sotto_model::Session::set_audio_ctx` and
     /// whisper.cpp's `audio_ctx`: the encoder's work shrinks with it and the decoder
     /// attends to those positions alone. None, or the model's n_audio_ctx: the whole
-    /// window. Drops the audio encoded so far when the length changes; graphs captured
-    /// for the old length are captured again on their next use.
+    /// window. Drops the audio encoded so far when the length changes; the encoder's graph
+    /// is captured again from the second encode at the new length, the steps' on their
+    /// next use.
     pub fn set_audio_ctx(&mut self, ctx: Option<usize>) -> Result<()> {
         let n_audio_ctx = self.model.hparams().n_audio_ctx;
         let ctx = ctx.unwrap_or(n_audio_ctx);
@@ -110,6 +111,9 @@ impl CudaSession {
             self.seq_window = vec![0];
             self.reset_text();
             self.audio_ctx = ctx;
+            // New shapes: the first encode of them runs directly, as a session's first does,
+            // so that cuBLAS meets them outside a capture; the next captures the graph.
+            self.encodes = 0;
         }
         Ok(())
     }
