@@ -96,7 +96,14 @@ fn decode_path(path: &Path, want: Want) -> Result<Decoded> {
         input: name.clone(),
         source,
     })?;
-    let len = file.metadata().map(|m| m.len()).unwrap_or(1);
+    let meta = file.metadata().ok();
+    if meta.as_ref().is_some_and(|m| m.is_dir()) {
+        return Err(AudioError::Io {
+            input: name,
+            source: std::io::Error::new(std::io::ErrorKind::IsADirectory, "is a directory"),
+        });
+    }
+    let len = meta.map_or(1, |m| m.len());
     if len == 0 {
         return Err(AudioError::Empty { input: name });
     }

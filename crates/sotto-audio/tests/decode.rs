@@ -551,6 +551,15 @@ fn a_pipe_decodes_as_the_file() {
     assert_eq!(e.to_string(), "pipe: contains no audio samples");
 }
 
+/// A directory given as a file is named as one, not as an unknown format.
+#[test]
+fn a_directory_is_not_audio() {
+    let dir = scratch("a-dir");
+    let e = decode_file(&dir).unwrap_err().to_string();
+    assert_eq!(e, format!("{}: cannot read: is a directory", dir.display()));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 /// PCM in Matroska (screen and field recorders, ffmpeg `-c:a pcm_s16le x.mkv`) decodes to
 /// the WAV's samples exactly: 16-bit in one block of all 11025 frames (more than the PCM
 /// decoder is first made for, so it is made again), and 24-bit in ffmpeg's blocks.
