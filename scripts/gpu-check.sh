@@ -3,7 +3,7 @@
 # binaries are built here and carried over.
 #
 # On the build machine (needs cargo; CUDA is not needed, libcuda/libnvrtc load at run time):
-#     scripts/gpu-check.sh build            # writes target/gpu-check/ (stripped binaries)
+#     scripts/gpu-check.sh build            # writes target/gpu-check/ (stripped binaries, sotto xz-packed)
 # then carry `target/gpu-check` to the GPU machine (it is under the ignored /target; with the
 # device tool: carry ["target/gpu-check"]) and run there, from the repo root:
 #     scripts/gpu-check.sh                  # results under $OUT (default ./gpu-check-out)
@@ -107,11 +107,14 @@ for line in sys.stdin:
         [[ "$name" == emulated || "$name" == golden ]] || cp "$exe" "$BIN/test-$name"
     done
     strip --strip-debug "$BIN"/* 2>/dev/null || true
+    # Compressed, as base's (16 MB to ~4.5): room for the q4_0 tiny.en and the VAD.
+    xz -9 "$BIN/sotto"
+    host_sotto="${CARGO_TARGET_DIR:-target}/release/sotto"
     pack_clips
     # tiny.en as q4_0 when the whole transfer (tracked files + this folder) stays < 63 MiB.
     models="$BIN/cache/models"
     mkdir -p "$models"
-    if "$BIN/sotto" quantize tiny.en "$models/ggml-tiny.en.bin" q4_0 >/dev/null; then
+    if "$host_sotto" quantize tiny.en "$models/ggml-tiny.en.bin" q4_0 >/dev/null; then
         if ! fits; then
             echo "note: without the q4_0 tiny.en the transfer is too big; dropped it"
             rm -rf "$BIN/cache"
@@ -119,7 +122,7 @@ for line in sys.stdin:
         # The VAD's weights too (1.2 MB; a VAD run fetches them), for the batched check,
         # where they still fit.
         vad="${SOTTO_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sotto}/models/silero-vad-v6"
-        [[ -d "$vad" ]] || "$BIN/sotto" transcribe --vad --no-progress samples/jfk.wav >/dev/null 2>&1 || true
+        [[ -d "$vad" ]] || "$host_sotto" transcribe --vad --no-progress samples/jfk.wav >/dev/null 2>&1 || true
         if [[ -d "$models" && -d "$vad" ]]; then
             cp -r "$vad" "$models/"
             fits || { echo "note: no room for the VAD; the batched check will fail"; rm -rf "$models/silero-vad-v6"; }
@@ -310,10 +313,15 @@ clips_check() {
     sed 's/^/    /' "$OUT/$tag.txt" >>"$OUT/summary.txt"
 }
 
-if [[ $mode == base ]]; then
-    SOTTO="$BIN/sotto"
-    [[ -x "$SOTTO" ]] || python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
+# The carried binary is xz-compressed (the transfer's 64 MiB); unpacked once, by Python's
+# lzma, since the GPU machine may lack xz.
+SOTTO="$BIN/sotto"
+if [[ ! -x "$SOTTO" && -f "$BIN/sotto.xz" ]]; then
+    python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
         "$BIN/sotto.xz" "$SOTTO" && chmod +x "$SOTTO"
+fi
+
+if [[ $mode == base ]]; then
     MODEL="$BIN/cache/models/ggml-base.bin"
     if [[ -x "$SOTTO" && -f "$MODEL" ]]; then
         clips_check "$MODEL" base 5 f32
@@ -350,7 +358,6 @@ for t in "${tests[@]}"; do
     fi
 done
 
-SOTTO="$BIN/sotto"
 if [[ -x "$SOTTO" ]]; then
     # The whole pipeline on the GPU: jfk with the carried model must read as on the CPU.
     MODEL="$BIN/cache/models/ggml-tiny.en.bin"
@@ -380,12 +387,14 @@ if [[ -x "$SOTTO" ]]; then
             fail "word timestamps on cuda: $(head -3 "$OUT/jfk-words-cuda.err")"
         fi
         # Shorter windows (whisper.cpp's audio_ctx): jfk (11 s) fits one of 750 positions
-        # (15 s), and must read as on the CPU with the same windows.
+        # (15 s), and must read as on the CPU with the same windows, both in f32 (the GPU's
+        # closest to the CPU: a short window's text is less sure, so f16 may flip a word).
         "$SOTTO" transcribe --device cpu -m "$MODEL" --no-progress --audio-ctx 750 \
-            samples/jfk.wav >"$OUT/jfk-ac-cpu.txt" 2>"$OUT/jfk-ac-cpu.err"
+            --encoder-precision f32 samples/jfk.wav >"$OUT/jfk-ac-cpu.txt" 2>"$OUT/jfk-ac-cpu.err"
         if limit=$(within 60 "audio_ctx on cuda") &&
             timeout "$limit" "$SOTTO" transcribe --device cuda -m "$MODEL" --no-progress \
-                --audio-ctx 750 samples/jfk.wav >"$OUT/jfk-ac-cuda.txt" 2>"$OUT/jfk-ac-cuda.err" &&
+                --audio-ctx 750 --encoder-precision f32 samples/jfk.wav \
+                >"$OUT/jfk-ac-cuda.txt" 2>"$OUT/jfk-ac-cuda.err" &&
             [[ -s "$OUT/jfk-ac-cuda.txt" ]] && cmp -s "$OUT/jfk-ac-cpu.txt" "$OUT/jfk-ac-cuda.txt"; then
             pass "--audio-ctx 750 on cuda reads jfk as the CPU does: $(cat "$OUT/jfk-ac-cuda.txt")"
         else
