@@ -31,6 +31,14 @@ ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a pcm_s16le -rf64 always 
 ffmpeg -hide_banner -loglevel error -y -max_size 65536 -i tones.wav -c:a pcm_s16le \
     -fflags +bitexact tones.pcm.mkv
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a pcm_s24le -fflags +bitexact tones.s24.mka
+# AVI, as older cameras write it (a small MJPEG video beside the audio): PCM, and MP3 with
+# its stream copied out (no Xing frame or ID3 tag: the same frames) to compare with.
+ffmpeg -hide_banner -loglevel error -y -f lavfi -i color=c=gray:size=16x16:rate=4 -i tones.wav \
+    -shortest -c:v mjpeg -c:a pcm_s16le -fflags +bitexact -flags +bitexact tones.avi
+ffmpeg -hide_banner -loglevel error -y -f lavfi -i color=c=gray:size=16x16:rate=4 -i tones.wav \
+    -shortest -c:v mjpeg -c:a libmp3lame -b:a 64k -fflags +bitexact -flags +bitexact tones.mp3.avi
+ffmpeg -hide_banner -loglevel error -y -i tones.mp3.avi -map 0:a -c:a copy -f mp3 -write_xing 0 \
+    -id3v2_version 0 -fflags +bitexact tones.mp3.avi.mp3
 # Opus in WebM (as browsers record), AAC in MP4 (as phones do: with an edit list).
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a libopus -b:a 48k tones.webm
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a aac -b:a 64k tones.m4a

@@ -176,14 +176,12 @@ pub fn decode_stream_16k(
 const SNIFF: usize = 16;
 
 /// Whether a file starting with `head` is one symphonia decodes front to back, never
-/// seeking, to what it decodes from the file: WAV, FLAC, or MP3 (an ID3 tag or a frame
+/// seeking, to what it decodes from the file: WAV (not AVI, RIFF too, read whole), FLAC, or MP3 (an ID3 tag or a frame
 /// sync, which raw AAC's ADTS frames share; tested, they stream as well).
 fn read_front_to_back(head: &[u8]) -> bool {
     let mp3_sync = head.len() >= 2 && head[0] == 0xFF && head[1] & 0xE0 == 0xE0;
-    [&b"RIFF"[..], b"fLaC", b"ID3"]
-        .iter()
-        .any(|m| head.starts_with(m))
-        || mp3_sync
+    let wav = head.starts_with(b"RIFF") && head.get(8..12) == Some(b"WAVE");
+    wav || [&b"fLaC"[..], b"ID3"].iter().any(|m| head.starts_with(m)) || mp3_sync
 }
 
 /// Decodes an in-memory file; `name` is what errors call it, `hint` an optional extension.
@@ -355,6 +353,25 @@ fn decode_inner(
     };
     if crate::rf64::is_rf64(&head) {
         src = Box::new(crate::rf64::AsRiff::new(src));
+    }
+    let mut ext = ext;
+    if crate::avi::is_avi(&head) {
+        use crate::avi::{AviAudio, AviError};
+        let audio = AviAudio::open(src).map_err(|e| match e {
+            AviError::NoAudio => AudioError::Empty {
+                input: name.to_string(),
+            },
+            AviError::Format(tag) => AudioError::Codec {
+                input: name.to_string(),
+                detail: format!(
+                    "WAV format tag {tag:#06x} in AVI (sotto decodes PCM, ADPCM, A-law, μ-law \
+                     and MPEG audio there)"
+                ),
+            },
+            AviError::Corrupt(why) => corrupt(name, format!("AVI: {why}")),
+        })?;
+        ext = Some(audio.ext);
+        src = Box::new(audio);
     }
     let mss = MediaSourceStream::new(src, Default::default());
     let mut hint = Hint::new();

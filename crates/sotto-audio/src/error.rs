@@ -14,8 +14,11 @@ pub enum AudioError {
         source: std::io::Error,
     },
     /// The bytes are not in a container/codec we decode (or not audio at all).
-    #[error("{input}: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, webm/mkv, aiff, caf)")]
+    #[error("{input}: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, webm/mkv, avi, aiff, caf)")]
     Unsupported { input: String },
+    /// The container was read, but its audio is in a codec we do not decode.
+    #[error("{input}: its audio codec is not supported: {detail}")]
+    Codec { input: String, detail: String },
     /// The container was recognised but its data is malformed.
     #[error("{input}: corrupt audio data: {detail}")]
     Corrupt { input: String, detail: String },
@@ -44,6 +47,7 @@ impl AudioError {
         match &mut self {
             AudioError::Io { input, .. }
             | AudioError::Unsupported { input }
+            | AudioError::Codec { input, .. }
             | AudioError::Corrupt { input, .. }
             | AudioError::Empty { input }
             | AudioError::TooLarge { input, .. }

@@ -8,6 +8,7 @@
 //! # Ok::<(), sotto_audio::AudioError>(())
 //! ```
 
+mod avi;
 mod decode;
 pub mod diarize;
 mod error;

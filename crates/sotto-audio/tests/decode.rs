@@ -307,7 +307,7 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
     assert_one_line(
         &e,
         &format!(
-            "{}: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, webm/mkv, aiff, caf)",
+            "{}: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, webm/mkv, avi, aiff, caf)",
             notes.display()
         ),
     );
@@ -338,7 +338,7 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
     let e = decode_reader(&b"plain text, not audio at all"[..], None).unwrap_err();
     assert_one_line(
         &e.to_string(),
-        "stdin: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, webm/mkv, aiff, caf)",
+        "stdin: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, webm/mkv, avi, aiff, caf)",
     );
 
     // A WAV cut inside its header.
@@ -446,7 +446,7 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 12] = [
+const CONTAINERS: [&str; 14] = [
     "tones.wav",
     "tones.rf64.wav",
     "tones.flac",
@@ -458,6 +458,8 @@ const CONTAINERS: [&str; 12] = [
     "tones.aac",
     "tones.pcm.mkv",
     "tones.s24.mka",
+    "tones.avi",
+    "tones.mp3.avi",
     "jfk.m4a",
 ];
 
@@ -549,6 +551,28 @@ fn a_pipe_decodes_as_the_file() {
     assert!(e.starts_with("pipe: ") && !e.contains('\n'), "{e}");
     let e = sotto_audio::decode_stream_16k(std::io::empty(), "pipe", None, false).unwrap_err();
     assert_eq!(e.to_string(), "pipe: contains no audio samples");
+}
+
+/// AVI (older cameras and recorders; symphonia has no reader for it): the audio stream's
+/// chunks, interleaved with the video's, decode to what they hold: PCM to `tones.wav`'s
+/// samples exactly, MP3 to its stream copied out (`ffmpeg -c:a copy -f mp3`), from a file,
+/// from bytes and from a pipe (read whole: AVI is RIFF, but not a WAV).
+#[test]
+fn avi_decodes_as_its_audio_stream() {
+    let pairs = [
+        ("tones.avi", "tones.wav"),
+        ("tones.mp3.avi", "tones.mp3.avi.mp3"),
+    ];
+    for (avi, plain) in pairs {
+        let want = decode_file_keeping_stereo(&fixture(plain)).unwrap();
+        let got = decode_file_keeping_stereo(&fixture(avi)).unwrap();
+        assert_eq!(got, want, "{avi}");
+        let bytes = std::fs::read(fixture(avi)).unwrap();
+        let mono = decode_bytes(avi, bytes.clone(), None).unwrap();
+        assert_eq!(mono.samples, want.samples, "{avi} from bytes");
+        let want16 = sotto_audio::load_16k(fixture(plain).to_str().unwrap(), true).unwrap();
+        assert_eq!(trickled(&bytes), want16, "{avi} from a pipe");
+    }
 }
 
 /// A directory given as a file is named as one, not as an unknown format.

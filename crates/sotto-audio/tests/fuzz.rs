@@ -6,7 +6,7 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 12] = [
+const FIXTURES: [&str; 14] = [
     "tones.wav",
     "tones.rf64.wav",
     "tones.flac",
@@ -19,6 +19,8 @@ const FIXTURES: [&str; 12] = [
     "tones.aac",
     "tones.pcm.mkv",
     "tones.s24.mka",
+    "tones.avi",
+    "tones.mp3.avi",
 ];
 const HINTS: [Option<&str>; 5] = [None, Some("wav"), Some("flac"), Some("mp3"), Some("ogg")];
 

@@ -1,0 +1,408 @@
+//! AVI (`.avi`: older cameras, screen and video recorders), which symphonia does not read.
+//! Its first audio stream is PCM (any width, float, A-law, μ-law, ADPCM: WAV's own
+//! formats) or MP3; its chunks, interleaved with the video's, are handed to symphonia one
+//! after another as the WAV file or the MP3 stream they make. OpenDML files (past 1 GiB,
+//! in `AVIX` parts) included. Only the chunk headers are read to find them; the reader
+//! then seeks from one audio chunk to the next, so the video is never read.
+
+use std::io::{Cursor, Read, Seek, SeekFrom};
+
+use symphonia::core::io::MediaSource;
+
+/// Whether a file starting with `head` is an AVI file.
+pub(crate) fn is_avi(head: &[u8]) -> bool {
+    head.len() >= 12 && &head[..4] == b"RIFF" && &head[8..12] == b"AVI "
+}
+
+/// Most chunks walked (an hour at 30 frames a second holds ~220 thousand).
+const MAX_CHUNKS: usize = 1 << 24;
+/// Deepest nesting of lists walked (`movi` holds `rec ` lists; nothing nests further).
+const MAX_DEPTH: usize = 4;
+/// Largest stream format (`strf`) read: a WAVEFORMATEX is 16 to 40 bytes.
+const MAX_FORMAT: u32 = 1 << 16;
+
+/// WAV format tags symphonia's WAV reader decodes: PCM, MS ADPCM, IEEE float, A-law,
+/// μ-law, IMA ADPCM, and WAVE_FORMAT_EXTENSIBLE.
+const WAV_TAGS: [u16; 7] = [0x0001, 0x0002, 0x0003, 0x0006, 0x0007, 0x0011, 0xFFFE];
+/// MPEG audio (layers 1 and 2, and layer 3): the chunks are an MPEG audio stream.
+const MPEG_TAGS: [u16; 2] = [0x0050, 0x0055];
+
+/// The first audio stream of an AVI file, read as the file symphonia decodes: a WAV file
+/// (`ext` "wav") or an MP3 stream (`ext` "mp3").
+pub(crate) struct AviAudio {
+    src: Box<dyn MediaSource>,
+    /// The WAV header before the chunks (empty for MPEG audio), and how much of it is read.
+    header: Cursor<Vec<u8>>,
+    /// (offset, length) of each audio chunk's data, in order.
+    chunks: Vec<(u64, u64)>,
+    /// The chunk being read, and how much of it is read.
+    at: usize,
+    done: u64,
+    pub(crate) ext: &'static str,
+}
+
+/// Why an AVI file gives no audio to decode.
+#[derive(Debug, PartialEq)]
+pub(crate) enum AviError {
+    /// Not one audio stream.
+    NoAudio,
+    /// An audio stream in a format we do not decode (the WAV format tag).
+    Format(u16),
+    /// The headers are malformed or cut short.
+    Corrupt(String),
+}
+
+impl AviAudio {
+    /// Finds the first audio stream of `src` (an AVI file at its start) and its chunks.
+    pub(crate) fn open(mut src: Box<dyn MediaSource>) -> Result<Self, AviError> {
+        let len = match src.byte_len() {
+            Some(n) => n,
+            None => src
+                .seek(SeekFrom::End(0))
+                .map_err(|e| AviError::Corrupt(e.to_string()))?,
+        };
+        let mut walk = Walk {
+            src: &mut *src,
+            len,
+            streams: 0,
+            audio: None,
+            chunks: Vec::new(),
+            visited: 0,
+        };
+        walk.file()?;
+        let (_, format) = walk.audio.take().ok_or(AviError::NoAudio)?;
+        let chunks = std::mem::take(&mut walk.chunks);
+        let tag = format
+            .get(..2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]))
+            .ok_or_else(|| AviError::Corrupt("an audio stream's format is cut short".into()))?;
+        let data: u64 = chunks.iter().map(|c| c.1).sum();
+        let (header, ext) = if WAV_TAGS.contains(&tag) {
+            (wav_header(&format, data), "wav")
+        } else if MPEG_TAGS.contains(&tag) {
+            (Vec::new(), "mp3")
+        } else {
+            return Err(AviError::Format(tag));
+        };
+        src.seek(SeekFrom::Start(0))
+            .map_err(|e| AviError::Corrupt(e.to_string()))?;
+        Ok(Self {
+            src,
+            header: Cursor::new(header),
+            chunks,
+            at: 0,
+            done: 0,
+            ext,
+        })
+    }
+}
+
+/// A WAV file's header for `data` bytes of samples in the format `fmt` (a WAVEFORMATEX):
+/// its sizes saturate at 4 GiB, where a WAV reader stops.
+fn wav_header(fmt: &[u8], data: u64) -> Vec<u8> {
+    let data32 = u32::try_from(data).unwrap_or(u32::MAX);
+    let pad = fmt.len() % 2;
+    let riff = 4 + 8 + fmt.len() as u64 + pad as u64 + 8 + u64::from(data32);
+    let mut h = Vec::with_capacity(44 + fmt.len());
+    h.extend_from_slice(b"RIFF");
+    h.extend_from_slice(&u32::try_from(riff).unwrap_or(u32::MAX).to_le_bytes());
+    h.extend_from_slice(b"WAVEfmt ");
+    h.extend_from_slice(&(fmt.len() as u32).to_le_bytes());
+    h.extend_from_slice(fmt);
+    h.resize(h.len() + pad, 0);
+    h.extend_from_slice(b"data");
+    h.extend_from_slice(&data32.to_le_bytes());
+    h
+}
+
+/// A chunk's header: its id, its length (cut to the file's), and the first 4 bytes of its
+/// body (a list's type, a stream header's stream type).
+type Header = ([u8; 4], u64, [u8; 4]);
+
+/// A walk over an AVI file's chunks, noting the first audio stream's format and chunks.
+struct Walk<'a> {
+    src: &'a mut dyn MediaSource,
+    len: u64,
+    /// Streams (`strl` lists) seen so far.
+    streams: usize,
+    /// The first audio stream: its index and format.
+    audio: Option<(usize, Vec<u8>)>,
+    chunks: Vec<(u64, u64)>,
+    visited: usize,
+}
+
+impl Walk<'_> {
+    /// The header of the chunk at `at`; None past `end` or where the file stops short of it.
+    fn chunk(&mut self, at: u64, end: u64) -> Result<Option<Header>, AviError> {
+        if at + 8 > end {
+            return Ok(None);
+        }
+        self.visited += 1;
+        if self.visited > MAX_CHUNKS {
+            return Err(AviError::Corrupt(format!("more than {MAX_CHUNKS} chunks")));
+        }
+        let mut head = [0u8; 12];
+        let n = if at + 12 <= end { 12 } else { 8 };
+        self.src
+            .seek(SeekFrom::Start(at))
+            .and_then(|_| self.src.read_exact(&mut head[..n]))
+            .map_err(|e| AviError::Corrupt(e.to_string()))?;
+        let id: [u8; 4] = head[..4].try_into().expect("4 bytes");
+        let size = u64::from(u32::from_le_bytes(head[4..8].try_into().expect("4 bytes")));
+        let kind: [u8; 4] = head[8..12].try_into().expect("4 bytes");
+        // A chunk cut off by the end of the file (a recording that stopped) keeps what is there.
+        Ok(Some((id, size.min(end - at - 8), kind)))
+    }
+
+    /// The top level: `RIFF AVI `, then any `RIFF AVIX` parts after it.
+    fn file(&mut self) -> Result<(), AviError> {
+        let mut at = 0;
+        while let Some((id, size, kind)) = self.chunk(at, self.len)? {
+            if &id != b"RIFF" || size < 4 {
+                break;
+            }
+            match &kind {
+                b"AVI " | b"AVIX" => self.list(at + 12, at + 8 + size, &kind, 0)?,
+                _ => break,
+            }
+            at += 8 + size + size % 2;
+        }
+        Ok(())
+    }
+
+    /// The chunks of a list (of type `kind`, `depth` lists down) from `at` to `end`.
+    fn list(
+        &mut self,
+        mut at: u64,
+        end: u64,
+        kind: &[u8; 4],
+        depth: usize,
+    ) -> Result<(), AviError> {
+        if depth > MAX_DEPTH {
+            return Err(AviError::Corrupt("lists nested too deep".into()));
+        }
+        while let Some((id, size, sub)) = self.chunk(at, end)? {
+            let body = at + 8;
+            match (&id, kind) {
+                (b"LIST", _) if size >= 4 => match &sub {
+                    b"hdrl" | b"movi" | b"rec " => {
+                        self.list(body + 4, body + size, &sub, depth + 1)?
+                    }
+                    b"strl" => {
+                        self.list(body + 4, body + size, &sub, depth + 1)?;
+                        self.streams += 1;
+                    }
+                    _ => {}
+                },
+                // The first audio stream's header; its format follows in `strf`.
+                (b"strh", b"strl") if self.audio.is_none() && size >= 4 && sub == *b"auds" => {
+                    self.audio = Some((self.streams, Vec::new()));
+                }
+                (b"strf", b"strl") => {
+                    let ours =
+                        matches!(&self.audio, Some((s, f)) if *s == self.streams && f.is_empty());
+                    if ours {
+                        if size > u64::from(MAX_FORMAT) {
+                            return Err(AviError::Corrupt(format!("a {size}-byte stream format")));
+                        }
+                        let mut f = vec![0u8; size as usize];
+                        self.src
+                            .seek(SeekFrom::Start(body))
+                            .and_then(|_| self.src.read_exact(&mut f))
+                            .map_err(|e| AviError::Corrupt(e.to_string()))?;
+                        self.audio = Some((self.streams, f));
+                    }
+                }
+                (_, b"movi" | b"rec ") => {
+                    if let Some((s, _)) = &self.audio {
+                        if is_audio_chunk(&id, *s) && size > 0 {
+                            self.chunks.push((body, size));
+                        }
+                    }
+                }
+                _ => {}
+            }
+            at = body + size + size % 2;
+        }
+        Ok(())
+    }
+}
+
+/// Whether a `movi` chunk id holds stream `stream`'s audio: its number in two digits,
+/// then `wb`.
+fn is_audio_chunk(id: &[u8; 4], stream: usize) -> bool {
+    let digit = |b: u8| (b as char).to_digit(10).map(|d| d as usize);
+    &id[2..] == b"wb"
+        && matches!((digit(id[0]), digit(id[1])), (Some(a), Some(b)) if a * 10 + b == stream)
+}
+
+impl Read for AviAudio {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.header.read(buf)?;
+        if n > 0 || buf.is_empty() {
+            return Ok(n);
+        }
+        while let Some(&(at, len)) = self.chunks.get(self.at) {
+            if self.done == len {
+                (self.at, self.done) = (self.at + 1, 0);
+                continue;
+            }
+            let want = (len - self.done).min(buf.len() as u64) as usize;
+            self.src.seek(SeekFrom::Start(at + self.done))?;
+            let n = self.src.read(&mut buf[..want])?;
+            if n == 0 {
+                // The file ends inside the chunk: what was there is all there is.
+                self.chunks.truncate(self.at);
+                return Ok(0);
+            }
+            self.done += n as u64;
+            return Ok(n);
+        }
+        Ok(0)
+    }
+}
+
+impl Seek for AviAudio {
+    fn seek(&mut self, _: SeekFrom) -> std::io::Result<u64> {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "an AVI file's audio is read front to back",
+        ))
+    }
+}
+
+impl MediaSource for AviAudio {
+    fn is_seekable(&self) -> bool {
+        false
+    }
+
+    fn byte_len(&self) -> Option<u64> {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(id: &[u8; 4], body: &[u8]) -> Vec<u8> {
+        let mut c = id.to_vec();
+        c.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        c.extend_from_slice(body);
+        if body.len() % 2 == 1 {
+            c.push(0);
+        }
+        c
+    }
+
+    fn list(kind: &[u8; 4], items: &[Vec<u8>]) -> Vec<u8> {
+        let mut body = kind.to_vec();
+        items.iter().for_each(|i| body.extend_from_slice(i));
+        chunk(b"LIST", &body)
+    }
+
+    /// A PCM format: mono 16-bit at 8 kHz.
+    fn pcm_format() -> Vec<u8> {
+        let mut f = Vec::new();
+        f.extend_from_slice(&1u16.to_le_bytes());
+        f.extend_from_slice(&1u16.to_le_bytes());
+        f.extend_from_slice(&8000u32.to_le_bytes());
+        f.extend_from_slice(&16000u32.to_le_bytes());
+        f.extend_from_slice(&2u16.to_le_bytes());
+        f.extend_from_slice(&16u16.to_le_bytes());
+        f
+    }
+
+    /// An AVI with a video stream (0) and an audio stream (1) whose chunks, in a `rec `
+    /// list and out of one, hold `a` and `b`; `cut` bytes taken off the end.
+    fn avi(a: &[u8], b: &[u8], cut: usize) -> Vec<u8> {
+        let strh = |t: &[u8; 4]| chunk(b"strh", &[t.as_slice(), &[0; 52]].concat());
+        let hdrl = list(
+            b"hdrl",
+            &[
+                chunk(b"avih", &[0; 56]),
+                list(b"strl", &[strh(b"vids"), chunk(b"strf", &[0; 40])]),
+                list(b"strl", &[strh(b"auds"), chunk(b"strf", &pcm_format())]),
+            ],
+        );
+        let movi = list(
+            b"movi",
+            &[
+                chunk(b"00dc", &[7; 301]),
+                list(b"rec ", &[chunk(b"01wb", a), chunk(b"00dc", &[7; 10])]),
+                chunk(b"01wb", b),
+            ],
+        );
+        let mut file = chunk(b"RIFF", &[b"AVI ".as_slice(), &hdrl, &movi].concat());
+        file.truncate(file.len() - cut);
+        file
+    }
+
+    fn read_all(file: Vec<u8>) -> Result<(Vec<u8>, &'static str), AviError> {
+        let mut a = AviAudio::open(Box::new(Cursor::new(file)))?;
+        let mut out = Vec::new();
+        a.read_to_end(&mut out).unwrap();
+        Ok((out, a.ext))
+    }
+
+    #[test]
+    fn the_audio_chunks_read_as_a_wav_file() {
+        let (a, b) = ([1u8, 2, 3, 4], [5u8, 6]);
+        let (out, ext) = read_all(avi(&a, &b, 0)).unwrap();
+        assert_eq!(ext, "wav");
+        let header = wav_header(&pcm_format(), 6);
+        assert_eq!(out, [header.as_slice(), &a, &b].concat());
+        assert_eq!(&out[..4], b"RIFF");
+        assert_eq!(
+            u32::from_le_bytes(out[4..8].try_into().unwrap()) as usize,
+            out.len() - 8
+        );
+    }
+
+    #[test]
+    fn a_file_cut_short_keeps_what_is_there() {
+        let (a, b) = ([1u8, 2, 3, 4], [5u8, 6, 7, 8]);
+        let (out, _) = read_all(avi(&a, &b, 2)).unwrap();
+        assert!(out.ends_with(&[1, 2, 3, 4, 5, 6]), "{out:?}");
+    }
+
+    #[test]
+    fn no_audio_and_unknown_formats_are_named() {
+        let no_audio = chunk(
+            b"RIFF",
+            &[
+                b"AVI ".as_slice(),
+                &list(b"hdrl", &[chunk(b"avih", &[0; 56])]),
+            ]
+            .concat(),
+        );
+        assert_eq!(read_all(no_audio).unwrap_err(), AviError::NoAudio);
+        let mut file = avi(&[1, 2], &[3, 4], 0);
+        // The format tag (first bytes of the audio stream's `strf`) made AC-3's.
+        let at = file.windows(4).rposition(|w| w == b"strf").unwrap() + 8;
+        file[at..at + 2].copy_from_slice(&0x2000u16.to_le_bytes());
+        assert_eq!(read_all(file).unwrap_err(), AviError::Format(0x2000));
+    }
+
+    #[test]
+    fn lists_nested_too_deep_are_an_error() {
+        let mut inner = chunk(b"01wb", &[1, 2]);
+        for _ in 0..50 {
+            inner = list(b"rec ", &[inner]);
+        }
+        let file = chunk(
+            b"RIFF",
+            &[b"AVI ".as_slice(), &list(b"movi", &[inner])].concat(),
+        );
+        assert!(matches!(read_all(file), Err(AviError::Corrupt(_))));
+    }
+
+    #[test]
+    fn audio_chunk_ids_name_their_stream() {
+        assert!(is_audio_chunk(b"01wb", 1));
+        assert!(is_audio_chunk(b"12wb", 12));
+        assert!(!is_audio_chunk(b"01wb", 0));
+        assert!(!is_audio_chunk(b"01dc", 1));
+        assert!(!is_audio_chunk(b"ix01", 1));
+    }
+}
