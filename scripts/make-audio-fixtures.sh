@@ -39,6 +39,12 @@ ffmpeg -hide_banner -loglevel error -y -f lavfi -i color=c=gray:size=16x16:rate=
     -shortest -c:v mjpeg -c:a libmp3lame -b:a 64k -fflags +bitexact -flags +bitexact tones.mp3.avi
 ffmpeg -hide_banner -loglevel error -y -i tones.mp3.avi -map 0:a -c:a copy -f mp3 -write_xing 0 \
     -id3v2_version 0 -fflags +bitexact tones.mp3.avi.mp3
+# What sotto refuses, by name: AC-3 in Matroska (a codec it does not decode), and a
+# Matroska file with video alone.
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.2 -c:a ac3 -b:a 96k -fflags +bitexact \
+    -flags +bitexact tones.ac3.mkv
+ffmpeg -hide_banner -loglevel error -y -f lavfi -i color=c=gray:size=16x16:rate=4 -t 0.25 -c:v mjpeg \
+    -fflags +bitexact -flags +bitexact video.mkv
 # Opus in WebM (as browsers record), AAC in MP4 (as phones do: with an edit list).
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a libopus -b:a 48k tones.webm
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a aac -b:a 64k tones.m4a

@@ -346,7 +346,7 @@ fn decode_inner(
     ext: Option<&str>,
     want: Want,
 ) -> Result<Decoded> {
-    let edit = crate::mp4_edit::read_edit(&mut *src);
+    let moov = crate::mp4_edit::read_moov(&mut *src);
     let head = match src.is_seekable() {
         true => read_head(&mut *src),
         false => Vec::new(),
@@ -388,13 +388,13 @@ fn decode_inner(
         .format(&hint, mss, &format_options, &MetadataOptions::default())
         .map_err(|e| probe_error(name, e, &head))?;
     let mut format = probed.format;
-    let track = format
-        .tracks()
+    let tracks = format.tracks();
+    let Some(track) = tracks
         .iter()
         .find(|t| t.codec_params.codec != CODEC_TYPE_NULL)
-        .ok_or_else(|| AudioError::Unsupported {
-            input: name.to_string(),
-        })?;
+    else {
+        return Err(no_track(name, tracks, moov.sound));
+    };
     let track_id = track.id;
     let mut params = track.codec_params.clone();
     // PCM in Matroska comes without a largest packet, which symphonia's PCM decoder sizes
@@ -412,7 +412,7 @@ fn decode_inner(
     };
     let mut decoder = make(&params)?;
 
-    let mut mono = Mono::new(want, edit);
+    let mut mono = Mono::new(want, moov.edit);
     // Reused while packets keep the same layout and fit.
     let mut buf: Option<(SampleBuffer<f32>, SignalSpec, usize)> = None;
     let mut first_error: Option<String> = None;
@@ -483,6 +483,27 @@ fn decode_inner(
     }
 
     mono.finish(name, first_error)
+}
+
+/// Why a container that was read has no track to decode: its audio is in a codec symphonia
+/// does not know (a track with a sample rate or channels, or an MP4 sound track: AC-3,
+/// DTS...), it holds video alone, or nothing was recognised at all.
+fn no_track(name: &str, tracks: &[symphonia::core::formats::Track], sound: bool) -> AudioError {
+    let input = name.to_string();
+    let audio = |t: &symphonia::core::formats::Track| {
+        let p = &t.codec_params;
+        p.sample_rate.is_some() || p.channels.is_some() || p.channel_layout.is_some()
+    };
+    if sound || tracks.iter().any(audio) {
+        AudioError::Codec {
+            input,
+            detail: "a codec sotto does not decode (AC-3, E-AC-3, DTS and WMA are not)".into(),
+        }
+    } else if tracks.is_empty() {
+        AudioError::Unsupported { input }
+    } else {
+        AudioError::Empty { input }
+    }
 }
 
 /// Frames a PCM decoder made for a stream that names no largest packet holds at first.

@@ -20,12 +20,32 @@ pub(crate) struct Edit {
     pub duration_s: Option<f64>,
 }
 
-/// Reads the edit of `src` when it is an MP4 file with one; leaves `src` at its start.
-/// Anything malformed or absent is None: the file then decodes as symphonia reads it.
-pub(crate) fn read_edit<S: Read + Seek + ?Sized>(src: &mut S) -> Option<Edit> {
-    let edit = find_moov(src).and_then(|moov| parse_moov(&moov));
-    src.seek(SeekFrom::Start(0)).ok()?;
-    edit
+/// What sotto reads of an MP4 file's `moov` itself.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Moov {
+    /// The first audio track's edit, where it has one.
+    pub edit: Option<Edit>,
+    /// Whether there is an audio track at all (`hdlr` `soun`), whatever its codec.
+    pub sound: bool,
+}
+
+/// Reads the `moov` of `src` when it is an MP4 file; leaves `src` at its start. Anything
+/// malformed or absent is the default: the file then decodes as symphonia reads it.
+pub(crate) fn read_moov<S: Read + Seek + ?Sized>(src: &mut S) -> Moov {
+    let moov = find_moov(src).map_or_else(Moov::default, |moov| Moov {
+        edit: parse_moov(&moov),
+        sound: sound_trak(&moov).is_some(),
+    });
+    match src.seek(SeekFrom::Start(0)) {
+        Ok(_) => moov,
+        Err(_) => Moov::default(),
+    }
+}
+
+/// [`read_moov`]'s edit.
+#[cfg(test)]
+fn read_edit<S: Read + Seek + ?Sized>(src: &mut S) -> Option<Edit> {
+    read_moov(src).edit
 }
 
 /// The `moov` box's body, if the file starts with `ftyp`.
@@ -104,15 +124,23 @@ fn timescale(b: &[u8]) -> Option<u32> {
     be32(b, at).filter(|&t| t > 0)
 }
 
-fn parse_moov(moov: &[u8]) -> Option<Edit> {
-    let movie_scale = timescale(child(moov, b"mvhd")?)?;
-    let trak = boxes(moov).filter(|(k, _)| *k == b"trak").find(|(_, t)| {
+/// The body of the first audio track (`hdlr` `soun`).
+fn sound_trak(moov: &[u8]) -> Option<&[u8]> {
+    let sound = |t: &[u8]| {
         child(t, b"mdia")
             .and_then(|m| child(m, b"hdlr"))
             .and_then(|h| h.get(8..12))
             == Some(b"soun")
-    })?;
-    let trak = trak.1;
+    };
+    boxes(moov)
+        .filter(|(k, _)| *k == b"trak")
+        .map(|(_, t)| t)
+        .find(|t| sound(t))
+}
+
+fn parse_moov(moov: &[u8]) -> Option<Edit> {
+    let movie_scale = timescale(child(moov, b"mvhd")?)?;
+    let trak = sound_trak(moov)?;
     let media_scale = timescale(child(child(trak, b"mdia")?, b"mdhd")?)?;
     let elst = child(child(trak, b"edts")?, b"elst")?;
     let (version, count) = (*elst.first()?, be32(elst, 4)?);

@@ -341,6 +341,28 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
         "stdin: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, webm/mkv, avi, aiff, caf)",
     );
 
+    // A container sotto reads with audio in a codec it does not decode (AC-3 in Matroska)
+    // names the codec as the trouble; one with video alone has no audio.
+    let e = decode_file(&fixture("tones.ac3.mkv"))
+        .unwrap_err()
+        .to_string();
+    assert_one_line(
+        &e,
+        &format!(
+            "{}: its audio codec is not supported: a codec sotto does not decode (AC-3, \
+             E-AC-3, DTS and WMA are not)",
+            fixture("tones.ac3.mkv").display()
+        ),
+    );
+    let e = decode_file(&fixture("video.mkv")).unwrap_err().to_string();
+    assert_one_line(
+        &e,
+        &format!(
+            "{}: contains no audio samples",
+            fixture("video.mkv").display()
+        ),
+    );
+
     // A WAV cut inside its header.
     let wav = std::fs::read(fixture("tones.wav")).unwrap();
     let e = decode_bytes("cut.wav", wav[..30].to_vec(), None)
