@@ -39,6 +39,12 @@ ffmpeg -hide_banner -loglevel error -y -f lavfi -i color=c=gray:size=16x16:rate=
     -shortest -c:v mjpeg -c:a libmp3lame -b:a 64k -fflags +bitexact -flags +bitexact tones.mp3.avi
 ffmpeg -hide_banner -loglevel error -y -i tones.mp3.avi -map 0:a -c:a copy -f mp3 -write_xing 0 \
     -id3v2_version 0 -fflags +bitexact tones.mp3.avi.mp3
+# AAC in an MPEG transport stream (beside a small MPEG-2 video), and its ADTS stream copied
+# out to compare with.
+ffmpeg -hide_banner -loglevel error -y -f lavfi -i color=c=gray:size=16x16:rate=4 -i tones.wav \
+    -shortest -c:v mpeg2video -c:a aac -b:a 64k -fflags +bitexact -flags +bitexact tones.ts
+ffmpeg -hide_banner -loglevel error -y -i tones.ts -map 0:a -c:a copy -f adts -fflags +bitexact \
+    tones.ts.aac
 # What sotto refuses, by name: AC-3 in Matroska (a codec it does not decode), and a
 # Matroska file with video alone.
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.2 -c:a ac3 -b:a 96k -fflags +bitexact \

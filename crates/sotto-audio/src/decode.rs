@@ -372,6 +372,23 @@ fn decode_inner(
         })?;
         ext = Some(audio.ext);
         src = Box::new(audio);
+    } else if let Some(layout) = crate::ts::layout(&head) {
+        use crate::ts::{TsAudio, TsError};
+        let audio = TsAudio::open(src, layout).map_err(|e| match e {
+            TsError::NoAudio => AudioError::Empty {
+                input: name.to_string(),
+            },
+            TsError::Codec(t) => AudioError::Codec {
+                input: name.to_string(),
+                detail: format!(
+                    "stream type {t:#04x} in a transport stream (sotto decodes AAC in ADTS \
+                     frames and MPEG audio there)"
+                ),
+            },
+            TsError::Io(why) => corrupt(name, format!("transport stream: {why}")),
+        })?;
+        ext = audio.ext;
+        src = Box::new(audio);
     }
     let mss = MediaSourceStream::new(src, Default::default());
     let mut hint = Hint::new();
@@ -532,10 +549,11 @@ fn pcm_frame_bytes(params: &CodecParameters) -> Option<usize> {
     Some(bytes * channels.max(1))
 }
 
-/// The first 16 bytes of `src` (fewer where it is shorter); leaves `src` at its start.
+/// The first bytes of `src` that tell its container (fewer where it is shorter: enough
+/// for three transport stream packets); leaves `src` at its start.
 fn read_head(src: &mut dyn MediaSource) -> Vec<u8> {
-    let mut head = Vec::with_capacity(16);
-    let _ = src.take(16).read_to_end(&mut head);
+    let mut head = Vec::with_capacity(crate::ts::SNIFF);
+    let _ = src.take(crate::ts::SNIFF as u64).read_to_end(&mut head);
     match src.seek(std::io::SeekFrom::Start(0)) {
         Ok(_) => head,
         Err(_) => Vec::new(),

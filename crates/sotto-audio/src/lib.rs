@@ -17,6 +17,7 @@ mod mp4_edit;
 mod opus;
 mod resample;
 mod rf64;
+mod ts;
 pub mod vad;
 
 pub use decode::{

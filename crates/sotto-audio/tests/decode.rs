@@ -307,7 +307,7 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
     assert_one_line(
         &e,
         &format!(
-            "{}: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, webm/mkv, avi, aiff, caf)",
+            "{}: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, webm/mkv, avi, ts, aiff, caf)",
             notes.display()
         ),
     );
@@ -338,7 +338,7 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
     let e = decode_reader(&b"plain text, not audio at all"[..], None).unwrap_err();
     assert_one_line(
         &e.to_string(),
-        "stdin: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, webm/mkv, avi, aiff, caf)",
+        "stdin: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, webm/mkv, avi, ts, aiff, caf)",
     );
 
     // A container sotto reads with audio in a codec it does not decode (AC-3 in Matroska)
@@ -468,7 +468,7 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 14] = [
+const CONTAINERS: [&str; 15] = [
     "tones.wav",
     "tones.rf64.wav",
     "tones.flac",
@@ -482,6 +482,7 @@ const CONTAINERS: [&str; 14] = [
     "tones.s24.mka",
     "tones.avi",
     "tones.mp3.avi",
+    "tones.ts",
     "jfk.m4a",
 ];
 
@@ -575,15 +576,17 @@ fn a_pipe_decodes_as_the_file() {
     assert_eq!(e.to_string(), "pipe: contains no audio samples");
 }
 
-/// AVI (older cameras and recorders; symphonia has no reader for it): the audio stream's
-/// chunks, interleaved with the video's, decode to what they hold: PCM to `tones.wav`'s
-/// samples exactly, MP3 to its stream copied out (`ffmpeg -c:a copy -f mp3`), from a file,
-/// from bytes and from a pipe (read whole: AVI is RIFF, but not a WAV).
+/// AVI (older cameras and recorders) and MPEG transport streams (broadcast and HLS
+/// recordings), which symphonia has no reader for: the audio stream, interleaved with the
+/// video's, decodes to what it holds: AVI's PCM to `tones.wav`'s samples exactly, its MP3
+/// and the stream's AAC to their streams copied out (`ffmpeg -c:a copy -f mp3`, `-f adts`),
+/// from a file, from bytes and from a pipe (read whole: neither is WAV, MP3 or ADTS).
 #[test]
-fn avi_decodes_as_its_audio_stream() {
+fn avi_and_ts_decode_as_their_audio_stream() {
     let pairs = [
         ("tones.avi", "tones.wav"),
         ("tones.mp3.avi", "tones.mp3.avi.mp3"),
+        ("tones.ts", "tones.ts.aac"),
     ];
     for (avi, plain) in pairs {
         let want = decode_file_keeping_stereo(&fixture(plain)).unwrap();

@@ -6,7 +6,7 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 14] = [
+const FIXTURES: [&str; 15] = [
     "tones.wav",
     "tones.rf64.wav",
     "tones.flac",
@@ -21,6 +21,7 @@ const FIXTURES: [&str; 14] = [
     "tones.s24.mka",
     "tones.avi",
     "tones.mp3.avi",
+    "tones.ts",
 ];
 const HINTS: [Option<&str>; 5] = [None, Some("wav"), Some("flac"), Some("mp3"), Some("ogg")];
 
