@@ -262,25 +262,6 @@ impl Read for AviAudio {
     }
 }
 
-impl Seek for AviAudio {
-    fn seek(&mut self, _: SeekFrom) -> std::io::Result<u64> {
-        Err(std::io::Error::new(
-            std::io::ErrorKind::Unsupported,
-            "an AVI file's audio is read front to back",
-        ))
-    }
-}
-
-impl MediaSource for AviAudio {
-    fn is_seekable(&self) -> bool {
-        false
-    }
-
-    fn byte_len(&self) -> Option<u64> {
-        None
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -371,7 +371,7 @@ fn decode_inner(
             AviError::Corrupt(why) => corrupt(name, format!("AVI: {why}")),
         })?;
         ext = Some(audio.ext);
-        src = Box::new(audio);
+        src = Box::new(ReadOnlySource::new(audio));
     } else if let Some(layout) = crate::ts::layout(&head) {
         use crate::ts::{TsAudio, TsError};
         let audio = TsAudio::open(src, layout).map_err(|e| match e {
@@ -388,7 +388,7 @@ fn decode_inner(
             TsError::Io(why) => corrupt(name, format!("transport stream: {why}")),
         })?;
         ext = audio.ext;
-        src = Box::new(audio);
+        src = Box::new(ReadOnlySource::new(audio));
     }
     let mss = MediaSourceStream::new(src, Default::default());
     let mut hint = Hint::new();

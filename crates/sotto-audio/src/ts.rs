@@ -265,25 +265,6 @@ impl Read for TsAudio {
     }
 }
 
-impl Seek for TsAudio {
-    fn seek(&mut self, _: SeekFrom) -> std::io::Result<u64> {
-        Err(std::io::Error::new(
-            std::io::ErrorKind::Unsupported,
-            "a transport stream's audio is read front to back",
-        ))
-    }
-}
-
-impl MediaSource for TsAudio {
-    fn is_seekable(&self) -> bool {
-        false
-    }
-
-    fn byte_len(&self) -> Option<u64> {
-        None
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
