@@ -57,4 +57,66 @@ ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a aac -b:a 64k tones.m4a
 # Raw AAC in ADTS frames (`.aac`).
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a aac -b:a 64k -fflags +bitexact \
     -flags:a +bitexact tones.aac
+# AAC past what symphonia's own decoder takes: 5.1 in MP4 (a film's track: the first 0.25 s
+# of the six channels above), and HE-AAC v2 (SBR and parametric stereo, in ADTS frames, as
+# low-bitrate streams and radio send it; padded with silence, so that all of the tones
+# come out past the encoder's delay), each with FFmpeg's decode of it (16-bit FLAC), which
+# tests/decode.rs compares with ours. ffmpeg has no HE-AAC encoder, so Fraunhofer's
+# (libfdk-aac, through the fdk-aac crate: needs cargo and a C compiler) makes that one.
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.25 -c:a pcm_s16le \
+    -af "pan=5.1|FL=c0|FR=c1|FC=0.5*c0+0.5*c1|LFE=0.2*c0|BL=0.7*c0|BR=0.7*c1" six.wav
+ffmpeg -hide_banner -loglevel error -y -i six.wav -c:a aac -b:a 96k -fflags +bitexact \
+    -flags:a +bitexact tones.51.m4a
+rm six.wav
+he_aac_encoder() {
+    local dir="${TMPDIR:-/tmp}/sotto-he-aac-encoder"
+    mkdir -p "$dir/src"
+    cat >"$dir/Cargo.toml" <<'TOML'
+[package]
+name = "he-aac-encoder"
+version = "0.1.0"
+edition = "2021"
+[dependencies]
+fdk-aac = "0.8"
+TOML
+    # Stereo 16-bit PCM at the rate in $1 on stdin, HE-AAC v2 at $2 bit/s in ADTS on stdout.
+    cat >"$dir/src/main.rs" <<'RUST'
+use fdk_aac::enc::{AudioObjectType, BitRate, ChannelMode, Encoder, EncoderParams, Transport};
+use std::io::{Read, Write};
+fn main() {
+    let arg = |i: usize| std::env::args().nth(i).unwrap().parse::<u32>().unwrap();
+    let enc = Encoder::new(EncoderParams {
+        bit_rate: BitRate::Cbr(arg(2)),
+        sample_rate: arg(1),
+        transport: Transport::Adts,
+        channels: ChannelMode::Stereo,
+        audio_object_type: AudioObjectType::Mpeg4HeAacV2,
+    })
+    .unwrap();
+    let mut raw = Vec::new();
+    std::io::stdin().read_to_end(&mut raw).unwrap();
+    let pcm: Vec<i16> = raw.chunks_exact(2).map(|b| i16::from_le_bytes([b[0], b[1]])).collect();
+    let (mut at, mut out) = (0, vec![0u8; 1 << 16]);
+    while at < pcm.len() {
+        let info = enc.encode(&pcm[at..], &mut out).unwrap();
+        at += info.input_consumed;
+        std::io::stdout().write_all(&out[..info.output_size]).unwrap();
+    }
+}
+RUST
+    cargo build --quiet --release --manifest-path "$dir/Cargo.toml"
+    echo "$dir/target/release/he-aac-encoder"
+}
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -af apad=pad_dur=0.35 -f s16le - |
+    "$(he_aac_encoder)" 22050 24000 >tones.he.aac
+# AAC in LATM, in a transport stream (as DVB broadcasts it): the AAC-LC and HE-AAC v2
+# streams above, their frames copied, to compare with.
+ffmpeg -hide_banner -loglevel error -y -i tones.ts.aac -c:a copy -f mpegts -mpegts_flags latm \
+    -fflags +bitexact tones.latm.ts
+ffmpeg -hide_banner -loglevel error -y -i tones.he.aac -c:a copy -f mpegts -mpegts_flags latm \
+    -fflags +bitexact tones.he.latm.ts
+for f in tones.51.m4a tones.he.aac; do
+    ffmpeg -hide_banner -loglevel error -y -i "$f" -c:a flac -sample_fmt s16 -fflags +bitexact \
+        "$f.flac"
+done
 ls -l tones.*

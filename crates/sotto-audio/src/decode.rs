@@ -14,7 +14,7 @@ use symphonia::core::errors::Error as SymError;
 use symphonia::core::formats::FormatOptions;
 use symphonia::core::io::{MediaSource, MediaSourceStream, ReadOnlySource};
 use symphonia::core::meta::MetadataOptions;
-use symphonia::core::probe::Hint;
+use symphonia::core::probe::{Hint, Probe};
 
 use crate::mp4_edit::Edit;
 use crate::resample::{self, Resampler16k};
@@ -346,7 +346,21 @@ fn decode_inner(
     ext: Option<&str>,
     want: Want,
 ) -> Result<Decoded> {
+    // Tables whose damaged counts would have symphonia ask for more memory than there is
+    // (which aborts, where an error should say so).
     let moov = crate::mp4_edit::read_moov(&mut *src);
+    if let Some(table) = moov.overlong_table {
+        return Err(corrupt(
+            name,
+            format!("MP4 sample table `{table}` claims more entries than it holds"),
+        ));
+    }
+    if crate::caf::overlong_packet_table(&mut *src) {
+        return Err(corrupt(
+            name,
+            "CAF packet table claims more packets than it holds",
+        ));
+    }
     let head = match src.is_seekable() {
         true => read_head(&mut *src),
         false => Vec::new(),
@@ -381,8 +395,8 @@ fn decode_inner(
             TsError::Codec(t) => AudioError::Codec {
                 input: name.to_string(),
                 detail: format!(
-                    "stream type {t:#04x} in a transport stream (sotto decodes AAC in ADTS \
-                     frames and MPEG audio there)"
+                    "stream type {t:#04x} in a transport stream (sotto decodes AAC, in ADTS \
+                     or LATM, and MPEG audio there)"
                 ),
             },
             TsError::Io(why) => corrupt(name, format!("transport stream: {why}")),
@@ -401,7 +415,7 @@ fn decode_inner(
         enable_gapless: true,
         ..Default::default()
     };
-    let probed = symphonia::default::get_probe()
+    let probed = probe()
         .format(&hint, mss, &format_options, &MetadataOptions::default())
         .map_err(|e| probe_error(name, e, &head))?;
     let mut format = probed.format;
@@ -423,8 +437,18 @@ fn decode_inner(
     let make = |params: &CodecParameters| {
         codecs()
             .make(params, &DecoderOptions::default())
-            .map_err(|_| AudioError::Unsupported {
-                input: name.to_string(),
+            .map_err(|e| match e {
+                // A decoder we have, refusing this stream's configuration: say what.
+                SymError::Unsupported(what) if codecs().get_codec(params.codec).is_some() => {
+                    AudioError::Codec {
+                        input: name.to_string(),
+                        detail: what.to_string(),
+                    }
+                }
+                SymError::DecodeError(what) => corrupt(name, what),
+                _ => AudioError::Unsupported {
+                    input: name.to_string(),
+                },
             })
     };
     let mut decoder = make(&params)?;
@@ -560,13 +584,29 @@ fn read_head(src: &mut dyn MediaSource) -> Vec<u8> {
     }
 }
 
-/// symphonia's decoders, and ours for Opus.
+/// symphonia's container readers, behind ours for AAC's elementary streams (registered
+/// first, so that ADTS frames, whose marker symphonia's reader shares, come to ours).
+fn probe() -> &'static Probe {
+    use crate::elementary::{Adts, FrameReader, Loas};
+    static PROBE: OnceLock<Probe> = OnceLock::new();
+    PROBE.get_or_init(|| {
+        let mut probe = Probe::default();
+        probe.register_all::<FrameReader<Adts>>();
+        probe.register_all::<FrameReader<Loas>>();
+        symphonia::default::register_enabled_formats(&mut probe);
+        probe
+    })
+}
+
+/// symphonia's decoders, and ours for Opus and AAC (in place of symphonia's, which takes
+/// neither HE-AAC nor more than two channels).
 fn codecs() -> &'static CodecRegistry {
     static CODECS: OnceLock<CodecRegistry> = OnceLock::new();
     CODECS.get_or_init(|| {
         let mut registry = CodecRegistry::new();
         symphonia::default::register_enabled_codecs(&mut registry);
         registry.register_all::<crate::opus::OpusDecoder>();
+        registry.register_all::<crate::aac::AacDecoder>();
         registry
     })
 }

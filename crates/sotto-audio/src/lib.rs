@@ -8,9 +8,12 @@
 //! # Ok::<(), sotto_audio::AudioError>(())
 //! ```
 
+mod aac;
 mod avi;
+mod caf;
 mod decode;
 pub mod diarize;
+mod elementary;
 mod error;
 mod mel;
 mod mp4_edit;

@@ -27,6 +27,10 @@ pub(crate) struct Moov {
     pub edit: Option<Edit>,
     /// Whether there is an audio track at all (`hdlr` `soun`), whatever its codec.
     pub sound: bool,
+    /// A sample table (of any track) whose entry count is more than its box holds:
+    /// symphonia reserves room for every entry a count claims before reading any, so a
+    /// damaged count (billions) would abort the process for want of memory.
+    pub overlong_table: Option<&'static str>,
 }
 
 /// Reads the `moov` of `src` when it is an MP4 file; leaves `src` at its start. Anything
@@ -35,6 +39,7 @@ pub(crate) fn read_moov<S: Read + Seek + ?Sized>(src: &mut S) -> Moov {
     let moov = find_moov(src).map_or_else(Moov::default, |moov| Moov {
         edit: parse_moov(&moov),
         sound: sound_trak(&moov).is_some(),
+        overlong_table: overlong_table(&moov),
     });
     match src.seek(SeekFrom::Start(0)) {
         Ok(_) => moov,
@@ -104,6 +109,67 @@ fn boxes(mut b: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
         b = rest;
         Some((&this[4..8], &this[header as usize..]))
     })
+}
+
+/// The boxes inside `b` as a reader that trusts their sizes meets them: a box that says
+/// it runs past its parent's end is taken to run to that end.
+fn boxes_cut(mut b: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
+    std::iter::from_fn(move || {
+        let (size, header) = match u32::from_be_bytes(b.get(..4)?.try_into().ok()?) {
+            1 => (be64(b, 8)?, 16usize),
+            n => (u64::from(n), 8),
+        };
+        let end = if size < header as u64 || size > b.len() as u64 {
+            b.len()
+        } else {
+            size as usize
+        };
+        let (this, rest) = b.split_at(end);
+        b = rest;
+        Some((this.get(4..8)?, this.get(header..).unwrap_or_default()))
+    })
+}
+
+/// The first sample table symphonia reads whose entry count its box cannot hold (see
+/// [`Moov::overlong_table`]): (box, where its count is, bytes an entry takes).
+fn overlong_table(moov: &[u8]) -> Option<&'static str> {
+    const TABLES: [(&str, usize, u64); 5] = [
+        ("stco", 4, 4),
+        ("co64", 4, 8),
+        ("stts", 4, 8),
+        ("stsc", 4, 12),
+        ("stsz", 8, 4),
+    ];
+    for (_, trak) in boxes_cut(moov).filter(|(k, _)| *k == b"trak") {
+        let Some(stbl) = nested(trak, b"mdia")
+            .and_then(|m| nested(m, b"minf"))
+            .and_then(|m| nested(m, b"stbl"))
+        else {
+            continue;
+        };
+        for (kind, body) in boxes_cut(stbl) {
+            for (name, count_at, entry) in TABLES {
+                // `stsz` lists sizes only where they differ (a size of 0 before the count).
+                let listed = name != "stsz" || be32(body, 4) == Some(0);
+                if kind != name.as_bytes() || !listed {
+                    continue;
+                }
+                let Some(count) = be32(body, count_at) else {
+                    continue;
+                };
+                let room = body.len().saturating_sub(count_at + 4) as u64;
+                if u64::from(count) * entry > room {
+                    return Some(name);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// [`child`] among [`boxes_cut`].
+fn nested<'a>(b: &'a [u8], kind: &[u8]) -> Option<&'a [u8]> {
+    boxes_cut(b).find(|(k, _)| *k == kind).map(|(_, body)| body)
 }
 
 fn child<'a>(b: &'a [u8], kind: &[u8]) -> Option<&'a [u8]> {
@@ -220,6 +286,32 @@ mod tests {
         assert_eq!(read_edit(&mut Cursor::new(mp4(&[]))), None);
         assert_eq!(read_edit(&mut Cursor::new(b"RIFF....WAVE".to_vec())), None);
         assert_eq!(read_edit(&mut Cursor::new(Vec::new())), None);
+    }
+
+    #[test]
+    fn a_table_longer_than_its_box_is_named() {
+        let mut stsc = vec![0u8; 4];
+        stsc.extend_from_slice(&1u32.to_be_bytes());
+        stsc.extend_from_slice(&[0; 12]);
+        let file = |stsc: &[u8]| {
+            let stbl = bx(b"stbl", &bx(b"stsc", stsc));
+            let trak = bx(b"mdia", &bx(b"minf", &stbl));
+            let moov = bx(b"trak", &trak);
+            [bx(b"ftyp", b"M4A \0\0\0\0"), bx(b"moov", &moov)].concat()
+        };
+        assert_eq!(
+            read_moov(&mut Cursor::new(file(&stsc))).overlong_table,
+            None
+        );
+        stsc[4..8].copy_from_slice(&0xAAAA_AAABu32.to_be_bytes());
+        let moov = read_moov(&mut Cursor::new(file(&stsc)));
+        assert_eq!(moov.overlong_table, Some("stsc"));
+        // The shipped fixtures' tables are whole.
+        for f in ["tones.m4a", "jfk.m4a", "tones.51.m4a"] {
+            let path = format!("{}/tests/fixtures/{f}", env!("CARGO_MANIFEST_DIR"));
+            let moov = read_moov(&mut std::fs::File::open(path).unwrap());
+            assert!(moov.sound && moov.overlong_table.is_none(), "{f}");
+        }
     }
 
     proptest::proptest! {

@@ -33,7 +33,7 @@ pub(crate) fn layout(head: &[u8]) -> Option<Layout> {
 pub(crate) const SNIFF: usize = 3 * (PACKET + 4);
 
 /// The audio of a transport stream, as the elementary stream symphonia decodes: `ext` is
-/// "aac" (ADTS) or "mp3" (MPEG audio), or None for symphonia to tell (a private stream whose
+/// "aac" (ADTS), "loas" (AAC in LATM) or "mp3" (MPEG audio), or None for symphonia to tell (a private stream whose
 /// PES packets are MPEG audio's: AAC as ffmpeg writes it in `.m2ts`).
 pub(crate) struct TsAudio {
     src: Box<dyn MediaSource>,
@@ -64,6 +64,7 @@ fn decoded(stream_type: u8) -> Option<&'static str> {
     match stream_type {
         0x03 | 0x04 => Some("mp3"), // MPEG-1 and MPEG-2 audio
         0x0F => Some("aac"),        // AAC in ADTS frames
+        0x11 => Some("loas"),       // AAC in LATM, in LOAS frames (DVB)
         _ => None,
     }
 }
@@ -71,10 +72,10 @@ fn decoded(stream_type: u8) -> Option<&'static str> {
 /// PES data of a private stream type (0x06), which may be audio of any kind, or subtitles.
 const PRIVATE: u8 = 0x06;
 
-/// Stream types that are audio (for an error that names the codec): AAC in LATM, AC-3,
-/// DTS, E-AC-3, TrueHD and more.
+/// Stream types that are audio (for an error that names the codec): AC-3, DTS, E-AC-3,
+/// TrueHD and more.
 fn audio_type(stream_type: u8) -> bool {
-    decoded(stream_type).is_some() || matches!(stream_type, 0x11 | 0x80..=0x87 | 0xA1 | 0xA2)
+    decoded(stream_type).is_some() || matches!(stream_type, 0x80..=0x87 | 0xA1 | 0xA2)
 }
 
 impl TsAudio {

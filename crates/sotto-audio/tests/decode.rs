@@ -261,6 +261,56 @@ fn surround_opus_decodes_as_libopus_does() {
     }
 }
 
+/// AAC past AAC-LC in stereo decodes as FFmpeg (so faster-whisper) does, to within a
+/// step of the 16-bit reference (FFmpeg's decode, in FLAC): 5.1 in MP4, as films carry
+/// it, and HE-AAC v2 in ADTS frames (SBR doubling the 11.025 kHz core's rate, parametric
+/// stereo making two channels of one, both signalled only in the frames). The mix, and
+/// the front left and right (first, in FFmpeg's order, as `--diarize` reads them).
+#[test]
+fn surround_and_he_aac_decode_as_ffmpeg_does() {
+    for (name, channels) in [("tones.51.m4a", 6), ("tones.he.aac", 2)] {
+        let ours = decode_file_keeping_stereo(&fixture(name)).unwrap();
+        let ffmpeg = decode_file_keeping_stereo(&fixture(&format!("{name}.flac"))).unwrap();
+        assert_eq!(
+            (ours.sample_rate, ours.channels_in),
+            (22_050, channels),
+            "{name}"
+        );
+        assert_eq!(ffmpeg.channels_in, channels, "{name}");
+        // FFmpeg keeps the MP4's padding past the edit list's end, which we cut.
+        let n = ours.samples.len();
+        assert!(
+            (n..=n + 1024).contains(&ffmpeg.samples.len()),
+            "{name}: {n} samples, FFmpeg {}",
+            ffmpeg.samples.len()
+        );
+        let ([l, r], [fl, fr]) = (ours.stereo.unwrap(), ffmpeg.stereo.unwrap());
+        for (what, a, b) in [
+            ("mix", &ours.samples, &ffmpeg.samples),
+            ("left", &l, &fl),
+            ("right", &r, &fr),
+        ] {
+            let d = a
+                .iter()
+                .zip(b)
+                .map(|(x, y)| (x - y).abs())
+                .fold(0f32, f32::max);
+            assert!(d < 1e-4, "{name} {what}: {d} from FFmpeg's decode");
+            assert!(
+                a.iter().any(|v| v.abs() > 0.1),
+                "{name} {what}: not silence"
+            );
+        }
+        // The two sides are the source's two (a tone, a sweep), not one copied.
+        let apart = l
+            .iter()
+            .zip(&r)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0f32, f32::max);
+        assert!(apart > 0.1, "{name}: left and right the same");
+    }
+}
+
 #[test]
 fn webm_opus_and_m4a_aac_decode_like_the_wav_source() {
     let wav = load_16k_mono(fixture("tones.wav").to_str().unwrap()).unwrap();
@@ -468,7 +518,7 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 15] = [
+const CONTAINERS: [&str; 19] = [
     "tones.wav",
     "tones.rf64.wav",
     "tones.flac",
@@ -478,6 +528,10 @@ const CONTAINERS: [&str; 15] = [
     "tones.webm",
     "tones.m4a",
     "tones.aac",
+    "tones.51.m4a",
+    "tones.he.aac",
+    "tones.latm.ts",
+    "tones.he.latm.ts",
     "tones.pcm.mkv",
     "tones.s24.mka",
     "tones.avi",
@@ -580,6 +634,7 @@ fn a_pipe_decodes_as_the_file() {
 /// recordings), which symphonia has no reader for: the audio stream, interleaved with the
 /// video's, decodes to what it holds: AVI's PCM to `tones.wav`'s samples exactly, its MP3
 /// and the stream's AAC to their streams copied out (`ffmpeg -c:a copy -f mp3`, `-f adts`),
+/// and AAC in LATM (DVB's; AAC-LC and HE-AAC v2) to the ADTS stream it was copied from,
 /// from a file, from bytes and from a pipe (read whole: neither is WAV, MP3 or ADTS).
 #[test]
 fn avi_and_ts_decode_as_their_audio_stream() {
@@ -587,6 +642,8 @@ fn avi_and_ts_decode_as_their_audio_stream() {
         ("tones.avi", "tones.wav"),
         ("tones.mp3.avi", "tones.mp3.avi.mp3"),
         ("tones.ts", "tones.ts.aac"),
+        ("tones.latm.ts", "tones.ts.aac"),
+        ("tones.he.latm.ts", "tones.he.aac"),
     ];
     for (avi, plain) in pairs {
         let want = decode_file_keeping_stereo(&fixture(plain)).unwrap();
@@ -598,6 +655,100 @@ fn avi_and_ts_decode_as_their_audio_stream() {
         let want16 = sotto_audio::load_16k(fixture(plain).to_str().unwrap(), true).unwrap();
         assert_eq!(trickled(&bytes), want16, "{avi} from a pipe");
     }
+}
+
+/// `tones.aac`'s frames: (header, raw data block).
+fn adts_frames(bytes: &[u8]) -> Vec<(&[u8], &[u8])> {
+    let mut frames = Vec::new();
+    let mut at = 0;
+    while at + 7 <= bytes.len() {
+        let b = &bytes[at..];
+        assert_eq!((b[0], b[1] & 0xF7), (0xFF, 0xF1), "a frame at {at}");
+        let len = (usize::from(b[3] & 3) << 11) | (usize::from(b[4]) << 3) | usize::from(b[5] >> 5);
+        frames.push((&b[..7], &b[7..len]));
+        at += len;
+    }
+    assert_eq!(at, bytes.len());
+    frames
+}
+
+/// An ADTS header like `h`, for a frame of `len` bytes in all, holding `blocks` raw blocks.
+fn adts_header(h: &[u8], len: usize, blocks: u8, mpeg2: bool, crc: bool) -> Vec<u8> {
+    let mut h = h.to_vec();
+    h[1] = (h[1] & !0x09) | (u8::from(mpeg2) << 3) | u8::from(!crc);
+    h[3] = (h[3] & !3) | ((len >> 11) as u8 & 3);
+    h[4] = (len >> 3) as u8;
+    h[5] = (h[5] & 0x1F) | (((len & 7) as u8) << 5);
+    h[6] = (h[6] & !3) | (blocks - 1);
+    h
+}
+
+/// ADTS as encoders other than ffmpeg's write it, which symphonia's own reader refused or
+/// misread, decodes to what ffmpeg's frames do: MPEG-2 frames (`FF F9`), frames with a CRC
+/// (not checked, as FFmpeg does not by default), two raw blocks a frame, and junk between
+/// frames (skipped to the next sync).
+#[test]
+fn adts_of_every_framing_decodes_alike() {
+    let bytes = std::fs::read(fixture("tones.aac")).unwrap();
+    let want = decode_bytes("tones.aac", bytes.clone(), None).unwrap();
+    let frames = adts_frames(&bytes);
+    let rewrite = |mpeg2: bool, crc: bool| -> Vec<u8> {
+        let mut out = Vec::new();
+        for (h, block) in &frames {
+            let extra = if crc { 2 } else { 0 };
+            out.extend(adts_header(h, 7 + extra + block.len(), 1, mpeg2, crc));
+            out.extend(&[0x12, 0x34][..extra]);
+            out.extend(*block);
+        }
+        out
+    };
+    let mut junk = Vec::new();
+    for (i, (h, block)) in frames.iter().enumerate() {
+        if i % 3 == 1 {
+            junk.extend([0xFF, 0x00, 0xFF, 0xF1, 0x00, 0x42]);
+        }
+        junk.extend(*h);
+        junk.extend(*block);
+    }
+    let mut paired = Vec::new();
+    for pair in frames.chunks(2) {
+        let len = 7 + pair.iter().map(|(_, b)| b.len()).sum::<usize>();
+        paired.extend(adts_header(pair[0].0, len, pair.len() as u8, false, false));
+        for (_, block) in pair {
+            paired.extend(*block);
+        }
+    }
+    for (what, bytes) in [
+        ("MPEG-2", rewrite(true, false)),
+        ("CRC", rewrite(false, true)),
+        ("MPEG-2 with a CRC", rewrite(true, true)),
+        ("two blocks a frame", paired),
+        ("junk between frames", junk),
+    ] {
+        let got = decode_bytes("x.aac", bytes.clone(), None).unwrap();
+        assert_eq!(got, want, "{what}");
+        let piped = trickled(&bytes);
+        assert_eq!(
+            piped.mono.len(),
+            sotto_audio::to_16k(want.clone()).unwrap().mono.len(),
+            "{what} from a pipe"
+        );
+    }
+}
+
+/// Tables whose counts were damaged into billions are a clear error: symphonia's readers
+/// reserve room for every entry a count claims before reading any, which aborts the
+/// process for want of memory (found by the fuzz test): an MP4's sample-to-chunk table.
+#[test]
+fn damaged_table_counts_are_errors_not_aborts() {
+    let mut bytes = std::fs::read(fixture("tones.m4a")).unwrap();
+    let at = bytes.windows(4).position(|w| w == b"stsc").unwrap();
+    bytes[at + 8..at + 12].copy_from_slice(&0xAAAA_AAABu32.to_be_bytes());
+    let e = decode_bytes("x.m4a", bytes, None).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "x.m4a: corrupt audio data: MP4 sample table `stsc` claims more entries than it holds"
+    );
 }
 
 /// A directory given as a file is named as one, not as an unknown format.

@@ -6,7 +6,7 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 15] = [
+const FIXTURES: [&str; 19] = [
     "tones.wav",
     "tones.rf64.wav",
     "tones.flac",
@@ -17,6 +17,10 @@ const FIXTURES: [&str; 15] = [
     "tones.webm",
     "tones.m4a",
     "tones.aac",
+    "tones.51.m4a",
+    "tones.he.aac",
+    "tones.latm.ts",
+    "tones.he.latm.ts",
     "tones.pcm.mkv",
     "tones.s24.mka",
     "tones.avi",
