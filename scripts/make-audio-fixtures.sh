@@ -12,16 +12,25 @@ sox -D -n -r 22050 -b 16 -c 2 tones.wav synth 0.5 sine 440 sine 300-3000 gain -6
 sox -D tones.wav tones.flac
 sox -D tones.wav -C 64 tones.mp3
 sox -D tones.wav -C 0 tones.ogg
+# Decodes that tests/decode.rs compares with ours are kept as FLAC (the same 16-bit
+# samples in a third of the bytes: the fixtures travel with every GPU check).
+to_flac() {
+    ffmpeg -hide_banner -loglevel error -y -i "$1" -c:a flac -fflags +bitexact "$2"
+    rm "$1"
+}
 # Opus in Ogg, in pages of at most 100 ms (so the end trim is on a page of its own), and
 # libopus's own decode of it without dither, which tests/decode.rs compares with ours.
 opusenc --quiet --bitrate 48 --max-delay 100 tones.wav tones.opus
-opusdec --quiet --no-dither --rate 48000 tones.opus tones.opus.wav
-opusdec --quiet --no-dither --rate 16000 tones.opus tones.opus.16k.wav
+opusdec --quiet --no-dither --rate 48000 tones.opus opus.wav
+to_flac opus.wav tones.opus.flac
+opusdec --quiet --no-dither --rate 16000 tones.opus opus16k.wav
+to_flac opus16k.wav tones.opus.16k.flac
 # 5.1 Opus (mapping family 1), from the two channels spread over six, and libopus's decode.
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a pcm_s16le \
     -af "pan=5.1|FL=c0|FR=c1|FC=0.5*c0+0.5*c1|LFE=0.2*c0|BL=0.7*c0|BR=0.7*c1" six.wav
 opusenc --quiet --bitrate 96 --max-delay 100 six.wav tones.51.opus
-opusdec --quiet --no-dither --rate 48000 tones.51.opus tones.51.opus.wav
+opusdec --quiet --no-dither --rate 48000 tones.51.opus opus51.wav
+to_flac opus51.wav tones.51.opus.flac
 rm six.wav
 # RF64, the WAV past 4 GiB (EBU Tech 3306), as ffmpeg writes it.
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a pcm_s16le -rf64 always \

@@ -185,13 +185,13 @@ fn flac_mp3_ogg_fixtures_decode_like_the_wav_source() {
 }
 
 /// Opus (which symphonia demuxes but does not decode: `opus.rs`) against libopus's own
-/// decoder: `tones.opus.wav` is `opusdec --rate 48000 tones.opus` (16-bit). Same length
+/// decoder: `tones.opus.flac` is `opusdec --rate 48000 tones.opus` (16-bit, kept as FLAC). Same length
 /// (the pre-skip dropped, the end padding trimmed), same samples to 16-bit precision, each
 /// channel and the mix.
 #[test]
 fn opus_decodes_as_libopus_does() {
     let ours = decode_file_keeping_stereo(&fixture("tones.opus")).unwrap();
-    let libopus = decode_file_keeping_stereo(&fixture("tones.opus.wav")).unwrap();
+    let libopus = decode_file_keeping_stereo(&fixture("tones.opus.flac")).unwrap();
     assert_eq!((ours.sample_rate, ours.channels_in), (48_000, 2));
     assert_eq!((libopus.sample_rate, libopus.channels_in), (48_000, 2));
     assert_eq!(ours.samples.len(), libopus.samples.len());
@@ -217,7 +217,7 @@ fn opus_decodes_as_libopus_does() {
     // sample): within 5e-4 (the 16-bit rounding and the edges); two 48 kHz samples of
     // misalignment would be off by 0.19.
     let ours = sotto_audio::load_16k(fixture("tones.opus").to_str().unwrap(), true).unwrap();
-    let libopus = decode_file_keeping_stereo(&fixture("tones.opus.16k.wav")).unwrap();
+    let libopus = decode_file_keeping_stereo(&fixture("tones.opus.16k.flac")).unwrap();
     assert_eq!(libopus.sample_rate, 16_000);
     assert_eq!(ours.mono.len(), 8_000, "0.5 s at 16 kHz");
     let ([l, r], [rl, rr]) = (ours.stereo.unwrap(), libopus.stereo.unwrap());
@@ -239,7 +239,7 @@ fn opus_decodes_as_libopus_does() {
 #[test]
 fn surround_opus_decodes_as_libopus_does() {
     let ours = decode_file_keeping_stereo(&fixture("tones.51.opus")).unwrap();
-    let libopus = decode_file_keeping_stereo(&fixture("tones.51.opus.wav")).unwrap();
+    let libopus = decode_file_keeping_stereo(&fixture("tones.51.opus.flac")).unwrap();
     assert_eq!((ours.sample_rate, ours.channels_in), (48_000, 6));
     assert_eq!(libopus.channels_in, 6);
     assert_eq!(ours.samples.len(), libopus.samples.len());
