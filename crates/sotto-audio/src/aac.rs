@@ -44,7 +44,7 @@ fn channel_config(channels: usize) -> Option<u16> {
 /// The positions of `n` channels as AAC's standard layouts put them, in the order they
 /// decode in (FFmpeg's, which is symphonia's order of positions): mono, stereo, 3.0, 4.0
 /// (a back centre), 5.0, 5.1, 6.1 and 7.1 (FFmpeg's "wide": left and right of centre).
-fn channels_mask(n: usize) -> Option<Channels> {
+pub(crate) fn channels_mask(n: usize) -> Option<Channels> {
     const FRONT: Channels = Channels::FRONT_LEFT.union(Channels::FRONT_RIGHT);
     const THREE: Channels = FRONT.union(Channels::FRONT_CENTRE);
     const REAR: Channels = Channels::REAR_LEFT.union(Channels::REAR_RIGHT);

@@ -77,12 +77,11 @@ impl AdtsHeader {
 
     fn channels(&self) -> Option<Channels> {
         let n = match self.config {
-            1..=6 => u32::from(self.config),
+            1..=6 => usize::from(self.config),
             7 => 8,
             _ => return None,
         };
-        // The count is what matters here; `aac.rs` names the decoded layout's positions.
-        Channels::from_bits((1 << n) - 1)
+        crate::aac::channels_mask(n)
     }
 }
 
