@@ -54,10 +54,13 @@ ffmpeg -hide_banner -loglevel error -y -f lavfi -i color=c=gray:size=16x16:rate=
     -shortest -c:v mpeg2video -c:a aac -b:a 64k -fflags +bitexact -flags +bitexact tones.ts
 ffmpeg -hide_banner -loglevel error -y -i tones.ts -map 0:a -c:a copy -f adts -fflags +bitexact \
     tones.ts.aac
-# What sotto refuses, by name: AC-3 in Matroska (a codec it does not decode), and a
-# Matroska file with video alone.
-ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.2 -c:a ac3 -b:a 96k -fflags +bitexact \
-    -flags +bitexact tones.ac3.mkv
+# What sotto refuses, by name: DTS in Matroska (a codec it does not decode), E-AC-3 (Dolby
+# Digital Plus, which it recognises and does not decode), and a Matroska file with video
+# alone.
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.2 -c:a dca -strict -2 -b:a 256k \
+    -fflags +bitexact -flags +bitexact tones.dts.mkv
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.1 -c:a eac3 -b:a 96k -fflags +bitexact \
+    -flags +bitexact tones.eac3
 ffmpeg -hide_banner -loglevel error -y -f lavfi -i color=c=gray:size=16x16:rate=4 -t 0.25 -c:v mjpeg \
     -fflags +bitexact -flags +bitexact video.mkv
 # Opus in WebM (as browsers record), AAC in MP4 (as phones do: with an edit list).
@@ -124,7 +127,25 @@ ffmpeg -hide_banner -loglevel error -y -i tones.ts.aac -c:a copy -f mpegts -mpeg
     -fflags +bitexact tones.latm.ts
 ffmpeg -hide_banner -loglevel error -y -i tones.he.aac -c:a copy -f mpegts -mpegts_flags latm \
     -fflags +bitexact tones.he.latm.ts
-for f in tones.51.m4a tones.he.aac; do
+# AC-3 (Dolby Digital): a stereo stream (coupling and rematrixing at this rate) as `.ac3`,
+# its frames copied into each container that carries AC-3 (Matroska, MP4, a transport
+# stream as ATSC and as DVB mark it, AVI), to compare with; and 5.1 (the six channels
+# above), with FFmpeg's decode of it.
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a ac3 -b:a 96k -fflags +bitexact \
+    -flags +bitexact tones.ac3
+for c in mkv m4a avi; do
+    ffmpeg -hide_banner -loglevel error -y -i tones.ac3 -c:a copy -fflags +bitexact \
+        -flags +bitexact "tones.ac3.$c"
+done
+ffmpeg -hide_banner -loglevel error -y -i tones.ac3 -c:a copy -fflags +bitexact tones.ac3.ts
+ffmpeg -hide_banner -loglevel error -y -i tones.ac3 -c:a copy -mpegts_flags system_b \
+    -fflags +bitexact tones.dvb.ac3.ts
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.25 -c:a pcm_s16le \
+    -af "pan=5.1|FL=c0|FR=c1|FC=0.5*c0+0.5*c1|LFE=0.2*c0|BL=0.7*c0|BR=0.7*c1" six.wav
+ffmpeg -hide_banner -loglevel error -y -i six.wav -c:a ac3 -b:a 256k -fflags +bitexact \
+    -flags +bitexact tones.51.ac3
+rm six.wav
+for f in tones.51.m4a tones.he.aac tones.51.ac3; do
     ffmpeg -hide_banner -loglevel error -y -i "$f" -c:a flac -sample_fmt s16 -fflags +bitexact \
         "$f.flac"
 done

@@ -26,9 +26,11 @@ const MAX_FORMAT: u32 = 1 << 16;
 const WAV_TAGS: [u16; 7] = [0x0001, 0x0002, 0x0003, 0x0006, 0x0007, 0x0011, 0xFFFE];
 /// MPEG audio (layers 1 and 2, and layer 3): the chunks are an MPEG audio stream.
 const MPEG_TAGS: [u16; 2] = [0x0050, 0x0055];
+/// AC-3 (a DVD's audio, in AVI files made from one): the chunks are its syncframes.
+const AC3_TAG: u16 = 0x2000;
 
 /// The first audio stream of an AVI file, read as the file symphonia decodes: a WAV file
-/// (`ext` "wav") or an MP3 stream (`ext` "mp3").
+/// (`ext` "wav"), an MP3 stream (`ext` "mp3") or AC-3 syncframes (`ext` "ac3").
 pub(crate) struct AviAudio {
     src: Box<dyn MediaSource>,
     /// The WAV header before the chunks (empty for MPEG audio), and how much of it is read.
@@ -81,6 +83,8 @@ impl AviAudio {
             (wav_header(&format, data), "wav")
         } else if MPEG_TAGS.contains(&tag) {
             (Vec::new(), "mp3")
+        } else if tag == AC3_TAG {
+            (Vec::new(), "ac3")
         } else {
             return Err(AviError::Format(tag));
         };
@@ -359,10 +363,10 @@ mod tests {
         );
         assert_eq!(read_all(no_audio).unwrap_err(), AviError::NoAudio);
         let mut file = avi(&[1, 2], &[3, 4], 0);
-        // The format tag (first bytes of the audio stream's `strf`) made AC-3's.
+        // The format tag (first bytes of the audio stream's `strf`) made DTS's.
         let at = file.windows(4).rposition(|w| w == b"strf").unwrap() + 8;
-        file[at..at + 2].copy_from_slice(&0x2000u16.to_le_bytes());
-        assert_eq!(read_all(file).unwrap_err(), AviError::Format(0x2000));
+        file[at..at + 2].copy_from_slice(&0x2001u16.to_le_bytes());
+        assert_eq!(read_all(file).unwrap_err(), AviError::Format(0x2001));
     }
 
     #[test]

@@ -378,8 +378,8 @@ fn decode_inner(
             AviError::Format(tag) => AudioError::Codec {
                 input: name.to_string(),
                 detail: format!(
-                    "WAV format tag {tag:#06x} in AVI (sotto decodes PCM, ADPCM, A-law, μ-law \
-                     and MPEG audio there)"
+                    "WAV format tag {tag:#06x} in AVI (sotto decodes PCM, ADPCM, A-law, μ-law, \
+                     MPEG audio and AC-3 there)"
                 ),
             },
             AviError::Corrupt(why) => corrupt(name, format!("AVI: {why}")),
@@ -396,7 +396,7 @@ fn decode_inner(
                 input: name.to_string(),
                 detail: format!(
                     "stream type {t:#04x} in a transport stream (sotto decodes AAC, in ADTS \
-                     or LATM, and MPEG audio there)"
+                     or LATM, MPEG audio and AC-3 there)"
                 ),
             },
             TsError::Io(why) => corrupt(name, format!("transport stream: {why}")),
@@ -420,14 +420,21 @@ fn decode_inner(
         .map_err(|e| probe_error(name, e, &head))?;
     let mut format = probed.format;
     let tracks = format.tracks();
-    let Some(track) = tracks
+    // A packet read ahead to find the track (see `ac3_track`), decoded first.
+    let mut pending = None;
+    let (track_id, mut params) = match tracks
         .iter()
         .find(|t| t.codec_params.codec != CODEC_TYPE_NULL)
-    else {
-        return Err(no_track(name, tracks, moov.sound));
+    {
+        Some(track) => (track.id, track.codec_params.clone()),
+        None => match ac3_track(&mut *format, moov.sound) {
+            Some((track_id, params, packet)) => {
+                pending = Some(packet);
+                (track_id, params)
+            }
+            None => return Err(no_track(name, format.tracks(), moov.sound)),
+        },
     };
-    let track_id = track.id;
-    let mut params = track.codec_params.clone();
     // PCM in Matroska comes without a largest packet, which symphonia's PCM decoder sizes
     // its buffer by (and silently cuts longer packets to): made again for each larger one.
     let pcm_frame = pcm_frame_bytes(&params).filter(|_| params.max_frames_per_packet.is_none());
@@ -458,7 +465,11 @@ fn decode_inner(
     let mut buf: Option<(SampleBuffer<f32>, SignalSpec, usize)> = None;
     let mut first_error: Option<String> = None;
     loop {
-        let packet = match format.next_packet() {
+        let next = match pending.take() {
+            Some(p) => Ok(p),
+            None => format.next_packet(),
+        };
+        let packet = match next {
             Ok(p) => p,
             // End of stream, or a truncated tail: keep what decoded so far.
             Err(SymError::IoError(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
@@ -498,6 +509,13 @@ fn decode_inner(
                 first_error.get_or_insert_with(|| e.to_string());
                 continue;
             }
+            // A coding the decoder lacks, seen in the stream's first frames (E-AC-3's).
+            Err(SymError::Unsupported(what)) if mono.rate.is_none() => {
+                return Err(AudioError::Codec {
+                    input: name.to_string(),
+                    detail: what.to_string(),
+                })
+            }
             Err(e) => {
                 first_error.get_or_insert_with(|| e.to_string());
                 break;
@@ -526,9 +544,46 @@ fn decode_inner(
     mono.finish(name, first_error)
 }
 
+/// Packets read ahead, at most, for an AC-3 track's first frame.
+const SNIFF_PACKETS: usize = 64;
+
+/// The AC-3 track of a Matroska or MP4 file, which symphonia's readers leave without a codec
+/// (`A_AC3`, `ac-3`): a sound track whose first packet is a syncframe. With its codec
+/// parameters (from the frame's header) and that packet, which is read ahead.
+fn ac3_track(
+    format: &mut dyn symphonia::core::formats::FormatReader,
+    sound: bool,
+) -> Option<(u32, CodecParameters, symphonia::core::formats::Packet)> {
+    let audio = |p: &CodecParameters| sound || p.sample_rate.is_some() || p.channels.is_some();
+    if !format.tracks().iter().any(|t| audio(&t.codec_params)) {
+        return None;
+    }
+    for _ in 0..SNIFF_PACKETS {
+        let packet = format.next_packet().ok()?;
+        let Some(track) = format.tracks().iter().find(|t| t.id == packet.track_id()) else {
+            continue;
+        };
+        if !audio(&track.codec_params) {
+            continue;
+        }
+        let Some(h) = crate::ac3::Header::parse(&packet.data) else {
+            continue;
+        };
+        if packet.data.len() < h.len {
+            continue;
+        }
+        let mut params = track.codec_params.clone();
+        params
+            .for_codec(crate::ac3::CODEC_TYPE_AC3)
+            .with_sample_rate(h.rate)
+            .with_channels(h.channels());
+        return Some((track.id, params, packet));
+    }
+    None
+}
+
 /// Why a container that was read has no track to decode: its audio is in a codec symphonia
-/// does not know (a track with a sample rate or channels, or an MP4 sound track: AC-3,
-/// DTS...), it holds video alone, or nothing was recognised at all.
+/// does not know (a track with a sample rate or channels, or an MP4 sound track: DTS...), it holds video alone, or nothing was recognised at all.
 fn no_track(name: &str, tracks: &[symphonia::core::formats::Track], sound: bool) -> AudioError {
     let input = name.to_string();
     let audio = |t: &symphonia::core::formats::Track| {
@@ -538,7 +593,7 @@ fn no_track(name: &str, tracks: &[symphonia::core::formats::Track], sound: bool)
     if sound || tracks.iter().any(audio) {
         AudioError::Codec {
             input,
-            detail: "a codec sotto does not decode (AC-3, E-AC-3, DTS and WMA are not)".into(),
+            detail: "a codec sotto does not decode (E-AC-3, DTS and WMA are not)".into(),
         }
     } else if tracks.is_empty() {
         AudioError::Unsupported { input }
@@ -587,12 +642,13 @@ fn read_head(src: &mut dyn MediaSource) -> Vec<u8> {
 /// symphonia's container readers, behind ours for AAC's elementary streams (registered
 /// first, so that ADTS frames, whose marker symphonia's reader shares, come to ours).
 fn probe() -> &'static Probe {
-    use crate::elementary::{Adts, FrameReader, Loas};
+    use crate::elementary::{Ac3, Adts, FrameReader, Loas};
     static PROBE: OnceLock<Probe> = OnceLock::new();
     PROBE.get_or_init(|| {
         let mut probe = Probe::default();
         probe.register_all::<FrameReader<Adts>>();
         probe.register_all::<FrameReader<Loas>>();
+        probe.register_all::<FrameReader<Ac3>>();
         symphonia::default::register_enabled_formats(&mut probe);
         probe
     })
@@ -607,6 +663,7 @@ fn codecs() -> &'static CodecRegistry {
         symphonia::default::register_enabled_codecs(&mut registry);
         registry.register_all::<crate::opus::OpusDecoder>();
         registry.register_all::<crate::aac::AacDecoder>();
+        registry.register_all::<crate::ac3::Ac3Decoder>();
         registry
     })
 }
@@ -637,7 +694,7 @@ fn probe_error(name: &str, e: SymError, head: &[u8]) -> AudioError {
 
 /// Whether `head` starts as a file of a container sotto decodes does.
 fn known_start(head: &[u8]) -> bool {
-    const MAGIC: [&[u8]; 9] = [
+    const MAGIC: [&[u8]; 10] = [
         b"RIFF",
         b"RF64",
         b"fLaC",
@@ -647,6 +704,7 @@ fn known_start(head: &[u8]) -> bool {
         b"caff",
         b"\x1a\x45\xdf\xa3", // EBML: Matroska, WebM
         b"\xff",             // an MPEG audio frame's sync
+        b"\x0b\x77",         // an AC-3 syncframe's
     ];
     MAGIC.iter().any(|m| head.starts_with(m)) || head.get(4..8) == Some(b"ftyp")
 }

@@ -131,6 +131,30 @@ impl Framing for Loas {
     }
 }
 
+/// AC-3 and E-AC-3 syncframes (`.ac3`, `.eac3`; stream types 0x81 and 0x87 in a transport
+/// stream, or a private stream that a descriptor names so), which symphonia has no reader
+/// for. E-AC-3's frames are framed, for its decoder to say that it does not decode them.
+pub(crate) enum Ac3 {}
+
+impl Framing for Ac3 {
+    const HEADER: usize = 7;
+
+    fn frame_len(head: &[u8]) -> Option<usize> {
+        crate::ac3::Header::parse(head).map(|h| h.len)
+    }
+
+    fn params(first: &[u8]) -> Result<CodecParameters> {
+        let h =
+            crate::ac3::Header::parse(first).ok_or(Error::Unsupported("ac3: not a syncframe"))?;
+        let mut params = CodecParameters::new();
+        params
+            .for_codec(crate::ac3::CODEC_TYPE_AC3)
+            .with_sample_rate(h.rate)
+            .with_channels(h.channels());
+        Ok(params)
+    }
+}
+
 /// A symphonia [`FormatReader`] for a stream of `F`'s frames, registered ahead of
 /// symphonia's readers (`decode.rs`).
 pub(crate) struct FrameReader<F> {
@@ -212,6 +236,22 @@ impl QueryDescriptor for FrameReader<Loas> {
             &["loas", "latm"],
             &["audio/mp4a-latm"],
             &LOAS_MARKERS
+        )]
+    }
+
+    fn score(_context: &[u8]) -> u8 {
+        255
+    }
+}
+
+impl QueryDescriptor for FrameReader<Ac3> {
+    fn query() -> &'static [Descriptor] {
+        &[support_format!(
+            "ac3",
+            "Dolby Digital (AC-3, E-AC-3) syncframes",
+            &["ac3", "eac3", "ec3", "a52"],
+            &["audio/ac3", "audio/eac3"],
+            &[&[0x0B, 0x77]]
         )]
     }
 

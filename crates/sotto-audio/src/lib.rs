@@ -9,6 +9,7 @@
 //! ```
 
 mod aac;
+mod ac3;
 mod avi;
 mod caf;
 mod decode;

@@ -65,6 +65,7 @@ fn decoded(stream_type: u8) -> Option<&'static str> {
         0x03 | 0x04 => Some("mp3"), // MPEG-1 and MPEG-2 audio
         0x0F => Some("aac"),        // AAC in ADTS frames
         0x11 => Some("loas"),       // AAC in LATM, in LOAS frames (DVB)
+        0x81 | 0x87 => Some("ac3"), // AC-3 and E-AC-3 (ATSC; and DVB's, see `first_audio`)
         _ => None,
     }
 }
@@ -233,13 +234,33 @@ fn first_audio(s: &[u8]) -> Option<(u16, u8)> {
         let stream_type = rest[0];
         let pid = u16::from(rest[1] & 0x1F) << 8 | u16::from(rest[2]);
         let es_info = usize::from(rest[3] & 0x0F) << 8 | usize::from(rest[4]);
-        streams.push((pid, stream_type));
+        let descriptors = rest.get(5..5 + es_info).unwrap_or(&[]);
+        streams.push((pid, dvb_dolby(stream_type, descriptors)));
         rest = rest.get(5 + es_info..).unwrap_or(&[]);
     }
     let ours = streams.iter().find(|s| decoded(s.1).is_some());
     ours.or_else(|| streams.iter().find(|s| audio_type(s.1)))
         .or_else(|| streams.iter().find(|s| s.1 == PRIVATE))
         .copied()
+}
+
+/// The ATSC stream type of a private stream (0x06: DVB's way) that a descriptor names
+/// AC-3 (DVB's descriptor 0x6A, or a registration descriptor's "AC-3") or E-AC-3 (0x7A,
+/// "EAC3"); other streams' types as they are.
+fn dvb_dolby(stream_type: u8, mut descriptors: &[u8]) -> u8 {
+    if stream_type != PRIVATE {
+        return stream_type;
+    }
+    while let [tag, len, rest @ ..] = descriptors {
+        let body = rest.get(..usize::from(*len)).unwrap_or(rest);
+        match (tag, body) {
+            (0x6A, _) | (0x05, [b'A', b'C', b'-', b'3', ..]) => return 0x81,
+            (0x7A, _) | (0x05, [b'E', b'A', b'C', b'3', ..]) => return 0x87,
+            _ => {}
+        }
+        descriptors = rest.get(usize::from(*len)..).unwrap_or(&[]);
+    }
+    stream_type
 }
 
 /// Where a PES packet's payload starts in `payload` (after its header); None for a
@@ -384,10 +405,24 @@ mod tests {
     }
 
     #[test]
+    fn dvb_descriptors_name_dolby_streams() {
+        assert_eq!(
+            dvb_dolby(PRIVATE, &[0x0A, 4, b'e', b'n', b'g', 0, 0x6A, 1, 0]),
+            0x81
+        );
+        assert_eq!(dvb_dolby(PRIVATE, &[0x05, 4, b'A', b'C', b'-', b'3']), 0x81);
+        assert_eq!(dvb_dolby(PRIVATE, &[0x7A, 0]), 0x87);
+        // Subtitles, a descriptor cut short, and a stream type of its own.
+        assert_eq!(dvb_dolby(PRIVATE, &[0x59, 8, 0, 0]), PRIVATE);
+        assert_eq!(dvb_dolby(PRIVATE, &[0x6A]), PRIVATE);
+        assert_eq!(dvb_dolby(0x0F, &[0x6A, 0]), 0x0F);
+    }
+
+    #[test]
     fn other_codecs_and_no_audio_are_named() {
         assert_eq!(
-            read_all(stream(0x81, &[1], &[2])).unwrap_err(),
-            TsError::Codec(0x81)
+            read_all(stream(0x82, &[1], &[2])).unwrap_err(),
+            TsError::Codec(0x82)
         );
         assert_eq!(
             read_all(stream(0x1B, &[1], &[2])).unwrap_err(),

@@ -311,6 +311,64 @@ fn surround_and_he_aac_decode_as_ffmpeg_does() {
     }
 }
 
+/// AC-3 decodes as FFmpeg's decoder does: 5.1 (coupling, an LFE), the mix and the front
+/// pair, to within the dither both decoders add where a coefficient has no bits (random,
+/// and not the same random: A/52 leaves the generator to the decoder).
+#[test]
+fn ac3_decodes_as_ffmpeg_does() {
+    let ours = decode_file_keeping_stereo(&fixture("tones.51.ac3")).unwrap();
+    let ffmpeg = decode_file_keeping_stereo(&fixture("tones.51.ac3.flac")).unwrap();
+    assert_eq!((ours.sample_rate, ours.channels_in), (32_000, 6));
+    assert_eq!(ours.samples.len(), ffmpeg.samples.len());
+    let ([l, r], [fl, fr]) = (ours.stereo.unwrap(), ffmpeg.stereo.unwrap());
+    for (what, a, b) in [
+        ("mix", &ours.samples, &ffmpeg.samples),
+        ("left", &l, &fl),
+        ("right", &r, &fr),
+    ] {
+        let (signal, noise) = a.iter().zip(b).fold((0f64, 0f64), |(s, n), (x, y)| {
+            (s + f64::from(*y).powi(2), n + f64::from(x - y).powi(2))
+        });
+        let snr = 10.0 * (signal / noise).log10();
+        let d = a
+            .iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0f32, f32::max);
+        eprintln!("tones.51.ac3 {what}: SNR {snr:.1} dB, max difference {d}");
+        assert!(snr > 60.0 && d < 2e-3, "{what}: SNR {snr:.1} dB, {d} apart");
+        assert!(a.iter().any(|v| v.abs() > 0.1), "{what}: not silence");
+    }
+}
+
+/// AC-3 in every container that carries it decodes to what its frames decode to alone:
+/// Matroska's and MP4's tracks (which symphonia's readers leave unnamed), a transport
+/// stream's as ATSC and DVB mark it, and AVI's (`CONTAINERS` takes them through a pipe).
+#[test]
+fn ac3_of_every_container_decodes_alike() {
+    let raw = decode_file_keeping_stereo(&fixture("tones.ac3")).unwrap();
+    assert_eq!((raw.sample_rate, raw.channels_in), (32_000, 2));
+    assert!(raw.samples.iter().any(|v| v.abs() > 0.1));
+    let [l, r] = raw.stereo.as_ref().unwrap();
+    let apart = l
+        .iter()
+        .zip(r)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0f32, f32::max);
+    assert!(apart > 0.1, "left and right the same");
+    for name in [
+        "tones.ac3.mkv",
+        "tones.ac3.m4a",
+        "tones.ac3.ts",
+        "tones.dvb.ac3.ts",
+        "tones.ac3.avi",
+    ] {
+        let a = decode_file(&fixture(name)).unwrap();
+        assert_eq!((a.sample_rate, a.channels_in), (32_000, 2), "{name}");
+        assert_eq!(a.samples, raw.samples, "{name}");
+    }
+}
+
 #[test]
 fn webm_opus_and_m4a_aac_decode_like_the_wav_source() {
     let wav = load_16k_mono(fixture("tones.wav").to_str().unwrap()).unwrap();
@@ -357,7 +415,7 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
     assert_one_line(
         &e,
         &format!(
-            "{}: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, webm/mkv, avi, ts, aiff, caf)",
+            "{}: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, webm/mkv, avi, ts, aiff, caf)",
             notes.display()
         ),
     );
@@ -388,20 +446,30 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
     let e = decode_reader(&b"plain text, not audio at all"[..], None).unwrap_err();
     assert_one_line(
         &e.to_string(),
-        "stdin: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, webm/mkv, avi, ts, aiff, caf)",
+        "stdin: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, webm/mkv, avi, ts, aiff, caf)",
     );
 
-    // A container sotto reads with audio in a codec it does not decode (AC-3 in Matroska)
-    // names the codec as the trouble; one with video alone has no audio.
-    let e = decode_file(&fixture("tones.ac3.mkv"))
+    // A container sotto reads with audio in a codec it does not decode (DTS in Matroska)
+    // names the codec as the trouble, as E-AC-3 frames do; one with video alone has no
+    // audio.
+    let e = decode_file(&fixture("tones.dts.mkv"))
         .unwrap_err()
         .to_string();
     assert_one_line(
         &e,
         &format!(
-            "{}: its audio codec is not supported: a codec sotto does not decode (AC-3, \
-             E-AC-3, DTS and WMA are not)",
-            fixture("tones.ac3.mkv").display()
+            "{}: its audio codec is not supported: a codec sotto does not decode (E-AC-3, \
+             DTS and WMA are not)",
+            fixture("tones.dts.mkv").display()
+        ),
+    );
+    let e = decode_file(&fixture("tones.eac3")).unwrap_err().to_string();
+    assert_one_line(
+        &e,
+        &format!(
+            "{}: its audio codec is not supported: ac3: E-AC-3 (Dolby Digital Plus) is not \
+             decoded",
+            fixture("tones.eac3").display()
         ),
     );
     let e = decode_file(&fixture("video.mkv")).unwrap_err().to_string();
@@ -518,7 +586,7 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 19] = [
+const CONTAINERS: [&str; 22] = [
     "tones.wav",
     "tones.rf64.wav",
     "tones.flac",
@@ -537,6 +605,9 @@ const CONTAINERS: [&str; 19] = [
     "tones.avi",
     "tones.mp3.avi",
     "tones.ts",
+    "tones.ac3",
+    "tones.51.ac3",
+    "tones.ac3.mkv",
     "jfk.m4a",
 ];
 

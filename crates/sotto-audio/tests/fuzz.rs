@@ -6,7 +6,7 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 19] = [
+const FIXTURES: [&str; 23] = [
     "tones.wav",
     "tones.rf64.wav",
     "tones.flac",
@@ -26,6 +26,10 @@ const FIXTURES: [&str; 19] = [
     "tones.avi",
     "tones.mp3.avi",
     "tones.ts",
+    "tones.ac3",
+    "tones.51.ac3",
+    "tones.ac3.mkv",
+    "tones.ac3.m4a",
 ];
 const HINTS: [Option<&str>; 5] = [None, Some("wav"), Some("flac"), Some("mp3"), Some("ogg")];
 
