@@ -149,4 +149,8 @@ for f in tones.51.m4a tones.he.aac tones.51.ac3; do
     ffmpeg -hide_banner -loglevel error -y -i "$f" -c:a flac -sample_fmt s16 -fflags +bitexact \
         "$f.flac"
 done
+# FFmpeg's mix of that 5.1 decode to mono (its resampler's, which faster-whisper's
+# decode_audio uses), which tests/decode.rs compares sotto's mix with.
+ffmpeg -hide_banner -loglevel error -y -i tones.51.ac3.flac -ac 1 -c:a flac -sample_fmt s16 \
+    -fflags +bitexact tones.51.ac3.mono.flac
 ls -l tones.*

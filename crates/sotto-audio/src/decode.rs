@@ -8,7 +8,7 @@ use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::OnceLock;
 use std::thread::JoinHandle;
 
-use symphonia::core::audio::{SampleBuffer, SignalSpec};
+use symphonia::core::audio::{Channels, SampleBuffer, SignalSpec};
 use symphonia::core::codecs::{CodecParameters, CodecRegistry, DecoderOptions, CODEC_TYPE_NULL};
 use symphonia::core::errors::Error as SymError;
 use symphonia::core::formats::FormatOptions;
@@ -31,7 +31,8 @@ const MAX_INPUT_BYTES: u64 = 4 << 30;
 /// Decoded audio, downmixed to mono at the input's own sample rate.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Audio {
-    /// Mono samples (mean of the input channels), nominally in [-1, 1].
+    /// Mono samples, nominally in [-1, 1]: the input's channels mixed as FFmpeg mixes them
+    /// to mono (so as faster-whisper hears them; see [`mono_weights`]).
     pub samples: Vec<f32>,
     /// Sample rate of `samples`, in Hz (the input's rate).
     pub sample_rate: u32,
@@ -461,6 +462,14 @@ fn decode_inner(
     let mut decoder = make(&params)?;
 
     let mut mono = Mono::new(want, moov.edit);
+    // PCM's channel positions are a guess from their count (a WAV without a channel mask,
+    // Matroska), which FFmpeg makes otherwise.
+    mono.unlabelled = pcm_frame_bytes(&params).is_some()
+        || matches!(
+            params.codec,
+            symphonia::core::codecs::CODEC_TYPE_ADPCM_MS
+                | symphonia::core::codecs::CODEC_TYPE_ADPCM_IMA_WAV
+        );
     // Reused while packets keep the same layout and fit.
     let mut buf: Option<(SampleBuffer<f32>, SignalSpec, usize)> = None;
     let mut first_error: Option<String> = None;
@@ -783,10 +792,83 @@ struct Mono {
     kept: usize,
     /// Most input frames decoded (see [`MAX_SAMPLES`]).
     max_frames: usize,
+    /// Whether the decoder's channel positions are only a guess from their count.
+    unlabelled: bool,
+    /// Each channel's weight in the mix, and the positions they were made for.
+    weights: Vec<f32>,
+    weighed: Option<Channels>,
     /// The mix, then the left and right channels where they are kept: all of them at the
     /// input's rate, or the batch not yet handed to `resampling`.
     tracks: Vec<Vec<f32>>,
     resampling: Option<Resampling>,
+}
+
+/// Each channel's weight in the mono mix, in the decoder's order (that of `channels`'
+/// positions), as FFmpeg's resampler mixes a layout down to mono (measured through
+/// faster-whisper's `decode_audio`): the centre at 1, the front left and right (and those
+/// beside the centre) at √½, the LFE at 0 and every other channel (the surrounds) at ½,
+/// scaled to sum to 1. So 5.1 is 0.293 centre, 0.207 each front, 0.146 each surround,
+/// and stereo the mean. Where the positions are a guess from the count (`unlabelled`),
+/// they are FFmpeg's guess instead: 2.1 for three channels, 4.0 for four, 5.0, 5.1, 6.1
+/// and 7.1 for five to eight; more channels than FFmpeg guesses for, or none of them
+/// weighed, are averaged.
+fn mono_weights(channels: Channels, unlabelled: bool) -> Vec<f32> {
+    use Channels as C;
+    let n = channels.count();
+    let guess = |bits: &[C]| bits.iter().fold(C::empty(), |a, &b| a | b);
+    let surround5 = [
+        C::FRONT_LEFT,
+        C::FRONT_RIGHT,
+        C::FRONT_CENTRE,
+        C::REAR_LEFT,
+        C::REAR_RIGHT,
+    ];
+    let positions = match (unlabelled, n) {
+        (true, 3) => guess(&[C::FRONT_LEFT, C::FRONT_RIGHT, C::LFE1]),
+        (true, 4) => guess(&[
+            C::FRONT_LEFT,
+            C::FRONT_RIGHT,
+            C::FRONT_CENTRE,
+            C::REAR_CENTRE,
+        ]),
+        (true, 5) => guess(&surround5),
+        (true, 6) => guess(&surround5) | C::LFE1,
+        (true, 7) => {
+            guess(&surround5[..3]) | C::LFE1 | C::REAR_CENTRE | C::SIDE_LEFT | C::SIDE_RIGHT
+        }
+        (true, 8) => guess(&surround5) | C::LFE1 | C::SIDE_LEFT | C::SIDE_RIGHT,
+        (true, 9..) => C::empty(),
+        _ => channels,
+    };
+    let mut w: Vec<f32> = positions
+        .iter()
+        .map(|c| {
+            if c == C::FRONT_CENTRE {
+                1.0
+            } else if c == C::LFE1 || c == C::LFE2 {
+                0.0
+            } else if [
+                C::FRONT_LEFT,
+                C::FRONT_RIGHT,
+                C::FRONT_LEFT_CENTRE,
+                C::FRONT_RIGHT_CENTRE,
+            ]
+            .contains(&c)
+            {
+                std::f32::consts::FRAC_1_SQRT_2
+            } else {
+                0.5
+            }
+        })
+        .collect();
+    let total: f32 = w.iter().sum();
+    if w.len() != n || total <= 0.0 {
+        return vec![1.0 / n as f32; n];
+    }
+    for v in &mut w {
+        *v /= total;
+    }
+    w
 }
 
 /// What [`Mono`] decoded: the mix (and channels) at the input's rate, or at 16 kHz where
@@ -829,6 +911,9 @@ impl Mono {
             keep: (0, usize::MAX),
             kept: 0,
             max_frames: MAX_SAMPLES,
+            unlabelled: false,
+            weights: Vec::new(),
+            weighed: None,
             tracks: Vec::new(),
             resampling: None,
         }
@@ -916,15 +1001,18 @@ impl Mono {
             l.extend(kept.chunks_exact(channels).map(|f| finite(f[0])));
             r.extend(kept.chunks_exact(channels).map(|f| finite(f[right])));
         }
+        if self.weighed != Some(spec.channels) {
+            self.weights = mono_weights(spec.channels, self.unlabelled);
+            self.weighed = Some(spec.channels);
+        }
         let mix = &mut self.tracks[0];
-        if channels == 1 {
-            mix.extend(kept.iter().map(|&v| finite(v)));
-        } else {
-            let n = channels as f32;
-            mix.extend(
+        match &self.weights[..] {
+            [_] => mix.extend(kept.iter().map(|&v| finite(v))),
+            [a, b] => mix.extend(kept.chunks_exact(2).map(|f| finite(a * f[0] + b * f[1]))),
+            w => mix.extend(
                 kept.chunks_exact(channels)
-                    .map(|f| finite(f.iter().sum::<f32>() / n)),
-            );
+                    .map(|f| finite(f.iter().zip(w).map(|(v, w)| v * w).sum::<f32>())),
+            ),
         }
         if self.tracks[0].len() >= BATCH {
             if let Some(r) = self.resampling.take() {
@@ -972,6 +1060,62 @@ impl Mono {
 
 #[cfg(test)]
 mod tests {
+    /// The weights FFmpeg's resampler (through faster-whisper's `decode_audio`) gave each
+    /// layout's channels, to three places.
+    #[test]
+    fn mono_weights_are_ffmpegs() {
+        use super::mono_weights;
+        use symphonia::core::audio::Channels as C;
+        let round = |w: Vec<f32>| {
+            w.iter()
+                .map(|v| (v * 1000.0).round() / 1000.0)
+                .collect::<Vec<_>>()
+        };
+        let front = C::FRONT_LEFT | C::FRONT_RIGHT;
+        let cases: [(C, bool, &[f32]); 9] = [
+            (front, false, &[0.5, 0.5]),
+            (front | C::FRONT_CENTRE, false, &[0.293, 0.293, 0.414]),
+            (front | C::REAR_CENTRE, false, &[0.369, 0.369, 0.261]),
+            (
+                front | C::REAR_LEFT | C::REAR_RIGHT,
+                false,
+                &[0.293, 0.293, 0.207, 0.207],
+            ),
+            (
+                front | C::FRONT_CENTRE | C::LFE1 | C::SIDE_LEFT | C::SIDE_RIGHT,
+                false,
+                &[0.207, 0.207, 0.293, 0.0, 0.146, 0.146],
+            ),
+            (
+                C::from_bits(0xFF).unwrap(),
+                false,
+                &[0.146, 0.146, 0.207, 0.0, 0.104, 0.104, 0.146, 0.146],
+            ),
+            // Counts alone: FFmpeg's guesses (2.1, 4.0, 6.1).
+            (C::from_bits(0x7).unwrap(), true, &[0.5, 0.5, 0.0]),
+            (
+                C::from_bits(0xF).unwrap(),
+                true,
+                &[0.243, 0.243, 0.343, 0.172],
+            ),
+            (
+                C::from_bits(0x7F).unwrap(),
+                true,
+                &[0.181, 0.181, 0.255, 0.0, 0.128, 0.128, 0.128],
+            ),
+        ];
+        for (channels, unlabelled, want) in cases {
+            assert_eq!(
+                round(mono_weights(channels, unlabelled)),
+                want,
+                "{channels}"
+            );
+        }
+        // Nothing weighed (an LFE alone), and more channels than FFmpeg guesses for: a mean.
+        assert_eq!(mono_weights(C::LFE1, false), [1.0]);
+        assert_eq!(mono_weights(C::from_bits(0x3FF).unwrap(), true), [0.1; 10]);
+    }
+
     use super::*;
     use symphonia::core::audio::Channels;
 

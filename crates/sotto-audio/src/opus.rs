@@ -14,6 +14,29 @@ use symphonia::core::errors::{decode_error, unsupported_error, Result};
 use symphonia::core::formats::Packet;
 use symphonia::core::support_codec;
 
+/// The positions of Opus's (and Vorbis's) channel mapping family 1 layouts, the order the
+/// surround decoder puts them in (WAV's): mono, stereo, 3.0, quad, 5.0, 5.1, 6.1, 7.1.
+fn vorbis_positions(n: usize) -> Option<Channels> {
+    const FRONT: Channels = Channels::FRONT_LEFT.union(Channels::FRONT_RIGHT);
+    const REAR: Channels = Channels::REAR_LEFT.union(Channels::REAR_RIGHT);
+    const SIDE: Channels = Channels::SIDE_LEFT.union(Channels::SIDE_RIGHT);
+    const THREE: Channels = FRONT.union(Channels::FRONT_CENTRE);
+    Some(match n {
+        1 => Channels::FRONT_LEFT,
+        2 => FRONT,
+        3 => THREE,
+        4 => FRONT.union(REAR),
+        5 => THREE.union(REAR),
+        6 => THREE.union(REAR).union(Channels::LFE1),
+        7 => THREE
+            .union(Channels::LFE1)
+            .union(Channels::REAR_CENTRE)
+            .union(SIDE),
+        8 => THREE.union(Channels::LFE1).union(REAR).union(SIDE),
+        _ => return None,
+    })
+}
+
 /// Opus always decodes at 48 kHz.
 const RATE: u32 = 48_000;
 /// The longest packet Opus allows: 120 ms at 48 kHz.
@@ -345,8 +368,7 @@ impl Decoder for OpusDecoder {
             Ok(d) => d,
             Err(e) => return decode_error(opus_error(&e)),
         };
-        // The first `channels` positions: symphonia counts them; the mix does not weigh them.
-        let layout = Channels::from_bits_truncate((1u32 << head.channels) - 1);
+        let layout = vorbis_positions(head.channels).unwrap_or(Channels::FRONT_LEFT);
         let spec = SignalSpec::new(RATE, layout);
         Ok(OpusDecoder {
             params: params.clone(),

@@ -341,6 +341,34 @@ fn ac3_decodes_as_ffmpeg_does() {
     }
 }
 
+/// More than two channels mix to mono as FFmpeg's resampler mixes them (so as
+/// faster-whisper's `decode_audio` hears them: checked to one step of 16 bits), the centre
+/// weighed most and the LFE not at all: the 5.1 FLAC against `ffmpeg -ac 1`'s mix of it;
+/// and 5.1 from every decoder that names its channels, AC-3 and AAC as FLAC does.
+#[test]
+fn surround_mixes_to_mono_as_ffmpeg_does() {
+    let ours = decode_file(&fixture("tones.51.ac3.flac")).unwrap();
+    let ffmpeg = decode_file(&fixture("tones.51.ac3.mono.flac")).unwrap();
+    assert_eq!((ours.channels_in, ffmpeg.channels_in), (6, 1));
+    assert_eq!(ours.samples.len(), ffmpeg.samples.len());
+    let d = ours
+        .samples
+        .iter()
+        .zip(&ffmpeg.samples)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0f32, f32::max);
+    assert!(d < 1e-4, "{d} from FFmpeg's mix");
+    // The AC-3 itself mixes as its FLAC decode does (its own dither apart).
+    let ac3 = decode_file(&fixture("tones.51.ac3")).unwrap();
+    let d = ac3
+        .samples
+        .iter()
+        .zip(&ffmpeg.samples)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0f32, f32::max);
+    assert!(d < 2e-3, "AC-3: {d} from FFmpeg's mix");
+}
+
 /// AC-3 in every container that carries it decodes to what its frames decode to alone:
 /// Matroska's and MP4's tracks (which symphonia's readers leave unnamed), a transport
 /// stream's as ATSC and DVB mark it, and AVI's (`CONTAINERS` takes them through a pipe).
