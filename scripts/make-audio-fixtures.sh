@@ -54,13 +54,10 @@ ffmpeg -hide_banner -loglevel error -y -f lavfi -i color=c=gray:size=16x16:rate=
     -shortest -c:v mpeg2video -c:a aac -b:a 64k -fflags +bitexact -flags +bitexact tones.ts
 ffmpeg -hide_banner -loglevel error -y -i tones.ts -map 0:a -c:a copy -f adts -fflags +bitexact \
     tones.ts.aac
-# What sotto refuses, by name: DTS in Matroska (a codec it does not decode), E-AC-3 (Dolby
-# Digital Plus, which it recognises and does not decode), and a Matroska file with video
-# alone.
+# What sotto refuses, by name: DTS in Matroska (a codec it does not decode), and a
+# Matroska file with video alone.
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.2 -c:a dca -strict -2 -b:a 256k \
     -fflags +bitexact -flags +bitexact tones.dts.mkv
-ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.1 -c:a eac3 -b:a 96k -fflags +bitexact \
-    -flags +bitexact tones.eac3
 ffmpeg -hide_banner -loglevel error -y -f lavfi -i color=c=gray:size=16x16:rate=4 -t 0.25 -c:v mjpeg \
     -fflags +bitexact -flags +bitexact video.mkv
 # Opus in WebM (as browsers record), AAC in MP4 (as phones do: with an edit list).
@@ -144,8 +141,13 @@ ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.25 -c:a pcm_s16le \
     -af "pan=5.1|FL=c0|FR=c1|FC=0.5*c0+0.5*c1|LFE=0.2*c0|BL=0.7*c0|BR=0.7*c1" six.wav
 ffmpeg -hide_banner -loglevel error -y -i six.wav -c:a ac3 -b:a 256k -fflags +bitexact \
     -flags +bitexact tones.51.ac3
+# E-AC-3 (Dolby Digital Plus) of the same six, as frames and in MP4 (`ec-3`).
+ffmpeg -hide_banner -loglevel error -y -i six.wav -c:a eac3 -b:a 192k -fflags +bitexact \
+    -flags +bitexact tones.51.eac3
+ffmpeg -hide_banner -loglevel error -y -i tones.51.eac3 -c:a copy -fflags +bitexact \
+    -flags +bitexact tones.51.eac3.mp4
 rm six.wav
-for f in tones.51.m4a tones.he.aac tones.51.ac3; do
+for f in tones.51.m4a tones.he.aac tones.51.ac3 tones.51.eac3; do
     ffmpeg -hide_banner -loglevel error -y -i "$f" -c:a flac -sample_fmt s16 -fflags +bitexact \
         "$f.flac"
 done

@@ -8,8 +8,11 @@
 //! LFE and the surrounds), at full bandwidth and with the stream's dynamic range gain
 //! applied, as FFmpeg's decoder (which faster-whisper hears through) gives them.
 //!
-//! E-AC-3 (Dolby Digital Plus, bsid 11–16) frames are recognised, so that they get an error
-//! that names them, and not decoded.
+//! E-AC-3 (Dolby Digital Plus, A/52 Annex E: streaming services' 5.1) too: its frames of
+//! one to six blocks, frame-level strategies, and spectral extension; as FFmpeg does, the
+//! first program's independent substream is decoded (a 7.1 stream's 5.1 core) and the
+//! dependent ones are skipped. Its adaptive hybrid transform and enhanced coupling (which
+//! FFmpeg's decoder lacks too) are refused by name.
 
 use std::sync::{Arc, OnceLock};
 
@@ -202,6 +205,53 @@ const REMATRIX_BANDS: [usize; 5] = [13, 25, 37, 61, 253];
 /// Bits of an asymmetrically quantized mantissa by bit allocation pointer (6–15).
 const MANTISSA_BITS: [u32; 16] = [0, 0, 0, 0, 0, 0, 5, 6, 7, 8, 9, 10, 11, 12, 14, 16];
 
+/// E-AC-3's exponent strategies of a frame's six blocks for each 5-bit code (A/52 table
+/// E2.14; 0 reuse, 1 D15, 2 D25, 3 D45).
+const FRAME_STRATEGIES: [[u8; 6]; 32] = [
+    [1, 0, 0, 0, 0, 0],
+    [1, 0, 0, 0, 0, 3],
+    [1, 0, 0, 0, 2, 0],
+    [1, 0, 0, 0, 3, 3],
+    [2, 0, 0, 2, 0, 0],
+    [2, 0, 0, 2, 0, 3],
+    [2, 0, 0, 3, 2, 0],
+    [2, 0, 0, 3, 3, 3],
+    [2, 0, 1, 0, 0, 0],
+    [2, 0, 2, 0, 0, 3],
+    [2, 0, 2, 0, 2, 0],
+    [2, 0, 2, 0, 3, 3],
+    [2, 0, 3, 2, 0, 0],
+    [2, 0, 3, 2, 0, 3],
+    [2, 0, 3, 3, 2, 0],
+    [2, 0, 3, 3, 3, 3],
+    [3, 1, 0, 0, 0, 0],
+    [3, 1, 0, 0, 0, 3],
+    [3, 2, 0, 0, 2, 0],
+    [3, 2, 0, 0, 3, 3],
+    [3, 2, 0, 2, 0, 0],
+    [3, 2, 0, 2, 0, 3],
+    [3, 2, 0, 3, 2, 0],
+    [3, 2, 0, 3, 3, 3],
+    [3, 3, 1, 0, 0, 0],
+    [3, 3, 2, 0, 0, 3],
+    [3, 3, 2, 0, 2, 0],
+    [3, 3, 2, 0, 3, 3],
+    [3, 3, 3, 2, 0, 0],
+    [3, 3, 3, 2, 0, 3],
+    [3, 3, 3, 3, 2, 0],
+    [3, 3, 3, 3, 3, 3],
+];
+
+/// E-AC-3's default banding of the coupling and spectral extension sub-bands (A/52
+/// tables E2.16 and E2.15): 1 joins a sub-band to the one before.
+const DEFAULT_CPL_BANDS: [u8; 18] = [0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, 1, 0, 1, 1, 1, 1, 1];
+const DEFAULT_SPX_BANDS: [u8; 17] = [0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1];
+
+/// What a frame that a decoder lacks a coding tool for fails with, to be told from damage.
+const NO_AHT: &str = "ac3: E-AC-3's adaptive hybrid transform is not decoded";
+const NO_ECPL: &str = "ac3: E-AC-3's enhanced coupling is not decoded";
+const NO_REDUCED: &str = "ac3: E-AC-3 at a reduced sample rate is not decoded";
+
 /// The transform's scale and sign in A/52's conventions: what makes the samples FFmpeg's
 /// (measured on its decodes: the same to within its dither).
 const OUTPUT_GAIN: f32 = -2.0;
@@ -212,8 +262,17 @@ pub(crate) struct Header {
     pub(crate) rate: u32,
     /// The whole frame's bytes.
     pub(crate) len: usize,
-    /// E-AC-3 (Dolby Digital Plus), which is recognised and not decoded.
+    /// E-AC-3 (Dolby Digital Plus, A/52 Annex E).
     pub(crate) eac3: bool,
+    /// Audio blocks in the frame: 6 for AC-3, 1, 2, 3 or 6 for E-AC-3.
+    blocks: usize,
+    /// An E-AC-3 frame of a dependent substream (7.1's extra channels) or of a program
+    /// past the first, which FFmpeg skips too.
+    extra: bool,
+    /// E-AC-3's stream type: 0 independent, 1 dependent, 2 converted from AC-3.
+    stream_type: u8,
+    /// E-AC-3 at half its rates (`fscod` 3), which FFmpeg does not decode either.
+    reduced: bool,
     acmod: u8,
     lfe: bool,
 }
@@ -246,20 +305,33 @@ impl Header {
                     rate: RATES[fscod] >> bsid.saturating_sub(8),
                     len: usize::from(words) * 2,
                     eac3: false,
+                    blocks: BLOCKS,
+                    extra: false,
+                    stream_type: 2,
+                    reduced: false,
                     acmod,
                     lfe,
                 })
             }
             11..=16 => {
                 let words = (usize::from(b[2] & 7) << 8 | usize::from(b[3])) + 1;
-                let rate = match fscod {
-                    3 => *[24_000, 22_050, 16_000].get(usize::from((b[4] >> 4) & 3))?,
-                    _ => RATES[fscod],
+                let code = usize::from((b[4] >> 4) & 3);
+                let (rate, blocks) = match fscod {
+                    3 => (*[24_000, 22_050, 16_000].get(code)?, BLOCKS),
+                    _ => (RATES[fscod], [1, 2, 3, 6][code]),
                 };
+                let (stream_type, substream) = (b[2] >> 6, (b[2] >> 3) & 7);
+                if stream_type == 3 {
+                    return None;
+                }
                 Some(Self {
                     rate,
                     len: words * 2,
                     eac3: true,
+                    blocks,
+                    extra: stream_type == 1 || substream != 0,
+                    stream_type,
+                    reduced: fscod == 3,
                     acmod: (b[4] >> 1) & 7,
                     lfe: b[4] & 1 == 1,
                 })
@@ -594,6 +666,60 @@ struct Blocks {
     coeffs: [[f32; 256]; CHANNELS],
     /// The dither's state (a 32-bit xorshift).
     seed: u32,
+    syntax: Syntax,
+    /// E-AC-3's frame header: whether each block has a coupling strategy, and uses
+    /// coupling; each block's exponent strategies.
+    cpl_strategy: [bool; BLOCKS],
+    cpl_use: [bool; BLOCKS],
+    strategies: [[u8; CHANNELS]; BLOCKS],
+    first_cpl_coords: [bool; 5],
+    first_cpl_leak: bool,
+    spx: Spx,
+}
+
+/// E-AC-3's switches for what a frame's blocks carry (A/52 §E.1.2.3); AC-3's are all on,
+/// with an SNR offset for each channel.
+#[derive(Clone, Copy)]
+struct Syntax {
+    eac3: bool,
+    /// An independent stream's frame (not one converted from AC-3).
+    independent: bool,
+    block_switch: bool,
+    dither: bool,
+    bit_alloc: bool,
+    fast_gain: bool,
+    dba: bool,
+    skip: bool,
+    snr_strategy: u32,
+}
+
+const AC3_SYNTAX: Syntax = Syntax {
+    eac3: false,
+    independent: false,
+    block_switch: true,
+    dither: true,
+    bit_alloc: true,
+    fast_gain: false,
+    dba: true,
+    skip: true,
+    snr_strategy: 2,
+};
+
+/// E-AC-3's spectral extension (A/52 §E.3.6): the band above `src` rebuilt from copies of
+/// the band from `dst`, scaled to each band's coded energy and blended with noise.
+#[derive(Default)]
+struct Spx {
+    in_use: bool,
+    uses: [bool; 5],
+    first_coords: [bool; 5],
+    dst: usize,
+    src: usize,
+    end: usize,
+    bands: Vec<usize>,
+    /// Each channel's notch at the wrap points, where coded (A/52 table E.25's code).
+    atten: [Option<u32>; 5],
+    noise: [[f32; 17]; 5],
+    signal: [[f32; 17]; 5],
 }
 
 /// The inputs of a channel's bit allocation other than its exponents.
@@ -652,6 +778,13 @@ impl Blocks {
             bap: [[0; 256]; CHANNELS],
             coeffs: [[0.0; 256]; CHANNELS],
             seed: 0x2545_F491,
+            syntax: AC3_SYNTAX,
+            cpl_strategy: [false; BLOCKS],
+            cpl_use: [false; BLOCKS],
+            strategies: [[0; CHANNELS]; BLOCKS],
+            first_cpl_coords: [true; 5],
+            first_cpl_leak: false,
+            spx: Spx::default(),
         }
     }
 
@@ -677,11 +810,16 @@ impl Blocks {
     fn read(&mut self, r: &mut Bits, blk: usize) -> Parse<()> {
         let full = self.full;
         let first = blk == 0;
-        for ch in 0..full {
-            self.block_switch[ch] = r.bit()?;
+        let syntax = self.syntax;
+        if syntax.block_switch {
+            for ch in 0..full {
+                self.block_switch[ch] = r.bit()?;
+            }
         }
-        for ch in 0..full {
-            self.dither[ch] = r.bit()?;
+        if syntax.dither {
+            for ch in 0..full {
+                self.dither[ch] = r.bit()?;
+            }
         }
         for i in 0..1 + usize::from(self.acmod == 0) {
             if r.bit()? {
@@ -693,15 +831,21 @@ impl Blocks {
                 self.dynrng[i] = 1.0;
             }
         }
-        self.coupling_strategy(r, first)?;
+        if syntax.eac3 {
+            self.spx_strategy(r, first)?;
+            self.spx_coordinates(r)?;
+        }
+        self.coupling_strategy(r, blk)?;
         if self.cpl_in_use {
             self.coupling_coordinates(r, first)?;
         }
         if self.acmod == 2 {
-            if r.bit()? {
+            if (syntax.eac3 && first) || r.bit()? {
                 self.rematrix_bands = 4;
                 if self.cpl_in_use && self.start[CPL] <= 61 {
                     self.rematrix_bands -= 1 + usize::from(self.start[CPL] == 37);
+                } else if self.spx.in_use && self.spx.src <= 61 {
+                    self.rematrix_bands -= 1;
                 }
                 for f in &mut self.rematrix[..self.rematrix_bands] {
                     *f = r.bit()?;
@@ -712,61 +856,248 @@ impl Blocks {
         }
         let coded: Vec<usize> = self.coded().collect();
         for &ch in &coded {
-            self.strategy[ch] = r.get(if ch == LFE { 1 } else { 2 })? as u8;
+            self.strategy[ch] = match syntax.eac3 {
+                true => self.strategies[blk][ch],
+                false => r.get(if ch == LFE { 1 } else { 2 })? as u8,
+            };
         }
         self.bandwidths(r)?;
         for &ch in &coded {
             self.exponents(r, ch)?;
         }
         self.allocation_parameters(r, first, &coded)?;
-        if r.bit()? {
+        if syntax.skip && r.bit()? {
             let skip = r.get(9)? as usize;
             r.skip(8 * skip)?;
         }
         for &ch in &coded {
             self.allocate(ch)?;
         }
-        self.mantissas(r)
+        self.mantissas(r)?;
+        if self.spx.in_use {
+            self.extend_spectrum();
+        }
+        Ok(())
     }
 
-    fn coupling_strategy(&mut self, r: &mut Bits, first: bool) -> Parse<()> {
-        if !r.bit()? {
-            return match first {
+    /// A band structure: sub-bands of 12 coefficients from `begin` to `end`, each joined to
+    /// the one before where its bit (coded, or E-AC-3's default where none is) says.
+    /// None where an E-AC-3 block after the first keeps the structure it had.
+    fn band_structure(
+        &self,
+        r: &mut Bits,
+        blk: usize,
+        (begin, end): (usize, usize),
+        default: &[u8],
+    ) -> Parse<Option<Vec<usize>>> {
+        let coded: Vec<u8> = if !self.syntax.eac3 || r.bit()? {
+            (begin + 1..end)
+                .map(|_| r.bit().map(u8::from))
+                .collect::<std::result::Result<_, _>>()?
+        } else if blk == 0 {
+            default
+                .get(begin + 1..end)
+                .ok_or("ac3: a band structure past its table")?
+                .to_vec()
+        } else {
+            return Ok(None);
+        };
+        let mut bands = vec![12];
+        for join in coded {
+            match join {
+                1 => *bands.last_mut().expect("one band at least") += 12,
+                _ => bands.push(12),
+            }
+        }
+        Ok(Some(bands))
+    }
+
+    /// E-AC-3's spectral extension strategy: which channels, and its range and bands.
+    fn spx_strategy(&mut self, r: &mut Bits, first: bool) -> Parse<()> {
+        if !first && !r.bit()? {
+            return Ok(());
+        }
+        self.spx.in_use = r.bit()?;
+        if !self.spx.in_use {
+            self.spx.uses = [false; 5];
+            self.spx.first_coords = [true; 5];
+            return Ok(());
+        }
+        for ch in 0..self.full {
+            self.spx.uses[ch] = self.acmod == 1 || r.bit()?;
+        }
+        let dst = r.get(2)? as usize;
+        let widen = |b: usize| if b > 7 { 2 * b - 7 } else { b };
+        let begin = widen(r.get(3)? as usize + 2);
+        let end = widen(r.get(3)? as usize + 5);
+        let (dst, src, stop) = (25 + 12 * dst, 25 + 12 * begin, 25 + 12 * end);
+        if begin >= end || dst >= src {
+            return Err("ac3: an empty spectral extension range");
+        }
+        (self.spx.dst, self.spx.src, self.spx.end) = (dst, src, stop);
+        let blk = usize::from(!first);
+        if let Some(bands) = self.band_structure(r, blk, (begin, end), &DEFAULT_SPX_BANDS)? {
+            self.spx.bands = bands;
+        }
+        Ok(())
+    }
+
+    /// E-AC-3's spectral extension coordinates: each band's signal and noise levels.
+    fn spx_coordinates(&mut self, r: &mut Bits) -> Parse<()> {
+        if !self.spx.in_use {
+            return Ok(());
+        }
+        for ch in 0..self.full {
+            if !self.spx.uses[ch] {
+                self.spx.first_coords[ch] = true;
+                continue;
+            }
+            if !self.spx.first_coords[ch] && !r.bit()? {
+                continue;
+            }
+            self.spx.first_coords[ch] = false;
+            let blend = r.get(5)? as f32 / 32.0;
+            let master = 3 * r.get(2)? as i32;
+            let mut bin = self.spx.src;
+            for (band, &size) in self.spx.bands.iter().enumerate() {
+                let ratio = ((bin + size / 2) as f32 / self.spx.end as f32 - blend).clamp(0.0, 1.0);
+                bin += size;
+                let exp = r.get(4)? as i32;
+                let mant = r.get(2)? as f32;
+                let mant = if exp == 15 { 2.0 * mant } else { mant + 4.0 };
+                let coord = mant * ((2 - exp - master) as f32).exp2();
+                // Noise of unit variance: uniform in ±1, scaled by √3.
+                self.spx.noise[ch][band] = (3.0 * ratio).sqrt() * coord;
+                self.spx.signal[ch][band] = (1.0 - ratio).sqrt() * coord;
+            }
+        }
+        Ok(())
+    }
+
+    /// Rebuilds the spectral extension band of the channels that use it: copies of the
+    /// band from `dst` (wrapping where they reach `src`), notched at the wraps where the
+    /// frame says, scaled to each band's coded level and blended with noise of its energy.
+    fn extend_spectrum(&mut self) {
+        let Spx { dst, src, .. } = self.spx;
+        let bands = self.spx.bands.clone();
+        let mut wrap = vec![false; bands.len()];
+        wrap[0] = true;
+        let mut copies = Vec::new();
+        let mut bin = dst;
+        for (band, &size) in bands.iter().enumerate() {
+            if bin + size > src {
+                copies.push(bin - dst);
+                bin = dst;
+                wrap[band] = true;
+            }
+            let mut i = 0;
+            while i < size {
+                if bin == src {
+                    copies.push(bin - dst);
+                    bin = dst;
+                }
+                let n = (size - i).min(src - bin);
+                bin += n;
+                i += n;
+            }
+        }
+        copies.push(bin - dst);
+        for ch in 0..self.full {
+            if !self.spx.uses[ch] {
+                continue;
+            }
+            let c = &mut self.coeffs[ch];
+            let mut at = src;
+            for &n in &copies {
+                c.copy_within(dst..dst + n, at);
+                at += n;
+            }
+            let mut rms = Vec::with_capacity(bands.len());
+            let mut at = src;
+            for &size in &bands {
+                let energy: f32 = c[at..at + size].iter().map(|v| v * v).sum();
+                rms.push((energy / size as f32).sqrt());
+                at += size;
+            }
+            if let Some(code) = self.spx.atten[ch] {
+                let a = |k: u32| (-(((k + 1) * (code + 1)) as f32) / 15.0).exp2();
+                let notch = [a(0), a(1), a(2), a(1), a(0)];
+                let mut at = src - 2;
+                for (band, &size) in bands.iter().enumerate() {
+                    if wrap[band] {
+                        for (v, g) in c[at..at + 5].iter_mut().zip(notch) {
+                            *v *= g;
+                        }
+                    }
+                    at += size;
+                }
+            }
+            let mut at = src;
+            for (band, &size) in bands.iter().enumerate() {
+                let noise = self.spx.noise[ch][band] * rms[band];
+                let signal = self.spx.signal[ch][band];
+                for i in at..at + size {
+                    let mut x = self.seed;
+                    x ^= x << 13;
+                    x ^= x >> 17;
+                    x ^= x << 5;
+                    self.seed = x;
+                    let uniform = x as f32 / u32::MAX as f32 * 2.0 - 1.0;
+                    let c = &mut self.coeffs[ch];
+                    c[i] = c[i] * signal + noise * uniform;
+                }
+                at += size;
+            }
+        }
+    }
+
+    fn coupling_strategy(&mut self, r: &mut Bits, blk: usize) -> Parse<()> {
+        let eac3 = self.syntax.eac3;
+        let exists = match eac3 {
+            true => self.cpl_strategy[blk],
+            false => r.bit()?,
+        };
+        if !exists {
+            return match blk == 0 && !eac3 {
                 true => Err("ac3: no coupling strategy in a frame's first block"),
                 false => Ok(()),
             };
         }
-        self.cpl_in_use = r.bit()?;
+        self.cpl_in_use = match eac3 {
+            true => self.cpl_use[blk],
+            false => r.bit()?,
+        };
         if !self.cpl_in_use {
             self.in_cpl = [false; 5];
+            self.first_cpl_coords = [true; 5];
+            self.first_cpl_leak = eac3;
             self.phase_in_use = false;
             return Ok(());
         }
         if self.acmod < 2 {
             return Err("ac3: coupling in mono or dual mono");
         }
+        if eac3 && r.bit()? {
+            return Err(NO_ECPL);
+        }
         for ch in 0..self.full {
-            self.in_cpl[ch] = r.bit()?;
+            self.in_cpl[ch] = (eac3 && self.acmod == 2) || r.bit()?;
         }
         if self.acmod == 2 {
             self.phase_in_use = r.bit()?;
         }
         let begin = r.get(4)? as usize;
-        let end = r.get(4)? as usize + 3;
+        let end = match self.spx.in_use {
+            true => (self.spx.src.saturating_sub(37)) / 12,
+            false => r.get(4)? as usize + 3,
+        };
         if begin >= end {
             return Err("ac3: an empty coupling range");
         }
         self.start[CPL] = 37 + 12 * begin;
         self.end[CPL] = 37 + 12 * end;
-        // Sub-bands of 12 coefficients, each joined to the one before where its bit says.
-        self.cpl_bands.clear();
-        self.cpl_bands.push(12);
-        for _ in begin + 1..end {
-            if r.bit()? {
-                *self.cpl_bands.last_mut().expect("one band at least") += 12;
-            } else {
-                self.cpl_bands.push(12);
-            }
+        if let Some(bands) = self.band_structure(r, blk, (begin, end), &DEFAULT_CPL_BANDS)? {
+            self.cpl_bands = bands;
         }
         Ok(())
     }
@@ -775,9 +1106,11 @@ impl Blocks {
         let mut any = false;
         for ch in 0..self.full {
             if !self.in_cpl[ch] {
+                self.first_cpl_coords[ch] = true;
                 continue;
             }
-            if r.bit()? {
+            if (self.syntax.eac3 && self.first_cpl_coords[ch]) || r.bit()? {
+                self.first_cpl_coords[ch] = false;
                 any = true;
                 let master = 3 * r.get(2)? as i32;
                 for band in 0..self.cpl_bands.len() {
@@ -802,7 +1135,8 @@ impl Blocks {
     }
 
     /// The full-bandwidth channels' ends: the coupling range's start for coupled ones,
-    /// their bandwidth code's for the others.
+    /// the spectral extension's for those that use it, their bandwidth code's for the
+    /// others.
     fn bandwidths(&mut self, r: &mut Bits) -> Parse<()> {
         for ch in 0..self.full {
             self.start[ch] = 0;
@@ -811,6 +1145,8 @@ impl Blocks {
             }
             self.end[ch] = if self.in_cpl[ch] {
                 self.start[CPL]
+            } else if self.spx.uses[ch] && self.spx.in_use {
+                self.spx.src
             } else {
                 let code = r.get(6)? as usize;
                 if code > 60 {
@@ -870,33 +1206,59 @@ impl Blocks {
     }
 
     fn allocation_parameters(&mut self, r: &mut Bits, first: bool, coded: &[usize]) -> Parse<()> {
-        if r.bit()? {
-            self.slow_decay = SLOW_DECAY[r.get(2)? as usize] >> self.shift;
-            self.fast_decay = FAST_DECAY[r.get(2)? as usize] >> self.shift;
-            self.slow_gain = SLOW_GAIN[r.get(2)? as usize];
-            self.db_per_bit = DB_PER_BIT[r.get(2)? as usize];
-            self.floor = FLOOR[r.get(3)? as usize];
-        } else if first {
-            return Err("ac3: no bit allocation parameters in a frame's first block");
+        let syntax = self.syntax;
+        if syntax.bit_alloc {
+            if r.bit()? {
+                self.slow_decay = SLOW_DECAY[r.get(2)? as usize] >> self.shift;
+                self.fast_decay = FAST_DECAY[r.get(2)? as usize] >> self.shift;
+                self.slow_gain = SLOW_GAIN[r.get(2)? as usize];
+                self.db_per_bit = DB_PER_BIT[r.get(2)? as usize];
+                self.floor = FLOOR[r.get(3)? as usize];
+            } else if first {
+                return Err("ac3: no bit allocation parameters in a frame's first block");
+            }
         }
-        if r.bit()? {
-            let coarse = (r.get(6)? as i32 - 15) << 4;
+        // E-AC-3 codes its SNR offsets once a frame: in its header (strategy 0), or in its
+        // first block, for all channels (1) or each (2).
+        if !syntax.eac3 || first {
+            if syntax.snr_strategy != 0 && r.bit()? {
+                let coarse = (r.get(6)? as i32 - 15) << 4;
+                let mut snr = 0;
+                for (i, &ch) in coded.iter().enumerate() {
+                    if i == 0 || syntax.snr_strategy == 2 {
+                        snr = (coarse + r.get(4)? as i32) << 2;
+                    }
+                    self.snr[ch] = snr;
+                    if !syntax.eac3 {
+                        self.fast_gain[ch] = FAST_GAIN[r.get(3)? as usize];
+                    }
+                }
+            } else if !syntax.eac3 && first {
+                return Err("ac3: no SNR offsets in a frame's first block");
+            }
+        }
+        if syntax.fast_gain && r.bit()? {
             for &ch in coded {
-                self.snr[ch] = (coarse + r.get(4)? as i32) << 2;
                 self.fast_gain[ch] = FAST_GAIN[r.get(3)? as usize];
             }
-        } else if first {
-            return Err("ac3: no SNR offsets in a frame's first block");
-        }
-        if self.cpl_in_use {
-            if r.bit()? {
-                self.cpl_leak = (r.get(3)? as i32, r.get(3)? as i32);
-            } else if first {
-                return Err("ac3: no coupling leak in a frame's first block");
+        } else if syntax.eac3 && first {
+            for &ch in coded {
+                self.fast_gain[ch] = FAST_GAIN[4];
             }
         }
+        if syntax.independent && r.bit()? {
+            r.skip(10)?; // the converter's SNR offset
+        }
+        if self.cpl_in_use {
+            if self.first_cpl_leak || r.bit()? {
+                self.cpl_leak = (r.get(3)? as i32, r.get(3)? as i32);
+            } else if first && !syntax.eac3 {
+                return Err("ac3: no coupling leak in a frame's first block");
+            }
+            self.first_cpl_leak = false;
+        }
         let dba: Vec<usize> = coded.iter().copied().filter(|&c| c != LFE).collect();
-        if r.bit()? {
+        if syntax.dba && r.bit()? {
             for &ch in &dba {
                 self.dba_mode[ch] = r.get(2)? as u8;
                 if self.dba_mode[ch] == 3 {
@@ -916,6 +1278,195 @@ impl Blocks {
         } else if first {
             self.dba_mode = [DBA_NONE; CHANNELS];
         }
+        Ok(())
+    }
+
+    /// An E-AC-3 frame's bit stream information and audio frame fields (A/52 §E.1.2.2–3),
+    /// from after its bsid: the switches of what its blocks carry, and its strategies.
+    fn eac3_header(&mut self, r: &mut Bits, h: &Header) -> Parse<()> {
+        let (acmod, blocks) = (h.acmod, h.blocks);
+        let programs = if acmod == 0 { 2 } else { 1 };
+        let stream_type = h.stream_type;
+        for _ in 0..programs {
+            r.skip(5)?; // dialnorm
+            if r.bit()? {
+                r.skip(8)?; // compr
+            }
+        }
+        if r.bit()? {
+            // Mixing metadata.
+            if acmod > 2 {
+                r.skip(2)?;
+                if acmod & 1 != 0 {
+                    r.skip(6)?;
+                }
+                if acmod & 4 != 0 {
+                    r.skip(6)?;
+                }
+            }
+            if h.lfe && r.bit()? {
+                r.skip(5)?;
+            }
+            if stream_type == 0 {
+                for _ in 0..programs {
+                    if r.bit()? {
+                        r.skip(6)?;
+                    }
+                }
+                if r.bit()? {
+                    r.skip(6)?;
+                }
+                match r.get(2)? {
+                    1 => r.skip(5)?,
+                    2 => r.skip(12)?,
+                    3 => {
+                        let bits = (r.get(5)? as usize + 2) * 8;
+                        r.skip(bits)?;
+                    }
+                    _ => {}
+                }
+                if acmod < 2 {
+                    for _ in 0..programs {
+                        if r.bit()? {
+                            r.skip(14)?;
+                        }
+                    }
+                }
+                if r.bit()? {
+                    for _ in 0..blocks {
+                        if blocks == 1 || r.bit()? {
+                            r.skip(5)?;
+                        }
+                    }
+                }
+            }
+        }
+        if r.bit()? {
+            // Informational metadata.
+            r.skip(5)?;
+            if acmod == 2 {
+                r.skip(4)?;
+            }
+            if acmod >= 6 {
+                r.skip(2)?;
+            }
+            for _ in 0..programs {
+                if r.bit()? {
+                    r.skip(8)?;
+                }
+            }
+            r.skip(1)?;
+        }
+        if stream_type == 0 && blocks != 6 {
+            r.skip(1)?;
+        }
+        if stream_type == 2 && (blocks == 6 || r.bit()?) {
+            r.skip(6)?;
+        }
+        if r.bit()? {
+            let len = r.get(6)? as usize + 1;
+            r.skip(8 * len)?;
+        }
+        let (lut_strategies, aht) = match blocks {
+            6 => (!r.bit()?, r.bit()?),
+            _ => (false, false),
+        };
+        let snr_strategy = r.get(2)?;
+        let transient = r.bit()?;
+        self.syntax = Syntax {
+            eac3: true,
+            independent: stream_type == 0,
+            block_switch: r.bit()?,
+            dither: r.bit()?,
+            bit_alloc: r.bit()?,
+            fast_gain: r.bit()?,
+            dba: r.bit()?,
+            skip: r.bit()?,
+            snr_strategy,
+        };
+        let atten = r.bit()?;
+        if !self.syntax.block_switch {
+            self.block_switch = [false; 5];
+        }
+        if !self.syntax.dither {
+            self.dither = [true; 5];
+        }
+        if !self.syntax.bit_alloc {
+            self.slow_decay = SLOW_DECAY[2];
+            self.fast_decay = FAST_DECAY[1];
+            self.slow_gain = SLOW_GAIN[1];
+            self.db_per_bit = DB_PER_BIT[2];
+            self.floor = FLOOR[7];
+        }
+        for blk in 0..blocks {
+            self.cpl_strategy[blk] = acmod > 1 && (blk == 0 || r.bit()?);
+            self.cpl_use[blk] = match (acmod > 1, self.cpl_strategy[blk]) {
+                (false, _) => false,
+                (true, true) => r.bit()?,
+                (true, false) => self.cpl_use[blk - 1],
+            };
+        }
+        let cpl_blocks = self.cpl_use[..blocks].iter().filter(|&&u| u).count();
+        if lut_strategies {
+            let cpl = (cpl_blocks > 0).then_some(CPL);
+            for ch in cpl.into_iter().chain(0..self.full) {
+                let code = r.get(5)? as usize;
+                for (block, &strategy) in self.strategies.iter_mut().zip(&FRAME_STRATEGIES[code]) {
+                    block[ch] = strategy;
+                }
+            }
+        } else {
+            for blk in 0..blocks {
+                let cpl = self.cpl_use[blk].then_some(CPL);
+                for ch in cpl.into_iter().chain(0..self.full) {
+                    self.strategies[blk][ch] = r.get(2)? as u8;
+                }
+            }
+        }
+        if h.lfe {
+            for blk in 0..blocks {
+                self.strategies[blk][LFE] = r.get(1)? as u8;
+            }
+        }
+        if stream_type == 0 && (blocks == 6 || r.bit()?) {
+            r.skip(5 * self.full)?;
+        }
+        if aht {
+            let cpl = (cpl_blocks == 6).then_some(CPL);
+            let lfe = h.lfe.then_some(LFE);
+            for ch in cpl.into_iter().chain(0..self.full).chain(lfe) {
+                let reused = (1..BLOCKS)
+                    .all(|b| self.strategies[b][ch] == 0 && (ch != CPL || !self.cpl_strategy[b]));
+                if reused && r.bit()? {
+                    return Err(NO_AHT);
+                }
+            }
+        }
+        if snr_strategy == 0 {
+            let coarse = (r.get(6)? as i32 - 15) << 4;
+            let snr = (coarse + r.get(4)? as i32) << 2;
+            self.snr = [snr; CHANNELS];
+        }
+        if transient {
+            for _ in 0..self.full {
+                if r.bit()? {
+                    r.skip(18)?;
+                }
+            }
+        }
+        for ch in 0..self.full {
+            self.spx.atten[ch] = match atten && r.bit()? {
+                true => Some(r.get(5)?),
+                false => None,
+            };
+        }
+        if blocks > 1 && r.bit()? {
+            let bits = (h.len - 2).ilog2() as usize;
+            r.skip((blocks - 1) * (4 + bits))?;
+        }
+        self.spx.first_coords = [true; 5];
+        self.first_cpl_coords = [true; 5];
+        self.first_cpl_leak = true;
         Ok(())
     }
 
@@ -1205,7 +1756,7 @@ impl Blocks {
     }
 }
 
-/// A symphonia [`Decoder`] for AC-3.
+/// A symphonia [`Decoder`] for AC-3 and E-AC-3.
 pub(crate) struct Ac3Decoder {
     params: CodecParameters,
     blocks: Box<Blocks>,
@@ -1221,18 +1772,21 @@ impl Ac3Decoder {
         self.buf.clear();
         let mut decoded = 0;
         while let Some(h) = Header::parse(data) {
-            if h.eac3 {
-                return unsupported_error("ac3: E-AC-3 (Dolby Digital Plus) is not decoded");
-            }
             let Some(frame) = data.get(..h.len) else {
                 break;
             };
-            self.frame(h, frame)?;
+            if h.reduced {
+                return unsupported_error(NO_REDUCED);
+            }
+            // A dependent substream's frame, or another program's: skipped, as FFmpeg does.
+            if !h.extra {
+                self.frame(h, frame)?;
+            }
             data = &data[h.len..];
             decoded += 1;
         }
         if decoded == 0 {
-            return decode_error("ac3: not an AC-3 syncframe");
+            return decode_error("ac3: not an AC-3 or E-AC-3 syncframe");
         }
         Ok(())
     }
@@ -1240,6 +1794,7 @@ impl Ac3Decoder {
     /// Decodes one syncframe onto the end of `buf`; a frame whose blocks do not parse
     /// comes out silent (as long as it is, so that what follows keeps its time).
     fn frame(&mut self, h: Header, frame: &[u8]) -> Result<()> {
+        let samples = h.blocks * BLOCK;
         let mask = h.channels();
         let out = mask.count();
         let spec = self.buf.spec();
@@ -1250,7 +1805,7 @@ impl Ac3Decoder {
             self.buf = AudioBuffer::new(4 * FRAME_SAMPLES as u64, SignalSpec::new(h.rate, mask));
             self.delay = vec![[0.0; BLOCK]; out];
         }
-        if self.buf.capacity() < self.buf.frames() + FRAME_SAMPLES {
+        while self.buf.capacity() < self.buf.frames() + samples {
             let mut bigger = AudioBuffer::new(
                 (2 * self.buf.capacity()) as u64,
                 SignalSpec::new(h.rate, mask),
@@ -1262,7 +1817,7 @@ impl Ac3Decoder {
             self.buf = bigger;
         }
         let at = self.buf.frames();
-        self.buf.render_reserved(Some(FRAME_SAMPLES));
+        self.buf.render_reserved(Some(samples));
         // Where each coded channel goes among the output's, which are in mask order.
         let rank = |c: Channels| (mask.bits() & (c.bits() - 1)).count_ones() as usize;
         let mut place: Vec<(usize, usize)> = coded_positions(h.acmod)
@@ -1278,14 +1833,33 @@ impl Ac3Decoder {
         b.acmod = h.acmod;
         b.lfe = h.lfe;
         b.fscod = usize::from(frame[4] >> 6);
-        b.shift = u32::from(frame[5] >> 3).saturating_sub(8);
         let mut r = Bits::new(frame);
-        let parsed = skip_bsi(&mut r, h.acmod).map_err(<&str>::from);
-        let mut failed = parsed.is_err();
+        let parsed = if h.eac3 {
+            b.shift = 0;
+            // syncinfo and bsi up to bsid: 16 + 2 + 3 + 11 + 2 + 2 + 3 + 1 + 5 bits.
+            r.skip(45)
+                .map_err(<&str>::from)
+                .and_then(|()| b.eac3_header(&mut r, &h))
+        } else {
+            b.shift = u32::from(frame[5] >> 3).saturating_sub(8);
+            b.syntax = AC3_SYNTAX;
+            b.first_cpl_leak = false;
+            b.spx.in_use = false;
+            b.spx.uses = [false; 5];
+            skip_bsi(&mut r, h.acmod).map_err(<&str>::from)
+        };
+        let mut failed = match parsed {
+            Err(e) if e == NO_AHT => return unsupported_error(NO_AHT),
+            parsed => parsed.is_err(),
+        };
         let mut long = [0f32; 2 * BLOCK];
-        for blk in 0..BLOCKS {
-            if !failed && self.blocks.read(&mut r, blk).is_err() {
-                failed = true;
+        for blk in 0..h.blocks {
+            if !failed {
+                match self.blocks.read(&mut r, blk) {
+                    Err(e) if e == NO_ECPL => return unsupported_error(NO_ECPL),
+                    Err(_) => failed = true,
+                    Ok(()) => {}
+                }
             }
             for &(ch, o) in &place {
                 let out = &mut self.buf.chan_mut(o)[at + blk * BLOCK..][..BLOCK];
@@ -1381,7 +1955,7 @@ impl Decoder for Ac3Decoder {
         &[support_codec!(
             CODEC_TYPE_AC3,
             "ac3",
-            "Dolby Digital (AC-3, ATSC A/52)"
+            "Dolby Digital (AC-3) and Dolby Digital Plus (E-AC-3), ATSC A/52"
         )]
     }
 
@@ -1557,10 +2131,8 @@ mod tests {
         use proptest::prelude::*;
         let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(2000));
         let frame = (
-            0u8..38,
-            0u8..3,
-            0u8..11,
-            any::<u8>(),
+            (0u8..38, 0u8..4, 0u8..17),
+            (any::<u8>(), any::<u8>(), any::<u8>()),
             proptest::collection::vec(any::<u8>(), 0..4000),
         );
         runner
@@ -1571,8 +2143,14 @@ mod tests {
                     p
                 };
                 let mut dec = Ac3Decoder::try_new(&params, &DecoderOptions::default()).unwrap();
-                for (size, fscod, bsid, modes, mut body) in frames {
-                    let mut bytes = vec![0x0B, 0x77, 0, 0, fscod << 6 | size, bsid << 3, modes];
+                for ((size, fscod, bsid), (b2, b3, modes), mut body) in frames {
+                    // AC-3's frame size code, or E-AC-3's size, stream and blocks.
+                    let b4 = match bsid {
+                        0..=10 => fscod << 6 | size,
+                        _ => fscod << 6 | (size & 0x3F),
+                    };
+                    let b2 = if bsid > 10 { b2 & 0x3F } else { b2 };
+                    let mut bytes = vec![0x0B, 0x77, b2, b3, b4, bsid << 3, modes];
                     if let Some(h) = Header::parse(&bytes) {
                         body.resize(h.len - bytes.len(), 0);
                     }
@@ -1589,6 +2167,73 @@ mod tests {
                 Ok(())
             })
             .unwrap();
+    }
+
+    /// Bits, most significant first, for frames built by hand.
+    #[derive(Default)]
+    struct Writer(Vec<bool>);
+
+    impl Writer {
+        fn put(&mut self, n: u32, v: u32) -> &mut Self {
+            self.0.extend((0..n).rev().map(|i| v >> i & 1 == 1));
+            self
+        }
+
+        fn bytes(&self, len: usize) -> Vec<u8> {
+            let mut b = vec![0u8; len];
+            for (i, &bit) in self.0.iter().enumerate() {
+                b[i / 8] |= u8::from(bit) << (7 - i % 8);
+            }
+            b
+        }
+    }
+
+    /// An E-AC-3 frame whose channels use the adaptive hybrid transform, which sotto does
+    /// not decode, is refused as unsupported (the file's error names the tool), not taken
+    /// for a damaged one and silenced.
+    #[test]
+    fn e_ac3_tools_sotto_lacks_are_named() {
+        let words = 256;
+        let mut w = Writer::default();
+        // syncinfo and bsi: independent stream 0, 48 kHz, six blocks, stereo, bsid 16,
+        // dialnorm, and no compression, metadata or extra information.
+        w.put(16, 0x0B77)
+            .put(2, 0)
+            .put(3, 0)
+            .put(11, words - 1)
+            .put(2, 0)
+            .put(2, 3);
+        w.put(3, 2)
+            .put(1, 0)
+            .put(5, 16)
+            .put(5, 0)
+            .put(1, 0)
+            .put(1, 0)
+            .put(1, 0)
+            .put(1, 0);
+        // audfrm: AC-3-style exponent strategies, AHT on; the switches off.
+        w.put(1, 1)
+            .put(1, 1)
+            .put(2, 0)
+            .put(1, 0)
+            .put(6, 0)
+            .put(1, 0);
+        // No coupling in block 0, no new strategy after.
+        w.put(1, 0).put(5, 0);
+        // Exponents new in block 0 (D15) and reused after, both channels.
+        w.put(2, 1).put(2, 1).put(20, 0);
+        // The converter's exponent strategies, then AHT on for the first channel.
+        w.put(10, 0).put(1, 1);
+        let frame = w.bytes(2 * words as usize);
+        let h = Header::parse(&frame).unwrap();
+        assert!(h.eac3 && !h.extra && h.blocks == 6);
+        let mut p = CodecParameters::new();
+        p.for_codec(CODEC_TYPE_AC3);
+        let mut dec = Ac3Decoder::try_new(&p, &DecoderOptions::default()).unwrap();
+        match dec.decode(&Packet::new_from_slice(0, 0, 0, &frame)) {
+            Err(symphonia::core::errors::Error::Unsupported(what)) => assert_eq!(what, NO_AHT),
+            other => panic!("{:?}", other.map(|b| b.frames())),
+        }
     }
 
     #[test]

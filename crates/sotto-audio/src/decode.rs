@@ -518,8 +518,9 @@ fn decode_inner(
                 first_error.get_or_insert_with(|| e.to_string());
                 continue;
             }
-            // A coding the decoder lacks, seen in the stream's first frames (E-AC-3's).
-            Err(SymError::Unsupported(what)) if mono.rate.is_none() => {
+            // A coding tool the decoder lacks (E-AC-3's adaptive hybrid transform, say):
+            // an error wherever it comes, lest the rest of the stream be dropped unsaid.
+            Err(SymError::Unsupported(what)) => {
                 return Err(AudioError::Codec {
                     input: name.to_string(),
                     detail: what.to_string(),
@@ -602,7 +603,7 @@ fn no_track(name: &str, tracks: &[symphonia::core::formats::Track], sound: bool)
     if sound || tracks.iter().any(audio) {
         AudioError::Codec {
             input,
-            detail: "a codec sotto does not decode (E-AC-3, DTS and WMA are not)".into(),
+            detail: "a codec sotto does not decode (DTS and WMA are not)".into(),
         }
     } else if tracks.is_empty() {
         AudioError::Unsupported { input }

@@ -311,15 +311,25 @@ fn surround_and_he_aac_decode_as_ffmpeg_does() {
     }
 }
 
-/// AC-3 decodes as FFmpeg's decoder does: 5.1 (coupling, an LFE), the mix and the front
-/// pair, to within the dither both decoders add where a coefficient has no bits (random,
-/// and not the same random: A/52 leaves the generator to the decoder).
+/// AC-3 and E-AC-3 decode as FFmpeg's decoder does: 5.1 (coupling, an LFE; E-AC-3's
+/// frame-level strategies), the mix and the front pair, to within the dither both
+/// decoders add where a coefficient has no bits (random, and not the same random: A/52
+/// leaves the generator to the decoder). E-AC-3 in MP4 (`ec-3`) decodes as its frames do.
 #[test]
 fn ac3_decodes_as_ffmpeg_does() {
-    let ours = decode_file_keeping_stereo(&fixture("tones.51.ac3")).unwrap();
-    let ffmpeg = decode_file_keeping_stereo(&fixture("tones.51.ac3.flac")).unwrap();
-    assert_eq!((ours.sample_rate, ours.channels_in), (32_000, 6));
-    assert_eq!(ours.samples.len(), ffmpeg.samples.len());
+    for name in ["tones.51.ac3", "tones.51.eac3"] {
+        ac3_matches_ffmpeg(name);
+    }
+    let frames = decode_file(&fixture("tones.51.eac3")).unwrap();
+    let mp4 = decode_file(&fixture("tones.51.eac3.mp4")).unwrap();
+    assert_eq!(mp4.samples, frames.samples);
+}
+
+fn ac3_matches_ffmpeg(name: &str) {
+    let ours = decode_file_keeping_stereo(&fixture(name)).unwrap();
+    let ffmpeg = decode_file_keeping_stereo(&fixture(&format!("{name}.flac"))).unwrap();
+    assert_eq!((ours.sample_rate, ours.channels_in), (32_000, 6), "{name}");
+    assert_eq!(ours.samples.len(), ffmpeg.samples.len(), "{name}");
     let ([l, r], [fl, fr]) = (ours.stereo.unwrap(), ffmpeg.stereo.unwrap());
     for (what, a, b) in [
         ("mix", &ours.samples, &ffmpeg.samples),
@@ -335,9 +345,15 @@ fn ac3_decodes_as_ffmpeg_does() {
             .zip(b)
             .map(|(x, y)| (x - y).abs())
             .fold(0f32, f32::max);
-        eprintln!("tones.51.ac3 {what}: SNR {snr:.1} dB, max difference {d}");
-        assert!(snr > 60.0 && d < 2e-3, "{what}: SNR {snr:.1} dB, {d} apart");
-        assert!(a.iter().any(|v| v.abs() > 0.1), "{what}: not silence");
+        eprintln!("{name} {what}: SNR {snr:.1} dB, max difference {d}");
+        assert!(
+            snr > 60.0 && d < 2e-3,
+            "{name} {what}: SNR {snr:.1} dB, {d} apart"
+        );
+        assert!(
+            a.iter().any(|v| v.abs() > 0.1),
+            "{name} {what}: not silence"
+        );
     }
 }
 
@@ -478,26 +494,16 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
     );
 
     // A container sotto reads with audio in a codec it does not decode (DTS in Matroska)
-    // names the codec as the trouble, as E-AC-3 frames do; one with video alone has no
-    // audio.
+    // names the codec as the trouble; one with video alone has no audio.
     let e = decode_file(&fixture("tones.dts.mkv"))
         .unwrap_err()
         .to_string();
     assert_one_line(
         &e,
         &format!(
-            "{}: its audio codec is not supported: a codec sotto does not decode (E-AC-3, \
-             DTS and WMA are not)",
+            "{}: its audio codec is not supported: a codec sotto does not decode (DTS and \
+             WMA are not)",
             fixture("tones.dts.mkv").display()
-        ),
-    );
-    let e = decode_file(&fixture("tones.eac3")).unwrap_err().to_string();
-    assert_one_line(
-        &e,
-        &format!(
-            "{}: its audio codec is not supported: ac3: E-AC-3 (Dolby Digital Plus) is not \
-             decoded",
-            fixture("tones.eac3").display()
         ),
     );
     let e = decode_file(&fixture("video.mkv")).unwrap_err().to_string();
@@ -614,7 +620,7 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 22] = [
+const CONTAINERS: [&str; 23] = [
     "tones.wav",
     "tones.rf64.wav",
     "tones.flac",
@@ -636,6 +642,7 @@ const CONTAINERS: [&str; 22] = [
     "tones.ac3",
     "tones.51.ac3",
     "tones.ac3.mkv",
+    "tones.51.eac3",
     "jfk.m4a",
 ];
 

@@ -6,7 +6,7 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 23] = [
+const FIXTURES: [&str; 24] = [
     "tones.wav",
     "tones.rf64.wav",
     "tones.flac",
@@ -30,6 +30,7 @@ const FIXTURES: [&str; 23] = [
     "tones.51.ac3",
     "tones.ac3.mkv",
     "tones.ac3.m4a",
+    "tones.51.eac3",
 ];
 const HINTS: [Option<&str>; 5] = [None, Some("wav"), Some("flac"), Some("mp3"), Some("ogg")];
 
