@@ -9,7 +9,7 @@ Writes to tests/golden/:
   model_<m>_ctx557_logits0.f32       raw first-step logits for the prompt of model.py
 
 Requires numpy, ctranslate2 4.8.x, faster-whisper; models in ~/.cache/sotto/models/<m>;
-model_jfk_mel.f32 from model.py. Run: python3 scripts/goldens/audio_ctx.py
+mel80_jfk.f32 from model.py (or mel.py). Run: python3 scripts/goldens/audio_ctx.py
 """
 import os
 from pathlib import Path
@@ -25,7 +25,7 @@ PROMPTS = {"tiny.en": [50257, 50362], "base": [50258, 50259, 50359, 50363]}
 
 
 def main():
-    mel = np.fromfile(OUT / "model_jfk_mel.f32", dtype="<f4").reshape(80, -1)
+    mel = np.fromfile(OUT / "mel80_jfk.f32", dtype="<f4").reshape(80, -1)
     window = np.zeros((1, 80, 2 * CTX), np.float32)
     n = min(2 * CTX, mel.shape[1])
     window[0, :, :n] = mel[:, :n]

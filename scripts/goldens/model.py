@@ -2,7 +2,7 @@
 """Goldens for sotto-model: the Whisper forward pass of CTranslate2 (float32 compute).
 
 Writes to tests/golden/:
-  model_jfk_mel.f32            [80, n_frames] log-mel of jfk.wav (faster-whisper FeatureExtractor,
+  mel80_jfk.f32                [80, n_frames] log-mel of jfk.wav (faster-whisper FeatureExtractor,
                                padding=160), unpadded; the test pads with zeros to 3000 frames.
   model_<m>_enc_every10.f32    encoder output rows 0, 10, 20, ... : [150, n_audio_state]
   model_<m>_logits0.f32        raw first-step logits for the prompt: [n_vocab]
@@ -44,7 +44,8 @@ def main():
     OUT.mkdir(parents=True, exist_ok=True)
     audio = decode_audio(str(SHARED / "data/clips/real/jfk.wav"), sampling_rate=16000)
     mel = FeatureExtractor(feature_size=80)(audio, padding=160)[:, :N_FRAMES]
-    meta = {"mel": {"file": "model_jfk_mel.f32", "shape": write_f32("model_jfk_mel.f32", mel)}}
+    # The same bytes as mel.py's mel80_jfk.f32: one file serves both.
+    meta = {"mel": {"file": "mel80_jfk.f32", "shape": write_f32("mel80_jfk.f32", mel)}}
     window = np.pad(mel, ((0, 0), (0, N_FRAMES - mel.shape[1])))[None].astype(np.float32)
 
     for name, prompt in PROMPTS.items():

@@ -142,13 +142,14 @@ pub fn jfk_model_goldens() -> (serde_json::Value, Vec<f32>) {
     let path = golden("model_goldens.json");
     let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let meta: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-    let raw = read_f32(&golden("model_jfk_mel.f32"));
+    let file = meta["mel"]["file"].as_str().expect("the mel's file");
+    let raw = read_f32(&golden(file));
     let shape = &meta["mel"]["shape"];
     let (n_mels, n) = (
         shape[0].as_u64().unwrap() as usize,
         shape[1].as_u64().unwrap() as usize,
     );
-    assert_eq!(raw.len(), n_mels * n, "model_jfk_mel.f32 against its shape");
+    assert_eq!(raw.len(), n_mels * n, "{file} against its shape");
     let mut mel = vec![0.0f32; n_mels * 3000];
     for m in 0..n_mels {
         mel[m * 3000..m * 3000 + n].copy_from_slice(&raw[m * n..(m + 1) * n]);
