@@ -2,6 +2,7 @@
 //! exponents, parametric bit allocation, mantissas, coupling and rematrixing, to the
 //! transform coefficients of every channel.
 
+use super::aht::HEBAP;
 use super::eac3::Spx;
 use super::tables::*;
 use super::{Bits, Parse, BLOCKS, CHANNELS, CPL, LFE, NO_ECPL};
@@ -94,6 +95,12 @@ pub(super) struct Blocks {
     /// The dither's state (a 32-bit xorshift).
     pub(super) seed: u32,
     pub(super) syntax: Syntax,
+    /// The block being read.
+    pub(super) block: usize,
+    /// E-AC-3's channels under the adaptive hybrid transform this frame, and their values
+    /// for each of its blocks (`aht.rs`).
+    pub(super) aht: [bool; CHANNELS],
+    pub(super) pre: Box<[[[f32; BLOCKS]; 256]; CHANNELS]>,
     /// E-AC-3's frame header: whether each block has a coupling strategy, and uses
     /// coupling; each block's exponent strategies.
     pub(super) cpl_strategy: [bool; BLOCKS],
@@ -145,6 +152,7 @@ pub(super) struct Allocation {
     pub(super) cpl_leak: (i32, i32),
     pub(super) dba: Option<Vec<Segment>>,
     pub(super) rate: (usize, u32),
+    pub(super) aht: bool,
 }
 
 /// A delta bit allocation mode: reuse, new, none (3 is reserved).
@@ -190,6 +198,9 @@ impl Blocks {
             coeffs: [[0.0; 256]; CHANNELS],
             seed: 0x2545_F491,
             syntax: AC3_SYNTAX,
+            block: 0,
+            aht: [false; CHANNELS],
+            pre: Box::new([[[0.0; BLOCKS]; 256]; CHANNELS]),
             cpl_strategy: [false; BLOCKS],
             cpl_use: [false; BLOCKS],
             strategies: [[0; CHANNELS]; BLOCKS],
@@ -222,6 +233,7 @@ impl Blocks {
         let full = self.full;
         let first = blk == 0;
         let syntax = self.syntax;
+        self.block = blk;
         if syntax.block_switch {
             for ch in 0..full {
                 self.block_switch[ch] = r.bit()?;
@@ -548,6 +560,7 @@ impl Blocks {
             cpl_leak: if ch == CPL { self.cpl_leak } else { (0, 0) },
             dba: (ch != LFE && self.dba_mode[ch] <= 1).then(|| self.dba[ch].clone()),
             rate: (self.fscod, self.shift),
+            aht: self.aht[ch],
         };
         if !std::mem::take(&mut self.fresh[ch]) && self.computed[ch].as_ref() == Some(&inputs) {
             return Ok(());
@@ -601,6 +614,7 @@ impl Blocks {
         let mask = self.mask(ch, &band_psd)?;
         // Each coefficient's pointer, by how far its power stands above its band's mask.
         let floor = self.floor;
+        let table = if self.aht[ch] { &HEBAP } else { &BAP };
         let bap = &mut self.bap[ch];
         let mut bin = start;
         let mut band = usize::from(BIN_BAND[start]);
@@ -609,7 +623,7 @@ impl Blocks {
             band += 1;
             let band_end = usize::from(BAND_START[band]).min(end);
             while bin < band_end {
-                bap[bin] = BAP[((psd[bin] - m) >> 5).clamp(0, 63) as usize];
+                bap[bin] = table[((psd[bin] - m) >> 5).clamp(0, 63) as usize];
                 bin += 1;
             }
             if end <= band_end {
@@ -760,6 +774,17 @@ impl Blocks {
         ch: usize,
         groups: &mut Groups,
     ) -> Parse<()> {
+        if self.aht[ch] {
+            if self.block == 0 {
+                self.aht_mantissas(r, ch)?;
+            }
+            let blk = self.block;
+            for bin in self.start[ch]..self.end[ch] {
+                let exp = usize::from(self.exps[ch][bin]);
+                self.coeffs[ch][bin] = self.pre[ch][bin][blk] * POW2_NEG[exp];
+            }
+            return Ok(());
+        }
         let dither = ch == CPL || (ch < CPL && self.dither[ch]);
         for bin in self.start[ch]..self.end[ch] {
             let m = match self.bap[ch][bin] {

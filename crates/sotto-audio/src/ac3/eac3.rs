@@ -4,7 +4,7 @@
 use super::blocks::{bands, read_structure, Blocks, Syntax};
 use super::tables::{DB_PER_BIT, DEFAULT_SPX_BANDS, FAST_DECAY, FLOOR, FRAME_STRATEGIES};
 use super::tables::{SLOW_DECAY, SLOW_GAIN};
-use super::{Bits, Header, Parse, BLOCKS, CHANNELS, CPL, LFE, NO_AHT};
+use super::{Bits, Header, Parse, BLOCKS, CHANNELS, CPL, LFE};
 
 /// E-AC-3's spectral extension (A/52 §E.3.6): the band above `src` rebuilt from copies of
 /// the band from `dst`, scaled to each band's coded energy and blended with noise.
@@ -176,15 +176,16 @@ impl Blocks {
         if stream_type == 0 && (blocks == 6 || r.bit()?) {
             r.skip(5 * self.full)?;
         }
+        // The adaptive hybrid transform, for channels whose exponents (and, for the
+        // coupling channel, coupling) hold over the frame.
+        self.aht = [false; CHANNELS];
         if aht {
             let cpl = (cpl_blocks == 6).then_some(CPL);
             let lfe = h.lfe.then_some(LFE);
             for ch in cpl.into_iter().chain(0..self.full).chain(lfe) {
                 let reused = (1..BLOCKS)
                     .all(|b| self.strategies[b][ch] == 0 && (ch != CPL || !self.cpl_strategy[b]));
-                if reused && r.bit()? {
-                    return Err(NO_AHT);
-                }
+                self.aht[ch] = reused && r.bit()?;
             }
         }
         if snr_strategy == 0 {

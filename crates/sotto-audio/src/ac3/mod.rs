@@ -9,15 +9,17 @@
 //! applied, as FFmpeg's decoder (which faster-whisper hears through) gives them.
 //!
 //! E-AC-3 (Dolby Digital Plus, A/52 Annex E: streaming services' 5.1) too: its frames of
-//! one to six blocks, frame-level strategies, and spectral extension; as FFmpeg does, the
-//! first program's independent substream is decoded (a 7.1 stream's 5.1 core) and the
-//! dependent ones are skipped. Its adaptive hybrid transform and enhanced coupling (which
-//! FFmpeg's decoder lacks too) are refused by name.
+//! one to six blocks, frame-level strategies, spectral extension and the adaptive hybrid
+//! transform; as FFmpeg does, the first program's independent substream is decoded (a 7.1
+//! stream's 5.1 core) and the dependent ones are skipped. Enhanced coupling and reduced
+//! sample rates (which FFmpeg's decoder lacks too) are refused by name.
 
+mod aht;
 mod blocks;
 mod eac3;
 mod tables;
 mod transform;
+mod vq;
 
 use symphonia::core::audio::{AsAudioBufferRef, AudioBuffer, AudioBufferRef, Channels};
 use symphonia::core::audio::{Signal, SignalSpec};
@@ -47,7 +49,6 @@ const LFE: usize = 6;
 const CHANNELS: usize = 7;
 
 /// What a frame that a decoder lacks a coding tool for fails with, to be told from damage.
-const NO_AHT: &str = "ac3: E-AC-3's adaptive hybrid transform is not decoded";
 const NO_ECPL: &str = "ac3: E-AC-3's enhanced coupling is not decoded";
 const NO_REDUCED: &str = "ac3: E-AC-3 at a reduced sample rate is not decoded";
 
@@ -330,15 +331,13 @@ impl Ac3Decoder {
         } else {
             b.shift = u32::from(frame[5] >> 3).saturating_sub(8);
             b.syntax = AC3_SYNTAX;
+            b.aht = [false; CHANNELS];
             b.first_cpl_leak = false;
             b.spx.in_use = false;
             b.spx.uses = [false; 5];
             skip_bsi(&mut r, h.acmod).map_err(<&str>::from)
         };
-        let mut failed = match parsed {
-            Err(e) if e == NO_AHT => return unsupported_error(NO_AHT),
-            parsed => parsed.is_err(),
-        };
+        let mut failed = parsed.is_err();
         let mut long = [0f32; 2 * BLOCK];
         for blk in 0..h.blocks {
             if !failed {
@@ -596,15 +595,9 @@ mod tests {
         }
     }
 
-    /// An E-AC-3 frame whose channels use the adaptive hybrid transform, which sotto does
-    /// not decode, is refused as unsupported (the file's error names the tool), not taken
-    /// for a damaged one and silenced.
-    #[test]
-    fn e_ac3_tools_sotto_lacks_are_named() {
-        let words = 256;
-        let mut w = Writer::default();
-        // syncinfo and bsi: independent stream 0, 48 kHz, six blocks, stereo, bsid 16,
-        // dialnorm, and no compression, metadata or extra information.
+    /// An E-AC-3 frame's header to its audio frame fields: independent stream 0, 48 kHz,
+    /// six blocks, stereo, bsid 16, and no compression, metadata or extra information.
+    fn eac3_start(w: &mut Writer, words: u32) {
         w.put(16, 0x0B77)
             .put(2, 0)
             .put(3, 0)
@@ -619,6 +612,25 @@ mod tests {
             .put(1, 0)
             .put(1, 0)
             .put(1, 0);
+    }
+
+    fn decode_one(frame: &[u8]) -> Result<usize> {
+        let mut p = CodecParameters::new();
+        p.for_codec(CODEC_TYPE_AC3);
+        let mut dec = Ac3Decoder::try_new(&p, &DecoderOptions::default()).unwrap();
+        dec.decode(&Packet::new_from_slice(0, 0, 0, frame))
+            .map(|b| b.frames())
+    }
+
+    /// A frame whose first channel uses the adaptive hybrid transform decodes (to its six
+    /// blocks); one that uses enhanced coupling, which sotto does not decode (nor FFmpeg),
+    /// is refused as unsupported, naming the tool, not taken for a damaged one and
+    /// silenced.
+    #[test]
+    fn e_ac3_tools_decode_or_are_named() {
+        let words = 256;
+        let mut w = Writer::default();
+        eac3_start(&mut w, words);
         // audfrm: AC-3-style exponent strategies, AHT on; the switches off.
         w.put(1, 1)
             .put(1, 1)
@@ -635,12 +647,27 @@ mod tests {
         let frame = w.bytes(2 * words as usize);
         let h = Header::parse(&frame).unwrap();
         assert!(h.eac3 && !h.extra && h.blocks == 6);
-        let mut p = CodecParameters::new();
-        p.for_codec(CODEC_TYPE_AC3);
-        let mut dec = Ac3Decoder::try_new(&p, &DecoderOptions::default()).unwrap();
-        match dec.decode(&Packet::new_from_slice(0, 0, 0, &frame)) {
-            Err(symphonia::core::errors::Error::Unsupported(what)) => assert_eq!(what, NO_AHT),
-            other => panic!("{:?}", other.map(|b| b.frames())),
+        assert_eq!(decode_one(&frame).unwrap(), FRAME_SAMPLES);
+
+        let mut w = Writer::default();
+        eac3_start(&mut w, words);
+        // AC-3-style strategies, no AHT, a frame SNR offset; coupling on from block 0.
+        w.put(1, 1)
+            .put(1, 0)
+            .put(2, 0)
+            .put(1, 0)
+            .put(6, 0)
+            .put(1, 0);
+        w.put(1, 1).put(5, 0);
+        // Each block: the coupling channel's strategy and both channels'.
+        w.put(6, 0b01_01_01).put(30, 0);
+        // The converter's strategies, the frame SNR offset, no block start information.
+        w.put(10, 0).put(10, 0).put(1, 0);
+        // Block 0: no dynamic range, no spectral extension, enhanced coupling on.
+        w.put(1, 0).put(1, 0).put(1, 1);
+        match decode_one(&w.bytes(2 * words as usize)) {
+            Err(symphonia::core::errors::Error::Unsupported(what)) => assert_eq!(what, NO_ECPL),
+            other => panic!("{other:?}"),
         }
     }
 
