@@ -60,6 +60,13 @@ ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.2 -c:a dca -strict -2 -
     -fflags +bitexact -flags +bitexact tones.dts.mkv
 ffmpeg -hide_banner -loglevel error -y -f lavfi -i color=c=gray:size=16x16:rate=4 -t 0.25 -c:v mjpeg \
     -fflags +bitexact -flags +bitexact video.mkv
+# 7.1 PCM in Matroska (as Blu-ray remuxes carry LPCM: the count alone, no layout), and
+# FFmpeg's mono mix of it (its guess of the layout from the count).
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.1 -ar 8000 -c:a pcm_s16le \
+    -af "pan=7.1|FL=c0|FR=c1|FC=0.5*c0+0.5*c1|LFE=0.2*c0|BL=0.7*c0|BR=0.7*c1|SL=0.3*c0|SR=0.6*c1" \
+    -fflags +bitexact -flags +bitexact tones.71.mka
+ffmpeg -hide_banner -loglevel error -y -i tones.71.mka -ac 1 -c:a flac -sample_fmt s16 \
+    -fflags +bitexact tones.71.mka.mono.flac
 # Opus in WebM (as browsers record), AAC in MP4 (as phones do: with an edit list).
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a libopus -b:a 48k tones.webm
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a aac -b:a 64k tones.m4a

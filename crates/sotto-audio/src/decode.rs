@@ -366,6 +366,11 @@ fn decode_inner(
         true => read_head(&mut *src),
         false => Vec::new(),
     };
+    // Matroska keeps some tracks' channel counts from symphonia (see `mkv.rs`).
+    let mkv_channels = match crate::mkv::is_matroska(&head) {
+        true => crate::mkv::track_channels(&mut *src),
+        false => Vec::new(),
+    };
     if crate::rf64::is_rf64(&head) {
         src = Box::new(crate::rf64::AsRiff::new(src));
     }
@@ -436,6 +441,12 @@ fn decode_inner(
             None => return Err(no_track(name, format.tracks(), moov.sound)),
         },
     };
+    if params.channels.is_none() && params.channel_layout.is_none() {
+        let count = mkv_channels.iter().find(|(n, _)| *n == u64::from(track_id));
+        if let Some(&(_, n @ 1..=32)) = count {
+            params.with_channels(Channels::from_bits_truncate((u64::MAX >> (64 - n)) as u32));
+        }
+    }
     // PCM in Matroska comes without a largest packet, which symphonia's PCM decoder sizes
     // its buffer by (and silently cuts longer packets to): made again for each larger one.
     let pcm_frame = pcm_frame_bytes(&params).filter(|_| params.max_frames_per_packet.is_none());

@@ -17,6 +17,7 @@ pub mod diarize;
 mod elementary;
 mod error;
 mod mel;
+mod mkv;
 mod mp4_edit;
 mod opus;
 mod resample;

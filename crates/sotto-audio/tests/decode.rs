@@ -196,19 +196,13 @@ fn opus_decodes_as_libopus_does() {
     assert_eq!((libopus.sample_rate, libopus.channels_in), (48_000, 2));
     assert_eq!(ours.samples.len(), libopus.samples.len());
     assert_eq!(ours.samples.len(), 24_000, "0.5 s at 48 kHz");
-    let max_diff = |a: &[f32], b: &[f32]| {
-        a.iter()
-            .zip(b)
-            .map(|(x, y)| (x - y).abs())
-            .fold(0f32, f32::max)
-    };
     let ([l, r], [rl, rr]) = (ours.stereo.unwrap(), libopus.stereo.unwrap());
     for (what, a, b) in [
         ("mix", &ours.samples, &libopus.samples),
         ("left", &l, &rl),
         ("right", &r, &rr),
     ] {
-        let d = max_diff(a, b);
+        let d = max_difference(a, b);
         assert!(d < 1e-4, "{what}: {d} from libopus's decode");
     }
 
@@ -227,7 +221,7 @@ fn opus_decodes_as_libopus_does() {
         ("right", &r, &rr),
     ] {
         assert_eq!(a.len(), b.len(), "{what}");
-        let d = max_diff(a, b);
+        let d = max_difference(a, b);
         assert!(d < 1e-3, "{what} at 16 kHz: {d} from libopus's decode");
     }
 }
@@ -251,11 +245,7 @@ fn surround_opus_decodes_as_libopus_does() {
         ("left", &l, &rl),
         ("right", &r, &rr),
     ] {
-        let d = a
-            .iter()
-            .zip(b)
-            .map(|(x, y)| (x - y).abs())
-            .fold(0f32, f32::max);
+        let d = max_difference(a, b);
         assert!(d < 1e-4, "{what}: {d} from libopus's decode");
         assert!(a.iter().any(|v| v.abs() > 0.1), "{what}: not silence");
     }
@@ -290,11 +280,7 @@ fn surround_and_he_aac_decode_as_ffmpeg_does() {
             ("left", &l, &fl),
             ("right", &r, &fr),
         ] {
-            let d = a
-                .iter()
-                .zip(b)
-                .map(|(x, y)| (x - y).abs())
-                .fold(0f32, f32::max);
+            let d = max_difference(a, b);
             assert!(d < 1e-4, "{name} {what}: {d} from FFmpeg's decode");
             assert!(
                 a.iter().any(|v| v.abs() > 0.1),
@@ -302,11 +288,7 @@ fn surround_and_he_aac_decode_as_ffmpeg_does() {
             );
         }
         // The two sides are the source's two (a tone, a sweep), not one copied.
-        let apart = l
-            .iter()
-            .zip(&r)
-            .map(|(x, y)| (x - y).abs())
-            .fold(0f32, f32::max);
+        let apart = max_difference(&l, &r);
         assert!(apart > 0.1, "{name}: left and right the same");
     }
 }
@@ -340,11 +322,7 @@ fn ac3_matches_ffmpeg(name: &str) {
             (s + f64::from(*y).powi(2), n + f64::from(x - y).powi(2))
         });
         let snr = 10.0 * (signal / noise).log10();
-        let d = a
-            .iter()
-            .zip(b)
-            .map(|(x, y)| (x - y).abs())
-            .fold(0f32, f32::max);
+        let d = max_difference(a, b);
         eprintln!("{name} {what}: SNR {snr:.1} dB, max difference {d}");
         assert!(
             snr > 60.0 && d < 2e-3,
@@ -367,22 +345,26 @@ fn surround_mixes_to_mono_as_ffmpeg_does() {
     let ffmpeg = decode_file(&fixture("tones.51.ac3.mono.flac")).unwrap();
     assert_eq!((ours.channels_in, ffmpeg.channels_in), (6, 1));
     assert_eq!(ours.samples.len(), ffmpeg.samples.len());
-    let d = ours
-        .samples
-        .iter()
-        .zip(&ffmpeg.samples)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0f32, f32::max);
+    let d = max_difference(&ours.samples, &ffmpeg.samples);
     assert!(d < 1e-4, "{d} from FFmpeg's mix");
     // The AC-3 itself mixes as its FLAC decode does (its own dither apart).
     let ac3 = decode_file(&fixture("tones.51.ac3")).unwrap();
-    let d = ac3
-        .samples
-        .iter()
-        .zip(&ffmpeg.samples)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0f32, f32::max);
+    let d = max_difference(&ac3.samples, &ffmpeg.samples);
     assert!(d < 2e-3, "AC-3: {d} from FFmpeg's mix");
+}
+
+/// PCM of a channel count symphonia's Matroska reader names no layout for (7.1 LPCM, as
+/// Blu-ray remuxes carry it) decodes, and mixes as FFmpeg mixes it: by its guess of the
+/// layout from the count, to one step of 16 bits.
+#[test]
+fn pcm_of_eight_channels_in_matroska_mixes_as_ffmpeg_does() {
+    let ours = decode_file(&fixture("tones.71.mka")).unwrap();
+    let ffmpeg = decode_file(&fixture("tones.71.mka.mono.flac")).unwrap();
+    assert_eq!((ours.sample_rate, ours.channels_in), (8_000, 8));
+    assert_eq!(ours.samples.len(), ffmpeg.samples.len());
+    let d = max_difference(&ours.samples, &ffmpeg.samples);
+    assert!(d < 1e-4, "{d} from FFmpeg's mix");
+    assert!(ours.samples.iter().any(|v| v.abs() > 0.05), "not silence");
 }
 
 /// AC-3 in every container that carries it decodes to what its frames decode to alone:
@@ -394,11 +376,7 @@ fn ac3_of_every_container_decodes_alike() {
     assert_eq!((raw.sample_rate, raw.channels_in), (32_000, 2));
     assert!(raw.samples.iter().any(|v| v.abs() > 0.1));
     let [l, r] = raw.stereo.as_ref().unwrap();
-    let apart = l
-        .iter()
-        .zip(r)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0f32, f32::max);
+    let apart = max_difference(l, r);
     assert!(apart > 0.1, "left and right the same");
     for name in [
         "tones.ac3.mkv",
@@ -620,7 +598,7 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 23] = [
+const CONTAINERS: [&str; 24] = [
     "tones.wav",
     "tones.rf64.wav",
     "tones.flac",
@@ -643,6 +621,7 @@ const CONTAINERS: [&str; 23] = [
     "tones.51.ac3",
     "tones.ac3.mkv",
     "tones.51.eac3",
+    "tones.71.mka",
     "jfk.m4a",
 ];
 
@@ -930,4 +909,12 @@ fn rf64_decodes_as_riff_wav() {
         want.samples
     );
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// The largest difference between two signals' samples, over their common length.
+fn max_difference(a: &[f32], b: &[f32]) -> f32 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0f32, f32::max)
 }

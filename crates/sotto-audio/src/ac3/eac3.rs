@@ -347,12 +347,8 @@ impl Blocks {
                 let noise = self.spx.noise[ch][band] * rms[band];
                 let signal = self.spx.signal[ch][band];
                 for i in at..at + size {
-                    let mut x = self.seed;
-                    x ^= x << 13;
-                    x ^= x >> 17;
-                    x ^= x << 5;
-                    self.seed = x;
-                    let uniform = x as f32 / u32::MAX as f32 * 2.0 - 1.0;
+                    // Uniform in ±1: the dither's ±√½, widened.
+                    let uniform = self.dither_value() * std::f32::consts::SQRT_2;
                     let c = &mut self.coeffs[ch];
                     c[i] = c[i] * signal + noise * uniform;
                 }
