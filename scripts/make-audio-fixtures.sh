@@ -31,6 +31,12 @@ ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a pcm_s16le \
 opusenc --quiet --bitrate 96 --max-delay 100 six.wav tones.51.opus
 opusdec --quiet --no-dither --rate 48000 tones.51.opus opus51.wav
 to_flac opus51.wav tones.51.opus.flac
+# DTS of the same six (FFmpeg's encoder: 384 kb/s is its least at 22.05 kHz), and FFmpeg's
+# mono mix of its decode.
+ffmpeg -hide_banner -loglevel error -y -i six.wav -c:a dca -strict -2 -b:a 384k \
+    -fflags +bitexact -flags +bitexact tones.51.dts
+ffmpeg -hide_banner -loglevel error -y -i tones.51.dts -ac 1 -c:a flac -sample_fmt s16 \
+    -fflags +bitexact tones.51.dts.mono.flac
 rm six.wav
 # RF64, the WAV past 4 GiB (EBU Tech 3306), as ffmpeg writes it.
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a pcm_s16le -rf64 always \
@@ -54,10 +60,20 @@ ffmpeg -hide_banner -loglevel error -y -f lavfi -i color=c=gray:size=16x16:rate=
     -shortest -c:v mpeg2video -c:a aac -b:a 64k -fflags +bitexact -flags +bitexact tones.ts
 ffmpeg -hide_banner -loglevel error -y -i tones.ts -map 0:a -c:a copy -f adts -fflags +bitexact \
     tones.ts.aac
-# What sotto refuses, by name: DTS in Matroska (a codec it does not decode), and a
-# Matroska file with video alone.
+# DTS in Matroska, and the same frames in MP4, a transport stream and WAV; FFmpeg's decode
+# of them (stereo) to compare with.
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.2 -c:a dca -strict -2 -b:a 256k \
     -fflags +bitexact -flags +bitexact tones.dts.mkv
+for c in mp4 ts wav; do
+    ffmpeg -hide_banner -loglevel error -y -i tones.dts.mkv -c:a copy -fflags +bitexact \
+        -flags +bitexact "tones.dts.$c"
+done
+ffmpeg -hide_banner -loglevel error -y -i tones.dts.mkv -c:a flac -sample_fmt s16 \
+    -fflags +bitexact tones.dts.mkv.flac
+# What sotto refuses, by name: WMA in Matroska (a codec it does not decode), and a
+# Matroska file with video alone.
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.2 -c:a wmav2 -b:a 32k \
+    -fflags +bitexact -flags +bitexact tones.wma.mkv
 ffmpeg -hide_banner -loglevel error -y -f lavfi -i color=c=gray:size=16x16:rate=4 -t 0.25 -c:v mjpeg \
     -fflags +bitexact -flags +bitexact video.mkv
 # 7.1 PCM in Matroska (as Blu-ray remuxes carry LPCM: the count alone, no layout), and
@@ -83,6 +99,12 @@ ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.25 -c:a pcm_s16le \
     -af "pan=5.1|FL=c0|FR=c1|FC=0.5*c0+0.5*c1|LFE=0.2*c0|BL=0.7*c0|BR=0.7*c1" six.wav
 ffmpeg -hide_banner -loglevel error -y -i six.wav -c:a aac -b:a 96k -fflags +bitexact \
     -flags:a +bitexact tones.51.m4a
+# DTS of the same six (FFmpeg's encoder: 384 kb/s is its least at 22.05 kHz), and FFmpeg's
+# mono mix of its decode.
+ffmpeg -hide_banner -loglevel error -y -i six.wav -c:a dca -strict -2 -b:a 384k \
+    -fflags +bitexact -flags +bitexact tones.51.dts
+ffmpeg -hide_banner -loglevel error -y -i tones.51.dts -ac 1 -c:a flac -sample_fmt s16 \
+    -fflags +bitexact tones.51.dts.mono.flac
 rm six.wav
 he_aac_encoder() {
     local dir="${TMPDIR:-/tmp}/sotto-he-aac-encoder"
@@ -153,6 +175,12 @@ ffmpeg -hide_banner -loglevel error -y -i six.wav -c:a eac3 -b:a 192k -fflags +b
     -flags +bitexact tones.51.eac3
 ffmpeg -hide_banner -loglevel error -y -i tones.51.eac3 -c:a copy -fflags +bitexact \
     -flags +bitexact tones.51.eac3.mp4
+# DTS of the same six (FFmpeg's encoder: 384 kb/s is its least at 22.05 kHz), and FFmpeg's
+# mono mix of its decode.
+ffmpeg -hide_banner -loglevel error -y -i six.wav -c:a dca -strict -2 -b:a 384k \
+    -fflags +bitexact -flags +bitexact tones.51.dts
+ffmpeg -hide_banner -loglevel error -y -i tones.51.dts -ac 1 -c:a flac -sample_fmt s16 \
+    -fflags +bitexact tones.51.dts.mono.flac
 rm six.wav
 for f in tones.51.m4a tones.he.aac tones.51.ac3 tones.51.eac3; do
     ffmpeg -hide_banner -loglevel error -y -i "$f" -c:a flac -sample_fmt s16 -fflags +bitexact \

@@ -14,6 +14,11 @@ pub(crate) fn is_avi(head: &[u8]) -> bool {
     head.len() >= 12 && &head[..4] == b"RIFF" && &head[8..12] == b"AVI "
 }
 
+/// Whether a file starting with `head` is a WAV file.
+pub(crate) fn is_wav(head: &[u8]) -> bool {
+    head.len() >= 12 && &head[..4] == b"RIFF" && &head[8..12] == b"WAVE"
+}
+
 /// Most chunks walked (an hour at 30 frames a second holds ~220 thousand).
 const MAX_CHUNKS: usize = 1 << 24;
 /// Deepest nesting of lists walked (`movi` holds `rec ` lists; nothing nests further).
@@ -26,11 +31,13 @@ const MAX_FORMAT: u32 = 1 << 16;
 const WAV_TAGS: [u16; 7] = [0x0001, 0x0002, 0x0003, 0x0006, 0x0007, 0x0011, 0xFFFE];
 /// MPEG audio (layers 1 and 2, and layer 3): the chunks are an MPEG audio stream.
 const MPEG_TAGS: [u16; 2] = [0x0050, 0x0055];
-/// AC-3 (a DVD's audio, in AVI files made from one): the chunks are its syncframes.
+/// AC-3 and DTS (a DVD's audio, in AVI files made from one): the chunks are its frames.
 const AC3_TAG: u16 = 0x2000;
+const DTS_TAG: u16 = 0x2001;
 
 /// The first audio stream of an AVI file, read as the file symphonia decodes: a WAV file
-/// (`ext` "wav"), an MP3 stream (`ext` "mp3") or AC-3 syncframes (`ext` "ac3").
+/// (`ext` "wav"), an MP3 stream (`ext` "mp3"), AC-3 syncframes (`ext` "ac3") or DTS frames
+/// (`ext` "dts").
 pub(crate) struct AviAudio {
     src: Box<dyn MediaSource>,
     /// The WAV header before the chunks (empty for MPEG audio), and how much of it is read.
@@ -63,20 +70,11 @@ impl AviAudio {
                 .seek(SeekFrom::End(0))
                 .map_err(|e| AviError::Corrupt(e.to_string()))?,
         };
-        let mut walk = Walk {
-            src: &mut *src,
-            len,
-            streams: 0,
-            audio: None,
-            chunks: Vec::new(),
-            visited: 0,
-        };
+        let mut walk = Walk::new(&mut *src, len);
         walk.file()?;
         let (_, format) = walk.audio.take().ok_or(AviError::NoAudio)?;
         let chunks = std::mem::take(&mut walk.chunks);
-        let tag = format
-            .get(..2)
-            .map(|b| u16::from_le_bytes([b[0], b[1]]))
+        let tag = format_tag(&format)
             .ok_or_else(|| AviError::Corrupt("an audio stream's format is cut short".into()))?;
         let data: u64 = chunks.iter().map(|c| c.1).sum();
         let (header, ext) = if WAV_TAGS.contains(&tag) {
@@ -85,6 +83,8 @@ impl AviAudio {
             (Vec::new(), "mp3")
         } else if tag == AC3_TAG {
             (Vec::new(), "ac3")
+        } else if tag == DTS_TAG {
+            (Vec::new(), "dts")
         } else {
             return Err(AviError::Format(tag));
         };
@@ -98,6 +98,74 @@ impl AviAudio {
             done: 0,
             ext,
         })
+    }
+}
+
+impl AviAudio {
+    /// The frames of a WAV file whose format is AC-3 or DTS (tags 0x2000 and 0x2001, as
+    /// FFmpeg writes them, which symphonia's WAV reader refuses): its `data` chunk, as a
+    /// stream of frames. None for any other WAV file (and any other file).
+    pub(crate) fn coded_wav(
+        mut src: Box<dyn MediaSource>,
+        head: &[u8],
+    ) -> Result<Self, Box<dyn MediaSource>> {
+        if !is_wav(head) {
+            return Err(src);
+        }
+        let len = match src.byte_len() {
+            Some(n) => n,
+            None => return Err(src),
+        };
+        let mut walk = Walk::new(&mut *src, len);
+        let (mut at, mut ext, mut data) = (12, None, None);
+        while let Ok(Some((id, size, _))) = walk.chunk(at, len) {
+            match &id {
+                b"fmt " if size >= 2 && size <= u64::from(MAX_FORMAT) => {
+                    let mut f = vec![0u8; size as usize];
+                    if walk.src.seek(SeekFrom::Start(at + 8)).is_err()
+                        || walk.src.read_exact(&mut f).is_err()
+                    {
+                        break;
+                    }
+                    ext = match format_tag(&f) {
+                        Some(AC3_TAG) => Some("ac3"),
+                        Some(DTS_TAG) => Some("dts"),
+                        _ => break,
+                    };
+                }
+                b"data" => {
+                    data = Some((at + 8, size));
+                    break;
+                }
+                _ => {}
+            }
+            at += 8 + size + size % 2;
+        }
+        match (ext, data) {
+            (Some(ext), Some(chunk)) if src.seek(SeekFrom::Start(0)).is_ok() => Ok(Self {
+                src,
+                header: Cursor::new(Vec::new()),
+                chunks: vec![chunk],
+                at: 0,
+                done: 0,
+                ext,
+            }),
+            _ => {
+                let _ = src.seek(SeekFrom::Start(0));
+                Err(src)
+            }
+        }
+    }
+}
+
+/// A WAVEFORMATEX's format tag; WAVE_FORMAT_EXTENSIBLE's sub-format where that is AC-3
+/// or DTS (FFmpeg writes their 5.1 so), which symphonia's readers do not take.
+fn format_tag(format: &[u8]) -> Option<u16> {
+    let tag = u16::from_le_bytes(format.get(..2)?.try_into().ok()?);
+    let sub = format.get(24..26).map(|b| u16::from_le_bytes([b[0], b[1]]));
+    match (tag, sub) {
+        (0xFFFE, Some(sub @ (AC3_TAG | DTS_TAG))) => Some(sub),
+        _ => Some(tag),
     }
 }
 
@@ -135,7 +203,18 @@ struct Walk<'a> {
     visited: usize,
 }
 
-impl Walk<'_> {
+impl<'a> Walk<'a> {
+    fn new(src: &'a mut dyn MediaSource, len: u64) -> Self {
+        Self {
+            src,
+            len,
+            streams: 0,
+            audio: None,
+            chunks: Vec::new(),
+            visited: 0,
+        }
+    }
+
     /// The header of the chunk at `at`; None past `end` or where the file stops short of it.
     fn chunk(&mut self, at: u64, end: u64) -> Result<Option<Header>, AviError> {
         if at + 8 > end {
@@ -363,10 +442,22 @@ mod tests {
         );
         assert_eq!(read_all(no_audio).unwrap_err(), AviError::NoAudio);
         let mut file = avi(&[1, 2], &[3, 4], 0);
-        // The format tag (first bytes of the audio stream's `strf`) made DTS's.
+        // The format tag (first bytes of the audio stream's `strf`) made WMA's.
         let at = file.windows(4).rposition(|w| w == b"strf").unwrap() + 8;
-        file[at..at + 2].copy_from_slice(&0x2001u16.to_le_bytes());
-        assert_eq!(read_all(file).unwrap_err(), AviError::Format(0x2001));
+        file[at..at + 2].copy_from_slice(&0x0161u16.to_le_bytes());
+        assert_eq!(read_all(file).unwrap_err(), AviError::Format(0x0161));
+    }
+
+    #[test]
+    fn extensible_formats_name_ac3_and_dts_by_their_sub_format() {
+        let mut f = vec![0u8; 40];
+        f[..2].copy_from_slice(&0xFFFEu16.to_le_bytes());
+        for (sub, tag) in [(0x2000, 0x2000), (0x2001, 0x2001), (0x0001, 0xFFFE)] {
+            f[24..26].copy_from_slice(&u16::to_le_bytes(sub));
+            assert_eq!(format_tag(&f), Some(tag));
+        }
+        assert_eq!(format_tag(&[0x50, 0]), Some(0x50));
+        assert_eq!(format_tag(&[0x50]), None);
     }
 
     #[test]

@@ -385,13 +385,21 @@ fn decode_inner(
                 input: name.to_string(),
                 detail: format!(
                     "WAV format tag {tag:#06x} in AVI (sotto decodes PCM, ADPCM, A-law, μ-law, \
-                     MPEG audio and AC-3 there)"
+                     MPEG audio, AC-3 and DTS there)"
                 ),
             },
             AviError::Corrupt(why) => corrupt(name, format!("AVI: {why}")),
         })?;
         ext = Some(audio.ext);
         src = Box::new(ReadOnlySource::new(audio));
+    } else if crate::avi::is_wav(&head) {
+        src = match crate::avi::AviAudio::coded_wav(src, &head) {
+            Ok(audio) => {
+                ext = Some(audio.ext);
+                Box::new(ReadOnlySource::new(audio))
+            }
+            Err(src) => src,
+        };
     } else if let Some(layout) = crate::ts::layout(&head) {
         use crate::ts::{TsAudio, TsError};
         let audio = TsAudio::open(src, layout).map_err(|e| match e {
@@ -402,7 +410,7 @@ fn decode_inner(
                 input: name.to_string(),
                 detail: format!(
                     "stream type {t:#04x} in a transport stream (sotto decodes AAC, in ADTS \
-                     or LATM, MPEG audio and AC-3 there)"
+                     or LATM, MPEG audio, AC-3 and DTS there)"
                 ),
             },
             TsError::Io(why) => corrupt(name, format!("transport stream: {why}")),
@@ -426,14 +434,14 @@ fn decode_inner(
         .map_err(|e| probe_error(name, e, &head))?;
     let mut format = probed.format;
     let tracks = format.tracks();
-    // A packet read ahead to find the track (see `ac3_track`), decoded first.
+    // A packet read ahead to find the track (see `sniffed_track`), decoded first.
     let mut pending = None;
     let (track_id, mut params) = match tracks
         .iter()
         .find(|t| t.codec_params.codec != CODEC_TYPE_NULL)
     {
         Some(track) => (track.id, track.codec_params.clone()),
-        None => match ac3_track(&mut *format, moov.sound) {
+        None => match sniffed_track(&mut *format, moov.sound) {
             Some((track_id, params, packet)) => {
                 pending = Some(packet);
                 (track_id, params)
@@ -565,13 +573,14 @@ fn decode_inner(
     mono.finish(name, first_error)
 }
 
-/// Packets read ahead, at most, for an AC-3 track's first frame.
+/// Packets read ahead, at most, for an AC-3 or DTS track's first frame.
 const SNIFF_PACKETS: usize = 64;
 
-/// The AC-3 track of a Matroska or MP4 file, which symphonia's readers leave without a codec
-/// (`A_AC3`, `ac-3`): a sound track whose first packet is a syncframe. With its codec
-/// parameters (from the frame's header) and that packet, which is read ahead.
-fn ac3_track(
+/// The AC-3 or DTS track of a Matroska or MP4 file, which symphonia's readers leave
+/// without a codec (`A_AC3`, `A_DTS`, `ac-3`, `dtsc`): a sound track whose first packet is
+/// an AC-3 syncframe or a DTS frame. With its codec parameters (from the frame's header)
+/// and that packet, which is read ahead.
+fn sniffed_track(
     format: &mut dyn symphonia::core::formats::FormatReader,
     sound: bool,
 ) -> Option<(u32, CodecParameters, symphonia::core::formats::Packet)> {
@@ -587,17 +596,23 @@ fn ac3_track(
         if !audio(&track.codec_params) {
             continue;
         }
-        let Some(h) = crate::ac3::Header::parse(&packet.data) else {
-            continue;
-        };
-        if packet.data.len() < h.len {
+        let mut params = track.codec_params.clone();
+        if let Some(h) = crate::ac3::Header::parse(&packet.data) {
+            if packet.data.len() < h.len {
+                continue;
+            }
+            params
+                .for_codec(crate::ac3::CODEC_TYPE_AC3)
+                .with_sample_rate(h.rate)
+                .with_channels(h.channels());
+        } else if let Some(h) = crate::dts::Header::parse(&packet.data) {
+            params.for_codec(crate::dts::CODEC_TYPE_DTS);
+            if let (Some(rate), Some(channels)) = (h.rate(), h.channels()) {
+                params.with_sample_rate(rate).with_channels(channels);
+            }
+        } else {
             continue;
         }
-        let mut params = track.codec_params.clone();
-        params
-            .for_codec(crate::ac3::CODEC_TYPE_AC3)
-            .with_sample_rate(h.rate)
-            .with_channels(h.channels());
         return Some((track.id, params, packet));
     }
     None
@@ -614,7 +629,7 @@ fn no_track(name: &str, tracks: &[symphonia::core::formats::Track], sound: bool)
     if sound || tracks.iter().any(audio) {
         AudioError::Codec {
             input,
-            detail: "a codec sotto does not decode (DTS and WMA are not)".into(),
+            detail: "a codec sotto does not decode (WMA and TrueHD are not)".into(),
         }
     } else if tracks.is_empty() {
         AudioError::Unsupported { input }
@@ -663,13 +678,14 @@ fn read_head(src: &mut dyn MediaSource) -> Vec<u8> {
 /// symphonia's container readers, behind ours for AAC's elementary streams (registered
 /// first, so that ADTS frames, whose marker symphonia's reader shares, come to ours).
 fn probe() -> &'static Probe {
-    use crate::elementary::{Ac3, Adts, FrameReader, Loas};
+    use crate::elementary::{Ac3, Adts, Dts, FrameReader, Loas};
     static PROBE: OnceLock<Probe> = OnceLock::new();
     PROBE.get_or_init(|| {
         let mut probe = Probe::default();
         probe.register_all::<FrameReader<Adts>>();
         probe.register_all::<FrameReader<Loas>>();
         probe.register_all::<FrameReader<Ac3>>();
+        probe.register_all::<FrameReader<Dts>>();
         symphonia::default::register_enabled_formats(&mut probe);
         probe
     })
@@ -685,6 +701,7 @@ fn codecs() -> &'static CodecRegistry {
         registry.register_all::<crate::opus::OpusDecoder>();
         registry.register_all::<crate::aac::AacDecoder>();
         registry.register_all::<crate::ac3::Ac3Decoder>();
+        registry.register_all::<crate::dts::DtsDecoder>();
         registry
     })
 }

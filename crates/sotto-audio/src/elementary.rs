@@ -26,6 +26,9 @@ use symphonia::core::support_format;
 /// The bytes a lost sync is looked for in before the stream counts as not one of these.
 const RESYNC_LIMIT: u64 = 1 << 20;
 
+/// The longest `Framing::HEADER`.
+const MAX_HEADER: usize = 16;
+
 /// How a framing marks and sizes its frames.
 pub(crate) trait Framing: Send + Sync + 'static {
     /// Bytes of a frame's start that tell whether it is one, and its length.
@@ -155,6 +158,28 @@ impl Framing for Ac3 {
     }
 }
 
+/// DTS frames (`.dts`, `.cpt`; stream types 0x82, 0x85 and 0x86 in a transport stream):
+/// core frames in any of their four word forms, and the DTS-HD substreams that follow them.
+pub(crate) enum Dts {}
+
+impl Framing for Dts {
+    const HEADER: usize = crate::dts::HEADER;
+
+    fn frame_len(head: &[u8]) -> Option<usize> {
+        crate::dts::Header::parse(head).map(|h| h.len)
+    }
+
+    fn params(first: &[u8]) -> Result<CodecParameters> {
+        let h = crate::dts::Header::parse(first).ok_or(Error::Unsupported("dts: not a frame"))?;
+        let mut params = CodecParameters::new();
+        params.for_codec(crate::dts::CODEC_TYPE_DTS);
+        if let (Some(rate), Some(channels)) = (h.rate(), h.channels()) {
+            params.with_sample_rate(rate).with_channels(channels);
+        }
+        Ok(params)
+    }
+}
+
 /// A symphonia [`FormatReader`] for a stream of `F`'s frames, registered ahead of
 /// symphonia's readers (`decode.rs`).
 pub(crate) struct FrameReader<F> {
@@ -199,7 +224,7 @@ impl<F: Framing> FrameReader<F> {
             Err(_) => false,
             Ok(()) => {
                 let end = self.src.pos();
-                let mut next = [0u8; 8];
+                let mut next = [0u8; MAX_HEADER];
                 match self.src.read_exact(&mut next[..F::HEADER]) {
                     Ok(()) => F::frame_len(&next).is_some(),
                     Err(_) => self.src.pos() == end,
@@ -260,6 +285,28 @@ impl QueryDescriptor for FrameReader<Ac3> {
     }
 }
 
+impl QueryDescriptor for FrameReader<Dts> {
+    fn query() -> &'static [Descriptor] {
+        &[support_format!(
+            "dts",
+            "DTS Coherent Acoustics frames",
+            &["dts", "cpt", "dtshd"],
+            &["audio/vnd.dts", "audio/vnd.dts.hd"],
+            &[
+                &[0x7F, 0xFE, 0x80, 0x01],
+                &[0xFE, 0x7F, 0x01, 0x80],
+                &[0x1F, 0xFF, 0xE8, 0x00],
+                &[0xFF, 0x1F, 0x00, 0xE8],
+                &[0x64, 0x58, 0x20, 0x25]
+            ]
+        )]
+    }
+
+    fn score(_context: &[u8]) -> u8 {
+        255
+    }
+}
+
 /// A LOAS frame's first two bytes: the sync, then the length's top five bits.
 const LOAS_MARKERS: [&[u8]; 32] = {
     const ALL: [[u8; 2]; 32] = {
@@ -297,7 +344,7 @@ where
         // stream. Past the stream's start (after junk, or a tag), another frame (or the
         // end) must follow it, lest bytes that only look like a sync be taken for one.
         let start = reader.src.pos();
-        let mut head = [0u8; 8];
+        let mut head = [0u8; MAX_HEADER];
         reader.src.read_exact(&mut head[..F::HEADER])?;
         let len = F::frame_len(&head).ok_or(Error::Unsupported("not a frame header"))?;
         let whole = reader.another_follows(len)?;
@@ -330,7 +377,7 @@ where
     }
 
     fn next_packet(&mut self) -> Result<Packet> {
-        let mut head = [0u8; 8];
+        let mut head = [0u8; MAX_HEADER];
         let len = self.header(&mut head[..F::HEADER])?;
         let mut frame = vec![0u8; len];
         frame[..F::HEADER].copy_from_slice(&head[..F::HEADER]);

@@ -14,6 +14,7 @@ mod avi;
 mod caf;
 mod decode;
 pub mod diarize;
+mod dts;
 mod elementary;
 mod error;
 mod mel;

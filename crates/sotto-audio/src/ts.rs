@@ -62,10 +62,11 @@ pub(crate) enum TsError {
 /// Stream types of the PMT that we decode, and the elementary stream they are.
 fn decoded(stream_type: u8) -> Option<&'static str> {
     match stream_type {
-        0x03 | 0x04 => Some("mp3"), // MPEG-1 and MPEG-2 audio
-        0x0F => Some("aac"),        // AAC in ADTS frames
-        0x11 => Some("loas"),       // AAC in LATM, in LOAS frames (DVB)
-        0x81 | 0x87 => Some("ac3"), // AC-3 and E-AC-3 (ATSC; and DVB's, see `first_audio`)
+        0x03 | 0x04 => Some("mp3"),        // MPEG-1 and MPEG-2 audio
+        0x0F => Some("aac"),               // AAC in ADTS frames
+        0x11 => Some("loas"),              // AAC in LATM, in LOAS frames (DVB)
+        0x81 | 0x87 => Some("ac3"),        // AC-3 and E-AC-3 (ATSC; and DVB's, see `first_audio`)
+        0x82 | 0x85 | 0x86 => Some("dts"), // DTS, DTS-HD (Blu-ray; DVB's as AC-3's)
         _ => None,
     }
 }
@@ -245,8 +246,8 @@ fn first_audio(s: &[u8]) -> Option<(u16, u8)> {
 }
 
 /// The ATSC stream type of a private stream (0x06: DVB's way) that a descriptor names
-/// AC-3 (DVB's descriptor 0x6A, or a registration descriptor's "AC-3") or E-AC-3 (0x7A,
-/// "EAC3"); other streams' types as they are.
+/// AC-3 (DVB's descriptor 0x6A, or a registration descriptor's "AC-3"), E-AC-3 (0x7A,
+/// "EAC3") or DTS (0x7B, "DTS1" to "DTS3"); other streams' types as they are.
 fn dvb_dolby(stream_type: u8, mut descriptors: &[u8]) -> u8 {
     if stream_type != PRIVATE {
         return stream_type;
@@ -256,6 +257,7 @@ fn dvb_dolby(stream_type: u8, mut descriptors: &[u8]) -> u8 {
         match (tag, body) {
             (0x6A, _) | (0x05, [b'A', b'C', b'-', b'3', ..]) => return 0x81,
             (0x7A, _) | (0x05, [b'E', b'A', b'C', b'3', ..]) => return 0x87,
+            (0x7B, _) | (0x05, [b'D', b'T', b'S', b'1'..=b'3', ..]) => return 0x82,
             _ => {}
         }
         descriptors = rest.get(usize::from(*len)..).unwrap_or(&[]);
@@ -412,6 +414,8 @@ mod tests {
         );
         assert_eq!(dvb_dolby(PRIVATE, &[0x05, 4, b'A', b'C', b'-', b'3']), 0x81);
         assert_eq!(dvb_dolby(PRIVATE, &[0x7A, 0]), 0x87);
+        assert_eq!(dvb_dolby(PRIVATE, &[0x7B, 0]), 0x82);
+        assert_eq!(dvb_dolby(PRIVATE, &[0x05, 4, b'D', b'T', b'S', b'2']), 0x82);
         // Subtitles, a descriptor cut short, and a stream type of its own.
         assert_eq!(dvb_dolby(PRIVATE, &[0x59, 8, 0, 0]), PRIVATE);
         assert_eq!(dvb_dolby(PRIVATE, &[0x6A]), PRIVATE);
@@ -421,8 +425,8 @@ mod tests {
     #[test]
     fn other_codecs_and_no_audio_are_named() {
         assert_eq!(
-            read_all(stream(0x82, &[1], &[2])).unwrap_err(),
-            TsError::Codec(0x82)
+            read_all(stream(0x83, &[1], &[2])).unwrap_err(),
+            TsError::Codec(0x83)
         );
         assert_eq!(
             read_all(stream(0x1B, &[1], &[2])).unwrap_err(),

@@ -353,6 +353,84 @@ fn surround_mixes_to_mono_as_ffmpeg_does() {
     assert!(d < 2e-3, "AC-3: {d} from FFmpeg's mix");
 }
 
+/// DTS decodes as FFmpeg's decoder does: 5.1 (an LFE, ADPCM prediction, transients) mixed
+/// to mono as FFmpeg mixes it, and stereo channel by channel, each to half a step of 16
+/// bits (the FLAC decodes' rounding: the two decoders' floats agree to ~1e-7).
+#[test]
+fn dts_decodes_as_ffmpeg_does() {
+    let ours = decode_file(&fixture("tones.51.dts")).unwrap();
+    let ffmpeg = decode_file(&fixture("tones.51.dts.mono.flac")).unwrap();
+    assert_eq!((ours.sample_rate, ours.channels_in), (22_050, 6));
+    assert_eq!(ours.samples.len(), ffmpeg.samples.len());
+    let d = max_difference(&ours.samples, &ffmpeg.samples);
+    assert!(d < 2e-5, "5.1: {d} from FFmpeg's mix");
+    assert!(ours.samples.iter().any(|v| v.abs() > 0.1), "not silence");
+
+    let ours = decode_file_keeping_stereo(&fixture("tones.dts.mkv")).unwrap();
+    let ffmpeg = decode_file_keeping_stereo(&fixture("tones.dts.mkv.flac")).unwrap();
+    assert_eq!((ours.sample_rate, ours.channels_in), (22_050, 2));
+    let ([l, r], [fl, fr]) = (ours.stereo.unwrap(), ffmpeg.stereo.unwrap());
+    assert_eq!(l.len(), fl.len());
+    for (what, a, b) in [("left", &l, &fl), ("right", &r, &fr)] {
+        let d = max_difference(a, b);
+        assert!(d < 2e-5, "{what}: {d} from FFmpeg's");
+    }
+    assert!(max_difference(&l, &r) > 0.1, "left and right the same");
+}
+
+/// DTS in every container that carries it decodes to what its frames decode to: Matroska's
+/// and MP4's tracks (which symphonia's readers leave unnamed), a transport stream's
+/// (Blu-ray's stream type 0x82), a WAV file's (format 0x2001); and the frames in each of
+/// their other word forms (16-bit little-endian, and the 14-bit words of DTS audio CDs).
+#[test]
+fn dts_of_every_container_and_word_form_decodes_alike() {
+    let frames = decode_file(&fixture("tones.dts.mkv")).unwrap();
+    for name in ["tones.dts.mp4", "tones.dts.ts", "tones.dts.wav"] {
+        let other = decode_file(&fixture(name)).unwrap();
+        assert_eq!(other.samples, frames.samples, "{name}");
+    }
+    let be = std::fs::read(fixture("tones.51.dts")).unwrap();
+    let want = decode_bytes("be.dts", be.clone(), None).unwrap();
+    let mut le = be.clone();
+    le.chunks_exact_mut(2).for_each(|w| w.swap(0, 1));
+    let got = decode_bytes("le.dts", le, None).unwrap();
+    assert_eq!(got.samples, want.samples, "16-bit little-endian");
+    for little in [false, true] {
+        let got = decode_bytes("14.dts", fourteen_bit_words(&be, little), None).unwrap();
+        assert_eq!(got.samples, want.samples, "14-bit, little-endian: {little}");
+    }
+}
+
+/// DTS frames (16-bit big-endian words) as 14-bit ones: each frame's bits 14 to a word,
+/// sign-extended to 16, in either byte order.
+fn fourteen_bit_words(frames: &[u8], little: bool) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut rest = frames;
+    while rest.len() >= 8 {
+        let size = ((usize::from(rest[5] & 3) << 12)
+            | (usize::from(rest[6]) << 4)
+            | usize::from(rest[7] >> 4))
+            + 1;
+        let (frame, next) = rest.split_at(size.min(rest.len()));
+        let bits = frame.len() * 8;
+        for w in 0..bits.div_ceil(14) {
+            let mut v = 0u16;
+            for b in w * 14..w * 14 + 14 {
+                let bit = frame.get(b / 8).map_or(0, |x| (x >> (7 - b % 8)) & 1);
+                v = (v << 1) | u16::from(bit);
+            }
+            let v = ((v << 2) as i16 >> 2) as u16;
+            out.extend_from_slice(&if little {
+                v.to_le_bytes()
+            } else {
+                v.to_be_bytes()
+            });
+        }
+        rest = next;
+    }
+    out
+}
+
 /// PCM of a channel count symphonia's Matroska reader names no layout for (7.1 LPCM, as
 /// Blu-ray remuxes carry it) decodes, and mixes as FFmpeg mixes it: by its guess of the
 /// layout from the count, to one step of 16 bits.
@@ -437,7 +515,7 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
     assert_one_line(
         &e,
         &format!(
-            "{}: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, webm/mkv, avi, ts, aiff, caf)",
+            "{}: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, webm/mkv, avi, ts, aiff, caf)",
             notes.display()
         ),
     );
@@ -468,20 +546,20 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
     let e = decode_reader(&b"plain text, not audio at all"[..], None).unwrap_err();
     assert_one_line(
         &e.to_string(),
-        "stdin: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, webm/mkv, avi, ts, aiff, caf)",
+        "stdin: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, webm/mkv, avi, ts, aiff, caf)",
     );
 
-    // A container sotto reads with audio in a codec it does not decode (DTS in Matroska)
+    // A container sotto reads with audio in a codec it does not decode (WMA in Matroska)
     // names the codec as the trouble; one with video alone has no audio.
-    let e = decode_file(&fixture("tones.dts.mkv"))
+    let e = decode_file(&fixture("tones.wma.mkv"))
         .unwrap_err()
         .to_string();
     assert_one_line(
         &e,
         &format!(
-            "{}: its audio codec is not supported: a codec sotto does not decode (DTS and \
-             WMA are not)",
-            fixture("tones.dts.mkv").display()
+            "{}: its audio codec is not supported: a codec sotto does not decode (WMA and \
+             TrueHD are not)",
+            fixture("tones.wma.mkv").display()
         ),
     );
     let e = decode_file(&fixture("video.mkv")).unwrap_err().to_string();
@@ -598,7 +676,7 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 24] = [
+const CONTAINERS: [&str; 26] = [
     "tones.wav",
     "tones.rf64.wav",
     "tones.flac",
@@ -622,6 +700,8 @@ const CONTAINERS: [&str; 24] = [
     "tones.ac3.mkv",
     "tones.51.eac3",
     "tones.71.mka",
+    "tones.51.dts",
+    "tones.dts.mkv",
     "jfk.m4a",
 ];
 
