@@ -4,7 +4,8 @@
 # ffmpeg`). The fixtures are committed; rerun this only to change them. Each is 0.5 s of 22.05 kHz stereo: 440 Hz on the left, a 300 Hz to 3 kHz
 # sweep on the right (the sweep makes the alignment of lossy decodes unambiguous).
 set -euo pipefail
-out="$(cd "$(dirname "$0")/.." && pwd)/crates/sotto-audio/tests/fixtures"
+root="$(cd "$(dirname "$0")/.." && pwd)"
+out="$root/crates/sotto-audio/tests/fixtures"
 mkdir -p "$out"
 cd "$out"
 # -D: no dither, so the 16-bit source is the same on every run.
@@ -31,12 +32,6 @@ ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a pcm_s16le \
 opusenc --quiet --bitrate 96 --max-delay 100 six.wav tones.51.opus
 opusdec --quiet --no-dither --rate 48000 tones.51.opus opus51.wav
 to_flac opus51.wav tones.51.opus.flac
-# DTS of the same six (FFmpeg's encoder: 384 kb/s is its least at 22.05 kHz), and FFmpeg's
-# mono mix of its decode.
-ffmpeg -hide_banner -loglevel error -y -i six.wav -c:a dca -strict -2 -b:a 384k \
-    -fflags +bitexact -flags +bitexact tones.51.dts
-ffmpeg -hide_banner -loglevel error -y -i tones.51.dts -ac 1 -c:a flac -sample_fmt s16 \
-    -fflags +bitexact tones.51.dts.mono.flac
 rm six.wav
 # RF64, the WAV past 4 GiB (EBU Tech 3306), as ffmpeg writes it.
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a pcm_s16le -rf64 always \
@@ -99,12 +94,6 @@ ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.25 -c:a pcm_s16le \
     -af "pan=5.1|FL=c0|FR=c1|FC=0.5*c0+0.5*c1|LFE=0.2*c0|BL=0.7*c0|BR=0.7*c1" six.wav
 ffmpeg -hide_banner -loglevel error -y -i six.wav -c:a aac -b:a 96k -fflags +bitexact \
     -flags:a +bitexact tones.51.m4a
-# DTS of the same six (FFmpeg's encoder: 384 kb/s is its least at 22.05 kHz), and FFmpeg's
-# mono mix of its decode.
-ffmpeg -hide_banner -loglevel error -y -i six.wav -c:a dca -strict -2 -b:a 384k \
-    -fflags +bitexact -flags +bitexact tones.51.dts
-ffmpeg -hide_banner -loglevel error -y -i tones.51.dts -ac 1 -c:a flac -sample_fmt s16 \
-    -fflags +bitexact tones.51.dts.mono.flac
 rm six.wav
 he_aac_encoder() {
     local dir="${TMPDIR:-/tmp}/sotto-he-aac-encoder"
@@ -181,6 +170,11 @@ ffmpeg -hide_banner -loglevel error -y -i six.wav -c:a dca -strict -2 -b:a 384k 
     -fflags +bitexact -flags +bitexact tones.51.dts
 ffmpeg -hide_banner -loglevel error -y -i tones.51.dts -ac 1 -c:a flac -sample_fmt s16 \
     -fflags +bitexact tones.51.dts.mono.flac
+# The same frames rewritten with the coding tools FFmpeg's encoder never uses (Huffman side
+# information, VQ, joint intensity, ...), and FFmpeg's mono mix of their decode.
+python3 "$root/scripts/dts-tools-fixture.py" tones.51.dts tones.51.tools.dts
+ffmpeg -hide_banner -loglevel error -y -i tones.51.tools.dts -ac 1 -c:a flac -sample_fmt s16 \
+    -fflags +bitexact tones.51.tools.dts.mono.flac
 rm six.wav
 for f in tones.51.m4a tones.he.aac tones.51.ac3 tones.51.eac3; do
     ffmpeg -hide_banner -loglevel error -y -i "$f" -c:a flac -sample_fmt s16 -fflags +bitexact \

@@ -6,7 +6,7 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 27] = [
+const FIXTURES: [&str; 28] = [
     "tones.wav",
     "tones.rf64.wav",
     "tones.flac",
@@ -33,6 +33,7 @@ const FIXTURES: [&str; 27] = [
     "tones.51.eac3",
     "tones.71.mka",
     "tones.51.dts",
+    "tones.51.tools.dts",
     "tones.dts.wav",
 ];
 const HINTS: [Option<&str>; 5] = [None, Some("wav"), Some("flac"), Some("mp3"), Some("ogg")];
