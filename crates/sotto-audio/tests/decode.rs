@@ -417,6 +417,24 @@ fn dts_of_every_container_and_word_form_decodes_alike() {
     }
 }
 
+/// DTS-HD audio with no core (DTS Express, lossless-only): its substreams say so, by name.
+#[test]
+fn dts_hd_without_a_core_is_refused_by_name() {
+    // A substream header: sync, 8 user bits, index 0, narrow sizes, header and frame sizes.
+    let mut frame = vec![0x64, 0x58, 0x20, 0x25, 0x00, 0b0000_0000, 0, 0];
+    let (header, size): (u32, u32) = (15, 63);
+    let fields = (header << 16) | size; // 8 bits, then 16, after the 11 bits before them
+    let bits = u64::from(fields) << (64 - 11 - 24);
+    frame[4..8].copy_from_slice(&bits.to_be_bytes()[..4]);
+    frame.resize(64, 0);
+    let e = decode_bytes("x.dts", frame.repeat(3), None).unwrap_err().to_string();
+    assert_one_line(
+        &e,
+        "x.dts: its audio codec is not supported: dts: DTS-HD audio without a core (DTS \
+         Express, or lossless only)",
+    );
+}
+
 /// DTS frames (16-bit big-endian words) as 14-bit ones: each frame's bits 14 to a word,
 /// sign-extended to 16, in either byte order.
 fn fourteen_bit_words(frames: &[u8], little: bool) -> Vec<u8> {
