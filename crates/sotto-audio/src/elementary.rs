@@ -38,6 +38,9 @@ pub(crate) trait Framing: Send + Sync + 'static {
     /// The track a stream whose first frame is `first` (whole) makes; an error where the
     /// frame is not what it seemed.
     fn params(first: &[u8]) -> Result<CodecParameters>;
+    /// What frames may be padded to a multiple of, before the next (DTS-HD's substreams
+    /// start 4-byte aligned after their core frame).
+    const ALIGN: usize = 1;
 }
 
 /// ADTS (ISO 14496-3 §1.A.2.2).
@@ -164,6 +167,7 @@ pub(crate) enum Dts {}
 
 impl Framing for Dts {
     const HEADER: usize = crate::dts::HEADER;
+    const ALIGN: usize = 4;
 
     fn frame_len(head: &[u8]) -> Option<usize> {
         crate::dts::Header::parse(head).map(|h| h.len)
@@ -215,12 +219,19 @@ impl<F: Framing> FrameReader<F> {
     }
 
     /// Whether the frame of `len` bytes whose header was just read is followed by another
-    /// header, or ends where the stream does; leaves the stream where it was. (Skipping
-    /// within symphonia's buffer copies nothing, so junk full of false syncs costs no more
-    /// than any other.)
+    /// header (at once, or after padding to `F::ALIGN`), or ends where the stream does;
+    /// leaves the stream where it was. (Skipping within symphonia's buffer copies nothing,
+    /// so junk full of false syncs costs no more than any other.)
     fn another_follows(&mut self, len: usize) -> Result<bool> {
+        let aligned = len.next_multiple_of(F::ALIGN);
+        Ok(self.header_at(len)? || (aligned != len && self.header_at(aligned)?))
+    }
+
+    /// Whether another header starts `end` bytes from the start of the frame whose header
+    /// was just read, or the stream ends there; leaves the stream where it was.
+    fn header_at(&mut self, end: usize) -> Result<bool> {
         let at = self.src.pos();
-        let follows = match self.src.ignore_bytes((len - F::HEADER) as u64) {
+        let follows = match self.src.ignore_bytes((end - F::HEADER) as u64) {
             Err(_) => false,
             Ok(()) => {
                 let end = self.src.pos();

@@ -417,17 +417,60 @@ fn dts_of_every_container_and_word_form_decodes_alike() {
     }
 }
 
+/// A DTS-HD substream (its header, then zeros) of 64 bytes: what follows each core frame
+/// of a DTS-HD track, or stands alone where there is no core.
+fn dts_hd_substream() -> Vec<u8> {
+    // The sync; 8 user bits, index 0, narrow sizes; the header's and the frame's sizes.
+    let mut frame = vec![0x64, 0x58, 0x20, 0x25, 0, 0, 0, 0];
+    let (header, size): (u32, u32) = (15, 63);
+    let bits = u64::from((header << 16) | size) << (64 - 11 - 24);
+    frame[4..8].copy_from_slice(&bits.to_be_bytes()[..4]);
+    frame.resize(64, 0);
+    frame
+}
+
+/// DTS-HD: the substream after each core frame (the high-resolution or lossless audio that
+/// sotto skips, as players without those extensions do) leaves the core's decode as it
+/// is, whether it starts right after the core or, where the core's size is not a multiple
+/// of 4 bytes, after padding to one; as frames and inside Matroska's blocks.
+#[test]
+fn dts_hd_substreams_after_each_core_are_skipped() {
+    let be = std::fs::read(fixture("tones.51.dts")).unwrap();
+    let want = decode_bytes("core.dts", be.clone(), None).unwrap();
+    for pad in [0, 2] {
+        let mut hd = Vec::new();
+        let mut rest = &be[..];
+        while rest.len() >= 8 {
+            let size = ((usize::from(rest[5] & 3) << 12)
+                | (usize::from(rest[6]) << 4)
+                | usize::from(rest[7] >> 4))
+                + 1;
+            let (frame, next) = rest.split_at(size.min(rest.len()));
+            // A core `pad` bytes longer (zeros after its audio, which is 4-byte aligned),
+            // then padding to the 4-byte boundary the substream starts at.
+            let mut frame = frame.to_vec();
+            assert_eq!(size % 4, 0);
+            frame.resize(size + pad, 0);
+            let longer = (size + pad - 1) as u32;
+            frame[5] = (frame[5] & !3) | (longer >> 12) as u8;
+            frame[6] = (longer >> 4) as u8;
+            frame[7] = (frame[7] & 0x0F) | ((longer & 0xF) << 4) as u8;
+            frame.resize(frame.len().next_multiple_of(4), 0);
+            hd.extend_from_slice(&frame);
+            hd.extend_from_slice(&dts_hd_substream());
+            rest = next;
+        }
+        let got = decode_bytes("hd.dts", hd, None).unwrap();
+        assert_eq!(got.samples, want.samples, "a core of {pad} more bytes");
+    }
+}
+
 /// DTS-HD audio with no core (DTS Express, lossless-only): its substreams say so, by name.
 #[test]
 fn dts_hd_without_a_core_is_refused_by_name() {
-    // A substream header: sync, 8 user bits, index 0, narrow sizes, header and frame sizes.
-    let mut frame = vec![0x64, 0x58, 0x20, 0x25, 0x00, 0b0000_0000, 0, 0];
-    let (header, size): (u32, u32) = (15, 63);
-    let fields = (header << 16) | size; // 8 bits, then 16, after the 11 bits before them
-    let bits = u64::from(fields) << (64 - 11 - 24);
-    frame[4..8].copy_from_slice(&bits.to_be_bytes()[..4]);
-    frame.resize(64, 0);
-    let e = decode_bytes("x.dts", frame.repeat(3), None).unwrap_err().to_string();
+    let e = decode_bytes("x.dts", dts_hd_substream().repeat(3), None)
+        .unwrap_err()
+        .to_string();
     assert_one_line(
         &e,
         "x.dts: its audio codec is not supported: dts: DTS-HD audio without a core (DTS \

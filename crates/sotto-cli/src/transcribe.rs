@@ -15,7 +15,7 @@ use crate::writers::{Extras, Format, RunInfo};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Audio files to transcribe (wav, flac, mp3, ogg, opus, m4a, ac3, webm, mkv, avi, ts at any
+    /// Audio files to transcribe (wav, flac, mp3, ogg, opus, m4a, ac3, dts, webm, mkv, avi, ts at any
     /// rate); `-` reads stdin.
     #[arg(required = true, value_name = "FILES")]
     files: Vec<String>,
