@@ -65,6 +65,24 @@ for c in mp4 ts wav; do
 done
 ffmpeg -hide_banner -loglevel error -y -i tones.dts.mkv -c:a flac -sample_fmt s16 \
     -fflags +bitexact tones.dts.mkv.flac
+# TrueHD (stereo, and 5.1: two substreams) and MLP in Matroska at 44.1 kHz (their
+# encoders' least rate), FFmpeg's decodes of the stereo ones as FLAC (24- and 16-bit:
+# lossless, to compare bit for bit) and its mono mix of the 5.1.
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.15 -ar 44100 -c:a truehd -strict -2 \
+    -fflags +bitexact -flags +bitexact tones.thd.mka
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.15 -ar 44100 -c:a mlp -strict -2 \
+    -fflags +bitexact -flags +bitexact tones.mlp.mka
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.15 -ar 44100 -c:a pcm_s16le \
+    -af "pan=5.1|FL=c0|FR=c1|FC=0.5*c0+0.5*c1|LFE=0.2*c0|BL=0.7*c0|BR=0.7*c1" six44.wav
+ffmpeg -hide_banner -loglevel error -y -i six44.wav -c:a truehd -strict -2 -fflags +bitexact \
+    -flags +bitexact tones.51.thd.mka
+rm six44.wav
+ffmpeg -hide_banner -loglevel error -y -i tones.thd.mka -c:a flac -sample_fmt s32 \
+    -fflags +bitexact tones.thd.mka.flac
+ffmpeg -hide_banner -loglevel error -y -i tones.mlp.mka -c:a flac -fflags +bitexact \
+    tones.mlp.mka.flac
+ffmpeg -hide_banner -loglevel error -y -i tones.51.thd.mka -ac 1 -c:a flac -sample_fmt s16 \
+    -fflags +bitexact tones.51.thd.mka.mono.flac
 # What sotto refuses, by name: WMA in Matroska (a codec it does not decode), and a
 # Matroska file with video alone.
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.2 -c:a wmav2 -b:a 32k \

@@ -573,13 +573,14 @@ fn decode_inner(
     mono.finish(name, first_error)
 }
 
-/// Packets read ahead, at most, for an AC-3 or DTS track's first frame.
+/// Packets read ahead, at most, for an AC-3, DTS or TrueHD track's first frame.
 const SNIFF_PACKETS: usize = 64;
 
-/// The AC-3 or DTS track of a Matroska or MP4 file, which symphonia's readers leave
-/// without a codec (`A_AC3`, `A_DTS`, `ac-3`, `dtsc`): a sound track whose first packet is
-/// an AC-3 syncframe or a DTS frame. With its codec parameters (from the frame's header)
-/// and that packet, which is read ahead.
+/// The AC-3, DTS or TrueHD track of a Matroska or MP4 file, which symphonia's readers
+/// leave without a codec (`A_AC3`, `A_DTS`, `A_TRUEHD`, `ac-3`, `dtsc`, `mlpa`): a sound
+/// track whose first packet is an AC-3 syncframe, a DTS frame or a TrueHD (or MLP) access
+/// unit with a major sync. With its codec parameters (from that header) and that packet,
+/// which is read ahead.
 fn sniffed_track(
     format: &mut dyn symphonia::core::formats::FormatReader,
     sound: bool,
@@ -610,6 +611,11 @@ fn sniffed_track(
             if let (Some(rate), Some(channels)) = (h.rate(), h.channels()) {
                 params.with_sample_rate(rate).with_channels(channels);
             }
+        } else if let Some((_, sync)) = crate::mlp::sync_unit(&packet.data) {
+            params
+                .for_codec(crate::mlp::CODEC_TYPE_TRUEHD)
+                .with_sample_rate(sync.rate)
+                .with_channels(sync.channels());
         } else {
             continue;
         }
@@ -629,7 +635,7 @@ fn no_track(name: &str, tracks: &[symphonia::core::formats::Track], sound: bool)
     if sound || tracks.iter().any(audio) {
         AudioError::Codec {
             input,
-            detail: "a codec sotto does not decode (WMA and TrueHD are not)".into(),
+            detail: "a codec sotto does not decode (WMA is one)".into(),
         }
     } else if tracks.is_empty() {
         AudioError::Unsupported { input }
@@ -702,6 +708,7 @@ fn codecs() -> &'static CodecRegistry {
         registry.register_all::<crate::aac::AacDecoder>();
         registry.register_all::<crate::ac3::Ac3Decoder>();
         registry.register_all::<crate::dts::DtsDecoder>();
+        registry.register_all::<crate::mlp::MlpDecoder>();
         registry
     })
 }

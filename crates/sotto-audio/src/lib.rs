@@ -19,6 +19,7 @@ mod elementary;
 mod error;
 mod mel;
 mod mkv;
+mod mlp;
 mod mp4_edit;
 mod opus;
 mod resample;
