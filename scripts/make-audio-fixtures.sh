@@ -77,6 +77,9 @@ ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.15 -ar 44100 -c:a pcm_s
 ffmpeg -hide_banner -loglevel error -y -i six44.wav -c:a truehd -strict -2 -fflags +bitexact \
     -flags +bitexact tones.51.thd.mka
 rm six44.wav
+# (FFmpeg's raw muxer warns of timestamps it cannot know for every unit: harmless.)
+ffmpeg -hide_banner -loglevel quiet -y -i tones.thd.mka -c copy -strict -2 -fflags +bitexact \
+    tones.thd
 ffmpeg -hide_banner -loglevel error -y -i tones.thd.mka -c:a flac -sample_fmt s32 \
     -fflags +bitexact tones.thd.mka.flac
 ffmpeg -hide_banner -loglevel error -y -i tones.mlp.mka -c:a flac -fflags +bitexact \

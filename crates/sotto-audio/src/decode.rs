@@ -684,7 +684,7 @@ fn read_head(src: &mut dyn MediaSource) -> Vec<u8> {
 /// symphonia's container readers, behind ours for AAC's elementary streams (registered
 /// first, so that ADTS frames, whose marker symphonia's reader shares, come to ours).
 fn probe() -> &'static Probe {
-    use crate::elementary::{Ac3, Adts, Dts, FrameReader, Loas};
+    use crate::elementary::{Ac3, Adts, Dts, FrameReader, Loas, Thd};
     static PROBE: OnceLock<Probe> = OnceLock::new();
     PROBE.get_or_init(|| {
         let mut probe = Probe::default();
@@ -692,6 +692,7 @@ fn probe() -> &'static Probe {
         probe.register_all::<FrameReader<Loas>>();
         probe.register_all::<FrameReader<Ac3>>();
         probe.register_all::<FrameReader<Dts>>();
+        probe.register_all::<FrameReader<Thd>>();
         symphonia::default::register_enabled_formats(&mut probe);
         probe
     })

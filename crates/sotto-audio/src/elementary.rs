@@ -41,6 +41,9 @@ pub(crate) trait Framing: Send + Sync + 'static {
     /// What frames may be padded to a multiple of, before the next (DTS-HD's substreams
     /// start 4-byte aligned after their core frame).
     const ALIGN: usize = 1;
+    /// Bytes from a first frame's start to the marker the probe finds (TrueHD's major
+    /// sync follows its access unit's 4-byte header).
+    const MARKER_AT: usize = 0;
 }
 
 /// ADTS (ISO 14496-3 §1.A.2.2).
@@ -184,6 +187,33 @@ impl Framing for Dts {
     }
 }
 
+/// TrueHD's and MLP's access units (`.thd`, `.mlp`: tracks taken out of Matroska files),
+/// a stream's first one with a major sync. Only that sync marks a unit; the others are
+/// known by the 12-bit length of their 4-byte header alone, so damage is left to the
+/// decoder (which waits for the next major sync).
+pub(crate) enum Thd {}
+
+impl Framing for Thd {
+    const HEADER: usize = 4;
+    const MARKER_AT: usize = 4;
+
+    fn frame_len(head: &[u8]) -> Option<usize> {
+        let len = usize::from(u16::from_be_bytes([head[0], head[1]]) & 0xFFF) * 2;
+        (len >= 8).then_some(len)
+    }
+
+    fn params(first: &[u8]) -> Result<CodecParameters> {
+        let (_, sync) =
+            crate::mlp::sync_unit(first).ok_or(Error::Unsupported("truehd: no major sync"))?;
+        let mut params = CodecParameters::new();
+        params
+            .for_codec(crate::mlp::CODEC_TYPE_TRUEHD)
+            .with_sample_rate(sync.rate)
+            .with_channels(sync.channels());
+        Ok(params)
+    }
+}
+
 /// A symphonia [`FormatReader`] for a stream of `F`'s frames, registered ahead of
 /// symphonia's readers (`decode.rs`).
 pub(crate) struct FrameReader<F> {
@@ -318,6 +348,22 @@ impl QueryDescriptor for FrameReader<Dts> {
     }
 }
 
+impl QueryDescriptor for FrameReader<Thd> {
+    fn query() -> &'static [Descriptor] {
+        &[support_format!(
+            "truehd",
+            "Dolby TrueHD and MLP access units",
+            &["thd", "truehd", "mlp"],
+            &["audio/vnd.dolby.mlp"],
+            &[&[0xF8, 0x72, 0x6F, 0xBA], &[0xF8, 0x72, 0x6F, 0xBB]]
+        )]
+    }
+
+    fn score(_context: &[u8]) -> u8 {
+        255
+    }
+}
+
 /// A LOAS frame's first two bytes: the sync, then the length's top five bits.
 const LOAS_MARKERS: [&[u8]; 32] = {
     const ALL: [[u8; 2]; 32] = {
@@ -351,9 +397,16 @@ where
             frames: 0,
             framing: PhantomData,
         };
-        // The probe found a sync here: the first frame starts at it, or this is not such a
-        // stream. Past the stream's start (after junk, or a tag), another frame (or the
-        // end) must follow it, lest bytes that only look like a sync be taken for one.
+        // The probe found a sync here: the first frame starts at it (or `MARKER_AT`
+        // before), or this is not such a stream. Past the stream's start (after junk, or a
+        // tag), another frame (or the end) must follow it, lest bytes that only look like
+        // a sync be taken for one.
+        if F::MARKER_AT > 0 {
+            if reader.src.pos() < F::MARKER_AT as u64 {
+                return Err(Error::Unsupported("no frame header before the marker"));
+            }
+            reader.src.seek_buffered_rev(F::MARKER_AT);
+        }
         let start = reader.src.pos();
         let mut head = [0u8; MAX_HEADER];
         reader.src.read_exact(&mut head[..F::HEADER])?;

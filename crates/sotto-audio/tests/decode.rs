@@ -396,8 +396,8 @@ fn dts_coding_tools_decode_as_ffmpeg_does() {
 
 /// TrueHD (Blu-ray's lossless track) and MLP (DVD-Audio's) decode to FFmpeg's samples bit
 /// for bit: stereo TrueHD (24-bit) and MLP (16-bit) channel by channel against FLAC
-/// copies of FFmpeg's decodes, and 5.1 TrueHD (two substreams: the stereo mix and the
-/// 5.1) mixed to mono as FFmpeg mixes it.
+/// copies of FFmpeg's decodes, the same TrueHD as a `.thd` file, and 5.1 TrueHD (two
+/// substreams: the stereo mix and the 5.1) mixed to mono as FFmpeg mixes it.
 #[test]
 fn truehd_and_mlp_decode_as_ffmpeg_does() {
     for (name, rate) in [("tones.thd.mka", 44_100), ("tones.mlp.mka", 44_100)] {
@@ -411,6 +411,10 @@ fn truehd_and_mlp_decode_as_ffmpeg_does() {
             "{name}: left and right the same"
         );
     }
+    // The same access units alone (a `.thd` file, as mkvextract writes them).
+    let units = decode_file(&fixture("tones.thd")).unwrap();
+    let mka = decode_file(&fixture("tones.thd.mka")).unwrap();
+    assert_eq!(units.samples, mka.samples);
     let ours = decode_file(&fixture("tones.51.thd.mka")).unwrap();
     let ffmpeg = decode_file(&fixture("tones.51.thd.mka.mono.flac")).unwrap();
     assert_eq!((ours.sample_rate, ours.channels_in), (44_100, 6));
@@ -618,7 +622,7 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
     assert_one_line(
         &e,
         &format!(
-            "{}: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, webm/mkv, avi, ts, aiff, caf)",
+            "{}: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, ts, aiff, caf)",
             notes.display()
         ),
     );
@@ -649,7 +653,7 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
     let e = decode_reader(&b"plain text, not audio at all"[..], None).unwrap_err();
     assert_one_line(
         &e.to_string(),
-        "stdin: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, webm/mkv, avi, ts, aiff, caf)",
+        "stdin: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, ts, aiff, caf)",
     );
 
     // A container sotto reads with audio in a codec it does not decode (WMA in Matroska)

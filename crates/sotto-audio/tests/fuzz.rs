@@ -6,7 +6,7 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 30] = [
+const FIXTURES: [&str; 31] = [
     "tones.wav",
     "tones.rf64.wav",
     "tones.flac",
@@ -37,6 +37,7 @@ const FIXTURES: [&str; 30] = [
     "tones.dts.wav",
     "tones.51.thd.mka",
     "tones.mlp.mka",
+    "tones.thd",
 ];
 const HINTS: [Option<&str>; 5] = [None, Some("wav"), Some("flac"), Some("mp3"), Some("ogg")];
 
