@@ -9,7 +9,7 @@
 #     scripts/gpu-check.sh                  # results under $OUT (default ./gpu-check-out)
 #
 # base: the second real model, in a call of its own (the transfer holds one model):
-#     scripts/gpu-check.sh build base       # writes target/gpu-check-base/ (sotto, base q4_0)
+#     scripts/gpu-check.sh build base       # writes target/gpu-check-base/ (sotto, base q4_0, both xz)
 #     scripts/gpu-check.sh base             # carry ["target/gpu-check-base"]; about 2 minutes
 # Run it right after the first call, while the machine is still warm (30 s), or on its own.
 #
@@ -82,6 +82,8 @@ if [[ "${1:-}" == build && $mode == base ]]; then
     strip --strip-debug -o "$BIN/sotto" "${CARGO_TARGET_DIR:-target}/release/sotto"
     xz -9 "$BIN/sotto"
     "${CARGO_TARGET_DIR:-target}/release/sotto" quantize base "$BIN/cache/models/ggml-base.bin" q4_0 >/dev/null
+    # xz-packed too (46 MB to 38: the transfer had grown past 63 MiB); unpacked there.
+    xz -6 -T2 "$BIN/cache/models/ggml-base.bin"
     pack_clips
     ls -lR "$BIN"
     fits || { echo "error: target/gpu-check-base is too big to carry" >&2; exit 1; }
@@ -313,13 +315,16 @@ clips_check() {
     sed 's/^/    /' "$OUT/$tag.txt" >>"$OUT/summary.txt"
 }
 
-# The carried binary is xz-compressed (the transfer's 64 MiB); unpacked once, by Python's
-# lzma, since the GPU machine may lack xz.
-SOTTO="$BIN/sotto"
-if [[ ! -x "$SOTTO" && -f "$BIN/sotto.xz" ]]; then
+# The carried binary (and base's model) is xz-compressed (the transfer's 64 MiB); unpacked
+# once, by Python's lzma, since the GPU machine may lack xz.
+unpack() {
+    [[ ! -f "$1" && -f "$1.xz" ]] || return 0
     python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
-        "$BIN/sotto.xz" "$SOTTO" && chmod +x "$SOTTO"
-fi
+        "$1.xz" "$1"
+}
+SOTTO="$BIN/sotto"
+unpack "$SOTTO" && [[ -f "$SOTTO" ]] && chmod +x "$SOTTO"
+unpack "$BIN/cache/models/ggml-base.bin"
 
 if [[ $mode == base ]]; then
     MODEL="$BIN/cache/models/ggml-base.bin"
