@@ -410,7 +410,7 @@ fn decode_inner(
                 input: name.to_string(),
                 detail: format!(
                     "stream type {t:#04x} in a transport stream (sotto decodes AAC, in ADTS \
-                     or LATM, MPEG audio, AC-3 and DTS there)"
+                     or LATM, MPEG audio, AC-3, DTS and TrueHD there)"
                 ),
             },
             TsError::Io(why) => corrupt(name, format!("transport stream: {why}")),

@@ -46,6 +46,10 @@ pub(crate) struct TsAudio {
     /// Whether the audio stream's first PES packet has begun (bytes before it are the
     /// tail of one that started before the file did).
     started: bool,
+    /// The PES extension's stream id the audio's packets must carry (TrueHD's, beside an
+    /// AC-3 copy in the same PID), and whether the current PES packet is another's.
+    substream: Option<u8>,
+    skipping: bool,
     pub(crate) ext: Option<&'static str>,
 }
 
@@ -67,12 +71,17 @@ fn decoded(stream_type: u8) -> Option<&'static str> {
         0x11 => Some("loas"),              // AAC in LATM, in LOAS frames (DVB)
         0x81 | 0x87 => Some("ac3"),        // AC-3 and E-AC-3 (ATSC; and DVB's, see `first_audio`)
         0x82 | 0x85 | 0x86 => Some("dts"), // DTS, DTS-HD (Blu-ray; DVB's as AC-3's)
+        TRUEHD => Some("thd"),             // TrueHD, its AC-3 copy beside it (Blu-ray)
         _ => None,
     }
 }
 
 /// PES data of a private stream type (0x06), which may be audio of any kind, or subtitles.
 const PRIVATE: u8 = 0x06;
+/// Blu-ray's TrueHD: its access units and an AC-3 copy in PES packets of one PID, told
+/// apart by the PES extension's stream id (0x72 and 0x76).
+const TRUEHD: u8 = 0x83;
+const TRUEHD_SUBSTREAM: u8 = 0x72;
 
 /// Stream types that are audio (for an error that names the codec): AC-3, DTS, E-AC-3,
 /// TrueHD and more.
@@ -130,6 +139,8 @@ impl TsAudio {
             at: 0,
             end: 0,
             started: false,
+            substream: (stream_type == TRUEHD).then_some(TRUEHD_SUBSTREAM),
+            skipping: false,
             ext,
         })
     }
@@ -148,6 +159,14 @@ impl TsAudio {
                 continue;
             }
             let offset = self.packet.len() - payload.len();
+            if start {
+                self.skipping = self
+                    .substream
+                    .is_some_and(|id| pes_extension_id(payload).is_some_and(|x| x != id));
+            }
+            if self.skipping {
+                continue;
+            }
             let body = match start {
                 true => pes_payload(payload),
                 false if self.started => Some(0),
@@ -265,6 +284,49 @@ fn dvb_dolby(stream_type: u8, mut descriptors: &[u8]) -> u8 {
     stream_type
 }
 
+/// A PES packet's extension stream id (ISO 13818-1's `stream_id_extension`), where its
+/// header has one: Blu-ray's TrueHD (0x72) and its AC-3 copy (0x76) share a PID.
+fn pes_extension_id(payload: &[u8]) -> Option<u8> {
+    if payload.get(..3)? != [0, 0, 1] || *payload.get(3)? != 0xFD {
+        return None;
+    }
+    let flags = *payload.get(7)?;
+    // PTS, DTS, ESCR, ES rate, trick mode, additional copy info, CRC: their bytes.
+    let sizes = [
+        (0x80, 5),
+        (0x40, 5),
+        (0x20, 6),
+        (0x10, 3),
+        (0x08, 1),
+        (0x04, 1),
+        (0x02, 2),
+    ];
+    let mut at = 9 + sizes
+        .iter()
+        .filter(|(f, _)| flags & f != 0)
+        .map(|(_, n)| n)
+        .sum::<usize>();
+    if flags & 0x01 == 0 {
+        return None;
+    }
+    let ext = *payload.get(at)?;
+    at += 1;
+    // Private data, pack header, sequence counter, P-STD buffer.
+    if ext & 0x80 != 0 {
+        at += 16;
+    }
+    if ext & 0x40 != 0 {
+        at += 1 + usize::from(*payload.get(at)?);
+    }
+    at += if ext & 0x20 != 0 { 2 } else { 0 } + if ext & 0x10 != 0 { 2 } else { 0 };
+    if ext & 0x01 == 0 {
+        return None;
+    }
+    // The second extension's length, then (its flag clear) the stream id extension.
+    let id = *payload.get(at + 1)?;
+    (id & 0x80 == 0).then_some(id & 0x7F)
+}
+
 /// Where a PES packet's payload starts in `payload` (after its header); None for a
 /// payload that is not a PES packet.
 fn pes_payload(payload: &[u8]) -> Option<usize> {
@@ -370,6 +432,48 @@ mod tests {
         s
     }
 
+    /// A Blu-ray PES header (stream id 0xFD) whose extension names the substream `id`.
+    fn extended_pes(id: u8, body: &[u8]) -> Vec<u8> {
+        // PTS, and the extension: flag 2 only, its length 1, then the id.
+        let header = [0x80, 0x81, 5 + 1 + 2, 0x21, 0, 1, 0, 1, 0x01, 0x81, id];
+        [&[0, 0, 1, 0xFD, 0, 0][..], &header, body].concat()
+    }
+
+    #[test]
+    fn truehd_pes_packets_are_told_from_their_ac3_copys() {
+        assert_eq!(pes_extension_id(&extended_pes(0x72, &[1])), Some(0x72));
+        assert_eq!(pes_extension_id(&extended_pes(0x76, &[1])), Some(0x76));
+        assert_eq!(pes_payload(&extended_pes(0x72, &[1, 2])), Some(17));
+        assert_eq!(
+            pes_extension_id(&[0, 0, 1, 0xC0, 0, 0, 0x80, 0x80, 5, 1, 2, 3, 4, 5]),
+            None
+        );
+        assert_eq!(pes_extension_id(&extended_pes(0x72, &[])[..12]), None);
+    }
+
+    /// Blu-ray's TrueHD stream: its units' PES packets (substream 0x72, the first split
+    /// over two TS packets) and its AC-3 copy's (0x76) in turn on one PID; only the
+    /// TrueHD bytes come out, for the TrueHD reader.
+    #[test]
+    fn blu_ray_truehd_comes_without_its_ac3_copy() {
+        let mut file = stream(TRUEHD, &[], &[]);
+        file.truncate(3 * 188); // the PAT, the video, the PMT
+        let thd1 = extended_pes(0x72, &[1; 300]);
+        let (first, rest) = thd1.split_at(150);
+        file.extend(packet(0x101, true, first));
+        file.extend(packet(0x101, false, rest));
+        file.extend(packet(
+            0x101,
+            true,
+            &extended_pes(0x76, &[0x0B, 0x77, 9, 9]),
+        ));
+        file.extend(packet(0x101, false, &[9; 100])); // the rest of the AC-3 packet
+        file.extend(packet(0x101, true, &extended_pes(0x72, &[2; 40])));
+        let (out, ext) = read_all(file).unwrap();
+        assert_eq!(out, [vec![1; 300], vec![2; 40]].concat());
+        assert_eq!(ext, Some("thd"));
+    }
+
     fn read_all(file: Vec<u8>) -> Result<(Vec<u8>, Option<&'static str>), TsError> {
         let l = layout(&file).expect("a transport stream");
         let mut t = TsAudio::open(Box::new(Cursor::new(file)), l)?;
@@ -425,8 +529,8 @@ mod tests {
     #[test]
     fn other_codecs_and_no_audio_are_named() {
         assert_eq!(
-            read_all(stream(0x83, &[1], &[2])).unwrap_err(),
-            TsError::Codec(0x83)
+            read_all(stream(0x84, &[1], &[2])).unwrap_err(),
+            TsError::Codec(0x84)
         );
         assert_eq!(
             read_all(stream(0x1B, &[1], &[2])).unwrap_err(),

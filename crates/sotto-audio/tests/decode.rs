@@ -424,6 +424,70 @@ fn truehd_and_mlp_decode_as_ffmpeg_does() {
     assert!(ours.samples.iter().any(|v| v.abs() > 0.1), "not silence");
 }
 
+/// A Blu-ray's TrueHD track in a transport stream (stream type 0x83), its access units
+/// in PES packets of one PID with an AC-3 copy's, told apart by the PES extension's
+/// stream id: the TrueHD decodes, as from its `.thd` file.
+#[test]
+fn blu_ray_truehd_in_a_transport_stream_decodes() {
+    let thd = std::fs::read(fixture("tones.thd")).unwrap();
+    let ac3 = std::fs::read(fixture("tones.ac3")).unwrap();
+    let packet = |pid: u16, start: bool, payload: &[u8]| {
+        let mut p = vec![
+            0x47,
+            u8::from(start) << 6 | (pid >> 8) as u8,
+            pid as u8,
+            0x30,
+        ];
+        p.push((183 - payload.len()) as u8); // an adaptation field stuffs the rest
+        if payload.len() < 183 {
+            p.push(0);
+            p.resize(188 - payload.len(), 0xFF);
+        }
+        p.extend_from_slice(payload);
+        p
+    };
+    let psi = |table: &[u8]| [&[0u8][..], table, &[0; 4]].concat();
+    let mut ts = packet(
+        0,
+        true,
+        &psi(&[0, 0xB0, 13, 0, 1, 0xC1, 0, 0, 0, 1, 0xF0, 0]),
+    );
+    let pmt = [
+        2, 0xB0, 18, 0, 1, 0xC1, 0, 0, 0xE1, 1, 0xF0, 0, 0x83, 0xE1, 1, 0xF0, 0,
+    ];
+    ts.extend(packet(0x1000, true, &psi(&pmt)));
+    let mut emit = |id: u8, body: &[u8]| {
+        // Stream id 0xFD; a PTS and the extension that names the substream.
+        let head = [
+            0, 0, 1, 0xFD, 0, 0, 0x80, 0x81, 8, 0x21, 0, 1, 0, 1, 0x01, 0x81, id,
+        ];
+        let pes = [&head[..], body].concat();
+        for (i, chunk) in pes.chunks(180).enumerate() {
+            ts.extend(packet(0x101, i == 0, chunk));
+        }
+    };
+    let mut units = &thd[..];
+    let mut copy = ac3.chunks(768);
+    while units.len() >= 4 {
+        // Four access units a PES packet, then a piece of the AC-3 copy.
+        let mut len = 0;
+        for _ in 0..4 {
+            if len + 4 <= units.len() {
+                len += usize::from(u16::from_be_bytes([units[len], units[len + 1]]) & 0xFFF) * 2;
+            }
+        }
+        let (these, rest) = units.split_at(len.min(units.len()));
+        emit(0x72, these);
+        if let Some(frames) = copy.next() {
+            emit(0x76, frames);
+        }
+        units = rest;
+    }
+    let got = decode_bytes("bd.m2ts", ts, None).unwrap();
+    let want = decode_file(&fixture("tones.thd")).unwrap();
+    assert_eq!(got.samples, want.samples);
+}
+
 /// DTS in every container that carries it decodes to what its frames decode to: Matroska's
 /// and MP4's tracks (which symphonia's readers leave unnamed), a transport stream's
 /// (Blu-ray's stream type 0x82), a WAV file's (format 0x2001); and the frames in each of
