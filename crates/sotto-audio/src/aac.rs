@@ -8,11 +8,11 @@
 //! LOAS/LATM (`loas.rs`: DVB broadcasts) has a codec type of its own, [`CODEC_TYPE_LATM`],
 //! since its frames carry their configuration in a syntax of their own.
 
-use symphonia::core::audio::{AsAudioBufferRef, AudioBuffer, AudioBufferRef, Channels};
+use symphonia::core::audio::{AudioBuffer, Channels};
 use symphonia::core::audio::{Signal, SignalSpec};
 use symphonia::core::codecs::CODEC_TYPE_AAC;
 use symphonia::core::codecs::{decl_codec_type, CodecDescriptor, CodecParameters, CodecType};
-use symphonia::core::codecs::{Decoder, DecoderOptions, FinalizeResult};
+use symphonia::core::codecs::{Decoder, DecoderOptions};
 use symphonia::core::errors::{decode_error, unsupported_error, Result};
 use symphonia::core::formats::Packet;
 use symphonia::core::support_codec;
@@ -192,25 +192,7 @@ impl Decoder for AacDecoder {
         ]
     }
 
-    fn codec_params(&self) -> &CodecParameters {
-        &self.params
-    }
-
-    fn decode(&mut self, packet: &Packet) -> Result<AudioBufferRef<'_>> {
-        if let Err(e) = self.decode_inner(packet) {
-            self.buf.clear();
-            return Err(e);
-        }
-        Ok(self.buf.as_audio_buffer_ref())
-    }
-
-    fn finalize(&mut self) -> FinalizeResult {
-        FinalizeResult::default()
-    }
-
-    fn last_decoded(&self) -> AudioBufferRef<'_> {
-        self.buf.as_audio_buffer_ref()
-    }
+    crate::codec::buffered_decoder_methods!(|this, p| this.decode_inner(p));
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ mod aac;
 mod ac3;
 mod avi;
 mod caf;
+mod codec;
 mod decode;
 pub mod diarize;
 mod dts;

@@ -8,13 +8,14 @@
 //! 7.1 stream's 7.1; a fourth, Dolby Atmos's objects, is not audio to decode), and
 //! channels come out in FFmpeg's order.
 
-use symphonia::core::audio::{AsAudioBufferRef, AudioBuffer, AudioBufferRef, Channels};
+use symphonia::core::audio::{AudioBuffer, Channels};
 use symphonia::core::audio::{Signal, SignalSpec};
 use symphonia::core::codecs::{decl_codec_type, CodecDescriptor, CodecParameters, CodecType};
-use symphonia::core::codecs::{Decoder, DecoderOptions, FinalizeResult};
-use symphonia::core::errors::{decode_error, unsupported_error, Result};
-use symphonia::core::formats::Packet;
+use symphonia::core::codecs::{Decoder, DecoderOptions};
+use symphonia::core::errors::{unsupported_error, Result};
 use symphonia::core::support_codec;
+
+use crate::codec::{make_room, Bits};
 
 /// TrueHD and MLP, which symphonia has no codec type for.
 pub(crate) const CODEC_TYPE_TRUEHD: CodecType = decl_codec_type(b"truehd");
@@ -249,66 +250,13 @@ pub(crate) fn sync_unit(b: &[u8]) -> Option<(usize, MajorSync)> {
     (len >= 4 + sync.size).then_some((len, sync))
 }
 
-/// An access unit's bits, most significant first.
-struct Bits<'a> {
-    data: &'a [u8],
-    pos: usize,
-}
-
-type Parse<T> = std::result::Result<T, &'static str>;
+type Parse<T> = crate::codec::Parse<T>;
 
 const OVERRUN: &str = "truehd: the access unit's fields run past its end";
 
-impl<'a> Bits<'a> {
-    fn new(data: &'a [u8]) -> Self {
-        Self { data, pos: 0 }
-    }
-
-    fn peek32(&self) -> u32 {
-        let byte = self.pos / 8;
-        let word = match self.data.get(byte..byte + 8) {
-            Some(eight) => u64::from_be_bytes(eight.try_into().expect("eight bytes")),
-            None => {
-                let mut word = [0u8; 8];
-                let rest = self.data.get(byte..).unwrap_or(&[]);
-                word[..rest.len()].copy_from_slice(rest);
-                u64::from_be_bytes(word)
-            }
-        };
-        (word << (self.pos % 8) >> 32) as u32
-    }
-
-    fn skip(&mut self, n: usize) -> Parse<()> {
-        if self.pos + n > self.data.len() * 8 {
-            return Err(OVERRUN);
-        }
-        self.pos += n;
-        Ok(())
-    }
-
-    fn get(&mut self, n: u32) -> Parse<u32> {
-        if n == 0 {
-            return Ok(0);
-        }
-        let v = self.peek32() >> (32 - n);
-        self.skip(n as usize)?;
-        Ok(v)
-    }
-
-    fn bit(&mut self) -> Parse<bool> {
-        self.get(1).map(|b| b == 1)
-    }
-
-    fn signed(&mut self, n: u32) -> Parse<i32> {
-        if n == 0 {
-            return Ok(0);
-        }
-        let v = self.get(n)?;
-        Ok(((v << (32 - n)) as i32) >> (32 - n))
-    }
-
+impl Bits<'_> {
     /// A residual's Huffman-coded part: its symbol index (0 for -7).
-    fn huffman(&mut self, book: usize) -> Parse<i32> {
+    fn residual(&mut self, book: usize) -> Parse<i32> {
         let next = self.peek32();
         for (i, &(code, len)) in HUFFMAN[book].iter().enumerate() {
             if next >> (32 - u32::from(len)) == u32::from(code) {
@@ -731,7 +679,7 @@ impl State {
                 let c = &s.channels[ch];
                 let lsb_bits = c.huff_lsbs.saturating_sub(s.quant_step[ch]);
                 let mut v = if c.codebook > 0 {
-                    r.huffman(c.codebook - 1)?
+                    r.residual(c.codebook - 1)?
                 } else {
                     0
                 };
@@ -966,22 +914,7 @@ impl MlpDecoder {
 
     fn output(&mut self, sync: &MajorSync, count: usize, ok: bool) -> Result<()> {
         let mask = sync.channels();
-        let spec = self.buf.spec();
-        if spec.rate != sync.rate || spec.channels != mask {
-            if self.buf.frames() > 0 {
-                return decode_error("truehd: the layout changes within a packet");
-            }
-            self.buf = AudioBuffer::new(4 * MAX_BLOCKSIZE as u64, SignalSpec::new(sync.rate, mask));
-        }
-        if self.buf.capacity() < self.buf.frames() + count {
-            let size = (2 * self.buf.capacity()).max(self.buf.frames() + count);
-            let mut bigger = AudioBuffer::new(size as u64, SignalSpec::new(sync.rate, mask));
-            bigger.render_reserved(Some(self.buf.frames()));
-            for c in 0..mask.count() {
-                bigger.chan_mut(c).copy_from_slice(self.buf.chan(c));
-            }
-            self.buf = bigger;
-        }
+        make_room(&mut self.buf, sync.rate, mask, count, 4 * MAX_BLOCKSIZE)?;
         let at = self.buf.frames();
         self.buf.render_reserved(Some(count));
         let s = &self.state.subs[sync.top];
@@ -1035,23 +968,5 @@ impl Decoder for MlpDecoder {
         )]
     }
 
-    fn codec_params(&self) -> &CodecParameters {
-        &self.params
-    }
-
-    fn decode(&mut self, packet: &Packet) -> Result<AudioBufferRef<'_>> {
-        if let Err(e) = self.decode_units(&packet.data) {
-            self.buf.clear();
-            return Err(e);
-        }
-        Ok(self.buf.as_audio_buffer_ref())
-    }
-
-    fn finalize(&mut self) -> FinalizeResult {
-        FinalizeResult::default()
-    }
-
-    fn last_decoded(&self) -> AudioBufferRef<'_> {
-        self.buf.as_audio_buffer_ref()
-    }
+    crate::codec::buffered_decoder_methods!(|this, p| this.decode_units(&p.data));
 }

@@ -6,10 +6,10 @@
 //! (mapping family 0) and the standard surround layouts of up to 8 channels (family 1:
 //! several streams a packet) are taken.
 
-use symphonia::core::audio::{AsAudioBufferRef, AudioBuffer, AudioBufferRef, Channels};
+use symphonia::core::audio::{AudioBuffer, Channels};
 use symphonia::core::audio::{Signal, SignalSpec};
 use symphonia::core::codecs::{CodecDescriptor, CodecParameters, CODEC_TYPE_OPUS};
-use symphonia::core::codecs::{Decoder, DecoderOptions, FinalizeResult};
+use symphonia::core::codecs::{Decoder, DecoderOptions};
 use symphonia::core::errors::{decode_error, unsupported_error, Result};
 use symphonia::core::formats::Packet;
 use symphonia::core::support_codec;
@@ -391,25 +391,7 @@ impl Decoder for OpusDecoder {
         self.skip = 0;
     }
 
-    fn codec_params(&self) -> &CodecParameters {
-        &self.params
-    }
-
-    fn decode(&mut self, packet: &Packet) -> Result<AudioBufferRef<'_>> {
-        if let Err(e) = self.decode_inner(packet) {
-            self.buf.clear();
-            return Err(e);
-        }
-        Ok(self.buf.as_audio_buffer_ref())
-    }
-
-    fn finalize(&mut self) -> FinalizeResult {
-        FinalizeResult::default()
-    }
-
-    fn last_decoded(&self) -> AudioBufferRef<'_> {
-        self.buf.as_audio_buffer_ref()
-    }
+    crate::codec::buffered_decoder_methods!(|this, p| this.decode_inner(p));
 }
 
 #[cfg(test)]

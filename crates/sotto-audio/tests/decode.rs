@@ -533,15 +533,10 @@ fn dts_hd_substreams_after_each_core_are_skipped() {
     let want = decode_bytes("core.dts", be.clone(), None).unwrap();
     for pad in [0, 2] {
         let mut hd = Vec::new();
-        let mut rest = &be[..];
-        while rest.len() >= 8 {
-            let size = ((usize::from(rest[5] & 3) << 12)
-                | (usize::from(rest[6]) << 4)
-                | usize::from(rest[7] >> 4))
-                + 1;
-            let (frame, next) = rest.split_at(size.min(rest.len()));
+        for frame in dts_frames(&be) {
             // A core `pad` bytes longer (zeros after its audio, which is 4-byte aligned),
             // then padding to the 4-byte boundary the substream starts at.
+            let size = frame.len();
             let mut frame = frame.to_vec();
             assert_eq!(size % 4, 0);
             frame.resize(size + pad, 0);
@@ -552,7 +547,6 @@ fn dts_hd_substreams_after_each_core_are_skipped() {
             frame.resize(frame.len().next_multiple_of(4), 0);
             hd.extend_from_slice(&frame);
             hd.extend_from_slice(&dts_hd_substream());
-            rest = next;
         }
         let got = decode_bytes("hd.dts", hd, None).unwrap();
         assert_eq!(got.samples, want.samples, "a core of {pad} more bytes");
@@ -576,13 +570,7 @@ fn dts_hd_without_a_core_is_refused_by_name() {
 /// sign-extended to 16, in either byte order.
 fn fourteen_bit_words(frames: &[u8], little: bool) -> Vec<u8> {
     let mut out = Vec::new();
-    let mut rest = frames;
-    while rest.len() >= 8 {
-        let size = ((usize::from(rest[5] & 3) << 12)
-            | (usize::from(rest[6]) << 4)
-            | usize::from(rest[7] >> 4))
-            + 1;
-        let (frame, next) = rest.split_at(size.min(rest.len()));
+    for frame in dts_frames(frames) {
         let bits = frame.len() * 8;
         for w in 0..bits.div_ceil(14) {
             let mut v = 0u16;
@@ -597,9 +585,24 @@ fn fourteen_bit_words(frames: &[u8], little: bool) -> Vec<u8> {
                 v.to_be_bytes()
             });
         }
-        rest = next;
     }
     out
+}
+
+/// A stream of DTS core frames (16-bit big-endian words), frame by frame: each is as long
+/// as its header's FSIZE says.
+fn dts_frames(mut rest: &[u8]) -> Vec<&[u8]> {
+    let mut frames = Vec::new();
+    while rest.len() >= 8 {
+        let size = ((usize::from(rest[5] & 3) << 12)
+            | (usize::from(rest[6]) << 4)
+            | usize::from(rest[7] >> 4))
+            + 1;
+        let (frame, next) = rest.split_at(size.min(rest.len()));
+        frames.push(frame);
+        rest = next;
+    }
+    frames
 }
 
 /// PCM of a channel count symphonia's Matroska reader names no layout for (7.1 LPCM, as

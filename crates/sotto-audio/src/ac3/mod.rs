@@ -21,14 +21,14 @@ mod tables;
 mod transform;
 mod vq;
 
-use symphonia::core::audio::{AsAudioBufferRef, AudioBuffer, AudioBufferRef, Channels};
+use symphonia::core::audio::{AudioBuffer, Channels};
 use symphonia::core::audio::{Signal, SignalSpec};
 use symphonia::core::codecs::{CodecDescriptor, CodecParameters, CODEC_TYPE_EAC3};
-use symphonia::core::codecs::{Decoder, DecoderOptions, FinalizeResult};
+use symphonia::core::codecs::{Decoder, DecoderOptions};
 use symphonia::core::errors::{decode_error, unsupported_error, Result};
-use symphonia::core::formats::Packet;
 use symphonia::core::support_codec;
 
+use crate::codec::make_room;
 use blocks::{Blocks, AC3_SYNTAX};
 use tables::{FRAME_WORDS, FULL_CHANNELS, RATES};
 use transform::{window, Transforms};
@@ -285,24 +285,8 @@ impl Ac3Decoder {
         let samples = h.blocks * BLOCK;
         let mask = h.channels();
         let out = mask.count();
-        let spec = self.buf.spec();
-        if spec.rate != h.rate || spec.channels != mask {
-            if self.buf.frames() > 0 {
-                return decode_error("ac3: the layout changes within a packet");
-            }
-            self.buf = AudioBuffer::new(4 * FRAME_SAMPLES as u64, SignalSpec::new(h.rate, mask));
+        if make_room(&mut self.buf, h.rate, mask, samples, 4 * FRAME_SAMPLES)? {
             self.delay = vec![[0.0; BLOCK]; out];
-        }
-        while self.buf.capacity() < self.buf.frames() + samples {
-            let mut bigger = AudioBuffer::new(
-                (2 * self.buf.capacity()) as u64,
-                SignalSpec::new(h.rate, mask),
-            );
-            bigger.render_reserved(Some(self.buf.frames()));
-            for c in 0..out {
-                bigger.chan_mut(c).copy_from_slice(self.buf.chan(c));
-            }
-            self.buf = bigger;
         }
         let at = self.buf.frames();
         self.buf.render_reserved(Some(samples));
@@ -445,30 +429,13 @@ impl Decoder for Ac3Decoder {
         )]
     }
 
-    fn codec_params(&self) -> &CodecParameters {
-        &self.params
-    }
-
-    fn decode(&mut self, packet: &Packet) -> Result<AudioBufferRef<'_>> {
-        if let Err(e) = self.decode_frames(&packet.data) {
-            self.buf.clear();
-            return Err(e);
-        }
-        Ok(self.buf.as_audio_buffer_ref())
-    }
-
-    fn finalize(&mut self) -> FinalizeResult {
-        FinalizeResult::default()
-    }
-
-    fn last_decoded(&self) -> AudioBufferRef<'_> {
-        self.buf.as_audio_buffer_ref()
-    }
+    crate::codec::buffered_decoder_methods!(|this, p| this.decode_frames(&p.data));
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use symphonia::core::formats::Packet;
 
     #[test]
     fn headers_give_rate_length_and_channels() {

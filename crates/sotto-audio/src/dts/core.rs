@@ -3,8 +3,9 @@
 //! factors, joint intensity) and its samples, dequantized to the 23-bit subband samples of
 //! FFmpeg's decoder, whose integer steps this follows so that its output is matched.
 
-use super::bits::{books, Bits, Parse};
+use super::bits::books;
 use super::tables::*;
+use crate::codec::{Bits, Parse};
 
 /// Subbands of the filter bank, and of the primary channels at most.
 pub(super) const BANDS: usize = 32;

@@ -20,16 +20,15 @@ mod tables;
 
 use std::borrow::Cow;
 
-use symphonia::core::audio::{AsAudioBufferRef, AudioBuffer, AudioBufferRef, Channels};
+use symphonia::core::audio::{AudioBuffer, Channels};
 use symphonia::core::audio::{Signal, SignalSpec};
 use symphonia::core::codecs::{CodecDescriptor, CodecParameters, CODEC_TYPE_DCA};
-use symphonia::core::codecs::{Decoder, DecoderOptions, FinalizeResult};
+use symphonia::core::codecs::{Decoder, DecoderOptions};
 use symphonia::core::errors::{decode_error, unsupported_error, Result};
-use symphonia::core::formats::Packet;
 use symphonia::core::support_codec;
 
 use self::core::{Core, FrameHeader, BANDS, LFE_HISTORY, MAX_CHANNELS};
-use bits::Bits;
+use crate::codec::{make_room, Bits};
 use synth::Qmf;
 
 pub(crate) const CODEC_TYPE_DTS: symphonia::core::codecs::CodecType = CODEC_TYPE_DCA;
@@ -247,7 +246,9 @@ impl DtsDecoder {
         .channels()
         .expect("a core header");
         let samples = h.blocks * BANDS;
-        self.reserve(h.rate, mask, samples)?;
+        if make_room(&mut self.buf, h.rate, mask, samples, MAX_FRAME)? {
+            self.qmf = vec![Qmf::new(); MAX_CHANNELS];
+        }
         let at = self.buf.frames();
         self.buf.render_reserved(Some(samples));
         let rank = |s: Channels| (mask.bits() & (s.bits() - 1)).count_ones() as usize;
@@ -297,28 +298,6 @@ impl DtsDecoder {
         }
         Ok(())
     }
-
-    /// Makes room in `buf` for `samples` more of a frame of this rate and layout.
-    fn reserve(&mut self, rate: u32, mask: Channels, samples: usize) -> Result<()> {
-        let spec = self.buf.spec();
-        if spec.rate != rate || spec.channels != mask {
-            if self.buf.frames() > 0 {
-                return decode_error("dts: the layout changes within a packet");
-            }
-            self.buf = AudioBuffer::new(MAX_FRAME as u64, SignalSpec::new(rate, mask));
-            self.qmf = vec![Qmf::new(); MAX_CHANNELS];
-        }
-        if self.buf.capacity() < self.buf.frames() + samples {
-            let size = (2 * self.buf.capacity()).max(self.buf.frames() + samples);
-            let mut bigger = AudioBuffer::new(size as u64, SignalSpec::new(rate, mask));
-            bigger.render_reserved(Some(self.buf.frames()));
-            for c in 0..mask.count() {
-                bigger.chan_mut(c).copy_from_slice(self.buf.chan(c));
-            }
-            self.buf = bigger;
-        }
-        Ok(())
-    }
 }
 
 impl Decoder for DtsDecoder {
@@ -353,23 +332,5 @@ impl Decoder for DtsDecoder {
         )]
     }
 
-    fn codec_params(&self) -> &CodecParameters {
-        &self.params
-    }
-
-    fn decode(&mut self, packet: &Packet) -> Result<AudioBufferRef<'_>> {
-        if let Err(e) = self.decode_frames(&packet.data) {
-            self.buf.clear();
-            return Err(e);
-        }
-        Ok(self.buf.as_audio_buffer_ref())
-    }
-
-    fn finalize(&mut self) -> FinalizeResult {
-        FinalizeResult::default()
-    }
-
-    fn last_decoded(&self) -> AudioBufferRef<'_> {
-        self.buf.as_audio_buffer_ref()
-    }
+    crate::codec::buffered_decoder_methods!(|this, p| this.decode_frames(&p.data));
 }

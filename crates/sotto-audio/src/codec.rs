@@ -1,0 +1,172 @@
+//! What sotto's own decoders share: a bit reader over a frame (DTS, TrueHD), the growth of
+//! the buffer a packet's samples go to (AC-3's too), and the symphonia [`Decoder`]
+//! methods of a decoder that decodes each packet into such a buffer (AAC's and Opus's
+//! too).
+//!
+//! [`Decoder`]: symphonia::core::codecs::Decoder
+
+use symphonia::core::audio::{AudioBuffer, Channels, Signal, SignalSpec};
+use symphonia::core::errors::{decode_error, Result};
+
+/// A frame's field that runs past it, or holds a value the syntax does not allow.
+pub(crate) type Parse<T> = std::result::Result<T, &'static str>;
+
+const OVERRUN: &str = "a frame's fields run past its end";
+
+/// Reads a frame's bits, most significant first.
+pub(crate) struct Bits<'a> {
+    data: &'a [u8],
+    /// Bits read.
+    pub(crate) pos: usize,
+}
+
+impl<'a> Bits<'a> {
+    pub(crate) fn new(data: &'a [u8]) -> Self {
+        Self { data, pos: 0 }
+    }
+
+    /// The next 32 bits without reading them, zeros past the end.
+    #[inline]
+    pub(crate) fn peek32(&self) -> u32 {
+        let byte = self.pos / 8;
+        let word = match self.data.get(byte..byte + 8) {
+            Some(eight) => u64::from_be_bytes(eight.try_into().expect("eight bytes")),
+            None => {
+                let mut word = [0u8; 8];
+                let rest = self.data.get(byte..).unwrap_or(&[]);
+                word[..rest.len()].copy_from_slice(rest);
+                u64::from_be_bytes(word)
+            }
+        };
+        (word << (self.pos % 8) >> 32) as u32
+    }
+
+    pub(crate) fn skip(&mut self, n: usize) -> Parse<()> {
+        if self.pos + n > self.data.len() * 8 {
+            return Err(OVERRUN);
+        }
+        self.pos += n;
+        Ok(())
+    }
+
+    /// The next `n` (0 to 32) bits.
+    pub(crate) fn get(&mut self, n: u32) -> Parse<u32> {
+        if n == 0 {
+            return Ok(0);
+        }
+        let v = self.peek32() >> (32 - n);
+        self.skip(n as usize)?;
+        Ok(v)
+    }
+
+    pub(crate) fn bit(&mut self) -> Parse<bool> {
+        self.get(1).map(|b| b == 1)
+    }
+
+    /// The next `n` (0 to 32) bits as a two's complement number.
+    pub(crate) fn signed(&mut self, n: u32) -> Parse<i32> {
+        if n == 0 {
+            return Ok(0);
+        }
+        let v = self.get(n)?;
+        Ok(((v << (32 - n)) as i32) >> (32 - n))
+    }
+}
+
+/// Makes room in `buf` for `samples` more frames of this rate and layout: a packet's
+/// frames go one after another, and a layout that changes starts the buffer anew, which
+/// it says (the decoder then forgets what it kept of the old layout), where the packet's
+/// earlier frames leave nothing to keep.
+pub(crate) fn make_room(
+    buf: &mut AudioBuffer<f32>,
+    rate: u32,
+    channels: Channels,
+    samples: usize,
+    first: usize,
+) -> Result<bool> {
+    let spec = buf.spec();
+    let anew = spec.rate != rate || spec.channels != channels;
+    if anew {
+        if buf.frames() > 0 {
+            return decode_error("the channel layout changes within a packet");
+        }
+        *buf = AudioBuffer::new(first.max(samples) as u64, SignalSpec::new(rate, channels));
+    }
+    if buf.capacity() < buf.frames() + samples {
+        let size = (2 * buf.capacity()).max(buf.frames() + samples);
+        let mut bigger = AudioBuffer::new(size as u64, SignalSpec::new(rate, channels));
+        bigger.render_reserved(Some(buf.frames()));
+        for c in 0..channels.count() {
+            bigger.chan_mut(c).copy_from_slice(buf.chan(c));
+        }
+        *buf = bigger;
+    }
+    Ok(anew)
+}
+
+/// The [`Decoder`](symphonia::core::codecs::Decoder) methods of a decoder with `params`
+/// and a `buf` that `|this, packet| expr` decodes a packet into: the packet's samples, or
+/// none where it fails.
+macro_rules! buffered_decoder_methods {
+    (|$this:ident, $packet:ident| $decode:expr) => {
+        fn codec_params(&self) -> &symphonia::core::codecs::CodecParameters {
+            &self.params
+        }
+
+        fn decode(
+            &mut self,
+            $packet: &symphonia::core::formats::Packet,
+        ) -> symphonia::core::errors::Result<symphonia::core::audio::AudioBufferRef<'_>> {
+            let $this = &mut *self;
+            if let Err(e) = $decode {
+                self.buf.clear();
+                return Err(e);
+            }
+            Ok(symphonia::core::audio::AsAudioBufferRef::as_audio_buffer_ref(&self.buf))
+        }
+
+        fn finalize(&mut self) -> symphonia::core::codecs::FinalizeResult {
+            symphonia::core::codecs::FinalizeResult::default()
+        }
+
+        fn last_decoded(&self) -> symphonia::core::audio::AudioBufferRef<'_> {
+            symphonia::core::audio::AsAudioBufferRef::as_audio_buffer_ref(&self.buf)
+        }
+    };
+}
+pub(crate) use buffered_decoder_methods;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_signs_and_overruns() {
+        let mut r = Bits::new(&[0b1011_0011, 0xFF, 0x00, 0x80, 0x01]);
+        assert_eq!(r.get(1), Ok(1));
+        assert_eq!(r.get(3), Ok(0b011));
+        assert_eq!(r.signed(4), Ok(3));
+        assert_eq!(r.signed(8), Ok(-1));
+        assert_eq!(r.get(23), Ok(0x80 << 7));
+        assert_eq!(r.pos, 39);
+        assert!(r.get(2).is_err());
+        assert_eq!(r.get(1), Ok(1));
+        assert_eq!(r.signed(0), Ok(0));
+    }
+
+    #[test]
+    fn the_buffer_grows_and_starts_anew_for_a_new_layout() {
+        let stereo = Channels::FRONT_LEFT | Channels::FRONT_RIGHT;
+        let mut buf = AudioBuffer::new(4, SignalSpec::new(48_000, stereo));
+        assert!(!make_room(&mut buf, 48_000, stereo, 3, 4).unwrap());
+        buf.render_reserved(Some(3));
+        buf.chan_mut(1)[2] = 0.5;
+        assert!(!make_room(&mut buf, 48_000, stereo, 10, 4).unwrap());
+        assert!(buf.capacity() >= 13);
+        assert_eq!((buf.frames(), buf.chan(1)[2]), (3, 0.5));
+        assert!(make_room(&mut buf, 44_100, stereo, 3, 4).is_err());
+        buf.clear();
+        assert!(make_room(&mut buf, 44_100, Channels::FRONT_CENTRE, 3, 4).unwrap());
+        assert_eq!(buf.spec().channels, Channels::FRONT_CENTRE);
+    }
+}
