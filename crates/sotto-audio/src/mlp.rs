@@ -329,6 +329,8 @@ struct State {
     samples: Box<[[i32; MAX_CHANNELS + 2]; MAX_BLOCKSIZE]>,
     bypassed: Box<[[i32; MAX_MATRICES]; MAX_BLOCKSIZE]>,
     noise: [i8; MAX_BLOCKSIZE_POW2],
+    /// A substream of the unit ended the stream.
+    end_of_stream: bool,
 }
 
 /// The noise generator's table for streams of the second noise type.
@@ -360,6 +362,7 @@ impl State {
             samples: Box::new([[0; MAX_CHANNELS + 2]; MAX_BLOCKSIZE]),
             bypassed: Box::new([[0; MAX_MATRICES]; MAX_BLOCKSIZE]),
             noise: [0; MAX_BLOCKSIZE_POW2],
+            end_of_stream: false,
         }
     }
 
@@ -483,7 +486,11 @@ impl State {
             let s = &mut self.subs[n];
             if sync.truehd && shorten & 0x2000 != 0 {
                 s.blockpos -= (shorten & 0x1FFF).min(s.blockpos);
+            } else if !sync.truehd && shorten != 0xD234 {
+                return Err("truehd: a bad end-of-stream marker");
             }
+            // What follows needs a major sync again.
+            self.end_of_stream = true;
         }
         Ok(())
     }
@@ -592,8 +599,8 @@ impl State {
         }
         if s.presence & PARAM_MATRIX != 0 && r.bit()? {
             *matrix_changed += 1;
-            if *matrix_changed > 1 {
-                return Err("truehd: matrices changed twice in an access unit");
+            if *matrix_changed > 2 {
+                return Err("truehd: matrices changed three times in an access unit");
             }
             if let Err(e) = matrix_params(s, sync, r) {
                 s.matrices = 0;
@@ -908,6 +915,9 @@ impl MlpDecoder {
             };
             let ok = result.is_ok();
             self.output(&sync, count, ok)?;
+            if std::mem::take(&mut self.state.end_of_stream) {
+                self.state.sync = None;
+            }
         }
         Ok(())
     }
