@@ -104,6 +104,29 @@ pub(crate) fn make_room(
     Ok(anew)
 }
 
+/// The buffer a decoder of `codec` starts with, sized `frames`, at the rate and channels
+/// its parameters name (48 kHz stereo where they name none; its first frame's header
+/// sets them); an error, saying `refusal`, for parameters of another codec.
+pub(crate) fn first_buffer(
+    params: &symphonia::core::codecs::CodecParameters,
+    codec: symphonia::core::codecs::CodecType,
+    refusal: &'static str,
+    frames: usize,
+) -> Result<AudioBuffer<f32>> {
+    if params.codec != codec {
+        return symphonia::core::errors::unsupported_error(refusal);
+    }
+    let rate = params.sample_rate.unwrap_or(48_000);
+    let channels = params
+        .channels
+        .filter(|c| c.count() > 0)
+        .unwrap_or(Channels::FRONT_LEFT | Channels::FRONT_RIGHT);
+    Ok(AudioBuffer::new(
+        frames as u64,
+        SignalSpec::new(rate, channels),
+    ))
+}
+
 /// The [`Decoder`](symphonia::core::codecs::Decoder) methods of a decoder with `params`
 /// and a `buf` that `|this, packet| expr` decodes a packet into: the packet's samples, or
 /// none where it fails.

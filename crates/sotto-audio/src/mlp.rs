@@ -8,14 +8,14 @@
 //! 7.1 stream's 7.1; a fourth, Dolby Atmos's objects, is not audio to decode), and
 //! channels come out in FFmpeg's order.
 
+use symphonia::core::audio::Signal;
 use symphonia::core::audio::{AudioBuffer, Channels};
-use symphonia::core::audio::{Signal, SignalSpec};
 use symphonia::core::codecs::{decl_codec_type, CodecDescriptor, CodecParameters, CodecType};
 use symphonia::core::codecs::{Decoder, DecoderOptions};
-use symphonia::core::errors::{unsupported_error, Result};
+use symphonia::core::errors::Result;
 use symphonia::core::support_codec;
 
-use crate::codec::{make_room, Bits};
+use crate::codec::{first_buffer, make_room, Bits};
 
 /// TrueHD and MLP, which symphonia has no codec type for.
 pub(crate) const CODEC_TYPE_TRUEHD: CodecType = decl_codec_type(b"truehd");
@@ -951,18 +951,12 @@ impl MlpDecoder {
 
 impl Decoder for MlpDecoder {
     fn try_new(params: &CodecParameters, _: &DecoderOptions) -> Result<Self> {
-        if params.codec != CODEC_TYPE_TRUEHD {
-            return unsupported_error("truehd: not TrueHD or MLP");
-        }
-        let rate = params.sample_rate.unwrap_or(48_000);
-        let channels = params
-            .channels
-            .filter(|c| c.count() > 0)
-            .unwrap_or(Channels::FRONT_LEFT | Channels::FRONT_RIGHT);
+        let refusal = "truehd: not TrueHD or MLP";
+        let buf = first_buffer(params, CODEC_TYPE_TRUEHD, refusal, 4 * MAX_BLOCKSIZE)?;
         Ok(Self {
             params: params.clone(),
             state: Box::new(State::new()),
-            buf: AudioBuffer::new(4 * MAX_BLOCKSIZE as u64, SignalSpec::new(rate, channels)),
+            buf,
         })
     }
 

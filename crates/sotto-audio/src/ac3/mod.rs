@@ -21,14 +21,14 @@ mod tables;
 mod transform;
 mod vq;
 
+use symphonia::core::audio::Signal;
 use symphonia::core::audio::{AudioBuffer, Channels};
-use symphonia::core::audio::{Signal, SignalSpec};
 use symphonia::core::codecs::{CodecDescriptor, CodecParameters, CODEC_TYPE_EAC3};
 use symphonia::core::codecs::{Decoder, DecoderOptions};
 use symphonia::core::errors::{decode_error, unsupported_error, Result};
 use symphonia::core::support_codec;
 
-use crate::codec::make_room;
+use crate::codec::{first_buffer, make_room};
 use blocks::{Blocks, AC3_SYNTAX};
 use tables::{FRAME_WORDS, FULL_CHANNELS, RATES};
 use transform::{window, Transforms};
@@ -397,20 +397,14 @@ fn skip_bsi(r: &mut Bits, acmod: u8) -> std::result::Result<(), Overrun> {
 
 impl Decoder for Ac3Decoder {
     fn try_new(params: &CodecParameters, _: &DecoderOptions) -> Result<Self> {
-        if params.codec != CODEC_TYPE_AC3 {
-            return unsupported_error("ac3: not AC-3");
-        }
-        let rate = params.sample_rate.unwrap_or(48_000);
-        let channels = params
-            .channels
-            .filter(|c| c.count() > 0)
-            .unwrap_or(Channels::FRONT_LEFT | Channels::FRONT_RIGHT);
+        let buf = first_buffer(params, CODEC_TYPE_AC3, "ac3: not AC-3", 4 * FRAME_SAMPLES)?;
+        let channels = buf.spec().channels;
         Ok(Self {
             params: params.clone(),
             blocks: Box::new(Blocks::new()),
             transforms: Transforms::new(),
             delay: vec![[0.0; BLOCK]; channels.count()],
-            buf: AudioBuffer::new(4 * FRAME_SAMPLES as u64, SignalSpec::new(rate, channels)),
+            buf,
         })
     }
 

@@ -161,7 +161,7 @@ struct Coding {
 }
 
 /// A channel's side information for the current subframe.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 struct Side {
     prediction: [bool; BANDS],
     vq: [u16; BANDS],
@@ -170,19 +170,6 @@ struct Side {
     transient: [usize; BANDS],
     scales: [[i32; 2]; BANDS],
     joint_scales: [i32; BANDS],
-}
-
-impl Default for Side {
-    fn default() -> Self {
-        Self {
-            prediction: [false; BANDS],
-            vq: [0; BANDS],
-            abits: [0; BANDS],
-            transient: [0; BANDS],
-            scales: [[0; 2]; BANDS],
-            joint_scales: [0; BANDS],
-        }
-    }
 }
 
 /// The core decoder's state between frames: each channel's subband samples (with the

@@ -20,15 +20,15 @@ mod tables;
 
 use std::borrow::Cow;
 
+use symphonia::core::audio::Signal;
 use symphonia::core::audio::{AudioBuffer, Channels};
-use symphonia::core::audio::{Signal, SignalSpec};
 use symphonia::core::codecs::{CodecDescriptor, CodecParameters, CODEC_TYPE_DCA};
 use symphonia::core::codecs::{Decoder, DecoderOptions};
 use symphonia::core::errors::{decode_error, unsupported_error, Result};
 use symphonia::core::support_codec;
 
 use self::core::{Core, FrameHeader, BANDS, LFE_HISTORY, MAX_CHANNELS};
-use crate::codec::{make_room, Bits};
+use crate::codec::{first_buffer, make_room, Bits};
 use synth::Qmf;
 
 pub(crate) const CODEC_TYPE_DTS: symphonia::core::codecs::CodecType = CODEC_TYPE_DCA;
@@ -117,15 +117,19 @@ impl Header {
 
     /// The frame's channels, in the order they come out; None for a substream.
     pub(crate) fn channels(&self) -> Option<Channels> {
-        let c = self.core?;
-        let mut mask = Channels::empty();
-        for &s in speakers(c.amode) {
-            mask |= s;
-        }
-        if c.lfe {
+        self.core.map(|c| c.channels())
+    }
+}
+
+impl CoreHeader {
+    fn channels(&self) -> Channels {
+        let mut mask = speakers(self.amode)
+            .iter()
+            .fold(Channels::empty(), |m, &s| m | s);
+        if self.lfe {
             mask |= Channels::LFE1;
         }
-        Some(mask)
+        mask
     }
 }
 
@@ -239,12 +243,7 @@ impl DtsDecoder {
             Ok(h) => h,
             Err(e) => return decode_error(e),
         };
-        let mask = Header {
-            len: 0,
-            core: Some(*c),
-        }
-        .channels()
-        .expect("a core header");
+        let mask = c.channels();
         let samples = h.blocks * BANDS;
         if make_room(&mut self.buf, h.rate, mask, samples, MAX_FRAME)? {
             self.qmf = vec![Qmf::new(); MAX_CHANNELS];
@@ -302,19 +301,12 @@ impl DtsDecoder {
 
 impl Decoder for DtsDecoder {
     fn try_new(params: &CodecParameters, _: &DecoderOptions) -> Result<Self> {
-        if params.codec != CODEC_TYPE_DTS {
-            return unsupported_error("dts: not DTS");
-        }
-        let rate = params.sample_rate.unwrap_or(48_000);
-        let channels = params
-            .channels
-            .filter(|c| c.count() > 0)
-            .unwrap_or(Channels::FRONT_LEFT | Channels::FRONT_RIGHT);
+        let buf = first_buffer(params, CODEC_TYPE_DTS, "dts: not DTS", MAX_FRAME)?;
         Ok(Self {
             params: params.clone(),
             core: Box::new(Core::new()),
             qmf: vec![Qmf::new(); MAX_CHANNELS],
-            buf: AudioBuffer::new(MAX_FRAME as u64, SignalSpec::new(rate, channels)),
+            buf,
             cored: false,
         })
     }
