@@ -88,6 +88,12 @@ enum Command {
         /// them). hf and ct2 keep each tensor's float type; not from block-quantized files.
         #[arg(long, default_value = "ggml", value_parser = ["ggml", "hf", "ct2"])]
         to: String,
+        /// With `--to ct2`: store the weights as CTranslate2's converter does with this
+        /// `--quantization` (byte for byte): int8 (one scale per row), int8_float16,
+        /// int8_float32, int16, float16 or float32. faster-whisper runs int8 folders with
+        /// its int8 kernels; sotto reads them as q8_0. A q8_0 source is read as its values.
+        #[arg(long, value_parser = sotto::formats::ct2::Quantization::NAMES)]
+        quantization: Option<String>,
     },
     /// Serve transcription over HTTP: whisper.cpp's `/inference` and `/load`, OpenAI's
     /// `/v1/audio/transcriptions` and `/translations`, from one model shared by workers.
@@ -239,7 +245,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             println!("{}", path.display());
             Ok(ExitCode::SUCCESS)
         }
-        Command::Convert { input, output, to } => {
+        Command::Convert {
+            input,
+            output,
+            to,
+            quantization,
+        } => {
+            if quantization.is_some() && to != "ct2" {
+                anyhow::bail!("--quantization is for --to ct2 (for ggml files: sotto quantize)");
+            }
             if input.ends_with(".onnx") {
                 // A Silero VAD: whisper.cpp's ggml VAD file of its weights.
                 if to != "ggml" {
@@ -277,7 +291,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         file.vocab.len()
                     )
                 })?;
-                sotto::formats::ct2::write(&file, &specials, &output)?;
+                match quantization.as_deref() {
+                    Some(q) => {
+                        let q = sotto::formats::ct2::Quantization::from_name(q)
+                            .expect("clap checked the name");
+                        sotto::formats::ct2::write_quantized(&file, &specials, &output, q)?
+                    }
+                    None => sotto::formats::ct2::write(&file, &specials, &output)?,
+                }
             } else {
                 let filters = sotto::audio::mel_filters(file.hparams.n_mels);
                 sotto::formats::ggml::write(&file, &filters, &output)?;

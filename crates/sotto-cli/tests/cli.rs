@@ -400,6 +400,60 @@ fn convert_to_hugging_face_and_ctranslate2_folders_and_transcribe_them_the_same(
     assert_eq!(run(&ct2), hf);
 }
 
+/// `convert --to ct2 --quantization int8` writes what faster-whisper users make with
+/// CTranslate2's converter (the bytes are checked in sotto-formats); sotto reads it as
+/// q8_0 and transcribes jfk as from the float16 model. The option is refused for other
+/// targets and unknown names.
+#[test]
+fn convert_to_an_int8_ctranslate2_folder_and_transcribe_it() {
+    let model = sotto_testdata::model_dir("tiny.en");
+    let dir = tempfile::tempdir().unwrap();
+    let int8 = dir.path().join("faster-whisper-tiny.en-int8");
+    sotto()
+        .args(["convert", "--to", "ct2", "--quantization", "int8"])
+        .arg(&model)
+        .arg(&int8)
+        .assert()
+        .success();
+    let size = std::fs::metadata(int8.join("model.bin")).unwrap().len();
+    assert_eq!(size, 38_920_568, "as CTranslate2's converter writes it");
+    let text = |m: &Path| {
+        let out = sotto()
+            .args([
+                "transcribe",
+                "-t",
+                "2",
+                "--beam-size",
+                "1",
+                "--no-timestamps",
+                "-m",
+            ])
+            .arg(m)
+            .arg(jfk())
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        normalise(&String::from_utf8(out).unwrap())
+    };
+    assert_eq!(text(&int8), text(&model));
+    sotto()
+        .args(["convert", "--to", "hf", "--quantization", "int8"])
+        .arg(&model)
+        .arg(dir.path().join("hf"))
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("--quantization is for --to ct2"));
+    sotto()
+        .args(["convert", "--to", "ct2", "--quantization", "int4"])
+        .arg(&model)
+        .arg(dir.path().join("x"))
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("int8_float16"));
+}
+
 /// `random:SIZE` writes a model of that size with random weights (to time a peer on sizes
 /// whose weights are not at hand): a CTranslate2 folder sotto loads and times again.
 #[test]

@@ -217,7 +217,12 @@ pub fn load(path: &Path) -> Result<WhisperFile> {
         let p = dir.join(name);
         std::fs::read_to_string(&p).map_err(|source| FormatError::Io { path: p, source })
     };
-    let vocabulary = read("vocabulary.txt")?;
+    let vocabulary =
+        if dir.join("vocabulary.txt").is_file() || !dir.join("vocabulary.json").is_file() {
+            read("vocabulary.txt")?
+        } else {
+            vocabulary_from_json(&read("vocabulary.json")?, &dir.join("vocabulary.json"))?
+        };
     let config = if dir.join("config.json").is_file() {
         Some(read("config.json")?)
     } else {
@@ -230,6 +235,26 @@ pub fn load(path: &Path) -> Result<WhisperFile> {
     }
     file.path = path.to_path_buf();
     Ok(file)
+}
+
+/// `vocabulary.json` (CTranslate2 3.0 and later: a JSON list of the tokens) as the lines
+/// of a `vocabulary.txt`. A token never holds a newline: GPT-2's byte map spells it `Ċ`.
+fn vocabulary_from_json(json: &str, path: &Path) -> Result<String> {
+    let invalid = |msg: String| FormatError::Invalid {
+        path: path.to_path_buf(),
+        msg,
+    };
+    let tokens: Vec<Cow<str>> =
+        serde_json::from_str(json).map_err(|e| invalid(format!("not a list of tokens: {e}")))?;
+    let mut text = String::with_capacity(json.len());
+    for (id, t) in tokens.iter().enumerate() {
+        if t.contains('\n') {
+            return Err(invalid(format!("token {id} {t:?} holds a newline")));
+        }
+        text.push_str(t);
+        text.push('\n');
+    }
+    Ok(text)
 }
 
 #[derive(Deserialize)]
@@ -307,11 +332,8 @@ pub fn from_parts(
             model.spec
         )));
     }
-    if let Some(name) = model.variables.keys().find(|n| n.ends_with("_scale")) {
-        return Err(unsupported(format!(
-            "quantized (int8) CTranslate2 export (found {name}); use a float16 or float32 export"
-        )));
-    }
+    let mut model = model;
+    dequantize(&mut model, path)?;
     let (hparams, tensors) = Canon {
         model: &model,
         path,
@@ -344,6 +366,117 @@ pub fn from_parts(
     })
 }
 
+/// Replaces CTranslate2's quantized variables (`--quantization int8*` or `int16`) with
+/// types sotto computes with, and drops their `_scale` variables.
+///
+/// CTranslate2 stores `q = round(w · scale)`: int8 with one f32 scale per output row (a
+/// convolution's rows are its output channels), int16 with one scale for the tensor.
+/// An int8 matrix whose rows are whole 32-value blocks becomes q8_0 (the same `q`, each
+/// block's `d` = the row's `1 / scale` in f16: within 2⁻¹¹ of it, a twentieth of the int8
+/// step at most), so it keeps its size and runs on the q8_0 kernels; anything else
+/// becomes f32 `q / scale`, exactly.
+fn dequantize(model: &mut Ct2Model, path: &Path) -> Result<()> {
+    let invalid = |msg: String| FormatError::Invalid {
+        path: path.to_path_buf(),
+        msg,
+    };
+    if let Some(name) = model.variables.keys().find(|n| n.ends_with("_zero")) {
+        return Err(FormatError::Unsupported {
+            path: path.to_path_buf(),
+            msg: format!(
+                "{name}: zero points (an AWQ export) are not supported; use a float16, \
+                 float32 or int8 export"
+            ),
+        });
+    }
+    let scaled: Vec<String> = model
+        .variables
+        .keys()
+        .filter_map(|n| n.strip_suffix("_scale"))
+        .map(str::to_string)
+        .collect();
+    for name in scaled {
+        let scale = model
+            .variables
+            .remove(&format!("{name}_scale"))
+            .expect("listed");
+        let t = model
+            .variables
+            .get(&name)
+            .ok_or_else(|| invalid(format!("{name}_scale scales a missing variable")))?;
+        let scales = match scale.dtype {
+            DType::F32 => scale.to_f32().map_err(invalid)?,
+            other => return Err(invalid(format!("{name}_scale has type {other:?}, not f32"))),
+        };
+        let rows = t.shape.first().copied().unwrap_or(1);
+        let per_row = match (t.dtype, scales.len()) {
+            (DType::I8, n) if n == rows && scale.shape.len() == 1 => true,
+            (DType::I16, 1) => false,
+            (dtype, n) => {
+                return Err(invalid(format!(
+                    "{name}: a {dtype:?} tensor of shape {:?} with {n} scales",
+                    t.shape
+                )))
+            }
+        };
+        if let Some(s) = scales.iter().find(|s| !(s.is_finite() && **s > 0.0)) {
+            return Err(invalid(format!("{name}_scale holds {s}")));
+        }
+        let converted = if per_row && t.shape.len() == 2 && t.shape[1] % 32 == 0 {
+            int8_to_q8_0(t, &scales)
+        } else {
+            int_to_f32(t, &scales)
+        };
+        // Converted: the file's copy need not stay resident.
+        t.data.release();
+        model.variables.insert(name, converted);
+    }
+    Ok(())
+}
+
+/// An int8 matrix with one scale per row as q8_0 blocks (see [`dequantize`]).
+fn int8_to_q8_0(t: &TensorData, scales: &[f32]) -> TensorData {
+    let cols = t.shape[1];
+    let q = t.data.as_bytes();
+    let mut out = Vec::with_capacity(q.len() / 32 * 34);
+    for (row, &s) in q.chunks_exact(cols).zip(scales) {
+        let d = half::f16::from_f32(1.0 / s).to_le_bytes();
+        for block in row.chunks_exact(32) {
+            out.extend_from_slice(&d);
+            out.extend_from_slice(block);
+        }
+    }
+    TensorData {
+        dtype: DType::Q8_0,
+        shape: t.shape.clone(),
+        data: Storage::from_vec(out),
+    }
+}
+
+/// An int8 or int16 tensor as f32 `q / scale`: one scale per row, or one for all.
+fn int_to_f32(t: &TensorData, scales: &[f32]) -> TensorData {
+    let b = t.data.as_bytes();
+    let q: Vec<f32> = match t.dtype {
+        DType::I8 => b.iter().map(|&v| f32::from(v as i8)).collect(),
+        _ => b
+            .chunks_exact(2)
+            .map(|c| f32::from(i16::from_le_bytes([c[0], c[1]])))
+            .collect(),
+    };
+    let per_scale = q.len() / scales.len();
+    let mut out = Vec::with_capacity(q.len() * 4);
+    for (values, &s) in q.chunks_exact(per_scale.max(1)).zip(scales) {
+        for v in values {
+            out.extend_from_slice(&(v / s).to_le_bytes());
+        }
+    }
+    TensorData {
+        dtype: DType::F32,
+        shape: t.shape.clone(),
+        data: Storage::from_vec(out),
+    }
+}
+
 /// Maps CTranslate2 variables to canonical whisper.cpp tensors.
 struct Canon<'a> {
     model: &'a Ct2Model,
@@ -358,18 +491,18 @@ impl Canon<'_> {
         }
     }
 
-    /// A float variable (f32, f16 or bf16).
+    /// A float variable (f32, f16 or bf16), or an int8 one [`dequantize`] made q8_0.
     fn float(&self, name: &str) -> Result<TensorData> {
         let t = self
             .model
             .get(name)
             .ok_or_else(|| self.invalid(format!("missing variable {name}")))?;
         match t.dtype {
-            DType::F32 | DType::F16 | DType::BF16 => Ok(t.clone()),
+            DType::F32 | DType::F16 | DType::BF16 | DType::Q8_0 => Ok(t.clone()),
             other => Err(FormatError::Unsupported {
                 path: self.path.to_path_buf(),
                 msg: format!(
-                    "variable {name} has type {other:?} (quantized export?); use a float16 export"
+                    "variable {name} has type {other:?} without a {name}_scale to read it by"
                 ),
             }),
         }
@@ -707,14 +840,14 @@ enum Part<'a> {
     Owned(Vec<u8>),
 }
 
-/// One variable to write: shape, CTranslate2 type id, and its bytes in pieces.
+/// One variable to write: shape, element type, and its bytes in pieces.
 struct Var<'a> {
     shape: Vec<usize>,
-    dtype: u8,
+    dtype: DType,
     parts: Vec<Part<'a>>,
 }
 
-impl Var<'_> {
+impl<'a> Var<'a> {
     fn len(&self) -> usize {
         self.parts
             .iter()
@@ -725,6 +858,160 @@ impl Var<'_> {
             })
             .sum()
     }
+
+    /// A variable of `dtype` holding `bytes`.
+    fn owned(shape: Vec<usize>, dtype: DType, bytes: Vec<u8>) -> Var<'a> {
+        Var {
+            shape,
+            dtype,
+            parts: vec![Part::Owned(bytes)],
+        }
+    }
+
+    /// The values as f32 (a float or q8_0 variable).
+    fn to_f32(&self) -> std::result::Result<Vec<f32>, String> {
+        let mut out = Vec::new();
+        for p in &self.parts {
+            match p {
+                Part::Bytes(b) => out.extend(crate::values_f32(self.dtype, b)?),
+                Part::Owned(b) => out.extend(crate::values_f32(self.dtype, b)?),
+                Part::Zeros(n) => out.resize(out.len() + n / self.dtype.block().1, 0.0),
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// What `--quantization` CTranslate2's converter was given: how [`write_quantized`]
+/// stores the weights (the `weight` of every linear layer, both convolutions and the
+/// token embedding) and the other float variables (biases, norms, position tables).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Quantization {
+    /// Weights int8 with one f32 scale per output row; other floats as they are.
+    Int8,
+    /// Weights int8; other floats f16.
+    Int8Float16,
+    /// Weights int8; other floats f32.
+    Int8Float32,
+    /// Weights int16 with one f32 scale per tensor; other floats f32.
+    Int16,
+    /// Everything f16.
+    Float16,
+    /// Everything f32.
+    Float32,
+}
+
+impl Quantization {
+    /// CTranslate2's names, as `--quantization` takes them.
+    pub const NAMES: [&'static str; 6] = [
+        "int8",
+        "int8_float16",
+        "int8_float32",
+        "int16",
+        "float16",
+        "float32",
+    ];
+
+    /// The quantization CTranslate2 calls `name`.
+    pub fn from_name(name: &str) -> Option<Quantization> {
+        use Quantization::*;
+        let all = [Int8, Int8Float16, Int8Float32, Int16, Float16, Float32];
+        Self::NAMES.iter().position(|n| *n == name).map(|i| all[i])
+    }
+
+    /// The type the variables it does not quantize get (`None`: their own).
+    fn floats(self) -> Option<DType> {
+        match self {
+            Quantization::Int8 => None,
+            Quantization::Int8Float16 | Quantization::Float16 => Some(DType::F16),
+            _ => Some(DType::F32),
+        }
+    }
+
+    /// The integer type of the weights, if it quantizes them.
+    fn weights(self) -> Option<DType> {
+        match self {
+            Quantization::Int8 | Quantization::Int8Float16 | Quantization::Int8Float32 => {
+                Some(DType::I8)
+            }
+            Quantization::Int16 => Some(DType::I16),
+            _ => None,
+        }
+    }
+}
+
+/// CTranslate2's `optimize(quantization)`, step for step in f32 as numpy does it, so
+/// that the bytes are its converter's: int8 `q = rint(w · 127 / amax(|row|))` (a zero row
+/// counts as amax 127), int16 `q = rint(w · 1024 / amax(|w|))`, each with its `_scale`;
+/// f16 by round-to-nearest-even.
+fn quantize(
+    vars: BTreeMap<String, Var<'_>>,
+    q: Quantization,
+) -> std::result::Result<BTreeMap<String, Var<'_>>, String> {
+    let mut out = BTreeMap::new();
+    for (name, v) in vars {
+        if v.dtype.is_integer() {
+            out.insert(name, v);
+            continue;
+        }
+        let values = v.to_f32().map_err(|e| format!("{name}: {e}"))?;
+        // The variables whose CTranslate2 layer spec has a `weight_scale`.
+        if let (Some(int), true) = (q.weights(), name.ends_with("/weight")) {
+            let rows = v.shape.first().copied().unwrap_or(1).max(1);
+            let (bytes, scales, scale_shape) = if int == DType::I8 {
+                let mut bytes = Vec::with_capacity(values.len());
+                let mut scales = Vec::with_capacity(rows);
+                for row in values.chunks(values.len() / rows) {
+                    let mut amax = row.iter().fold(0f32, |m, x| m.max(x.abs()));
+                    if amax == 0.0 {
+                        amax = 127.0;
+                    }
+                    let scale = 127.0f32 / amax.max(127.0f32 / f32::MAX);
+                    bytes.extend(
+                        row.iter()
+                            .map(|x| (x * scale).round_ties_even() as i8 as u8),
+                    );
+                    scales.push(scale);
+                }
+                (bytes, scales, vec![rows])
+            } else {
+                let amax = values.iter().fold(0f32, |m, x| m.max(x.abs()));
+                let scale = 1024.0f32 / amax;
+                let bytes = values
+                    .iter()
+                    .flat_map(|x| {
+                        let v = (x * scale).round_ties_even();
+                        (v.clamp(i16::MIN.into(), i16::MAX.into()) as i16).to_le_bytes()
+                    })
+                    .collect();
+                (bytes, vec![scale], Vec::new())
+            };
+            let scale_bytes = scales.iter().flat_map(|s| s.to_le_bytes()).collect();
+            out.insert(
+                format!("{name}_scale"),
+                Var::owned(scale_shape, DType::F32, scale_bytes),
+            );
+            out.insert(name, Var::owned(v.shape, int, bytes));
+            continue;
+        }
+        match q.floats() {
+            Some(DType::F16) if v.dtype != DType::F16 => {
+                let bytes = values
+                    .iter()
+                    .flat_map(|&x| half::f16::from_f32(x).to_le_bytes())
+                    .collect();
+                out.insert(name, Var::owned(v.shape, DType::F16, bytes));
+            }
+            Some(DType::F32) if v.dtype != DType::F32 => {
+                let bytes = values.iter().flat_map(|x| x.to_le_bytes()).collect();
+                out.insert(name, Var::owned(v.shape, DType::F32, bytes));
+            }
+            _ => {
+                out.insert(name, v);
+            }
+        }
+    }
+    Ok(out)
 }
 
 fn dtype_id(dtype: DType) -> Option<u8> {
@@ -743,6 +1030,8 @@ fn dtype_id(dtype: DType) -> Option<u8> {
 struct Spec<'a> {
     file: &'a WhisperFile,
     out: &'a Path,
+    /// Whether a quantization follows, which reads q8_0 tensors as their values.
+    quantized: bool,
     vars: BTreeMap<String, Var<'a>>,
 }
 
@@ -756,11 +1045,17 @@ impl<'a> Spec<'a> {
                 path: self.out.to_path_buf(),
                 msg: format!("missing tensor {name}"),
             })?;
-        if dtype_id(t.dtype).is_none() || t.dtype.is_integer() {
+        let quantized_ok = self.quantized && t.dtype == DType::Q8_0;
+        if (dtype_id(t.dtype).is_none() && !quantized_ok) || t.dtype.is_integer() {
+            let hint = if t.dtype == DType::Q8_0 {
+                " (with a quantization, q8_0 is read as its values)"
+            } else {
+                ""
+            };
             return Err(FormatError::Unsupported {
                 path: self.out.to_path_buf(),
                 msg: format!(
-                    "tensor {name} is {:?}: CTranslate2's Whisper holds f32, f16 or bf16",
+                    "tensor {name} is {:?}: CTranslate2's Whisper holds f32, f16 or bf16{hint}",
                     t.dtype
                 ),
             });
@@ -773,15 +1068,8 @@ impl<'a> Spec<'a> {
             DType::I8 => (value as i8).to_le_bytes().to_vec(),
             _ => (value as i16).to_le_bytes().to_vec(),
         };
-        let dtype = dtype_id(dtype).expect("integer types have ids");
-        self.vars.insert(
-            name.to_string(),
-            Var {
-                shape: Vec::new(),
-                dtype,
-                parts: vec![Part::Owned(bytes)],
-            },
-        );
+        self.vars
+            .insert(name.to_string(), Var::owned(Vec::new(), dtype, bytes));
     }
 
     /// `name` ← the canonical tensor `canonical`.
@@ -791,7 +1079,7 @@ impl<'a> Spec<'a> {
             name,
             Var {
                 shape: t.shape.clone(),
-                dtype: dtype_id(t.dtype).expect("checked above"),
+                dtype: t.dtype,
                 parts: vec![Part::Bytes(t.data.as_bytes())],
             },
         );
@@ -827,12 +1115,11 @@ impl<'a> Spec<'a> {
                 }
             }
         }
-        let dtype = dtype_id(like.dtype).expect("checked above");
         self.vars.insert(
             name,
             Var {
                 shape,
-                dtype,
+                dtype: like.dtype,
                 parts: bytes,
             },
         );
@@ -948,6 +1235,27 @@ fn put_str(out: &mut impl std::io::Write, s: &str) -> std::io::Result<()> {
 /// its feature size from. Block-quantized tensors have no CTranslate2 float type: such
 /// files are refused.
 pub fn write(file: &WhisperFile, specials: &[String], dir: &Path) -> Result<()> {
+    write_with(file, specials, dir, None)
+}
+
+/// As [`write`], the weights stored as CTranslate2's converter stores them when given
+/// `--quantization q` (the same bytes: `scripts/goldens/ct2_quantized.py`); a q8_0
+/// source (a ggml q8_0 file, or an int8 folder as read) is quantized from its values.
+pub fn write_quantized(
+    file: &WhisperFile,
+    specials: &[String],
+    dir: &Path,
+    q: Quantization,
+) -> Result<()> {
+    write_with(file, specials, dir, Some(q))
+}
+
+fn write_with(
+    file: &WhisperFile,
+    specials: &[String],
+    dir: &Path,
+    q: Option<Quantization>,
+) -> Result<()> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| FormatError::Io { path, source }
@@ -956,9 +1264,25 @@ pub fn write(file: &WhisperFile, specials: &[String], dir: &Path) -> Result<()> 
     let vars = Spec {
         file,
         out: &bin,
+        quantized: q.is_some(),
         vars: BTreeMap::new(),
     }
     .build()?;
+    let vars = match q {
+        Some(q) => quantize(vars, q).map_err(|msg| FormatError::Invalid {
+            path: bin.clone(),
+            msg,
+        })?,
+        None => vars,
+    };
+    let mut ids = BTreeMap::new();
+    for (name, v) in &vars {
+        let id = dtype_id(v.dtype).ok_or_else(|| FormatError::Unsupported {
+            path: bin.clone(),
+            msg: format!("{name} is {:?}, which CTranslate2 does not hold", v.dtype),
+        })?;
+        ids.insert(name.as_str(), id);
+    }
     std::fs::create_dir_all(dir).map_err(io(dir))?;
     {
         use std::io::Write;
@@ -977,7 +1301,7 @@ pub fn write(file: &WhisperFile, specials: &[String], dir: &Path) -> Result<()> 
                         .map_err(|_| std::io::Error::other("dimension too large"))?;
                     w.write_all(&d.to_le_bytes())?;
                 }
-                w.write_all(&[v.dtype])?;
+                w.write_all(&[ids[name.as_str()]])?;
                 let n = u32::try_from(v.len())
                     .map_err(|_| std::io::Error::other(format!("{name} is over 4 GiB")))?;
                 w.write_all(&n.to_le_bytes())?;

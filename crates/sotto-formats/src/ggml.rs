@@ -538,7 +538,8 @@ mod tests {
                 (t.dtype, t.shape.as_slice(), t.data.len()),
                 (dtype, &[3, 64][..], 6 * block_bytes)
             );
-            assert!(t.to_f32().is_err());
+            // q8_0 reads as its values (all zero here); the others have no reader here.
+            assert_eq!(t.to_f32().is_ok(), dtype == DType::Q8_0, "{dtype:?}");
             // One byte short, or a row that is not whole blocks, fails.
             assert!(parse(record(ttype, &[64, 3], 6 * block_bytes - 1)).is_err());
             assert!(parse(record(ttype, &[48, 3], 6 * block_bytes)).is_err());

@@ -251,7 +251,8 @@ impl TensorData {
         self.shape.iter().product()
     }
 
-    /// The values as f32 (f32, f16 and bf16 only; quantized types are an error).
+    /// The values as f32: f32, f16 and bf16, and q8_0 blocks (`d · q`); the other
+    /// block types are an error.
     pub fn to_f32(&self) -> std::result::Result<Vec<f32>, String> {
         let bytes = self.data.as_bytes();
         if self.dtype.nbytes(self.numel()) != Some(bytes.len()) {
@@ -262,23 +263,35 @@ impl TensorData {
                 bytes.len()
             ));
         }
-        let out = match self.dtype {
-            DType::F32 => bytes
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect(),
-            DType::F16 => bytes
-                .chunks_exact(2)
-                .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
-                .collect(),
-            DType::BF16 => bytes
-                .chunks_exact(2)
-                .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
-                .collect(),
-            other => return Err(format!("cannot convert a {other:?} tensor to f32")),
-        };
-        Ok(out)
+        values_f32(self.dtype, bytes)
     }
+}
+
+/// `bytes`, whole elements or blocks of `dtype`, as f32 values (see [`TensorData::to_f32`]).
+pub(crate) fn values_f32(dtype: DType, bytes: &[u8]) -> std::result::Result<Vec<f32>, String> {
+    let out = match dtype {
+        DType::F32 => bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+        DType::F16 => bytes
+            .chunks_exact(2)
+            .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
+            .collect(),
+        DType::BF16 => bytes
+            .chunks_exact(2)
+            .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
+            .collect(),
+        DType::Q8_0 => bytes
+            .chunks_exact(34)
+            .flat_map(|b| {
+                let d = half::f16::from_le_bytes([b[0], b[1]]).to_f32();
+                b[2..].iter().map(move |&q| d * f32::from(q as i8))
+            })
+            .collect(),
+        other => return Err(format!("cannot convert a {other:?} tensor to f32")),
+    };
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use proptest::prelude::*;
-use sotto_formats::{ct2, ggml, hf, load, FormatError, Result, Storage, WhisperFile};
+use sotto_formats::{ct2, ggml, hf, load, DType, FormatError, Result, Storage, WhisperFile};
 
 /// Records the largest single allocation made on this thread while armed.
 struct Tracking;
@@ -278,12 +278,53 @@ fn ct2_overflowing_dims_and_bad_variables_fail() {
     let mut b = common::ct2_model();
     b.alias("decoder/other", "decoder/nowhere");
     assert!(parse_ct2(&b.bytes()).is_err(), "dangling alias");
-    // An int8 export says it is unsupported.
+    // Quantized variables: int8 with a scale per row reads as q / scale; scales that do
+    // not fit their variable, zero points (AWQ) and codes without scales are errors.
+    let (rows, d) = (common::HP.n_vocab, common::HP.n_text_state);
+    let emb = "decoder/embeddings/weight";
+    let codes: Vec<u8> = (0..rows * d).map(|i| (i as i8 - 16) as u8).collect();
+    let scales = |n: usize, s: f32| -> Vec<u8> { (0..n).flat_map(|_| s.to_le_bytes()).collect() };
     let mut b = common::ct2_model();
-    b.var("decoder/embeddings/weight_scale", &[8], 0, vec![0; 32]);
-    let err = parse_ct2(&b.bytes()).unwrap_err();
-    assert!(matches!(err, FormatError::Unsupported { .. }), "{err}");
-    assert!(err.to_string().contains("quantized"), "{err}");
+    b.set(emb, &[rows, d], 1, codes.clone()).var(
+        &format!("{emb}_scale"),
+        &[rows],
+        0,
+        scales(rows, 4.0),
+    );
+    let file = parse_ct2(&b.bytes()).unwrap();
+    let t = &file.tensors["decoder.token_embedding.weight"];
+    let want: Vec<f32> = codes.iter().map(|&q| f32::from(q as i8) / 4.0).collect();
+    assert_eq!((t.dtype, t.to_f32().unwrap()), (DType::F32, want));
+    let scale_name = format!("{emb}_scale");
+    let int8 = |b: &mut common::Ct2Builder| {
+        b.set(emb, &[rows, d], 1, codes.clone());
+    };
+    // (what the error says, the variables added to an f16 model: name, shape, f32 scale).
+    let cases: [(&str, bool, &str, usize, f32); 6] = [
+        ("a F16 tensor", false, &scale_name, rows, 1.0),
+        ("with 3 scales", true, &scale_name, 3, 1.0),
+        ("holds 0", true, &scale_name, rows, 0.0),
+        ("without a", true, "", 0, 0.0),
+        (
+            "scales a missing variable",
+            false,
+            "encoder/nothing/weight_scale",
+            1,
+            1.0,
+        ),
+        ("AWQ", false, "decoder/embeddings/weight_zero", rows, 1.0),
+    ];
+    for (want, codes_int8, name, n, value) in cases {
+        let mut b = common::ct2_model();
+        if codes_int8 {
+            int8(&mut b);
+        }
+        if !name.is_empty() {
+            b.var(name, &[n], 0, scales(n, value));
+        }
+        let err = parse_ct2(&b.bytes()).unwrap_err().to_string();
+        assert!(err.contains(want), "{want}: {err}");
+    }
     // A version we do not know.
     let mut bad = ct2_good().to_vec();
     bad[..4].copy_from_slice(&7u32.to_le_bytes());

@@ -214,3 +214,131 @@ fn ct2_writer_reproduces_ctranslate2s_conversions() {
         );
     }
 }
+
+fn md5(path: &std::path::Path) -> String {
+    let out = std::process::Command::new("md5sum")
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "md5sum {}", path.display());
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+/// `ct2::write_quantized` writes what CTranslate2 4.8's converter writes for each
+/// `--quantization`, byte for byte (md5s from `scripts/goldens/ct2_quantized.py`, which
+/// runs CTranslate2's own `optimize` on these models).
+#[test]
+fn ct2_quantized_writes_are_ctranslate2s() {
+    let goldens: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(sotto_testdata::golden("ct2_quantized.json")).unwrap(),
+    )
+    .unwrap();
+    for name in ["tiny.en", "base"] {
+        let file = load(&sotto_testdata::model_dir(name)).unwrap();
+        let specials =
+            sotto_decode::special_token_texts(file.hparams.n_vocab, file.vocab.len()).unwrap();
+        let want = goldens[name].as_object().unwrap();
+        assert_eq!(want.len(), 5, "{name}: every quantization has a golden");
+        for (q, g) in want {
+            let quantization = ct2::Quantization::from_name(q).unwrap();
+            let out = tempfile::tempdir().unwrap();
+            ct2::write_quantized(&file, &specials, out.path(), quantization).unwrap();
+            let bin = out.path().join("model.bin");
+            assert_eq!(
+                std::fs::metadata(&bin).unwrap().len(),
+                g["bytes"].as_u64().unwrap(),
+                "{name} {q}"
+            );
+            assert_eq!(md5(&bin), g["md5"].as_str().unwrap(), "{name} {q}");
+        }
+    }
+}
+
+/// An int8 folder reads back as the values it quantized: q8_0 matrices (the same codes,
+/// the row's 1/scale as each block's f16 `d`) and f32 convolutions, each value within
+/// half an int8 step (amax/254 of its row) of the float16 original, plus the f16
+/// rounding of `d`. Written from q8_0 again with int8, the codes are unchanged.
+#[test]
+fn ct2_int8_reads_back_within_half_a_step() {
+    let src = load(&sotto_testdata::model_dir("tiny.en")).unwrap();
+    let specials = sotto_decode::special_token_texts(src.hparams.n_vocab, src.vocab.len()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    ct2::write_quantized(&src, &specials, dir.path(), ct2::Quantization::Int8).unwrap();
+    let back = load(dir.path()).unwrap();
+    assert_eq!(back.vocab, src.vocab);
+    assert_eq!(back.config.alignment_heads, src.config.alignment_heads);
+    let mut seen = std::collections::HashMap::<DType, usize>::new();
+    for (name, t) in &src.tensors {
+        let b = &back.tensors[name];
+        assert_eq!(b.shape, t.shape, "{name}");
+        *seen.entry(b.dtype).or_default() += 1;
+        let (want, got) = (t.to_f32().unwrap(), b.to_f32().unwrap());
+        let quantized = name.ends_with(".weight") && t.shape.len() >= 2;
+        if !quantized {
+            assert_eq!(got, want, "{name} keeps its float16 values");
+            continue;
+        }
+        let expected = if t.shape.len() == 2 {
+            DType::Q8_0
+        } else {
+            DType::F32
+        };
+        assert_eq!(b.dtype, expected, "{name}");
+        let cols = want.len() / t.shape[0];
+        for (r, (w, g)) in want.chunks(cols).zip(got.chunks(cols)).enumerate() {
+            let amax = w.iter().fold(0f32, |m, x| m.max(x.abs()));
+            let bound = amax / 254.0 * 1.0001 + amax * 2f32.powi(-11);
+            for (x, y) in w.iter().zip(g) {
+                assert!((x - y).abs() <= bound, "{name} row {r}: {x} read as {y}");
+            }
+        }
+    }
+    // Matrices q8_0; the two convolutions f32; biases, norms and positions f16.
+    assert_eq!(seen[&DType::F32], 2, "{seen:?}");
+    assert_eq!(seen[&DType::Q8_0], 4 * 6 + 4 * 10 + 1, "{seen:?}");
+    let again = tempfile::tempdir().unwrap();
+    ct2::write_quantized(&back, &specials, again.path(), ct2::Quantization::Int8).unwrap();
+    let codes = |d: &std::path::Path| {
+        let m = ct2::read_model_bin(
+            &sotto_formats::Storage::from_vec(std::fs::read(d.join("model.bin")).unwrap()),
+            d,
+        )
+        .unwrap();
+        m.variables
+            .into_iter()
+            .filter(|(_, v)| v.dtype == DType::I8 && !v.shape.is_empty())
+            .map(|(n, v)| (n, v.data.as_bytes().to_vec()))
+            .collect::<Vec<_>>()
+    };
+    let (first, second) = (codes(dir.path()), codes(again.path()));
+    assert_eq!(first.len(), 4 * 4 + 4 * 7 + 1 + 2);
+    assert!(first == second, "int8 → q8_0 → int8 changed a code");
+}
+
+/// CTranslate2 3.0 and later write the vocabulary as `vocabulary.json` (a JSON list):
+/// such a folder reads as its `vocabulary.txt` twin; a malformed list is an error that
+/// names the file.
+#[test]
+fn ct2_vocabulary_json() {
+    let src = sotto_testdata::model_dir("tiny.en");
+    let dir = tempfile::tempdir().unwrap();
+    for f in ["model.bin", "config.json"] {
+        std::fs::copy(src.join(f), dir.path().join(f)).unwrap();
+    }
+    let txt = std::fs::read_to_string(src.join("vocabulary.txt")).unwrap();
+    let tokens: Vec<&str> = txt.strip_suffix('\n').unwrap().split('\n').collect();
+    let json = dir.path().join("vocabulary.json");
+    std::fs::write(&json, serde_json::to_string_pretty(&tokens).unwrap()).unwrap();
+    let (a, b) = (load(&src).unwrap(), load(dir.path()).unwrap());
+    assert_eq!(a.vocab, b.vocab);
+    assert_eq!(a.config.special_tokens, b.config.special_tokens);
+    for bad in [r#"{"a": 1}"#, r#"["a", 2]"#, r#"["a\nb"]"#, "["] {
+        std::fs::write(&json, bad).unwrap();
+        let e = load(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("vocabulary.json"), "{bad}: {e}");
+    }
+}

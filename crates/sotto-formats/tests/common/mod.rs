@@ -59,6 +59,12 @@ impl Ct2Builder {
         self
     }
 
+    /// Replaces the variable `name` (or adds it).
+    pub fn set(&mut self, name: &str, shape: &[usize], dtype_id: u8, data: Vec<u8>) -> &mut Self {
+        self.vars.retain(|v| v.0 != name);
+        self.var(name, shape, dtype_id, data)
+    }
+
     pub fn f16(&mut self, name: &str, shape: &[usize]) -> &mut Self {
         let seed = self.vars.len();
         self.var(name, shape, 4, f16_bytes(shape.iter().product(), seed))
