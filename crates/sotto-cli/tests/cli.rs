@@ -589,6 +589,51 @@ fn a_hugging_face_repo_by_id() {
     assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), asked);
 }
 
+/// A faster-whisper repo as current CTranslate2 writes one (int8 weights, the vocabulary
+/// as `vocabulary.json`, as Systran/faster-whisper-large-v3 has it) is fetched by id,
+/// loaded and transcribes jfk as the float16 model does.
+#[test]
+fn an_int8_ctranslate2_repo_with_vocabulary_json_by_id() {
+    let model = sotto_testdata::model_dir("tiny.en");
+    let site = tempfile::tempdir().unwrap();
+    let repo = site
+        .path()
+        .join("someone/faster-whisper-tiny.en-int8/resolve/main");
+    sotto()
+        .args(["convert", "--to", "ct2", "--quantization", "int8"])
+        .arg(&model)
+        .arg(&repo)
+        .assert()
+        .success();
+    let txt = std::fs::read_to_string(repo.join("vocabulary.txt")).unwrap();
+    let tokens: Vec<&str> = txt.lines().collect();
+    let json = serde_json::to_string_pretty(&tokens).unwrap();
+    std::fs::write(repo.join("vocabulary.json"), json).unwrap();
+    std::fs::remove_file(repo.join("vocabulary.txt")).unwrap();
+    let (endpoint, _) = static_server(site.path().to_path_buf());
+    let cache = tempfile::tempdir().unwrap();
+    let text = |m: &str| {
+        let out = sotto()
+            .env("SOTTO_CACHE_DIR", cache.path())
+            .env("SOTTO_HF_ENDPOINT", &endpoint)
+            .args(["transcribe", "-t", "2", "--beam-size", "1", "--no-progress"])
+            .args(["--no-timestamps", "-m", m])
+            .arg(jfk())
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        normalise(&String::from_utf8(out).unwrap())
+    };
+    let by_id = text("someone/faster-whisper-tiny.en-int8");
+    let cached = cache
+        .path()
+        .join("models/hf--someone--faster-whisper-tiny.en-int8");
+    assert!(cached.join("vocabulary.json").is_file());
+    assert_eq!(by_id, text(model.to_str().unwrap()));
+}
+
 /// whisper.cpp's transcript of jfk with the ggml file `model`, normalised; `None` (and a
 /// note) without `SOTTO_WHISPERCPP_PYTHON`: a Python with the `pywhispercpp` wheel (which
 /// bundles whisper.cpp). `.ci/run` sets one up, so under CI it must be there.
