@@ -103,7 +103,9 @@ enum Command {
     Bench(bench::Args),
     /// Quantize a model to a whisper.cpp ggml .bin, as whisper.cpp's `whisper-quantize` does.
     Quantize {
-        /// Model name or path (CTranslate2 folder, or ggml .bin in f16 or f32).
+        /// Model name or path (CTranslate2 folder, Hugging Face folder, or ggml .bin in f16
+        /// or f32). A CTranslate2 int8 folder (or a q8_0 file) becomes a q8_0 file with
+        /// the very same 8-bit codes; it is not quantized again to another type.
         input: String,
         /// Output .bin file.
         output: PathBuf,
@@ -401,6 +403,11 @@ fn quantize(
         Some(f) => f.clone(),
         None => sotto::audio::mel_filters(file.hparams.n_mels),
     };
+    let copied = file.tensors.values().any(|t| t.dtype == dtype);
+    if copied && (refine || !calibrate.is_empty()) {
+        // Its matrices are copied as they are: there is nothing to refine or calibrate.
+        anyhow::bail!("{input} is already {kind}: --refine and --calibrate need a float model");
+    }
     let stats = if calibrate.is_empty() {
         Default::default()
     } else {

@@ -438,6 +438,46 @@ fn convert_to_an_int8_ctranslate2_folder_and_transcribe_it() {
         normalise(&String::from_utf8(out).unwrap())
     };
     assert_eq!(text(&int8), text(&model));
+    // On to whisper.cpp: a q8_0 file holding the folder's own codes, which whisper.cpp
+    // loads, or an f16 file of its values; not another quantization of them.
+    let q8 = dir.path().join("ggml-tiny.en-q8_0.bin");
+    sotto()
+        .arg("quantize")
+        .arg(&int8)
+        .arg(&q8)
+        .arg("q8_0")
+        .assert()
+        .success();
+    assert_eq!(std::fs::metadata(&q8).unwrap().len(), 43_550_778);
+    let (folder, file) = (
+        sotto::formats::load(&int8).unwrap(),
+        sotto::formats::load(&q8).unwrap(),
+    );
+    for (name, t) in &folder.tensors {
+        if t.dtype == sotto::formats::DType::Q8_0 {
+            assert!(file.tensors[name].data == t.data, "{name}: codes changed");
+        }
+    }
+    if let Some(text) = whisper_cpp_jfk(&q8) {
+        assert_eq!(text, JFK);
+    }
+    let f16 = dir.path().join("ggml-tiny.en.bin");
+    sotto()
+        .arg("convert")
+        .arg(&int8)
+        .arg(&f16)
+        .assert()
+        .success();
+    assert_eq!(text(&f16), text(&model));
+    for args in [&["q4_0"][..], &["q8_0", "--refine"]] {
+        sotto()
+            .arg("quantize")
+            .arg(&int8)
+            .arg(dir.path().join("again.bin"))
+            .args(args)
+            .assert()
+            .failure();
+    }
     sotto()
         .args(["convert", "--to", "hf", "--quantization", "int8"])
         .arg(&model)

@@ -315,6 +315,18 @@ fn quantized_ftype(dtype: DType) -> Option<i32> {
 
 type Quantize<'a> = Option<(DType, MatrixQuantizer<'a>)>;
 
+/// Whether a `dtype` tensor can be written into a file quantized to `target` (`None`: f16).
+/// Floats always; q8_0 (a CTranslate2 int8 folder, a q8_0 file) as f16 values, or copied
+/// into a q8_0 file; a quantized model is not quantized again to another type, as
+/// whisper-quantize refuses it too.
+fn readable(dtype: DType, target: Option<DType>) -> bool {
+    match dtype {
+        DType::F32 | DType::F16 | DType::BF16 => true,
+        DType::Q8_0 => matches!(target, None | Some(DType::Q8_0)),
+        _ => false,
+    }
+}
+
 fn write_file(file: &WhisperFile, mel_filters: &[f32], out: &Path, quant: Quantize) -> Result<()> {
     let invalid = |msg: String| FormatError::Invalid {
         path: out.to_path_buf(),
@@ -331,12 +343,13 @@ fn write_file(file: &WhisperFile, mel_filters: &[f32], out: &Path, quant: Quanti
     if let Some((name, t)) = file
         .tensors
         .iter()
-        .find(|(_, t)| !matches!(t.dtype, DType::F32 | DType::F16 | DType::BF16))
+        .find(|(_, t)| !readable(t.dtype, quant.map(|q| q.0)))
     {
         return Err(FormatError::Unsupported {
             path: file.path.clone(),
             msg: format!(
-                "tensor {name} is {:?}; only float models can be written or quantized",
+                "tensor {name} is {:?}; only float models can be written or quantized (and \
+                 q8_0 ones written as f16 or as q8_0)",
                 t.dtype
             ),
         });
@@ -477,7 +490,8 @@ fn write_data(t: &TensorData, target: DType, w: &mut impl Write) -> std::io::Res
     Ok(())
 }
 
-/// Quantizes a float tensor (rows run along the last, fastest dimension) as a whole.
+/// Quantizes a float tensor (rows run along the last, fastest dimension) as a whole; a
+/// tensor already in `dtype` (q8_0 from a CTranslate2 int8 folder) is copied as it is.
 fn write_quantized_data(
     name: &str,
     t: &TensorData,
@@ -498,6 +512,9 @@ fn write_quantized_data(
     let out_bytes = dtype
         .nbytes(n)
         .ok_or_else(|| bad(format!("row of {n} values")))?;
+    if t.dtype == dtype {
+        return w.write_all(t.data.as_bytes());
+    }
     let values = t.to_f32().map_err(bad)?;
     let mut q = vec![0u8; values.len() / n * out_bytes];
     quantize(name, &values, n, &mut q);
