@@ -674,6 +674,91 @@ fn an_int8_ctranslate2_repo_with_vocabulary_json_by_id() {
     assert_eq!(by_id, text(model.to_str().unwrap()));
 }
 
+/// Runs `scripts/torch-save.py` (PyTorch's checkpoint format, written without PyTorch);
+/// false, after saying why, where Python cannot run it, unless CI requires it.
+fn torch_save(args: &[&std::ffi::OsStr]) -> bool {
+    let script = sotto_testdata::workspace_root().join("scripts/torch-save.py");
+    let out = std::process::Command::new("python3")
+        .arg(script)
+        .args(args)
+        .output();
+    match out {
+        Ok(o) if o.status.success() => true,
+        other => {
+            let why = format!("{other:?}");
+            assert!(
+                std::env::var_os("SOTTO_REQUIRE_PYTHON").is_none_or(|v| v != "1"),
+                "scripts/torch-save.py failed: {why}"
+            );
+            eprintln!("skipped: scripts/torch-save.py failed: {why}");
+            false
+        }
+    }
+}
+
+/// PyTorch checkpoints transcribe as the model they hold: openai-whisper's `.pt` (as
+/// `whisper.load_model` caches it) given by path, and a Hugging Face repo with only
+/// `pytorch_model.bin`, fetched by id.
+#[test]
+fn pytorch_checkpoints_transcribe_as_their_model() {
+    let model = sotto_testdata::model_dir("tiny.en");
+    let dir = tempfile::tempdir().unwrap();
+    let ggml = dir.path().join("ggml-tiny.en.bin");
+    sotto()
+        .arg("convert")
+        .arg(&model)
+        .arg(&ggml)
+        .assert()
+        .success();
+    let pt = dir.path().join("tiny.en.pt");
+    if !torch_save(&["openai".as_ref(), ggml.as_os_str(), pt.as_os_str()]) {
+        return;
+    }
+    let site = tempfile::tempdir().unwrap();
+    let hf = dir.path().join("hf");
+    sotto()
+        .args(["convert", "--to", "hf"])
+        .arg(&model)
+        .arg(&hf)
+        .assert()
+        .success();
+    let repo = site.path().join("old/whisper-tiny.en-pt/resolve/main");
+    if !torch_save(&["hf".as_ref(), hf.as_os_str(), repo.as_os_str()]) {
+        return;
+    }
+    let (endpoint, _) = static_server(site.path().to_path_buf());
+    let cache = tempfile::tempdir().unwrap();
+    let run = |m: &str| {
+        let out = sotto()
+            .env("SOTTO_CACHE_DIR", cache.path())
+            .env("SOTTO_HF_ENDPOINT", &endpoint)
+            .args([
+                "transcribe",
+                "-t",
+                "2",
+                "--beam-size",
+                "1",
+                "--no-progress",
+                "-m",
+                m,
+            ])
+            .arg(jfk())
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        String::from_utf8(out).unwrap()
+    };
+    let want = run(model.to_str().unwrap());
+    assert_eq!(run(pt.to_str().unwrap()), want);
+    assert_eq!(run("old/whisper-tiny.en-pt"), want);
+    assert!(cache
+        .path()
+        .join("models/hf--old--whisper-tiny.en-pt/pytorch_model.bin")
+        .is_file());
+}
+
 /// whisper.cpp's transcript of jfk with the ggml file `model`, normalised; `None` (and a
 /// note) without `SOTTO_WHISPERCPP_PYTHON`: a Python with the `pywhispercpp` wheel (which
 /// bundles whisper.cpp). `.ci/run` sets one up, so under CI it must be there.

@@ -1,7 +1,9 @@
 //! Hugging Face `transformers` Whisper folders, as `save_pretrained` writes them and
 //! fine-tunes are shared: `config.json`, `model.safetensors` (or the shards
-//! `model.safetensors.index.json` lists), `vocab.json` (or `tokenizer.json`), and
-//! optionally `generation_config.json` (alignment heads, language and suppressed tokens).
+//! `model.safetensors.index.json` lists; older checkpoints: `pytorch_model.bin` or its
+//! `pytorch_model.bin.index.json` shards, read by [`crate::torch`]), `vocab.json` (or
+//! `tokenizer.json`), and optionally `generation_config.json` (alignment heads, language
+//! and suppressed tokens).
 //!
 //! Tensors keep their file's type (f32, f16 or bf16) and are views of the mapped shards;
 //! names are mapped to whisper.cpp's by [`canonical_name`]. The output projection
@@ -95,9 +97,18 @@ pub fn hf_name(canonical: &str) -> Option<String> {
     Some(format!("model.{side}.layers.{layer}.{h}.{param}"))
 }
 
-/// Whether `dir` holds a Hugging Face checkpoint in safetensors.
+/// The weight files a checkpoint may have, safetensors first: (single file, shard index).
+const WEIGHTS: [(&str, &str); 2] = [
+    ("model.safetensors", "model.safetensors.index.json"),
+    ("pytorch_model.bin", "pytorch_model.bin.index.json"),
+];
+
+/// Whether `dir` holds a Hugging Face checkpoint: in safetensors, or PyTorch's format
+/// beside a `config.json`.
 pub fn is_hf_dir(dir: &Path) -> bool {
-    dir.join("model.safetensors").is_file() || dir.join("model.safetensors.index.json").is_file()
+    let [safetensors, torch] = WEIGHTS;
+    let has = |(one, index): (&str, &str)| dir.join(one).is_file() || dir.join(index).is_file();
+    has(safetensors) || (has(torch) && dir.join("config.json").is_file())
 }
 
 /// `config.json` of a `WhisperForConditionalGeneration`: the fields that size the model.
@@ -192,7 +203,7 @@ pub fn load(path: &Path) -> Result<WhisperFile> {
     for shard in shards(dir)? {
         read_shard(&shard, &mut tensors, &mut proj_out)?;
     }
-    let weights_path = dir.join("model.safetensors");
+    let weights_path = dir.join(weights_name(dir));
     if let Some((p, shard)) = proj_out {
         let tied = tensors
             .get("decoder.token_embedding.weight")
@@ -237,12 +248,32 @@ pub fn load(path: &Path) -> Result<WhisperFile> {
     })
 }
 
-/// The safetensors files of a checkpoint: the index's shards, else `model.safetensors`.
-fn shards(dir: &Path) -> Result<Vec<PathBuf>> {
-    let index = dir.join("model.safetensors.index.json");
-    if !index.is_file() {
-        return Ok(vec![dir.join("model.safetensors")]);
+/// The single weights file's name of the kind the folder has (safetensors first).
+fn weights_name(dir: &Path) -> &'static str {
+    let [(safetensors, st_index), (torch, torch_index)] = WEIGHTS;
+    let torch_only = !dir.join(safetensors).is_file()
+        && !dir.join(st_index).is_file()
+        && (dir.join(torch).is_file() || dir.join(torch_index).is_file());
+    if torch_only {
+        torch
+    } else {
+        safetensors
     }
+}
+
+/// The weight files of a checkpoint: the index's shards, else the single file; in
+/// safetensors where the folder has them, else PyTorch's `.bin`.
+fn shards(dir: &Path) -> Result<Vec<PathBuf>> {
+    let one = weights_name(dir);
+    let index = dir.join(format!("{one}.index.json"));
+    if !index.is_file() {
+        return Ok(vec![dir.join(one)]);
+    }
+    let ext = if one.ends_with(".bin") {
+        ".bin"
+    } else {
+        ".safetensors"
+    };
     let raw: RawIndex = json(&index)?;
     let mut files: Vec<&String> = raw.weight_map.values().collect();
     files.sort_unstable();
@@ -252,10 +283,10 @@ fn shards(dir: &Path) -> Result<Vec<PathBuf>> {
         .map(|f| {
             let p = Path::new(f);
             // A shard is a file beside the index, never a path elsewhere.
-            if p.components().count() != 1 || !f.ends_with(".safetensors") {
+            if p.components().count() != 1 || !f.ends_with(ext) {
                 Err(invalid(
                     &index,
-                    format!("shard {f:?} is not a .safetensors file name"),
+                    format!("shard {f:?} is not a {ext} file name"),
                 ))
             } else {
                 Ok(dir.join(p))
@@ -312,7 +343,13 @@ fn read_shard(
     proj_out: &mut Option<(TensorData, PathBuf)>,
 ) -> Result<()> {
     let data = Storage::map_file(path)?;
-    for (name, t) in read_safetensors(&data, path)? {
+    let named = if path.extension().is_some_and(|e| e == "bin") {
+        // `save_pretrained`'s state dict, as `torch.save` pickles it.
+        crate::torch::Checkpoint::read(&data, path)?.tensors(&[], |_| true)?
+    } else {
+        read_safetensors(&data, path)?
+    };
+    for (name, t) in named {
         if name == PROJ_OUT || name == format!("model.{PROJ_OUT}") {
             *proj_out = Some((t, path.to_path_buf()));
             continue;

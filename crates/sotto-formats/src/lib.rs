@@ -23,6 +23,8 @@ pub mod names;
 pub mod onnx;
 pub mod random;
 mod storage;
+pub mod tiktoken;
+pub mod torch;
 
 pub use storage::Storage;
 
@@ -71,8 +73,10 @@ pub struct Hparams {
 pub enum SourceFormat {
     Ct2,
     Ggml,
-    /// A Hugging Face `transformers` folder (safetensors).
+    /// A Hugging Face `transformers` folder (safetensors or PyTorch's format).
     Hf,
+    /// openai-whisper's `.pt` checkpoint.
+    Torch,
 }
 
 /// Extra metadata that only some files carry (CTranslate2's `config.json`).
@@ -154,12 +158,14 @@ pub enum FormatError {
 pub type Result<T, E = FormatError> = std::result::Result<T, E>;
 
 /// Opens a model: a CTranslate2 folder (or its `model.bin`), a Hugging Face folder (or its
-/// `.safetensors` file) or a whisper.cpp ggml `.bin`.
+/// `.safetensors` or `pytorch_model.bin` file), openai-whisper's `.pt` checkpoint or a
+/// whisper.cpp ggml `.bin`.
 ///
-/// A folder with `model.safetensors` (or its shard index) is read as Hugging Face, any
-/// other folder as CTranslate2. A `.safetensors` file is read as Hugging Face, a file
-/// starting with the ggml magic as ggml, any other file as CTranslate2 when a
-/// `config.json` lies beside it.
+/// A folder with `model.safetensors` or `pytorch_model.bin` (or their shard indexes) is
+/// read as Hugging Face, any other folder as CTranslate2. A `.safetensors` file is read
+/// as Hugging Face, a file starting with the ggml magic as ggml, a zip (PyTorch's format)
+/// as Hugging Face when a `config.json` lies beside it and else as openai-whisper's, any
+/// other file as CTranslate2 when a `config.json` lies beside it.
 pub fn load(path: &Path) -> Result<WhisperFile> {
     let io = |source| FormatError::Io {
         path: path.to_path_buf(),
@@ -190,6 +196,17 @@ pub fn load(path: &Path) -> Result<WhisperFile> {
     };
     if n == 4 && u32::from_le_bytes(magic) == ggml::MAGIC {
         return ggml::load(path);
+    }
+    if torch::is_zip(&magic[..n]) {
+        // PyTorch's format: a Hugging Face checkpoint's `pytorch_model.bin` (its
+        // config.json beside it), else openai-whisper's `.pt`.
+        if path
+            .parent()
+            .is_some_and(|d| d.join("config.json").is_file())
+        {
+            return hf::load(path);
+        }
+        return torch::load_openai(path);
     }
     if path
         .parent()

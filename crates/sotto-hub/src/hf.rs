@@ -89,7 +89,8 @@ const HF_OPTIONAL: &[&str] = &[
 
 /// Downloads any Whisper repo into the (staging) folder `model`: a `transformers`
 /// checkpoint (its `config.json` names `model_type`) with `model.safetensors` or the
-/// shards its index lists, or else a CTranslate2 conversion.
+/// shards its index lists (else, for older checkpoints, `pytorch_model.bin` or its
+/// shards), or else a CTranslate2 conversion.
 pub(crate) fn fetch_repo(
     client: &Client,
     endpoint: &str,
@@ -127,30 +128,34 @@ pub(crate) fn fetch_repo(
             detail: "no vocab.json or tokenizer.json".into(),
         });
     }
-    if optional("model.safetensors", progress)? {
-        return Ok(());
+    // safetensors where the repo has them; older checkpoints only PyTorch's format.
+    for (one, ext) in [
+        ("model.safetensors", ".safetensors"),
+        ("pytorch_model.bin", ".bin"),
+    ] {
+        if optional(one, progress)? {
+            return Ok(());
+        }
+        let index = format!("{one}.index.json");
+        if optional(&index, progress)? {
+            for shard in shard_names(&model.join(&index), repo, ext)? {
+                get(&shard, progress)?;
+            }
+            return Ok(());
+        }
     }
-    let index = "model.safetensors.index.json";
-    if !optional(index, progress)? {
-        return Err(HubError::Invalid {
-            what: repo.to_string(),
-            detail: "no model.safetensors or model.safetensors.index.json (a repo with only \
-                     pytorch_model.bin needs transformers' save_pretrained with \
-                     safe_serialization=True first)"
-                .into(),
-        });
-    }
-    for shard in shard_names(&model.join(index), repo)? {
-        get(&shard, progress)?;
-    }
-    Ok(())
+    Err(HubError::Invalid {
+        what: repo.to_string(),
+        detail: "no model.safetensors or pytorch_model.bin, whole or sharded".into(),
+    })
 }
 
-/// The distinct shard files an index lists, each a plain `.safetensors` file name.
-fn shard_names(index: &Path, repo: &str) -> Result<Vec<String>, HubError> {
+/// The distinct shard files an index lists, each a plain file name ending in `ext`.
+fn shard_names(index: &Path, repo: &str, ext: &str) -> Result<Vec<String>, HubError> {
     let text = std::fs::read_to_string(index).map_err(|e| HubError::io(index, e))?;
+    let file = index.file_name().unwrap_or_default().to_string_lossy();
     let invalid = |detail: String| HubError::Invalid {
-        what: format!("{repo}/model.safetensors.index.json"),
+        what: format!("{repo}/{file}"),
         detail,
     };
     let doc: serde_json::Value =
@@ -163,8 +168,8 @@ fn shard_names(index: &Path, repo: &str) -> Result<Vec<String>, HubError> {
     for v in map.values() {
         let name = v
             .as_str()
-            .filter(|n| crate::is_plain_name(n) && n.ends_with(".safetensors"))
-            .ok_or_else(|| invalid(format!("shard {v} is not a .safetensors file name")))?;
+            .filter(|n| crate::is_plain_name(n) && n.ends_with(ext))
+            .ok_or_else(|| invalid(format!("shard {v} is not a {ext} file name")))?;
         if !names.iter().any(|n| n == name) {
             names.push(name.to_string());
         }

@@ -390,14 +390,16 @@ fn unknown(name: &str) -> HubError {
     }
 }
 
-/// A folder holding a whole model: `config.json` and CTranslate2's `model.bin` or
-/// safetensors weights (one file, or an index of shards).
+/// A folder holding a whole model: `config.json` and CTranslate2's `model.bin`, or
+/// safetensors or PyTorch weights (one file, or an index of shards).
 fn is_model_folder(dir: &Path) -> bool {
     dir.join("config.json").is_file()
         && [
             "model.bin",
             "model.safetensors",
             "model.safetensors.index.json",
+            "pytorch_model.bin",
+            "pytorch_model.bin.index.json",
         ]
         .iter()
         .any(|w| dir.join(w).is_file())

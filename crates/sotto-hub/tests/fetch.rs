@@ -579,18 +579,85 @@ fn a_sharded_transformers_repo_and_a_ct2_repo_by_id() {
     assert!(ct2.join("vocabulary.txt").is_file());
 }
 
+/// Older checkpoints have only PyTorch weights: `pytorch_model.bin`, or the shards its
+/// index lists; both are fetched (and a repo with safetensors too gets only those).
 #[test]
-fn repos_that_cannot_make_a_model_leave_nothing() {
+fn pytorch_weights_by_id() {
     let cache = tempfile::tempdir().unwrap();
     let server = Server::start();
-    // Only PyTorch weights.
+    let (one, a, b) = (noise(3000, 31), noise(2000, 32), noise(1000, 33));
     fake_repo(
         &server,
         "old/whisper-pt",
         &[
             ("config.json", HF_CONFIG),
             ("vocab.json", HF_VOCAB),
-            ("pytorch_model.bin", b"x"),
+            ("pytorch_model.bin", &one),
+        ],
+    );
+    let index = br#"{"weight_map": {"x": "pytorch_model-00001-of-00002.bin",
+        "y": "pytorch_model-00002-of-00002.bin"}}"#;
+    fake_repo(
+        &server,
+        "old/whisper-pt-sharded",
+        &[
+            ("config.json", HF_CONFIG),
+            ("tokenizer.json", TOKENIZER),
+            ("pytorch_model.bin.index.json", index),
+            ("pytorch_model-00001-of-00002.bin", &a),
+            ("pytorch_model-00002-of-00002.bin", &b),
+        ],
+    );
+    fake_repo(
+        &server,
+        "new/whisper-both",
+        &[
+            ("config.json", HF_CONFIG),
+            ("vocab.json", HF_VOCAB),
+            ("model.safetensors", &a),
+            ("pytorch_model.bin", &one),
+        ],
+    );
+    let hub = hub(cache.path(), &server.base, &unreachable_endpoint());
+    let dir = hub.fetch("old/whisper-pt", &mut NoProgress).unwrap();
+    assert_eq!(fs::read(dir.join("pytorch_model.bin")).unwrap(), one);
+    let dir = hub
+        .fetch("old/whisper-pt-sharded", &mut NoProgress)
+        .unwrap();
+    assert_eq!(
+        fs::read(dir.join("pytorch_model-00001-of-00002.bin")).unwrap(),
+        a
+    );
+    assert_eq!(
+        fs::read(dir.join("pytorch_model-00002-of-00002.bin")).unwrap(),
+        b
+    );
+    let dir = hub.fetch("new/whisper-both", &mut NoProgress).unwrap();
+    assert!(dir.join("model.safetensors").is_file());
+    assert!(!dir.join("pytorch_model.bin").exists());
+}
+
+#[test]
+fn repos_that_cannot_make_a_model_leave_nothing() {
+    let cache = tempfile::tempdir().unwrap();
+    let server = Server::start();
+    // No weights.
+    fake_repo(
+        &server,
+        "old/whisper-none",
+        &[("config.json", HF_CONFIG), ("vocab.json", HF_VOCAB)],
+    );
+    // PyTorch shards, one outside the folder.
+    fake_repo(
+        &server,
+        "evil/whisper-pt",
+        &[
+            ("config.json", HF_CONFIG),
+            ("vocab.json", HF_VOCAB),
+            (
+                "pytorch_model.bin.index.json",
+                br#"{"weight_map": {"a": "../escape.bin"}}"#,
+            ),
         ],
     );
     // An index whose shard points outside the folder.
@@ -617,8 +684,12 @@ fn repos_that_cannot_make_a_model_leave_nothing() {
         let err = hub.fetch(repo, &mut NoProgress).unwrap_err().to_string();
         assert!(err.contains(what), "{repo}: {err}");
     };
-    says("old/whisper-pt", "safe_serialization");
+    says(
+        "old/whisper-none",
+        "no model.safetensors or pytorch_model.bin",
+    );
     says("evil/whisper", "is not a .safetensors file name");
+    says("evil/whisper-pt", "is not a .bin file name");
     says("bare/whisper", "no vocab.json or tokenizer.json");
     says("missing/repo", "HTTP 404");
     assert!(

@@ -92,6 +92,50 @@ pub fn silero_ggml() -> Option<PathBuf> {
     }
 }
 
+/// silero-vad 6.1.0's TorchScript archive (`silero_vad/data/silero_vad.jit` of its PyPI
+/// wheel): a file PyTorch itself wrote, for the checkpoint reader's tests. In the cache;
+/// fetched first when missing (with Python's pip). `None`, after saying why, where that
+/// cannot run, unless `SOTTO_REQUIRE_PYTHON=1` (set by CI) makes that a failure.
+pub fn silero_jit() -> Option<PathBuf> {
+    let path = cache_dir().join("test-data/silero_vad-6.1.0.jit");
+    if path.is_file() {
+        return Some(path);
+    }
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let script = r#"
+import glob, os, subprocess, sys, tempfile, zipfile
+out = sys.argv[1]
+with tempfile.TemporaryDirectory() as d:
+    subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+                    "--disable-pip-version-check", "silero-vad==6.1.0", "-d", d], check=True)
+    wheel = glob.glob(os.path.join(d, "silero_vad-6.1.0-*.whl"))[0]
+    data = zipfile.ZipFile(wheel).read("silero_vad/data/silero_vad.jit")
+os.makedirs(os.path.dirname(out), exist_ok=True)
+with open(out + ".part", "wb") as f:
+    f.write(data)
+os.replace(out + ".part", out)
+"#;
+    let run = std::process::Command::new(&python)
+        .args(["-c", script])
+        .arg(&path)
+        .output();
+    match run {
+        Ok(out) if out.status.success() && path.is_file() => Some(path),
+        other => {
+            let why = match other {
+                Ok(out) => String::from_utf8_lossy(&out.stderr).into_owned(),
+                Err(e) => format!("{python}: {e}"),
+            };
+            assert!(
+                std::env::var_os("SOTTO_REQUIRE_PYTHON").is_none_or(|v| v != "1"),
+                "fetching silero-vad's TorchScript file failed: {why}"
+            );
+            eprintln!("skipped: could not fetch silero-vad's TorchScript file: {why}");
+            None
+        }
+    }
+}
+
 /// The shared data folder, or `None` (after saying why) when tests may skip.
 pub fn shared_dir() -> Option<PathBuf> {
     let dir = std::env::var_os("SOTTO_SHARED_DIR")
