@@ -578,6 +578,24 @@ fn static_server(
     (base, hits)
 }
 
+/// sotto's greedy transcript of jfk with model `m` and `args`, its cache in `cache` and
+/// the hub at `endpoint` (a [`static_server`]).
+fn jfk_via_hub(m: &str, args: &[&str], cache: &Path, endpoint: &str) -> String {
+    let out = sotto()
+        .env("SOTTO_CACHE_DIR", cache)
+        .env("SOTTO_HF_ENDPOINT", endpoint)
+        .args(["transcribe", "-t", "2", "--beam-size", "1", "--no-progress"])
+        .args(args)
+        .args(["-m", m])
+        .arg(jfk())
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    String::from_utf8(out).unwrap()
+}
+
 /// A Hugging Face repo named by its id is fetched (here from a local stand-in for
 /// huggingface.co), cached, loaded as a `transformers` checkpoint and transcribes as the
 /// model it was made from.
@@ -594,28 +612,7 @@ fn a_hugging_face_repo_by_id() {
         .success();
     let (endpoint, hits) = static_server(site.path().to_path_buf());
     let cache = tempfile::tempdir().unwrap();
-    let run = |m: &str| {
-        let out = sotto()
-            .env("SOTTO_CACHE_DIR", cache.path())
-            .env("SOTTO_HF_ENDPOINT", &endpoint)
-            .args([
-                "transcribe",
-                "-t",
-                "2",
-                "--beam-size",
-                "1",
-                "--no-progress",
-                "-m",
-                m,
-            ])
-            .arg(jfk())
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone();
-        String::from_utf8(out).unwrap()
-    };
+    let run = |m: &str| jfk_via_hub(m, &[], cache.path(), &endpoint);
     let by_id = run("someone/whisper-tiny.en");
     assert!(cache
         .path()
@@ -652,19 +649,14 @@ fn an_int8_ctranslate2_repo_with_vocabulary_json_by_id() {
     std::fs::remove_file(repo.join("vocabulary.txt")).unwrap();
     let (endpoint, _) = static_server(site.path().to_path_buf());
     let cache = tempfile::tempdir().unwrap();
+    // int8 moves some timestamps: the words are compared.
     let text = |m: &str| {
-        let out = sotto()
-            .env("SOTTO_CACHE_DIR", cache.path())
-            .env("SOTTO_HF_ENDPOINT", &endpoint)
-            .args(["transcribe", "-t", "2", "--beam-size", "1", "--no-progress"])
-            .args(["--no-timestamps", "-m", m])
-            .arg(jfk())
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone();
-        normalise(&String::from_utf8(out).unwrap())
+        normalise(&jfk_via_hub(
+            m,
+            &["--no-timestamps"],
+            cache.path(),
+            &endpoint,
+        ))
     };
     let by_id = text("someone/faster-whisper-tiny.en-int8");
     let cached = cache
@@ -672,28 +664,6 @@ fn an_int8_ctranslate2_repo_with_vocabulary_json_by_id() {
         .join("models/hf--someone--faster-whisper-tiny.en-int8");
     assert!(cached.join("vocabulary.json").is_file());
     assert_eq!(by_id, text(model.to_str().unwrap()));
-}
-
-/// Runs `scripts/torch-save.py` (PyTorch's checkpoint format, written without PyTorch);
-/// false, after saying why, where Python cannot run it, unless CI requires it.
-fn torch_save(args: &[&std::ffi::OsStr]) -> bool {
-    let script = sotto_testdata::workspace_root().join("scripts/torch-save.py");
-    let out = std::process::Command::new("python3")
-        .arg(script)
-        .args(args)
-        .output();
-    match out {
-        Ok(o) if o.status.success() => true,
-        other => {
-            let why = format!("{other:?}");
-            assert!(
-                std::env::var_os("SOTTO_REQUIRE_PYTHON").is_none_or(|v| v != "1"),
-                "scripts/torch-save.py failed: {why}"
-            );
-            eprintln!("skipped: scripts/torch-save.py failed: {why}");
-            false
-        }
-    }
 }
 
 /// PyTorch checkpoints transcribe as the model they hold: openai-whisper's `.pt` (as
@@ -711,7 +681,7 @@ fn pytorch_checkpoints_transcribe_as_their_model() {
         .assert()
         .success();
     let pt = dir.path().join("tiny.en.pt");
-    if !torch_save(&["openai".as_ref(), ggml.as_os_str(), pt.as_os_str()]) {
+    if !sotto_testdata::torch_save(&["openai".as_ref(), ggml.as_os_str(), pt.as_os_str()]) {
         return;
     }
     let site = tempfile::tempdir().unwrap();
@@ -723,33 +693,12 @@ fn pytorch_checkpoints_transcribe_as_their_model() {
         .assert()
         .success();
     let repo = site.path().join("old/whisper-tiny.en-pt/resolve/main");
-    if !torch_save(&["hf".as_ref(), hf.as_os_str(), repo.as_os_str()]) {
+    if !sotto_testdata::torch_save(&["hf".as_ref(), hf.as_os_str(), repo.as_os_str()]) {
         return;
     }
     let (endpoint, _) = static_server(site.path().to_path_buf());
     let cache = tempfile::tempdir().unwrap();
-    let run = |m: &str| {
-        let out = sotto()
-            .env("SOTTO_CACHE_DIR", cache.path())
-            .env("SOTTO_HF_ENDPOINT", &endpoint)
-            .args([
-                "transcribe",
-                "-t",
-                "2",
-                "--beam-size",
-                "1",
-                "--no-progress",
-                "-m",
-                m,
-            ])
-            .arg(jfk())
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone();
-        String::from_utf8(out).unwrap()
-    };
+    let run = |m: &str| jfk_via_hub(m, &[], cache.path(), &endpoint);
     let want = run(model.to_str().unwrap());
     assert_eq!(run(pt.to_str().unwrap()), want);
     assert_eq!(run("old/whisper-tiny.en-pt"), want);

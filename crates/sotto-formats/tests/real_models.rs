@@ -215,19 +215,6 @@ fn ct2_writer_reproduces_ctranslate2s_conversions() {
     }
 }
 
-fn md5(path: &std::path::Path) -> String {
-    let out = std::process::Command::new("md5sum")
-        .arg(path)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "md5sum {}", path.display());
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .to_string()
-}
-
 /// `ct2::write_quantized` writes what CTranslate2 4.8's converter writes for each
 /// `--quantization`, byte for byte (md5s from `scripts/goldens/ct2_quantized.py`, which
 /// runs CTranslate2's own `optimize` on these models).
@@ -253,7 +240,11 @@ fn ct2_quantized_writes_are_ctranslate2s() {
                 g["bytes"].as_u64().unwrap(),
                 "{name} {q}"
             );
-            assert_eq!(md5(&bin), g["md5"].as_str().unwrap(), "{name} {q}");
+            assert_eq!(
+                sotto_testdata::md5(&bin),
+                g["md5"].as_str().unwrap(),
+                "{name} {q}"
+            );
         }
     }
 }

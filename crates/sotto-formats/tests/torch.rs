@@ -6,31 +6,7 @@ use std::path::Path;
 use sotto_formats::torch::Checkpoint;
 use sotto_formats::{ggml_vad, hf, load, Storage, WhisperFile};
 
-/// Runs `scripts/torch-save.py` with `args`; false (after saying why) where Python cannot
-/// run, unless `SOTTO_REQUIRE_PYTHON=1` (CI) makes that a failure.
-fn torch_save(args: &[&std::ffi::OsStr]) -> bool {
-    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
-    let script = sotto_testdata::workspace_root().join("scripts/torch-save.py");
-    let out = std::process::Command::new(&python)
-        .arg(script)
-        .args(args)
-        .output();
-    match out {
-        Ok(o) if o.status.success() => true,
-        other => {
-            let why = match other {
-                Ok(o) => String::from_utf8_lossy(&o.stderr).into_owned(),
-                Err(e) => format!("{python}: {e}"),
-            };
-            assert!(
-                std::env::var_os("SOTTO_REQUIRE_PYTHON").is_none_or(|v| v != "1"),
-                "scripts/torch-save.py failed: {why}"
-            );
-            eprintln!("skipped: scripts/torch-save.py failed: {why}");
-            false
-        }
-    }
-}
+use sotto_testdata::torch_save;
 
 fn same_model(a: &WhisperFile, b: &WhisperFile) {
     assert_eq!(a.hparams, b.hparams);

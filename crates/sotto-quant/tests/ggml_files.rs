@@ -6,9 +6,10 @@ mod common;
 use std::path::PathBuf;
 use std::process::Command;
 
-use common::{element_bound, md5, scratch, write_quantized};
+use common::{element_bound, scratch, write_quantized};
 use sotto_formats::{ggml, load, names, SourceFormat};
 use sotto_quant::QuantType;
+use sotto_testdata::md5;
 
 /// (model, f16 md5, [(type, bytes, md5)]).
 type Reference = (

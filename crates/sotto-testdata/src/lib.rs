@@ -61,47 +61,71 @@ pub fn vad_model() -> PathBuf {
         .unwrap_or_else(|e| panic!("the VAD model is not cached and could not be fetched: {e}"))
 }
 
+/// Runs Python (`$PYTHON`, else `python3`) with `args`; `what` names the job in messages.
+/// False, after saying why, where it cannot run or fails, unless `SOTTO_REQUIRE_PYTHON=1`
+/// (set by CI) makes that a test failure.
+pub fn run_python(args: &[&std::ffi::OsStr], what: &str) -> bool {
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let why = match std::process::Command::new(&python).args(args).output() {
+        Ok(out) if out.status.success() => return true,
+        Ok(out) => String::from_utf8_lossy(&out.stderr).into_owned(),
+        Err(e) => format!("{python}: {e}"),
+    };
+    assert!(
+        std::env::var_os("SOTTO_REQUIRE_PYTHON").is_none_or(|v| v != "1"),
+        "{what} failed: {why}"
+    );
+    eprintln!("skipped: {what} failed: {why}");
+    false
+}
+
+/// Runs `scripts/torch-save.py` (Whisper checkpoints in PyTorch's format, written
+/// without PyTorch) with `args`, as [`run_python`].
+pub fn torch_save(args: &[&std::ffi::OsStr]) -> bool {
+    let script = workspace_root().join("scripts/torch-save.py");
+    let all: Vec<&std::ffi::OsStr> = std::iter::once(script.as_os_str())
+        .chain(args.iter().copied())
+        .collect();
+    run_python(&all, "scripts/torch-save.py")
+}
+
+/// `md5sum`'s digest of a file.
+pub fn md5(path: &std::path::Path) -> String {
+    let out = std::process::Command::new("md5sum")
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "md5sum {}", path.display());
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap_or("")
+        .to_string()
+}
+
 /// whisper.cpp's ggml Silero VAD file made from silero-vad 6.1.0 (the weights of
 /// [`vad_model`]) by `scripts/silero-ggml`, in the cache; made first when missing (the
-/// script fetches the package from PyPI). `None`, after saying why, where Python cannot
-/// run the script, unless `SOTTO_REQUIRE_PYTHON=1` (set by CI) makes that a failure.
+/// script fetches the package from PyPI). `None` where Python cannot run the script (see
+/// [`run_python`]).
 pub fn silero_ggml() -> Option<PathBuf> {
     let path = cache_dir().join("test-data/ggml-silero-v6.1.0.bin");
     if path.is_file() {
         return Some(path);
     }
-    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
-    let run = std::process::Command::new(&python)
-        .arg(workspace_root().join("scripts/silero-ggml"))
-        .args(["6.1.0".as_ref(), path.as_os_str()])
-        .output();
-    match run {
-        Ok(out) if out.status.success() && path.is_file() => Some(path),
-        other => {
-            let why = match other {
-                Ok(out) => String::from_utf8_lossy(&out.stderr).into_owned(),
-                Err(e) => format!("{python}: {e}"),
-            };
-            assert!(
-                std::env::var_os("SOTTO_REQUIRE_PYTHON").is_none_or(|v| v != "1"),
-                "scripts/silero-ggml failed: {why}"
-            );
-            eprintln!("skipped: scripts/silero-ggml could not make the ggml VAD file: {why}");
-            None
-        }
-    }
+    let script = workspace_root().join("scripts/silero-ggml");
+    let args = [script.as_os_str(), "6.1.0".as_ref(), path.as_os_str()];
+    (run_python(&args, "scripts/silero-ggml") && path.is_file()).then_some(path)
 }
 
 /// silero-vad 6.1.0's TorchScript archive (`silero_vad/data/silero_vad.jit` of its PyPI
 /// wheel): a file PyTorch itself wrote, for the checkpoint reader's tests. In the cache;
-/// fetched first when missing (with Python's pip). `None`, after saying why, where that
-/// cannot run, unless `SOTTO_REQUIRE_PYTHON=1` (set by CI) makes that a failure.
+/// fetched first when missing (with Python's pip); `None` where that cannot run (see
+/// [`run_python`]).
 pub fn silero_jit() -> Option<PathBuf> {
     let path = cache_dir().join("test-data/silero_vad-6.1.0.jit");
     if path.is_file() {
         return Some(path);
     }
-    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
     let script = r#"
 import glob, os, subprocess, sys, tempfile, zipfile
 out = sys.argv[1]
@@ -115,25 +139,8 @@ with open(out + ".part", "wb") as f:
     f.write(data)
 os.replace(out + ".part", out)
 "#;
-    let run = std::process::Command::new(&python)
-        .args(["-c", script])
-        .arg(&path)
-        .output();
-    match run {
-        Ok(out) if out.status.success() && path.is_file() => Some(path),
-        other => {
-            let why = match other {
-                Ok(out) => String::from_utf8_lossy(&out.stderr).into_owned(),
-                Err(e) => format!("{python}: {e}"),
-            };
-            assert!(
-                std::env::var_os("SOTTO_REQUIRE_PYTHON").is_none_or(|v| v != "1"),
-                "fetching silero-vad's TorchScript file failed: {why}"
-            );
-            eprintln!("skipped: could not fetch silero-vad's TorchScript file: {why}");
-            None
-        }
-    }
+    let args = ["-c".as_ref(), script.as_ref(), path.as_os_str()];
+    (run_python(&args, "fetching silero-vad's TorchScript file") && path.is_file()).then_some(path)
 }
 
 /// The shared data folder, or `None` (after saying why) when tests may skip.

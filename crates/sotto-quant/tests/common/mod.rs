@@ -57,17 +57,3 @@ pub fn scratch(tag: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
-
-/// `md5sum`'s digest of a file.
-pub fn md5(path: &std::path::Path) -> String {
-    let out = std::process::Command::new("md5sum")
-        .arg(path)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "md5sum {}", path.display());
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .next()
-        .unwrap_or("")
-        .to_string()
-}
