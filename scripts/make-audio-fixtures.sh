@@ -41,6 +41,8 @@ ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a pcm_s16le -rf64 always 
 ffmpeg -hide_banner -loglevel error -y -max_size 65536 -i tones.wav -c:a pcm_s16le \
     -fflags +bitexact tones.pcm.mkv
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a pcm_s24le -fflags +bitexact tones.s24.mka
+# Sun .au (16-bit big-endian), as Unix and telephony tools write it.
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a pcm_s16be -fflags +bitexact tones.au
 # AVI, as older cameras write it (a small MJPEG video beside the audio): PCM, and MP3 with
 # its stream copied out (no Xing frame or ID3 tag: the same frames) to compare with.
 ffmpeg -hide_banner -loglevel error -y -f lavfi -i color=c=gray:size=16x16:rate=4 -i tones.wav \

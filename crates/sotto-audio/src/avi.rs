@@ -102,6 +102,24 @@ impl AviAudio {
 }
 
 impl AviAudio {
+    /// `header`, then the bytes of `chunks` ((offset, length) in `src`, in order): the
+    /// file symphonia reads by the extension `ext`.
+    pub(crate) fn with_header(
+        src: Box<dyn MediaSource>,
+        header: Vec<u8>,
+        chunks: Vec<(u64, u64)>,
+        ext: &'static str,
+    ) -> Self {
+        Self {
+            src,
+            header: Cursor::new(header),
+            chunks,
+            at: 0,
+            done: 0,
+            ext,
+        }
+    }
+
     /// The frames of a WAV file whose format is AC-3 or DTS (tags 0x2000 and 0x2001, as
     /// FFmpeg writes them, which symphonia's WAV reader refuses): its `data` chunk, as a
     /// stream of frames. None for any other WAV file (and any other file).

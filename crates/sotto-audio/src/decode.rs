@@ -392,6 +392,20 @@ fn decode_inner(
         })?;
         ext = Some(audio.ext);
         src = Box::new(ReadOnlySource::new(audio));
+    } else if crate::au::is_au(&head) {
+        use crate::au::AuError;
+        let audio = crate::au::open(src).map_err(|e| match e {
+            AuError::Encoding(n) => AudioError::Codec {
+                input: name.to_string(),
+                detail: format!(
+                    ".au encoding {n} (sotto decodes μ-law, A-law, linear PCM and float \
+                     there)"
+                ),
+            },
+            AuError::Corrupt(why) => corrupt(name, format!(".au: {why}")),
+        })?;
+        ext = Some(audio.ext);
+        src = Box::new(ReadOnlySource::new(audio));
     } else if crate::avi::is_wav(&head) {
         src = match crate::avi::AviAudio::coded_wav(src, &head) {
             Ok(audio) => {

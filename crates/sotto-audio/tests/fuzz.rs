@@ -6,8 +6,9 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 31] = [
+const FIXTURES: [&str; 32] = [
     "tones.wav",
+    "tones.au",
     "tones.rf64.wav",
     "tones.flac",
     "tones.mp3",

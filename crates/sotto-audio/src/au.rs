@@ -1,0 +1,139 @@
+//! Sun/NeXT audio (`.au`, `.snd`: Unix and Java tools, telephony systems), which symphonia
+//! does not read. Its header names an encoding, a rate and a channel count; its samples are
+//! big-endian, as AIFF-C's are, so the file is handed to symphonia's AIFF reader as an
+//! AIFF-C file: a header made from the `.au` one, then the samples unchanged.
+
+use std::io::{Read, Seek, SeekFrom};
+
+use symphonia::core::io::MediaSource;
+
+use crate::avi::AviAudio;
+
+/// `.snd`, the magic every `.au` file starts with.
+const MAGIC: &[u8; 4] = b".snd";
+/// Where the header says the size is unknown (a stream written as it was recorded).
+const UNKNOWN_SIZE: u32 = u32::MAX;
+
+/// Whether a file starting with `head` is a `.au` file.
+pub(crate) fn is_au(head: &[u8]) -> bool {
+    head.starts_with(MAGIC)
+}
+
+/// Why a `.au` file gives no audio to decode.
+#[derive(Debug, PartialEq)]
+pub(crate) enum AuError {
+    /// An encoding sotto does not decode (G.721, G.722, G.723 ADPCM and the like).
+    Encoding(u32),
+    /// The header is malformed or cut short.
+    Corrupt(String),
+}
+
+/// AIFF-C's compression type and sample size for an `.au` encoding.
+fn aifc_format(encoding: u32) -> Option<(&'static [u8; 4], u16)> {
+    Some(match encoding {
+        1 => (b"ulaw", 8),
+        2 => (b"NONE", 8),
+        3 => (b"NONE", 16),
+        4 => (b"NONE", 24),
+        5 => (b"NONE", 32),
+        6 => (b"fl32", 32),
+        7 => (b"fl64", 64),
+        27 => (b"alaw", 8),
+        _ => return None,
+    })
+}
+
+/// An IEEE 754 80-bit extended number, big-endian, as AIFF writes its sample rate.
+fn extended(v: u32) -> [u8; 10] {
+    let mut out = [0u8; 10];
+    if v == 0 {
+        return out;
+    }
+    let shift = v.leading_zeros();
+    let exponent = 16383 + 31 - shift as u16;
+    let mantissa = u64::from(v) << (32 + shift);
+    out[..2].copy_from_slice(&exponent.to_be_bytes());
+    out[2..].copy_from_slice(&mantissa.to_be_bytes());
+    out
+}
+
+/// The AIFF-C header for `data` bytes of samples (whole frames, under 4 GiB).
+fn aifc_header(kind: &[u8; 4], bits: u16, channels: u16, rate: u32, data: u32) -> Vec<u8> {
+    let frame = u32::from(channels) * u32::from(bits / 8);
+    let mut comm = Vec::with_capacity(24);
+    comm.extend_from_slice(&(channels as i16).to_be_bytes());
+    comm.extend_from_slice(&(data / frame).to_be_bytes());
+    comm.extend_from_slice(&bits.to_be_bytes());
+    comm.extend_from_slice(&extended(rate));
+    comm.extend_from_slice(kind);
+    comm.extend_from_slice(&[0, 0]); // an empty Pascal string, padded to even
+    let mut h = Vec::with_capacity(64);
+    h.extend_from_slice(b"FORM");
+    let form = 4 + (8 + 4) + (8 + comm.len() as u32) + (8 + 8 + data);
+    h.extend_from_slice(&form.to_be_bytes());
+    h.extend_from_slice(b"AIFCFVER");
+    h.extend_from_slice(&4u32.to_be_bytes());
+    h.extend_from_slice(&0xA280_5140u32.to_be_bytes()); // AIFF-C version 1
+    h.extend_from_slice(b"COMM");
+    h.extend_from_slice(&(comm.len() as u32).to_be_bytes());
+    h.extend_from_slice(&comm);
+    h.extend_from_slice(b"SSND");
+    h.extend_from_slice(&(8 + data).to_be_bytes());
+    h.extend_from_slice(&[0; 8]); // offset and block size
+    h
+}
+
+/// `src`, a `.au` file at its start, as the AIFF-C file symphonia reads (`ext` "aiff").
+pub(crate) fn open(mut src: Box<dyn MediaSource>) -> Result<AviAudio, AuError> {
+    let corrupt = |e: std::io::Error| AuError::Corrupt(e.to_string());
+    let len = match src.byte_len() {
+        Some(n) => n,
+        None => src.seek(SeekFrom::End(0)).map_err(corrupt)?,
+    };
+    let mut h = [0u8; 24];
+    src.seek(SeekFrom::Start(0))
+        .and_then(|_| src.read_exact(&mut h))
+        .map_err(|_| AuError::Corrupt("the header is cut short".into()))?;
+    let field = |i: usize| u32::from_be_bytes(h[i..i + 4].try_into().expect("4 bytes"));
+    let (offset, size, encoding, rate, channels) =
+        (field(4), field(8), field(12), field(16), field(20));
+    let (kind, bits) = aifc_format(encoding).ok_or(AuError::Encoding(encoding))?;
+    if offset < 24 || u64::from(offset) > len {
+        return Err(AuError::Corrupt(format!("the samples start at {offset}")));
+    }
+    let channels = u16::try_from(channels)
+        .ok()
+        .filter(|c| (1..=32).contains(c))
+        .ok_or_else(|| AuError::Corrupt(format!("{channels} channels")))?;
+    if !(1..=768_000).contains(&rate) {
+        return Err(AuError::Corrupt(format!("a sample rate of {rate} Hz")));
+    }
+    // The samples run to the end of the file where the size is unknown or overstated
+    // (a recording cut short).
+    let there = len - u64::from(offset);
+    let data = match size {
+        UNKNOWN_SIZE => there,
+        n => u64::from(n).min(there),
+    };
+    // Whole frames, as many as an AIFF-C file's 32-bit sizes hold.
+    let frame = u64::from(channels) * u64::from(bits / 8);
+    let most = u64::from(u32::MAX - 64) / frame * frame;
+    let whole = (data / frame * frame).min(most);
+    let header = aifc_header(kind, bits, channels, rate, whole as u32);
+    let chunks = vec![(u64::from(offset), whole)];
+    src.seek(SeekFrom::Start(0)).map_err(corrupt)?;
+    Ok(AviAudio::with_header(src, header, chunks, "aiff"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extended_rates() {
+        // 44 100 Hz as AIFF writes it, and 8 000 Hz.
+        assert_eq!(extended(44_100), [0x40, 0x0E, 0xAC, 0x44, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(extended(8_000), [0x40, 0x0B, 0xFA, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(extended(1), [0x3F, 0xFF, 0x80, 0, 0, 0, 0, 0, 0, 0]);
+    }
+}
