@@ -43,6 +43,14 @@ ffmpeg -hide_banner -loglevel error -y -max_size 65536 -i tones.wav -c:a pcm_s16
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a pcm_s24le -fflags +bitexact tones.s24.mka
 # Sun .au (16-bit big-endian), as Unix and telephony tools write it.
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a pcm_s16be -fflags +bitexact tones.au
+# GSM 06.10 (libgsm, as voicemail systems write it): WAV49 and raw frames, 8 kHz mono,
+# each with FFmpeg's decode to compare with.
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -ac 1 -ar 8000 -c:a libgsm_ms \
+    -fflags +bitexact tones.gsm.wav
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -ac 1 -ar 8000 -c:a libgsm -f gsm tones.gsm
+for f in tones.gsm.wav tones.gsm; do
+    ffmpeg -hide_banner -loglevel error -y -i "$f" -c:a flac -fflags +bitexact "$f.flac"
+done
 # AVI, as older cameras write it (a small MJPEG video beside the audio): PCM, and MP3 with
 # its stream copied out (no Xing frame or ID3 tag: the same frames) to compare with.
 ffmpeg -hide_banner -loglevel error -y -f lavfi -i color=c=gray:size=16x16:rate=4 -i tones.wav \

@@ -130,35 +130,12 @@ impl AviAudio {
         if !is_wav(head) {
             return Err(src);
         }
-        let len = match src.byte_len() {
-            Some(n) => n,
-            None => return Err(src),
+        let (fmt, data) = wav_chunks(&mut *src);
+        let ext = match fmt.as_deref().and_then(format_tag) {
+            Some(AC3_TAG) => Some("ac3"),
+            Some(DTS_TAG) => Some("dts"),
+            _ => None,
         };
-        let mut walk = Walk::new(&mut *src, len);
-        let (mut at, mut ext, mut data) = (12, None, None);
-        while let Ok(Some((id, size, _))) = walk.chunk(at, len) {
-            match &id {
-                b"fmt " if size >= 2 && size <= u64::from(MAX_FORMAT) => {
-                    let mut f = vec![0u8; size as usize];
-                    if walk.src.seek(SeekFrom::Start(at + 8)).is_err()
-                        || walk.src.read_exact(&mut f).is_err()
-                    {
-                        break;
-                    }
-                    ext = match format_tag(&f) {
-                        Some(AC3_TAG) => Some("ac3"),
-                        Some(DTS_TAG) => Some("dts"),
-                        _ => break,
-                    };
-                }
-                b"data" => {
-                    data = Some((at + 8, size));
-                    break;
-                }
-                _ => {}
-            }
-            at += 8 + size + size % 2;
-        }
         match (ext, data) {
             (Some(ext), Some(chunk)) if src.seek(SeekFrom::Start(0)).is_ok() => Ok(Self {
                 src,
@@ -176,9 +153,50 @@ impl AviAudio {
     }
 }
 
+/// Whether a WAV file starting with `head` (64 bytes of it) has as its first chunk a
+/// format symphonia's WAV reader does not decode (AC-3, DTS, GSM: sotto's own readers
+/// take those, from the whole file).
+pub(crate) fn coded_wav_head(head: &[u8]) -> bool {
+    head.get(12..16) == Some(b"fmt ")
+        && head
+            .get(20..)
+            .and_then(format_tag)
+            .is_some_and(|tag| !WAV_TAGS.contains(&tag))
+}
+
+/// A WAV file's format (its `fmt ` chunk, if it comes before the samples) and where its
+/// `data` chunk's bytes are (cut to the file's end); `src` is left anywhere.
+pub(crate) fn wav_chunks(src: &mut dyn MediaSource) -> (Option<Vec<u8>>, Option<(u64, u64)>) {
+    let Some(len) = src.byte_len() else {
+        return (None, None);
+    };
+    let mut walk = Walk::new(src, len);
+    let (mut at, mut fmt, mut data) = (12, None, None);
+    while let Ok(Some((id, size, _))) = walk.chunk(at, len) {
+        match &id {
+            b"fmt " if size >= 2 && size <= u64::from(MAX_FORMAT) => {
+                let mut f = vec![0u8; size as usize];
+                if walk.src.seek(SeekFrom::Start(at + 8)).is_err()
+                    || walk.src.read_exact(&mut f).is_err()
+                {
+                    break;
+                }
+                fmt = Some(f);
+            }
+            b"data" => {
+                data = Some((at + 8, size));
+                break;
+            }
+            _ => {}
+        }
+        at += 8 + size + size % 2;
+    }
+    (fmt, data)
+}
+
 /// A WAVEFORMATEX's format tag; WAVE_FORMAT_EXTENSIBLE's sub-format where that is AC-3
 /// or DTS (FFmpeg writes their 5.1 so), which symphonia's readers do not take.
-fn format_tag(format: &[u8]) -> Option<u16> {
+pub(crate) fn format_tag(format: &[u8]) -> Option<u16> {
     let tag = u16::from_le_bytes(format.get(..2)?.try_into().ok()?);
     let sub = format.get(24..26).map(|b| u16::from_le_bytes([b[0], b[1]]));
     match (tag, sub) {

@@ -165,7 +165,19 @@ pub fn decode_stream_16k(
     if crate::rf64::is_rf64(&head) {
         crate::rf64::patch(&mut head);
     }
-    if head.len() == SNIFF && read_front_to_back(&head) {
+    let whole_head = head.len() == SNIFF;
+    if whole_head && crate::avi::is_wav(&head) {
+        // Far enough for a first `fmt ` chunk's format tag (and an extensible one's
+        // sub-format): formats sotto decodes itself need the file whole.
+        (&mut r)
+            .take(WAV_SNIFF - SNIFF as u64)
+            .read_to_end(&mut head)
+            .map_err(|source| AudioError::Io {
+                input: name.to_string(),
+                source,
+            })?;
+    }
+    if whole_head && read_front_to_back(&head) {
         let src = ReadOnlySource::new(Cursor::new(head).chain(r));
         return decode_source(Box::new(src), name, hint, want).map(Decoded::into_16k);
     }
@@ -173,15 +185,17 @@ pub fn decode_stream_16k(
     decode_memory(name, bytes, hint, want).map(Decoded::into_16k)
 }
 
-/// Bytes read before choosing how to read the rest.
+/// Bytes read before choosing how to read the rest; for a WAV file, more.
 const SNIFF: usize = 16;
+const WAV_SNIFF: u64 = 64;
 
 /// Whether a file starting with `head` is one symphonia decodes front to back, never
-/// seeking, to what it decodes from the file: WAV (not AVI, RIFF too, read whole), FLAC, or MP3 (an ID3 tag or a frame
+/// seeking, to what it decodes from the file: WAV in a format symphonia decodes (not AVI,
+/// RIFF too, read whole; nor AC-3, DTS or GSM in WAV), FLAC, or MP3 (an ID3 tag or a frame
 /// sync, which raw AAC's ADTS frames share; tested, they stream as well).
 fn read_front_to_back(head: &[u8]) -> bool {
     let mp3_sync = head.len() >= 2 && head[0] == 0xFF && head[1] & 0xE0 == 0xE0;
-    let wav = head.starts_with(b"RIFF") && head.get(8..12) == Some(b"WAVE");
+    let wav = crate::avi::is_wav(head) && !crate::avi::coded_wav_head(head);
     wav || [&b"fLaC"[..], b"ID3"].iter().any(|m| head.starts_with(m)) || mp3_sync
 }
 
@@ -412,8 +426,25 @@ fn decode_inner(
                 ext = Some(audio.ext);
                 Box::new(ReadOnlySource::new(audio))
             }
-            Err(src) => src,
+            Err(src) => match crate::gsm::wav(src) {
+                crate::gsm::Wav::Other(src) => src,
+                crate::gsm::Wav::Gsm(pcm) => {
+                    ext = Some("wav");
+                    Box::new(ReadOnlySource::new(*pcm))
+                }
+                crate::gsm::Wav::Unsupported(detail) => {
+                    return Err(AudioError::Codec {
+                        input: name.to_string(),
+                        detail,
+                    })
+                }
+            },
         };
+    } else if crate::gsm::is_raw(&head, ext) {
+        let len = src.byte_len().unwrap_or(0);
+        let pcm = crate::gsm::GsmAsWav::new(src, crate::gsm::Packing::Raw, (0, len), 8_000);
+        ext = Some("wav");
+        src = Box::new(ReadOnlySource::new(pcm));
     } else if let Some(layout) = crate::ts::layout(&head) {
         use crate::ts::{TsAudio, TsError};
         let audio = TsAudio::open(src, layout).map_err(|e| match e {

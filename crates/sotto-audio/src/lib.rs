@@ -19,6 +19,7 @@ pub mod diarize;
 mod dts;
 mod elementary;
 mod error;
+mod gsm;
 mod mel;
 mod mkv;
 mod mlp;

@@ -689,7 +689,7 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
     assert_one_line(
         &e,
         &format!(
-            "{}: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, ts, aiff, caf, au)",
+            "{}: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, ts, aiff, caf, au, gsm)",
             notes.display()
         ),
     );
@@ -720,7 +720,7 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
     let e = decode_reader(&b"plain text, not audio at all"[..], None).unwrap_err();
     assert_one_line(
         &e.to_string(),
-        "stdin: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, ts, aiff, caf, au)",
+        "stdin: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, ts, aiff, caf, au, gsm)",
     );
 
     // A container sotto reads with audio in a codec it does not decode (WMA in Matroska)
@@ -849,9 +849,12 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 28] = [
+const CONTAINERS: [&str; 31] = [
     "tones.wav",
+    "tones.dts.wav",
     "tones.au",
+    "tones.gsm.wav",
+    "tones.gsm",
     "tones.rf64.wav",
     "tones.flac",
     "tones.mp3",
@@ -1288,4 +1291,36 @@ fn sun_au_decodes_as_wav() {
     let mut past = au_file(3, rate, 1, None, &[0; 10]);
     past[4..8].copy_from_slice(&1000u32.to_be_bytes());
     bad(past, "the samples start at 1000");
+}
+
+/// GSM 06.10 (voicemail and call recorders: WAV49, format 0x31, and raw `.gsm` frames)
+/// decodes to FFmpeg's samples exactly (its 16-bit decode, in FLAC), so to faster-whisper's;
+/// from bytes, and by sniffing the raw frames without the `.gsm` name.
+#[test]
+fn gsm_decodes_as_ffmpeg_does() {
+    for (name, hint) in [("tones.gsm.wav", None), ("tones.gsm", Some("gsm"))] {
+        let got = decode_file(&fixture(name)).unwrap();
+        let want = decode_file(&fixture(&format!("{name}.flac"))).unwrap();
+        assert_eq!((got.sample_rate, got.channels_in), (8_000, 1), "{name}");
+        assert_eq!(got.samples.len(), want.samples.len(), "{name}");
+        assert!(
+            got.samples == want.samples,
+            "{name}: {}",
+            max_difference(&got.samples, &want.samples)
+        );
+        assert!(
+            got.samples.iter().any(|v| v.abs() > 0.1),
+            "{name}: not silence"
+        );
+        let bytes = std::fs::read(fixture(name)).unwrap();
+        let from_bytes = decode_bytes(name, bytes.clone(), hint).unwrap();
+        assert!(from_bytes.samples == want.samples, "{name} from bytes");
+        let sniffed = decode_bytes("noname", bytes, None).unwrap();
+        assert!(sniffed.samples == want.samples, "{name} sniffed");
+    }
+    // GSM is mono, in Microsoft's block sizes: anything else says so.
+    let mut stereo = std::fs::read(fixture("tones.gsm.wav")).unwrap();
+    stereo[22] = 2;
+    let e = decode_bytes("x.wav", stereo, None).unwrap_err().to_string();
+    assert!(e.contains("GSM 06.10 in 2 channels"), "{e}");
 }

@@ -6,9 +6,11 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 32] = [
+const FIXTURES: [&str; 34] = [
     "tones.wav",
     "tones.au",
+    "tones.gsm.wav",
+    "tones.gsm",
     "tones.rf64.wav",
     "tones.flac",
     "tones.mp3",
