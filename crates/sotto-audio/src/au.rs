@@ -1,7 +1,9 @@
 //! Sun/NeXT audio (`.au`, `.snd`: Unix and Java tools, telephony systems), which symphonia
 //! does not read. Its header names an encoding, a rate and a channel count; its samples are
 //! big-endian, as AIFF-C's are, so the file is handed to symphonia's AIFF reader as an
-//! AIFF-C file: a header made from the `.au` one, then the samples unchanged.
+//! AIFF-C file: a header made from the `.au` one, then the samples unchanged. Telephony's
+//! headerless files (G.711 μ-law and A-law, 16-bit signed linear), known by their names,
+//! go the same way.
 
 use std::io::{Read, Seek, SeekFrom};
 
@@ -83,6 +85,60 @@ fn aifc_header(kind: &[u8; 4], bits: u16, channels: u16, rate: u32, data: u32) -
     h
 }
 
+/// Headerless telephony files, known by their names alone (Asterisk's and SIP recorders'
+/// raw formats): the extension, the AIFF-C form of their samples, their sample size and
+/// rate. All are mono.
+const RAW: [(&str, &[u8; 4], u16, u32); 9] = [
+    ("ul", b"ulaw", 8, 8_000),
+    ("ulaw", b"ulaw", 8, 8_000),
+    ("pcmu", b"ulaw", 8, 8_000),
+    ("al", b"alaw", 8, 8_000),
+    ("alaw", b"alaw", 8, 8_000),
+    ("pcma", b"alaw", 8, 8_000),
+    // Signed linear: 16-bit little-endian samples at 8 or 16 kHz.
+    ("sln", b"sowt", 16, 8_000),
+    ("sln16", b"sowt", 16, 16_000),
+    ("slin", b"sowt", 16, 8_000),
+];
+
+/// Whether a file named with `ext` is one of the headerless telephony formats.
+pub(crate) fn is_raw(ext: Option<&str>) -> bool {
+    ext.is_some_and(|e| RAW.iter().any(|r| r.0.eq_ignore_ascii_case(e)))
+}
+
+/// `src`, a headerless telephony file named with `ext` (see [`is_raw`]), as the AIFF-C
+/// file symphonia reads.
+pub(crate) fn open_raw(mut src: Box<dyn MediaSource>, ext: &str) -> Result<AviAudio, AuError> {
+    let &(_, kind, bits, rate) = RAW
+        .iter()
+        .find(|r| r.0.eq_ignore_ascii_case(ext))
+        .ok_or_else(|| AuError::Corrupt(format!("not a raw format: {ext}")))?;
+    let len = match src.byte_len() {
+        Some(n) => n,
+        None => src
+            .seek(SeekFrom::End(0))
+            .map_err(|e| AuError::Corrupt(e.to_string()))?,
+    };
+    Ok(with_aifc(src, (kind, bits), 1, rate, (0, len)))
+}
+
+/// The samples at `data` (offset, bytes) in `src` behind an AIFF-C header saying `format`
+/// (compression type, bits), `channels` and `rate`: whole frames, as many as AIFF-C's
+/// 32-bit sizes hold.
+fn with_aifc(
+    src: Box<dyn MediaSource>,
+    (kind, bits): (&[u8; 4], u16),
+    channels: u16,
+    rate: u32,
+    (offset, data): (u64, u64),
+) -> AviAudio {
+    let frame = u64::from(channels) * u64::from(bits / 8);
+    let most = u64::from(u32::MAX - 64) / frame * frame;
+    let whole = (data / frame * frame).min(most);
+    let header = aifc_header(kind, bits, channels, rate, whole as u32);
+    AviAudio::with_header(src, header, vec![(offset, whole)], "aiff")
+}
+
 /// `src`, a `.au` file at its start, as the AIFF-C file symphonia reads (`ext` "aiff").
 pub(crate) fn open(mut src: Box<dyn MediaSource>) -> Result<AviAudio, AuError> {
     let corrupt = |e: std::io::Error| AuError::Corrupt(e.to_string());
@@ -115,14 +171,14 @@ pub(crate) fn open(mut src: Box<dyn MediaSource>) -> Result<AviAudio, AuError> {
         UNKNOWN_SIZE => there,
         n => u64::from(n).min(there),
     };
-    // Whole frames, as many as an AIFF-C file's 32-bit sizes hold.
-    let frame = u64::from(channels) * u64::from(bits / 8);
-    let most = u64::from(u32::MAX - 64) / frame * frame;
-    let whole = (data / frame * frame).min(most);
-    let header = aifc_header(kind, bits, channels, rate, whole as u32);
-    let chunks = vec![(u64::from(offset), whole)];
     src.seek(SeekFrom::Start(0)).map_err(corrupt)?;
-    Ok(AviAudio::with_header(src, header, chunks, "aiff"))
+    Ok(with_aifc(
+        src,
+        (kind, bits),
+        channels,
+        rate,
+        (u64::from(offset), data),
+    ))
 }
 
 #[cfg(test)]

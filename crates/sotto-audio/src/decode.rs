@@ -355,6 +355,18 @@ fn corrupt(name: &str, detail: impl Into<String>) -> AudioError {
     }
 }
 
+fn au_error(name: &str, e: crate::au::AuError) -> AudioError {
+    match e {
+        crate::au::AuError::Encoding(n) => AudioError::Codec {
+            input: name.to_string(),
+            detail: format!(
+                ".au encoding {n} (sotto decodes μ-law, A-law, linear PCM and float there)"
+            ),
+        },
+        crate::au::AuError::Corrupt(why) => corrupt(name, format!(".au: {why}")),
+    }
+}
+
 fn decode_inner(
     mut src: Box<dyn MediaSource>,
     name: &str,
@@ -407,17 +419,7 @@ fn decode_inner(
         ext = Some(audio.ext);
         src = Box::new(ReadOnlySource::new(audio));
     } else if crate::au::is_au(&head) {
-        use crate::au::AuError;
-        let audio = crate::au::open(src).map_err(|e| match e {
-            AuError::Encoding(n) => AudioError::Codec {
-                input: name.to_string(),
-                detail: format!(
-                    ".au encoding {n} (sotto decodes μ-law, A-law, linear PCM and float \
-                     there)"
-                ),
-            },
-            AuError::Corrupt(why) => corrupt(name, format!(".au: {why}")),
-        })?;
+        let audio = crate::au::open(src).map_err(|e| au_error(name, e))?;
         ext = Some(audio.ext);
         src = Box::new(ReadOnlySource::new(audio));
     } else if crate::avi::is_wav(&head) {
@@ -440,6 +442,10 @@ fn decode_inner(
                 }
             },
         };
+    } else if let Some(raw) = ext.filter(|e| crate::au::is_raw(Some(e))) {
+        let audio = crate::au::open_raw(src, raw).map_err(|e| au_error(name, e))?;
+        ext = Some(audio.ext);
+        src = Box::new(ReadOnlySource::new(audio));
     } else if crate::gsm::is_raw(&head, ext) {
         let len = src.byte_len().unwrap_or(0);
         let pcm = crate::gsm::GsmAsWav::new(src, crate::gsm::Packing::Raw, (0, len), 8_000);

@@ -1221,7 +1221,8 @@ fn wav_file(tag: u16, bits: u16, rate: u32, channels: u16, data: &[u8]) -> Vec<u
 
 /// Sun `.au` files decode as the same samples in WAV do, in every encoding it shares
 /// with WAV (big-endian there, little-endian here), with the size known or not, stereo
-/// kept apart; encodings sotto lacks and broken headers are errors that say so.
+/// kept apart, and so do telephony's headerless files named `.ul`, `.alaw`, `.sln`,
+/// `.sln16`; encodings sotto lacks and broken headers are errors that say so.
 #[test]
 fn sun_au_decodes_as_wav() {
     let (rate, n) = (8_000u32, 4_000usize);
@@ -1277,6 +1278,25 @@ fn sun_au_decodes_as_wav() {
                 .unwrap();
             assert_eq!(got, want, "encoding {encoding}, size {size:?}");
         }
+    }
+    // Telephony's headerless files, by their names: G.711 at 8 kHz, 16-bit linear.
+    let mono: Vec<i16> = l.iter().map(|x| (x * 32767.0) as i16).collect();
+    let linear: Vec<u8> = mono.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let law: Vec<u8> = l.iter().map(|x| ((x + 1.0) * 100.0) as u8).collect();
+    for (ext, data, tag, bits, rate) in [
+        ("ul", &law, 7, 8, 8_000),
+        ("alaw", &law, 6, 8, 8_000),
+        ("sln", &linear, 1, 16, 8_000),
+        ("sln16", &linear, 1, 16, 16_000),
+    ] {
+        let wav = wav_file(tag, bits, rate, 1, data);
+        let want = decode_bytes("x.wav", wav, None).unwrap();
+        let got = decode_bytes(&format!("x.{ext}"), data.clone(), Some(ext)).unwrap();
+        assert_eq!(
+            (got.samples, got.sample_rate),
+            (want.samples, rate),
+            "{ext}"
+        );
     }
     let bad = |file: Vec<u8>, says: &str| {
         let e = sotto_audio::decode_bytes("x.au", file, None)
