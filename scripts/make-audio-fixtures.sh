@@ -48,7 +48,11 @@ ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a pcm_s16be -fflags +bite
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -ac 1 -ar 8000 -c:a libgsm_ms \
     -fflags +bitexact tones.gsm.wav
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -ac 1 -ar 8000 -c:a libgsm -f gsm tones.gsm
-for f in tones.gsm.wav tones.gsm; do
+# G.722 (wideband SIP phones' and recorders'): in WAV and raw, 16 kHz mono.
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -ac 1 -ar 16000 -c:a g722 \
+    -fflags +bitexact tones.g722.wav
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -ac 1 -ar 16000 -c:a g722 -f g722 tones.g722
+for f in tones.gsm.wav tones.gsm tones.g722.wav tones.g722; do
     ffmpeg -hide_banner -loglevel error -y -i "$f" -c:a flac -fflags +bitexact "$f.flac"
 done
 # AVI, as older cameras write it (a small MJPEG video beside the audio): PCM, and MP3 with

@@ -1,7 +1,8 @@
 //! What sotto's own decoders share: a bit reader over a frame (DTS, TrueHD), the growth of
-//! the buffer a packet's samples go to (AC-3's too), and the symphonia [`Decoder`]
+//! the buffer a packet's samples go to (AC-3's too), the symphonia [`Decoder`]
 //! methods of a decoder that decodes each packet into such a buffer (AAC's and Opus's
-//! too).
+//! too), and, for the speech codecs of telephony (GSM, G.722), a file whose blocks decode
+//! as they are read into a 16-bit PCM WAV file symphonia reads.
 //!
 //! [`Decoder`]: symphonia::core::codecs::Decoder
 
@@ -158,6 +159,107 @@ macro_rules! buffered_decoder_methods {
     };
 }
 pub(crate) use buffered_decoder_methods;
+
+/// A speech codec's decoder over fixed-size blocks of bytes, each into 16-bit mono samples.
+pub(crate) trait BlockDecode {
+    /// Whether a shorter last block still decodes (G.722's bytes are each a sample pair).
+    const PARTIAL: bool;
+    /// Bytes a block takes.
+    fn block(&self) -> usize;
+    /// Samples a whole block decodes to.
+    fn samples_per_block(&self) -> usize;
+    fn decode(&mut self, block: &[u8], out: &mut Vec<i16>);
+}
+
+/// The blocks in a byte range of `src`, decoded as they are read and handed out as a
+/// 16-bit mono PCM WAV file.
+pub(crate) struct DecodedWav<D> {
+    src: Box<dyn symphonia::core::io::MediaSource>,
+    dec: D,
+    /// Where the next block is, and where the blocks end.
+    at: u64,
+    end: u64,
+    /// Bytes made but not yet handed out (the header, then decoded samples).
+    pending: Vec<u8>,
+    taken: usize,
+}
+
+impl<D: BlockDecode> DecodedWav<D> {
+    /// The blocks `dec` decodes in `src` from `start` to `end`, at `rate` Hz.
+    pub(crate) fn new(
+        src: Box<dyn symphonia::core::io::MediaSource>,
+        dec: D,
+        (start, end): (u64, u64),
+        rate: u32,
+    ) -> Self {
+        let block = dec.block() as u64;
+        let bytes = end.saturating_sub(start);
+        let (blocks, rest) = (bytes / block, bytes % block);
+        let samples = blocks * dec.samples_per_block() as u64
+            + if D::PARTIAL {
+                rest * dec.samples_per_block() as u64 / block
+            } else {
+                0
+            };
+        let end = if D::PARTIAL {
+            start + bytes
+        } else {
+            start + blocks * block
+        };
+        let data = u32::try_from(samples * 2)
+            .unwrap_or(u32::MAX)
+            .min(u32::MAX - 44);
+        let mut h = Vec::with_capacity(44);
+        h.extend_from_slice(b"RIFF");
+        h.extend_from_slice(&(36 + data).to_le_bytes());
+        h.extend_from_slice(b"WAVEfmt ");
+        h.extend_from_slice(&16u32.to_le_bytes());
+        h.extend_from_slice(&1u16.to_le_bytes()); // PCM
+        h.extend_from_slice(&1u16.to_le_bytes()); // mono
+        h.extend_from_slice(&rate.to_le_bytes());
+        h.extend_from_slice(&rate.saturating_mul(2).to_le_bytes());
+        h.extend_from_slice(&2u16.to_le_bytes());
+        h.extend_from_slice(&16u16.to_le_bytes());
+        h.extend_from_slice(b"data");
+        h.extend_from_slice(&data.to_le_bytes());
+        Self {
+            src,
+            dec,
+            at: start,
+            end,
+            pending: h,
+            taken: 0,
+        }
+    }
+}
+
+impl<D: BlockDecode> std::io::Read for DecodedWav<D> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use std::io::{Seek, SeekFrom};
+        if self.taken == self.pending.len() {
+            let size = (self.dec.block() as u64).min(self.end.saturating_sub(self.at));
+            if size == 0 {
+                return Ok(0);
+            }
+            let mut block = vec![0u8; size as usize];
+            self.src.seek(SeekFrom::Start(self.at))?;
+            if self.src.read_exact(&mut block).is_err() {
+                // The file ends inside a block: what decoded is all there is.
+                self.end = self.at;
+                return Ok(0);
+            }
+            self.at += size;
+            let mut samples = Vec::with_capacity(self.dec.samples_per_block());
+            self.dec.decode(&block, &mut samples);
+            self.pending = samples.iter().flat_map(|s| s.to_le_bytes()).collect();
+            self.taken = 0;
+        }
+        let n = (self.pending.len() - self.taken).min(buf.len());
+        buf[..n].copy_from_slice(&self.pending[self.taken..self.taken + n]);
+        self.taken += n;
+        Ok(n)
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -1,7 +1,7 @@
 //! Decoding any supported file to mono f32 at its own sample rate (symphonia, and
 //! rusty-opus for Opus: `opus.rs`).
 
-use std::io::{Cursor, Read};
+use std::io::{Cursor, Read, Seek, SeekFrom};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::mpsc::{sync_channel, SyncSender};
@@ -355,6 +355,54 @@ fn corrupt(name: &str, detail: impl Into<String>) -> AudioError {
     }
 }
 
+/// `src`, a WAV file at its start, as the 16-bit PCM WAV file its speech codec (GSM 06.10,
+/// G.722) decodes to, as it is read; `Ok(Err(src))` where it holds another format; an
+/// error (what is wrong) for one in a form no decoder takes.
+#[allow(clippy::type_complexity)]
+fn speech_wav(
+    mut src: Box<dyn MediaSource>,
+) -> std::result::Result<std::result::Result<Box<dyn MediaSource>, Box<dyn MediaSource>>, String> {
+    use crate::codec::DecodedWav;
+    let (fmt, data) = crate::avi::wav_chunks(&mut *src);
+    let tag = fmt.as_deref().and_then(crate::avi::format_tag);
+    let (Some(fmt), Some((start, len)), Some(tag @ (crate::gsm::WAV_TAG | crate::g722::WAV_TAG))) =
+        (fmt, data, tag)
+    else {
+        let _ = src.seek(SeekFrom::Start(0));
+        return Ok(Err(src));
+    };
+    let field = |i: usize| fmt.get(i..i + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+    let (channels, block) = (field(2).unwrap_or(0), usize::from(field(12).unwrap_or(0)));
+    let rate = fmt
+        .get(4..8)
+        .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+    let codec = if tag == crate::gsm::WAV_TAG {
+        "GSM 06.10"
+    } else {
+        "G.722"
+    };
+    if channels != 1 {
+        return Err(format!("{codec} in {channels} channels (it is mono)"));
+    }
+    if !(1..=192_000).contains(&rate) {
+        return Err(format!("{codec} at {rate} Hz"));
+    }
+    let range = (start, start + len);
+    Ok(Ok(if tag == crate::gsm::WAV_TAG {
+        if !crate::gsm::ms_block_ok(block) {
+            return Err(format!("GSM 06.10 in blocks of {block} bytes"));
+        }
+        let packing = crate::gsm::Packing::Ms { block };
+        let blocks = crate::gsm::GsmBlocks::new(packing);
+        Box::new(ReadOnlySource::new(DecodedWav::new(
+            src, blocks, range, rate,
+        )))
+    } else {
+        let g722 = crate::g722::G722::new();
+        Box::new(ReadOnlySource::new(DecodedWav::new(src, g722, range, rate)))
+    }))
+}
+
 fn au_error(name: &str, e: crate::au::AuError) -> AudioError {
     match e {
         crate::au::AuError::Encoding(n) => AudioError::Codec {
@@ -428,13 +476,13 @@ fn decode_inner(
                 ext = Some(audio.ext);
                 Box::new(ReadOnlySource::new(audio))
             }
-            Err(src) => match crate::gsm::wav(src) {
-                crate::gsm::Wav::Other(src) => src,
-                crate::gsm::Wav::Gsm(pcm) => {
+            Err(src) => match speech_wav(src) {
+                Ok(Ok(pcm)) => {
                     ext = Some("wav");
-                    Box::new(ReadOnlySource::new(*pcm))
+                    pcm
                 }
-                crate::gsm::Wav::Unsupported(detail) => {
+                Ok(Err(src)) => src,
+                Err(detail) => {
                     return Err(AudioError::Codec {
                         input: name.to_string(),
                         detail,
@@ -446,9 +494,15 @@ fn decode_inner(
         let audio = crate::au::open_raw(src, raw).map_err(|e| au_error(name, e))?;
         ext = Some(audio.ext);
         src = Box::new(ReadOnlySource::new(audio));
+    } else if ext == Some("g722") {
+        let len = src.byte_len().unwrap_or(0);
+        let pcm = crate::codec::DecodedWav::new(src, crate::g722::G722::new(), (0, len), 16_000);
+        ext = Some("wav");
+        src = Box::new(ReadOnlySource::new(pcm));
     } else if crate::gsm::is_raw(&head, ext) {
         let len = src.byte_len().unwrap_or(0);
-        let pcm = crate::gsm::GsmAsWav::new(src, crate::gsm::Packing::Raw, (0, len), 8_000);
+        let raw = crate::gsm::GsmBlocks::new(crate::gsm::Packing::Raw);
+        let pcm = crate::codec::DecodedWav::new(src, raw, (0, len), 8_000);
         ext = Some("wav");
         src = Box::new(ReadOnlySource::new(pcm));
     } else if let Some(layout) = crate::ts::layout(&head) {

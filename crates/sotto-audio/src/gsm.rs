@@ -8,9 +8,7 @@
 //! interpolated log-area ratios, de-emphasis and the 16-bit output with its low 3 bits
 //! cleared. Decoded samples are handed to symphonia as a 16-bit PCM WAV file.
 
-use std::io::{Read, Seek, SeekFrom};
-
-use symphonia::core::io::MediaSource;
+use crate::codec::BlockDecode;
 
 /// Samples a frame decodes to (20 ms at 8 kHz).
 const FRAME: usize = 160;
@@ -315,126 +313,37 @@ pub(crate) fn is_raw(head: &[u8], ext: Option<&str>) -> bool {
     frames.len() == needed && frames.iter().all(|f| f[0] >> 4 == 0xD)
 }
 
-/// What a WAV file holds, for GSM's sake.
-pub(crate) enum Wav {
-    /// Not GSM: the file, to read otherwise.
-    Other(Box<dyn MediaSource>),
-    Gsm(Box<GsmAsWav>),
-    /// GSM in a form no decoder takes (stereo, a block size not Microsoft's).
-    Unsupported(String),
-}
-
-/// `src`, a WAV file at its start, as the PCM its GSM frames decode to, if it is GSM.
-pub(crate) fn wav(mut src: Box<dyn MediaSource>) -> Wav {
-    let (fmt, data) = crate::avi::wav_chunks(&mut *src);
-    let (Some(fmt), Some((start, len))) = (fmt, data) else {
-        let _ = src.seek(SeekFrom::Start(0));
-        return Wav::Other(src);
-    };
-    if crate::avi::format_tag(&fmt) != Some(WAV_TAG) || fmt.len() < 14 {
-        let _ = src.seek(SeekFrom::Start(0));
-        return Wav::Other(src);
-    }
-    let u16_at = |i: usize| usize::from(u16::from_le_bytes([fmt[i], fmt[i + 1]]));
-    let (channels, block) = (u16_at(2), u16_at(12));
-    let rate = u32::from_le_bytes(fmt[4..8].try_into().expect("4 bytes"));
-    if channels != 1 {
-        return Wav::Unsupported(format!("GSM 06.10 in {channels} channels (it is mono)"));
-    }
-    if !ms_block_ok(block) {
-        return Wav::Unsupported(format!("GSM 06.10 in blocks of {block} bytes"));
-    }
-    if !(1..=192_000).contains(&rate) {
-        return Wav::Unsupported(format!("GSM 06.10 at {rate} Hz"));
-    }
-    Wav::Gsm(Box::new(GsmAsWav::new(
-        src,
-        Packing::Ms { block },
-        (start, start + len),
-        rate,
-    )))
-}
-
-/// GSM blocks in `src` (the byte range `data`), decoded as they are read and handed out as
-/// a 16-bit mono PCM WAV file at `rate`.
-pub(crate) struct GsmAsWav {
-    src: Box<dyn MediaSource>,
-    packing: Packing,
-    /// Where the next block is, and where the blocks end.
-    at: u64,
-    end: u64,
+/// A GSM stream's blocks, for [`crate::codec::DecodedWav`].
+pub(crate) struct GsmBlocks {
     gsm: Gsm,
-    /// Bytes made but not yet handed out (the header, then decoded samples).
-    pending: Vec<u8>,
-    taken: usize,
+    packing: Packing,
 }
 
-impl GsmAsWav {
-    /// The blocks of `packing` in `src` from `start` to `end`, at `rate` Hz.
-    pub(crate) fn new(
-        src: Box<dyn MediaSource>,
-        packing: Packing,
-        (start, end): (u64, u64),
-        rate: u32,
-    ) -> Self {
-        let block = packing.block() as u64;
-        let blocks = (end - start) / block;
-        let per_block = match packing {
+impl GsmBlocks {
+    pub(crate) fn new(packing: Packing) -> Self {
+        Self {
+            gsm: Gsm::new(),
+            packing,
+        }
+    }
+}
+
+impl BlockDecode for GsmBlocks {
+    const PARTIAL: bool = false;
+
+    fn block(&self) -> usize {
+        self.packing.block()
+    }
+
+    fn samples_per_block(&self) -> usize {
+        match self.packing {
             Packing::Raw => FRAME,
             Packing::Ms { .. } => 2 * FRAME,
-        } as u64;
-        let data = u32::try_from(blocks * per_block * 2)
-            .unwrap_or(u32::MAX)
-            .min(u32::MAX - 44);
-        let mut h = Vec::with_capacity(44);
-        h.extend_from_slice(b"RIFF");
-        h.extend_from_slice(&(36 + data).to_le_bytes());
-        h.extend_from_slice(b"WAVEfmt ");
-        h.extend_from_slice(&16u32.to_le_bytes());
-        h.extend_from_slice(&1u16.to_le_bytes()); // PCM
-        h.extend_from_slice(&1u16.to_le_bytes()); // mono
-        h.extend_from_slice(&rate.to_le_bytes());
-        h.extend_from_slice(&(rate * 2).to_le_bytes());
-        h.extend_from_slice(&2u16.to_le_bytes());
-        h.extend_from_slice(&16u16.to_le_bytes());
-        h.extend_from_slice(b"data");
-        h.extend_from_slice(&data.to_le_bytes());
-        Self {
-            src,
-            packing,
-            at: start,
-            end: start + blocks * block,
-            gsm: Gsm::new(),
-            pending: h,
-            taken: 0,
         }
     }
-}
 
-impl Read for GsmAsWav {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        if self.taken == self.pending.len() {
-            let size = self.packing.block();
-            if self.at + size as u64 > self.end {
-                return Ok(0);
-            }
-            let mut block = vec![0u8; size];
-            self.src.seek(SeekFrom::Start(self.at))?;
-            if self.src.read_exact(&mut block).is_err() {
-                // The file ends inside a block: what decoded is all there is.
-                self.end = self.at;
-                return Ok(0);
-            }
-            self.at += size as u64;
-            let mut samples = Vec::with_capacity(2 * FRAME);
-            decode_block(&mut self.gsm, self.packing, &block, &mut samples);
-            self.pending = samples.iter().flat_map(|s| s.to_le_bytes()).collect();
-            self.taken = 0;
-        }
-        let n = (self.pending.len() - self.taken).min(buf.len());
-        buf[..n].copy_from_slice(&self.pending[self.taken..self.taken + n]);
-        self.taken += n;
-        Ok(n)
+    fn decode(&mut self, block: &[u8], out: &mut Vec<i16>) {
+        decode_block(&mut self.gsm, self.packing, block, out);
     }
 }
 

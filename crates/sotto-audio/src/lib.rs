@@ -19,6 +19,7 @@ pub mod diarize;
 mod dts;
 mod elementary;
 mod error;
+mod g722;
 mod gsm;
 mod mel;
 mod mkv;

@@ -6,7 +6,8 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 34] = [
+const FIXTURES: [&str; 35] = [
+    "tones.g722.wav",
     "tones.wav",
     "tones.au",
     "tones.gsm.wav",
