@@ -90,14 +90,7 @@ impl AviAudio {
         };
         src.seek(SeekFrom::Start(0))
             .map_err(|e| AviError::Corrupt(e.to_string()))?;
-        Ok(Self {
-            src,
-            header: Cursor::new(header),
-            chunks,
-            at: 0,
-            done: 0,
-            ext,
-        })
+        Ok(Self::with_header(src, header, chunks, ext))
     }
 }
 
@@ -137,14 +130,9 @@ impl AviAudio {
             _ => None,
         };
         match (ext, data) {
-            (Some(ext), Some(chunk)) if src.seek(SeekFrom::Start(0)).is_ok() => Ok(Self {
-                src,
-                header: Cursor::new(Vec::new()),
-                chunks: vec![chunk],
-                at: 0,
-                done: 0,
-                ext,
-            }),
+            (Some(ext), Some(chunk)) if src.seek(SeekFrom::Start(0)).is_ok() => {
+                Ok(Self::with_header(src, Vec::new(), vec![chunk], ext))
+            }
             _ => {
                 let _ = src.seek(SeekFrom::Start(0));
                 Err(src)
@@ -154,8 +142,8 @@ impl AviAudio {
 }
 
 /// Whether a WAV file starting with `head` (64 bytes of it) has as its first chunk a
-/// format symphonia's WAV reader does not decode (AC-3, DTS, GSM: sotto's own readers
-/// take those, from the whole file).
+/// format symphonia's WAV reader does not decode (AC-3, DTS, GSM, G.722: sotto's own
+/// readers take those, from the whole file).
 pub(crate) fn coded_wav_head(head: &[u8]) -> bool {
     head.get(12..16) == Some(b"fmt ")
         && head
