@@ -102,8 +102,8 @@ const RAW: [(&str, &[u8; 4], u16, u32); 9] = [
 ];
 
 /// Whether a file named with `ext` is one of the headerless telephony formats.
-pub(crate) fn is_raw(ext: Option<&str>) -> bool {
-    ext.is_some_and(|e| RAW.iter().any(|r| r.0.eq_ignore_ascii_case(e)))
+pub(crate) fn is_raw(ext: &str) -> bool {
+    RAW.iter().any(|r| r.0.eq_ignore_ascii_case(ext))
 }
 
 /// `src`, a headerless telephony file named with `ext` (see [`is_raw`]), as the AIFF-C

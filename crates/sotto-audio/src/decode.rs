@@ -355,13 +355,18 @@ fn corrupt(name: &str, detail: impl Into<String>) -> AudioError {
     }
 }
 
-/// `src`, a WAV file at its start, as the 16-bit PCM WAV file its speech codec (GSM 06.10,
-/// G.722) decodes to, as it is read; `Ok(Err(src))` where it holds another format; an
-/// error (what is wrong) for one in a form no decoder takes.
-#[allow(clippy::type_complexity)]
-fn speech_wav(
-    mut src: Box<dyn MediaSource>,
-) -> std::result::Result<std::result::Result<Box<dyn MediaSource>, Box<dyn MediaSource>>, String> {
+/// What a WAV file holds, for its speech codecs' sake.
+enum SpeechWav {
+    /// Another format: the file, to read as it is.
+    Other(Box<dyn MediaSource>),
+    /// GSM 06.10 or G.722: the 16-bit PCM WAV file it decodes to, as it is read.
+    Decoded(Box<dyn MediaSource>),
+    /// One of them in a form no decoder takes: what is wrong.
+    Unsupported(String),
+}
+
+/// `src`, a WAV file at its start, as [`SpeechWav`] sorts it.
+fn speech_wav(mut src: Box<dyn MediaSource>) -> SpeechWav {
     use crate::codec::DecodedWav;
     let (fmt, data) = crate::avi::wav_chunks(&mut *src);
     let tag = fmt.as_deref().and_then(crate::avi::format_tag);
@@ -369,7 +374,7 @@ fn speech_wav(
         (fmt, data, tag)
     else {
         let _ = src.seek(SeekFrom::Start(0));
-        return Ok(Err(src));
+        return SpeechWav::Other(src);
     };
     let field = |i: usize| fmt.get(i..i + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
     let (channels, block) = (field(2).unwrap_or(0), usize::from(field(12).unwrap_or(0)));
@@ -382,15 +387,15 @@ fn speech_wav(
         "G.722"
     };
     if channels != 1 {
-        return Err(format!("{codec} in {channels} channels (it is mono)"));
+        return SpeechWav::Unsupported(format!("{codec} in {channels} channels (it is mono)"));
     }
     if !(1..=192_000).contains(&rate) {
-        return Err(format!("{codec} at {rate} Hz"));
+        return SpeechWav::Unsupported(format!("{codec} at {rate} Hz"));
     }
     let range = (start, start + len);
-    Ok(Ok(if tag == crate::gsm::WAV_TAG {
+    SpeechWav::Decoded(if tag == crate::gsm::WAV_TAG {
         if !crate::gsm::ms_block_ok(block) {
-            return Err(format!("GSM 06.10 in blocks of {block} bytes"));
+            return SpeechWav::Unsupported(format!("GSM 06.10 in blocks of {block} bytes"));
         }
         let packing = crate::gsm::Packing::Ms { block };
         let blocks = crate::gsm::GsmBlocks::new(packing);
@@ -400,7 +405,7 @@ fn speech_wav(
     } else {
         let g722 = crate::g722::G722::new();
         Box::new(ReadOnlySource::new(DecodedWav::new(src, g722, range, rate)))
-    }))
+    })
 }
 
 fn au_error(name: &str, e: crate::au::AuError) -> AudioError {
@@ -477,12 +482,12 @@ fn decode_inner(
                 Box::new(ReadOnlySource::new(audio))
             }
             Err(src) => match speech_wav(src) {
-                Ok(Ok(pcm)) => {
+                SpeechWav::Decoded(pcm) => {
                     ext = Some("wav");
                     pcm
                 }
-                Ok(Err(src)) => src,
-                Err(detail) => {
+                SpeechWav::Other(src) => src,
+                SpeechWav::Unsupported(detail) => {
                     return Err(AudioError::Codec {
                         input: name.to_string(),
                         detail,
@@ -490,7 +495,7 @@ fn decode_inner(
                 }
             },
         };
-    } else if let Some(raw) = ext.filter(|e| crate::au::is_raw(Some(e))) {
+    } else if let Some(raw) = ext.filter(|e| crate::au::is_raw(e)) {
         let audio = crate::au::open_raw(src, raw).map_err(|e| au_error(name, e))?;
         ext = Some(audio.ext);
         src = Box::new(ReadOnlySource::new(audio));
