@@ -219,4 +219,33 @@ done
 # decode_audio uses), which tests/decode.rs compares sotto's mix with.
 ffmpeg -hide_banner -loglevel error -y -i tones.51.ac3.flac -ac 1 -c:a flac -sample_fmt s16 \
     -fflags +bitexact tones.51.ac3.mono.flac
-ls -l tones.*
+# AMR-NB (phones' voice and call recorders): 4 s of samples/jfk.wav at 8 kHz through the
+# 3GPP reference encoder (opencore-amrnb: `apt-get install libopencore-amrnb-dev`; FFmpeg
+# here has no AMR encoder), the mode changing every 6 frames through all eight, with
+# discontinuous transmission (a SID frame and no-data frames in a pause); the same frames
+# in 3GP. tests/decode.rs holds the md5 of FFmpeg's float decode of it.
+cat > amr-enc.c <<'C'
+#include <stdio.h>
+#include <opencore-amrnb/interf_enc.h>
+int main(void) {
+    void *enc = Encoder_Interface_init(1);
+    short speech[160];
+    unsigned char frame[64];
+    long n = 0;
+    fwrite("#!AMR\n", 1, 6, stdout);
+    while (fread(speech, 2, 160, stdin) == 160) {
+        int len = Encoder_Interface_Encode(enc, (n++ / 6) % 8, speech, frame, 0);
+        fwrite(frame, 1, len, stdout);
+    }
+    Encoder_Interface_exit(enc);
+    return 0;
+}
+C
+gcc -O2 amr-enc.c -o amr-enc -lopencore-amrnb
+ffmpeg -hide_banner -loglevel error -i "$root/samples/jfk.wav" -t 4 -ar 8000 -ac 1 -f s16le - |
+    ./amr-enc > speech.amr
+ffmpeg -hide_banner -loglevel error -y -i speech.amr -c:a copy -fflags +bitexact \
+    -flags +bitexact speech.3gp
+ffmpeg -hide_banner -loglevel error -i speech.amr -f f32le - | md5sum
+rm amr-enc amr-enc.c
+ls -l tones.* speech.*

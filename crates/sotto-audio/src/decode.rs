@@ -546,11 +546,22 @@ fn decode_inner(
     let tracks = format.tracks();
     // A packet read ahead to find the track (see `sniffed_track`), decoded first.
     let mut pending = None;
-    let (track_id, mut params) = match tracks
-        .iter()
-        .find(|t| t.codec_params.codec != CODEC_TYPE_NULL)
-    {
-        Some(track) => (track.id, track.codec_params.clone()),
+    let amr = moov.amr_track.and_then(|id| {
+        let track = tracks.iter().find(|t| t.id == id)?;
+        let mut params = track.codec_params.clone();
+        params
+            .for_codec(crate::amr::CODEC_TYPE_AMRNB)
+            .with_sample_rate(crate::amr::RATE)
+            .with_channels(Channels::FRONT_CENTRE);
+        Some((id, params))
+    });
+    let (track_id, mut params) = match amr.or_else(|| {
+        tracks
+            .iter()
+            .find(|t| t.codec_params.codec != CODEC_TYPE_NULL)
+            .map(|t| (t.id, t.codec_params.clone()))
+    }) {
+        Some(found) => found,
         None => match sniffed_track(&mut *format, moov.sound) {
             Some((track_id, params, packet)) => {
                 pending = Some(packet);
@@ -794,7 +805,7 @@ fn read_head(src: &mut dyn MediaSource) -> Vec<u8> {
 /// symphonia's container readers, behind ours for AAC's elementary streams (registered
 /// first, so that ADTS frames, whose marker symphonia's reader shares, come to ours).
 fn probe() -> &'static Probe {
-    use crate::elementary::{Ac3, Adts, Dts, FrameReader, Loas, Thd};
+    use crate::elementary::{Ac3, Adts, Amr, Dts, FrameReader, Loas, Thd};
     static PROBE: OnceLock<Probe> = OnceLock::new();
     PROBE.get_or_init(|| {
         let mut probe = Probe::default();
@@ -803,6 +814,7 @@ fn probe() -> &'static Probe {
         probe.register_all::<FrameReader<Ac3>>();
         probe.register_all::<FrameReader<Dts>>();
         probe.register_all::<FrameReader<Thd>>();
+        probe.register_all::<FrameReader<Amr>>();
         symphonia::default::register_enabled_formats(&mut probe);
         probe
     })
@@ -820,6 +832,7 @@ fn codecs() -> &'static CodecRegistry {
         registry.register_all::<crate::ac3::Ac3Decoder>();
         registry.register_all::<crate::dts::DtsDecoder>();
         registry.register_all::<crate::mlp::MlpDecoder>();
+        registry.register_all::<crate::amr::AmrDecoder>();
         registry
     })
 }
@@ -831,6 +844,16 @@ fn probe_error(name: &str, e: SymError, head: &[u8]) -> AudioError {
     let unsupported = || AudioError::Unsupported {
         input: name.to_string(),
     };
+    let amr = [
+        (crate::amr::MAGIC_WB, "AMR-WB (sotto decodes AMR-NB)"),
+        (crate::amr::MAGIC_MC, "multichannel AMR-NB"),
+    ];
+    if let Some((_, what)) = amr.iter().find(|(magic, _)| head.starts_with(magic)) {
+        return AudioError::Codec {
+            input: name.to_string(),
+            detail: what.to_string(),
+        };
+    }
     match e {
         SymError::Unsupported(_) => unsupported(),
         SymError::IoError(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
@@ -850,7 +873,7 @@ fn probe_error(name: &str, e: SymError, head: &[u8]) -> AudioError {
 
 /// Whether `head` starts as a file of a container sotto decodes does.
 fn known_start(head: &[u8]) -> bool {
-    const MAGIC: [&[u8]; 10] = [
+    const MAGIC: [&[u8]; 11] = [
         b"RIFF",
         b"RF64",
         b"fLaC",
@@ -858,6 +881,7 @@ fn known_start(head: &[u8]) -> bool {
         b"ID3",
         b"FORM",
         b"caff",
+        b"#!AMR",
         b"\x1a\x45\xdf\xa3", // EBML: Matroska, WebM
         b"\xff",             // an MPEG audio frame's sync
         b"\x0b\x77",         // an AC-3 syncframe's

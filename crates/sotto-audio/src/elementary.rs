@@ -36,7 +36,7 @@ pub(crate) trait Framing: Send + Sync + 'static {
     /// The whole frame's length (header included), where `head` starts one.
     fn frame_len(head: &[u8]) -> Option<usize>;
     /// The track a stream whose first frame is `first` (whole) makes; an error where the
-    /// frame is not what it seemed.
+    /// frame is not what it seemed. (A format with a `MAGIC` is given no frame.)
     fn params(first: &[u8]) -> Result<CodecParameters>;
     /// What frames may be padded to a multiple of, before the next (DTS-HD's substreams
     /// start 4-byte aligned after their core frame).
@@ -44,6 +44,8 @@ pub(crate) trait Framing: Send + Sync + 'static {
     /// Bytes from a first frame's start to the marker the probe finds (TrueHD's major
     /// sync follows its access unit's 4-byte header).
     const MARKER_AT: usize = 0;
+    /// A file's magic, which the probe finds and the first frame follows (`.amr`'s).
+    const MAGIC: &'static [u8] = &[];
 }
 
 /// ADTS (ISO 14496-3 §1.A.2.2).
@@ -210,6 +212,30 @@ impl Framing for Thd {
             .for_codec(crate::mlp::CODEC_TYPE_TRUEHD)
             .with_sample_rate(sync.rate)
             .with_channels(sync.channels());
+        Ok(params)
+    }
+}
+
+/// AMR-NB's storage format (`.amr`, RFC 4867 §5): a magic line, then frames whose first
+/// byte's frame type alone gives their length. Nothing marks a frame, so nothing resyncs:
+/// every byte sizes one, as FFmpeg reads them.
+pub(crate) enum Amr {}
+
+impl Framing for Amr {
+    const HEADER: usize = 1;
+    const MAGIC: &'static [u8] = crate::amr::MAGIC;
+
+    fn frame_len(head: &[u8]) -> Option<usize> {
+        head.first().map(|&toc| crate::amr::frame_len(toc))
+    }
+
+    fn params(_: &[u8]) -> Result<CodecParameters> {
+        let mut params = CodecParameters::new();
+        params
+            .for_codec(crate::amr::CODEC_TYPE_AMRNB)
+            .with_sample_rate(crate::amr::RATE)
+            .with_channels(Channels::FRONT_CENTRE)
+            .with_max_frames_per_packet(crate::amr::FRAME as u64);
         Ok(params)
     }
 }
@@ -384,6 +410,22 @@ const LOAS_MARKERS: [&[u8]; 32] = {
     out
 };
 
+impl QueryDescriptor for FrameReader<Amr> {
+    fn query() -> &'static [Descriptor] {
+        &[support_format!(
+            "amr",
+            "AMR-NB storage format",
+            &["amr", "3ga"],
+            &["audio/amr"],
+            &[crate::amr::MAGIC]
+        )]
+    }
+
+    fn score(_context: &[u8]) -> u8 {
+        255
+    }
+}
+
 impl<F: Framing> FormatReader for FrameReader<F>
 where
     FrameReader<F>: QueryDescriptor,
@@ -401,6 +443,17 @@ where
         // before), or this is not such a stream. Past the stream's start (after junk, or a
         // tag), another frame (or the end) must follow it, lest bytes that only look like
         // a sync be taken for one.
+        if !F::MAGIC.is_empty() {
+            let mut magic = [0u8; 16];
+            let magic = &mut magic[..F::MAGIC.len()];
+            reader.src.read_exact(magic)?;
+            if magic != F::MAGIC {
+                return Err(Error::Unsupported("not the format's magic"));
+            }
+            // The magic says what the frames are; a file of none is an empty recording.
+            reader.tracks.push(Track::new(0, F::params(&[])?));
+            return Ok(reader);
+        }
         if F::MARKER_AT > 0 {
             if reader.src.pos() < F::MARKER_AT as u64 {
                 return Err(Error::Unsupported("no frame header before the marker"));

@@ -10,6 +10,7 @@
 
 mod aac;
 mod ac3;
+mod amr;
 mod au;
 mod avi;
 mod caf;

@@ -27,6 +27,10 @@ pub(crate) struct Moov {
     pub edit: Option<Edit>,
     /// Whether there is an audio track at all (`hdlr` `soun`), whatever its codec.
     pub sound: bool,
+    /// The first audio track's number (symphonia's track id: its place among the
+    /// `trak`s) where its sample entry is AMR-NB's (`samr`, 3GPP's), which symphonia
+    /// leaves without a codec.
+    pub amr_track: Option<u32>,
     /// A sample table (of any track) whose entry count is more than its box holds:
     /// symphonia reserves room for every entry a count claims before reading any, so a
     /// damaged count (billions) would abort the process for want of memory.
@@ -39,6 +43,7 @@ pub(crate) fn read_moov<S: Read + Seek + ?Sized>(src: &mut S) -> Moov {
     let moov = find_moov(src).map_or_else(Moov::default, |moov| Moov {
         edit: parse_moov(&moov),
         sound: sound_trak(&moov).is_some(),
+        amr_track: amr_track(&moov),
         overlong_table: overlong_table(&moov),
     });
     match src.seek(SeekFrom::Start(0)) {
@@ -190,8 +195,8 @@ fn timescale(b: &[u8]) -> Option<u32> {
     be32(b, at).filter(|&t| t > 0)
 }
 
-/// The body of the first audio track (`hdlr` `soun`).
-fn sound_trak(moov: &[u8]) -> Option<&[u8]> {
+/// The first audio track (`hdlr` `soun`): its place among the `trak`s, and its body.
+fn sound_track(moov: &[u8]) -> Option<(usize, &[u8])> {
     let sound = |t: &[u8]| {
         child(t, b"mdia")
             .and_then(|m| child(m, b"hdlr"))
@@ -201,7 +206,22 @@ fn sound_trak(moov: &[u8]) -> Option<&[u8]> {
     boxes(moov)
         .filter(|(k, _)| *k == b"trak")
         .map(|(_, t)| t)
-        .find(|t| sound(t))
+        .enumerate()
+        .find(|(_, t)| sound(t))
+}
+
+/// The body of the first audio track.
+fn sound_trak(moov: &[u8]) -> Option<&[u8]> {
+    sound_track(moov).map(|(_, t)| t)
+}
+
+/// [`Moov::amr_track`].
+fn amr_track(moov: &[u8]) -> Option<u32> {
+    let (index, trak) = sound_track(moov)?;
+    let stbl = child(child(child(trak, b"mdia")?, b"minf")?, b"stbl")?;
+    // Version and flags, the entry count, then the first entry's size and type.
+    let entry = child(stbl, b"stsd")?.get(12..16)?;
+    (entry == b"samr").then(|| u32::try_from(index).ok())?
 }
 
 fn parse_moov(moov: &[u8]) -> Option<Edit> {

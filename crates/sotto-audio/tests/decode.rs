@@ -689,7 +689,7 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
     assert_one_line(
         &e,
         &format!(
-            "{}: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, ts, aiff, caf, au, gsm)",
+            "{}: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, ts, aiff, caf, au, gsm, amr/3gp)",
             notes.display()
         ),
     );
@@ -720,7 +720,7 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
     let e = decode_reader(&b"plain text, not audio at all"[..], None).unwrap_err();
     assert_one_line(
         &e.to_string(),
-        "stdin: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, ts, aiff, caf, au, gsm)",
+        "stdin: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, ts, aiff, caf, au, gsm, amr/3gp)",
     );
 
     // A container sotto reads with audio in a codec it does not decode (WMA in Matroska)
@@ -849,8 +849,10 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 32] = [
+const CONTAINERS: [&str; 34] = [
     "tones.g722.wav",
+    "speech.amr",
+    "speech.3gp",
     "tones.wav",
     "tones.dts.wav",
     "tones.au",
@@ -1312,6 +1314,71 @@ fn sun_au_decodes_as_wav() {
     let mut past = au_file(3, rate, 1, None, &[0; 10]);
     past[4..8].copy_from_slice(&1000u32.to_be_bytes());
     bad(past, "the samples start at 1000");
+}
+
+/// AMR-NB (phones' voice and call recorders: `.amr`, and `samr` tracks in 3GP) decodes to
+/// FFmpeg's float samples exactly, in all eight modes, from a file, bytes, and bytes with
+/// no name; the comfort-noise and no-data frames of a pause, which FFmpeg drops (moving
+/// every later word), are silence of their length.
+#[test]
+fn amr_decodes_as_ffmpeg_does() {
+    let bytes = std::fs::read(fixture("speech.amr")).unwrap();
+    // Walk the frames: every mode is there, and the pause's frames (SID, then no data).
+    let mut types = Vec::new();
+    let mut at = 6;
+    while at < bytes.len() {
+        let ft = (bytes[at] >> 3) & 0xF;
+        types.push(ft);
+        at += [13, 14, 16, 18, 20, 21, 27, 32, 6, 1, 1, 1, 1, 1, 1, 1][usize::from(ft)];
+    }
+    assert_eq!(types.len(), 200);
+    assert!((0..8).all(|m| types.contains(&m)));
+    assert_eq!(types[161..164], [8, 15, 15]);
+
+    let amr = decode_file(&fixture("speech.amr")).unwrap();
+    assert_eq!((amr.sample_rate, amr.channels_in), (8_000, 1));
+    assert_eq!(amr.samples.len(), 200 * 160);
+    let pause = 161 * 160..164 * 160;
+    assert!(amr.samples[pause.clone()].iter().all(|&s| s == 0.0));
+    assert!(amr.samples.iter().any(|s| s.abs() > 0.1), "not silence");
+    let mut spoken = amr.samples.clone();
+    spoken.drain(pause);
+    // `ffmpeg -i speech.amr -f f32le - | md5sum`, FFmpeg 5.1.
+    let dir = scratch("amr");
+    let raw = dir.join("speech.f32");
+    let le: Vec<u8> = spoken.iter().flat_map(|s| s.to_le_bytes()).collect();
+    std::fs::write(&raw, le).unwrap();
+    assert_eq!(
+        sotto_testdata::md5(&raw),
+        "4930dfd247f22ea347313e68756be48d"
+    );
+
+    let three_gp = decode_file(&fixture("speech.3gp")).unwrap();
+    assert!(three_gp.samples == amr.samples, "3gp");
+    for (name, hint) in [("speech.amr", Some("amr")), ("speech.3gp", None)] {
+        let bytes = std::fs::read(fixture(name)).unwrap();
+        let from_bytes = decode_bytes(name, bytes.clone(), hint).unwrap();
+        assert!(from_bytes.samples == amr.samples, "{name} from bytes");
+        let sniffed = decode_bytes("noname", bytes, None).unwrap();
+        assert!(sniffed.samples == amr.samples, "{name} sniffed");
+    }
+
+    // A cut last frame keeps the frames before it.
+    let cut = decode_bytes("cut.amr", bytes[..bytes.len() - 5].to_vec(), None).unwrap();
+    assert!(cut.samples[..] == amr.samples[..199 * 160]);
+    // AMR-WB and multichannel AMR are refused by name.
+    for (head, what) in [
+        (&b"#!AMR-WB\n\x04"[..], "AMR-WB"),
+        (&b"#!AMR_MC1.0\n\0\0\0\x02"[..], "multichannel AMR-NB"),
+    ] {
+        let mut file = head.to_vec();
+        file.extend_from_slice(&[0u8; 64]);
+        let e = decode_bytes("x.amr", file, None).unwrap_err().to_string();
+        assert!(
+            e.contains(what) && e.contains("codec is not supported"),
+            "{e}"
+        );
+    }
 }
 
 /// GSM 06.10 (voicemail and call recorders: WAV49, format 0x31, and raw `.gsm` frames)

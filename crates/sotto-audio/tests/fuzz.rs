@@ -6,8 +6,10 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 35] = [
+const FIXTURES: [&str; 37] = [
     "tones.g722.wav",
+    "speech.amr",
+    "speech.3gp",
     "tones.wav",
     "tones.au",
     "tones.gsm.wav",
