@@ -248,4 +248,46 @@ ffmpeg -hide_banner -loglevel error -y -i speech.amr -c:a copy -fflags +bitexact
     -flags +bitexact speech.3gp
 ffmpeg -hide_banner -loglevel error -i speech.amr -f f32le - | md5sum
 rm amr-enc amr-enc.c
+# AMR-WB ("HD voice"): the same 4 s at 16 kHz through VisualOn's encoder (`apt-get install
+# libvo-amrwbenc-dev`), the mode changing every 6 frames through all nine; then a pause's
+# frames put in after frame 100 (a SID frame and two no-data frames) and frame 150 marked
+# bad, which FFmpeg mutes; the same frames in 3GP. tests/decode.rs holds the md5 of
+# FFmpeg's float decode.
+cat > awb-enc.c <<'C'
+#include <stdio.h>
+#include <vo-amrwbenc/enc_if.h>
+int main(void) {
+    void *enc = E_IF_init();
+    short speech[320];
+    unsigned char frame[64];
+    long n = 0;
+    fwrite("#!AMR-WB\n", 1, 9, stdout);
+    while (fread(speech, 2, 320, stdin) == 320) {
+        int len = E_IF_encode(enc, (n++ / 6) % 9, speech, frame, 0);
+        fwrite(frame, 1, len, stdout);
+    }
+    E_IF_exit(enc);
+    return 0;
+}
+C
+gcc -O2 awb-enc.c -o awb-enc -lvo-amrwbenc
+ffmpeg -hide_banner -loglevel error -i "$root/samples/jfk.wav" -t 4 -ar 16000 -ac 1 -f s16le - |
+    ./awb-enc > whole.awb
+python3 - <<'PY'
+data = open("whole.awb", "rb").read()
+bits = [132, 177, 253, 285, 317, 365, 397, 461, 477, 40] + [0] * 6
+frames, at = [], 9
+while at < len(data):
+    size = 1 + (bits[(data[at] >> 3) & 15] + 7) // 8
+    frames.append(bytearray(data[at:at + size]))
+    at += size
+frames[150][0] &= ~4
+pause = [bytes([9 << 3 | 4]) + bytes(5), bytes([15 << 3 | 4]), bytes([15 << 3 | 4])]
+frames[100:100] = pause
+open("speech.awb", "wb").write(data[:9] + b"".join(frames))
+PY
+ffmpeg -hide_banner -loglevel error -y -i speech.awb -c:a copy -fflags +bitexact \
+    -flags +bitexact speech.awb.3gp
+ffmpeg -hide_banner -loglevel error -i speech.awb -f f32le - | md5sum
+rm awb-enc awb-enc.c whole.awb
 ls -l tones.* speech.*

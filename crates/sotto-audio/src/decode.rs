@@ -546,13 +546,14 @@ fn decode_inner(
     let tracks = format.tracks();
     // A packet read ahead to find the track (see `sniffed_track`), decoded first.
     let mut pending = None;
-    let amr = moov.amr_track.and_then(|id| {
-        let track = tracks.iter().find(|t| t.id == id)?;
-        let mut params = track.codec_params.clone();
-        params
-            .for_codec(crate::amr::CODEC_TYPE_AMRNB)
-            .with_sample_rate(crate::amr::RATE)
-            .with_channels(Channels::FRONT_CENTRE);
+    let amr = moov.amr_track.and_then(|(id, wideband)| {
+        tracks.iter().find(|t| t.id == id)?;
+        let params = match wideband {
+            true => {
+                crate::elementary::amr_params(crate::amr::CODEC_TYPE_AMRWB, crate::amr::RATE_WB)
+            }
+            false => crate::elementary::amr_params(crate::amr::CODEC_TYPE_AMRNB, crate::amr::RATE),
+        };
         Some((id, params))
     });
     let (track_id, mut params) = match amr.or_else(|| {
@@ -805,7 +806,7 @@ fn read_head(src: &mut dyn MediaSource) -> Vec<u8> {
 /// symphonia's container readers, behind ours for AAC's elementary streams (registered
 /// first, so that ADTS frames, whose marker symphonia's reader shares, come to ours).
 fn probe() -> &'static Probe {
-    use crate::elementary::{Ac3, Adts, Amr, Dts, FrameReader, Loas, Thd};
+    use crate::elementary::{Ac3, Adts, Amr, AmrWb, Dts, FrameReader, Loas, Thd};
     static PROBE: OnceLock<Probe> = OnceLock::new();
     PROBE.get_or_init(|| {
         let mut probe = Probe::default();
@@ -815,6 +816,7 @@ fn probe() -> &'static Probe {
         probe.register_all::<FrameReader<Dts>>();
         probe.register_all::<FrameReader<Thd>>();
         probe.register_all::<FrameReader<Amr>>();
+        probe.register_all::<FrameReader<AmrWb>>();
         symphonia::default::register_enabled_formats(&mut probe);
         probe
     })
@@ -844,14 +846,13 @@ fn probe_error(name: &str, e: SymError, head: &[u8]) -> AudioError {
     let unsupported = || AudioError::Unsupported {
         input: name.to_string(),
     };
-    let amr = [
-        (crate::amr::MAGIC_WB, "AMR-WB (sotto decodes AMR-NB)"),
-        (crate::amr::MAGIC_MC, "multichannel AMR-NB"),
-    ];
-    if let Some((_, what)) = amr.iter().find(|(magic, _)| head.starts_with(magic)) {
+    if crate::amr::MAGIC_MC
+        .iter()
+        .any(|magic| head.starts_with(magic))
+    {
         return AudioError::Codec {
             input: name.to_string(),
-            detail: what.to_string(),
+            detail: "multichannel AMR (sotto decodes mono AMR-NB and AMR-WB)".into(),
         };
     }
     match e {

@@ -9,6 +9,9 @@
 //!
 //! Frames go to the AAC decoder whole, headers and all (`aac.rs`: rusty_aac reads them,
 //! and configures itself from them).
+//!
+//! The same reader takes the other streams of frames that say their own length: AC-3 and
+//! DTS syncframes, TrueHD's access units, and AMR's storage format.
 
 use std::io::Read as _;
 use std::marker::PhantomData;
@@ -216,10 +219,13 @@ impl Framing for Thd {
     }
 }
 
-/// AMR-NB's storage format (`.amr`, RFC 4867 §5): a magic line, then frames whose first
-/// byte's frame type alone gives their length. Nothing marks a frame, so nothing resyncs:
-/// every byte sizes one, as FFmpeg reads them.
+/// AMR's storage formats (`.amr`, `.awb`; RFC 4867 §5): a magic line, then frames whose
+/// first byte's frame type alone gives their length. Nothing marks a frame, so nothing
+/// resyncs: every byte sizes one, as FFmpeg reads them. AMR-NB's, and [`AmrWb`].
 pub(crate) enum Amr {}
+
+/// AMR-WB's storage format.
+pub(crate) enum AmrWb {}
 
 impl Framing for Amr {
     const HEADER: usize = 1;
@@ -230,14 +236,34 @@ impl Framing for Amr {
     }
 
     fn params(_: &[u8]) -> Result<CodecParameters> {
-        let mut params = CodecParameters::new();
-        params
-            .for_codec(crate::amr::CODEC_TYPE_AMRNB)
-            .with_sample_rate(crate::amr::RATE)
-            .with_channels(Channels::FRONT_CENTRE)
-            .with_max_frames_per_packet(crate::amr::FRAME as u64);
-        Ok(params)
+        Ok(amr_params(crate::amr::CODEC_TYPE_AMRNB, crate::amr::RATE))
     }
+}
+
+impl Framing for AmrWb {
+    const HEADER: usize = 1;
+    const MAGIC: &'static [u8] = crate::amr::MAGIC_WB;
+
+    fn frame_len(head: &[u8]) -> Option<usize> {
+        head.first().map(|&toc| crate::amr::frame_len_wb(toc))
+    }
+
+    fn params(_: &[u8]) -> Result<CodecParameters> {
+        Ok(amr_params(
+            crate::amr::CODEC_TYPE_AMRWB,
+            crate::amr::RATE_WB,
+        ))
+    }
+}
+
+/// An AMR track: mono, at its codec's rate.
+pub(crate) fn amr_params(codec: symphonia::core::codecs::CodecType, rate: u32) -> CodecParameters {
+    let mut params = CodecParameters::new();
+    params
+        .for_codec(codec)
+        .with_sample_rate(rate)
+        .with_channels(Channels::FRONT_CENTRE);
+    params
 }
 
 /// A symphonia [`FormatReader`] for a stream of `F`'s frames, registered ahead of
@@ -418,6 +444,22 @@ impl QueryDescriptor for FrameReader<Amr> {
             &["amr", "3ga"],
             &["audio/amr"],
             &[crate::amr::MAGIC]
+        )]
+    }
+
+    fn score(_context: &[u8]) -> u8 {
+        255
+    }
+}
+
+impl QueryDescriptor for FrameReader<AmrWb> {
+    fn query() -> &'static [Descriptor] {
+        &[support_format!(
+            "awb",
+            "AMR-WB storage format",
+            &["awb", "amr"],
+            &["audio/amr-wb"],
+            &[crate::amr::MAGIC_WB]
         )]
     }
 

@@ -28,9 +28,9 @@ pub(crate) struct Moov {
     /// Whether there is an audio track at all (`hdlr` `soun`), whatever its codec.
     pub sound: bool,
     /// The first audio track's number (symphonia's track id: its place among the
-    /// `trak`s) where its sample entry is AMR-NB's (`samr`, 3GPP's), which symphonia
-    /// leaves without a codec.
-    pub amr_track: Option<u32>,
+    /// `trak`s) where its sample entry is AMR's (3GPP's `samr`, or `sawb`: wideband),
+    /// which symphonia leaves without a codec; and whether it is wideband.
+    pub amr_track: Option<(u32, bool)>,
     /// A sample table (of any track) whose entry count is more than its box holds:
     /// symphonia reserves room for every entry a count claims before reading any, so a
     /// damaged count (billions) would abort the process for want of memory.
@@ -216,12 +216,16 @@ fn sound_trak(moov: &[u8]) -> Option<&[u8]> {
 }
 
 /// [`Moov::amr_track`].
-fn amr_track(moov: &[u8]) -> Option<u32> {
+fn amr_track(moov: &[u8]) -> Option<(u32, bool)> {
     let (index, trak) = sound_track(moov)?;
     let stbl = child(child(child(trak, b"mdia")?, b"minf")?, b"stbl")?;
     // Version and flags, the entry count, then the first entry's size and type.
-    let entry = child(stbl, b"stsd")?.get(12..16)?;
-    (entry == b"samr").then(|| u32::try_from(index).ok())?
+    let wideband = match child(stbl, b"stsd")?.get(12..16)? {
+        b"samr" => false,
+        b"sawb" => true,
+        _ => return None,
+    };
+    Some((u32::try_from(index).ok()?, wideband))
 }
 
 fn parse_moov(moov: &[u8]) -> Option<Edit> {

@@ -689,7 +689,7 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
     assert_one_line(
         &e,
         &format!(
-            "{}: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, ts, aiff, caf, au, gsm, amr/3gp)",
+            "{}: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, ts, aiff, caf, au, gsm, amr/awb/3gp)",
             notes.display()
         ),
     );
@@ -720,7 +720,7 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
     let e = decode_reader(&b"plain text, not audio at all"[..], None).unwrap_err();
     assert_one_line(
         &e.to_string(),
-        "stdin: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, ts, aiff, caf, au, gsm, amr/3gp)",
+        "stdin: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, ts, aiff, caf, au, gsm, amr/awb/3gp)",
     );
 
     // A container sotto reads with audio in a codec it does not decode (WMA in Matroska)
@@ -849,10 +849,12 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 34] = [
+const CONTAINERS: [&str; 36] = [
     "tones.g722.wav",
     "speech.amr",
     "speech.3gp",
+    "speech.awb",
+    "speech.awb.3gp",
     "tones.wav",
     "tones.dts.wav",
     "tones.au",
@@ -1366,18 +1368,64 @@ fn amr_decodes_as_ffmpeg_does() {
     // A cut last frame keeps the frames before it.
     let cut = decode_bytes("cut.amr", bytes[..bytes.len() - 5].to_vec(), None).unwrap();
     assert!(cut.samples[..] == amr.samples[..199 * 160]);
-    // AMR-WB and multichannel AMR are refused by name.
-    for (head, what) in [
-        (&b"#!AMR-WB\n\x04"[..], "AMR-WB"),
-        (&b"#!AMR_MC1.0\n\0\0\0\x02"[..], "multichannel AMR-NB"),
+    // Multichannel AMR is refused by name.
+    for head in [
+        &b"#!AMR_MC1.0\n\0\0\0\x02"[..],
+        &b"#!AMR-WB_MC1.0\n\0\0\0\x02"[..],
     ] {
         let mut file = head.to_vec();
         file.extend_from_slice(&[0u8; 64]);
         let e = decode_bytes("x.amr", file, None).unwrap_err().to_string();
         assert!(
-            e.contains(what) && e.contains("codec is not supported"),
+            e.contains("multichannel AMR") && e.contains("codec is not supported"),
             "{e}"
         );
+    }
+}
+
+/// AMR-WB ("HD voice" calls and recorders: `.awb`, and `sawb` tracks in 3GP) decodes to
+/// FFmpeg's float samples exactly, in all nine modes, its high band's noise included; a
+/// SID frame, which FFmpeg drops, is silence of its length, and no-data frames and a
+/// frame marked bad are silence, as in FFmpeg.
+#[test]
+fn amr_wb_decodes_as_ffmpeg_does() {
+    let bytes = std::fs::read(fixture("speech.awb")).unwrap();
+    let bits: [u16; 16] = [
+        132, 177, 253, 285, 317, 365, 397, 461, 477, 40, 0, 0, 0, 0, 0, 0,
+    ];
+    let mut types = Vec::new();
+    let mut at = 9;
+    while at < bytes.len() {
+        types.push((bytes[at] >> 3) & 0xF);
+        at += 1 + usize::from(bits[usize::from((bytes[at] >> 3) & 0xF)]).div_ceil(8);
+    }
+    assert_eq!(types.len(), 203);
+    assert!((0..9).all(|m| types.contains(&m)));
+    assert_eq!(types[100..103], [9, 15, 15]);
+
+    let awb = decode_file(&fixture("speech.awb")).unwrap();
+    assert_eq!((awb.sample_rate, awb.channels_in), (16_000, 1));
+    assert_eq!(awb.samples.len(), 203 * 320);
+    assert!(awb.samples[100 * 320..103 * 320].iter().all(|&s| s == 0.0));
+    assert!(awb.samples[153 * 320..154 * 320].iter().all(|&s| s == 0.0));
+    assert!(awb.samples.iter().any(|s| s.abs() > 0.1), "not silence");
+    let mut kept = awb.samples.clone();
+    kept.drain(100 * 320..101 * 320);
+    // `ffmpeg -i speech.awb -f f32le - | md5sum`, FFmpeg 5.1.
+    let raw = scratch("amr-wb").join("speech.f32");
+    let le: Vec<u8> = kept.iter().flat_map(|s| s.to_le_bytes()).collect();
+    std::fs::write(&raw, le).unwrap();
+    assert_eq!(
+        sotto_testdata::md5(&raw),
+        "6f448584e07d0cfb31ef506f3acbbba4"
+    );
+
+    let three_gp = decode_file(&fixture("speech.awb.3gp")).unwrap();
+    assert!(three_gp.samples == awb.samples, "3gp");
+    for name in ["speech.awb", "speech.awb.3gp"] {
+        let bytes = std::fs::read(fixture(name)).unwrap();
+        let sniffed = decode_bytes("noname", bytes, None).unwrap();
+        assert!(sniffed.samples == awb.samples, "{name} sniffed");
     }
 }
 

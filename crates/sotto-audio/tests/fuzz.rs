@@ -6,10 +6,12 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 37] = [
+const FIXTURES: [&str; 39] = [
     "tones.g722.wav",
     "speech.amr",
     "speech.3gp",
+    "speech.awb",
+    "speech.awb.3gp",
     "tones.wav",
     "tones.au",
     "tones.gsm.wav",

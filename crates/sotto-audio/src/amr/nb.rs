@@ -5,6 +5,7 @@
 //! FFmpeg's, they are not the fixed-point reference decoder's, which differs by a phase
 //! that drifts in places (FFmpeg measured 30–80 dB PSNR between the two).
 
+use super::celp::*;
 use super::tables::*;
 use super::Mode;
 
@@ -38,12 +39,9 @@ const AGC_ALPHA: f32 = 0.9;
 const SAMPLE_BOUND: f64 = 32768.0;
 /// From 16-bit samples, which AMR makes twice too large (TS 26.090 §6.2.2), to [-1, 1].
 const SAMPLE_SCALE: f64 = 2.0 / 32768.0;
-const HIGHPASS_ZEROS: [f32; 2] = [-2.0, 1.0];
 /// The output high-pass filter, the reference code's Q13 integers.
 const HIGHPASS_POLES: [f32; 2] = [-15836.0 / 8192.0, 7667.0 / 8192.0];
 const HIGHPASS_GAIN: f32 = 7699.0 / 8192.0;
-/// `log2(10)`, as FFmpeg's `exp10` multiplies by it.
-const LOG2_10: f64 = std::f64::consts::LOG2_10;
 
 /// What makes a frame undecodable: pitch lags no encoder makes (a lag beyond 145 would
 /// read before the excitation kept, which FFmpeg does, into its other fields).
@@ -75,19 +73,10 @@ impl Sub<'_> {
     }
 }
 
-/// Reads a frame's payload into its parameters, each bit from where `mode`'s order puts
-/// it (bit `b` of the payload is bit `b % 8` of byte `b / 8`, from the least significant,
-/// as the order tables count them).
+/// Reads a frame's payload into its parameters.
 pub(super) fn unpack(mode: Mode, payload: &[u8]) -> Params {
     let mut params = [0u16; 57];
-    for &(field, bits) in BIT_ORDER[mode as usize] {
-        let mut v = 0u16;
-        for &b in bits {
-            let byte = payload.get(usize::from(b >> 3)).copied().unwrap_or(0);
-            v = (v << 1) | u16::from(byte >> (b & 7) & 1);
-        }
-        params[usize::from(field)] = v;
-    }
+    unpack_bits(BIT_ORDER[mode as usize], payload, &mut params);
     params
 }
 
@@ -267,13 +256,7 @@ impl Channel {
             self.update_state();
         }
         let gain = (f64::from(HIGHPASS_GAIN) * SAMPLE_SCALE) as f32;
-        let mem = &mut self.high_pass_mem;
-        for s in out.iter_mut() {
-            let tmp = gain * *s - HIGHPASS_POLES[0] * mem[0] - HIGHPASS_POLES[1] * mem[1];
-            *s = tmp + HIGHPASS_ZEROS[0] * mem[0] + HIGHPASS_ZEROS[1] * mem[1];
-            mem[1] = mem[0];
-            mem[0] = tmp;
-        }
+        order_2_filter(out, HIGHPASS_POLES, gain, &mut self.high_pass_mem);
         // The average excludes this frame's LSFs until now (the reference code's
         // q̄(n-1), where TS 26.090's equation 71 says q̄(n)).
         self.lsf_avg = weighted_sum(&self.lsf_avg, &self.lsf_q[3], 0.84, 0.16);
@@ -329,7 +312,7 @@ impl Channel {
             lsf_q[i] = (f64::from(lsf_r[i]) * (LSF_R_FAC / 8000.0)
                 + f64::from(lsf_no_r[i]) * (1.0 / 8000.0)) as f32;
         }
-        set_min_dist_lsf(&mut lsf_q);
+        set_min_dist_lsf(&mut lsf_q, MIN_LSF_SPACING);
         if update {
             self.interpolate_lsf(&lsf_q);
         }
@@ -360,7 +343,7 @@ impl Channel {
             lsf_q[i] = (f64::from(r) * (LSF_R_FAC / 8000.0)
                 + f64::from(LSF_3_MEAN[i]) * (1.0 / 8000.0)) as f32;
         }
-        set_min_dist_lsf(&mut lsf_q);
+        set_min_dist_lsf(&mut lsf_q, MIN_LSF_SPACING);
         self.interpolate_lsf(&lsf_q);
         self.prev_lsf_r = lsf_r;
         self.lsp[3] = lsf2lspd(&lsf_q);
@@ -411,24 +394,19 @@ impl Channel {
         self.pitch_lag_int = lag_int & 0xFF;
         let lag = (lag_int + i32::from(lag_frac > 0)) as usize;
         let frac = (lag_frac + 6 - 6 * i32::from(lag_frac > 0)) as usize;
-        // out[n] = Σ in[n + i] c[6i + frac] + in[n - i - 1] c[6(i + 1) - frac], where `in`
-        // starts `lag - 1` samples back; the output overwrites its own input as it goes.
+        // The past excitation from `lag - 1` samples back, in sixths.
         let start = match (HISTORY + 1).checked_sub(lag) {
             Some(start) if start >= 10 => start,
             _ => return Err(Corrupt::LongLag),
         };
-        for n in 0..SUBFRAME {
-            let mut v = 0f32;
-            let mut idx = 0;
-            let mut i = 0;
-            while i < 10 {
-                v += self.excitation[start + n + i] * B60_SINC[idx + frac];
-                idx += 6;
-                i += 1;
-                v += self.excitation[start + n - i] * B60_SINC[idx - frac];
-            }
-            self.excitation[HISTORY + n] = v;
-        }
+        interpolate(
+            &mut self.excitation,
+            (start, HISTORY, SUBFRAME),
+            &B60_SINC,
+            6,
+            frac,
+            10,
+        );
         self.pitch_vector
             .copy_from_slice(&self.excitation[HISTORY..HISTORY + SUBFRAME]);
         Ok(())
@@ -474,16 +452,14 @@ impl Channel {
     /// The fixed gain from its coded correction of the gain predicted from the last four
     /// (TS 26.090 equations 66–69); records this one's prediction error.
     fn set_fixed_gain(&mut self, factor: f32, mean_energy: f32) -> f32 {
-        let predicted = dot(&ENERGY_PRED_FAC, &self.prediction_error);
-        let db = 0.05 * f64::from(predicted + ENERGY_MEAN[self.mode as usize]);
-        let energy = match mean_energy != 0.0 {
-            true => mean_energy,
-            false => 1.0,
-        };
-        let val = (f64::from(factor) * (LOG2_10 * db).exp2() / f64::from(energy.sqrt())) as f32;
-        self.prediction_error.copy_within(1.., 0);
-        self.prediction_error[3] = (20.0 * f64::from(factor.log10())) as f32;
-        val
+        let mean = ENERGY_MEAN[self.mode as usize];
+        predicted_gain(
+            factor,
+            mean_energy,
+            &mut self.prediction_error,
+            mean,
+            &ENERGY_PRED_FAC,
+        )
     }
 
     /// The fixed gain smoothed over the last five subframes where the spectrum is steady
@@ -596,14 +572,7 @@ impl Channel {
             for (e, p) in excitation.iter_mut().zip(&self.pitch_vector) {
                 *e += factor * p;
             }
-            let now = dot(&excitation, &excitation);
-            let scale = match now != 0.0 {
-                true => f64::from(energy / now).sqrt() as f32,
-                false => now,
-            };
-            for e in excitation.iter_mut() {
-                *e *= scale;
-            }
+            scale_to_energy(&mut excitation, energy);
         }
         lp_synthesis(&mut self.samples_in, ORDER, lpc, &excitation);
         self.samples_in[ORDER..]
@@ -669,141 +638,6 @@ impl Channel {
     }
 }
 
-/// `a·b`, summed in order as FFmpeg's C does.
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut sum = 0f32;
-    for (x, y) in a.iter().zip(b) {
-        sum += x * y;
-    }
-    sum
-}
-
-fn weighted_sum<const N: usize>(a: &[f32; N], b: &[f32; N], wa: f32, wb: f32) -> [f32; N] {
-    std::array::from_fn(|i| wa * a[i] + wb * b[i])
-}
-
-/// Raises LSFs (in [0, 1]) to keep them `MIN_LSF_SPACING` apart.
-fn set_min_dist_lsf(lsf: &mut [f32; ORDER]) {
-    let mut prev = 0f32;
-    for l in lsf.iter_mut() {
-        let floor = f64::from(prev) + MIN_LSF_SPACING;
-        *l = f64::from(*l).max(floor) as f32;
-        prev = *l;
-    }
-}
-
-fn lsf2lspd(lsf: &[f32; ORDER]) -> [f64; ORDER] {
-    std::array::from_fn(|i| (2.0 * std::f64::consts::PI * f64::from(lsf[i])).cos())
-}
-
-/// The coefficients of the polynomial whose roots are `lsp[0], lsp[2], …` (as cosines).
-fn lsp2polyf(lsp: &[f64], f: &mut [f64; 6]) {
-    f[0] = 1.0;
-    f[1] = -2.0 * lsp[0];
-    for i in 2..=5 {
-        let val = -2.0 * lsp[2 * i - 2];
-        f[i] = val * f[i - 1] + 2.0 * f[i - 2];
-        for j in (2..i).rev() {
-            f[j] += f[j - 1] * val + f[j - 2];
-        }
-        f[1] += val;
-    }
-}
-
-fn lspd2lpc(lsp: &[f64; ORDER]) -> [f32; ORDER] {
-    let mut pa = [0f64; 6];
-    let mut qa = [0f64; 6];
-    lsp2polyf(lsp, &mut pa);
-    lsp2polyf(&lsp[1..], &mut qa);
-    let mut lpc = [0f32; ORDER];
-    for k in (0..5).rev() {
-        let paf = pa[k + 1] + pa[k];
-        let qaf = qa[k + 1] - qa[k];
-        lpc[k] = (0.5 * (paf + qaf)) as f32;
-        lpc[ORDER - 1 - k] = (0.5 * (paf - qaf)) as f32;
-    }
-    lpc
-}
-
-/// The LP synthesis filter `1/A(z)` of order 10 over `input`, into `buf` from `at` on,
-/// the `ORDER` samples before `at` being the filter's memory. FFmpeg's four-sample
-/// unrolling, whose order of sums the samples depend on, is kept.
-fn lp_synthesis(buf: &mut [f32], at: usize, c: &[f32; ORDER], input: &[f32]) {
-    let len = input.len();
-    let a = c[0];
-    let mut b = c[1];
-    let mut cc = c[2];
-    b -= c[0] * c[0];
-    cc -= c[1] * c[0];
-    cc -= c[0] * b;
-    let mut old0 = buf[at - 4];
-    let mut old1 = buf[at - 3];
-    let mut old2 = buf[at - 2];
-    let mut old3 = buf[at - 1];
-    let mut n = 0;
-    while n + 4 <= len {
-        let o = at + n;
-        let mut out0 = input[n];
-        let mut out1 = input[n + 1];
-        let mut out2 = input[n + 2];
-        let mut out3 = input[n + 3];
-        out0 -= c[2] * old1;
-        out1 -= c[2] * old2;
-        out2 -= c[2] * old3;
-        out0 -= c[1] * old2;
-        out1 -= c[1] * old3;
-        out0 -= c[0] * old3;
-        let val = c[3];
-        out0 -= val * old0;
-        out1 -= val * old1;
-        out2 -= val * old2;
-        out3 -= val * old3;
-        let mut i = 5;
-        while i < ORDER {
-            old3 = buf[o - i];
-            let val = c[i - 1];
-            out0 -= val * old3;
-            out1 -= val * old0;
-            out2 -= val * old1;
-            out3 -= val * old2;
-            old2 = buf[o - i - 1];
-            let val = c[i];
-            out0 -= val * old2;
-            out1 -= val * old3;
-            out2 -= val * old0;
-            out3 -= val * old1;
-            std::mem::swap(&mut old0, &mut old2);
-            old1 = old3;
-            i += 2;
-        }
-        let (t0, t1, t2) = (out0, out1, out2);
-        out3 -= a * t2;
-        out2 -= a * t1;
-        out1 -= a * t0;
-        out3 -= b * t1;
-        out2 -= b * t0;
-        out3 -= cc * t0;
-        buf[o] = out0;
-        buf[o + 1] = out1;
-        buf[o + 2] = out2;
-        buf[o + 3] = out3;
-        old0 = out0;
-        old1 = out1;
-        old2 = out2;
-        old3 = out3;
-        n += 4;
-    }
-    while n < len {
-        let o = at + n;
-        let mut v = input[n];
-        for i in 1..=ORDER {
-            v -= c[i - 1] * buf[o - i];
-        }
-        buf[o] = v;
-        n += 1;
-    }
-}
-
 /// The formant filter's spectral tilt: its impulse response's first autocorrelation
 /// coefficient, times γt; never negative.
 fn tilt_factor(lpc_n: &[f32; ORDER], lpc_d: &[f32; ORDER]) -> f32 {
@@ -819,19 +653,6 @@ fn tilt_factor(lpc_n: &[f32; ORDER], lpc_d: &[f32; ORDER]) -> f32 {
         true => (f64::from(rh1 / rh0) * TILT_GAMMA_T) as f32,
         false => 0.0,
     }
-}
-
-/// `out[k] = a[k] + fac · lagged[(k - lag) mod n]`.
-fn circ_add(
-    a: &[f32; SUBFRAME],
-    lagged: &[f32; SUBFRAME],
-    lag: usize,
-    fac: f32,
-) -> [f32; SUBFRAME] {
-    std::array::from_fn(|k| match k < lag {
-        true => a[k] + fac * lagged[SUBFRAME + k - lag],
-        false => a[k] + fac * lagged[k - lag],
-    })
 }
 
 /// The sparse fixed vector circularly convolved with `filter`, made periodic at the pitch
