@@ -52,7 +52,13 @@ ffmpeg -hide_banner -loglevel error -y -i tones.wav -ac 1 -ar 8000 -c:a libgsm -
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -ac 1 -ar 16000 -c:a g722 \
     -fflags +bitexact tones.g722.wav
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -ac 1 -ar 16000 -c:a g722 -f g722 tones.g722
-for f in tones.gsm.wav tones.gsm tones.g722.wav tones.g722; do
+# G.726 ADPCM in WAV (voice recorders, IP cameras): 32 kbit/s (4-bit codes) and 40 kbit/s
+# (5-bit codes, across bytes).
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -ac 1 -ar 8000 -c:a g726 -b:a 32k \
+    -fflags +bitexact tones.g726.wav
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -ac 1 -ar 8000 -c:a g726 -b:a 40k \
+    -fflags +bitexact tones.g726-40.wav
+for f in tones.gsm.wav tones.gsm tones.g722.wav tones.g722 tones.g726.wav tones.g726-40.wav; do
     ffmpeg -hide_banner -loglevel error -y -i "$f" -c:a flac -fflags +bitexact "$f.flac"
 done
 # AVI, as older cameras write it (a small MJPEG video beside the audio): PCM, and MP3 with

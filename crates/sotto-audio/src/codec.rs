@@ -1,7 +1,7 @@
 //! What sotto's own decoders share: a bit reader over a frame (DTS, TrueHD), the growth of
 //! the buffer a packet's samples go to (AC-3's too), the symphonia [`Decoder`]
 //! methods of a decoder that decodes each packet into such a buffer (AAC's and Opus's
-//! too), and, for the speech codecs of telephony (GSM, G.722), a file whose blocks decode
+//! too), and, for the speech codecs of telephony (GSM, G.722, G.726), a file whose blocks decode
 //! as they are read into a 16-bit PCM WAV file symphonia reads.
 //!
 //! [`Decoder`]: symphonia::core::codecs::Decoder

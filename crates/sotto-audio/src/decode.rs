@@ -359,7 +359,7 @@ fn corrupt(name: &str, detail: impl Into<String>) -> AudioError {
 enum SpeechWav {
     /// Another format: the file, to read as it is.
     Other(Box<dyn MediaSource>),
-    /// GSM 06.10 or G.722: the 16-bit PCM WAV file it decodes to, as it is read.
+    /// GSM 06.10, G.722 or G.726: the 16-bit PCM WAV file it decodes to, as it is read.
     Decoded(Box<dyn MediaSource>),
     /// One of them in a form no decoder takes: what is wrong.
     Unsupported(String),
@@ -370,8 +370,13 @@ fn speech_wav(mut src: Box<dyn MediaSource>) -> SpeechWav {
     use crate::codec::DecodedWav;
     let (fmt, data) = crate::avi::wav_chunks(&mut *src);
     let tag = fmt.as_deref().and_then(crate::avi::format_tag);
-    let (Some(fmt), Some((start, len)), Some(tag @ (crate::gsm::WAV_TAG | crate::g722::WAV_TAG))) =
-        (fmt, data, tag)
+    let codec = match tag {
+        Some(crate::gsm::WAV_TAG) => "GSM 06.10",
+        Some(crate::g722::WAV_TAG) => "G.722",
+        Some(t) if crate::g726::WAV_TAGS.contains(&t) => "G.726",
+        _ => "",
+    };
+    let (Some(fmt), Some((start, len)), Some(tag), false) = (fmt, data, tag, codec.is_empty())
     else {
         let _ = src.seek(SeekFrom::Start(0));
         return SpeechWav::Other(src);
@@ -381,11 +386,6 @@ fn speech_wav(mut src: Box<dyn MediaSource>) -> SpeechWav {
     let rate = fmt
         .get(4..8)
         .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
-    let codec = if tag == crate::gsm::WAV_TAG {
-        "GSM 06.10"
-    } else {
-        "G.722"
-    };
     if channels != 1 {
         return SpeechWav::Unsupported(format!("{codec} in {channels} channels (it is mono)"));
     }
@@ -393,19 +393,34 @@ fn speech_wav(mut src: Box<dyn MediaSource>) -> SpeechWav {
         return SpeechWav::Unsupported(format!("{codec} at {rate} Hz"));
     }
     let range = (start, start + len);
-    SpeechWav::Decoded(if tag == crate::gsm::WAV_TAG {
-        if !crate::gsm::ms_block_ok(block) {
-            return SpeechWav::Unsupported(format!("GSM 06.10 in blocks of {block} bytes"));
+    fn decoded<D: crate::codec::BlockDecode + Send + Sync + 'static>(
+        src: Box<dyn MediaSource>,
+        decoder: D,
+        range: (u64, u64),
+        rate: u32,
+    ) -> SpeechWav {
+        let pcm = DecodedWav::new(src, decoder, range, rate);
+        SpeechWav::Decoded(Box::new(ReadOnlySource::new(pcm)))
+    }
+    match tag {
+        crate::gsm::WAV_TAG => match crate::gsm::ms_block_ok(block) {
+            true => {
+                let packing = crate::gsm::Packing::Ms { block };
+                decoded(src, crate::gsm::GsmBlocks::new(packing), range, rate)
+            }
+            false => SpeechWav::Unsupported(format!("GSM 06.10 in blocks of {block} bytes")),
+        },
+        crate::g722::WAV_TAG => decoded(src, crate::g722::G722::new(), range, rate),
+        _ => {
+            let bits = u32::from(field(14).unwrap_or(0));
+            match crate::g726::G726::new(bits) {
+                Some(g726) => decoded(src, g726, range, rate),
+                None => SpeechWav::Unsupported(format!(
+                    "G.726 of {bits} bits a sample (it takes 2 to 5)"
+                )),
+            }
         }
-        let packing = crate::gsm::Packing::Ms { block };
-        let blocks = crate::gsm::GsmBlocks::new(packing);
-        Box::new(ReadOnlySource::new(DecodedWav::new(
-            src, blocks, range, rate,
-        )))
-    } else {
-        let g722 = crate::g722::G722::new();
-        Box::new(ReadOnlySource::new(DecodedWav::new(src, g722, range, rate)))
-    })
+    }
 }
 
 fn au_error(name: &str, e: crate::au::AuError) -> AudioError {

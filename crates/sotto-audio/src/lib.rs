@@ -21,6 +21,7 @@ mod dts;
 mod elementary;
 mod error;
 mod g722;
+mod g726;
 mod gsm;
 mod mel;
 mod mkv;

@@ -849,8 +849,9 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 36] = [
+const CONTAINERS: [&str; 37] = [
     "tones.g722.wav",
+    "tones.g726-40.wav",
     "speech.amr",
     "speech.3gp",
     "speech.awb",
@@ -1429,17 +1430,20 @@ fn amr_wb_decodes_as_ffmpeg_does() {
     }
 }
 
-/// GSM 06.10 (voicemail and call recorders: WAV49, format 0x31, and raw `.gsm` frames)
-/// and G.722 (wideband SIP phones: format 0x028F, and raw `.g722`) decode to FFmpeg's
-/// samples exactly (its 16-bit decode, in FLAC), so to faster-whisper's; from bytes, and
-/// by sniffing where there is something to sniff (not raw G.722's bytes).
+/// GSM 06.10 (voicemail and call recorders: WAV49, format 0x31, and raw `.gsm` frames),
+/// G.722 (wideband SIP phones: format 0x028F, and raw `.g722`) and G.726 (format 0x0045,
+/// 4- and 5-bit codes) decode to FFmpeg's samples exactly (its 16-bit decode, in FLAC), so
+/// to faster-whisper's; from bytes, and by sniffing where there is something to sniff (not
+/// raw G.722's bytes).
 #[test]
-fn gsm_and_g722_decode_as_ffmpeg_does() {
+fn gsm_g722_and_g726_decode_as_ffmpeg_does() {
     for (name, hint, rate) in [
         ("tones.gsm.wav", None, 8_000),
         ("tones.gsm", Some("gsm"), 8_000),
         ("tones.g722.wav", None, 16_000),
         ("tones.g722", Some("g722"), 16_000),
+        ("tones.g726.wav", None, 8_000),
+        ("tones.g726-40.wav", None, 8_000),
     ] {
         let got = decode_file(&fixture(name)).unwrap();
         let want = decode_file(&fixture(&format!("{name}.flac"))).unwrap();
@@ -1467,4 +1471,9 @@ fn gsm_and_g722_decode_as_ffmpeg_does() {
     stereo[22] = 2;
     let e = decode_bytes("x.wav", stereo, None).unwrap_err().to_string();
     assert!(e.contains("GSM 06.10 in 2 channels"), "{e}");
+    // G.726's codes are 2 to 5 bits.
+    let mut six = std::fs::read(fixture("tones.g726.wav")).unwrap();
+    six[34] = 6;
+    let e = decode_bytes("x.wav", six, None).unwrap_err().to_string();
+    assert!(e.contains("G.726 of 6 bits a sample"), "{e}");
 }
