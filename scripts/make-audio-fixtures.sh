@@ -69,6 +69,20 @@ ffmpeg -hide_banner -loglevel error -y -f lavfi -i color=c=gray:size=16x16:rate=
     -shortest -c:v mjpeg -c:a libmp3lame -b:a 64k -fflags +bitexact -flags +bitexact tones.mp3.avi
 ffmpeg -hide_banner -loglevel error -y -i tones.mp3.avi -map 0:a -c:a copy -f mp3 -write_xing 0 \
     -id3v2_version 0 -fflags +bitexact tones.mp3.avi.mp3
+# FLV, as OBS Studio records and live streams are captured (a small Sorenson video beside
+# the audio): AAC, MP3 and A-law, each with its stream copied out to compare with.
+ffmpeg -hide_banner -loglevel error -y -f lavfi -i color=c=gray:size=16x16:rate=4 -i tones.wav \
+    -shortest -c:v flv1 -c:a aac -b:a 64k -fflags +bitexact -flags +bitexact tones.flv
+ffmpeg -hide_banner -loglevel error -y -i tones.flv -map 0:a -c:a copy -f adts -fflags +bitexact \
+    tones.flv.aac
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a libmp3lame -b:a 64k -fflags +bitexact \
+    -flags +bitexact tones.mp3.flv
+ffmpeg -hide_banner -loglevel error -y -i tones.mp3.flv -c:a copy -f mp3 -write_xing 0 \
+    -id3v2_version 0 -fflags +bitexact tones.mp3.flv.mp3
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -ar 8000 -ac 1 -c:a pcm_alaw \
+    -fflags +bitexact tones.alaw.flv
+ffmpeg -hide_banner -loglevel error -y -i tones.alaw.flv -c:a copy -fflags +bitexact \
+    tones.alaw.flv.wav
 # AAC in an MPEG transport stream (beside a small MPEG-2 video), and its ADTS stream copied
 # out to compare with.
 ffmpeg -hide_banner -loglevel error -y -f lavfi -i color=c=gray:size=16x16:rate=4 -i tones.wav \

@@ -48,6 +48,10 @@ pub(crate) struct AviAudio {
     at: usize,
     done: u64,
     pub(crate) ext: &'static str,
+    /// An ADTS header template put before each chunk (FLV's AAC access units), and the
+    /// chunk it was last put before.
+    pub(crate) frame_header: Option<[u8; 7]>,
+    framed: Option<usize>,
 }
 
 /// Why an AVI file gives no audio to decode.
@@ -110,6 +114,8 @@ impl AviAudio {
             at: 0,
             done: 0,
             ext,
+            frame_header: None,
+            framed: None,
         }
     }
 
@@ -195,7 +201,7 @@ pub(crate) fn format_tag(format: &[u8]) -> Option<u16> {
 
 /// A WAV file's header for `data` bytes of samples in the format `fmt` (a WAVEFORMATEX):
 /// its sizes saturate at 4 GiB, where a WAV reader stops.
-fn wav_header(fmt: &[u8], data: u64) -> Vec<u8> {
+pub(crate) fn wav_header(fmt: &[u8], data: u64) -> Vec<u8> {
     let data32 = u32::try_from(data).unwrap_or(u32::MAX);
     let pad = fmt.len() % 2;
     let riff = 4 + 8 + fmt.len() as u64 + pad as u64 + 8 + u64::from(data32);
@@ -345,14 +351,25 @@ fn is_audio_chunk(id: &[u8; 4], stream: usize) -> bool {
 
 impl Read for AviAudio {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.header.read(buf)?;
-        if n > 0 || buf.is_empty() {
-            return Ok(n);
-        }
-        while let Some(&(at, len)) = self.chunks.get(self.at) {
+        loop {
+            let n = self.header.read(buf)?;
+            if n > 0 || buf.is_empty() {
+                return Ok(n);
+            }
+            let Some(&(at, len)) = self.chunks.get(self.at) else {
+                return Ok(0);
+            };
             if self.done == len {
                 (self.at, self.done) = (self.at + 1, 0);
                 continue;
+            }
+            if let Some(template) = self.frame_header {
+                if self.framed != Some(self.at) {
+                    self.framed = Some(self.at);
+                    let header = crate::flv::adts_header(template, len);
+                    self.header = Cursor::new(header.to_vec());
+                    continue;
+                }
             }
             let want = (len - self.done).min(buf.len() as u64) as usize;
             self.src.seek(SeekFrom::Start(at + self.done))?;
@@ -365,7 +382,6 @@ impl Read for AviAudio {
             self.done += n as u64;
             return Ok(n);
         }
-        Ok(0)
     }
 }
 

@@ -486,6 +486,20 @@ fn decode_inner(
         })?;
         ext = Some(audio.ext);
         src = Box::new(ReadOnlySource::new(audio));
+    } else if crate::flv::is_flv(&head) {
+        use crate::flv::FlvError;
+        let audio = crate::flv::open(src).map_err(|e| match e {
+            FlvError::NoAudio => AudioError::Empty {
+                input: name.to_string(),
+            },
+            FlvError::Codec(what) => AudioError::Codec {
+                input: name.to_string(),
+                detail: format!("{what} (sotto decodes AAC, MP3, PCM and G.711 there)"),
+            },
+            FlvError::Corrupt(why) => corrupt(name, format!("FLV: {why}")),
+        })?;
+        ext = Some(audio.ext);
+        src = Box::new(ReadOnlySource::new(audio));
     } else if crate::au::is_au(&head) {
         let audio = crate::au::open(src).map_err(|e| au_error(name, e))?;
         ext = Some(audio.ext);
@@ -889,7 +903,7 @@ fn probe_error(name: &str, e: SymError, head: &[u8]) -> AudioError {
 
 /// Whether `head` starts as a file of a container sotto decodes does.
 fn known_start(head: &[u8]) -> bool {
-    const MAGIC: [&[u8]; 11] = [
+    const MAGIC: [&[u8]; 12] = [
         b"RIFF",
         b"RF64",
         b"fLaC",
@@ -898,6 +912,7 @@ fn known_start(head: &[u8]) -> bool {
         b"FORM",
         b"caff",
         b"#!AMR",
+        b"FLV\x01",
         b"\x1a\x45\xdf\xa3", // EBML: Matroska, WebM
         b"\xff",             // an MPEG audio frame's sync
         b"\x0b\x77",         // an AC-3 syncframe's

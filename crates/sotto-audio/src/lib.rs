@@ -20,6 +20,7 @@ pub mod diarize;
 mod dts;
 mod elementary;
 mod error;
+mod flv;
 mod g722;
 mod g726;
 mod gsm;

@@ -689,7 +689,7 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
     assert_one_line(
         &e,
         &format!(
-            "{}: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, ts, aiff, caf, au, gsm, amr/awb/3gp)",
+            "{}: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, flv, ts, aiff, caf, au, gsm, amr/awb/3gp)",
             notes.display()
         ),
     );
@@ -720,7 +720,7 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
     let e = decode_reader(&b"plain text, not audio at all"[..], None).unwrap_err();
     assert_one_line(
         &e.to_string(),
-        "stdin: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, ts, aiff, caf, au, gsm, amr/awb/3gp)",
+        "stdin: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, flv, ts, aiff, caf, au, gsm, amr/awb/3gp)",
     );
 
     // A container sotto reads with audio in a codec it does not decode (WMA in Matroska)
@@ -849,8 +849,10 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 37] = [
+const CONTAINERS: [&str; 39] = [
     "tones.g722.wav",
+    "tones.flv",
+    "tones.alaw.flv",
     "tones.g726-40.wav",
     "speech.amr",
     "speech.3gp",
@@ -985,7 +987,9 @@ fn a_pipe_decodes_as_the_file() {
 /// and the stream's AAC to their streams copied out (`ffmpeg -c:a copy -f mp3`, `-f adts`),
 /// and AAC in LATM (DVB's; AAC-LC and HE-AAC v2) to the ADTS stream it was copied from,
 /// from a file, from bytes and from a pipe (read whole: neither is WAV, MP3 or ADTS).
-/// Sun `.au` (as AIFF-C to symphonia) decodes to `tones.wav`'s samples too.
+/// Sun `.au` (as AIFF-C to symphonia) decodes to `tones.wav`'s samples too, and FLV's AAC
+/// (behind ADTS headers made from its sequence header), MP3 and A-law to their streams
+/// copied out.
 #[test]
 fn avi_and_ts_decode_as_their_audio_stream() {
     let pairs = [
@@ -995,6 +999,9 @@ fn avi_and_ts_decode_as_their_audio_stream() {
         ("tones.ts", "tones.ts.aac"),
         ("tones.latm.ts", "tones.ts.aac"),
         ("tones.he.latm.ts", "tones.he.aac"),
+        ("tones.flv", "tones.flv.aac"),
+        ("tones.mp3.flv", "tones.mp3.flv.mp3"),
+        ("tones.alaw.flv", "tones.alaw.flv.wav"),
     ];
     for (avi, plain) in pairs {
         let want = decode_file_keeping_stereo(&fixture(plain)).unwrap();
@@ -1317,6 +1324,34 @@ fn sun_au_decodes_as_wav() {
     let mut past = au_file(3, rate, 1, None, &[0; 10]);
     past[4..8].copy_from_slice(&1000u32.to_be_bytes());
     bad(past, "the samples start at 1000");
+}
+
+/// An FLV recording cut short (OBS stopped by a crash) keeps what it has; FLV audio in a
+/// codec sotto does not decode is named, and an FLV of video alone has no audio.
+#[test]
+fn flv_cut_short_and_flv_refusals() {
+    let bytes = std::fs::read(fixture("tones.flv")).unwrap();
+    let whole = decode_bytes("tones.flv", bytes.clone(), None).unwrap();
+    let cut = decode_bytes("cut.flv", bytes[..bytes.len() * 3 / 4].to_vec(), None).unwrap();
+    assert!(cut.samples.len() > 1000 && cut.samples.len() < whole.samples.len());
+    assert!(cut.samples[..] == whole.samples[..cut.samples.len()]);
+
+    // A file header, then one tag of `kind` holding `data`.
+    let flv = |kind: u8, data: &[u8]| {
+        let mut f = b"FLV\x01\x05\0\0\0\x09\0\0\0\0".to_vec();
+        f.push(kind);
+        f.extend_from_slice(&(data.len() as u32).to_be_bytes()[1..]);
+        f.extend_from_slice(&[0; 7]);
+        f.extend_from_slice(data);
+        f.extend_from_slice(&(11 + data.len() as u32).to_be_bytes());
+        f
+    };
+    let e = decode_bytes("x.flv", flv(8, &[0xB6, 1, 2, 3]), None).unwrap_err();
+    assert!(e.to_string().contains("Speex in FLV"), "{e}");
+    let e = decode_bytes("x.flv", flv(9, &[0x12, 0, 0, 0]), None).unwrap_err();
+    assert_eq!(e.to_string(), "x.flv: contains no audio samples");
+    let e = decode_bytes("x.flv", flv(8, &[0xAF, 1, 2, 3]), None).unwrap_err();
+    assert!(e.to_string().contains("without its sequence header"), "{e}");
 }
 
 /// AMR-NB (phones' voice and call recorders: `.amr`, and `samr` tracks in 3GP) decodes to

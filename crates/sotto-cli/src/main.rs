@@ -34,11 +34,11 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Transcribe audio files (wav, flac, mp3, ogg, opus, m4a, ac3, dts, webm, mkv, avi, ts, amr, 3gp; `-` reads stdin).
+    /// Transcribe audio files (wav, flac, mp3, ogg, opus, m4a, ac3, dts, webm, mkv, avi, flv, ts, amr, 3gp; `-` reads stdin).
     Transcribe(Box<transcribe::Args>),
     /// Detect the spoken language of audio files (their first 30 s), with probabilities.
     DetectLanguage {
-        /// Audio files (wav, flac, mp3, ogg, opus, m4a, ac3, dts, webm, mkv, avi, ts, amr, 3gp); `-` reads stdin.
+        /// Audio files (wav, flac, mp3, ogg, opus, m4a, ac3, dts, webm, mkv, avi, flv, ts, amr, 3gp); `-` reads stdin.
         #[arg(required = true, value_name = "FILES")]
         files: Vec<String>,
         /// A multilingual model name or path.
