@@ -83,6 +83,11 @@ ffmpeg -hide_banner -loglevel error -y -i tones.wav -ar 8000 -ac 1 -c:a pcm_alaw
     -fflags +bitexact tones.alaw.flv
 ffmpeg -hide_banner -loglevel error -y -i tones.alaw.flv -c:a copy -fflags +bitexact \
     tones.alaw.flv.wav
+# Nellymoser in FLV (Flash Player's microphone, 16 kHz), and FFmpeg's decode of it.
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -ar 16000 -ac 1 -c:a nellymoser \
+    -fflags +bitexact tones.nelly.flv
+ffmpeg -hide_banner -loglevel error -y -i tones.nelly.flv -c:a flac -sample_fmt s16 \
+    -fflags +bitexact tones.nelly.flv.flac
 # AAC in an MPEG transport stream (beside a small MPEG-2 video), and its ADTS stream copied
 # out to compare with.
 ffmpeg -hide_banner -loglevel error -y -f lavfi -i color=c=gray:size=16x16:rate=4 -i tones.wav \

@@ -1,8 +1,9 @@
 //! What sotto's own decoders share: a bit reader over a frame (DTS, TrueHD), the growth of
 //! the buffer a packet's samples go to (AC-3's too), the symphonia [`Decoder`]
 //! methods of a decoder that decodes each packet into such a buffer (AAC's and Opus's
-//! too), and, for the speech codecs of telephony (GSM, G.722, G.726), a file whose blocks decode
-//! as they are read into a 16-bit PCM WAV file symphonia reads.
+//! too), FFmpeg's noise generator (AMR-WB's, Nellymoser's), and, for the speech codecs of
+//! telephony (GSM, G.722, G.726) and Nellymoser, a file whose blocks decode as they are
+//! read into a PCM or float WAV file symphonia reads.
 //!
 //! [`Decoder`]: symphonia::core::codecs::Decoder
 
@@ -160,19 +161,68 @@ macro_rules! buffered_decoder_methods {
 }
 pub(crate) use buffered_decoder_methods;
 
-/// A speech codec's decoder over fixed-size blocks of bytes, each into 16-bit mono samples.
+/// FFmpeg's lagged Fibonacci generator (`av_lfg_get`), from the state `av_lfg_init` makes
+/// of a seed (words 8 to 63 from MD5 digests of the seed and their index, each over the
+/// last digest's bytes; computed once, and kept by the decoders that use it).
+pub(crate) struct Lfg {
+    state: [u32; 64],
+    index: u32,
+}
+
+impl Lfg {
+    pub(crate) fn new(state: [u32; 64]) -> Self {
+        Self { state, index: 0 }
+    }
+
+    pub(crate) fn next(&mut self) -> u32 {
+        let i = self.index;
+        let a = self.state[(i.wrapping_sub(24) & 63) as usize]
+            .wrapping_add(self.state[(i.wrapping_sub(55) & 63) as usize]);
+        self.state[(i & 63) as usize] = a;
+        self.index = i.wrapping_add(1);
+        a
+    }
+}
+
+/// A speech codec's decoder over fixed-size blocks of bytes, each into mono samples.
 pub(crate) trait BlockDecode {
     /// Whether a shorter last block still decodes (G.722's bytes are each a sample pair).
     const PARTIAL: bool;
+    /// 16-bit integers, or floats (Nellymoser's).
+    type Sample: WavSample;
     /// Bytes a block takes.
     fn block(&self) -> usize;
     /// Samples a whole block decodes to.
     fn samples_per_block(&self) -> usize;
-    fn decode(&mut self, block: &[u8], out: &mut Vec<i16>);
+    fn decode(&mut self, block: &[u8], out: &mut Vec<Self::Sample>);
+}
+
+/// A sample as a WAV file holds it.
+pub(crate) trait WavSample: Copy {
+    /// The format tag (PCM, IEEE float) and bits a sample.
+    const FORMAT: u16;
+    const BITS: u16;
+    fn push_le(self, out: &mut Vec<u8>);
+}
+
+impl WavSample for i16 {
+    const FORMAT: u16 = 1;
+    const BITS: u16 = 16;
+    fn push_le(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+}
+
+impl WavSample for f32 {
+    const FORMAT: u16 = 3;
+    const BITS: u16 = 32;
+    fn push_le(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
 }
 
 /// The blocks in a byte range of `src`, decoded as they are read and handed out as a
-/// 16-bit mono PCM WAV file.
+/// mono WAV file of the decoder's samples.
 pub(crate) struct DecodedWav<D> {
     src: Box<dyn symphonia::core::io::MediaSource>,
     dec: D,
@@ -206,22 +256,22 @@ impl<D: BlockDecode> DecodedWav<D> {
         } else {
             start + blocks * block
         };
-        let data = u32::try_from(samples * 2)
+        let bytes = u64::from(D::Sample::BITS / 8);
+        let data = u32::try_from(samples * bytes)
             .unwrap_or(u32::MAX)
-            .min(u32::MAX - 44);
-        let mut h = Vec::with_capacity(44);
-        h.extend_from_slice(b"RIFF");
-        h.extend_from_slice(&(36 + data).to_le_bytes());
-        h.extend_from_slice(b"WAVEfmt ");
-        h.extend_from_slice(&16u32.to_le_bytes());
-        h.extend_from_slice(&1u16.to_le_bytes()); // PCM
-        h.extend_from_slice(&1u16.to_le_bytes()); // mono
-        h.extend_from_slice(&rate.to_le_bytes());
-        h.extend_from_slice(&rate.saturating_mul(2).to_le_bytes());
-        h.extend_from_slice(&2u16.to_le_bytes());
-        h.extend_from_slice(&16u16.to_le_bytes());
-        h.extend_from_slice(b"data");
-        h.extend_from_slice(&data.to_le_bytes());
+            .min(u32::MAX - 46);
+        let mut fmt = Vec::with_capacity(18);
+        fmt.extend_from_slice(&D::Sample::FORMAT.to_le_bytes());
+        fmt.extend_from_slice(&1u16.to_le_bytes()); // mono
+        fmt.extend_from_slice(&rate.to_le_bytes());
+        fmt.extend_from_slice(&rate.saturating_mul(bytes as u32).to_le_bytes());
+        fmt.extend_from_slice(&(bytes as u16).to_le_bytes());
+        fmt.extend_from_slice(&D::Sample::BITS.to_le_bytes());
+        if D::Sample::FORMAT != 1 {
+            // A WAVEFORMATEX's extra size, which a format but PCM's has.
+            fmt.extend_from_slice(&0u16.to_le_bytes());
+        }
+        let h = crate::avi::wav_header(&fmt, u64::from(data));
         Self {
             src,
             dec,
@@ -251,7 +301,10 @@ impl<D: BlockDecode> std::io::Read for DecodedWav<D> {
             self.at += size;
             let mut samples = Vec::with_capacity(self.dec.samples_per_block());
             self.dec.decode(&block, &mut samples);
-            self.pending = samples.iter().flat_map(|s| s.to_le_bytes()).collect();
+            self.pending.clear();
+            for s in samples {
+                s.push_le(&mut self.pending);
+            }
             self.taken = 0;
         }
         let n = (self.pending.len() - self.taken).min(buf.len());

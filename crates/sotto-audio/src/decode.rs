@@ -494,12 +494,12 @@ fn decode_inner(
             },
             FlvError::Codec(what) => AudioError::Codec {
                 input: name.to_string(),
-                detail: format!("{what} (sotto decodes AAC, MP3, PCM and G.711 there)"),
+                detail: format!("{what} (sotto decodes AAC, MP3, PCM, G.711 and Nellymoser there)"),
             },
             FlvError::Corrupt(why) => corrupt(name, format!("FLV: {why}")),
         })?;
         ext = Some(audio.ext);
-        src = Box::new(ReadOnlySource::new(audio));
+        src = Box::new(ReadOnlySource::new(audio.reader));
     } else if crate::au::is_au(&head) {
         let audio = crate::au::open(src).map_err(|e| au_error(name, e))?;
         ext = Some(audio.ext);

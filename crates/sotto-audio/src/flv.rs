@@ -1,9 +1,10 @@
 //! FLV (`.flv`: OBS Studio's recordings, live-stream captures, Flash-era video), which
 //! symphonia does not read. Its audio tags, interleaved with the video's, hold AAC, MP3,
-//! PCM or G.711; they are handed to symphonia one after another as the stream they make:
-//! AAC's access units each behind the ADTS header its sequence header (an
-//! AudioSpecificConfig) describes, MP3's frames as they are, PCM and G.711 behind a WAV
-//! header. Only the tag headers are read to find them (the video is never read), and a
+//! PCM, G.711 or Nellymoser (Flash Player's microphone); they are handed to symphonia one
+//! after another as the stream they make: AAC's access units each behind the ADTS header
+//! its sequence header (an AudioSpecificConfig) describes, MP3's frames as they are, PCM
+//! and G.711 behind a WAV header, Nellymoser decoded by sotto (`nelly.rs`) into a float
+//! WAV. Only the tag headers are read to find them (the video is never read), and a
 //! recording cut short (a crash mid-stream) keeps the tags it has.
 
 use std::io::{Read, Seek, SeekFrom};
@@ -48,8 +49,18 @@ mod format {
     pub const MP3_8K: u8 = 14;
 }
 
+/// The first audio stream of an FLV file, as the file symphonia decodes (of the format
+/// `ext` names).
+pub(crate) struct FlvAudio {
+    pub(crate) reader: Box<dyn Read + Send + Sync>,
+    pub(crate) ext: &'static str,
+}
+
+/// Nellymoser's blocks held in memory at the most (16 kHz is 4 KB a second: 4 hours).
+const MAX_NELLY: u64 = 64 << 20;
+
 /// The first audio stream of an FLV file, read as the file symphonia decodes.
-pub(crate) fn open(mut src: Box<dyn MediaSource>) -> Result<AviAudio, FlvError> {
+pub(crate) fn open(mut src: Box<dyn MediaSource>) -> Result<FlvAudio, FlvError> {
     let corrupt = |e: std::io::Error| FlvError::Corrupt(e.to_string());
     let len = match src.byte_len() {
         Some(n) => n,
@@ -129,10 +140,38 @@ pub(crate) fn open(mut src: Box<dyn MediaSource>) -> Result<AviAudio, FlvError> 
             let data: u64 = chunks.iter().map(|c| c.1).sum();
             (pcm_header(flags, data), "wav", None)
         }
-        format::ADPCM => return Err(FlvError::Codec("Flash ADPCM in FLV")),
         format::NELLYMOSER_16K | format::NELLYMOSER_8K | format::NELLYMOSER => {
-            return Err(FlvError::Codec("Nellymoser in FLV"))
+            let rate = match flags >> 4 {
+                format::NELLYMOSER_16K => 16_000,
+                format::NELLYMOSER_8K => 8_000,
+                _ => [5_512, 11_025, 22_050, 44_100][usize::from((flags >> 2) & 3)],
+            };
+            let total: u64 = chunks.iter().map(|c| c.1).sum();
+            if total > MAX_NELLY {
+                return Err(FlvError::Codec("more than 4 hours of Nellymoser"));
+            }
+            let mut blocks = Vec::with_capacity(total as usize);
+            for (at, len) in chunks {
+                src.seek(SeekFrom::Start(at)).map_err(corrupt)?;
+                let got = src
+                    .by_ref()
+                    .take(len)
+                    .read_to_end(&mut blocks)
+                    .map_err(corrupt)?;
+                if (got as u64) < len {
+                    break;
+                }
+            }
+            let len = blocks.len() as u64;
+            let blocks = Box::new(std::io::Cursor::new(blocks));
+            let pcm =
+                crate::codec::DecodedWav::new(blocks, crate::nelly::Nelly::new(), (0, len), rate);
+            return Ok(FlvAudio {
+                reader: Box::new(pcm),
+                ext: "wav",
+            });
         }
+        format::ADPCM => return Err(FlvError::Codec("Flash ADPCM in FLV")),
         format::SPEEX => return Err(FlvError::Codec("Speex in FLV")),
         format::EX_HEADER => return Err(FlvError::Codec("enhanced FLV audio (a FourCC codec)")),
         _ => return Err(FlvError::Codec("an FLV audio format sotto does not know")),
@@ -140,7 +179,10 @@ pub(crate) fn open(mut src: Box<dyn MediaSource>) -> Result<AviAudio, FlvError> 
     src.seek(SeekFrom::Start(0)).map_err(corrupt)?;
     let mut audio = AviAudio::with_header(src, header, chunks, ext);
     audio.frame_header = adts;
-    Ok(audio)
+    Ok(FlvAudio {
+        reader: Box::new(audio),
+        ext,
+    })
 }
 
 /// Reads into `buf` until it is full or the source ends; how much was read.

@@ -179,6 +179,7 @@ impl G722 {
 
 impl BlockDecode for G722 {
     const PARTIAL: bool = true;
+    type Sample = i16;
 
     fn block(&self) -> usize {
         1024

@@ -295,6 +295,7 @@ impl G726 {
 
 impl BlockDecode for G726 {
     const PARTIAL: bool = true;
+    type Sample = i16;
 
     /// `code_size` bytes: 8 codes.
     fn block(&self) -> usize {

@@ -330,6 +330,7 @@ impl GsmBlocks {
 
 impl BlockDecode for GsmBlocks {
     const PARTIAL: bool = false;
+    type Sample = i16;
 
     fn block(&self) -> usize {
         self.packing.block()

@@ -28,6 +28,7 @@ mod mel;
 mod mkv;
 mod mlp;
 mod mp4_edit;
+mod nelly;
 mod opus;
 mod resample;
 mod rf64;

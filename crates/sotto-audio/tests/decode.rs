@@ -849,8 +849,9 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 39] = [
+const CONTAINERS: [&str; 40] = [
     "tones.g722.wav",
+    "tones.nelly.flv",
     "tones.flv",
     "tones.alaw.flv",
     "tones.g726-40.wav",
@@ -1326,6 +1327,23 @@ fn sun_au_decodes_as_wav() {
     bad(past, "the samples start at 1000");
 }
 
+/// Nellymoser (Flash Player's microphone) in FLV decodes to FFmpeg's samples but for float
+/// rounding: within its 16-bit decode's rounding (sotto computes the IMDCT directly,
+/// FFmpeg by an FFT), and by name, bytes and pipe alike.
+#[test]
+fn nellymoser_decodes_as_ffmpeg_does() {
+    let got = decode_file(&fixture("tones.nelly.flv")).unwrap();
+    let want = decode_file(&fixture("tones.nelly.flv.flac")).unwrap();
+    assert_eq!((got.sample_rate, got.channels_in), (16_000, 1));
+    assert_eq!(got.samples.len(), want.samples.len());
+    let worst = max_difference(&got.samples, &want.samples);
+    assert!(worst <= 1.0 / 32768.0, "{worst}");
+    assert!(got.samples.iter().any(|v| v.abs() > 0.1), "not silence");
+    let bytes = std::fs::read(fixture("tones.nelly.flv")).unwrap();
+    let sniffed = decode_bytes("noname", bytes, None).unwrap();
+    assert!(sniffed.samples == got.samples);
+}
+
 /// An FLV recording cut short (OBS stopped by a crash) keeps what it has; FLV audio in a
 /// codec sotto does not decode is named, and an FLV of video alone has no audio.
 #[test]
@@ -1347,6 +1365,7 @@ fn flv_cut_short_and_flv_refusals() {
         f
     };
     let e = decode_bytes("x.flv", flv(8, &[0xB6, 1, 2, 3]), None).unwrap_err();
+    assert!(e.to_string().contains("and Nellymoser there"), "{e}");
     assert!(e.to_string().contains("Speex in FLV"), "{e}");
     let e = decode_bytes("x.flv", flv(9, &[0x12, 0, 0, 0]), None).unwrap_err();
     assert_eq!(e.to_string(), "x.flv: contains no audio samples");

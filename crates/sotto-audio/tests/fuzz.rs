@@ -6,8 +6,9 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 42] = [
+const FIXTURES: [&str; 43] = [
     "tones.g722.wav",
+    "tones.nelly.flv",
     "tones.flv",
     "tones.g726.wav",
     "tones.g726-40.wav",

@@ -7,6 +7,7 @@
 
 use super::celp::*;
 use super::wb_tables::*;
+use crate::codec::Lfg;
 
 /// Samples of a subframe at 12.8 kHz and at 16 kHz, and of a frame at 16 kHz.
 const SUBFRAME: usize = 64;
@@ -32,9 +33,8 @@ const PREEMPH_FAC: f32 = 0.68;
 /// Q15, as the frame's ISF tables and the output are.
 const Q15: f32 = 1.0 / 32768.0;
 
-/// FFmpeg's lagged Fibonacci generator seeded with 1 (`av_lfg_init`: words 8 to 63 from
-/// MD5 digests of the seed and their index, each over the last digest's bytes), which
-/// makes the high band's noise.
+/// The state of FFmpeg's lagged Fibonacci generator seeded with 1 ([`Lfg`]), which makes
+/// the high band's noise.
 const LFG_SEED_1: [u32; 64] = [
     0, 0, 0, 0, 0, 0, 0, 0, 0x9b52c78c, 0x769717a6, 0x7210fe98, 0x30e8499c, 0x405c216a, 0xa361a851,
     0x48a945b2, 0x9a7827b6, 0xfdd55c02, 0x78e7339d, 0x10216e36, 0x481b4450, 0x9a15ac5b, 0x4cc3cc3e,
@@ -143,8 +143,7 @@ pub(super) struct Channel {
     demph_mem: f32,
     bpf_6_7_mem: [f32; HB_FIR],
     lpf_7_mem: [f32; HB_FIR],
-    lfg: [u32; 64],
-    lfg_index: u32,
+    lfg: Lfg,
     first_frame: bool,
     mode: Mode,
 }
@@ -182,20 +181,10 @@ impl Channel {
             demph_mem: 0.0,
             bpf_6_7_mem: [0.0; HB_FIR],
             lpf_7_mem: [0.0; HB_FIR],
-            lfg: LFG_SEED_1,
-            lfg_index: 0,
+            lfg: Lfg::new(LFG_SEED_1),
             first_frame: true,
             mode: Mode::M6k60,
         }
-    }
-
-    fn random(&mut self) -> u32 {
-        let i = self.lfg_index;
-        let a = self.lfg[(i.wrapping_sub(24) & 63) as usize]
-            .wrapping_add(self.lfg[(i.wrapping_sub(55) & 63) as usize]);
-        self.lfg[(i & 63) as usize] = a;
-        self.lfg_index = i.wrapping_add(1);
-        a
     }
 
     /// Decodes a speech frame of `mode` into `out`.
@@ -600,7 +589,7 @@ impl Channel {
         let energy = dot(synth_exc, synth_exc);
         let mut noise = [0f32; SUBFRAME_16K];
         for n in noise.iter_mut() {
-            *n = (32768.0 - f64::from(self.random() as u16)) as f32;
+            *n = (32768.0 - f64::from(self.lfg.next() as u16)) as f32;
         }
         scale_to_energy(&mut noise, energy * gain * gain);
         noise
