@@ -875,13 +875,10 @@ fn probe_error(name: &str, e: SymError, head: &[u8]) -> AudioError {
     let unsupported = || AudioError::Unsupported {
         input: name.to_string(),
     };
-    if crate::amr::MAGIC_MC
-        .iter()
-        .any(|magic| head.starts_with(magic))
-    {
+    if let Some(what) = known_codec_refused(head) {
         return AudioError::Codec {
             input: name.to_string(),
-            detail: "multichannel AMR (sotto decodes mono AMR-NB and AMR-WB)".into(),
+            detail: what.into(),
         };
     }
     match e {
@@ -902,6 +899,33 @@ fn probe_error(name: &str, e: SymError, head: &[u8]) -> AudioError {
 }
 
 /// Whether `head` starts as a file of a container sotto decodes does.
+/// What a file that starts with `head` holds, where it is a format sotto knows but does
+/// not decode (which would otherwise read as not audio, or as cut short).
+fn known_codec_refused(head: &[u8]) -> Option<&'static str> {
+    /// ASF's header object.
+    const ASF: [u8; 16] = [
+        0x30, 0x26, 0xB2, 0x75, 0x8E, 0x66, 0xCF, 0x11, 0xA6, 0xD9, 0x00, 0xAA, 0x00, 0x62, 0xCE,
+        0x6C,
+    ];
+    if crate::amr::MAGIC_MC
+        .iter()
+        .any(|magic| head.starts_with(magic))
+    {
+        return Some("multichannel AMR (sotto decodes mono AMR-NB and AMR-WB)");
+    }
+    if head.starts_with(&ASF) {
+        return Some("Windows Media (ASF: WMA, WMV), which sotto does not decode");
+    }
+    // An Ogg stream's first packet, after its first page's header and segment table.
+    if head.starts_with(b"OggS") {
+        let segments = usize::from(*head.get(26)?);
+        if head.get(27 + segments..)?.starts_with(b"Speex   ") {
+            return Some("Speex in Ogg, which sotto does not decode");
+        }
+    }
+    None
+}
+
 fn known_start(head: &[u8]) -> bool {
     const MAGIC: [&[u8]; 12] = [
         b"RIFF",

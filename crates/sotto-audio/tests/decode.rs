@@ -755,12 +755,15 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
     );
 
     // A format symphonia does not know, whose bytes lead its probe to read to the end
-    // (WMA's ASF header, then what looks like an MPEG frame sync), is unsupported, not cut.
+    // (WMA's ASF header, then what looks like an MPEG frame sync), is named, not cut.
     let mut wma = vec![0x30, 0x26, 0xb2, 0x75, 0x8e, 0x66, 0xcf, 0x11];
     wma.extend_from_slice(&[0xa6, 0xd9, 0x00, 0xaa, 0x00, 0x62, 0xce, 0x6c]);
     wma.extend_from_slice(&[0xff, 0xfb, 0x90, 0x64, 0, 0, 0, 0]);
     let e = decode_bytes("a.wma", wma, None).unwrap_err().to_string();
-    assert!(e.starts_with("a.wma: not a supported audio file"), "{e}");
+    assert!(
+        e.starts_with("a.wma: its audio codec is not supported: Windows Media"),
+        "{e}"
+    );
 
     // A header declaring 0 Hz panics inside symphonia 0.5: caught, quoted, one line.
     let mut wav = std::fs::read(fixture("tones.wav")).unwrap();
@@ -1342,6 +1345,28 @@ fn nellymoser_decodes_as_ffmpeg_does() {
     let bytes = std::fs::read(fixture("tones.nelly.flv")).unwrap();
     let sniffed = decode_bytes("noname", bytes, None).unwrap();
     assert!(sniffed.samples == got.samples);
+}
+
+/// Formats sotto knows but does not decode are named, not taken for noise or a cut file:
+/// Windows Media (ASF) and Speex in Ogg.
+#[test]
+fn windows_media_and_ogg_speex_are_named() {
+    let mut asf = vec![
+        0x30, 0x26, 0xB2, 0x75, 0x8E, 0x66, 0xCF, 0x11, 0xA6, 0xD9, 0x00, 0xAA, 0x00, 0x62, 0xCE,
+        0x6C,
+    ];
+    asf.resize(4096, 0);
+    let e = decode_bytes("talk.wma", asf, None).unwrap_err().to_string();
+    assert!(e.contains("Windows Media (ASF"), "{e}");
+    // An Ogg page of one segment holding the start of a Speex header.
+    let mut ogg = b"OggS\0\x02".to_vec();
+    ogg.extend_from_slice(&[0; 20]);
+    ogg.push(1);
+    ogg.push(80);
+    ogg.extend_from_slice(b"Speex   1.2.1");
+    ogg.resize(27 + 1 + 80, 0);
+    let e = decode_bytes("note.spx", ogg, None).unwrap_err().to_string();
+    assert!(e.contains("Speex in Ogg"), "{e}");
 }
 
 /// An FLV recording cut short (OBS stopped by a crash) keeps what it has; FLV audio in a
