@@ -88,6 +88,17 @@ ffmpeg -hide_banner -loglevel error -y -i tones.wav -ar 16000 -ac 1 -c:a nellymo
     -fflags +bitexact tones.nelly.flv
 ffmpeg -hide_banner -loglevel error -y -i tones.nelly.flv -c:a flac -sample_fmt s16 \
     -fflags +bitexact tones.nelly.flv.flac
+# Apple's IMA 4:1 ADPCM (iOS apps' recordings in CAF, older Macs' AIFF-C and QuickTime),
+# 0.25 s, and FFmpeg's decode of it; Apple Lossless in CAF (FFmpeg's cookie, in `frma`
+# and `alac` atoms), 0.1 s.
+for c in caf aiff mov; do
+    ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.25 -c:a adpcm_ima_qt \
+        -fflags +bitexact -flags +bitexact "tones.ima4.$c"
+done
+ffmpeg -hide_banner -loglevel error -y -i tones.ima4.caf -c:a flac -fflags +bitexact \
+    tones.ima4.flac
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.1 -c:a alac -fflags +bitexact \
+    tones.alac.caf
 # AAC in an MPEG transport stream (beside a small MPEG-2 video), and its ADTS stream copied
 # out to compare with.
 ffmpeg -hide_banner -loglevel error -y -f lavfi -i color=c=gray:size=16x16:rate=4 -i tones.wav \

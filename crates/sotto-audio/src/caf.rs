@@ -1,26 +1,29 @@
 //! A check on CAF files before symphonia reads them: its reader reserves room for every
-//! packet a packet table (`pakt`) claims before reading any, so a damaged count (billions)
-//! would abort the process for want of memory.
+//! packet a packet table (`pakt`) claims before reading any, and for a magic cookie
+//! (`kuki`) of the size its chunk claims, so a damaged count or size (billions) would abort
+//! the process for want of memory.
 
 use std::io::{Read, Seek, SeekFrom};
 
 /// Most chunks walked before giving up (the file then goes to symphonia as it is).
 const MAX_CHUNKS: usize = 4096;
 
-/// Whether `src` is a CAF file whose packet table claims more packets than its chunk
-/// holds (each takes a byte at least); leaves `src` at its start.
-pub(crate) fn overlong_packet_table<S: Read + Seek + ?Sized>(src: &mut S) -> bool {
-    let overlong = walk(src).unwrap_or(false);
+/// What of `src`, a CAF file, claims more than it holds: its packet table (more packets
+/// than its chunk has bytes, each taking one at least) or its magic cookie (more bytes
+/// than the file has); leaves `src` at its start.
+pub(crate) fn overlong_chunk<S: Read + Seek + ?Sized>(src: &mut S) -> Option<&'static str> {
+    let overlong = walk(src).flatten();
     let _ = src.seek(SeekFrom::Start(0));
     overlong
 }
 
-fn walk<S: Read + Seek + ?Sized>(src: &mut S) -> Option<bool> {
+fn walk<S: Read + Seek + ?Sized>(src: &mut S) -> Option<Option<&'static str>> {
+    let len = src.seek(SeekFrom::End(0)).ok()?;
     src.seek(SeekFrom::Start(0)).ok()?;
     let mut head = [0u8; 8];
     src.read_exact(&mut head).ok()?;
     if &head[..4] != b"caff" {
-        return Some(false);
+        return Some(None);
     }
     let mut at = 8u64;
     for _ in 0..MAX_CHUNKS {
@@ -28,17 +31,25 @@ fn walk<S: Read + Seek + ?Sized>(src: &mut S) -> Option<bool> {
         src.seek(SeekFrom::Start(at)).ok()?;
         src.read_exact(&mut chunk[..12]).ok()?;
         let size = i64::from_be_bytes(chunk[4..12].try_into().ok()?);
-        if &chunk[..4] == b"pakt" {
-            // The packet count, then the frame counts (16 bytes), then the table.
-            src.read_exact(&mut chunk[12..20]).ok()?;
-            let packets = i64::from_be_bytes(chunk[12..20].try_into().ok()?);
-            return Some(packets > size.saturating_sub(24));
+        match &chunk[..4] {
+            b"pakt" => {
+                // The packet count, then the frame counts (16 bytes), then the table.
+                src.read_exact(&mut chunk[12..20]).ok()?;
+                let packets = i64::from_be_bytes(chunk[12..20].try_into().ok()?);
+                if packets > size.saturating_sub(24) {
+                    return Some(Some("CAF packet table claims more packets than it holds"));
+                }
+            }
+            b"kuki" if u64::try_from(size).map_or(true, |n| n > len.saturating_sub(at + 12)) => {
+                return Some(Some("CAF magic cookie runs past the end of the file"));
+            }
+            _ => {}
         }
-        // Only the data chunk runs to the end (a size of -1); the table comes before it
-        // in the files that have one.
+        // Only the data chunk runs to the end (a size of -1); the tables come before it in
+        // the files that have them.
         at = at.checked_add(12)?.checked_add(u64::try_from(size).ok()?)?;
     }
-    Some(false)
+    Some(None)
 }
 
 #[cfg(test)]
@@ -62,15 +73,32 @@ mod tests {
     #[test]
     fn a_packet_table_longer_than_its_chunk_is_found() {
         let mut f = Cursor::new(caf(3, &[5, 7, 9]));
-        assert!(!overlong_packet_table(&mut f));
+        assert_eq!(overlong_chunk(&mut f), None);
         assert_eq!(f.position(), 0);
-        assert!(overlong_packet_table(&mut Cursor::new(caf(
-            1 << 40,
-            &[5, 7, 9]
-        ))));
-        assert!(!overlong_packet_table(&mut Cursor::new(
-            b"RIFF....WAVE".to_vec()
-        )));
-        assert!(!overlong_packet_table(&mut Cursor::new(Vec::new())));
+        let long = overlong_chunk(&mut Cursor::new(caf(1 << 40, &[5, 7, 9])));
+        assert!(long.is_some_and(|what| what.contains("packet table")));
+        assert_eq!(
+            overlong_chunk(&mut Cursor::new(b"RIFF....WAVE".to_vec())),
+            None
+        );
+        assert_eq!(overlong_chunk(&mut Cursor::new(Vec::new())), None);
+    }
+
+    #[test]
+    fn a_magic_cookie_past_the_file_is_found() {
+        let cookie = |size: i64| {
+            let mut b = b"caff\0\x01\0\0kuki".to_vec();
+            b.extend_from_slice(&size.to_be_bytes());
+            b.extend_from_slice(&[0; 24]);
+            b
+        };
+        assert_eq!(overlong_chunk(&mut Cursor::new(cookie(24))), None);
+        for size in [25, 1 << 37, -5] {
+            let long = overlong_chunk(&mut Cursor::new(cookie(size)));
+            assert!(
+                long.is_some_and(|what| what.contains("magic cookie")),
+                "{size}"
+            );
+        }
     }
 }

@@ -450,11 +450,8 @@ fn decode_inner(
             format!("MP4 sample table `{table}` claims more entries than it holds"),
         ));
     }
-    if crate::caf::overlong_packet_table(&mut *src) {
-        return Err(corrupt(
-            name,
-            "CAF packet table claims more packets than it holds",
-        ));
+    if let Some(what) = crate::caf::overlong_chunk(&mut *src) {
+        return Err(corrupt(name, what));
     }
     let head = match src.is_seekable() {
         true => read_head(&mut *src),
@@ -469,6 +466,9 @@ fn decode_inner(
         src = Box::new(crate::rf64::AsRiff::new(src));
     }
     let mut ext = ext;
+    // Apple's IMA 4:1 in CAF (or AIFF-C, shown as CAF), which symphonia's CAF reader takes
+    // for WAV's IMA ADPCM.
+    let mut ima4 = head.starts_with(b"caff") && head.get(28..32) == Some(b"ima4");
     if crate::avi::is_avi(&head) {
         use crate::avi::{AviAudio, AviError};
         let audio = AviAudio::open(src).map_err(|e| match e {
@@ -500,6 +500,15 @@ fn decode_inner(
         })?;
         ext = Some(audio.ext);
         src = Box::new(ReadOnlySource::new(audio.reader));
+    } else if crate::aifc::is_aifc(&head) {
+        src = match crate::aifc::ima4_as_caf(src) {
+            Ok(caf) => {
+                ext = Some("caf");
+                ima4 = true;
+                Box::new(caf)
+            }
+            Err(src) => src,
+        };
     } else if crate::au::is_au(&head) {
         let audio = crate::au::open(src).map_err(|e| au_error(name, e))?;
         ext = Some(audio.ext);
@@ -575,17 +584,32 @@ fn decode_inner(
     let tracks = format.tracks();
     // A packet read ahead to find the track (see `sniffed_track`), decoded first.
     let mut pending = None;
-    let amr = moov.amr_track.and_then(|(id, wideband)| {
-        tracks.iter().find(|t| t.id == id)?;
-        let params = match wideband {
-            true => {
+    // A track symphonia leaves without a codec that sotto decodes.
+    let coded = moov.coded_track.and_then(|entry| {
+        tracks.iter().find(|t| t.id == entry.id)?;
+        let params = match &entry.kind {
+            b"sawb" => {
                 crate::elementary::amr_params(crate::amr::CODEC_TYPE_AMRWB, crate::amr::RATE_WB)
             }
-            false => crate::elementary::amr_params(crate::amr::CODEC_TYPE_AMRNB, crate::amr::RATE),
+            b"samr" => {
+                crate::elementary::amr_params(crate::amr::CODEC_TYPE_AMRNB, crate::amr::RATE)
+            }
+            _ => {
+                let n = u32::from(entry.channels);
+                let channels = (1..=32)
+                    .contains(&n)
+                    .then(|| Channels::from_bits_truncate((u64::MAX >> (64 - n)) as u32))?;
+                let mut params = CodecParameters::new();
+                params
+                    .for_codec(crate::ima_qt::CODEC_TYPE_IMA_QT)
+                    .with_sample_rate(entry.rate)
+                    .with_channels(channels);
+                params
+            }
         };
-        Some((id, params))
+        Some((entry.id, params))
     });
-    let (track_id, mut params) = match amr.or_else(|| {
+    let (track_id, mut params) = match coded.or_else(|| {
         tracks
             .iter()
             .find(|t| t.codec_params.codec != CODEC_TYPE_NULL)
@@ -604,6 +628,14 @@ fn decode_inner(
         let count = mkv_channels.iter().find(|(n, _)| *n == u64::from(track_id));
         if let Some(&(_, n @ 1..=32)) = count {
             params.with_channels(Channels::from_bits_truncate((u64::MAX >> (64 - n)) as u32));
+        }
+    }
+    if params.codec == symphonia::core::codecs::CODEC_TYPE_ADPCM_IMA_WAV && ima4 {
+        params.for_codec(crate::ima_qt::CODEC_TYPE_IMA_QT);
+    }
+    if params.codec == symphonia::core::codecs::CODEC_TYPE_ALAC {
+        if let Some(config) = params.extra_data.as_deref().and_then(alac_config) {
+            params.with_extra_data(config.into());
         }
     }
     // PCM in Matroska comes without a largest packet, which symphonia's PCM decoder sizes
@@ -795,6 +827,23 @@ fn no_track(name: &str, tracks: &[symphonia::core::formats::Track], sound: bool)
     }
 }
 
+/// The 24-byte ALACSpecificConfig of an ALAC magic cookie that wraps it in `frma` and
+/// `alac` atoms, as FFmpeg's CAF files (and some of Apple's) hold it, where symphonia's
+/// decoder takes the bare config alone; None for a bare one.
+fn alac_config(cookie: &[u8]) -> Option<Vec<u8>> {
+    let mut rest = cookie;
+    let mut unwrapped = false;
+    if rest.get(4..8) == Some(b"frma") {
+        rest = rest.get(12..)?;
+        unwrapped = true;
+    }
+    if rest.get(4..8) == Some(b"alac") {
+        rest = rest.get(12..)?;
+        unwrapped = true;
+    }
+    unwrapped.then(|| rest.get(..24).map(<[u8]>::to_vec))?
+}
+
 /// Frames a PCM decoder made for a stream that names no largest packet holds at first.
 const PCM_FRAMES: u64 = 4096;
 
@@ -864,6 +913,7 @@ fn codecs() -> &'static CodecRegistry {
         registry.register_all::<crate::dts::DtsDecoder>();
         registry.register_all::<crate::mlp::MlpDecoder>();
         registry.register_all::<crate::amr::AmrDecoder>();
+        registry.register_all::<crate::ima_qt::ImaQtDecoder>();
         registry
     })
 }

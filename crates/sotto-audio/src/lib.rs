@@ -10,6 +10,7 @@
 
 mod aac;
 mod ac3;
+mod aifc;
 mod amr;
 mod au;
 mod avi;
@@ -24,6 +25,7 @@ mod flv;
 mod g722;
 mod g726;
 mod gsm;
+mod ima_qt;
 mod mel;
 mod mkv;
 mod mlp;

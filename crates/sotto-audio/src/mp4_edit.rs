@@ -27,10 +27,9 @@ pub(crate) struct Moov {
     pub edit: Option<Edit>,
     /// Whether there is an audio track at all (`hdlr` `soun`), whatever its codec.
     pub sound: bool,
-    /// The first audio track's number (symphonia's track id: its place among the
-    /// `trak`s) where its sample entry is AMR's (3GPP's `samr`, or `sawb`: wideband),
-    /// which symphonia leaves without a codec; and whether it is wideband.
-    pub amr_track: Option<(u32, bool)>,
+    /// The first audio track's sample entry where its codec is one symphonia leaves
+    /// without one: AMR (3GPP's `samr`, `sawb`) or Apple's IMA 4:1 (`ima4`).
+    pub coded_track: Option<SoundEntry>,
     /// A sample table (of any track) whose entry count is more than its box holds:
     /// symphonia reserves room for every entry a count claims before reading any, so a
     /// damaged count (billions) would abort the process for want of memory.
@@ -43,7 +42,7 @@ pub(crate) fn read_moov<S: Read + Seek + ?Sized>(src: &mut S) -> Moov {
     let moov = find_moov(src).map_or_else(Moov::default, |moov| Moov {
         edit: parse_moov(&moov),
         sound: sound_trak(&moov).is_some(),
-        amr_track: amr_track(&moov),
+        coded_track: coded_track(&moov),
         overlong_table: overlong_table(&moov),
     });
     match src.seek(SeekFrom::Start(0)) {
@@ -215,17 +214,34 @@ fn sound_trak(moov: &[u8]) -> Option<&[u8]> {
     sound_track(moov).map(|(_, t)| t)
 }
 
-/// [`Moov::amr_track`].
-fn amr_track(moov: &[u8]) -> Option<(u32, bool)> {
+/// An audio track's sample entry: the track's number (symphonia's track id: its place
+/// among the `trak`s), the entry's type, and its channels and rate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct SoundEntry {
+    pub id: u32,
+    pub kind: [u8; 4],
+    pub channels: u16,
+    pub rate: u32,
+}
+
+/// [`Moov::coded_track`].
+fn coded_track(moov: &[u8]) -> Option<SoundEntry> {
     let (index, trak) = sound_track(moov)?;
     let stbl = child(child(child(trak, b"mdia")?, b"minf")?, b"stbl")?;
-    // Version and flags, the entry count, then the first entry's size and type.
-    let wideband = match child(stbl, b"stsd")?.get(12..16)? {
-        b"samr" => false,
-        b"sawb" => true,
-        _ => return None,
-    };
-    Some((u32::try_from(index).ok()?, wideband))
+    // Version and flags, the entry count, then the first entry's size and type, and its
+    // body: 8 bytes, version, revision and vendor (8), channels, sample size, compression
+    // id, packet size, and the rate in 16.16.
+    let stsd = child(stbl, b"stsd")?;
+    let kind: [u8; 4] = stsd.get(12..16)?.try_into().ok()?;
+    if !matches!(&kind, b"samr" | b"sawb" | b"ima4") {
+        return None;
+    }
+    Some(SoundEntry {
+        id: u32::try_from(index).ok()?,
+        kind,
+        channels: u16::from_be_bytes(stsd.get(32..34)?.try_into().ok()?),
+        rate: u32::from(u16::from_be_bytes(stsd.get(40..42)?.try_into().ok()?)),
+    })
 }
 
 fn parse_moov(moov: &[u8]) -> Option<Edit> {

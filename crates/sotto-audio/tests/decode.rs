@@ -852,8 +852,12 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 40] = [
+const CONTAINERS: [&str; 44] = [
     "tones.g722.wav",
+    "tones.ima4.caf",
+    "tones.ima4.aiff",
+    "tones.ima4.mov",
+    "tones.alac.caf",
     "tones.nelly.flv",
     "tones.flv",
     "tones.alaw.flv",
@@ -1367,6 +1371,33 @@ fn windows_media_and_ogg_speex_are_named() {
     ogg.resize(27 + 1 + 80, 0);
     let e = decode_bytes("note.spx", ogg, None).unwrap_err().to_string();
     assert!(e.contains("Speex in Ogg"), "{e}");
+}
+
+/// Apple's IMA 4:1 ADPCM (`ima4`) decodes to FFmpeg's samples exactly in CAF (which
+/// symphonia takes for WAV's IMA ADPCM), AIFF-C (which it refuses; shown to it as CAF)
+/// and QuickTime (an entry it does not know); Apple Lossless in CAF behind FFmpeg's
+/// `frma`-wrapped cookie decodes to the samples it holds.
+#[test]
+fn apple_ima4_and_caf_alac_decode() {
+    let want = decode_file_keeping_stereo(&fixture("tones.ima4.flac")).unwrap();
+    assert_eq!(want.channels_in, 2);
+    for name in ["tones.ima4.caf", "tones.ima4.aiff", "tones.ima4.mov"] {
+        let got = decode_file_keeping_stereo(&fixture(name)).unwrap();
+        assert_eq!(got, want, "{name}");
+        let bytes = std::fs::read(fixture(name)).unwrap();
+        let sniffed = decode_bytes("noname", bytes, None).unwrap();
+        assert_eq!(sniffed.samples, want.samples, "{name} sniffed");
+    }
+    let alac = decode_file_keeping_stereo(&fixture("tones.alac.caf")).unwrap();
+    let wav = decode_file_keeping_stereo(&fixture("tones.wav")).unwrap();
+    assert_eq!(alac.stereo.as_ref().unwrap()[0].len(), 2205);
+    for c in 0..2 {
+        let (a, w) = (
+            &alac.stereo.as_ref().unwrap()[c],
+            &wav.stereo.as_ref().unwrap()[c],
+        );
+        assert!(a[..] == w[..2205], "channel {c}");
+    }
 }
 
 /// An FLV recording cut short (OBS stopped by a crash) keeps what it has; FLV audio in a

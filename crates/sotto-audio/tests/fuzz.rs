@@ -6,8 +6,11 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 43] = [
+const FIXTURES: [&str; 46] = [
     "tones.g722.wav",
+    "tones.ima4.caf",
+    "tones.ima4.aiff",
+    "tones.alac.caf",
     "tones.nelly.flv",
     "tones.flv",
     "tones.g726.wav",
