@@ -99,6 +99,16 @@ ffmpeg -hide_banner -loglevel error -y -i tones.ima4.caf -c:a flac -fflags +bite
     tones.ima4.flac
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.1 -c:a alac -fflags +bitexact \
     tones.alac.caf
+# MP3 in WAV (format 0x0055, as broadcast and recorder software write it) and G.711 in
+# QuickTime (`ulaw`), each with its stream copied out to compare with.
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a libmp3lame -b:a 64k -f wav \
+    -fflags +bitexact -flags +bitexact tones.mp3.wav
+ffmpeg -hide_banner -loglevel error -y -i tones.mp3.wav -c:a copy -f mp3 -write_xing 0 \
+    -id3v2_version 0 -fflags +bitexact tones.mp3.wav.mp3
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.1 -c:a pcm_mulaw -fflags +bitexact \
+    -flags +bitexact tones.ulaw.mov
+ffmpeg -hide_banner -loglevel error -y -i tones.ulaw.mov -c:a copy -fflags +bitexact \
+    tones.ulaw.mov.wav
 # AAC in an MPEG transport stream (beside a small MPEG-2 video), and its ADTS stream copied
 # out to compare with.
 ffmpeg -hide_banner -loglevel error -y -f lavfi -i color=c=gray:size=16x16:rate=4 -i tones.wav \

@@ -119,9 +119,10 @@ impl AviAudio {
         }
     }
 
-    /// The frames of a WAV file whose format is AC-3 or DTS (tags 0x2000 and 0x2001, as
-    /// FFmpeg writes them, which symphonia's WAV reader refuses): its `data` chunk, as a
-    /// stream of frames. None for any other WAV file (and any other file).
+    /// The frames of a WAV file whose format is AC-3, DTS (tags 0x2000 and 0x2001, as
+    /// FFmpeg writes them) or MPEG audio (0x0050, 0x0055: broadcast and recorder software's
+    /// MP3 in WAV), which symphonia's WAV reader refuses: its `data` chunk, as a stream of
+    /// frames. None for any other WAV file (and any other file).
     pub(crate) fn coded_wav(
         mut src: Box<dyn MediaSource>,
         head: &[u8],
@@ -133,6 +134,7 @@ impl AviAudio {
         let ext = match fmt.as_deref().and_then(format_tag) {
             Some(AC3_TAG) => Some("ac3"),
             Some(DTS_TAG) => Some("dts"),
+            Some(tag) if MPEG_TAGS.contains(&tag) => Some("mp3"),
             _ => None,
         };
         match (ext, data) {

@@ -594,14 +594,20 @@ fn decode_inner(
             b"samr" => {
                 crate::elementary::amr_params(crate::amr::CODEC_TYPE_AMRNB, crate::amr::RATE)
             }
-            _ => {
+            kind => {
+                use symphonia::core::codecs::{CODEC_TYPE_PCM_ALAW, CODEC_TYPE_PCM_MULAW};
                 let n = u32::from(entry.channels);
                 let channels = (1..=32)
                     .contains(&n)
                     .then(|| Channels::from_bits_truncate((u64::MAX >> (64 - n)) as u32))?;
+                let codec = match kind {
+                    b"ulaw" => CODEC_TYPE_PCM_MULAW,
+                    b"alaw" => CODEC_TYPE_PCM_ALAW,
+                    _ => crate::ima_qt::CODEC_TYPE_IMA_QT,
+                };
                 let mut params = CodecParameters::new();
                 params
-                    .for_codec(crate::ima_qt::CODEC_TYPE_IMA_QT)
+                    .for_codec(codec)
                     .with_sample_rate(entry.rate)
                     .with_channels(channels);
                 params

@@ -997,7 +997,7 @@ fn a_pipe_decodes_as_the_file() {
 /// from a file, from bytes and from a pipe (read whole: neither is WAV, MP3 or ADTS).
 /// Sun `.au` (as AIFF-C to symphonia) decodes to `tones.wav`'s samples too, and FLV's AAC
 /// (behind ADTS headers made from its sequence header), MP3 and A-law to their streams
-/// copied out.
+/// copied out, as MP3 in WAV and QuickTime's μ-law do.
 #[test]
 fn avi_and_ts_decode_as_their_audio_stream() {
     let pairs = [
@@ -1010,6 +1010,8 @@ fn avi_and_ts_decode_as_their_audio_stream() {
         ("tones.flv", "tones.flv.aac"),
         ("tones.mp3.flv", "tones.mp3.flv.mp3"),
         ("tones.alaw.flv", "tones.alaw.flv.wav"),
+        ("tones.mp3.wav", "tones.mp3.wav.mp3"),
+        ("tones.ulaw.mov", "tones.ulaw.mov.wav"),
     ];
     for (avi, plain) in pairs {
         let want = decode_file_keeping_stereo(&fixture(plain)).unwrap();
