@@ -109,6 +109,9 @@ ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.1 -c:a pcm_mulaw -fflag
     -flags +bitexact tones.ulaw.mov
 ffmpeg -hide_banner -loglevel error -y -i tones.ulaw.mov -c:a copy -fflags +bitexact \
     tones.ulaw.mov.wav
+# Sony Wave64, 0.1 s of the same samples.
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.1 -c:a pcm_s16le -f w64 \
+    -fflags +bitexact tones.w64
 # AAC in an MPEG transport stream (beside a small MPEG-2 video), and its ADTS stream copied
 # out to compare with.
 ffmpeg -hide_banner -loglevel error -y -f lavfi -i color=c=gray:size=16x16:rate=4 -i tones.wav \

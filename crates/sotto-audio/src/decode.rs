@@ -500,6 +500,11 @@ fn decode_inner(
         })?;
         ext = Some(audio.ext);
         src = Box::new(ReadOnlySource::new(audio.reader));
+    } else if crate::w64::is_w64(&head) {
+        let audio = crate::w64::open(src)
+            .ok_or_else(|| corrupt(name, "Wave64: no format chunk before the data"))?;
+        ext = Some(audio.ext);
+        src = Box::new(ReadOnlySource::new(audio));
     } else if crate::aifc::is_aifc(&head) {
         src = match crate::aifc::ima4_as_caf(src) {
             Ok(caf) => {

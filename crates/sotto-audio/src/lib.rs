@@ -36,6 +36,7 @@ mod resample;
 mod rf64;
 mod ts;
 pub mod vad;
+mod w64;
 
 pub use decode::{
     decode_bytes, decode_bytes_16k_mono, decode_bytes_16k_within, decode_bytes_within, decode_file,

@@ -852,8 +852,9 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 44] = [
+const CONTAINERS: [&str; 45] = [
     "tones.g722.wav",
+    "tones.w64",
     "tones.ima4.caf",
     "tones.ima4.aiff",
     "tones.ima4.mov",
@@ -1378,9 +1379,9 @@ fn windows_media_and_ogg_speex_are_named() {
 /// Apple's IMA 4:1 ADPCM (`ima4`) decodes to FFmpeg's samples exactly in CAF (which
 /// symphonia takes for WAV's IMA ADPCM), AIFF-C (which it refuses; shown to it as CAF)
 /// and QuickTime (an entry it does not know); Apple Lossless in CAF behind FFmpeg's
-/// `frma`-wrapped cookie decodes to the samples it holds.
+/// `frma`-wrapped cookie, and Wave64, decode to the samples they hold.
 #[test]
-fn apple_ima4_and_caf_alac_decode() {
+fn apple_ima4_caf_alac_and_wave64_decode() {
     let want = decode_file_keeping_stereo(&fixture("tones.ima4.flac")).unwrap();
     assert_eq!(want.channels_in, 2);
     for name in ["tones.ima4.caf", "tones.ima4.aiff", "tones.ima4.mov"] {
@@ -1390,15 +1391,19 @@ fn apple_ima4_and_caf_alac_decode() {
         let sniffed = decode_bytes("noname", bytes, None).unwrap();
         assert_eq!(sniffed.samples, want.samples, "{name} sniffed");
     }
-    let alac = decode_file_keeping_stereo(&fixture("tones.alac.caf")).unwrap();
     let wav = decode_file_keeping_stereo(&fixture("tones.wav")).unwrap();
+    let alac = decode_file_keeping_stereo(&fixture("tones.alac.caf")).unwrap();
     assert_eq!(alac.stereo.as_ref().unwrap()[0].len(), 2205);
+    // Sony Wave64 too (its data chunk's size, as FFmpeg writes and reads it, counts the
+    // padding to 8 bytes: one frame of zeros more).
+    let w64 = decode_file_keeping_stereo(&fixture("tones.w64")).unwrap();
+    assert_eq!(w64.stereo.as_ref().unwrap()[0].len(), 2206);
     for c in 0..2 {
-        let (a, w) = (
-            &alac.stereo.as_ref().unwrap()[c],
-            &wav.stereo.as_ref().unwrap()[c],
-        );
+        let w = &wav.stereo.as_ref().unwrap()[c];
+        let a = &alac.stereo.as_ref().unwrap()[c];
         assert!(a[..] == w[..2205], "channel {c}");
+        let s = &w64.stereo.as_ref().unwrap()[c];
+        assert!(s[..2205] == w[..2205] && s[2205] == 0.0, "channel {c}");
     }
 }
 

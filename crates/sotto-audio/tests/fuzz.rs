@@ -6,8 +6,9 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 46] = [
+const FIXTURES: [&str; 47] = [
     "tones.g722.wav",
+    "tones.w64",
     "tones.ima4.caf",
     "tones.ima4.aiff",
     "tones.alac.caf",
