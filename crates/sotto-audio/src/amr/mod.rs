@@ -299,33 +299,33 @@ mod tests {
         );
     }
 
-    #[test]
-    fn wideband_order_tables_read_each_payload_bit_once() {
-        // TS 26.201 table 1a: 132 to 477 bits.
-        let bits = [132, 177, 253, 285, 317, 365, 397, 461, 477];
-        for (m, table) in wb_tables::BIT_ORDER.iter().enumerate() {
-            let mut seen: Vec<usize> = table
-                .iter()
-                .flat_map(|(_, b)| b.iter().map(|&b| usize::from(b & !7 | (7 - (b & 7)))))
-                .collect();
-            seen.sort_unstable();
-            assert_eq!(seen, (0..bits[m]).collect::<Vec<_>>(), "mode {m}");
-        }
+    /// The payload bit positions a bit-order table reads, in stream order (the tables
+    /// count bits from each byte's least significant), sorted.
+    fn bits_read<B: Copy + Into<usize>>(table: &[(u8, &[B])]) -> Vec<usize> {
+        let mut seen: Vec<usize> = table
+            .iter()
+            .flat_map(|(_, b)| b.iter().map(|&b| b.into()))
+            .map(|b| b & !7 | (7 - (b & 7)))
+            .collect();
+        seen.sort_unstable();
+        seen
     }
 
     #[test]
     fn every_order_table_reads_each_payload_bit_once() {
-        // TS 26.101 table 1a: 95, 103, 118, 134, 148, 159, 204 and 244 bits.
-        let bits = [95, 103, 118, 134, 148, 159, 204, 244];
+        // TS 26.101 and TS 26.201 table 1a: 95 to 244 bits, and 132 to 477.
+        let nb = [95, 103, 118, 134, 148, 159, 204, 244];
         for (m, table) in tables::BIT_ORDER.iter().enumerate() {
-            // The tables count bits from each byte's least significant.
-            let mut seen: Vec<usize> = table
-                .iter()
-                .flat_map(|(_, b)| b.iter().map(|&b| usize::from(b & !7 | (7 - (b & 7)))))
-                .collect();
-            seen.sort_unstable();
-            assert_eq!(seen, (0..bits[m]).collect::<Vec<_>>(), "mode {m}");
-            assert!(bits[m].div_ceil(8) == usize::from(tables::FRAME_BYTES[m]));
+            assert_eq!(bits_read(table), (0..nb[m]).collect::<Vec<_>>(), "mode {m}");
+            assert!(nb[m].div_ceil(8) == usize::from(tables::FRAME_BYTES[m]));
+        }
+        let wb = [132, 177, 253, 285, 317, 365, 397, 461, 477];
+        for (m, table) in wb_tables::BIT_ORDER.iter().enumerate() {
+            assert_eq!(
+                bits_read(table),
+                (0..wb[m]).collect::<Vec<_>>(),
+                "wideband {m}"
+            );
         }
     }
 }
