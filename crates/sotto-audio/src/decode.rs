@@ -592,33 +592,7 @@ fn decode_inner(
     // A track symphonia leaves without a codec that sotto decodes.
     let coded = moov.coded_track.and_then(|entry| {
         tracks.iter().find(|t| t.id == entry.id)?;
-        let params = match &entry.kind {
-            b"sawb" => {
-                crate::elementary::amr_params(crate::amr::CODEC_TYPE_AMRWB, crate::amr::RATE_WB)
-            }
-            b"samr" => {
-                crate::elementary::amr_params(crate::amr::CODEC_TYPE_AMRNB, crate::amr::RATE)
-            }
-            kind => {
-                use symphonia::core::codecs::{CODEC_TYPE_PCM_ALAW, CODEC_TYPE_PCM_MULAW};
-                let n = u32::from(entry.channels);
-                let channels = (1..=32)
-                    .contains(&n)
-                    .then(|| Channels::from_bits_truncate((u64::MAX >> (64 - n)) as u32))?;
-                let codec = match kind {
-                    b"ulaw" => CODEC_TYPE_PCM_MULAW,
-                    b"alaw" => CODEC_TYPE_PCM_ALAW,
-                    _ => crate::ima_qt::CODEC_TYPE_IMA_QT,
-                };
-                let mut params = CodecParameters::new();
-                params
-                    .for_codec(codec)
-                    .with_sample_rate(entry.rate)
-                    .with_channels(channels);
-                params
-            }
-        };
-        Some((entry.id, params))
+        Some((entry.id, coded_track_params(&entry)?))
     });
     let (track_id, mut params) = match coded.or_else(|| {
         tracks
@@ -637,8 +611,8 @@ fn decode_inner(
     };
     if params.channels.is_none() && params.channel_layout.is_none() {
         let count = mkv_channels.iter().find(|(n, _)| *n == u64::from(track_id));
-        if let Some(&(_, n @ 1..=32)) = count {
-            params.with_channels(Channels::from_bits_truncate((u64::MAX >> (64 - n)) as u32));
+        if let Some(channels) = count.and_then(|&(_, n)| first_channels(n)) {
+            params.with_channels(channels);
         }
     }
     if params.codec == symphonia::core::codecs::CODEC_TYPE_ADPCM_IMA_WAV && ima4 {
@@ -765,6 +739,32 @@ fn decode_inner(
     }
 
     mono.finish(name, first_error)
+}
+
+/// The first `n` channel positions (1 to 32), for a count that comes with no layout.
+fn first_channels(n: u64) -> Option<Channels> {
+    (1..=32)
+        .contains(&n)
+        .then(|| Channels::from_bits_truncate((u64::MAX >> (64 - n)) as u32))
+}
+
+/// The codec parameters of an MP4 sound track whose entry symphonia leaves without a codec.
+fn coded_track_params(entry: &crate::mp4_edit::SoundEntry) -> Option<CodecParameters> {
+    use crate::amr::{CODEC_TYPE_AMRNB, CODEC_TYPE_AMRWB, RATE, RATE_WB};
+    use symphonia::core::codecs::{CODEC_TYPE_PCM_ALAW, CODEC_TYPE_PCM_MULAW};
+    let codec = match &entry.kind {
+        b"sawb" => return Some(crate::elementary::amr_params(CODEC_TYPE_AMRWB, RATE_WB)),
+        b"samr" => return Some(crate::elementary::amr_params(CODEC_TYPE_AMRNB, RATE)),
+        b"ulaw" => CODEC_TYPE_PCM_MULAW,
+        b"alaw" => CODEC_TYPE_PCM_ALAW,
+        _ => crate::ima_qt::CODEC_TYPE_IMA_QT,
+    };
+    let mut params = CodecParameters::new();
+    params
+        .for_codec(codec)
+        .with_sample_rate(entry.rate)
+        .with_channels(first_channels(u64::from(entry.channels))?);
+    Some(params)
 }
 
 /// Packets read ahead, at most, for an AC-3, DTS or TrueHD track's first frame.
