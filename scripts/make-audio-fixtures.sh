@@ -153,6 +153,9 @@ ffmpeg -hide_banner -loglevel error -y -i tones.51.thd.mka -ac 1 -c:a flac -samp
 # Matroska file with video alone.
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.2 -c:a wmav2 -b:a 32k \
     -fflags +bitexact -flags +bitexact tones.wma.mkv
+# A codec sotto does not decode (WavPack), in Matroska.
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.2 -c:a wavpack \
+    -fflags +bitexact -flags +bitexact tones.wv.mkv
 ffmpeg -hide_banner -loglevel error -y -f lavfi -i color=c=gray:size=16x16:rate=4 -t 0.25 -c:v mjpeg \
     -fflags +bitexact -flags +bitexact video.mkv
 # 7.1 PCM in Matroska (as Blu-ray remuxes carry LPCM: the count alone, no layout), and
@@ -339,4 +342,17 @@ ffmpeg -hide_banner -loglevel error -y -i speech.awb -c:a copy -fflags +bitexact
     -flags +bitexact speech.awb.3gp
 ffmpeg -hide_banner -loglevel error -i speech.awb -f f32le - | md5sum
 rm awb-enc awb-enc.c whole.awb
+# Windows Media Audio in ASF: version 2 of the tones, and 4 s of samples/jfk.wav at 16 kHz
+# mono in versions 1 and 2 at 24 kb/s (noise mixed into the coefficients); FFmpeg's decodes
+# of the three, which tests/decode.rs compares sotto's with.
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a wmav2 -b:a 48k \
+    -fflags +bitexact -flags +bitexact tones.wma
+for v in 1 2; do
+    ffmpeg -hide_banner -loglevel error -y -i "$root/samples/jfk.wav" -t 4 -ar 16000 -ac 1 \
+        -c:a wmav$v -b:a 24k -fflags +bitexact -flags +bitexact speech.wmav$v.wma
+done
+for f in tones.wma speech.wmav1.wma speech.wmav2.wma; do
+    ffmpeg -hide_banner -loglevel error -y -i "$f" -c:a flac -sample_fmt s16 -fflags +bitexact \
+        "$f.flac"
+done
 ls -l tones.* speech.*

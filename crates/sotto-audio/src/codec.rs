@@ -7,6 +7,10 @@
 //!
 //! [`Decoder`]: symphonia::core::codecs::Decoder
 
+use std::sync::Arc;
+
+use rustfft::num_complex::Complex32;
+use rustfft::{Fft, FftPlanner};
 use symphonia::core::audio::{AudioBuffer, Channels, Signal, SignalSpec};
 use symphonia::core::errors::{decode_error, Result};
 
@@ -20,11 +24,32 @@ pub(crate) struct Bits<'a> {
     data: &'a [u8],
     /// Bits read.
     pub(crate) pos: usize,
+    /// Bits there are to read.
+    end: usize,
 }
 
 impl<'a> Bits<'a> {
     pub(crate) fn new(data: &'a [u8]) -> Self {
-        Self { data, pos: 0 }
+        Self::within(data, data.len() * 8)
+    }
+
+    /// The first `end` bits of `data` (at most all of them).
+    pub(crate) fn within(data: &'a [u8], end: usize) -> Self {
+        Self {
+            data,
+            pos: 0,
+            end: end.min(data.len() * 8),
+        }
+    }
+
+    /// Bits left to read.
+    pub(crate) fn left(&self) -> usize {
+        self.end - self.pos
+    }
+
+    /// Skips to the next byte's first bit (or the end).
+    pub(crate) fn align(&mut self) {
+        self.pos = self.pos.next_multiple_of(8).min(self.end);
     }
 
     /// The next 32 bits without reading them, zeros past the end.
@@ -44,7 +69,7 @@ impl<'a> Bits<'a> {
     }
 
     pub(crate) fn skip(&mut self, n: usize) -> Parse<()> {
-        if self.pos + n > self.data.len() * 8 {
+        if self.pos + n > self.end {
             return Err(OVERRUN);
         }
         self.pos += n;
@@ -160,6 +185,124 @@ macro_rules! buffered_decoder_methods {
     };
 }
 pub(crate) use buffered_decoder_methods;
+
+/// A DCT-IV of `m` (even) points computed with a complex FFT of `m / 2`: the heart of an
+/// inverse MDCT of `m` coefficients (A/52's, WMA's).
+pub(crate) struct Dct4 {
+    m: usize,
+    fft: Arc<dyn Fft<f32>>,
+    /// `e^{iπ(k + 1/4)/m}` and `e^{iπp/m}`: the DCT-IV's twiddles before and after the FFT.
+    pre: Vec<Complex32>,
+    post: Vec<Complex32>,
+    buf: Vec<Complex32>,
+    scratch: Vec<Complex32>,
+}
+
+impl Dct4 {
+    pub(crate) fn new(m: usize) -> Self {
+        let fft = FftPlanner::new().plan_fft_inverse(m / 2);
+        let twiddle = |a: f64| Complex32::new(a.cos() as f32, a.sin() as f32);
+        let pi = std::f64::consts::PI;
+        let scratch = vec![Complex32::default(); fft.get_inplace_scratch_len()];
+        Self {
+            m,
+            pre: (0..m / 2)
+                .map(|k| twiddle(pi * (k as f64 + 0.25) / m as f64))
+                .collect(),
+            post: (0..m / 2)
+                .map(|p| twiddle(pi * p as f64 / m as f64))
+                .collect(),
+            buf: vec![Complex32::default(); m / 2],
+            fft,
+            scratch,
+        }
+    }
+
+    /// The DCT-IV of `x` (every `step`-th value from `first`, `m` of them) into `c`:
+    /// `c[n] = Σ x[k] cos(π/m (n + ½)(k + ½))`.
+    pub(crate) fn dct4(&mut self, x: &[f32], first: usize, step: usize, c: &mut [f32]) {
+        let m = self.m;
+        let at = |k: usize| x[first + k * step];
+        for (k, (b, t)) in self.buf.iter_mut().zip(&self.pre).enumerate() {
+            *b = Complex32::new(at(2 * k), -at(m - 1 - 2 * k)) * t;
+        }
+        self.fft
+            .process_with_scratch(&mut self.buf, &mut self.scratch);
+        for (p, (b, t)) in self.buf.iter().zip(&self.post).enumerate() {
+            let w = b * t;
+            c[2 * p] = w.re;
+            c[m - 1 - 2 * p] = w.im;
+        }
+    }
+}
+
+/// Bits a Huffman code's lookup table is indexed by; longer codes are searched for.
+const LOOKUP_BITS: u32 = 9;
+
+/// A Huffman code made ready to decode: (symbol, length) by the next `LOOKUP_BITS` bits,
+/// length 0 where the code is longer; those longer codes by length, then code, each
+/// length's run found by binary search.
+pub(crate) struct Huffman {
+    table: Vec<(u16, u8)>,
+    long: Vec<(u8, u32, u16)>,
+    /// (length, where its codes start in `long`), for each length `long` holds.
+    runs: Vec<(u8, usize)>,
+    /// Symbols in the code.
+    pub(crate) size: usize,
+}
+
+impl Huffman {
+    /// The code whose `i`-th symbol is coded by the low `lens[i]` bits (1 to 32) of
+    /// `codes[i]`.
+    pub(crate) fn new(lens: &[u8], codes: impl IntoIterator<Item = u32>) -> Self {
+        let mut table = vec![(0, 0); 1 << LOOKUP_BITS];
+        let mut long = Vec::new();
+        for (i, (&len, code)) in lens.iter().zip(codes).enumerate() {
+            let l = u32::from(len);
+            if l <= LOOKUP_BITS {
+                let start = (code as usize) << (LOOKUP_BITS - l);
+                table[start..start + (1 << (LOOKUP_BITS - l))].fill((i as u16, len));
+            } else {
+                long.push((len, code, i as u16));
+            }
+        }
+        long.sort_unstable();
+        let mut runs: Vec<(u8, usize)> = Vec::new();
+        for (at, &(len, ..)) in long.iter().enumerate() {
+            if runs.last().is_none_or(|&(l, _)| l != len) {
+                runs.push((len, at));
+            }
+        }
+        Self {
+            table,
+            long,
+            runs,
+            size: lens.len(),
+        }
+    }
+}
+
+impl Bits<'_> {
+    /// One symbol of `code`, as its index.
+    pub(crate) fn huffman(&mut self, code: &Huffman) -> Parse<u16> {
+        let next = self.peek32();
+        let (symbol, len) = code.table[(next >> (32 - LOOKUP_BITS)) as usize];
+        if len > 0 {
+            self.skip(usize::from(len))?;
+            return Ok(symbol);
+        }
+        for (i, &(len, start)) in code.runs.iter().enumerate() {
+            let end = code.runs.get(i + 1).map_or(code.long.len(), |r| r.1);
+            let want = next >> (32 - u32::from(len));
+            let run = &code.long[start..end];
+            if let Ok(at) = run.binary_search_by_key(&want, |&(_, c, _)| c) {
+                self.skip(usize::from(len))?;
+                return Ok(run[at].2);
+            }
+        }
+        Err("a Huffman code that is in no codebook")
+    }
+}
 
 /// FFmpeg's lagged Fibonacci generator (`av_lfg_get`), from the state `av_lfg_init` makes
 /// of a seed (words 8 to 63 from MD5 digests of the seed and their index, each over the

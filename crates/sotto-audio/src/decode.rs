@@ -457,9 +457,9 @@ fn decode_inner(
         true => read_head(&mut *src),
         false => Vec::new(),
     };
-    // Matroska keeps some tracks' channel counts from symphonia (see `mkv.rs`).
-    let mkv_channels = match crate::mkv::is_matroska(&head) {
-        true => crate::mkv::track_channels(&mut *src),
+    // Matroska keeps some tracks' channel counts and formats from symphonia (see `mkv.rs`).
+    let mkv_tracks = match crate::mkv::is_matroska(&head) {
+        true => crate::mkv::audio_tracks(&mut *src),
         false => Vec::new(),
     };
     if crate::rf64::is_rf64(&head) {
@@ -594,7 +594,19 @@ fn decode_inner(
         tracks.iter().find(|t| t.id == entry.id)?;
         Some((entry.id, coded_track_params(&entry)?))
     });
-    let (track_id, mut params) = match coded.or_else(|| {
+    // A Matroska track in a Windows codec symphonia leaves without one (WMA).
+    let acm = || {
+        mkv_tracks.iter().find_map(|t| {
+            let config = crate::wma::Config::from_waveformatex(t.acm.as_deref()?)?;
+            let track = tracks.iter().find(|k| u64::from(k.id) == t.number)?;
+            let mut params = track.codec_params.clone();
+            params
+                .for_codec(config.codec())
+                .with_extra_data(t.acm.clone()?.into_boxed_slice());
+            Some((track.id, params))
+        })
+    };
+    let (track_id, mut params) = match coded.or_else(acm).or_else(|| {
         tracks
             .iter()
             .find(|t| t.codec_params.codec != CODEC_TYPE_NULL)
@@ -610,8 +622,8 @@ fn decode_inner(
         },
     };
     if params.channels.is_none() && params.channel_layout.is_none() {
-        let count = mkv_channels.iter().find(|(n, _)| *n == u64::from(track_id));
-        if let Some(channels) = count.and_then(|&(_, n)| first_channels(n)) {
+        let count = mkv_tracks.iter().find(|t| t.number == u64::from(track_id));
+        if let Some(channels) = count.and_then(|t| first_channels(t.channels?)) {
             params.with_channels(channels);
         }
     }
@@ -738,11 +750,23 @@ fn decode_inner(
         mono.push(b.samples(), spec, name)?;
     }
 
+    // A decoder that holds samples back (WMA's last overlap) gives them for an empty packet.
+    if crate::wma::holds_back(params.codec) {
+        let end = symphonia::core::formats::Packet::new_from_slice(track_id, 0, 0, &[]);
+        if let Ok(decoded) = decoder.decode(&end) {
+            if decoded.frames() > 0 {
+                let spec = *decoded.spec();
+                let mut b = SampleBuffer::new(decoded.capacity() as u64, spec);
+                b.copy_interleaved_ref(decoded);
+                mono.push(b.samples(), spec, name)?;
+            }
+        }
+    }
     mono.finish(name, first_error)
 }
 
 /// The first `n` channel positions (1 to 32), for a count that comes with no layout.
-fn first_channels(n: u64) -> Option<Channels> {
+pub(crate) fn first_channels(n: u64) -> Option<Channels> {
     (1..=32)
         .contains(&n)
         .then(|| Channels::from_bits_truncate((u64::MAX >> (64 - n)) as u32))
@@ -829,7 +853,7 @@ fn no_track(name: &str, tracks: &[symphonia::core::formats::Track], sound: bool)
     if sound || tracks.iter().any(audio) {
         AudioError::Codec {
             input,
-            detail: "a codec sotto does not decode (WMA is one)".into(),
+            detail: "a codec sotto does not decode".into(),
         }
     } else if tracks.is_empty() {
         AudioError::Unsupported { input }
@@ -906,6 +930,7 @@ fn probe() -> &'static Probe {
         probe.register_all::<FrameReader<Thd>>();
         probe.register_all::<FrameReader<Amr>>();
         probe.register_all::<FrameReader<AmrWb>>();
+        probe.register_all::<crate::asf::AsfReader>();
         symphonia::default::register_enabled_formats(&mut probe);
         probe
     })
@@ -925,6 +950,7 @@ fn codecs() -> &'static CodecRegistry {
         registry.register_all::<crate::mlp::MlpDecoder>();
         registry.register_all::<crate::amr::AmrDecoder>();
         registry.register_all::<crate::ima_qt::ImaQtDecoder>();
+        registry.register_all::<crate::wma::WmaDecoder>();
         registry
     })
 }
@@ -941,6 +967,18 @@ fn probe_error(name: &str, e: SymError, head: &[u8]) -> AudioError {
             input: name.to_string(),
             detail: what.into(),
         };
+    }
+    if crate::asf::is_asf(head) {
+        match e {
+            SymError::Unsupported(what) => {
+                return AudioError::Codec {
+                    input: name.to_string(),
+                    detail: what.into(),
+                }
+            }
+            SymError::DecodeError(what) => return corrupt(name, what),
+            _ => {}
+        }
     }
     match e {
         SymError::Unsupported(_) => unsupported(),
@@ -963,19 +1001,11 @@ fn probe_error(name: &str, e: SymError, head: &[u8]) -> AudioError {
 /// What a file that starts with `head` holds, where it is a format sotto knows but does
 /// not decode (which would otherwise read as not audio, or as cut short).
 fn known_codec_refused(head: &[u8]) -> Option<&'static str> {
-    /// ASF's header object.
-    const ASF: [u8; 16] = [
-        0x30, 0x26, 0xB2, 0x75, 0x8E, 0x66, 0xCF, 0x11, 0xA6, 0xD9, 0x00, 0xAA, 0x00, 0x62, 0xCE,
-        0x6C,
-    ];
     if crate::amr::MAGIC_MC
         .iter()
         .any(|magic| head.starts_with(magic))
     {
         return Some("multichannel AMR (sotto decodes mono AMR-NB and AMR-WB)");
-    }
-    if head.starts_with(&ASF) {
-        return Some("Windows Media (ASF: WMA, WMV), which sotto does not decode");
     }
     // An Ogg stream's first packet, after its first page's header and segment table.
     if head.starts_with(b"OggS") {
@@ -988,7 +1018,8 @@ fn known_codec_refused(head: &[u8]) -> Option<&'static str> {
 }
 
 fn known_start(head: &[u8]) -> bool {
-    const MAGIC: [&[u8]; 12] = [
+    const MAGIC: [&[u8]; 13] = [
+        &crate::asf::HEADER,
         b"RIFF",
         b"RF64",
         b"fLaC",

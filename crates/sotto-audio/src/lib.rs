@@ -12,6 +12,7 @@ mod aac;
 mod ac3;
 mod aifc;
 mod amr;
+mod asf;
 mod au;
 mod avi;
 mod caf;
@@ -37,6 +38,7 @@ mod rf64;
 mod ts;
 pub mod vad;
 mod w64;
+mod wma;
 
 pub use decode::{
     decode_bytes, decode_bytes_16k_mono, decode_bytes_16k_within, decode_bytes_within, decode_file,

@@ -1,7 +1,8 @@
-//! The channel counts of a Matroska file's audio tracks. symphonia's reader keeps a track's
-//! count only where it names a layout for it (1, 2, 3 and 6 channels), and its PCM decoder
-//! needs the count: PCM of 4, 5, 7 or 8 channels in Matroska (a Blu-ray's 7.1 LPCM
-//! remuxed) could not be decoded without it.
+//! What symphonia's reader drops of a Matroska file's audio tracks: their channel counts,
+//! which it keeps only where it names a layout for them (1, 2, 3 and 6 channels), and its
+//! PCM decoder needs (PCM of 4, 5, 7 or 8 channels in Matroska, a Blu-ray's 7.1 LPCM
+//! remuxed, could not be decoded without them); and the WAVEFORMATEX of a track in
+//! `A_MS/ACM` (Windows' audio codecs, WMA among them), which it leaves without a codec.
 
 use std::io::{Read, Seek, SeekFrom};
 
@@ -13,6 +14,8 @@ const SEGMENT: u32 = 0x1853_8067;
 const TRACKS: u32 = 0x1654_AE6B;
 const TRACK_ENTRY: u32 = 0xAE;
 const TRACK_NUMBER: u32 = 0xD7;
+const CODEC_ID: u32 = 0x86;
+const CODEC_PRIVATE: u32 = 0x63A2;
 const AUDIO: u32 = 0xE1;
 const CHANNELS: u32 = 0x9F;
 const CLUSTER: u32 = 0x1F43_B675;
@@ -22,9 +25,18 @@ pub(crate) fn is_matroska(head: &[u8]) -> bool {
     head.starts_with(&EBML.to_be_bytes())
 }
 
-/// (track number, channels) of each audio track that says its count; none for a file whose
-/// track list is not in its first MiB. Leaves `src` at its start.
-pub(crate) fn track_channels<S: Read + Seek + ?Sized>(src: &mut S) -> Vec<(u64, u64)> {
+/// An audio track's number, its channel count where it says it, and its WAVEFORMATEX where
+/// its codec is `A_MS/ACM`.
+#[derive(Debug, PartialEq)]
+pub(crate) struct AudioTrack {
+    pub(crate) number: u64,
+    pub(crate) channels: Option<u64>,
+    pub(crate) acm: Option<Vec<u8>>,
+}
+
+/// The audio tracks; none for a file whose track list is not in its first MiB. Leaves
+/// `src` at its start.
+pub(crate) fn audio_tracks<S: Read + Seek + ?Sized>(src: &mut S) -> Vec<AudioTrack> {
     let mut head = Vec::new();
     let _ = (&mut *src).take(HEAD).read_to_end(&mut head);
     match src.seek(SeekFrom::Start(0)) {
@@ -78,7 +90,7 @@ fn uint(b: &[u8]) -> Option<u64> {
     (b.len() <= 8).then(|| b.iter().fold(0u64, |v, &x| v << 8 | u64::from(x)))
 }
 
-fn parse(b: &[u8]) -> Option<Vec<(u64, u64)>> {
+fn parse(b: &[u8]) -> Option<Vec<AudioTrack>> {
     let mut top = children(b);
     let (id, _) = top.next()?;
     if id != EBML {
@@ -96,11 +108,15 @@ fn parse(b: &[u8]) -> Option<Vec<(u64, u64)>> {
                     if id != TRACK_ENTRY {
                         continue;
                     }
-                    let (mut number, mut channels) = (None, None);
+                    let (mut number, mut channels, mut audio) = (None, None, false);
+                    let (mut codec, mut private) = (None, None);
                     for (id, field) in children(entry) {
                         match id {
                             TRACK_NUMBER => number = uint(field),
+                            CODEC_ID => codec = Some(field),
+                            CODEC_PRIVATE => private = Some(field),
                             AUDIO => {
+                                audio = true;
                                 channels = children(field)
                                     .find(|(id, _)| *id == CHANNELS)
                                     .and_then(|(_, v)| uint(v));
@@ -108,8 +124,15 @@ fn parse(b: &[u8]) -> Option<Vec<(u64, u64)>> {
                             _ => {}
                         }
                     }
-                    if let (Some(n), Some(c)) = (number, channels) {
-                        found.push((n, c));
+                    let acm = (codec == Some(b"A_MS/ACM".as_slice()))
+                        .then(|| private.map(<[u8]>::to_vec))
+                        .flatten();
+                    if let Some(number) = number.filter(|_| audio) {
+                        found.push(AudioTrack {
+                            number,
+                            channels,
+                            acm,
+                        });
                     }
                 }
                 break;
@@ -137,18 +160,40 @@ mod tests {
     }
 
     #[test]
-    fn audio_tracks_channel_counts_are_found() {
+    fn audio_tracks_channel_counts_and_acm_formats_are_found() {
         let audio = |n: u8, ch: u8| {
             let number = el(TRACK_NUMBER, &[n]);
             let channels = el(AUDIO, &el(CHANNELS, &[ch]));
             el(TRACK_ENTRY, &[number, channels].concat())
         };
         let video = el(TRACK_ENTRY, &el(TRACK_NUMBER, &[1]));
-        let tracks = el(TRACKS, &[video, audio(2, 8), audio(3, 4)].concat());
+        let wma = el(
+            TRACK_ENTRY,
+            &[
+                el(TRACK_NUMBER, &[4]),
+                el(CODEC_ID, b"A_MS/ACM"),
+                el(CODEC_PRIVATE, &[0x61, 0x01]),
+                el(AUDIO, &[]),
+            ]
+            .concat(),
+        );
+        let tracks = el(TRACKS, &[video, audio(2, 8), audio(3, 4), wma].concat());
         let info = el(0x1549_A966, &[1, 2, 3]);
         let segment = el(SEGMENT, &[info, tracks].concat());
         let file = [el(EBML, &[0x42, 0x86, 0x81, 1]), segment].concat();
-        assert_eq!(parse(&file), Some(vec![(2, 8), (3, 4)]));
+        let track = |number, channels, acm: Option<&[u8]>| AudioTrack {
+            number,
+            channels,
+            acm: acm.map(<[u8]>::to_vec),
+        };
+        assert_eq!(
+            parse(&file),
+            Some(vec![
+                track(2, Some(8), None),
+                track(3, Some(4), None),
+                track(4, None, Some(&[0x61, 0x01]))
+            ])
+        );
         assert!(is_matroska(&file));
         // Cut anywhere, or not Matroska: whatever was found, never a panic.
         for cut in 0..file.len() {

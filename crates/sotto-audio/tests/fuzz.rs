@@ -6,7 +6,10 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 47] = [
+const FIXTURES: [&str; 50] = [
+    "tones.wma",
+    "speech.wmav1.wma",
+    "tones.wma.mkv",
     "tones.g722.wav",
     "tones.w64",
     "tones.ima4.caf",

@@ -2,76 +2,25 @@
 //! DCT-IV computed with a complex FFT of a quarter the block, for the long transform and
 //! the two interleaved short ones of block switching; and its window.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
-use rustfft::num_complex::Complex32;
-use rustfft::{Fft, FftPlanner};
+use crate::codec::Dct4;
 
 use super::BLOCK;
-
-/// The inverse transform of A/52 §7.9: `m` coefficients to `2m` samples, through a
-/// DCT-IV of `m` points computed with a complex FFT of `m / 2`.
-struct Imdct {
-    m: usize,
-    fft: Arc<dyn Fft<f32>>,
-    /// `e^{iπ(k + 1/4)/m}` and `e^{iπp/m}`: the DCT-IV's twiddles before and after the FFT.
-    pre: Vec<Complex32>,
-    post: Vec<Complex32>,
-    buf: Vec<Complex32>,
-    scratch: Vec<Complex32>,
-}
-
-impl Imdct {
-    fn new(m: usize) -> Self {
-        let fft = FftPlanner::new().plan_fft_inverse(m / 2);
-        let twiddle = |a: f64| Complex32::new(a.cos() as f32, a.sin() as f32);
-        let pi = std::f64::consts::PI;
-        let scratch = vec![Complex32::default(); fft.get_inplace_scratch_len()];
-        Self {
-            m,
-            pre: (0..m / 2)
-                .map(|k| twiddle(pi * (k as f64 + 0.25) / m as f64))
-                .collect(),
-            post: (0..m / 2)
-                .map(|p| twiddle(pi * p as f64 / m as f64))
-                .collect(),
-            buf: vec![Complex32::default(); m / 2],
-            fft,
-            scratch,
-        }
-    }
-
-    /// The DCT-IV of `x` (every `step`-th value from `first`, `m` of them) into `c`:
-    /// `c[n] = Σ x[k] cos(π/m (n + ½)(k + ½))`.
-    fn dct4(&mut self, x: &[f32], first: usize, step: usize, c: &mut [f32]) {
-        let m = self.m;
-        let at = |k: usize| x[first + k * step];
-        for (k, (b, t)) in self.buf.iter_mut().zip(&self.pre).enumerate() {
-            *b = Complex32::new(at(2 * k), -at(m - 1 - 2 * k)) * t;
-        }
-        self.fft
-            .process_with_scratch(&mut self.buf, &mut self.scratch);
-        for (p, (b, t)) in self.buf.iter().zip(&self.post).enumerate() {
-            let w = b * t;
-            c[2 * p] = w.re;
-            c[m - 1 - 2 * p] = w.im;
-        }
-    }
-}
 
 /// A block's two inverse transforms: the long one (256 coefficients), and the pair of short
 /// ones that block switching interleaves (128 each, at even and odd coefficients).
 pub(super) struct Transforms {
-    long: Imdct,
-    short: Imdct,
+    long: Dct4,
+    short: Dct4,
     c: [f32; BLOCK],
 }
 
 impl Transforms {
     pub(super) fn new() -> Self {
         Self {
-            long: Imdct::new(BLOCK),
-            short: Imdct::new(BLOCK / 2),
+            long: Dct4::new(BLOCK),
+            short: Dct4::new(BLOCK / 2),
             c: [0.0; BLOCK],
         }
     }
@@ -152,7 +101,7 @@ mod tests {
                 .map(|k| ((k * 7919) % 1000) as f32 / 500.0 - 1.0)
                 .collect();
             let mut c = vec![0f32; m];
-            Imdct::new(m).dct4(&x, 0, 1, &mut c);
+            Dct4::new(m).dct4(&x, 0, 1, &mut c);
             for (n, &got) in c.iter().enumerate() {
                 let want: f64 = (0..m)
                     .map(|k| {

@@ -321,7 +321,7 @@ impl Core {
         for (c, s) in coding.iter().zip(side.iter_mut()) {
             for band in 0..c.vq_start.min(BANDS) {
                 let abits = match c.abits_sel {
-                    sel @ 0..=4 => r.huffman(&books().abits[sel as usize], 1)? as u32,
+                    sel @ 0..=4 => r.huffman_at(&books().abits[sel as usize], 1)? as u32,
                     sel => r.get(sel - 1)?,
                 };
                 if abits > ABITS_MAX {
@@ -335,7 +335,7 @@ impl Core {
             if ssfs > 1 {
                 for band in 0..c.vq_start.min(BANDS) {
                     if s.abits[band] != 0 {
-                        s.transient[band] = r.huffman(&books().tmode[c.tmode_sel], 0)? as usize;
+                        s.transient[band] = r.huffman_at(&books().tmode[c.tmode_sel], 0)? as usize;
                     }
                 }
             }
@@ -370,7 +370,7 @@ impl Core {
             if c.joint != 0 {
                 for band in c.bands..coding[c.joint - 1].bands {
                     let index = match joint_sel[ch] {
-                        sel @ 0..=4 => r.huffman(&books().scales[sel as usize], -64)?,
+                        sel @ 0..=4 => r.huffman_at(&books().scales[sel as usize], -64)?,
                         sel => r.get(sel + 1)? as i32,
                     } + 64;
                     side[ch].joint_scales[band] = *usize::try_from(index)
@@ -498,7 +498,7 @@ impl Core {
 fn scale(r: &mut Bits, index: &mut i32, sel: u32) -> Parse<i32> {
     let table: &[i32] = if sel > 5 { &SCALE7 } else { &SCALE6 };
     if sel < 5 {
-        *index += r.huffman(&books().scales[sel as usize], -64)?;
+        *index += r.huffman_at(&books().scales[sel as usize], -64)?;
     } else {
         *index = r.get(sel + 1)? as i32;
     }
@@ -523,7 +523,7 @@ fn samples(r: &mut Bits, codes: &mut [i32; SSF_SAMPLES], abits: u32, c: &Coding)
             let book = &books().samples[a - 1][usize::from(sel)];
             let offset = -(book.size as i32 / 2);
             for code in codes.iter_mut() {
-                *code = r.huffman(book, offset)?;
+                *code = r.huffman_at(book, offset)?;
             }
             return Ok(true);
         }
