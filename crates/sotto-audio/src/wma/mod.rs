@@ -148,6 +148,8 @@ pub(crate) struct Wma {
     /// The sine window of each block size, and its DCT-IV.
     windows: Vec<Vec<f32>>,
     dct: Vec<Dct4>,
+    /// The DCT-IV's output, before it is unfolded into the block's samples.
+    dct_out: Box<[f32; BLOCK_MAX_SIZE]>,
 
     reset_block_lengths: bool,
     block_len_bits: u32,
@@ -484,6 +486,7 @@ impl Wma {
             lsp_pow_m_table2,
             windows,
             dct,
+            dct_out: zeros(),
             reset_block_lengths: true,
             block_len_bits: frame_len_bits,
             next_block_len_bits: frame_len_bits,
@@ -678,23 +681,26 @@ impl Wma {
         for ch in 0..channels {
             if self.channel_coded[ch] {
                 let m = self.block_len;
-                let mut c = vec![0f32; m];
-                self.dct[bsize].dct4(&self.coefs[ch][..m], 0, 1, &mut c);
+                let c = &mut self.dct_out[..m];
+                self.dct[bsize].dct4(&self.coefs[ch][..m], 0, 1, c);
                 // The IMDCT's 2m samples (FFmpeg's sign and 1/32768 scale): the DCT-IV's
-                // periodic extension from m/2 on, negated.
-                let scale = -1.0 / 32768.0;
-                let out = &mut self.output[..2 * m];
-                for (i, o) in out.iter_mut().enumerate() {
-                    let p = i + m / 2;
-                    let v = match p / m {
-                        0 => c[p],
-                        1 => -c[2 * m - 1 - p],
-                        _ => -c[p - 2 * m],
-                    };
+                // periodic extension (c, then c reversed and negated, then c negated)
+                // from m/2 on, negated.
+                let scale = 1.0 / 32768.0;
+                let (h, out) = (m / 2, &mut self.output[..2 * m]);
+                let (first, rest) = out.split_at_mut(h);
+                let (middle, last) = rest.split_at_mut(m);
+                for (o, &v) in first.iter_mut().zip(&c[h..]) {
+                    *o = -v * scale;
+                }
+                for (o, &v) in middle.iter_mut().zip(c.iter().rev()) {
+                    *o = v * scale;
+                }
+                for (o, &v) in last.iter_mut().zip(&c[..h]) {
                     *o = v * scale;
                 }
             } else if !(self.ms_stereo && ch == 1) {
-                self.output.fill(0.0);
+                self.output[..2 * self.block_len].fill(0.0);
             }
             let index = self.frame_len / 2 + self.block_pos - n4;
             self.window(ch, index);
@@ -1059,37 +1065,43 @@ impl Wma {
         let input = &self.output[..];
         let flb = self.frame_len_bits;
         let block_len = self.block_len;
-        // The left half.
+        // The left half: added to the last block's right half.
+        let (left, right) = out.split_at_mut(block_len);
         if self.block_len_bits <= self.prev_block_len_bits {
             let w = &self.windows[(flb - self.block_len_bits) as usize];
-            for i in 0..block_len {
-                out[i] += input[i] * w[i];
+            for ((o, &x), &w) in left.iter_mut().zip(&input[..block_len]).zip(w) {
+                *o += x * w;
             }
         } else {
             let bl = 1usize << self.prev_block_len_bits;
             let n = (block_len - bl) / 2;
             let w = &self.windows[(flb - self.prev_block_len_bits) as usize];
-            for i in 0..bl {
-                out[n + i] += input[n + i] * w[i];
+            for ((o, &x), &w) in left[n..n + bl].iter_mut().zip(&input[n..n + bl]).zip(w) {
+                *o += x * w;
             }
-            out[n + bl..n + bl + n].copy_from_slice(&input[n + bl..n + bl + n]);
+            left[n + bl..].copy_from_slice(&input[n + bl..block_len]);
         }
-        // The right half.
-        let (out, input) = (&mut out[block_len..], &input[block_len..]);
+        // The right half, for the next block to add to.
+        let input = &input[block_len..2 * block_len];
+        let right = &mut right[..block_len];
         if self.block_len_bits <= self.next_block_len_bits {
             let w = &self.windows[(flb - self.block_len_bits) as usize];
-            for i in 0..block_len {
-                out[i] = input[i] * w[block_len - 1 - i];
+            for ((o, &x), &w) in right.iter_mut().zip(input).zip(w.iter().rev()) {
+                *o = x * w;
             }
         } else {
             let bl = 1usize << self.next_block_len_bits;
             let n = (block_len - bl) / 2;
             let w = &self.windows[(flb - self.next_block_len_bits) as usize];
-            out[..n].copy_from_slice(&input[..n]);
-            for i in 0..bl {
-                out[n + i] = input[n + i] * w[bl - 1 - i];
+            right[..n].copy_from_slice(&input[..n]);
+            for ((o, &x), &w) in right[n..n + bl]
+                .iter_mut()
+                .zip(&input[n..n + bl])
+                .zip(w.iter().rev())
+            {
+                *o = x * w;
             }
-            out[n + bl..n + bl + n].fill(0.0);
+            right[n + bl..].fill(0.0);
         }
     }
 }
