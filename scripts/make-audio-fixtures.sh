@@ -355,4 +355,16 @@ for f in tones.wma speech.wmav1.wma speech.wmav2.wma; do
     ffmpeg -hide_banner -loglevel error -y -i "$f" -c:a flac -sample_fmt s16 -fflags +bitexact \
         "$f.flac"
 done
+# MPEG program streams: the AC-3 in a DVD's VOB, 16-bit DVD LPCM (and its samples as
+# FLAC), and MP2 beside MPEG-1 video (and the MP2 copied out).
+ffmpeg -hide_banner -loglevel error -y -i tones.ac3 -c:a copy -f vob -fflags +bitexact \
+    tones.ac3.vob
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.25 -ar 48000 -c:a pcm_dvd -f vob \
+    -fflags +bitexact tones.lpcm.vob
+ffmpeg -hide_banner -loglevel error -y -i tones.lpcm.vob -c:a flac -fflags +bitexact \
+    tones.lpcm.vob.flac
+ffmpeg -hide_banner -loglevel error -y -f lavfi -i color=black:size=32x32:rate=25 -i tones.wav \
+    -t 0.5 -c:v mpeg1video -c:a mp2 -b:a 64k -f mpeg -fflags +bitexact -flags +bitexact tones.mpg
+ffmpeg -hide_banner -loglevel error -y -i tones.mpg -map 0:a -c:a copy -f mp2 -fflags +bitexact \
+    tones.mpg.mp2
 ls -l tones.* speech.*

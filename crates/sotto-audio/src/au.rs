@@ -132,11 +132,37 @@ fn with_aifc(
     rate: u32,
     (offset, data): (u64, u64),
 ) -> AviAudio {
+    with_aifc_chunks(
+        src,
+        (kind, bits),
+        channels,
+        rate,
+        vec![(offset, data)],
+        data,
+    )
+}
+
+/// Big-endian samples in `chunks` of `src` (`data` bytes in all) behind an AIFF-C header
+/// saying `format`, `channels` and `rate`: whole frames, as many as AIFF-C's sizes hold.
+pub(crate) fn with_aifc_chunks(
+    src: Box<dyn MediaSource>,
+    (kind, bits): (&[u8; 4], u16),
+    channels: u16,
+    rate: u32,
+    mut chunks: Vec<(u64, u64)>,
+    data: u64,
+) -> AviAudio {
     let frame = u64::from(channels) * u64::from(bits / 8);
     let most = u64::from(u32::MAX - 64) / frame * frame;
     let whole = (data / frame * frame).min(most);
+    let mut left = whole;
+    chunks.retain_mut(|c| {
+        c.1 = c.1.min(left);
+        left -= c.1;
+        c.1 > 0
+    });
     let header = aifc_header(kind, bits, channels, rate, whole as u32);
-    AviAudio::with_header(src, header, vec![(offset, whole)], "aiff")
+    AviAudio::with_header(src, header, chunks, "aiff")
 }
 
 /// `src`, a `.au` file at its start, as the AIFF-C file symphonia reads (`ext` "aiff").

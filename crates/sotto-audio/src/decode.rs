@@ -553,6 +553,23 @@ fn decode_inner(
         let pcm = crate::codec::DecodedWav::new(src, raw, (0, len), 8_000);
         ext = Some("wav");
         src = Box::new(ReadOnlySource::new(pcm));
+    } else if crate::ps::is_ps(&head) {
+        use crate::ps::PsError;
+        let audio = crate::ps::open(src).map_err(|e| match e {
+            PsError::NoAudio => AudioError::Empty {
+                input: name.to_string(),
+            },
+            PsError::Codec(what) => AudioError::Codec {
+                input: name.to_string(),
+                detail: format!(
+                    "{what} (sotto decodes MPEG audio, AC-3, DTS, TrueHD and 16-bit LPCM in \
+                     MPEG program streams)"
+                ),
+            },
+            PsError::Io(why) => corrupt(name, format!("MPEG program stream: {why}")),
+        })?;
+        ext = Some(audio.ext);
+        src = Box::new(ReadOnlySource::new(audio));
     } else if let Some(layout) = crate::ts::layout(&head) {
         use crate::ts::{TsAudio, TsError};
         let audio = TsAudio::open(src, layout).map_err(|e| match e {

@@ -33,6 +33,7 @@ mod mlp;
 mod mp4_edit;
 mod nelly;
 mod opus;
+mod ps;
 mod resample;
 mod rf64;
 mod ts;

@@ -621,7 +621,8 @@ fn pcm_of_eight_channels_in_matroska_mixes_as_ffmpeg_does() {
 
 /// AC-3 in every container that carries it decodes to what its frames decode to alone:
 /// Matroska's and MP4's tracks (which symphonia's readers leave unnamed), a transport
-/// stream's as ATSC and DVB mark it, and AVI's (`CONTAINERS` takes them through a pipe).
+/// stream's as ATSC and DVB mark it, AVI's and a DVD's VOB's (`CONTAINERS` takes them
+/// through a pipe).
 #[test]
 fn ac3_of_every_container_decodes_alike() {
     let raw = decode_file_keeping_stereo(&fixture("tones.ac3")).unwrap();
@@ -636,6 +637,7 @@ fn ac3_of_every_container_decodes_alike() {
         "tones.ac3.ts",
         "tones.dvb.ac3.ts",
         "tones.ac3.avi",
+        "tones.ac3.vob",
     ] {
         let a = decode_file(&fixture(name)).unwrap();
         assert_eq!((a.sample_rate, a.channels_in), (32_000, 2), "{name}");
@@ -689,7 +691,7 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
     assert_one_line(
         &e,
         &format!(
-            "{}: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, flv, ts, aiff, caf, au, gsm, amr/awb/3gp, wma/asf)",
+            "{}: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, flv, ts, aiff, caf, au, gsm, amr/awb/3gp, wma/asf, mpg/vob)",
             notes.display()
         ),
     );
@@ -720,7 +722,7 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
     let e = decode_reader(&b"plain text, not audio at all"[..], None).unwrap_err();
     assert_one_line(
         &e.to_string(),
-        "stdin: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, flv, ts, aiff, caf, au, gsm, amr/awb/3gp, wma/asf)",
+        "stdin: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, flv, ts, aiff, caf, au, gsm, amr/awb/3gp, wma/asf, mpg/vob)",
     );
 
     // A container sotto reads with audio in a codec it does not decode (WavPack in
@@ -852,7 +854,10 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 49] = [
+const CONTAINERS: [&str; 52] = [
+    "tones.mpg",
+    "tones.lpcm.vob",
+    "tones.ac3.vob",
     "tones.wma",
     "speech.wmav1.wma",
     "speech.wmav2.wma",
@@ -1002,7 +1007,8 @@ fn a_pipe_decodes_as_the_file() {
 /// from a file, from bytes and from a pipe (read whole: neither is WAV, MP3 or ADTS).
 /// Sun `.au` (as AIFF-C to symphonia) decodes to `tones.wav`'s samples too, and FLV's AAC
 /// (behind ADTS headers made from its sequence header), MP3 and A-law to their streams
-/// copied out, as MP3 in WAV and QuickTime's μ-law do.
+/// copied out, as MP3 in WAV and QuickTime's μ-law do, and MPEG program streams' MP2
+/// (beside MPEG-1 video) and DVD LPCM.
 #[test]
 fn avi_and_ts_decode_as_their_audio_stream() {
     let pairs = [
@@ -1017,6 +1023,8 @@ fn avi_and_ts_decode_as_their_audio_stream() {
         ("tones.alaw.flv", "tones.alaw.flv.wav"),
         ("tones.mp3.wav", "tones.mp3.wav.mp3"),
         ("tones.ulaw.mov", "tones.ulaw.mov.wav"),
+        ("tones.mpg", "tones.mpg.mp2"),
+        ("tones.lpcm.vob", "tones.lpcm.vob.flac"),
     ];
     for (avi, plain) in pairs {
         let want = decode_file_keeping_stereo(&fixture(plain)).unwrap();

@@ -6,7 +6,9 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 50] = [
+const FIXTURES: [&str; 52] = [
+    "tones.mpg",
+    "tones.lpcm.vob",
     "tones.wma",
     "speech.wmav1.wma",
     "tones.wma.mkv",
