@@ -11,11 +11,10 @@ use std::collections::VecDeque;
 use symphonia::core::audio::Channels;
 use symphonia::core::codecs::CODEC_TYPE_PCM_U8;
 use symphonia::core::codecs::{CodecParameters, CODEC_TYPE_NULL, CODEC_TYPE_PCM_S16LE};
-use symphonia::core::errors::{end_of_stream_error, seek_error, Error, Result, SeekErrorKind};
-use symphonia::core::formats::{Cue, FormatOptions, FormatReader, Packet, SeekMode, SeekTo};
-use symphonia::core::formats::{SeekedTo, Track};
+use symphonia::core::errors::{end_of_stream_error, Error, Result};
+use symphonia::core::formats::{Cue, FormatOptions, FormatReader, Packet, Track};
 use symphonia::core::io::{MediaSourceStream, ReadBytes};
-use symphonia::core::meta::{Metadata, MetadataLog};
+use symphonia::core::meta::MetadataLog;
 use symphonia::core::probe::{Descriptor, Instantiate, QueryDescriptor};
 use symphonia::core::support_format;
 
@@ -508,22 +507,7 @@ impl FormatReader for AsfReader {
         Self::open(src)
     }
 
-    fn cues(&self) -> &[Cue] {
-        &self.cues
-    }
-
-    fn metadata(&mut self) -> Metadata<'_> {
-        self.metadata.metadata()
-    }
-
-    fn seek(&mut self, _mode: SeekMode, _to: SeekTo) -> Result<SeekedTo> {
-        // sotto decodes front to back; nothing seeks.
-        seek_error(SeekErrorKind::Unseekable)
-    }
-
-    fn tracks(&self) -> &[Track] {
-        &self.tracks
-    }
+    crate::codec::front_to_back_reader_methods!();
 
     fn next_packet(&mut self) -> Result<Packet> {
         loop {

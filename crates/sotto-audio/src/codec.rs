@@ -304,6 +304,33 @@ impl Bits<'_> {
     }
 }
 
+/// The [`FormatReader`](symphonia::core::formats::FormatReader) methods of a reader with
+/// `cues`, `metadata` and `tracks` fields that reads front to back: sotto never seeks.
+macro_rules! front_to_back_reader_methods {
+    () => {
+        fn cues(&self) -> &[symphonia::core::formats::Cue] {
+            &self.cues
+        }
+
+        fn metadata(&mut self) -> symphonia::core::meta::Metadata<'_> {
+            self.metadata.metadata()
+        }
+
+        fn seek(
+            &mut self,
+            _mode: symphonia::core::formats::SeekMode,
+            _to: symphonia::core::formats::SeekTo,
+        ) -> symphonia::core::errors::Result<symphonia::core::formats::SeekedTo> {
+            symphonia::core::errors::seek_error(symphonia::core::errors::SeekErrorKind::Unseekable)
+        }
+
+        fn tracks(&self) -> &[symphonia::core::formats::Track] {
+            &self.tracks
+        }
+    };
+}
+pub(crate) use front_to_back_reader_methods;
+
 /// FFmpeg's lagged Fibonacci generator (`av_lfg_get`), from the state `av_lfg_init` makes
 /// of a seed (words 8 to 63 from MD5 digests of the seed and their index, each over the
 /// last digest's bytes; computed once, and kept by the decoders that use it).

@@ -18,11 +18,10 @@ use std::marker::PhantomData;
 
 use symphonia::core::audio::Channels;
 use symphonia::core::codecs::{CodecParameters, CODEC_TYPE_AAC};
-use symphonia::core::errors::{seek_error, Error, Result, SeekErrorKind};
-use symphonia::core::formats::{Cue, FormatOptions, FormatReader, Packet, SeekMode, SeekTo};
-use symphonia::core::formats::{SeekedTo, Track};
+use symphonia::core::errors::{Error, Result};
+use symphonia::core::formats::{Cue, FormatOptions, FormatReader, Packet, Track};
 use symphonia::core::io::{MediaSourceStream, ReadBytes, SeekBuffered};
-use symphonia::core::meta::{Metadata, MetadataLog};
+use symphonia::core::meta::MetadataLog;
 use symphonia::core::probe::{Descriptor, Instantiate, QueryDescriptor};
 use symphonia::core::support_format;
 
@@ -518,22 +517,7 @@ where
         Ok(reader)
     }
 
-    fn cues(&self) -> &[Cue] {
-        &self.cues
-    }
-
-    fn metadata(&mut self) -> Metadata<'_> {
-        self.metadata.metadata()
-    }
-
-    fn seek(&mut self, _mode: SeekMode, _to: SeekTo) -> Result<SeekedTo> {
-        // sotto decodes front to back; nothing seeks.
-        seek_error(SeekErrorKind::Unseekable)
-    }
-
-    fn tracks(&self) -> &[Track] {
-        &self.tracks
-    }
+    crate::codec::front_to_back_reader_methods!();
 
     fn next_packet(&mut self) -> Result<Packet> {
         let mut head = [0u8; MAX_HEADER];
