@@ -599,10 +599,23 @@ fn decode_inner(
         enable_gapless: true,
         ..Default::default()
     };
-    let probed = probe()
-        .format(&hint, mss, &format_options, &MetadataOptions::default())
-        .map_err(|e| probe_error(name, e, &head))?;
-    let mut format = probed.format;
+    let mut format: Box<dyn symphonia::core::formats::FormatReader> =
+        if crate::ogg_speex::is_ogg_speex(&head) {
+            // Speex in Ogg, which symphonia's Ogg reader passes over.
+            let reader = crate::ogg_speex::OggSpeexReader::open(mss).map_err(|e| match e {
+                SymError::Unsupported(what) => AudioError::Codec {
+                    input: name.to_string(),
+                    detail: what.into(),
+                },
+                e => probe_error(name, e, &head),
+            })?;
+            Box::new(reader)
+        } else {
+            probe()
+                .format(&hint, mss, &format_options, &MetadataOptions::default())
+                .map_err(|e| probe_error(name, e, &head))?
+                .format
+        };
     let tracks = format.tracks();
     // A packet read ahead to find the track (see `sniffed_track`), decoded first.
     let mut pending = None;
@@ -968,6 +981,7 @@ fn codecs() -> &'static CodecRegistry {
         registry.register_all::<crate::amr::AmrDecoder>();
         registry.register_all::<crate::ima_qt::ImaQtDecoder>();
         registry.register_all::<crate::wma::WmaDecoder>();
+        registry.register_all::<crate::speex::SpeexDecoder>();
         registry
     })
 }
@@ -1023,13 +1037,6 @@ fn known_codec_refused(head: &[u8]) -> Option<&'static str> {
         .any(|magic| head.starts_with(magic))
     {
         return Some("multichannel AMR (sotto decodes mono AMR-NB and AMR-WB)");
-    }
-    // An Ogg stream's first packet, after its first page's header and segment table.
-    if head.starts_with(b"OggS") {
-        let segments = usize::from(*head.get(26)?);
-        if head.get(27 + segments..)?.starts_with(b"Speex   ") {
-            return Some("Speex in Ogg, which sotto does not decode");
-        }
     }
     None
 }

@@ -691,7 +691,7 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
     assert_one_line(
         &e,
         &format!(
-            "{}: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, flv, ts, aiff, caf, au, gsm, amr/awb/3gp, wma/asf, mpg/vob)",
+            "{}: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, flv, ts, aiff, caf, au, gsm, amr/awb/3gp, wma/asf, mpg/vob, spx)",
             notes.display()
         ),
     );
@@ -722,7 +722,7 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
     let e = decode_reader(&b"plain text, not audio at all"[..], None).unwrap_err();
     assert_one_line(
         &e.to_string(),
-        "stdin: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, flv, ts, aiff, caf, au, gsm, amr/awb/3gp, wma/asf, mpg/vob)",
+        "stdin: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, flv, ts, aiff, caf, au, gsm, amr/awb/3gp, wma/asf, mpg/vob, spx)",
     );
 
     // A container sotto reads with audio in a codec it does not decode (WavPack in
@@ -854,7 +854,10 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 52] = [
+const CONTAINERS: [&str; 55] = [
+    "speech.spx",
+    "speech.nb.spx",
+    "tones.spx",
     "tones.mpg",
     "tones.lpcm.vob",
     "tones.ac3.vob",
@@ -1407,6 +1410,50 @@ fn windows_media_audio_decodes_as_ffmpeg_does() {
     assert!(mkv.samples.iter().any(|v| v.abs() > 0.1), "silence");
 }
 
+/// Speex in Ogg (`.spx`) decodes to FFmpeg's float samples exactly: wideband speech
+/// (VBR, with DTX's silent frames, two frames a packet), narrowband speech, and the tones
+/// in ultra-wideband stereo (in-band stereo), by name, bytes and pipe alike.
+#[test]
+fn speex_decodes_as_ffmpeg_does() {
+    let dir = scratch("speex");
+    // `ffmpeg -c:a speex -i F -f f32le - | md5sum`, FFmpeg 5.1's own decoder.
+    for (name, rate, channels, md5) in [
+        ("speech.spx", 16_000, 1, "0103a9fea9e4bbeffd0e718bffdfba2d"),
+        (
+            "speech.nb.spx",
+            8_000,
+            1,
+            "98b07856e0265d3d37cd3cf85ea9f104",
+        ),
+        ("tones.spx", 32_000, 2, "9e01bf3859d25b412bfb353a8ff36b9f"),
+    ] {
+        let got = decode_file_keeping_stereo(&fixture(name)).unwrap();
+        assert_eq!(
+            (got.sample_rate, got.channels_in),
+            (rate, channels),
+            "{name}"
+        );
+        let samples: Vec<f32> = match &got.stereo {
+            Some([l, r]) => l.iter().zip(r).flat_map(|(&l, &r)| [l, r]).collect(),
+            None => got.samples.clone(),
+        };
+        assert!(samples.iter().any(|v| v.abs() > 0.1), "{name}: silence");
+        let raw = dir.join(format!("{name}.f32"));
+        let le: Vec<u8> = samples.iter().flat_map(|s| s.to_le_bytes()).collect();
+        std::fs::write(&raw, le).unwrap();
+        assert_eq!(sotto_testdata::md5(&raw), md5, "{name}");
+        let bytes = std::fs::read(fixture(name)).unwrap();
+        let sniffed = decode_bytes("noname", bytes.clone(), None).unwrap();
+        assert!(sniffed.samples == got.samples, "{name} sniffed");
+        let piped = decode_reader(&bytes[..], None).unwrap();
+        assert!(piped.samples == got.samples, "{name} piped");
+        // Cut inside its last page: the packets before it stay.
+        let cut = decode_bytes("cut.spx", bytes[..bytes.len() - 3].to_vec(), None).unwrap();
+        assert!(cut.samples.len() < got.samples.len());
+        assert!(got.samples.starts_with(&cut.samples), "{name} cut");
+    }
+}
+
 /// An ASF file: a header of file properties and one audio stream in WAVE format `tag`,
 /// then a data object of one 64-byte packet (no payloads).
 fn asf_file(tag: u16) -> Vec<u8> {
@@ -1469,7 +1516,7 @@ fn asf_file(tag: u16) -> Vec<u8> {
 }
 
 /// Formats sotto knows but does not decode are named, not taken for noise or a cut file:
-/// Windows Media's other codecs and Speex in Ogg.
+/// Windows Media's other codecs, and a Speex header it cannot decode by.
 #[test]
 fn windows_media_pro_and_ogg_speex_are_named() {
     for (tag, what) in [
@@ -1492,7 +1539,7 @@ fn windows_media_pro_and_ogg_speex_are_named() {
         .unwrap_err()
         .to_string();
     assert_eq!(e, "empty.wma: contains no audio samples");
-    // An Ogg page of one segment holding the start of a Speex header.
+    // An Ogg page of one segment holding a Speex header of no rate.
     let mut ogg = b"OggS\0\x02".to_vec();
     ogg.extend_from_slice(&[0; 20]);
     ogg.push(1);
@@ -1500,7 +1547,7 @@ fn windows_media_pro_and_ogg_speex_are_named() {
     ogg.extend_from_slice(b"Speex   1.2.1");
     ogg.resize(27 + 1 + 80, 0);
     let e = decode_bytes("note.spx", ogg, None).unwrap_err().to_string();
-    assert!(e.contains("Speex in Ogg"), "{e}");
+    assert!(e.contains("a Speex header with a bad rate or mode"), "{e}");
 }
 
 /// Apple's IMA 4:1 ADPCM (`ima4`) decodes to FFmpeg's samples exactly in CAF (which

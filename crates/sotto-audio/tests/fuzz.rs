@@ -6,7 +6,9 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 52] = [
+const FIXTURES: [&str; 54] = [
+    "speech.spx",
+    "tones.spx",
     "tones.mpg",
     "tones.lpcm.vob",
     "tones.wma",
