@@ -357,7 +357,7 @@ for f in tones.wma speech.wmav1.wma speech.wmav2.wma; do
 done
 # Speex in Ogg (libspeex's encoder; tests/decode.rs holds the md5 of FFmpeg's own float
 # decoder's output): 4 s of samples/jfk.wav in wideband VBR with DTX, two frames a packet,
-# and in narrowband; the tones in ultra-wideband stereo.
+# and in narrowband; the tones in ultra-wideband stereo, and in FLV (Flash's wideband).
 ffmpeg -hide_banner -loglevel error -y -i "$root/samples/jfk.wav" -t 4 -ar 16000 -ac 1 \
     -c:a libspeex -q:a 4 -vad 1 -dtx 1 -frames_per_packet 2 -fflags +bitexact \
     -flags +bitexact speech.spx
@@ -365,7 +365,9 @@ ffmpeg -hide_banner -loglevel error -y -i "$root/samples/jfk.wav" -t 4 -ar 8000 
     -c:a libspeex -q:a 2 -fflags +bitexact -flags +bitexact speech.nb.spx
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -ar 32000 -c:a libspeex -cbr_quality 6 \
     -fflags +bitexact -flags +bitexact tones.spx
-for f in speech.spx speech.nb.spx tones.spx; do
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -ar 16000 -ac 1 -c:a libspeex \
+    -fflags +bitexact -flags +bitexact tones.speex.flv
+for f in speech.spx speech.nb.spx tones.spx tones.speex.flv; do
     ffmpeg -hide_banner -loglevel error -c:a speex -i "$f" -f f32le - | md5sum
 done
 # MPEG program streams: the AC-3 in a DVD's VOB, 16-bit DVD LPCM (and its samples as

@@ -3,8 +3,8 @@
 //! PCM, G.711 or Nellymoser (Flash Player's microphone); they are handed to symphonia one
 //! after another as the stream they make: AAC's access units each behind the ADTS header
 //! its sequence header (an AudioSpecificConfig) describes, MP3's frames as they are, PCM
-//! and G.711 behind a WAV header, Nellymoser decoded by sotto (`nelly.rs`) into a float
-//! WAV. Only the tag headers are read to find them (the video is never read), and a
+//! and G.711 behind a WAV header, Nellymoser and Speex decoded by sotto (`nelly.rs`,
+//! `speex/`) into a float WAV. Only the tag headers are read to find them (the video is never read), and a
 //! recording cut short (a crash mid-stream) keeps the tags it has.
 
 use std::io::{Read, Seek, SeekFrom};
@@ -172,7 +172,14 @@ pub(crate) fn open(mut src: Box<dyn MediaSource>) -> Result<FlvAudio, FlvError> 
             });
         }
         format::ADPCM => return Err(FlvError::Codec("Flash ADPCM in FLV")),
-        format::SPEEX => return Err(FlvError::Codec("Speex in FLV")),
+        format::SPEEX => {
+            // Flash's Speex: wideband, one packet a tag, no header (as FFmpeg takes it).
+            let pcm = crate::speex::PacketsWav::new(src, chunks, 16_000);
+            return Ok(FlvAudio {
+                reader: Box::new(pcm),
+                ext: "wav",
+            });
+        }
         format::EX_HEADER => return Err(FlvError::Codec("enhanced FLV audio (a FourCC codec)")),
         _ => return Err(FlvError::Codec("an FLV audio format sotto does not know")),
     };

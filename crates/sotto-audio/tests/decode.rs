@@ -854,7 +854,8 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 55] = [
+const CONTAINERS: [&str; 56] = [
+    "tones.speex.flv",
     "speech.spx",
     "speech.nb.spx",
     "tones.spx",
@@ -1412,7 +1413,8 @@ fn windows_media_audio_decodes_as_ffmpeg_does() {
 
 /// Speex in Ogg (`.spx`) decodes to FFmpeg's float samples exactly: wideband speech
 /// (VBR, with DTX's silent frames, two frames a packet), narrowband speech, and the tones
-/// in ultra-wideband stereo (in-band stereo), by name, bytes and pipe alike.
+/// in ultra-wideband stereo (in-band stereo), by name, bytes and pipe alike; and Flash's
+/// Speex in FLV.
 #[test]
 fn speex_decodes_as_ffmpeg_does() {
     let dir = scratch("speex");
@@ -1426,6 +1428,12 @@ fn speex_decodes_as_ffmpeg_does() {
             "98b07856e0265d3d37cd3cf85ea9f104",
         ),
         ("tones.spx", 32_000, 2, "9e01bf3859d25b412bfb353a8ff36b9f"),
+        (
+            "tones.speex.flv",
+            16_000,
+            1,
+            "bc8d9a216ce90bd060c8953be6d46cbb",
+        ),
     ] {
         let got = decode_file_keeping_stereo(&fixture(name)).unwrap();
         assert_eq!(
@@ -1447,8 +1455,8 @@ fn speex_decodes_as_ffmpeg_does() {
         assert!(sniffed.samples == got.samples, "{name} sniffed");
         let piped = decode_reader(&bytes[..], None).unwrap();
         assert!(piped.samples == got.samples, "{name} piped");
-        // Cut inside its last page: the packets before it stay.
-        let cut = decode_bytes("cut.spx", bytes[..bytes.len() - 3].to_vec(), None).unwrap();
+        // Cut inside its last page (tag): the packets before it stay.
+        let cut = decode_bytes("cut", bytes[..bytes.len() - 8].to_vec(), None).unwrap();
         assert!(cut.samples.len() < got.samples.len());
         assert!(got.samples.starts_with(&cut.samples), "{name} cut");
     }
@@ -1601,9 +1609,9 @@ fn flv_cut_short_and_flv_refusals() {
         f.extend_from_slice(&(11 + data.len() as u32).to_be_bytes());
         f
     };
-    let e = decode_bytes("x.flv", flv(8, &[0xB6, 1, 2, 3]), None).unwrap_err();
-    assert!(e.to_string().contains("and Nellymoser there"), "{e}");
-    assert!(e.to_string().contains("Speex in FLV"), "{e}");
+    let e = decode_bytes("x.flv", flv(8, &[0x16, 1, 2, 3]), None).unwrap_err();
+    assert!(e.to_string().contains("Nellymoser and Speex there"), "{e}");
+    assert!(e.to_string().contains("Flash ADPCM in FLV"), "{e}");
     let e = decode_bytes("x.flv", flv(9, &[0x12, 0, 0, 0]), None).unwrap_err();
     assert_eq!(e.to_string(), "x.flv: contains no audio samples");
     let e = decode_bytes("x.flv", flv(8, &[0xAF, 1, 2, 3]), None).unwrap_err();

@@ -1229,6 +1229,76 @@ fn qmf_synth(out: &mut [f32], half: usize, n: usize, mem1: &mut [f32], mem2: &mu
     }
 }
 
+/// Header-less mono Speex packets (FLV's tags: `chunks` of `src`, at `rate`) decoded as
+/// they are read and handed out as a float WAV file: a packet that fails to decode is
+/// its length of silence, so that the rest keeps its time.
+pub(crate) struct PacketsWav {
+    src: Box<dyn symphonia::core::io::MediaSource>,
+    chunks: std::vec::IntoIter<(u64, u64)>,
+    speex: Speex,
+    /// Bytes made but not yet handed out (the header, then a packet's samples).
+    pending: Vec<u8>,
+    taken: usize,
+}
+
+impl PacketsWav {
+    pub(crate) fn new(
+        src: Box<dyn symphonia::core::io::MediaSource>,
+        chunks: Vec<(u64, u64)>,
+        rate: u32,
+    ) -> Self {
+        let speex = Speex::new(Config::from_rate(rate));
+        let data = (chunks.len() * speex.packet_samples() * 4) as u64;
+        let mut fmt = Vec::with_capacity(18);
+        fmt.extend_from_slice(&3u16.to_le_bytes()); // IEEE float
+        fmt.extend_from_slice(&1u16.to_le_bytes());
+        fmt.extend_from_slice(&rate.to_le_bytes());
+        fmt.extend_from_slice(&(rate * 4).to_le_bytes());
+        fmt.extend_from_slice(&4u16.to_le_bytes());
+        fmt.extend_from_slice(&32u16.to_le_bytes());
+        fmt.extend_from_slice(&0u16.to_le_bytes());
+        Self {
+            src,
+            chunks: chunks.into_iter(),
+            speex,
+            pending: crate::avi::wav_header(&fmt, data),
+            taken: 0,
+        }
+    }
+}
+
+impl std::io::Read for PacketsWav {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use std::io::{Seek, SeekFrom};
+        if self.taken == self.pending.len() {
+            let Some((at, len)) = self.chunks.next() else {
+                return Ok(0);
+            };
+            let mut packet = vec![0u8; len as usize];
+            self.src.seek(SeekFrom::Start(at))?;
+            if self.src.read_exact(&mut packet).is_err() {
+                // The file ends inside the packet: what decoded is all there is.
+                self.chunks = Vec::new().into_iter();
+                return Ok(0);
+            }
+            let mut samples = Vec::with_capacity(self.speex.packet_samples());
+            if self.speex.packet(&packet, &mut samples).is_err() {
+                samples.clear();
+                samples.resize(self.speex.packet_samples(), 0.0);
+            }
+            self.pending.clear();
+            for s in samples {
+                self.pending.extend_from_slice(&s.to_le_bytes());
+            }
+            self.taken = 0;
+        }
+        let n = (self.pending.len() - self.taken).min(buf.len());
+        buf[..n].copy_from_slice(&self.pending[self.taken..self.taken + n]);
+        self.taken += n;
+        Ok(n)
+    }
+}
+
 /// A symphonia [`Decoder`] for Speex: each packet is a header's frames a packet.
 pub(crate) struct SpeexDecoder {
     params: CodecParameters,
