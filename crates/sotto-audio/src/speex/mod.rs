@@ -150,114 +150,27 @@ const fn submode(
     }
 }
 
-/// The narrowband sub-modes 1 to 8 (2.15 to 24.6 kbit/s, and 3.95).
+/// The narrowband sub-modes 1 to 8 (2.15 to 24.6 kbit/s, and 3.95): pitch margin, forced
+/// pitch gain, subframe gain bits, double codebook, LSPs, pitch, innovation, comb gain.
+#[rustfmt::skip]
 static NB_SUBMODES: [Submode; 8] = [
     submode(0, true, 0, false, Lsp::Lbr, Ltp::Forced, Innov::Noise, -1.0),
-    submode(
-        0,
-        false,
-        0,
-        false,
-        Lsp::Lbr,
-        Ltp::ThreeTap(&LTP_VLBR),
-        Innov::Split(&SPLIT_NB_VLBR),
-        0.6,
-    ),
-    submode(
-        -1,
-        false,
-        1,
-        false,
-        Lsp::Lbr,
-        Ltp::ThreeTap(&LTP_LBR),
-        Innov::Split(&SPLIT_NB_LBR),
-        0.55,
-    ),
-    submode(
-        -1,
-        false,
-        1,
-        false,
-        Lsp::Lbr,
-        Ltp::ThreeTap(&LTP_LBR),
-        Innov::Split(&SPLIT_NB_MED),
-        0.45,
-    ),
-    submode(
-        -1,
-        false,
-        3,
-        false,
-        Lsp::Nb,
-        Ltp::ThreeTap(&LTP_NB),
-        Innov::Split(&SPLIT_NB),
-        0.25,
-    ),
-    submode(
-        -1,
-        false,
-        3,
-        false,
-        Lsp::Nb,
-        Ltp::ThreeTap(&LTP_NB),
-        Innov::Split(&SPLIT_SB),
-        0.15,
-    ),
-    submode(
-        -1,
-        false,
-        3,
-        true,
-        Lsp::Nb,
-        Ltp::ThreeTap(&LTP_NB),
-        Innov::Split(&SPLIT_NB),
-        0.05,
-    ),
-    submode(
-        0,
-        true,
-        0,
-        false,
-        Lsp::Lbr,
-        Ltp::Forced,
-        Innov::Split(&SPLIT_NB_ULBR),
-        0.5,
-    ),
+    submode(0, false, 0, false, Lsp::Lbr, Ltp::ThreeTap(&LTP_VLBR), Innov::Split(&SPLIT_NB_VLBR), 0.6),
+    submode(-1, false, 1, false, Lsp::Lbr, Ltp::ThreeTap(&LTP_LBR), Innov::Split(&SPLIT_NB_LBR), 0.55),
+    submode(-1, false, 1, false, Lsp::Lbr, Ltp::ThreeTap(&LTP_LBR), Innov::Split(&SPLIT_NB_MED), 0.45),
+    submode(-1, false, 3, false, Lsp::Nb, Ltp::ThreeTap(&LTP_NB), Innov::Split(&SPLIT_NB), 0.25),
+    submode(-1, false, 3, false, Lsp::Nb, Ltp::ThreeTap(&LTP_NB), Innov::Split(&SPLIT_SB), 0.15),
+    submode(-1, false, 3, true, Lsp::Nb, Ltp::ThreeTap(&LTP_NB), Innov::Split(&SPLIT_NB), 0.05),
+    submode(0, true, 0, false, Lsp::Lbr, Ltp::Forced, Innov::Split(&SPLIT_NB_ULBR), 0.5),
 ];
 
 /// The high band's sub-modes 1 to 4.
+#[rustfmt::skip]
 static WB_SUBMODES: [Submode; 4] = [
     submode(0, false, 1, false, Lsp::High, Ltp::None, Innov::None, -1.0),
-    submode(
-        0,
-        false,
-        1,
-        false,
-        Lsp::High,
-        Ltp::None,
-        Innov::Split(&SPLIT_HIGH_LBR),
-        -1.0,
-    ),
-    submode(
-        0,
-        false,
-        1,
-        false,
-        Lsp::High,
-        Ltp::None,
-        Innov::Split(&SPLIT_HIGH),
-        -1.0,
-    ),
-    submode(
-        0,
-        false,
-        1,
-        true,
-        Lsp::High,
-        Ltp::None,
-        Innov::Split(&SPLIT_HIGH),
-        -1.0,
-    ),
+    submode(0, false, 1, false, Lsp::High, Ltp::None, Innov::Split(&SPLIT_HIGH_LBR), -1.0),
+    submode(0, false, 1, false, Lsp::High, Ltp::None, Innov::Split(&SPLIT_HIGH), -1.0),
+    submode(0, false, 1, true, Lsp::High, Ltp::None, Innov::Split(&SPLIT_HIGH), -1.0),
 ];
 
 /// A mode's sub-mode `id`: None for the null one (no transmission) and those there are not.
