@@ -370,14 +370,18 @@ ffmpeg -hide_banner -loglevel error -y -i tones.wav -ar 16000 -ac 1 -c:a libspee
 for f in speech.spx speech.nb.spx tones.spx tones.speex.flv; do
     ffmpeg -hide_banner -loglevel error -c:a speex -i "$f" -f f32le - | md5sum
 done
-# MPEG program streams: the AC-3 in a DVD's VOB, 16-bit DVD LPCM (and its samples as
-# FLAC), and MP2 beside MPEG-1 video (and the MP2 copied out).
+# MPEG program streams: the AC-3 in a DVD's VOB, 16- and 24-bit DVD LPCM (and their
+# samples as FLAC), and MP2 beside MPEG-1 video (and the MP2 copied out).
 ffmpeg -hide_banner -loglevel error -y -i tones.ac3 -c:a copy -f vob -fflags +bitexact \
     tones.ac3.vob
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.25 -ar 48000 -c:a pcm_dvd -f vob \
     -fflags +bitexact tones.lpcm.vob
 ffmpeg -hide_banner -loglevel error -y -i tones.lpcm.vob -c:a flac -fflags +bitexact \
     tones.lpcm.vob.flac
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.1 -ar 48000 -c:a pcm_dvd \
+    -sample_fmt s32 -f vob -fflags +bitexact tones.lpcm24.vob
+ffmpeg -hide_banner -loglevel error -y -i tones.lpcm24.vob -c:a flac -sample_fmt s32 \
+    -fflags +bitexact tones.lpcm24.vob.flac
 ffmpeg -hide_banner -loglevel error -y -f lavfi -i color=black:size=32x32:rate=25 -i tones.wav \
     -t 0.5 -c:v mpeg1video -c:a mp2 -b:a 64k -f mpeg -fflags +bitexact -flags +bitexact tones.mpg
 ffmpeg -hide_banner -loglevel error -y -i tones.mpg -map 0:a -c:a copy -f mp2 -fflags +bitexact \

@@ -60,7 +60,13 @@ fn extended(v: u32) -> [u8; 10] {
 }
 
 /// The AIFF-C header for `data` bytes of samples (whole frames, under 4 GiB).
-fn aifc_header(kind: &[u8; 4], bits: u16, channels: u16, rate: u32, data: u32) -> Vec<u8> {
+pub(crate) fn aifc_header(
+    kind: &[u8; 4],
+    bits: u16,
+    channels: u16,
+    rate: u32,
+    data: u32,
+) -> Vec<u8> {
     let frame = u32::from(channels) * u32::from(bits / 8);
     let mut comm = Vec::with_capacity(24);
     comm.extend_from_slice(&(channels as i16).to_be_bytes());

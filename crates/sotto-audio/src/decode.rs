@@ -564,14 +564,14 @@ fn decode_inner(
             PsError::Codec(what) => AudioError::Codec {
                 input: name.to_string(),
                 detail: format!(
-                    "{what} (sotto decodes MPEG audio, AC-3, DTS, TrueHD and 16-bit LPCM in \
-                     MPEG program streams)"
+                    "{what} (sotto decodes MPEG audio, AC-3, DTS, TrueHD and 16- to 24-bit LPCM \
+                     in MPEG program streams)"
                 ),
             },
             PsError::Io(why) => corrupt(name, format!("MPEG program stream: {why}")),
         })?;
         ext = Some(audio.ext);
-        src = Box::new(ReadOnlySource::new(audio));
+        src = Box::new(ReadOnlySource::new(audio.reader));
     } else if let Some(layout) = crate::ts::layout(&head) {
         use crate::ts::{TsAudio, TsError};
         let audio = TsAudio::open(src, layout).map_err(|e| match e {

@@ -4,9 +4,9 @@
 //! frames in one and lost those a PES header split; AC-3 and LPCM it could not find).
 //! The packs are walked once, reading only their headers, for the first audio stream's
 //! PES payloads: MPEG audio (stream ids 0xC0–0xDF), and in DVD's private stream 1, AC-3
-//! (and E-AC-3), DTS, TrueHD and 16-bit LPCM (behind its substream headers, as FFmpeg's
-//! reader takes them); they are handed to symphonia as the elementary stream they make
-//! (LPCM behind an AIFF-C header: its samples are big-endian).
+//! (and E-AC-3), DTS, TrueHD and 16-, 20- and 24-bit LPCM (behind its substream headers,
+//! as FFmpeg's reader takes them); they are handed to symphonia as the elementary stream
+//! they make (LPCM behind an AIFF-C header: its samples are big-endian).
 
 use std::io::{BufReader, Read};
 
@@ -123,8 +123,8 @@ fn audio(sid: u8, body: &[u8]) -> Option<(Id, Kind, usize)> {
                     channels,
                 };
                 match bits {
-                    16 => (lpcm, 7),
-                    _ => (Kind::Other("20- or 24-bit DVD LPCM"), 7),
+                    16 | 20 | 24 => (lpcm, 7),
+                    _ => (Kind::Other("28-bit DVD LPCM"), 7),
                 }
             }
         }
@@ -198,7 +198,7 @@ impl Walker<'_> {
 
 /// The first audio stream of `src` (a program stream at its start), as the elementary
 /// stream symphonia decodes.
-pub(crate) fn open(mut src: Box<dyn MediaSource>) -> Result<AviAudio, PsError> {
+pub(crate) fn open(mut src: Box<dyn MediaSource>) -> Result<PsAudio, PsError> {
     let io = |e: std::io::Error| PsError::Io(e.to_string());
     let mut found: Option<(Id, Kind)> = None;
     let mut chunks: Vec<(u64, u64)> = Vec::new();
@@ -273,18 +273,99 @@ pub(crate) fn open(mut src: Box<dyn MediaSource>) -> Result<AviAudio, PsError> {
             channels,
         } => {
             let data: u64 = chunks.iter().map(|c| c.1).sum();
-            return Ok(crate::au::with_aifc_chunks(
-                src,
-                (b"NONE", bits),
-                channels,
-                rate,
-                chunks,
-                data,
-            ));
+            if bits == 16 {
+                let audio =
+                    crate::au::with_aifc_chunks(src, (b"NONE", bits), channels, rate, chunks, data);
+                return Ok(PsAudio {
+                    ext: audio.ext,
+                    reader: Box::new(audio),
+                });
+            }
+            let raw = AviAudio::with_header(src, Vec::new(), chunks, "raw");
+            return Ok(PsAudio {
+                reader: Box::new(Regroup::new(raw, bits, channels, rate, data)),
+                ext: "aiff",
+            });
         }
         Kind::Other(what) => return Err(PsError::Codec(what)),
     };
-    Ok(AviAudio::with_header(src, Vec::new(), chunks, ext))
+    Ok(PsAudio {
+        reader: Box::new(AviAudio::with_header(src, Vec::new(), chunks, ext)),
+        ext,
+    })
+}
+
+/// The audio of a program stream, as the file symphonia decodes (of the format `ext`
+/// names).
+pub(crate) struct PsAudio {
+    pub(crate) reader: Box<dyn Read + Send + Sync>,
+    pub(crate) ext: &'static str,
+}
+
+/// 20- and 24-bit DVD LPCM as 24-bit big-endian samples behind an AIFF-C header: the
+/// stream comes in groups of 4 samples (2 in mono), their top 16 bits first, then their
+/// low 4 or 8 bits (FFmpeg's `pcm_dvd_decode_samples`).
+struct Regroup {
+    raw: AviAudio,
+    /// Samples in a group, and its bytes.
+    samples: usize,
+    group: usize,
+    wide: bool,
+    out: Vec<u8>,
+    taken: usize,
+    /// Bytes still to hand out (whole frames).
+    left: u64,
+}
+
+impl Regroup {
+    fn new(raw: AviAudio, bits: u16, channels: u16, rate: u32, data: u64) -> Self {
+        let samples = if channels == 1 { 2 } else { 4 };
+        let wide = bits == 24;
+        let group = 2 * samples + if wide { samples } else { samples / 2 };
+        let frame = u64::from(channels) * 3;
+        let most = u64::from(u32::MAX - 64) / frame * frame;
+        let whole = (data / group as u64 * samples as u64 * 3 / frame * frame).min(most);
+        Self {
+            raw,
+            samples,
+            group,
+            wide,
+            out: crate::au::aifc_header(b"NONE", 24, channels, rate, whole as u32),
+            taken: 0,
+            left: whole,
+        }
+    }
+}
+
+impl Read for Regroup {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.taken == self.out.len() {
+            if self.left == 0 {
+                return Ok(0);
+            }
+            let mut g = [0u8; 12];
+            if self.raw.read_exact(&mut g[..self.group]).is_err() {
+                return Ok(0);
+            }
+            self.out.clear();
+            self.taken = 0;
+            let tops = 2 * self.samples;
+            for k in 0..self.samples {
+                let low = match self.wide {
+                    true => g[tops + k],
+                    false => (g[tops + k / 2] << (4 * (k % 2))) & 0xF0,
+                };
+                self.out.extend_from_slice(&[g[2 * k], g[2 * k + 1], low]);
+            }
+            let keep = (self.out.len() as u64).min(self.left) as usize;
+            self.out.truncate(keep);
+            self.left -= keep as u64;
+        }
+        let n = (self.out.len() - self.taken).min(buf.len());
+        buf[..n].copy_from_slice(&self.out[self.taken..self.taken + n]);
+        self.taken += n;
+        Ok(n)
+    }
 }
 
 #[cfg(test)]
@@ -310,7 +391,7 @@ mod tests {
     fn read_all(file: Vec<u8>) -> Result<(Vec<u8>, &'static str), PsError> {
         let mut a = open(Box::new(std::io::Cursor::new(file)))?;
         let mut out = Vec::new();
-        a.read_to_end(&mut out).unwrap();
+        a.reader.read_to_end(&mut out).unwrap();
         Ok((out, a.ext))
     }
 
@@ -343,7 +424,7 @@ mod tests {
     }
 
     #[test]
-    fn sixteen_bit_lpcm_comes_behind_an_aifc_header_and_others_are_named() {
+    fn lpcm_comes_behind_an_aifc_header_and_others_are_named() {
         // 48 kHz stereo, 16-bit; the second packet cut short by the file's end.
         let lpcm = |d: &[u8]| {
             pes(
@@ -357,11 +438,29 @@ mod tests {
         assert_eq!(ext, "aiff");
         assert!(out.starts_with(b"FORM"));
         assert!(out.ends_with(&[1, 2, 3, 4, 5, 6, 7, 8]), "{out:?}");
-        let wide = pes(PRIVATE_1, &[0xA0, 1, 0, 4, 0, 0x81, 0x80, 0, 0, 0]);
+        let wide = pes(PRIVATE_1, &[0xA0, 1, 0, 4, 0, 0xC1, 0x80, 0, 0, 0]);
         assert_eq!(
             read_all([pack(), wide].concat()).unwrap_err(),
-            PsError::Codec("20- or 24-bit DVD LPCM")
+            PsError::Codec("28-bit DVD LPCM")
         );
+        // 24-bit stereo: a group of four samples' top 16 bits, then their low bytes.
+        let group = [0x12, 0x34, 0x56, 0x78, 0x9A, 0xBC, 0xDE, 0xF0, 1, 2, 3, 4];
+        let l24 = pes(
+            PRIVATE_1,
+            &[&[0xA0, 1, 0, 4, 0, 0x81, 0x80][..], &group].concat(),
+        );
+        let (out, ext) = read_all([pack(), l24].concat()).unwrap();
+        assert_eq!(ext, "aiff");
+        assert!(out.ends_with(&[0x12, 0x34, 1, 0x56, 0x78, 2, 0x9A, 0xBC, 3, 0xDE, 0xF0, 4]));
+        // 20-bit mono: groups of two samples, their low nibbles in a byte.
+        let group = [0x12, 0x34, 0x56, 0x78, 0xAB, 0x9A, 0xBC, 0xDE, 0xF0, 0xCD];
+        let l20 = pes(
+            PRIVATE_1,
+            &[&[0xA0, 1, 0, 4, 0, 0x40, 0x80][..], &group].concat(),
+        );
+        let (out, _) = read_all([pack(), l20].concat()).unwrap();
+        assert!(out
+            .ends_with(&[0x12, 0x34, 0xA0, 0x56, 0x78, 0xB0, 0x9A, 0xBC, 0xC0, 0xDE, 0xF0, 0xD0]));
         assert_eq!(
             read_all([pack(), pes(0xE0, &[1, 2])].concat()).unwrap_err(),
             PsError::NoAudio

@@ -1012,7 +1012,7 @@ fn a_pipe_decodes_as_the_file() {
 /// Sun `.au` (as AIFF-C to symphonia) decodes to `tones.wav`'s samples too, and FLV's AAC
 /// (behind ADTS headers made from its sequence header), MP3 and A-law to their streams
 /// copied out, as MP3 in WAV and QuickTime's μ-law do, and MPEG program streams' MP2
-/// (beside MPEG-1 video) and DVD LPCM.
+/// (beside MPEG-1 video) and DVD LPCM, 16- and 24-bit.
 #[test]
 fn avi_and_ts_decode_as_their_audio_stream() {
     let pairs = [
@@ -1029,6 +1029,7 @@ fn avi_and_ts_decode_as_their_audio_stream() {
         ("tones.ulaw.mov", "tones.ulaw.mov.wav"),
         ("tones.mpg", "tones.mpg.mp2"),
         ("tones.lpcm.vob", "tones.lpcm.vob.flac"),
+        ("tones.lpcm24.vob", "tones.lpcm24.vob.flac"),
     ];
     for (avi, plain) in pairs {
         let want = decode_file_keeping_stereo(&fixture(plain)).unwrap();
