@@ -78,6 +78,8 @@ pub(crate) fn is_asf(head: &[u8]) -> bool {
 
 /// Bytes of a header object read, at the most (its pictures and tags are skipped).
 const MAX_OBJECT: u64 = 1 << 20;
+/// A data packet's size, at the most (ASF's are a few KiB; FFmpeg refuses 512 MiB).
+const MAX_PACKET: u32 = 1 << 20;
 /// A media object's size, at the most (FFmpeg's bound).
 const MAX_MEDIA_OBJECT: usize = 1 << 24;
 
@@ -231,6 +233,9 @@ impl AsfReader {
                 preroll = le32(&b, 56).unwrap_or(0);
                 match (min, max) {
                     (Some(min), Some(max)) if min == max && min > 0 => {
+                        if min > MAX_PACKET {
+                            return Err(Error::DecodeError("asf: data packets over 1 MiB"));
+                        }
                         packet_size = Some(min as usize);
                     }
                     _ => return Err(Error::Unsupported("ASF packets of varying size")),
@@ -685,6 +690,20 @@ mod tests {
                 (250, vec![7, 7]),
             ]
         );
+    }
+
+    #[test]
+    fn a_huge_packet_size_is_refused_not_allocated() {
+        let mut bytes = file(&[]);
+        // The file properties' body starts after the header's 30 bytes and its own 24.
+        let props = 30 + 24;
+        assert_eq!(bytes[30..46], FILE_PROPERTIES);
+        for at in [props + 68, props + 72] {
+            bytes[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        }
+        let mss = MediaSourceStream::new(Box::new(std::io::Cursor::new(bytes)), Default::default());
+        let e = AsfReader::try_new(mss, &Default::default()).err().unwrap();
+        assert!(e.to_string().contains("over 1 MiB"), "{e}");
     }
 
     #[test]

@@ -24,6 +24,8 @@ pub(crate) fn is_ogg_speex(head: &[u8]) -> bool {
         })
 }
 
+/// A packet's length, at the most (64 frames of the richest mode are under 8 KiB).
+const MAX_PACKET: usize = 1 << 20;
 /// Pages read looking for the stream's header.
 const MAX_PAGES_TO_HEADER: usize = 64;
 
@@ -146,6 +148,10 @@ impl OggSpeexReader {
                 self.partial.clear();
                 return;
             };
+            if self.partial.len() + l > MAX_PACKET {
+                // No Speex packet is this long: a damaged page's run of 255s.
+                self.partial.clear();
+            }
             self.partial.extend_from_slice(segment);
             at += l;
             if l < 255 {
