@@ -370,6 +370,23 @@ ffmpeg -hide_banner -loglevel error -y -i tones.wav -ar 16000 -ac 1 -c:a libspee
 for f in speech.spx speech.nb.spx tones.spx tones.speex.flv; do
     ffmpeg -hide_banner -loglevel error -c:a speex -i "$f" -f f32le - | md5sum
 done
+# DSS in standard-play mode: FFmpeg has no DSS encoder, so a header (version 2, codec 0)
+# before six 512-byte blocks of random bits, which decode as any bits do; tests/decode.rs
+# holds the md5 of FFmpeg's 16-bit decode.
+python3 - <<'PY'
+import random
+random.seed(7)
+h = bytearray(1024)
+h[0:4] = b'\x02dss'
+h[0xc:0xc + 16] = b'sotto test      '
+h[0x26:0x26 + 12] = b'260101120000'
+h[0x32:0x32 + 12] = b'260101120010'
+data = bytearray()
+for _ in range(6):
+    data += bytearray(random.getrandbits(8) for _ in range(512))
+open("noise.dss", "wb").write(h + data)
+PY
+ffmpeg -hide_banner -loglevel error -i noise.dss -f s16le - | md5sum
 # MPEG program streams: the AC-3 in a DVD's VOB, 16- and 24-bit DVD LPCM (and their
 # samples as FLAC), and MP2 beside MPEG-1 video (and the MP2 copied out).
 ffmpeg -hide_banner -loglevel error -y -i tones.ac3 -c:a copy -f vob -fflags +bitexact \

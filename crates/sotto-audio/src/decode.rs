@@ -555,6 +555,17 @@ fn decode_inner(
         let pcm = crate::codec::DecodedWav::new(src, raw, (0, len), 8_000);
         ext = Some("wav");
         src = Box::new(ReadOnlySource::new(pcm));
+    } else if crate::dss::is_dss(&head) {
+        use crate::dss::DssError;
+        let pcm = crate::dss::open(src).map_err(|e| match e {
+            DssError::Codec(what) => AudioError::Codec {
+                input: name.to_string(),
+                detail: format!("{what} (sotto decodes DSS's standard-play mode)"),
+            },
+            DssError::Io(why) => corrupt(name, format!("DSS: {why}")),
+        })?;
+        ext = Some("wav");
+        src = Box::new(ReadOnlySource::new(pcm));
     } else if crate::ps::is_ps(&head) {
         use crate::ps::PsError;
         let audio = crate::ps::open(src).map_err(|e| match e {

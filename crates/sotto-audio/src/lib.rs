@@ -19,6 +19,7 @@ mod caf;
 mod codec;
 mod decode;
 pub mod diarize;
+mod dss;
 mod dts;
 mod elementary;
 mod error;

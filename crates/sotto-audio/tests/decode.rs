@@ -691,7 +691,7 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
     assert_one_line(
         &e,
         &format!(
-            "{}: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, flv, ts, aiff, caf, au, gsm, amr/awb/3gp, wma/asf, mpg/vob, spx)",
+            "{}: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, flv, ts, aiff, caf, au, gsm, amr/awb/3gp, wma/asf, mpg/vob, spx, dss)",
             notes.display()
         ),
     );
@@ -722,7 +722,7 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
     let e = decode_reader(&b"plain text, not audio at all"[..], None).unwrap_err();
     assert_one_line(
         &e.to_string(),
-        "stdin: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, flv, ts, aiff, caf, au, gsm, amr/awb/3gp, wma/asf, mpg/vob, spx)",
+        "stdin: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, flv, ts, aiff, caf, au, gsm, amr/awb/3gp, wma/asf, mpg/vob, spx, dss)",
     );
 
     // A container sotto reads with audio in a codec it does not decode (WavPack in
@@ -854,7 +854,9 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 56] = [
+const CONTAINERS: [&str; 58] = [
+    "noise.dss",
+    "tones.lpcm24.vob",
     "tones.speex.flv",
     "speech.spx",
     "speech.nb.spx",
@@ -1461,6 +1463,40 @@ fn speex_decodes_as_ffmpeg_does() {
         assert!(cut.samples.len() < got.samples.len());
         assert!(got.samples.starts_with(&cut.samples), "{name} cut");
     }
+}
+
+/// DSS (Olympus's and Philips's dictation recorders) in standard-play mode decodes to
+/// FFmpeg's samples exactly: a file of random frames (FFmpeg has no DSS encoder; any bits
+/// decode, and every step of the decoder's integer arithmetic shows in the result), its
+/// frames stored in FFmpeg's swapped order across block headers; cut short, it keeps its
+/// whole frames. The long-play mode (G.723.1) is named.
+#[test]
+fn dss_decodes_as_ffmpeg_does() {
+    let got = decode_file(&fixture("noise.dss")).unwrap();
+    assert_eq!((got.sample_rate, got.channels_in), (11_025, 1));
+    // `ffmpeg -i noise.dss -f s16le - | md5sum`, FFmpeg 5.1.
+    let dir = scratch("dss");
+    let raw = dir.join("noise.s16");
+    let le: Vec<u8> = got
+        .samples
+        .iter()
+        .flat_map(|&s| ((s * 32768.0) as i16).to_le_bytes())
+        .collect();
+    std::fs::write(&raw, le).unwrap();
+    assert_eq!(
+        sotto_testdata::md5(&raw),
+        "2cf6f1a9665e258d7dd40f0770e5ed0c"
+    );
+    let bytes = std::fs::read(fixture("noise.dss")).unwrap();
+    let sniffed = decode_bytes("noname", bytes.clone(), None).unwrap();
+    assert!(sniffed.samples == got.samples);
+    let cut = decode_bytes("cut.dss", bytes[..bytes.len() - 50].to_vec(), None).unwrap();
+    assert_eq!(cut.samples.len(), got.samples.len() - 264 * 2);
+    assert!(got.samples.starts_with(&cut.samples));
+    let mut lp = bytes;
+    lp[0x2a4] = 2;
+    let e = decode_bytes("lp.dss", lp, None).unwrap_err().to_string();
+    assert!(e.contains("DSS long-play mode (G.723.1)"), "{e}");
 }
 
 /// An ASF file: a header of file properties and one audio stream in WAVE format `tag`,

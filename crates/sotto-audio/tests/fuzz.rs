@@ -6,7 +6,8 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 54] = [
+const FIXTURES: [&str; 55] = [
+    "noise.dss",
     "speech.spx",
     "tones.spx",
     "tones.mpg",
