@@ -391,6 +391,45 @@ impl WavSample for f32 {
     }
 }
 
+/// Bytes made and not yet handed out by a reader that decodes as it is read (a WAV header,
+/// then each block's or packet's samples).
+pub(crate) struct Pending {
+    bytes: Vec<u8>,
+    taken: usize,
+}
+
+impl Pending {
+    /// Starting with `header`.
+    pub(crate) fn new(header: Vec<u8>) -> Self {
+        Self {
+            bytes: header,
+            taken: 0,
+        }
+    }
+
+    /// Whether all made has been handed out.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.taken == self.bytes.len()
+    }
+
+    /// Makes `samples` the bytes to hand out next.
+    pub(crate) fn refill<S: WavSample>(&mut self, samples: impl IntoIterator<Item = S>) {
+        self.bytes.clear();
+        self.taken = 0;
+        for s in samples {
+            s.push_le(&mut self.bytes);
+        }
+    }
+
+    /// Hands out what fits in `buf`.
+    pub(crate) fn read(&mut self, buf: &mut [u8]) -> usize {
+        let n = (self.bytes.len() - self.taken).min(buf.len());
+        buf[..n].copy_from_slice(&self.bytes[self.taken..self.taken + n]);
+        self.taken += n;
+        n
+    }
+}
+
 /// The blocks in a byte range of `src`, decoded as they are read and handed out as a
 /// mono WAV file of the decoder's samples.
 pub(crate) struct DecodedWav<D> {
@@ -399,9 +438,7 @@ pub(crate) struct DecodedWav<D> {
     /// Where the next block is, and where the blocks end.
     at: u64,
     end: u64,
-    /// Bytes made but not yet handed out (the header, then decoded samples).
-    pending: Vec<u8>,
-    taken: usize,
+    pending: Pending,
 }
 
 impl<D: BlockDecode> DecodedWav<D> {
@@ -447,8 +484,7 @@ impl<D: BlockDecode> DecodedWav<D> {
             dec,
             at: start,
             end,
-            pending: h,
-            taken: 0,
+            pending: Pending::new(h),
         }
     }
 }
@@ -456,7 +492,7 @@ impl<D: BlockDecode> DecodedWav<D> {
 impl<D: BlockDecode> std::io::Read for DecodedWav<D> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         use std::io::{Seek, SeekFrom};
-        if self.taken == self.pending.len() {
+        if self.pending.is_empty() {
             let size = (self.dec.block() as u64).min(self.end.saturating_sub(self.at));
             if size == 0 {
                 return Ok(0);
@@ -471,16 +507,9 @@ impl<D: BlockDecode> std::io::Read for DecodedWav<D> {
             self.at += size;
             let mut samples = Vec::with_capacity(self.dec.samples_per_block());
             self.dec.decode(&block, &mut samples);
-            self.pending.clear();
-            for s in samples {
-                s.push_le(&mut self.pending);
-            }
-            self.taken = 0;
+            self.pending.refill(samples);
         }
-        let n = (self.pending.len() - self.taken).min(buf.len());
-        buf[..n].copy_from_slice(&self.pending[self.taken..self.taken + n]);
-        self.taken += n;
-        Ok(n)
+        Ok(self.pending.read(buf))
     }
 }
 

@@ -117,8 +117,7 @@ pub(crate) fn open(mut src: Box<dyn MediaSource>) -> Result<DssWav, DssError> {
         frames,
         swap_byte: 0,
         dec: DssSp::default(),
-        pending: header,
-        taken: 0,
+        pending: crate::codec::Pending::new(header),
     })
 }
 
@@ -132,8 +131,7 @@ pub(crate) struct DssWav {
     /// The byte a full frame lends the shortened one after it.
     swap_byte: u8,
     dec: DssSp,
-    pending: Vec<u8>,
-    taken: usize,
+    pending: crate::codec::Pending,
 }
 
 impl DssWav {
@@ -165,7 +163,7 @@ impl DssWav {
 
 impl Read for DssWav {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        if self.taken == self.pending.len() {
+        if self.pending.is_empty() {
             if self.frames == 0 {
                 return Ok(0);
             }
@@ -173,16 +171,9 @@ impl Read for DssWav {
             let frame = self.frame()?;
             let mut out = [0i16; SAMPLES];
             self.dec.decode(&frame, &mut out);
-            self.pending.clear();
-            for s in out {
-                self.pending.extend_from_slice(&s.to_le_bytes());
-            }
-            self.taken = 0;
+            self.pending.refill(out);
         }
-        let n = (self.pending.len() - self.taken).min(buf.len());
-        buf[..n].copy_from_slice(&self.pending[self.taken..self.taken + n]);
-        self.taken += n;
-        Ok(n)
+        Ok(self.pending.read(buf))
     }
 }
 

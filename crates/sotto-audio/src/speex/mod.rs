@@ -1149,9 +1149,7 @@ pub(crate) struct PacketsWav {
     src: Box<dyn symphonia::core::io::MediaSource>,
     chunks: std::vec::IntoIter<(u64, u64)>,
     speex: Speex,
-    /// Bytes made but not yet handed out (the header, then a packet's samples).
-    pending: Vec<u8>,
-    taken: usize,
+    pending: crate::codec::Pending,
 }
 
 impl PacketsWav {
@@ -1174,8 +1172,7 @@ impl PacketsWav {
             src,
             chunks: chunks.into_iter(),
             speex,
-            pending: crate::avi::wav_header(&fmt, data),
-            taken: 0,
+            pending: crate::codec::Pending::new(crate::avi::wav_header(&fmt, data)),
         }
     }
 }
@@ -1183,7 +1180,7 @@ impl PacketsWav {
 impl std::io::Read for PacketsWav {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         use std::io::{Seek, SeekFrom};
-        if self.taken == self.pending.len() {
+        if self.pending.is_empty() {
             let Some((at, len)) = self.chunks.next() else {
                 return Ok(0);
             };
@@ -1199,16 +1196,9 @@ impl std::io::Read for PacketsWav {
                 samples.clear();
                 samples.resize(self.speex.packet_samples(), 0.0);
             }
-            self.pending.clear();
-            for s in samples {
-                self.pending.extend_from_slice(&s.to_le_bytes());
-            }
-            self.taken = 0;
+            self.pending.refill(samples);
         }
-        let n = (self.pending.len() - self.taken).min(buf.len());
-        buf[..n].copy_from_slice(&self.pending[self.taken..self.taken + n]);
-        self.taken += n;
-        Ok(n)
+        Ok(self.pending.read(buf))
     }
 }
 
