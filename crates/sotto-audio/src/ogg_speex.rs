@@ -50,6 +50,7 @@ pub(crate) struct OggSpeexReader {
     /// Samples a packet decodes to, and those handed out so far.
     per_packet: u64,
     ts: u64,
+    comment_skipped: bool,
 }
 
 impl OggSpeexReader {
@@ -65,6 +66,7 @@ impl OggSpeexReader {
             ready: VecDeque::new(),
             per_packet: 0,
             ts: 0,
+            comment_skipped: false,
         };
         for _ in 0..MAX_PAGES_TO_HEADER {
             let Some(page) = reader.next_page()? else {
@@ -87,8 +89,6 @@ impl OggSpeexReader {
                     .with_extra_data(header.into_boxed_slice());
                 reader.per_packet = (config.frame_size * config.frames_per_packet) as u64;
                 reader.tracks.push(Track::new(0, params));
-                // The comment packet, once it has come, is not audio.
-                reader.ts = u64::MAX;
                 return Ok(reader);
             }
         }
@@ -174,9 +174,9 @@ impl FormatReader for OggSpeexReader {
     fn next_packet(&mut self) -> Result<Packet> {
         loop {
             if let Some(p) = self.ready.pop_front() {
-                if self.ts == u64::MAX {
-                    // The comment packet.
-                    self.ts = 0;
+                if !self.comment_skipped {
+                    // The comment packet after the header is not audio.
+                    self.comment_skipped = true;
                     continue;
                 }
                 let ts = self.ts;

@@ -763,21 +763,12 @@ impl Speex {
             let offset = NB_SUBFRAME_SIZE * sub;
             let e0 = EXC + offset;
             st.exc_buf[e0..e0 + NB_SUBFRAME_SIZE].fill(0.0);
-            let (pit_min, pit_max) = if sm.lbr_pitch != -1 {
-                let margin = sm.lbr_pitch;
-                if margin != 0 {
-                    // FFmpeg's bound (the reference's `pit_max` cap), kept.
-                    (
-                        (ol_pitch - margin + 1).max(NB_PITCH_START),
-                        (ol_pitch + margin).min(NB_PITCH_START),
-                    )
-                } else {
-                    (ol_pitch, ol_pitch)
-                }
-            } else {
-                (NB_PITCH_START, NB_PITCH_END as i32)
+            // The pitch's lower bound (its upper one bounds nothing the decoder reads).
+            let pit_min = match sm.lbr_pitch {
+                -1 => NB_PITCH_START,
+                0 => ol_pitch,
+                margin => (ol_pitch - margin + 1).max(NB_PITCH_START),
             };
-            let _ = pit_max;
             let pitch_gain;
             let pitch;
             match sm.ltp {
