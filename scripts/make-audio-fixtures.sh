@@ -403,4 +403,38 @@ ffmpeg -hide_banner -loglevel error -y -f lavfi -i color=black:size=32x32:rate=2
     -t 0.5 -c:v mpeg1video -c:a mp2 -b:a 64k -f mpeg -fflags +bitexact -flags +bitexact tones.mpg
 ffmpeg -hide_banner -loglevel error -y -i tones.mpg -map 0:a -c:a copy -f mp2 -fflags +bitexact \
     tones.mpg.mp2
+# G.729 (VoIP call recordings): 3 s of samples/jfk.wav at 8 kHz through Belledonne's
+# bcg729 encoder (`apt-get install libbcg729-0`; FFmpeg has no G.729 encoder), four frames
+# zeroed as a lost packet's are (FFmpeg conceals them); and Annex D (6.4 kbit/s) in WAV
+# (format 0x0083, 8-byte blocks), random frames with every 13th zeroed, since no encoder
+# here writes it. tests/decode.rs holds the md5 of FFmpeg's 16-bit decodes.
+python3 - "$root/samples/jfk.wav" <<'PY'
+import ctypes, ctypes.util, random, struct, subprocess, sys
+lib = ctypes.CDLL(ctypes.util.find_library("bcg729") or "libbcg729.so.0")
+lib.initBcg729EncoderChannel.restype = ctypes.c_void_p
+lib.initBcg729EncoderChannel.argtypes = [ctypes.c_uint8]
+lib.bcg729Encoder.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+pcm = subprocess.run(["ffmpeg", "-loglevel", "error", "-i", sys.argv[1], "-t", "3", "-ar", "8000",
+                      "-ac", "1", "-f", "s16le", "-"], check=True, capture_output=True).stdout
+enc = lib.initBcg729EncoderChannel(0)
+frames = bytearray()
+bits, n = (ctypes.c_uint8 * 10)(), ctypes.c_uint8()
+for at in range(0, len(pcm) - 159, 160):
+    speech = (ctypes.c_int16 * 80).from_buffer_copy(pcm[at:at + 160])
+    lib.bcg729Encoder(enc, speech, bits, ctypes.byref(n))
+    frames += bytes(bits)
+for f in range(120, 124):
+    frames[f * 10:f * 10 + 10] = bytes(10)
+open("speech.g729", "wb").write(frames)
+random.seed(29)
+d = bytearray(random.getrandbits(8) for _ in range(8 * 100))
+for f in range(0, 100, 13):
+    d[f * 8:f * 8 + 8] = bytes(8)
+fmt = struct.pack("<HHIIHHH", 0x0083, 1, 8000, 800, 8, 0, 0)
+body = b"WAVEfmt " + struct.pack("<I", len(fmt)) + fmt + b"data" + struct.pack("<I", len(d)) + d
+open("noise.g729d.wav", "wb").write(b"RIFF" + struct.pack("<I", len(body)) + body)
+PY
+for f in speech.g729 noise.g729d.wav; do
+    ffmpeg -hide_banner -loglevel error -i "$f" -f s16le - | md5sum
+done
 ls -l tones.* speech.*

@@ -2,7 +2,7 @@
 //! the buffer a packet's samples go to (AC-3's too), the symphonia [`Decoder`]
 //! methods of a decoder that decodes each packet into such a buffer (AAC's and Opus's
 //! too), FFmpeg's noise generator (AMR-WB's, Nellymoser's), and, for the speech codecs of
-//! telephony (GSM, G.722, G.726) and Nellymoser, a file whose blocks decode as they are
+//! telephony (GSM, G.722, G.726, G.729) and Nellymoser, a file whose blocks decode as they are
 //! read into a PCM or float WAV file symphonia reads.
 //!
 //! [`Decoder`]: symphonia::core::codecs::Decoder

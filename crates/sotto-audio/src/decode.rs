@@ -288,6 +288,9 @@ fn decode_source(
 ) -> Result<Decoded> {
     quiet_panics::install();
     let _quiet = quiet_panics::Scope::enter();
+    // Extensions as Windows and recorders write them too (`CALL.G729`, `REC01.WAV`).
+    let hint = hint.map(str::to_ascii_lowercase);
+    let hint = hint.as_deref();
     match catch_unwind(AssertUnwindSafe(|| decode_inner(src, name, hint, want))) {
         Ok(result) => result,
         Err(payload) => {
@@ -359,7 +362,8 @@ fn corrupt(name: &str, detail: impl Into<String>) -> AudioError {
 enum SpeechWav {
     /// Another format: the file, to read as it is.
     Other(Box<dyn MediaSource>),
-    /// GSM 06.10, G.722 or G.726: the 16-bit PCM WAV file it decodes to, as it is read.
+    /// GSM 06.10, G.722, G.726 or G.729: the 16-bit PCM WAV file it decodes to, as it is
+    /// read.
     Decoded(Box<dyn MediaSource>),
     /// One of them in a form no decoder takes: what is wrong.
     Unsupported(String),
@@ -374,6 +378,7 @@ fn speech_wav(mut src: Box<dyn MediaSource>) -> SpeechWav {
         Some(crate::gsm::WAV_TAG) => "GSM 06.10",
         Some(crate::g722::WAV_TAG) => "G.722",
         Some(t) if crate::g726::WAV_TAGS.contains(&t) => "G.726",
+        Some(t) if crate::g729::WAV_TAGS.contains(&t) => "G.729",
         _ => "",
     };
     let (Some(fmt), Some((start, len)), Some(tag), false) = (fmt, data, tag, codec.is_empty())
@@ -411,6 +416,15 @@ fn speech_wav(mut src: Box<dyn MediaSource>) -> SpeechWav {
             false => SpeechWav::Unsupported(format!("GSM 06.10 in blocks of {block} bytes")),
         },
         crate::g722::WAV_TAG => decoded(src, crate::g722::G722::new(), range, rate),
+        t if crate::g729::WAV_TAGS.contains(&t) => {
+            // Annex D's 8-byte frames where the byte rate says 6.4 kbit/s, as FFmpeg's parser
+            // tells them.
+            let byte_rate = fmt
+                .get(8..12)
+                .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+            let annex_d = u64::from(byte_rate) * 8 < 8000;
+            decoded(src, crate::g729::G729::new(annex_d), range, rate)
+        }
         _ => {
             let bits = u32::from(field(14).unwrap_or(0));
             match crate::g726::G726::new(bits) {
@@ -547,6 +561,13 @@ fn decode_inner(
     } else if ext == Some("g722") {
         let len = src.byte_len().unwrap_or(0);
         let pcm = crate::codec::DecodedWav::new(src, crate::g722::G722::new(), (0, len), 16_000);
+        ext = Some("wav");
+        src = Box::new(ReadOnlySource::new(pcm));
+    } else if ext == Some("g729") {
+        // 8 kbit/s frames, as FFmpeg's raw G.729 reader takes every `.g729` file.
+        let len = src.byte_len().unwrap_or(0);
+        let pcm =
+            crate::codec::DecodedWav::new(src, crate::g729::G729::new(false), (0, len), 8_000);
         ext = Some("wav");
         src = Box::new(ReadOnlySource::new(pcm));
     } else if crate::gsm::is_raw(&head, ext) {

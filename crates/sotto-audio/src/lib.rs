@@ -26,6 +26,7 @@ mod error;
 mod flv;
 mod g722;
 mod g726;
+mod g729;
 mod gsm;
 mod ima_qt;
 mod mel;

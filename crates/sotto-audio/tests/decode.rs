@@ -854,7 +854,8 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 58] = [
+const CONTAINERS: [&str; 59] = [
+    "noise.g729d.wav",
     "noise.dss",
     "tones.lpcm24.vob",
     "tones.speex.flv",
@@ -1475,16 +1476,8 @@ fn dss_decodes_as_ffmpeg_does() {
     let got = decode_file(&fixture("noise.dss")).unwrap();
     assert_eq!((got.sample_rate, got.channels_in), (11_025, 1));
     // `ffmpeg -i noise.dss -f s16le - | md5sum`, FFmpeg 5.1.
-    let dir = scratch("dss");
-    let raw = dir.join("noise.s16");
-    let le: Vec<u8> = got
-        .samples
-        .iter()
-        .flat_map(|&s| ((s * 32768.0) as i16).to_le_bytes())
-        .collect();
-    std::fs::write(&raw, le).unwrap();
     assert_eq!(
-        sotto_testdata::md5(&raw),
+        s16_md5(&got.samples, &scratch("dss")),
         "2cf6f1a9665e258d7dd40f0770e5ed0c"
     );
     let bytes = std::fs::read(fixture("noise.dss")).unwrap();
@@ -1497,6 +1490,83 @@ fn dss_decodes_as_ffmpeg_does() {
     lp[0x2a4] = 2;
     let e = decode_bytes("lp.dss", lp, None).unwrap_err().to_string();
     assert!(e.contains("DSS long-play mode (G.723.1)"), "{e}");
+}
+
+/// `samples` (a 16-bit decode) as little-endian bytes, and their md5.
+fn s16_md5(samples: &[f32], dir: &Path) -> String {
+    let raw = dir.join("decoded.s16");
+    let le: Vec<u8> = samples
+        .iter()
+        .flat_map(|&s| ((s * 32768.0) as i16).to_le_bytes())
+        .collect();
+    std::fs::write(&raw, le).unwrap();
+    sotto_testdata::md5(&raw)
+}
+
+/// G.729 (VoIP call recordings) decodes to FFmpeg's samples exactly: raw `.g729` frames of
+/// real speech (bcg729's encoding, four frames lost and concealed), the same frames in WAV
+/// (format 0x0083 or 0x729A), and Annex D's 6.4 kbit/s frames in WAV (random bits, which
+/// reach the decoder's overflow and postfilter paths). The extension is read in either
+/// case; a file cut inside a frame keeps its whole frames; G.729 in stereo WAV is named.
+#[test]
+fn g729_decodes_as_ffmpeg_does() {
+    let dir = scratch("g729");
+    let got = decode_file(&fixture("speech.g729")).unwrap();
+    assert_eq!((got.sample_rate, got.channels_in), (8_000, 1));
+    assert_eq!(got.samples.len(), 300 * 80);
+    assert!(got.samples.iter().any(|v| v.abs() > 0.1), "not silence");
+    // `ffmpeg -i F -f s16le - | md5sum`, FFmpeg 5.1.
+    assert_eq!(
+        s16_md5(&got.samples, &dir),
+        "f29f48073a8562d12fb69a398eb14370"
+    );
+    let frames = std::fs::read(fixture("speech.g729")).unwrap();
+    let hinted = decode_bytes("CALL", frames.clone(), Some("G729")).unwrap();
+    assert!(hinted.samples == got.samples, "from bytes");
+    let whole = sotto_audio::to_16k(got.clone()).unwrap();
+    let path = fixture("speech.g729");
+    let streamed = sotto_audio::load_16k(path.to_str().unwrap(), false).unwrap();
+    assert_eq!(streamed, whole, "resampled as it decodes");
+    let cut = frames[..frames.len() - 5].to_vec();
+    let cut = decode_bytes("cut", cut, Some("g729")).unwrap();
+    assert!(got.samples.starts_with(&cut.samples));
+    assert_eq!(cut.samples.len(), got.samples.len() - 80);
+    for tag in [0x0083u16, 0x729A] {
+        let wav = coded_wav(tag, 1, 1_000, 10, &frames);
+        let sniffed = decode_bytes("noname", wav, None).unwrap();
+        assert!(sniffed.samples == got.samples, "WAV {tag:#06x}");
+    }
+    let annex_d = decode_file(&fixture("noise.g729d.wav")).unwrap();
+    assert_eq!(annex_d.samples.len(), 100 * 80);
+    assert_eq!(
+        s16_md5(&annex_d.samples, &dir),
+        "2ce966169f4ac319104bc51e98ef98a6"
+    );
+    let stereo = coded_wav(0x0083, 2, 2_000, 20, &frames);
+    let e = decode_bytes("x.wav", stereo, None).unwrap_err().to_string();
+    assert!(e.contains("G.729 in 2 channels"), "{e}");
+}
+
+/// An 8 kHz WAV file of one codec's `data`, `block` bytes a block: a WAVEFORMATEX with no
+/// extra bytes.
+fn coded_wav(tag: u16, channels: u16, byte_rate: u32, block: u16, data: &[u8]) -> Vec<u8> {
+    let mut fmt = Vec::new();
+    fmt.extend_from_slice(&tag.to_le_bytes());
+    fmt.extend_from_slice(&channels.to_le_bytes());
+    fmt.extend_from_slice(&8_000u32.to_le_bytes());
+    fmt.extend_from_slice(&byte_rate.to_le_bytes());
+    fmt.extend_from_slice(&block.to_le_bytes());
+    fmt.extend_from_slice(&[0; 4]);
+    let mut body = b"WAVEfmt ".to_vec();
+    body.extend_from_slice(&(fmt.len() as u32).to_le_bytes());
+    body.extend_from_slice(&fmt);
+    body.extend_from_slice(b"data");
+    body.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    body.extend_from_slice(data);
+    let mut wav = b"RIFF".to_vec();
+    wav.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    wav.extend_from_slice(&body);
+    wav
 }
 
 /// An ASF file: a header of file properties and one audio stream in WAVE format `tag`,

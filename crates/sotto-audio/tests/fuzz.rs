@@ -6,7 +6,8 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 55] = [
+const FIXTURES: [&str; 56] = [
+    "noise.g729d.wav",
     "noise.dss",
     "speech.spx",
     "tones.spx",
@@ -63,7 +64,14 @@ const FIXTURES: [&str; 55] = [
     "tones.mlp.mka",
     "tones.thd",
 ];
-const HINTS: [Option<&str>; 5] = [None, Some("wav"), Some("flac"), Some("mp3"), Some("ogg")];
+const HINTS: [Option<&str>; 6] = [
+    None,
+    Some("wav"),
+    Some("flac"),
+    Some("mp3"),
+    Some("ogg"),
+    Some("g729"),
+];
 
 fn fixture(i: usize) -> Vec<u8> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
@@ -99,7 +107,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
     #[test]
-    fn random_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..4096), hint in 0..5usize) {
+    fn random_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..4096), hint in 0..HINTS.len()) {
         check(bytes, HINTS[hint]);
     }
 
