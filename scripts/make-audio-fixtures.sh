@@ -437,4 +437,11 @@ PY
 for f in speech.g729 noise.g729d.wav; do
     ffmpeg -hide_banner -loglevel error -i "$f" -f s16le - | md5sum
 done
+# FFmpeg's resampling to 16 kHz (libswresample's defaults, as faster-whisper's and the
+# ffmpeg CLI's): 8 kHz G.729 speech up, 22.05 kHz stereo tones down; tests/decode.rs
+# compares sotto's with them.
+ffmpeg -hide_banner -loglevel error -y -i speech.g729 -ar 16000 -c:a flac -fflags +bitexact \
+    speech.g729.16k.flac
+ffmpeg -hide_banner -loglevel error -y -i tones.flac -ar 16000 -c:a flac -fflags +bitexact \
+    tones.16k.flac
 ls -l tones.* speech.*

@@ -1,38 +1,36 @@
-//! Band-limited resampling to 16 kHz (rubato's windowed-sinc resampler).
+//! Resampling to 16 kHz as FFmpeg's libswresample does it by default, which is how every
+//! Whisper model heard its training audio (openai-whisper decodes through the `ffmpeg`
+//! CLI) and how faster-whisper (PyAV) resamples: a polyphase bank of Kaiser-windowed sincs
+//! (β = 9), 32 taps at the input rate when upsampling, cut at 0.97 of the output's Nyquist
+//! (and as many more taps as that stretches them) when downsampling; one phase for each
+//! distinct output position where there are at most 1024 of them (8, 11.025, 22.05, 44.1,
+//! 48 kHz...), else 1024 phases interpolated linearly; the input mirrored at both ends.
+//!
+//! Its response is what matters: upsampling 8 kHz telephone audio, it passes up to the old
+//! Nyquist and a little past it (−6 dB at 4 kHz, −14 dB at 4.2 kHz), where a steep
+//! low-pass cuts at 3.8 kHz; the shared clips through G.729 or 8 kHz WAV lost 2 WER points
+//! to such a filter against FFmpeg's.
 
-use rubato::{
-    calculate_cutoff, Resampler, SincFixedIn, SincInterpolationParameters, SincInterpolationType,
-    WindowFunction,
-};
+use std::sync::{Arc, Mutex};
 
 use crate::{AudioError, Result, SAMPLE_RATE};
 
 /// Lowest and highest input rates accepted (telephone-grade to studio 768 kHz).
 const MIN_RATE: u32 = 1000;
 const MAX_RATE: u32 = 768_000;
-/// Input frames per resampler call.
+/// libswresample's defaults: taps at the lower rate, most phases, cutoff, Kaiser β.
+const FILTER_SIZE: f64 = 32.0;
+const MAX_PHASES: u64 = 1024;
+const CUTOFF: f64 = 0.97;
+const KAISER_BETA: f64 = 9.0;
+/// Input held back between pushes, besides the filter's reach.
 const CHUNK: usize = 4096;
-/// Sinc filter length: long, for a flat passband up to ~0.95 of the lower Nyquist.
-const SINC_LEN: usize = 256;
-/// Sinc sub-steps per input sample. rubato 0.16 places output samples 1/OVERSAMPLING of an input
-/// sample late (a fixed sub-step bias we cannot shift away in whole samples); at 1024 that is
-/// under 0.1 ppm of a second at 16 kHz, with a 1 MiB filter table.
-const OVERSAMPLING: usize = 1024;
-/// Most distinct output phases (16000 / gcd(rate, 16000)) for which the filter table holds
-/// every phase exactly, so that each output is one 256-tap dot product instead of four
-/// interpolated ones: 48 kHz has 1 phase, 44.1 kHz 160, 22.05 kHz 320, 11.025 kHz 640.
-/// Rates with more (44 056 Hz: 2000) interpolate the table.
-const MAX_EXACT_PHASES: usize = 2048;
 
 /// Resamples mono `samples` at `rate` Hz to 16 kHz. The result has exactly
 /// `round(len * 16000 / rate)` samples and is aligned with the input: output k is the
 /// band-limited input at time k / 16000 s. At 16 kHz the input is returned unchanged.
 pub fn resample_to_16k(samples: &[f32], rate: u32) -> Result<Vec<f32>> {
-    resample_with(samples, rate, true)
-}
-
-fn resample_with(samples: &[f32], rate: u32, exact: bool) -> Result<Vec<f32>> {
-    let mut r = Resampler16k::with_taps(rate, exact)?;
+    let mut r = Resampler16k::new(rate)?;
     r.push(samples)?;
     r.finish()
 }
@@ -46,33 +44,156 @@ pub struct Resampler16k {
 enum Inner {
     /// Already at 16 kHz.
     Copy(Vec<f32>),
-    Sinc(Box<Sinc>),
+    Poly(Box<Poly>),
 }
 
-struct Sinc {
-    resampler: SincFixedIn<f32>,
-    exact: bool,
+/// A filter bank, shared by every resampler from one rate.
+struct Bank {
+    /// Taps a phase (even), and phases.
+    taps: usize,
+    phases: usize,
+    /// `phases + 1` phases of `taps` taps: the last is the first one a sample later (for
+    /// the interpolation), as libswresample lays it out.
+    coeffs: Vec<f32>,
+    /// libswresample's position step: `div` phases and `modulo / src_incr` of one per
+    /// output sample.
+    src_incr: u64,
+    div: u64,
+    modulo: u64,
+}
+
+impl Bank {
+    fn new(rate: u32) -> Self {
+        let (rate, out) = (u64::from(rate), u64::from(SAMPLE_RATE));
+        let factor = (out as f64 * CUTOFF / rate as f64).min(1.0);
+        let mut taps = ((FILTER_SIZE / factor).ceil() as usize).max(1);
+        if taps > 1 {
+            taps = taps.next_multiple_of(2);
+        }
+        let (exact, _) = reduce(out, rate);
+        let phases = if exact <= MAX_PHASES {
+            exact
+        } else {
+            MAX_PHASES
+        };
+        let (mut src_incr, mut dst_incr) = reduce(out, rate * phases);
+        while dst_incr < 1 << 20 && src_incr < 1 << 20 {
+            src_incr *= 2;
+            dst_incr *= 2;
+        }
+        let phases = phases as usize;
+        let center = (taps - 1) / 2;
+        let mut coeffs = vec![0f32; (phases + 1) * taps];
+        let mut norm = 0.0;
+        let mut tab = vec![0f64; taps];
+        for ph in 0..phases {
+            for (i, t) in tab.iter_mut().enumerate() {
+                let x = std::f64::consts::PI
+                    * ((i as f64 - center as f64) - ph as f64 / phases as f64)
+                    * factor;
+                let sinc = if x == 0.0 { 1.0 } else { x.sin() / x };
+                let w = 2.0 * x / (factor * taps as f64 * std::f64::consts::PI);
+                *t = sinc * bessel_i0(KAISER_BETA * (1.0 - w * w).max(0.0).sqrt());
+            }
+            if ph == 0 {
+                norm = tab.iter().sum();
+            }
+            for (c, t) in coeffs[ph * taps..(ph + 1) * taps].iter_mut().zip(&tab) {
+                *c = (t / norm) as f32;
+            }
+        }
+        // The extra phase: the first, one sample on. Its first tap is what libswresample's
+        // copy puts there: the first phase's last where phases are stored 8-aligned without
+        // padding, else padding's zero.
+        let last = phases * taps;
+        coeffs[last] = if taps.is_multiple_of(8) { coeffs[taps - 1] } else { 0.0 };
+        let (head, tail) = coeffs.split_at_mut(last + 1);
+        tail.copy_from_slice(&head[..taps - 1]);
+        Self {
+            taps,
+            phases,
+            coeffs,
+            src_incr,
+            div: dst_incr / src_incr,
+            modulo: dst_incr % src_incr,
+        }
+    }
+
+    fn phase(&self, ph: usize) -> &[f32] {
+        &self.coeffs[ph * self.taps..(ph + 1) * self.taps]
+    }
+}
+
+/// I₀, the modified Bessel function of the first kind of order 0 (its series; β ≤ 9
+/// needs some 25 terms).
+fn bessel_i0(x: f64) -> f64 {
+    let q = x * x / 4.0;
+    let (mut term, mut sum) = (1.0f64, 1.0f64);
+    for k in 1..200 {
+        term *= q / (k * k) as f64;
+        sum += term;
+        if term < sum * 1e-17 {
+            break;
+        }
+    }
+    sum
+}
+
+/// `a / b` in lowest terms.
+fn reduce(a: u64, b: u64) -> (u64, u64) {
+    let g = gcd(a, b);
+    (a / g, b / g)
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// Banks built, by rate: a 44.1 kHz bank is 160 phases of 92 taps, which a server answering
+/// short clips would otherwise build on every request.
+fn bank(rate: u32) -> Arc<Bank> {
+    static BANKS: Mutex<Vec<(u32, Arc<Bank>)>> = Mutex::new(Vec::new());
+    /// At most this many are kept (the oldest makes way).
+    const MAX: usize = 8;
+    let mut banks = BANKS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, b)) = banks.iter().find(|(r, _)| *r == rate) {
+        return Arc::clone(b);
+    }
+    let b = Arc::new(Bank::new(rate));
+    if banks.len() >= MAX {
+        banks.remove(0);
+    }
+    banks.push((rate, Arc::clone(&b)));
+    b
+}
+
+/// One resampling in progress.
+struct Poly {
+    bank: Arc<Bank>,
     rate: u32,
-    skip: usize,
-    /// Input not yet fed to rubato (under one chunk after each push), led by the
-    /// alignment's zeros.
-    pending: Vec<f32>,
-    /// Input samples pushed, without the alignment's zeros.
+    /// The first input samples, which the start mirrors (libswresample reflects the input
+    /// about its first sample: x[-n] = x[n]).
+    head: Vec<f32>,
+    /// Input from absolute sample `base` on.
+    input: Vec<f32>,
+    base: usize,
     pushed: usize,
+    /// The next output's first tap (absolute input sample, negative at the start), phase
+    /// and fraction of a phase (in `src_incr` units).
+    sample: i64,
+    phase: usize,
+    frac: u64,
     out: Vec<f32>,
-    out_buf: Vec<Vec<f32>>,
+    /// Window of taps gathered where it crosses the input's ends.
+    window: Vec<f32>,
 }
 
 impl Resampler16k {
     /// A resampler from `rate` Hz; an error where the rate is outside what it handles.
     pub fn new(rate: u32) -> Result<Self> {
-        Self::with_taps(rate, true)
-    }
-
-    /// With the filter's taps at exact phases where `exact` asks for it and the rate allows
-    /// ([`build`]), else interpolated between sub-steps. Both give the same band-limited
-    /// signal (tested); the first takes one tap per tap instead of four.
-    fn with_taps(rate: u32, exact: bool) -> Result<Self> {
         if rate == SAMPLE_RATE {
             return Ok(Self {
                 inner: Inner::Copy(Vec::new()),
@@ -86,25 +207,22 @@ impl Resampler16k {
                 max: MAX_RATE,
             });
         }
-        let resampler = match idle::take(rate, exact) {
-            Some(r) => r,
-            None => build(rate, exact)?,
-        };
-        let out_buf = resampler.output_buffer_allocate(true);
-        let align = Alignment::new(rate);
-        let mut sinc = Box::new(Sinc {
-            resampler,
-            exact,
-            rate,
-            skip: align.skip,
-            pending: Vec::with_capacity(CHUNK),
-            pushed: 0,
-            out: Vec::new(),
-            out_buf,
-        });
-        sinc.feed(&vec![0.0; align.zeros])?;
+        let bank = bank(rate);
+        let center = (bank.taps - 1) / 2;
         Ok(Self {
-            inner: Inner::Sinc(sinc),
+            inner: Inner::Poly(Box::new(Poly {
+                head: Vec::with_capacity(bank.taps + 1),
+                input: Vec::with_capacity(CHUNK + 2 * bank.taps),
+                base: 0,
+                pushed: 0,
+                sample: -(center as i64),
+                phase: 0,
+                frac: 0,
+                out: Vec::new(),
+                window: vec![0.0; bank.taps],
+                bank,
+                rate,
+            })),
         })
     }
 
@@ -112,7 +230,7 @@ impl Resampler16k {
     pub fn push(&mut self, samples: &[f32]) -> Result<()> {
         match &mut self.inner {
             Inner::Copy(out) => out.extend_from_slice(samples),
-            Inner::Sinc(s) => s.push(samples)?,
+            Inner::Poly(p) => p.push(samples),
         }
         Ok(())
     }
@@ -121,170 +239,133 @@ impl Resampler16k {
     pub fn finish(self) -> Result<Vec<f32>> {
         match self.inner {
             Inner::Copy(out) => Ok(out),
-            Inner::Sinc(s) => s.finish(),
+            Inner::Poly(p) => Ok(p.finish()),
         }
     }
 }
 
-impl Sinc {
-    fn push(&mut self, samples: &[f32]) -> Result<()> {
+impl Poly {
+    fn push(&mut self, samples: &[f32]) {
+        let want = self.bank.taps + 1;
+        if self.head.len() < want {
+            let n = (want - self.head.len()).min(samples.len());
+            self.head.extend_from_slice(&samples[..n]);
+        }
         self.pushed += samples.len();
-        self.feed(samples)
+        self.input.extend_from_slice(samples);
+        // Outputs wait for the start's mirror to be whole; then each goes out once its
+        // window (and the next phase's, one sample on) is in.
+        if self.head.len() == want {
+            self.run(self.base + self.input.len(), None);
+        }
+        // Keep from the next output's first tap on.
+        let keep = usize::try_from(self.sample.max(0)).unwrap_or(0);
+        if keep > self.base + CHUNK {
+            self.input.drain(..keep - self.base);
+            self.base = keep;
+        }
     }
 
-    /// Hands rubato every whole chunk of `pending ++ samples` and keeps the rest.
-    fn feed(&mut self, samples: &[f32]) -> Result<()> {
-        let mut rest = samples;
-        // Whole chunks go to rubato straight from the input once `pending` is empty.
-        while !rest.is_empty() {
-            if self.pending.is_empty() && rest.len() >= CHUNK {
-                let (chunk, tail) = rest.split_at(CHUNK);
-                self.process(chunk)?;
-                rest = tail;
-                continue;
+    /// Outputs while their windows end by `end` (or, at the end, `count` of them in all).
+    fn run(&mut self, end: usize, count: Option<usize>) {
+        let taps = self.bank.taps;
+        let linear = self.bank.modulo != 0;
+        loop {
+            if let Some(n) = count {
+                if self.out.len() >= n {
+                    return;
+                }
+            } else if self.sample + taps as i64 + 1 > end as i64 {
+                return;
             }
-            let take = (CHUNK - self.pending.len()).min(rest.len());
-            self.pending.extend_from_slice(&rest[..take]);
-            rest = &rest[take..];
-            if self.pending.len() == CHUNK {
-                let chunk = std::mem::take(&mut self.pending);
-                self.process(&chunk)?;
-                self.pending = chunk;
-                self.pending.clear();
+            let v = self.one(linear);
+            self.out.push(v);
+            let b = &self.bank;
+            self.frac += b.modulo;
+            self.phase += b.div as usize;
+            if self.frac >= b.src_incr {
+                self.frac -= b.src_incr;
+                self.phase += 1;
             }
+            self.sample += (self.phase / b.phases) as i64;
+            self.phase %= b.phases;
         }
-        Ok(())
     }
 
-    fn process(&mut self, chunk: &[f32]) -> Result<()> {
-        let (_, written) = self
-            .resampler
-            .process_into_buffer(&[chunk], &mut self.out_buf, None)
-            .map_err(resample_error)?;
-        self.out.extend_from_slice(&self.out_buf[0][..written]);
-        Ok(())
+    /// The output at the current position.
+    fn one(&mut self, linear: bool) -> f32 {
+        let b = &*self.bank;
+        let taps = b.taps;
+        let from = self.sample - self.base as i64;
+        let inside = from >= 0 && (from as usize) + taps < self.input.len();
+        let x: &[f32] = if inside {
+            &self.input[from as usize..from as usize + taps + 1]
+        } else {
+            self.window.resize(taps + 1, 0.0);
+            for i in 0..=taps {
+                self.window[i] = self.at(self.sample + i as i64);
+            }
+            &self.window
+        };
+        let v1 = dot(&x[..taps], b.phase(self.phase));
+        if !linear {
+            return v1;
+        }
+        let v2 = dot(
+            &x[..taps],
+            &b.coeffs[(self.phase + 1) * taps..(self.phase + 2) * taps],
+        );
+        v1 + ((f64::from(v2 - v1) / b.src_incr as f64) * self.frac as f64) as f32
     }
 
-    fn finish(mut self) -> Result<Vec<f32>> {
-        let out_len = output_len(self.pushed, self.rate);
-        if out_len == 0 {
-            return Ok(Vec::new());
+    /// Input sample `i` (absolute), mirrored before the start, and after the end as far as
+    /// libswresample's flush reflects it (zeros past that).
+    fn at(&self, i: i64) -> f32 {
+        let n = self.pushed as i64;
+        let i = i.abs();
+        let i = if i >= n {
+            let reflection = (n.min(self.bank.taps as i64) + 1) / 2;
+            let j = i - n;
+            if j >= reflection {
+                return 0.0;
+            }
+            n - 1 - j
+        } else {
+            i
+        };
+        let Ok(i) = usize::try_from(i) else {
+            return 0.0;
+        };
+        if i >= self.base && i - self.base < self.input.len() {
+            self.input[i - self.base]
+        } else {
+            self.head.get(i).copied().unwrap_or(0.0)
         }
-        let want = self.skip + out_len;
-        // The partial last chunk, then zeros until the filter's tail has come out. (rubato
-        // reads an empty slice as an inactive channel, so an empty remainder is passed as
-        // no input.)
-        let pending = std::mem::take(&mut self.pending);
-        let mut tail = (!pending.is_empty() && self.out.len() < want).then_some(&pending[..]);
-        while self.out.len() < want {
-            let input = tail.take().map(|r| [r]);
-            let (_, written) = self
-                .resampler
-                .process_partial_into_buffer(
-                    input.as_ref().map(|a| &a[..]),
-                    &mut self.out_buf,
-                    None,
-                )
-                .map_err(resample_error)?;
-            self.out.extend_from_slice(&self.out_buf[0][..written]);
-        }
-        self.out.truncate(want);
-        self.out.drain(..self.skip);
-        idle::put(self.rate, self.exact, self.resampler);
-        Ok(self.out)
+    }
+
+    fn finish(mut self) -> Vec<f32> {
+        let n = output_len(self.pushed, self.rate);
+        self.run(usize::MAX, Some(n));
+        self.out.truncate(n);
+        self.out
     }
 }
 
-/// rubato's resampler from `rate` (checked by the caller), its taps at exact phases where
-/// `exact` asks for it and the rate has at most [`MAX_EXACT_PHASES`] (the table's sub-steps
-/// a multiple of them), else interpolated between sub-steps.
-fn build(rate: u32, exact: bool) -> Result<SincFixedIn<f32>> {
-    let window = WindowFunction::BlackmanHarris2;
-    let phases = (SAMPLE_RATE / gcd(rate, SAMPLE_RATE)) as usize;
-    let (interpolation, oversampling_factor) = if exact && phases <= MAX_EXACT_PHASES {
-        // Output k lies k·rate/16000 input samples in: a whole number of 1/phases steps,
-        // so a table of a multiple of `phases` sub-steps has its taps exactly.
-        let n = phases * OVERSAMPLING.div_ceil(phases);
-        (SincInterpolationType::Nearest, n)
-    } else {
-        (SincInterpolationType::Cubic, OVERSAMPLING)
-    };
-    let params = SincInterpolationParameters {
-        sinc_len: SINC_LEN,
-        f_cutoff: calculate_cutoff(SINC_LEN, window),
-        interpolation,
-        oversampling_factor,
-        window,
-    };
-    let ratio = f64::from(SAMPLE_RATE) / f64::from(rate);
-    SincFixedIn::<f32>::new(ratio, 1.0, params, CHUNK, 1).map_err(resample_error)
-}
-
-/// Resamplers that finished, reset, for the next input at their rate: building one
-/// computes its filter table at every sub-step (~7 ms, as long as resampling 10 s of
-/// audio), which a server answering short clips would pay on every request, thrice with
-/// the channels kept apart.
-mod idle {
-    use std::sync::Mutex;
-
-    use rubato::{Resampler, SincFixedIn};
-
-    /// At most this many are kept (about 1.1 MiB each).
-    const MAX: usize = 6;
-
-    static IDLE: Mutex<Vec<(u32, bool, SincFixedIn<f32>)>> = Mutex::new(Vec::new());
-
-    #[cfg(test)]
-    pub(super) fn holds(rate: u32, exact: bool) -> bool {
-        let idle = IDLE.lock().unwrap_or_else(|e| e.into_inner());
-        idle.iter().any(|(r, e, _)| (*r, *e) == (rate, exact))
-    }
-
-    pub(super) fn take(rate: u32, exact: bool) -> Option<SincFixedIn<f32>> {
-        let mut idle = IDLE.lock().unwrap_or_else(|e| e.into_inner());
-        let i = idle
-            .iter()
-            .position(|(r, e, _)| (*r, *e) == (rate, exact))?;
-        Some(idle.swap_remove(i).2)
-    }
-
-    /// Keeps `r`, reset, unless enough are kept (the oldest makes way).
-    pub(super) fn put(rate: u32, exact: bool, mut r: SincFixedIn<f32>) {
-        r.reset();
-        let mut idle = IDLE.lock().unwrap_or_else(|e| e.into_inner());
-        if idle.len() >= MAX {
-            idle.remove(0);
-        }
-        idle.push((rate, exact, r));
-    }
-}
-
-/// Puts output sample k exactly at input time k * rate / 16000.
-///
-/// rubato 0.16's `SincFixedIn` emits output k at input time (k + 1) * step - 1 (step = rate /
-/// 16000; its `output_delay()` does not describe this). Prepending `zeros` input samples and
-/// dropping `skip` outputs turns that into an integer shift: with g = gcd(rate, 16000),
-/// `zeros = rate / g - 1` and `skip = 16000 / g - 1` satisfy (skip + 1) * step - 1 = zeros.
-struct Alignment {
-    zeros: usize,
-    skip: usize,
-}
-
-impl Alignment {
-    fn new(rate: u32) -> Self {
-        let g = gcd(rate, SAMPLE_RATE);
-        Self {
-            zeros: (rate / g - 1) as usize,
-            skip: (SAMPLE_RATE / g - 1) as usize,
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    // Eight lanes, so the compiler keeps them in one vector register.
+    let mut acc = [0f32; 8];
+    let (ac, ar) = a.split_at(a.len() / 8 * 8);
+    let (bc, br) = b.split_at(ac.len());
+    for (x, y) in ac.chunks_exact(8).zip(bc.chunks_exact(8)) {
+        for k in 0..8 {
+            acc[k] += x[k] * y[k];
         }
     }
-}
-
-fn gcd(mut a: u32, mut b: u32) -> u32 {
-    while b != 0 {
-        (a, b) = (b, a % b);
+    let mut s: f32 = acc.iter().sum();
+    for (x, y) in ar.iter().zip(br) {
+        s += x * y;
     }
-    a
+    s
 }
 
 /// `round(len * 16000 / rate)`, in integers so long inputs do not lose precision.
@@ -294,67 +375,51 @@ fn output_len(len: usize, rate: u32) -> usize {
     ((2 * num + rate) / (2 * rate)) as usize
 }
 
-fn resample_error(e: impl std::fmt::Display) -> AudioError {
-    AudioError::Resample {
-        input: "audio".to_string(),
-        detail: e.to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Taps at exact phases give what interpolated taps give, at the usual rates: to
-    /// ~1e-6 where the table keeps 1024 sub-steps (48, 32, 24, 8 kHz), and within the
-    /// difference of the sub-step bias (1/1024 against 1/1280 or 1/1120 of an input
-    /// sample: ~1e-4 on this chirp's steepest slope) where it keeps more. A wrong phase
-    /// would be off by the signal's size.
+    /// The banks libswresample builds: 32 taps at the input rate when upsampling, 0.97 of
+    /// 8 kHz when downsampling (48 kHz: ⌈32 / 0.3233⌉ = 99, made even); a phase for each
+    /// output position, or 1024 interpolated (44 057 Hz: 16000/44057 in lowest terms);
+    /// every phase passing DC whole.
     #[test]
-    fn exact_phases_equal_interpolated_taps() {
-        for rate in [8000, 11_025, 22_050, 24_000, 32_000, 44_100, 48_000, 96_000] {
-            let n = rate as usize / 2 + 7;
-            let x: Vec<f32> = (0..n)
-                .map(|i| {
-                    let t = i as f64 / f64::from(rate);
-                    (0.5 * (2.0 * std::f64::consts::PI * 440.0 * t).sin()
-                        + 0.3 * (2.0 * std::f64::consts::PI * 3100.0 * t * t).sin())
-                        as f32
-                })
-                .collect();
-            let (fast, slow) = (
-                resample_with(&x, rate, true).unwrap(),
-                resample_with(&x, rate, false).unwrap(),
+    fn banks_are_libswresamples() {
+        for (rate, taps, phases, linear) in [
+            (8_000, 32, 2, false),
+            (11_025, 32, 640, false),
+            (22_050, 46, 320, false),
+            (44_100, 92, 160, false),
+            (48_000, 100, 1, false),
+            (44_057, 92, 1024, true),
+        ] {
+            let b = Bank::new(rate);
+            assert_eq!(
+                (b.taps, b.phases, b.modulo != 0),
+                (taps, phases, linear),
+                "{rate}"
             );
-            assert_eq!(fast.len(), slow.len(), "{rate}");
-            let d = fast
-                .iter()
-                .zip(&slow)
-                .map(|(a, b)| (a - b).abs())
-                .fold(0f32, f32::max);
-            let bound = if 1024 % (16_000 / gcd(rate, 16_000)) == 0 {
-                2e-5
-            } else {
-                3e-4
-            };
-            assert!(d < bound, "{rate} Hz: {d}");
+            for ph in 0..b.phases {
+                let dc: f32 = b.phase(ph).iter().sum();
+                assert!((dc - 1.0).abs() < 2e-3, "{rate} Hz, phase {ph}: {dc}");
+            }
         }
     }
 
     /// Fed in pieces of any size, as packets come, the resampler gives what one call over
-    /// the joined input gives, bit for bit, at rates whose alignment zeros exceed a chunk
-    /// too (44 057 Hz: 44 056 zeros).
+    /// the joined input gives, bit for bit.
     #[test]
     fn pieces_give_what_the_whole_gives() {
         let n = 3 * CHUNK + 1234;
         let x: Vec<f32> = (0..n).map(|i| ((i * i) as f32 * 1e-5).sin()).collect();
-        for rate in [16_000, 22_050, 44_100, 44_057, 48_000] {
+        for rate in [8_000, 16_000, 22_050, 44_100, 44_057, 48_000] {
             let whole = resample_to_16k(&x, rate).unwrap();
             for sizes in [
                 &[1usize, 4095, 2][..],
                 &[CHUNK],
                 &[CHUNK + 1, 7],
                 &[1152, 576],
+                &[13],
             ] {
                 let mut r = Resampler16k::new(rate).unwrap();
                 let (mut at, mut i) = (0, 0);
@@ -368,21 +433,21 @@ mod tests {
         }
     }
 
-    /// A resampler kept after one input gives the next input the bits a new one gives
-    /// (37.8 kHz: a rate no other test uses, so none takes it from the pool meanwhile).
+    /// A tone well inside the band comes out as the same tone, at its place in time
+    /// (output k at input time k / 16000 s).
     #[test]
-    fn a_kept_resampler_gives_a_new_ones_bits() {
-        let rate = 37_800;
-        let x: Vec<f32> = (0..CHUNK + 999).map(|i| (i as f32 * 0.37).sin()).collect();
-        let noise: Vec<f32> = (0..2 * CHUNK + 3)
-            .map(|i| ((i * 7919) % 101) as f32 / 50.0 - 1.0)
-            .collect();
-        assert!(!idle::holds(rate, true));
-        let new = resample_to_16k(&x, rate).unwrap();
-        resample_to_16k(&noise, rate).unwrap();
-        assert!(idle::holds(rate, true), "a finished resampler is kept");
-        assert_eq!(resample_to_16k(&x, rate).unwrap(), new);
-        assert!(idle::holds(rate, true));
+    fn a_tone_keeps_its_size_and_time() {
+        for rate in [8_000u32, 22_050, 44_100, 44_057, 48_000] {
+            let tone = |t: f64| (2.0 * std::f64::consts::PI * 440.0 * t).sin() as f32 * 0.5;
+            let x: Vec<f32> = (0..rate as usize)
+                .map(|i| tone(i as f64 / f64::from(rate)))
+                .collect();
+            let y = resample_to_16k(&x, rate).unwrap();
+            let worst = (1000..15_000)
+                .map(|k| (y[k] - tone(k as f64 / 16_000.0)).abs())
+                .fold(0f32, f32::max);
+            assert!(worst < 1e-3, "{rate} Hz: {worst}");
+        }
     }
 
     #[test]
@@ -400,6 +465,7 @@ mod tests {
             for rate in [8000, 22050, 44100, 48000] {
                 let y = resample_to_16k(&x, rate).unwrap();
                 assert_eq!(y.len(), output_len(len, rate), "len {len} rate {rate}");
+                assert!(y.iter().all(|v| v.is_finite()));
             }
         }
     }

@@ -125,6 +125,35 @@ fn common_rates_resample_with_low_error() {
     assert_eq!(resample_to_16k(&x, 16000).unwrap(), x);
 }
 
+/// Resampling to 16 kHz gives FFmpeg's samples (libswresample's defaults, which
+/// faster-whisper's PyAV and openai-whisper's ffmpeg CLI use): 8 kHz speech up (G.729,
+/// which FFmpeg passes to 4 kHz and a little past, where a steep filter would cut at 3.8)
+/// and 22.05 kHz stereo tones down, ends included. faster-whisper's `decode_audio` gives
+/// sotto's to within its 16-bit rounding (0.5 of a step); the ffmpeg CLI's 16-bit path,
+/// which made these fixtures, rounds its taps and sums otherwise: within 4 steps (the
+/// steep filter missed by 300).
+#[test]
+fn resampling_gives_ffmpegs_samples() {
+    for (name, want) in [
+        ("speech.g729", "speech.g729.16k.flac"),
+        ("tones.flac", "tones.16k.flac"),
+    ] {
+        let got = sotto_audio::load_16k(fixture(name).to_str().unwrap(), true).unwrap();
+        let want = decode_file_keeping_stereo(&fixture(want)).unwrap();
+        assert_eq!(want.sample_rate, 16_000);
+        let pairs: Vec<(&[f32], &[f32])> = match (&got.stereo, &want.stereo) {
+            (Some([gl, gr]), Some([wl, wr])) => vec![(gl, wl), (gr, wr)],
+            _ => vec![(&got.mono, &want.samples)],
+        };
+        for (g, w) in pairs {
+            assert_eq!(g.len(), w.len(), "{name}");
+            let worst = max_difference(g, w) * 32768.0;
+            eprintln!("{name}: {worst} steps");
+            assert!(worst <= 4.0, "{name}: {worst} steps");
+        }
+    }
+}
+
 #[test]
 fn resampling_removes_content_above_8k() {
     // A 10 kHz tone at 48 kHz is above the 16 kHz Nyquist: it must not alias into the output.
