@@ -437,6 +437,47 @@ PY
 for f in speech.g729 noise.g729d.wav; do
     ffmpeg -hide_banner -loglevel error -i "$f" -f s16le - | md5sum
 done
+# G.723.1: 3 s of samples/jfk.wav through FFmpeg's encoder (6.3 kbit/s) as raw frames,
+# with a pause of comfort noise (a SID frame, untransmitted frames) and four frames of a
+# forbidden pitch lag (concealed, then muted) spliced in; random frames of all four kinds
+# (5.3 kbit/s too, which FFmpeg's encoder does not write); and the first file's frames in
+# a DSS file in long-play mode, across its block headers, the last block padded with
+# 0xFF. tests/decode.rs holds the md5 of FFmpeg's 16-bit decodes.
+ffmpeg -hide_banner -loglevel error -y -i "$root/samples/jfk.wav" -t 3 -ar 8000 -ac 1 \
+    -c:a g723_1 -b:a 6300 -f g723_1 speech.tco
+python3 - <<'PY'
+import random
+frames = bytearray(open("speech.tco", "rb").read())
+sid = bytes([0x56, 0x12, 0x34, 0x56])
+bad = bytes([0, 0, 0, 0xff, 0xff]) + bytes(19)
+at = 24 * 40
+frames[at:at] = sid + b"\x03" * 10 + sid + b"\x03" * 5
+at = 24 * 80 + len(sid) * 2 + 15
+frames[at:at] = bad * 4
+open("speech.tco", "wb").write(frames)
+random.seed(723)
+noise = bytearray()
+for _ in range(100):
+    kind = random.choice([0, 0, 1, 1, 2, 3])
+    f = bytearray(random.getrandbits(8) for _ in range([24, 20, 4, 1][kind]))
+    f[0] = (f[0] & 0xfc) | kind
+    noise += f
+open("noise.tco", "wb").write(noise)
+h = bytearray(1024)
+h[0:4] = b'\x02dss'
+h[0xc:0xc + 16] = b'sotto test      '
+h[0x26:0x26 + 12] = b'260101120000'
+h[0x32:0x32 + 12] = b'260101120010'
+h[0x2a4] = 2
+data = bytearray()
+for at in range(0, len(frames), 506):
+    block = bytes(6) + frames[at:at + 506]
+    data += block + b"\xff" * (512 - len(block))
+open("speech.lp.dss", "wb").write(h + data)
+PY
+for f in speech.tco noise.tco speech.lp.dss; do
+    ffmpeg -hide_banner -loglevel error -i "$f" -f s16le - | md5sum
+done
 # FFmpeg's resampling to 16 kHz (libswresample's defaults, as faster-whisper's and the
 # ffmpeg CLI's): 8 kHz G.729 speech up, 22.05 kHz stereo tones down; tests/decode.rs
 # compares sotto's with them.

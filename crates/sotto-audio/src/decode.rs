@@ -362,8 +362,8 @@ fn corrupt(name: &str, detail: impl Into<String>) -> AudioError {
 enum SpeechWav {
     /// Another format: the file, to read as it is.
     Other(Box<dyn MediaSource>),
-    /// GSM 06.10, G.722, G.726 or G.729: the 16-bit PCM WAV file it decodes to, as it is
-    /// read.
+    /// GSM 06.10, G.722, G.723.1, G.726 or G.729: the 16-bit PCM WAV file it decodes to,
+    /// as it is read.
     Decoded(Box<dyn MediaSource>),
     /// One of them in a form no decoder takes: what is wrong.
     Unsupported(String),
@@ -379,6 +379,7 @@ fn speech_wav(mut src: Box<dyn MediaSource>) -> SpeechWav {
         Some(crate::g722::WAV_TAG) => "G.722",
         Some(t) if crate::g726::WAV_TAGS.contains(&t) => "G.726",
         Some(t) if crate::g729::WAV_TAGS.contains(&t) => "G.729",
+        Some(t) if crate::g723::WAV_TAGS.contains(&t) => "G.723.1",
         _ => "",
     };
     let (Some(fmt), Some((start, len)), Some(tag), false) = (fmt, data, tag, codec.is_empty())
@@ -416,6 +417,19 @@ fn speech_wav(mut src: Box<dyn MediaSource>) -> SpeechWav {
             false => SpeechWav::Unsupported(format!("GSM 06.10 in blocks of {block} bytes")),
         },
         crate::g722::WAV_TAG => decoded(src, crate::g722::G722::new(), range, rate),
+        t if crate::g723::WAV_TAGS.contains(&t) => {
+            // Frames of 24, 20, 4 or 1 bytes, by their first byte (a few kB a minute).
+            let mut bytes = Vec::new();
+            let read = src
+                .seek(SeekFrom::Start(start))
+                .and_then(|_| (&mut src).take(len).read_to_end(&mut bytes));
+            if let Err(e) = read {
+                return SpeechWav::Unsupported(format!("G.723.1 data unreadable: {e}"));
+            }
+            let stream = crate::g723::frame_stream(&bytes, crate::g723::Framing::Plain);
+            let pcm = crate::g723::G7231Wav::new(stream);
+            SpeechWav::Decoded(Box::new(ReadOnlySource::new(pcm)))
+        }
         t if crate::g729::WAV_TAGS.contains(&t) => {
             // Annex D's 8-byte frames where the byte rate says 6.4 kbit/s, as FFmpeg's parser
             // tells them.
@@ -563,6 +577,17 @@ fn decode_inner(
         let pcm = crate::codec::DecodedWav::new(src, crate::g722::G722::new(), (0, len), 16_000);
         ext = Some("wav");
         src = Box::new(ReadOnlySource::new(pcm));
+    } else if matches!(ext, Some("tco" | "rco" | "g723_1")) {
+        // Raw G.723.1 frames, by FFmpeg's extensions for them.
+        let mut bytes = Vec::new();
+        src.read_to_end(&mut bytes)
+            .map_err(|source| AudioError::Io {
+                input: name.to_string(),
+                source,
+            })?;
+        let stream = crate::g723::frame_stream(&bytes, crate::g723::Framing::Plain);
+        ext = Some("wav");
+        src = Box::new(ReadOnlySource::new(crate::g723::G7231Wav::new(stream)));
     } else if ext == Some("g729") {
         // 8 kbit/s frames, as FFmpeg's raw G.729 reader takes every `.g729` file.
         let len = src.byte_len().unwrap_or(0);
@@ -581,7 +606,7 @@ fn decode_inner(
         let pcm = crate::dss::open(src).map_err(|e| match e {
             DssError::Codec(what) => AudioError::Codec {
                 input: name.to_string(),
-                detail: format!("{what} (sotto decodes DSS's standard-play mode)"),
+                detail: format!("{what} (sotto decodes DSS's standard and long play)"),
             },
             DssError::Io(why) => corrupt(name, format!("DSS: {why}")),
         })?;

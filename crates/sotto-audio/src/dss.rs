@@ -4,7 +4,8 @@
 //! frames stored in FFmpeg's swapped order (every other one shortened to 40 bytes, its
 //! lost byte carried in the one before); each decodes, in FFmpeg's integer steps
 //! (`dss_sp.c`), to 264 samples, handed to symphonia as a 16-bit WAV file as they are
-//! read. The long-play mode (G.723.1) is refused by name.
+//! read. The long-play mode is G.723.1 at 8 kHz (`crate::g723`), its frames running across
+//! the same blocks.
 
 use std::io::{Read, Seek, SeekFrom};
 
@@ -83,7 +84,7 @@ fn frame_count(start: u64, len: u64) -> u64 {
 }
 
 /// `src`, a DSS file at its start, as a 16-bit WAV file of its samples.
-pub(crate) fn open(mut src: Box<dyn MediaSource>) -> Result<DssWav, DssError> {
+pub(crate) fn open(mut src: Box<dyn MediaSource>) -> Result<Box<dyn Read + Send + Sync>, DssError> {
     let io = |e: std::io::Error| DssError::Io(e.to_string());
     let mut version = [0u8; 1];
     src.seek(SeekFrom::Start(0)).map_err(io)?;
@@ -91,12 +92,19 @@ pub(crate) fn open(mut src: Box<dyn MediaSource>) -> Result<DssWav, DssError> {
     let mut codec = [0u8; 1];
     src.seek(SeekFrom::Start(CODEC_AT)).map_err(io)?;
     src.read_exact(&mut codec).map_err(io)?;
+    let start = u64::from(version[0]) * BLOCK;
     match codec[0] {
         0 => {}
-        2 => return Err(DssError::Codec("DSS long-play mode (G.723.1)")),
+        2 => {
+            // Long play: G.723.1 frames (a few kB a minute), read whole.
+            let mut bytes = Vec::new();
+            src.seek(SeekFrom::Start(start)).map_err(io)?;
+            src.read_to_end(&mut bytes).map_err(io)?;
+            let stream = crate::g723::frame_stream(&bytes, crate::g723::Framing::Dss);
+            return Ok(Box::new(crate::g723::G7231Wav::new(stream)));
+        }
         _ => return Err(DssError::Codec("a DSS codec sotto does not know")),
     }
-    let start = u64::from(version[0]) * BLOCK;
     let len = match src.byte_len() {
         Some(n) => n,
         None => src.seek(SeekFrom::End(0)).map_err(io)?,
@@ -110,7 +118,7 @@ pub(crate) fn open(mut src: Box<dyn MediaSource>) -> Result<DssWav, DssError> {
     fmt.extend_from_slice(&2u16.to_le_bytes());
     fmt.extend_from_slice(&16u16.to_le_bytes());
     let header = crate::avi::wav_header(&fmt, frames * SAMPLES as u64 * 2);
-    Ok(DssWav {
+    Ok(Box::new(DssWav {
         src,
         walk: Walk::default(),
         pos: start,
@@ -118,7 +126,7 @@ pub(crate) fn open(mut src: Box<dyn MediaSource>) -> Result<DssWav, DssError> {
         swap_byte: 0,
         dec: DssSp::default(),
         pending: crate::codec::Pending::new(header),
-    })
+    }))
 }
 
 /// A DSS file's frames, decoded as they are read, as a 16-bit WAV file.

@@ -25,6 +25,7 @@ mod elementary;
 mod error;
 mod flv;
 mod g722;
+mod g723;
 mod g726;
 mod g729;
 mod gsm;

@@ -106,7 +106,11 @@ impl Bank {
         // copy puts there: the first phase's last where phases are stored 8-aligned without
         // padding, else padding's zero.
         let last = phases * taps;
-        coeffs[last] = if taps.is_multiple_of(8) { coeffs[taps - 1] } else { 0.0 };
+        coeffs[last] = if taps.is_multiple_of(8) {
+            coeffs[taps - 1]
+        } else {
+            0.0
+        };
         let (head, tail) = coeffs.split_at_mut(last + 1);
         tail.copy_from_slice(&head[..taps - 1]);
         Self {

@@ -883,7 +883,8 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 59] = [
+const CONTAINERS: [&str; 60] = [
+    "speech.lp.dss",
     "noise.g729d.wav",
     "noise.dss",
     "tones.lpcm24.vob",
@@ -1499,7 +1500,7 @@ fn speex_decodes_as_ffmpeg_does() {
 /// FFmpeg's samples exactly: a file of random frames (FFmpeg has no DSS encoder; any bits
 /// decode, and every step of the decoder's integer arithmetic shows in the result), its
 /// frames stored in FFmpeg's swapped order across block headers; cut short, it keeps its
-/// whole frames. The long-play mode (G.723.1) is named.
+/// whole frames. A codec byte other than standard and long play's is named.
 #[test]
 fn dss_decodes_as_ffmpeg_does() {
     let got = decode_file(&fixture("noise.dss")).unwrap();
@@ -1515,10 +1516,10 @@ fn dss_decodes_as_ffmpeg_does() {
     let cut = decode_bytes("cut.dss", bytes[..bytes.len() - 50].to_vec(), None).unwrap();
     assert_eq!(cut.samples.len(), got.samples.len() - 264 * 2);
     assert!(got.samples.starts_with(&cut.samples));
-    let mut lp = bytes;
-    lp[0x2a4] = 2;
-    let e = decode_bytes("lp.dss", lp, None).unwrap_err().to_string();
-    assert!(e.contains("DSS long-play mode (G.723.1)"), "{e}");
+    let mut other = bytes;
+    other[0x2a4] = 7;
+    let e = decode_bytes("x.dss", other, None).unwrap_err().to_string();
+    assert!(e.contains("a DSS codec sotto does not know"), "{e}");
 }
 
 /// `samples` (a 16-bit decode) as little-endian bytes, and their md5.
@@ -1574,6 +1575,43 @@ fn g729_decodes_as_ffmpeg_does() {
     let stereo = coded_wav(0x0083, 2, 2_000, 20, &frames);
     let e = decode_bytes("x.wav", stereo, None).unwrap_err().to_string();
     assert!(e.contains("G.729 in 2 channels"), "{e}");
+}
+
+/// G.723.1 decodes to FFmpeg's samples exactly: raw `.tco` frames of real speech
+/// (FFmpeg's encoder at 6.3 kbit/s, with a pause of comfort noise and four frames of a
+/// forbidden lag, concealed then muted spliced in), random frames of all four kinds (5.3
+/// kbit/s too), the speech in WAV (format 0x0042, 0x0111, 0xA100) and as a DSS
+/// recorder's long-play file (its frames across the block headers, ended by 0xFF
+/// padding). A file cut inside a frame keeps its whole frames.
+#[test]
+fn g723_1_decodes_as_ffmpeg_does() {
+    let dir = scratch("g723");
+    // `ffmpeg -i F -f s16le - | md5sum`, FFmpeg 5.1.
+    for (name, frames, md5) in [
+        ("speech.tco", 121, "4a8585f02b4735db5dd8967a825779b5"),
+        ("noise.tco", 100, "5d311ead513bcb4836842e55f9749d69"),
+        ("speech.lp.dss", 121, "4a8585f02b4735db5dd8967a825779b5"),
+    ] {
+        let got = decode_file(&fixture(name)).unwrap();
+        assert_eq!((got.sample_rate, got.channels_in), (8_000, 1), "{name}");
+        assert_eq!(got.samples.len(), frames * 240, "{name}");
+        assert_eq!(s16_md5(&got.samples, &dir), md5, "{name}");
+    }
+    let speech = decode_file(&fixture("speech.tco")).unwrap();
+    assert!(speech.samples.iter().any(|v| v.abs() > 0.1), "not silence");
+    let frames = std::fs::read(fixture("speech.tco")).unwrap();
+    let cut = frames[..frames.len() - 5].to_vec();
+    let cut = decode_bytes("cut", cut, Some("tco")).unwrap();
+    assert!(speech.samples.starts_with(&cut.samples));
+    assert_eq!(cut.samples.len(), speech.samples.len() - 240);
+    for tag in [0x0042u16, 0x0111, 0xA100] {
+        let wav = coded_wav(tag, 1, 800, 24, &frames);
+        let sniffed = decode_bytes("noname", wav, None).unwrap();
+        assert!(sniffed.samples == speech.samples, "WAV {tag:#06x}");
+    }
+    let dss = std::fs::read(fixture("speech.lp.dss")).unwrap();
+    let sniffed = decode_bytes("noname", dss, None).unwrap();
+    assert!(sniffed.samples == speech.samples, "DSS sniffed");
 }
 
 /// An 8 kHz WAV file of one codec's `data`, `block` bytes a block: a WAVEFORMATEX with no

@@ -6,7 +6,8 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 56] = [
+const FIXTURES: [&str; 57] = [
+    "speech.lp.dss",
     "noise.g729d.wav",
     "noise.dss",
     "speech.spx",
@@ -64,13 +65,14 @@ const FIXTURES: [&str; 56] = [
     "tones.mlp.mka",
     "tones.thd",
 ];
-const HINTS: [Option<&str>; 6] = [
+const HINTS: [Option<&str>; 7] = [
     None,
     Some("wav"),
     Some("flac"),
     Some("mp3"),
     Some("ogg"),
     Some("g729"),
+    Some("tco"),
 ];
 
 fn fixture(i: usize) -> Vec<u8> {
