@@ -478,6 +478,26 @@ PY
 for f in speech.tco noise.tco speech.lp.dss; do
     ffmpeg -hide_banner -loglevel error -i "$f" -f s16le - | md5sum
 done
+# Flash ADPCM in FLV: FFmpeg's encoding of the tones (4-bit codes, stereo), and random
+# packets of 2- to 5-bit codes in mono at 11.025 kHz, which no encoder here writes.
+# tests/decode.rs holds the md5 of FFmpeg's 16-bit decodes.
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.25 -c:a adpcm_swf -f flv \
+    -fflags +bitexact tones.adpcm.flv
+python3 - <<'PY'
+import random, struct
+random.seed(5)
+out = bytearray(b"FLV\x01\x04" + struct.pack(">I", 9) + bytes(4))
+for k in range(12):
+    p = bytearray(random.getrandbits(8) for _ in range(random.choice([5, 60, 400, 1200])))
+    p[0] = (p[0] & 0x3f) | (k % 4) << 6
+    data = bytes([0x14]) + p
+    out += bytes([8]) + struct.pack(">I", len(data))[1:] + struct.pack(">I", 20 * k)[1:]
+    out += bytes(4) + data + struct.pack(">I", 11 + len(data))
+open("noise.adpcm.flv", "wb").write(out)
+PY
+for f in tones.adpcm.flv noise.adpcm.flv; do
+    ffmpeg -hide_banner -loglevel error -i "$f" -f s16le - | md5sum
+done
 # FFmpeg's resampling to 16 kHz (libswresample's defaults, as faster-whisper's and the
 # ffmpeg CLI's): 8 kHz G.729 speech up, 22.05 kHz stereo tones down; tests/decode.rs
 # compares sotto's with them.

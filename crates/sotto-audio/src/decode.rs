@@ -523,7 +523,7 @@ fn decode_inner(
             FlvError::Codec(what) => AudioError::Codec {
                 input: name.to_string(),
                 detail: format!(
-                    "{what} (sotto decodes AAC, MP3, PCM, G.711, Nellymoser and Speex there)"
+                    "{what} (sotto decodes AAC, MP3, PCM, G.711, ADPCM, Nellymoser and Speex there)"
                 ),
             },
             FlvError::Corrupt(why) => corrupt(name, format!("FLV: {why}")),

@@ -1,10 +1,10 @@
 //! FLV (`.flv`: OBS Studio's recordings, live-stream captures, Flash-era video), which
 //! symphonia does not read. Its audio tags, interleaved with the video's, hold AAC, MP3,
-//! PCM, G.711 or Nellymoser (Flash Player's microphone); they are handed to symphonia one
+//! PCM, G.711, Flash ADPCM or Nellymoser (Flash Player's microphone); they are handed to symphonia one
 //! after another as the stream they make: AAC's access units each behind the ADTS header
 //! its sequence header (an AudioSpecificConfig) describes, MP3's frames as they are, PCM
 //! and G.711 behind a WAV header, Nellymoser and Speex decoded by sotto (`nelly.rs`,
-//! `speex/`) into a float WAV. Only the tag headers are read to find them (the video is never read), and a
+//! `speex/`) into a float WAV, Flash ADPCM (`adpcm_swf.rs`) into a 16-bit one. Only the tag headers are read to find them (the video is never read), and a
 //! recording cut short (a crash mid-stream) keeps the tags it has.
 
 use std::io::{Read, Seek, SeekFrom};
@@ -79,6 +79,8 @@ pub(crate) fn open(mut src: Box<dyn MediaSource>) -> Result<FlvAudio, FlvError> 
     let mut first: Option<u8> = None;
     let mut config: Option<Vec<u8>> = None;
     let mut chunks = Vec::new();
+    // Each chunk's first byte (Flash ADPCM's code size).
+    let mut firsts = Vec::new();
     for _ in 0..MAX_TAGS {
         let mut tag = [0u8; 13];
         if at + 11 > len || src.seek(SeekFrom::Start(at)).is_err() {
@@ -125,6 +127,7 @@ pub(crate) fn open(mut src: Box<dyn MediaSource>) -> Result<FlvAudio, FlvError> 
             }
         } else {
             chunks.push((data + 1, size - 1));
+            firsts.push(if got >= 13 { tag[12] } else { 0 });
         }
     }
     let flags = first.ok_or(FlvError::NoAudio)?;
@@ -171,7 +174,20 @@ pub(crate) fn open(mut src: Box<dyn MediaSource>) -> Result<FlvAudio, FlvError> 
                 ext: "wav",
             });
         }
-        format::ADPCM => return Err(FlvError::Codec("Flash ADPCM in FLV")),
+        format::ADPCM => {
+            let rate = [5_512, 11_025, 22_050, 44_100][usize::from((flags >> 2) & 3)];
+            let channels = u16::from(flags & 1) + 1;
+            let tags = chunks
+                .into_iter()
+                .zip(firsts)
+                .map(|((at, len), first)| (at, len, first))
+                .collect();
+            let pcm = crate::adpcm_swf::SwfWav::new(src, tags, rate, channels);
+            return Ok(FlvAudio {
+                reader: Box::new(pcm),
+                ext: "wav",
+            });
+        }
         format::SPEEX => {
             // Flash's Speex: wideband, one packet a tag, no header (as FFmpeg takes it).
             let pcm = crate::speex::PacketsWav::new(src, chunks, 16_000);

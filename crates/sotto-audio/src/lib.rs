@@ -10,6 +10,7 @@
 
 mod aac;
 mod ac3;
+mod adpcm_swf;
 mod aifc;
 mod amr;
 mod asf;

@@ -883,7 +883,8 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 60] = [
+const CONTAINERS: [&str; 61] = [
+    "tones.adpcm.flv",
     "speech.lp.dss",
     "noise.g729d.wav",
     "noise.dss",
@@ -1614,6 +1615,41 @@ fn g723_1_decodes_as_ffmpeg_does() {
     assert!(sniffed.samples == speech.samples, "DSS sniffed");
 }
 
+/// Flash ADPCM in FLV decodes to FFmpeg's samples exactly: FFmpeg's encoding of the
+/// stereo tones (4-bit codes), and random packets of 2- to 5-bit codes, of every length,
+/// in mono.
+#[test]
+fn flash_adpcm_decodes_as_ffmpeg_does() {
+    let dir = scratch("adpcm_swf");
+    // `ffmpeg -i F -f s16le - | md5sum`, FFmpeg 5.1 (channels interleaved).
+    for (name, rate, channels, md5) in [
+        (
+            "tones.adpcm.flv",
+            22_050,
+            2,
+            "daf2360729a6bee42392922acf57d158",
+        ),
+        (
+            "noise.adpcm.flv",
+            11_025,
+            1,
+            "8a0528e017134f380536fc8269a3feff",
+        ),
+    ] {
+        let got = decode_file_keeping_stereo(&fixture(name)).unwrap();
+        assert_eq!(
+            (got.sample_rate, got.channels_in),
+            (rate, channels),
+            "{name}"
+        );
+        let samples: Vec<f32> = match &got.stereo {
+            Some([l, r]) => l.iter().zip(r).flat_map(|(a, b)| [*a, *b]).collect(),
+            None => got.samples.clone(),
+        };
+        assert_eq!(s16_md5(&samples, &dir), md5, "{name}");
+    }
+}
+
 /// An 8 kHz WAV file of one codec's `data`, `block` bytes a block: a WAVEFORMATEX with no
 /// extra bytes.
 fn coded_wav(tag: u16, channels: u16, byte_rate: u32, block: u16, data: &[u8]) -> Vec<u8> {
@@ -1783,9 +1819,12 @@ fn flv_cut_short_and_flv_refusals() {
         f.extend_from_slice(&(11 + data.len() as u32).to_be_bytes());
         f
     };
-    let e = decode_bytes("x.flv", flv(8, &[0x16, 1, 2, 3]), None).unwrap_err();
-    assert!(e.to_string().contains("Nellymoser and Speex there"), "{e}");
-    assert!(e.to_string().contains("Flash ADPCM in FLV"), "{e}");
+    let e = decode_bytes("x.flv", flv(8, &[0x96, 1, 2, 3]), None).unwrap_err();
+    assert!(
+        e.to_string().contains("ADPCM, Nellymoser and Speex there"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("enhanced FLV audio"), "{e}");
     let e = decode_bytes("x.flv", flv(9, &[0x12, 0, 0, 0]), None).unwrap_err();
     assert_eq!(e.to_string(), "x.flv: contains no audio samples");
     let e = decode_bytes("x.flv", flv(8, &[0xAF, 1, 2, 3]), None).unwrap_err();

@@ -6,7 +6,8 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 57] = [
+const FIXTURES: [&str; 58] = [
+    "noise.adpcm.flv",
     "speech.lp.dss",
     "noise.g729d.wav",
     "noise.dss",
