@@ -1101,10 +1101,11 @@ fn known_codec_refused(head: &[u8]) -> Option<&'static str> {
 }
 
 fn known_start(head: &[u8]) -> bool {
-    const MAGIC: [&[u8]; 13] = [
+    const MAGIC: [&[u8]; 14] = [
         &crate::asf::HEADER,
         b"RIFF",
         b"RF64",
+        b"BW64",
         b"fLaC",
         b"OggS",
         b"ID3",

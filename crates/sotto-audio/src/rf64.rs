@@ -1,4 +1,5 @@
-//! RF64 (EBU Tech 3306), the WAV that recorders and ffmpeg write past 4 GiB, which
+//! RF64 (EBU Tech 3306), the WAV that recorders and ffmpeg write past 4 GiB, and BW64
+//! (ITU-R BS.2088, broadcast's: the same layout under its own name), which
 //! symphonia does not read: a RIFF WAV whose 32-bit sizes say `0xFFFFFFFF`, with a first
 //! chunk, `ds64`, holding the 64-bit ones. Shown to symphonia as `RIFF` with `ds64` renamed
 //! `JUNK` (a chunk every reader skips), it reads as a WAV whose data runs to the end of
@@ -9,9 +10,9 @@ use std::io::{Read, Seek, SeekFrom};
 
 use symphonia::core::io::MediaSource;
 
-/// Whether a file starting with `head` is RF64.
+/// Whether a file starting with `head` is RF64 (or BW64).
 pub(crate) fn is_rf64(head: &[u8]) -> bool {
-    head.len() >= 16 && &head[..4] == b"RF64" && &head[8..16] == b"WAVEds64"
+    head.len() >= 16 && matches!(&head[..4], b"RF64" | b"BW64") && &head[8..16] == b"WAVEds64"
 }
 
 /// The bytes `RIFF`/`JUNK` that replace `RF64`/`ds64` at offsets 0 and 12.

@@ -1216,7 +1216,8 @@ fn as_rf64(wav: &[u8]) -> Vec<u8> {
 }
 
 /// RF64, the WAV past 4 GiB (EBU Tech 3306; ffmpeg `-rf64`, field recorders), decodes as the
-/// same samples in a RIFF WAV do, from a file, from bytes and from a pipe.
+/// same samples in a RIFF WAV do, from a file, from bytes and from a pipe; so does BW64
+/// (ITU-R BS.2088), the same layout under another name.
 #[test]
 fn rf64_decodes_as_riff_wav() {
     let dir = scratch("rf64");
@@ -1240,8 +1241,16 @@ fn rf64_decodes_as_riff_wav() {
     let piped = trickled(&bytes);
     assert_eq!(piped, want16);
     assert_eq!(
-        decode_bytes("x", bytes, None).unwrap().samples,
+        decode_bytes("x", bytes.clone(), None).unwrap().samples,
         want.samples
+    );
+    let mut bw64 = bytes;
+    bw64[..4].copy_from_slice(b"BW64");
+    assert_eq!(trickled(&bw64), want16, "BW64 piped");
+    assert_eq!(
+        decode_bytes("x", bw64, None).unwrap().samples,
+        want.samples,
+        "BW64"
     );
     std::fs::remove_dir_all(dir).unwrap();
 }
