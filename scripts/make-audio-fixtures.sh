@@ -498,6 +498,9 @@ PY
 for f in tones.adpcm.flv noise.adpcm.flv; do
     ffmpeg -hide_banner -loglevel error -i "$f" -f s16le - | md5sum
 done
+# Opus in MP4 (`dOps`, an edit list for the pre-skip): the Ogg fixture's packets copied.
+ffmpeg -hide_banner -loglevel error -y -i tones.opus -c:a copy -f mp4 -fflags +bitexact \
+    tones.opus.mp4
 # FFmpeg's resampling to 16 kHz (libswresample's defaults, as faster-whisper's and the
 # ffmpeg CLI's): 8 kHz G.729 speech up, 22.05 kHz stereo tones down; tests/decode.rs
 # compares sotto's with them.

@@ -724,6 +724,14 @@ fn decode_inner(
             params.with_extra_data(config.into());
         }
     }
+    // Opus in MP4: symphonia hands on the `dOps` box (big-endian) behind the `OpusHead`
+    // magic; and the edit list, when there is one, already drops the pre-skip.
+    if params.codec == symphonia::core::codecs::CODEC_TYPE_OPUS {
+        let head = params.extra_data.as_deref();
+        if let Some(head) = head.and_then(|h| crate::opus::head_from_dops(h, moov.edit.is_some())) {
+            params.with_extra_data(head.into());
+        }
+    }
     // PCM in Matroska comes without a largest packet, which symphonia's PCM decoder sizes
     // its buffer by (and silently cuts longer packets to): made again for each larger one.
     let pcm_frame = pcm_frame_bytes(&params).filter(|_| params.max_frames_per_packet.is_none());

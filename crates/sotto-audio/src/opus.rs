@@ -94,6 +94,28 @@ impl Head {
     }
 }
 
+/// The `OpusHead` of an MP4 track's `dOps` box as symphonia hands it on (the magic, then
+/// the box: version 0 and big-endian fields, where `OpusHead` has version 1 and
+/// little-endian ones); None for anything else. With `edited`, the pre-skip is 0: the
+/// track's edit list starts after it (ISO/IEC 23003-5's Opus in ISOBMFF), and the edit
+/// is applied to the decoded samples.
+pub(crate) fn head_from_dops(b: &[u8], edited: bool) -> Option<Vec<u8>> {
+    if b.len() < 19 || &b[..8] != b"OpusHead" || b[8] != 0 {
+        return None;
+    }
+    let mut head = b.to_vec();
+    head[8] = 1;
+    let pre_skip = if edited {
+        0
+    } else {
+        u16::from_be_bytes([b[10], b[11]])
+    };
+    head[10..12].copy_from_slice(&pre_skip.to_le_bytes());
+    head[12..16].copy_from_slice(&u32::from_be_bytes([b[12], b[13], b[14], b[15]]).to_le_bytes());
+    head[16..18].copy_from_slice(&i16::from_be_bytes([b[16], b[17]]).to_le_bytes());
+    Some(head)
+}
+
 /// A symphonia [`Decoder`] for Opus, registered beside symphonia's own (see `decode.rs`).
 pub(crate) struct OpusDecoder {
     params: CodecParameters,

@@ -216,10 +216,13 @@ fn flac_mp3_ogg_fixtures_decode_like_the_wav_source() {
 /// Opus (which symphonia demuxes but does not decode: `opus.rs`) against libopus's own
 /// decoder: `tones.opus.flac` is `opusdec --rate 48000 tones.opus` (16-bit, kept as FLAC). Same length
 /// (the pre-skip dropped, the end padding trimmed), same samples to 16-bit precision, each
-/// channel and the mix.
+/// channel and the mix. The same packets in MP4 (`dOps`, its fields big-endian; the edit
+/// list dropping the pre-skip, not the decoder too) decode to the same samples.
 #[test]
 fn opus_decodes_as_libopus_does() {
     let ours = decode_file_keeping_stereo(&fixture("tones.opus")).unwrap();
+    let mp4 = decode_file_keeping_stereo(&fixture("tones.opus.mp4")).unwrap();
+    assert_eq!(mp4, ours, "Opus in MP4");
     let libopus = decode_file_keeping_stereo(&fixture("tones.opus.flac")).unwrap();
     assert_eq!((ours.sample_rate, ours.channels_in), (48_000, 2));
     assert_eq!((libopus.sample_rate, libopus.channels_in), (48_000, 2));
@@ -883,7 +886,8 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 61] = [
+const CONTAINERS: [&str; 62] = [
+    "tones.opus.mp4",
     "tones.adpcm.flv",
     "speech.lp.dss",
     "noise.g729d.wav",
