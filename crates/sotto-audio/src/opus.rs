@@ -1,5 +1,5 @@
-//! Opus for symphonia, which demuxes Opus (Ogg: `.opus`, `.ogg`; Matroska: `.webm`, `.mkv`)
-//! but has no decoder for it: voice messages and browser recordings are mostly Opus. The
+//! Opus for symphonia, which demuxes Opus (Ogg: `.opus`, `.ogg`; Matroska: `.webm`, `.mkv`;
+//! MP4, whose `dOps` box [`head_from_dops`] reads) but has no decoder for it: voice messages and browser recordings are mostly Opus. The
 //! decoding is rusty-opus's (pure Rust; its output matches libopus's `opusdec` to ~1e-7,
 //! `tests/decode.rs`); this adapter reads the stream's `OpusHead`, drops the encoder's
 //! pre-skip and applies the header's output gain, as `opusdec` does. Mono and stereo
