@@ -1078,6 +1078,16 @@ fn probe_error(name: &str, e: SymError, head: &[u8]) -> AudioError {
             _ => {}
         }
     }
+    // CAF whose `desc` names a format symphonia lacks: say which.
+    if let (SymError::Unsupported(_), Some(format)) = (&e, caf_format(head)) {
+        return AudioError::Codec {
+            input: name.to_string(),
+            detail: format!(
+                "{format} in CAF (sotto decodes PCM, A-law, μ-law, IMA 4:1, AAC, ALAC, FLAC, \
+                 MPEG audio and Opus there)"
+            ),
+        };
+    }
     match e {
         SymError::Unsupported(_) => unsupported(),
         SymError::IoError(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
@@ -1106,6 +1116,25 @@ fn known_codec_refused(head: &[u8]) -> Option<&'static str> {
         return Some("multichannel AMR (sotto decodes mono AMR-NB and AMR-WB)");
     }
     None
+}
+
+/// A CAF file's format ID, from its `desc` chunk (the first, by the specification), as
+/// it reads: four letters, or Microsoft's `ms` and a WAVE format tag.
+fn caf_format(head: &[u8]) -> Option<String> {
+    if !head.starts_with(b"caff") || head.get(8..12) != Some(b"desc") {
+        return None;
+    }
+    let id = head.get(28..32)?;
+    Some(match id {
+        [b'm', b's', hi, lo] => format!("WAVE format {:#06x}", u16::from_be_bytes([*hi, *lo])),
+        _ if id.iter().all(|b| b.is_ascii_graphic() || *b == b' ') => {
+            format!("format '{}'", String::from_utf8_lossy(id))
+        }
+        _ => format!(
+            "format {:#010x}",
+            u32::from_be_bytes([id[0], id[1], id[2], id[3]])
+        ),
+    })
 }
 
 fn known_start(head: &[u8]) -> bool {

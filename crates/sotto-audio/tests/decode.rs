@@ -1663,6 +1663,32 @@ fn flash_adpcm_decodes_as_ffmpeg_does() {
     }
 }
 
+/// A CAF file in a format sotto does not decode names it: four letters (`QDM2`), or a
+/// Microsoft WAVE format tag (ffmpeg writes GSM 06.10 as `ms\0\x31`).
+#[test]
+fn caf_in_a_format_sotto_lacks_names_it() {
+    let caf = |id: &[u8; 4]| {
+        let mut f = b"caff\0\x01\0\0desc".to_vec();
+        f.extend_from_slice(&32u64.to_be_bytes());
+        f.extend_from_slice(&8000f64.to_be_bytes());
+        f.extend_from_slice(id);
+        f.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 65, 0, 0, 1, 64, 0, 0, 0, 1, 0, 0, 0, 0]);
+        f.extend_from_slice(b"data");
+        f.extend_from_slice(&69u64.to_be_bytes());
+        f.extend_from_slice(&[0; 69]);
+        f
+    };
+    for (id, want) in [
+        (b"QDM2", "format 'QDM2' in CAF"),
+        (b"ms\0\x31", "WAVE format 0x0031 in CAF"),
+    ] {
+        let e = decode_bytes("x.caf", caf(id), None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(want) && e.contains("its audio codec"), "{e}");
+    }
+}
+
 /// An 8 kHz WAV file of one codec's `data`, `block` bytes a block: a WAVEFORMATEX with no
 /// extra bytes.
 fn coded_wav(tag: u16, channels: u16, byte_rate: u32, block: u16, data: &[u8]) -> Vec<u8> {
