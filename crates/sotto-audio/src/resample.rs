@@ -7,9 +7,9 @@
 //! 48 kHz...), else 1024 phases interpolated linearly; the input mirrored at both ends.
 //!
 //! Its response is what matters: upsampling 8 kHz telephone audio, it passes up to the old
-//! Nyquist and a little past it (−6 dB at 4 kHz, −14 dB at 4.2 kHz), where a steep
-//! low-pass cuts at 3.8 kHz; the shared clips through G.729 or 8 kHz WAV lost 2 WER points
-//! to such a filter against FFmpeg's.
+//! Nyquist and a little past it (−6 dB at 4 kHz, −14 dB at 4.2 kHz), where the steep
+//! 256-tap sinc sotto used before cut at 3.8 kHz; the shared clips at 8 kHz read 1.0 (G.729)
+//! and 1.5 (16-bit WAV) WER points better through this one (README, "Audio").
 
 use std::sync::{Arc, Mutex};
 
