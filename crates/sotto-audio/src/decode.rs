@@ -32,7 +32,7 @@ const MAX_INPUT_BYTES: u64 = 4 << 30;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Audio {
     /// Mono samples, nominally in [-1, 1]: the input's channels mixed as FFmpeg mixes them
-    /// to mono (so as faster-whisper hears them; see [`mono_weights`]).
+    /// to mono (so as faster-whisper hears them; see `mono_weights` in `decode.rs`).
     pub samples: Vec<f32>,
     /// Sample rate of `samples`, in Hz (the input's rate).
     pub sample_rate: u32,
