@@ -4,7 +4,7 @@
 //! `adpcm_swf` decodes it (so its samples are FFmpeg's), tag by tag as the file is read,
 //! into a 16-bit WAV file of one or two channels.
 
-use std::io::{Read, Seek, SeekFrom};
+use std::io::Read;
 
 use symphonia::core::io::MediaSource;
 
@@ -124,13 +124,11 @@ impl Read for SwfWav {
             let Some((at, len, _)) = self.chunks.next() else {
                 return Ok(0);
             };
-            let mut packet = vec![0u8; len as usize];
-            self.src.seek(SeekFrom::Start(at))?;
-            if self.src.read_exact(&mut packet).is_err() {
+            let Some(packet) = crate::codec::read_chunk(&mut *self.src, (at, len))? else {
                 // The file ends inside the tag: what decoded is all there is.
                 self.chunks = Vec::new().into_iter();
                 return Ok(0);
-            }
+            };
             let mut samples = Vec::new();
             decode(&packet, self.channels, &mut samples);
             self.pending.refill(samples);

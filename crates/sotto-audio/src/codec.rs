@@ -391,6 +391,18 @@ impl WavSample for f32 {
     }
 }
 
+/// The `len` bytes of `src` at `at` (a container's packet), or None where the file ends
+/// inside them.
+pub(crate) fn read_chunk(
+    src: &mut dyn symphonia::core::io::MediaSource,
+    (at, len): (u64, u64),
+) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::SeekFrom;
+    let mut packet = vec![0u8; len as usize];
+    src.seek(SeekFrom::Start(at))?;
+    Ok(src.read_exact(&mut packet).is_ok().then_some(packet))
+}
+
 /// Bytes made and not yet handed out by a reader that decodes as it is read (a WAV header,
 /// then each block's or packet's samples).
 pub(crate) struct Pending {

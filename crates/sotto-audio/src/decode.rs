@@ -426,7 +426,7 @@ fn speech_wav(mut src: Box<dyn MediaSource>) -> SpeechWav {
             if let Err(e) = read {
                 return SpeechWav::Unsupported(format!("G.723.1 data unreadable: {e}"));
             }
-            let stream = crate::g723::frame_stream(&bytes, crate::g723::Framing::Plain);
+            let stream = crate::g723::frame_stream(bytes, crate::g723::Framing::Plain);
             let pcm = crate::g723::G7231Wav::new(stream);
             SpeechWav::Decoded(Box::new(ReadOnlySource::new(pcm)))
         }
@@ -585,7 +585,7 @@ fn decode_inner(
                 input: name.to_string(),
                 source,
             })?;
-        let stream = crate::g723::frame_stream(&bytes, crate::g723::Framing::Plain);
+        let stream = crate::g723::frame_stream(bytes, crate::g723::Framing::Plain);
         ext = Some("wav");
         src = Box::new(ReadOnlySource::new(crate::g723::G7231Wav::new(stream)));
     } else if ext == Some("g729") {

@@ -100,7 +100,7 @@ pub(crate) fn open(mut src: Box<dyn MediaSource>) -> Result<Box<dyn Read + Send 
             let mut bytes = Vec::new();
             src.seek(SeekFrom::Start(start)).map_err(io)?;
             src.read_to_end(&mut bytes).map_err(io)?;
-            let stream = crate::g723::frame_stream(&bytes, crate::g723::Framing::Dss);
+            let stream = crate::g723::frame_stream(bytes, crate::g723::Framing::Dss);
             return Ok(Box::new(crate::g723::G7231Wav::new(stream)));
         }
         _ => return Err(DssError::Codec("a DSS codec sotto does not know")),

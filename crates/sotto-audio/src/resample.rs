@@ -315,10 +315,7 @@ impl Poly {
         if !linear {
             return v1;
         }
-        let v2 = dot(
-            &x[..taps],
-            &b.coeffs[(self.phase + 1) * taps..(self.phase + 2) * taps],
-        );
+        let v2 = dot(&x[..taps], b.phase(self.phase + 1));
         v1 + ((f64::from(v2 - v1) / b.src_incr as f64) * self.frac as f64) as f32
     }
 

@@ -1489,10 +1489,7 @@ fn speex_decodes_as_ffmpeg_does() {
             (rate, channels),
             "{name}"
         );
-        let samples: Vec<f32> = match &got.stereo {
-            Some([l, r]) => l.iter().zip(r).flat_map(|(&l, &r)| [l, r]).collect(),
-            None => got.samples.clone(),
-        };
+        let samples = interleaved(&got);
         assert!(samples.iter().any(|v| v.abs() > 0.1), "{name}: silence");
         let raw = dir.join(format!("{name}.f32"));
         let le: Vec<u8> = samples.iter().flat_map(|s| s.to_le_bytes()).collect();
@@ -1534,6 +1531,14 @@ fn dss_decodes_as_ffmpeg_does() {
     other[0x2a4] = 7;
     let e = decode_bytes("x.dss", other, None).unwrap_err().to_string();
     assert!(e.contains("a DSS codec sotto does not know"), "{e}");
+}
+
+/// A decode's samples as FFmpeg writes them: its two channels interleaved, or the mono.
+fn interleaved(audio: &sotto_audio::Audio) -> Vec<f32> {
+    match &audio.stereo {
+        Some([l, r]) => l.iter().zip(r).flat_map(|(&l, &r)| [l, r]).collect(),
+        None => audio.samples.clone(),
+    }
 }
 
 /// `samples` (a 16-bit decode) as little-endian bytes, and their md5.
@@ -1655,10 +1660,7 @@ fn flash_adpcm_decodes_as_ffmpeg_does() {
             (rate, channels),
             "{name}"
         );
-        let samples: Vec<f32> = match &got.stereo {
-            Some([l, r]) => l.iter().zip(r).flat_map(|(a, b)| [*a, *b]).collect(),
-            None => got.samples.clone(),
-        };
+        let samples = interleaved(&got);
         assert_eq!(s16_md5(&samples, &dir), md5, "{name}");
     }
 }

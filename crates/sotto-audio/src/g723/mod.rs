@@ -1050,10 +1050,10 @@ pub(crate) enum Framing {
     Dss,
 }
 
-/// The frames' bytes, headers skipped, and how many whole frames they hold.
-pub(crate) fn frame_stream(bytes: &[u8], framing: Framing) -> (Vec<u8>, usize) {
-    let stream: Vec<u8> = match framing {
-        Framing::Plain => bytes.to_vec(),
+/// The frames' bytes, headers skipped, cut to the whole frames, and how many they are.
+pub(crate) fn frame_stream(bytes: Vec<u8>, framing: Framing) -> (Vec<u8>, usize) {
+    let mut stream: Vec<u8> = match framing {
+        Framing::Plain => bytes,
         Framing::Dss => bytes
             .chunks(512)
             .flat_map(|b| b.get(6..).unwrap_or_default())
@@ -1073,7 +1073,8 @@ pub(crate) fn frame_stream(bytes: &[u8], framing: Framing) -> (Vec<u8>, usize) {
         at += size;
         frames += 1;
     }
-    (stream[..at].to_vec(), frames)
+    stream.truncate(at);
+    (stream, frames)
 }
 
 /// G.723.1 frames decoded as they are read, handed out as a 16-bit 8 kHz WAV file.

@@ -1170,18 +1170,15 @@ impl PacketsWav {
 
 impl std::io::Read for PacketsWav {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        use std::io::{Seek, SeekFrom};
         if self.pending.is_empty() {
             let Some((at, len)) = self.chunks.next() else {
                 return Ok(0);
             };
-            let mut packet = vec![0u8; len as usize];
-            self.src.seek(SeekFrom::Start(at))?;
-            if self.src.read_exact(&mut packet).is_err() {
+            let Some(packet) = crate::codec::read_chunk(&mut *self.src, (at, len))? else {
                 // The file ends inside the packet: what decoded is all there is.
                 self.chunks = Vec::new().into_iter();
                 return Ok(0);
-            }
+            };
             let mut samples = Vec::with_capacity(self.speex.packet_samples());
             if self.speex.packet(&packet, &mut samples).is_err() {
                 samples.clear();
