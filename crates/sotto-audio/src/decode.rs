@@ -683,19 +683,25 @@ fn decode_inner(
         tracks.iter().find(|t| t.id == entry.id)?;
         Some((entry.id, coded_track_params(&entry)?))
     });
-    // A Matroska track in a Windows codec symphonia leaves without one (WMA).
-    let acm = || {
+    // A Matroska track in a codec symphonia's reader leaves without one: Windows' (WMA),
+    // or ALAC (its magic cookie as the codec private data).
+    let mkv_coded = || {
         mkv_tracks.iter().find_map(|t| {
-            let config = crate::wma::Config::from_waveformatex(t.acm.as_deref()?)?;
             let track = tracks.iter().find(|k| u64::from(k.id) == t.number)?;
             let mut params = track.codec_params.clone();
-            params
-                .for_codec(config.codec())
-                .with_extra_data(t.acm.clone()?.into_boxed_slice());
+            if let Some(acm) = t.private_of(b"A_MS/ACM") {
+                let config = crate::wma::Config::from_waveformatex(acm)?;
+                params.for_codec(config.codec()).with_extra_data(acm.into());
+            } else {
+                let cookie = t.private_of(b"A_ALAC")?;
+                params
+                    .for_codec(symphonia::core::codecs::CODEC_TYPE_ALAC)
+                    .with_extra_data(cookie.into());
+            }
             Some((track.id, params))
         })
     };
-    let (track_id, mut params) = match coded.or_else(acm).or_else(|| {
+    let (track_id, mut params) = match coded.or_else(mkv_coded).or_else(|| {
         tracks
             .iter()
             .find(|t| t.codec_params.codec != CODEC_TYPE_NULL)
@@ -758,6 +764,11 @@ fn decode_inner(
     let mut decoder = make(&params)?;
 
     let mut mono = Mono::new(want, moov.edit);
+    // The encoder's padding after the end of a Matroska track's audio.
+    mono.end_padding_ns = mkv_tracks
+        .iter()
+        .find(|t| t.number == u64::from(track_id))
+        .and_then(|t| t.end_padding_ns);
     // PCM's channel positions are a guess from their count (a WAV without a channel mask,
     // Matroska), which FFmpeg makes otherwise.
     mono.unlabelled = pcm_frame_bytes(&params).is_some()
@@ -1233,6 +1244,11 @@ struct Mono {
     max_frames: usize,
     /// Whether the decoder's channel positions are only a guess from their count.
     unlabelled: bool,
+    /// The encoder's padding after the audio's end (Matroska's `DiscardPadding`), and
+    /// the frames it comes to: the last frames decoded, held back from the resampler and
+    /// dropped at the end.
+    end_padding_ns: Option<u64>,
+    hold: usize,
     /// Each channel's weight in the mix, and the positions they were made for.
     weights: Vec<f32>,
     weighed: Option<Channels>,
@@ -1351,6 +1367,8 @@ impl Mono {
             kept: 0,
             max_frames: MAX_SAMPLES,
             unlabelled: false,
+            end_padding_ns: None,
+            hold: 0,
             weights: Vec::new(),
             weighed: None,
             tracks: Vec::new(),
@@ -1375,6 +1393,13 @@ impl Mono {
                 .duration_s
                 .map_or(usize::MAX, |d| start.saturating_add(at(d)));
             self.keep = (start, end);
+        }
+        if let Some(ns) = self.end_padding_ns {
+            // Rounded to the nearest frame, as FFmpeg does.
+            let frames = (u128::from(ns) * u128::from(rate) + 500_000_000) / 1_000_000_000;
+            self.hold = usize::try_from(frames)
+                .unwrap_or(usize::MAX)
+                .min(self.max_frames);
         }
         let tracks = if self.want.keep_stereo && channels >= 2 {
             3
@@ -1453,9 +1478,18 @@ impl Mono {
                     .map(|f| finite(f.iter().zip(w).map(|(v, w)| v * w).sum::<f32>())),
             ),
         }
-        if self.tracks[0].len() >= BATCH {
+        if self.tracks[0].len() >= BATCH + self.hold {
             if let Some(r) = self.resampling.take() {
-                let fresh = vec![Vec::with_capacity(BATCH + 4096); self.tracks.len()];
+                let hold = self.hold;
+                let fresh = self
+                    .tracks
+                    .iter_mut()
+                    .map(|t| {
+                        let mut f = Vec::with_capacity(BATCH + 4096 + hold);
+                        f.extend(t.drain(t.len() - hold..));
+                        f
+                    })
+                    .collect();
                 let batch = std::mem::replace(&mut self.tracks, fresh);
                 self.resampling = Some(r.send(batch).map_err(|e| e.with_input(name))?);
             }
@@ -1463,7 +1497,7 @@ impl Mono {
         Ok(())
     }
 
-    fn finish(self, name: &str, first_error: Option<String>) -> Result<Decoded> {
+    fn finish(mut self, name: &str, first_error: Option<String>) -> Result<Decoded> {
         let Some(rate) = self.rate else {
             return Err(match first_error {
                 Some(e) => corrupt(name, format!("no packet could be decoded ({e})")),
@@ -1474,6 +1508,14 @@ impl Mono {
         };
         if self.kept == 0 {
             return Err(corrupt(name, "its edit list keeps none of the audio"));
+        }
+        for t in &mut self.tracks {
+            t.truncate(t.len().saturating_sub(self.hold));
+        }
+        if self.kept <= self.hold {
+            return Err(AudioError::Empty {
+                input: name.to_string(),
+            });
         }
         let mut tracks = match self.resampling {
             Some(r) => r
@@ -1580,5 +1622,34 @@ mod tests {
             );
             assert_eq!(e.ends_with("at 16 kHz"), want.to_16k, "{e}");
         }
+    }
+
+    /// Matroska's end padding is dropped before resampling, however many batches went to
+    /// the resampler before it: the result is the shorter signal's, resampled whole.
+    #[test]
+    fn end_padding_is_dropped_before_resampling() {
+        let spec = SignalSpec::new(48_000, Channels::FRONT_LEFT | Channels::FRONT_RIGHT);
+        let frames = 3 * BATCH + 777;
+        let signal: Vec<f32> = (0..2 * frames)
+            .map(|i| ((i as f32) * 0.013).sin() * 0.5)
+            .collect();
+        let run = |interleaved: &[f32], padding_ns| {
+            let mut m = Mono::new(Want::at_16k(true, f64::INFINITY), None);
+            m.end_padding_ns = padding_ns;
+            for packet in interleaved.chunks(2 * 960) {
+                m.push(packet, spec, "x").unwrap();
+            }
+            m.finish("x", None).unwrap()
+        };
+        // 13.5 ms at 48 kHz: 648 frames.
+        let padded = run(&signal, Some(13_500_000));
+        let cut = run(&signal[..2 * (frames - 648)], None);
+        assert_eq!(padded.mono, cut.mono);
+        assert_eq!(padded.stereo, cut.stereo);
+        // Padding longer than the audio leaves none.
+        let mut m = Mono::new(Want::native(false, f64::INFINITY), None);
+        m.end_padding_ns = Some(1_000_000_000);
+        m.push(&signal[..2 * 960], spec, "x").unwrap();
+        assert!(matches!(m.finish("x", None), Err(AudioError::Empty { .. })));
     }
 }

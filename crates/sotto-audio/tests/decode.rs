@@ -886,7 +886,7 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 62] = [
+const CONTAINERS: [&str; 64] = [
     "tones.opus.mp4",
     "tones.adpcm.flv",
     "speech.lp.dss",
@@ -910,6 +910,8 @@ const CONTAINERS: [&str; 62] = [
     "tones.ima4.aiff",
     "tones.ima4.mov",
     "tones.alac.caf",
+    "tones.alac.mkv",
+    "tones.mp3.mkv",
     "tones.nelly.flv",
     "tones.flv",
     "tones.alaw.flv",
@@ -1837,6 +1839,30 @@ fn apple_ima4_caf_alac_and_wave64_decode() {
         assert!(a[..] == w[..2205], "channel {c}");
         let s = &w64.stereo.as_ref().unwrap()[c];
         assert!(s[..2205] == w[..2205] && s[2205] == 0.0, "channel {c}");
+    }
+}
+
+/// Matroska's `DiscardPadding`, the encoder's padding after the audio's end (FFmpeg writes
+/// it for Opus and MP3), is dropped as FFmpeg drops it; ALAC in Matroska decodes to the
+/// samples it holds.
+#[test]
+fn matroska_end_padding_is_dropped_and_alac_decodes() {
+    // FFmpeg's frame counts (`ffmpeg -i FILE -f f32le -`): 648 and 542 fewer than the
+    // blocks decode to.
+    for (name, frames) in [("tones.webm", 24_000), ("tones.mp3.mkv", 12_130)] {
+        let a = decode_file_keeping_stereo(&fixture(name)).unwrap();
+        assert_eq!(a.stereo.as_ref().unwrap()[0].len(), frames, "{name}");
+        assert_eq!(a.samples.len(), frames, "{name}");
+    }
+    let wav = decode_file_keeping_stereo(&fixture("tones.wav")).unwrap();
+    let alac = decode_file_keeping_stereo(&fixture("tones.alac.mkv")).unwrap();
+    assert_eq!((alac.sample_rate, alac.channels_in), (22_050, 2));
+    for c in 0..2 {
+        let a = &alac.stereo.as_ref().unwrap()[c];
+        assert!(
+            a[..] == wav.stereo.as_ref().unwrap()[c][..2205],
+            "channel {c}"
+        );
     }
 }
 

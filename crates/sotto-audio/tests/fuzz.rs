@@ -6,7 +6,7 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 58] = [
+const FIXTURES: [&str; 60] = [
     "noise.adpcm.flv",
     "speech.lp.dss",
     "noise.g729d.wav",
@@ -42,6 +42,8 @@ const FIXTURES: [&str; 58] = [
     "tones.opus",
     "tones.51.opus",
     "tones.webm",
+    "tones.mp3.mkv",
+    "tones.alac.mkv",
     "tones.m4a",
     "tones.aac",
     "tones.51.m4a",
