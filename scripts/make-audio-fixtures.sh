@@ -409,6 +409,23 @@ ffmpeg -hide_banner -loglevel error -y -f lavfi -i color=black:size=32x32:rate=2
     -t 0.5 -c:v mpeg1video -c:a mp2 -b:a 64k -f mpeg -fflags +bitexact -flags +bitexact tones.mpg
 ffmpeg -hide_banner -loglevel error -y -i tones.mpg -map 0:a -c:a copy -f mp2 -fflags +bitexact \
     tones.mpg.mp2
+# MPEG audio Layer II: mono at 48 kHz and FFmpeg's default 384 kb/s (a pair the standard
+# does not make), 0.2 s, raw and copied into MP4 and QuickTime, with FFmpeg's decode; and
+# 0.5 s of samples/jfk.wav panned to stereo, through TwoLAME in joint stereo (intensity
+# above subband 4) with CRCs (apt-get install twolame), with FFmpeg's decode.
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.2 -ar 48000 -ac 1 -c:a mp2 \
+    -fflags +bitexact -flags +bitexact tones.mono.mp2
+ffmpeg -hide_banner -loglevel error -y -i tones.mono.mp2 -c:a flac -fflags +bitexact \
+    tones.mono.mp2.flac
+for c in mp4 mov; do
+    ffmpeg -hide_banner -loglevel error -y -i tones.mono.mp2 -c:a copy -fflags +bitexact \
+        -flags +bitexact "tones.mp2.$c"
+done
+ffmpeg -hide_banner -loglevel error -y -ss 1 -t 0.5 -i "$root/samples/jfk.wav" -ar 32000 \
+    -af "pan=stereo|c0=c0|c1=0.6*c0" -fflags +bitexact "${TMPDIR:-/tmp}/sotto-joint.wav"
+twolame -m j -b 64 -p "${TMPDIR:-/tmp}/sotto-joint.wav" speech.joint.mp2 > /dev/null 2>&1
+ffmpeg -hide_banner -loglevel error -y -i speech.joint.mp2 -c:a flac -fflags +bitexact \
+    speech.joint.mp2.flac
 # G.729 (VoIP call recordings): 3 s of samples/jfk.wav at 8 kHz through Belledonne's
 # bcg729 encoder (`apt-get install libbcg729-0`; FFmpeg has no G.729 encoder), four frames
 # zeroed as a lost packet's are (FFmpeg conceals them); and Annex D (6.4 kbit/s) in WAV

@@ -889,6 +889,7 @@ fn coded_track_params(entry: &crate::mp4_edit::SoundEntry) -> Option<CodecParame
         b"samr" => return Some(crate::elementary::amr_params(CODEC_TYPE_AMRNB, RATE)),
         b"ulaw" => CODEC_TYPE_PCM_MULAW,
         b"alaw" => CODEC_TYPE_PCM_ALAW,
+        b".mp2" => symphonia::core::codecs::CODEC_TYPE_MP2,
         _ => crate::ima_qt::CODEC_TYPE_IMA_QT,
     };
     let mut params = CodecParameters::new();
@@ -1027,7 +1028,7 @@ fn read_head(src: &mut dyn MediaSource) -> Vec<u8> {
 /// symphonia's container readers, behind ours for AAC's elementary streams (registered
 /// first, so that ADTS frames, whose marker symphonia's reader shares, come to ours).
 fn probe() -> &'static Probe {
-    use crate::elementary::{Ac3, Adts, Amr, AmrWb, Dts, FrameReader, Loas, Thd};
+    use crate::elementary::{Ac3, Adts, Amr, AmrWb, Dts, FrameReader, Loas, Mp2, Thd};
     static PROBE: OnceLock<Probe> = OnceLock::new();
     PROBE.get_or_init(|| {
         let mut probe = Probe::default();
@@ -1039,6 +1040,8 @@ fn probe() -> &'static Probe {
         probe.register_all::<FrameReader<Amr>>();
         probe.register_all::<FrameReader<AmrWb>>();
         probe.register_all::<crate::asf::AsfReader>();
+        // Before symphonia's MPEG audio reader, which refuses some Layer II bitrates.
+        probe.register_all::<FrameReader<Mp2>>();
         symphonia::default::register_enabled_formats(&mut probe);
         probe
     })
@@ -1060,6 +1063,9 @@ fn codecs() -> &'static CodecRegistry {
         registry.register_all::<crate::ima_qt::ImaQtDecoder>();
         registry.register_all::<crate::wma::WmaDecoder>();
         registry.register_all::<crate::speex::SpeexDecoder>();
+        // In place of symphonia's, which refuses some bitrates for a channel mode.
+        registry.register_all::<crate::mp2::Mp2Decoder>();
+        registry.register_all::<crate::mp2::MpegAudioDecoder>();
         registry
     })
 }

@@ -168,6 +168,29 @@ impl Framing for Ac3 {
     }
 }
 
+/// MPEG audio Layer II frames (`.mp2`, `.mpa`; MPEG audio in transport and program
+/// streams, AVI and WAV), read in place of symphonia's reader, which refuses the bitrates
+/// the standard does not pair with a channel mode (`mp2.rs`).
+pub(crate) enum Mp2 {}
+
+impl Framing for Mp2 {
+    const HEADER: usize = 4;
+
+    fn frame_len(head: &[u8]) -> Option<usize> {
+        crate::mp2::Header::parse(head).map(|h| h.len)
+    }
+
+    fn params(first: &[u8]) -> Result<CodecParameters> {
+        let h = crate::mp2::Header::parse(first).ok_or(Error::Unsupported("mp2: not a frame"))?;
+        let mut params = CodecParameters::new();
+        params
+            .for_codec(symphonia::core::codecs::CODEC_TYPE_MP2)
+            .with_sample_rate(h.rate)
+            .with_channels(h.channels());
+        Ok(params)
+    }
+}
+
 /// DTS frames (`.dts`, `.cpt`; stream types 0x82, 0x85 and 0x86 in a transport stream):
 /// core frames in any of their four word forms, and the DTS-HD substreams that follow them.
 pub(crate) enum Dts {}
@@ -369,6 +392,30 @@ impl QueryDescriptor for FrameReader<Ac3> {
             &["ac3", "eac3", "ec3", "a52"],
             &["audio/ac3", "audio/eac3"],
             &[&[0x0B, 0x77]]
+        )]
+    }
+
+    fn score(_context: &[u8]) -> u8 {
+        255
+    }
+}
+
+impl QueryDescriptor for FrameReader<Mp2> {
+    fn query() -> &'static [Descriptor] {
+        &[support_format!(
+            "mp2",
+            "MPEG audio Layer II frames",
+            &["mp2", "mpa", "m2a"],
+            &["audio/mpeg", "audio/mp2"],
+            // MPEG-1, MPEG-2 and MPEG-2.5, with and without a CRC.
+            &[
+                &[0xFF, 0xFD],
+                &[0xFF, 0xFC],
+                &[0xFF, 0xF5],
+                &[0xFF, 0xF4],
+                &[0xFF, 0xE5],
+                &[0xFF, 0xE4]
+            ]
         )]
     }
 

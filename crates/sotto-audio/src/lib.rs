@@ -34,6 +34,7 @@ mod ima_qt;
 mod mel;
 mod mkv;
 mod mlp;
+mod mp2;
 mod mp4_edit;
 mod nelly;
 mod ogg_speex;

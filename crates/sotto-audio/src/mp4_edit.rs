@@ -28,8 +28,8 @@ pub(crate) struct Moov {
     /// Whether there is an audio track at all (`hdlr` `soun`), whatever its codec.
     pub sound: bool,
     /// The first audio track's sample entry where its codec is one symphonia leaves
-    /// without one: AMR (3GPP's `samr`, `sawb`), Apple's IMA 4:1 (`ima4`) or QuickTime's
-    /// G.711 (`ulaw`, `alaw`).
+    /// without one: AMR (3GPP's `samr`, `sawb`), Apple's IMA 4:1 (`ima4`), QuickTime's
+    /// G.711 (`ulaw`, `alaw`) or MPEG audio Layer II (`.mp2`).
     pub coded_track: Option<SoundEntry>,
     /// A sample table (of any track) whose entry count is more than its box holds:
     /// symphonia reserves room for every entry a count claims before reading any, so a
@@ -234,7 +234,10 @@ fn coded_track(moov: &[u8]) -> Option<SoundEntry> {
     // id, packet size, and the rate in 16.16.
     let stsd = child(stbl, b"stsd")?;
     let kind: [u8; 4] = stsd.get(12..16)?.try_into().ok()?;
-    if !matches!(&kind, b"samr" | b"sawb" | b"ima4" | b"ulaw" | b"alaw") {
+    if !matches!(
+        &kind,
+        b"samr" | b"sawb" | b"ima4" | b"ulaw" | b"alaw" | b".mp2"
+    ) {
         return None;
     }
     Some(SoundEntry {

@@ -385,6 +385,42 @@ fn surround_mixes_to_mono_as_ffmpeg_does() {
     assert!(d < 2e-3, "AC-3: {d} from FFmpeg's mix");
 }
 
+/// MPEG audio Layer II decodes as FFmpeg decodes it (to about one 16-bit step: FFmpeg's
+/// default MP2 decoder is fixed-point), mono at 384 kb/s (what FFmpeg writes by default,
+/// which the standard does not pair and symphonia refused), joint stereo with a CRC
+/// (TwoLAME's), and in MP4 (named MP3) and QuickTime (`.mp2`).
+#[test]
+fn mp2_decodes_as_ffmpeg_does() {
+    let step = 1.0 / 32768.0;
+    for (name, reference) in [
+        ("tones.mono.mp2", "tones.mono.mp2.flac"),
+        ("tones.mp2.mp4", "tones.mono.mp2.flac"),
+        ("tones.mp2.mov", "tones.mono.mp2.flac"),
+        ("speech.joint.mp2", "speech.joint.mp2.flac"),
+    ] {
+        let ours = decode_file_keeping_stereo(&fixture(name)).unwrap();
+        let ffmpeg = decode_file_keeping_stereo(&fixture(reference)).unwrap();
+        assert_eq!(
+            (ours.sample_rate, ours.channels_in),
+            (ffmpeg.sample_rate, ffmpeg.channels_in),
+            "{name}"
+        );
+        let pairs = match (&ours.stereo, &ffmpeg.stereo) {
+            (Some([l, r]), Some([fl, fr])) => vec![(l, fl), (r, fr)],
+            _ => vec![(&ours.samples, &ffmpeg.samples)],
+        };
+        for (a, b) in pairs {
+            assert_eq!(a.len(), b.len(), "{name}");
+            let d = max_difference(a, b);
+            assert!(d < 2.0 * step, "{name}: {} steps from FFmpeg", d / step);
+        }
+        assert!(
+            ours.samples.iter().any(|v| v.abs() > 0.05),
+            "{name}: silent"
+        );
+    }
+}
+
 /// DTS decodes as FFmpeg's decoder does: 5.1 (an LFE, ADPCM prediction, transients) mixed
 /// to mono as FFmpeg mixes it, and stereo channel by channel, each to half a step of 16
 /// bits (the FLAC decodes' rounding: the two decoders' floats agree to ~1e-7).
@@ -886,7 +922,7 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 64] = [
+const CONTAINERS: [&str; 67] = [
     "tones.opus.mp4",
     "tones.adpcm.flv",
     "speech.lp.dss",
@@ -912,6 +948,9 @@ const CONTAINERS: [&str; 64] = [
     "tones.alac.caf",
     "tones.alac.mkv",
     "tones.mp3.mkv",
+    "tones.mono.mp2",
+    "speech.joint.mp2",
+    "tones.mp2.mp4",
     "tones.nelly.flv",
     "tones.flv",
     "tones.alaw.flv",
