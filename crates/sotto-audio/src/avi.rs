@@ -1,7 +1,10 @@
-//! AVI (`.avi`: older cameras, screen and video recorders), which symphonia does not read.
-//! Its first audio stream is PCM (any width, float, A-law, μ-law, ADPCM: WAV's own
-//! formats) or MP3; its chunks, interleaved with the video's, are handed to symphonia one
-//! after another as the WAV file or the MP3 stream they make. OpenDML files (past 1 GiB,
+//! AVI (`.avi`: older cameras, screen and video recorders, CCTV and IP cameras' exports),
+//! which symphonia does not read. Its first audio stream is PCM (any width, float, A-law,
+//! μ-law, ADPCM: WAV's own formats), a speech codec sotto decodes in WAV files (GSM 06.10,
+//! G.722, G.723.1, G.726, G.729), MPEG audio, AAC, AC-3 or DTS; its chunks, interleaved
+//! with the video's, are handed on one after another as the WAV file or the stream of
+//! frames they make (each AAC access unit behind an ADTS header made from the format's
+//! AudioSpecificConfig). OpenDML files (past 1 GiB,
 //! in `AVIX` parts) included. Only the chunk headers are read to find them; the reader
 //! then seeks from one audio chunk to the next, so the video is never read.
 
@@ -34,10 +37,27 @@ const MPEG_TAGS: [u16; 2] = [0x0050, 0x0055];
 /// AC-3 and DTS (a DVD's audio, in AVI files made from one): the chunks are its frames.
 const AC3_TAG: u16 = 0x2000;
 const DTS_TAG: u16 = 0x2001;
+/// AAC: raw access units, one a chunk, with the AudioSpecificConfig after the
+/// WAVEFORMATEX (FFmpeg's and most cameras' tag, and others FFmpeg reads); ADTS frames.
+const AAC_TAGS: [u16; 4] = [0x00FF, 0x706D, 0x4143, 0xA106];
+const ADTS_TAG: u16 = 0x1600;
+
+/// The speech codec a WAV format tag names, of those sotto decodes in WAV files (and so
+/// in AVI's chunks, made into one).
+pub(crate) fn speech_codec(tag: u16) -> Option<&'static str> {
+    match tag {
+        crate::gsm::WAV_TAG => Some("GSM 06.10"),
+        crate::g722::WAV_TAG => Some("G.722"),
+        t if crate::g726::WAV_TAGS.contains(&t) => Some("G.726"),
+        t if crate::g729::WAV_TAGS.contains(&t) => Some("G.729"),
+        t if crate::g723::WAV_TAGS.contains(&t) => Some("G.723.1"),
+        _ => None,
+    }
+}
 
 /// The first audio stream of an AVI file, read as the file symphonia decodes: a WAV file
-/// (`ext` "wav"), an MP3 stream (`ext` "mp3"), AC-3 syncframes (`ext` "ac3") or DTS frames
-/// (`ext` "dts").
+/// (`ext` "wav"; in a speech codec where `speech`), an MPEG audio stream (`ext` "mp3"),
+/// ADTS frames (`ext` "aac"), AC-3 syncframes (`ext` "ac3") or DTS frames (`ext` "dts").
 pub(crate) struct AviAudio {
     src: Box<dyn MediaSource>,
     /// The WAV header before the chunks (empty for MPEG audio), and how much of it is read.
@@ -52,6 +72,8 @@ pub(crate) struct AviAudio {
     /// chunk it was last put before.
     pub(crate) frame_header: Option<[u8; 7]>,
     framed: Option<usize>,
+    /// Whether the WAV file is in a speech codec (for `decode.rs`'s `speech_wav`).
+    pub(crate) speech: bool,
 }
 
 /// Why an AVI file gives no audio to decode.
@@ -81,8 +103,20 @@ impl AviAudio {
         let tag = format_tag(&format)
             .ok_or_else(|| AviError::Corrupt("an audio stream's format is cut short".into()))?;
         let data: u64 = chunks.iter().map(|c| c.1).sum();
-        let (header, ext) = if WAV_TAGS.contains(&tag) {
+        let mut frame_header = None;
+        let (header, ext) = if WAV_TAGS.contains(&tag) || speech_codec(tag).is_some() {
             (wav_header(&format, data), "wav")
+        } else if AAC_TAGS.contains(&tag) || tag == ADTS_TAG {
+            // The AudioSpecificConfig after the WAVEFORMATEX's 18 bytes; without one the
+            // chunks are taken for ADTS frames.
+            let size = format
+                .get(16..18)
+                .map_or(0, |b| u16::from_le_bytes([b[0], b[1]]));
+            let asc = format.get(18..18 + usize::from(size)).unwrap_or(&[]);
+            if tag != ADTS_TAG && !asc.is_empty() {
+                frame_header = Some(crate::flv::adts_template(asc).map_err(AviError::Corrupt)?);
+            }
+            (Vec::new(), "aac")
         } else if MPEG_TAGS.contains(&tag) {
             (Vec::new(), "mp3")
         } else if tag == AC3_TAG {
@@ -94,7 +128,10 @@ impl AviAudio {
         };
         src.seek(SeekFrom::Start(0))
             .map_err(|e| AviError::Corrupt(e.to_string()))?;
-        Ok(Self::with_header(src, header, chunks, ext))
+        let mut audio = Self::with_header(src, header, chunks, ext);
+        audio.frame_header = frame_header;
+        audio.speech = speech_codec(tag).is_some();
+        Ok(audio)
     }
 }
 
@@ -116,6 +153,7 @@ impl AviAudio {
             ext,
             frame_header: None,
             framed: None,
+            speech: false,
         }
     }
 

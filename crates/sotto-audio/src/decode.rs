@@ -374,16 +374,8 @@ fn speech_wav(mut src: Box<dyn MediaSource>) -> SpeechWav {
     use crate::codec::DecodedWav;
     let (fmt, data) = crate::avi::wav_chunks(&mut *src);
     let tag = fmt.as_deref().and_then(crate::avi::format_tag);
-    let codec = match tag {
-        Some(crate::gsm::WAV_TAG) => "GSM 06.10",
-        Some(crate::g722::WAV_TAG) => "G.722",
-        Some(t) if crate::g726::WAV_TAGS.contains(&t) => "G.726",
-        Some(t) if crate::g729::WAV_TAGS.contains(&t) => "G.729",
-        Some(t) if crate::g723::WAV_TAGS.contains(&t) => "G.723.1",
-        _ => "",
-    };
-    let (Some(fmt), Some((start, len)), Some(tag), false) = (fmt, data, tag, codec.is_empty())
-    else {
+    let codec = tag.and_then(crate::avi::speech_codec);
+    let (Some(fmt), Some((start, len)), Some(tag), Some(codec)) = (fmt, data, tag, codec) else {
         let _ = src.seek(SeekFrom::Start(0));
         return SpeechWav::Other(src);
     };
@@ -499,7 +491,7 @@ fn decode_inner(
     let mut ima4 = head.starts_with(b"caff") && head.get(28..32) == Some(b"ima4");
     if crate::avi::is_avi(&head) {
         use crate::avi::{AviAudio, AviError};
-        let audio = AviAudio::open(src).map_err(|e| match e {
+        let mut audio = AviAudio::open(src).map_err(|e| match e {
             AviError::NoAudio => AudioError::Empty {
                 input: name.to_string(),
             },
@@ -507,13 +499,34 @@ fn decode_inner(
                 input: name.to_string(),
                 detail: format!(
                     "WAV format tag {tag:#06x} in AVI (sotto decodes PCM, ADPCM, A-law, μ-law, \
-                     MPEG audio, AC-3 and DTS there)"
+                     GSM, G.722, G.723.1, G.726, G.729, MPEG audio, AAC, AC-3 and DTS there)"
                 ),
             },
             AviError::Corrupt(why) => corrupt(name, format!("AVI: {why}")),
         })?;
         ext = Some(audio.ext);
-        src = Box::new(ReadOnlySource::new(audio));
+        src = if audio.speech {
+            // A speech codec's WAV file (kilobytes a minute), made in memory for
+            // `speech_wav`, which seeks in it.
+            let mut wav = Vec::new();
+            audio
+                .read_to_end(&mut wav)
+                .map_err(|source| AudioError::Io {
+                    input: name.to_string(),
+                    source,
+                })?;
+            match speech_wav(Box::new(std::io::Cursor::new(wav))) {
+                SpeechWav::Decoded(pcm) | SpeechWav::Other(pcm) => pcm,
+                SpeechWav::Unsupported(detail) => {
+                    return Err(AudioError::Codec {
+                        input: name.to_string(),
+                        detail: format!("{detail} in AVI"),
+                    })
+                }
+            }
+        } else {
+            Box::new(ReadOnlySource::new(audio))
+        };
     } else if crate::flv::is_flv(&head) {
         use crate::flv::FlvError;
         let audio = crate::flv::open(src).map_err(|e| match e {

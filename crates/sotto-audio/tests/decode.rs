@@ -922,7 +922,7 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 67] = [
+const CONTAINERS: [&str; 70] = [
     "tones.opus.mp4",
     "tones.adpcm.flv",
     "speech.lp.dss",
@@ -951,6 +951,9 @@ const CONTAINERS: [&str; 67] = [
     "tones.mono.mp2",
     "speech.joint.mp2",
     "tones.mp2.mp4",
+    "tones.aac.avi",
+    "tones.g726.avi",
+    "tones.gsm.avi",
     "tones.nelly.flv",
     "tones.flv",
     "tones.alaw.flv",
@@ -1091,13 +1094,18 @@ fn a_pipe_decodes_as_the_file() {
 /// Sun `.au` (as AIFF-C to symphonia) decodes to `tones.wav`'s samples too, and FLV's AAC
 /// (behind ADTS headers made from its sequence header), MP3 and A-law to their streams
 /// copied out, as MP3 in WAV and QuickTime's μ-law do, and MPEG program streams' MP2
-/// (beside MPEG-1 video) and DVD LPCM, 16- and 24-bit.
+/// (beside MPEG-1 video) and DVD LPCM, 16- and 24-bit. AVI's AAC (raw access units, as
+/// cameras and FFmpeg write them) decodes as the ADTS stream it was copied from, and its
+/// G.726 and GSM (IP cameras', CCTV exports') as the WAV files they were copied from.
 #[test]
 fn avi_and_ts_decode_as_their_audio_stream() {
     let pairs = [
         ("tones.avi", "tones.wav"),
         ("tones.au", "tones.wav"),
         ("tones.mp3.avi", "tones.mp3.avi.mp3"),
+        ("tones.aac.avi", "tones.aac"),
+        ("tones.g726.avi", "tones.g726.wav"),
+        ("tones.gsm.avi", "tones.gsm.wav"),
         ("tones.ts", "tones.ts.aac"),
         ("tones.latm.ts", "tones.ts.aac"),
         ("tones.he.latm.ts", "tones.he.aac"),

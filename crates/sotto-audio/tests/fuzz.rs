@@ -6,7 +6,7 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 62] = [
+const FIXTURES: [&str; 64] = [
     "noise.adpcm.flv",
     "speech.lp.dss",
     "noise.g729d.wav",
@@ -46,6 +46,8 @@ const FIXTURES: [&str; 62] = [
     "tones.alac.mkv",
     "tones.mono.mp2",
     "speech.joint.mp2",
+    "tones.aac.avi",
+    "tones.g726.avi",
     "tones.m4a",
     "tones.aac",
     "tones.51.m4a",
