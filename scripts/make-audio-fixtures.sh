@@ -99,10 +99,13 @@ ffmpeg -hide_banner -loglevel error -y -i tones.ima4.caf -c:a flac -fflags +bite
     tones.ima4.flac
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.1 -c:a alac -fflags +bitexact \
     tones.alac.caf
-# In Matroska: Apple Lossless (the bare cookie as codec private), 0.1 s; MP3, whose last
+# In Matroska and QuickTime (the cookie in a `wave` atom): Apple Lossless (the bare cookie
+# as codec private), 0.1 s; MP3 in Matroska, whose last
 # block carries DiscardPadding (the encoder's padding after the end, which FFmpeg drops).
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.1 -c:a alac -fflags +bitexact \
     -flags +bitexact tones.alac.mkv
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.1 -c:a alac -fflags +bitexact \
+    -flags +bitexact tones.alac.mov
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a libmp3lame -b:a 64k -fflags +bitexact \
     -flags +bitexact tones.mp3.mkv
 # MP3 in WAV (format 0x0055, as broadcast and recorder software write it) and G.711 in

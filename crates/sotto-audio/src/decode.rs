@@ -903,6 +903,7 @@ fn coded_track_params(entry: &crate::mp4_edit::SoundEntry) -> Option<CodecParame
         b"ulaw" => CODEC_TYPE_PCM_MULAW,
         b"alaw" => CODEC_TYPE_PCM_ALAW,
         b".mp2" => symphonia::core::codecs::CODEC_TYPE_MP2,
+        b"alac" => symphonia::core::codecs::CODEC_TYPE_ALAC,
         _ => crate::ima_qt::CODEC_TYPE_IMA_QT,
     };
     let mut params = CodecParameters::new();
@@ -910,6 +911,9 @@ fn coded_track_params(entry: &crate::mp4_edit::SoundEntry) -> Option<CodecParame
         .for_codec(codec)
         .with_sample_rate(entry.rate)
         .with_channels(first_channels(u64::from(entry.channels))?);
+    if let Some(config) = &entry.config {
+        params.with_extra_data(config.clone().into_boxed_slice());
+    }
     Some(params)
 }
 

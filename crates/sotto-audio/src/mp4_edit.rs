@@ -21,7 +21,7 @@ pub(crate) struct Edit {
 }
 
 /// What sotto reads of an MP4 file's `moov` itself.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Moov {
     /// The first audio track's edit, where it has one.
     pub edit: Option<Edit>,
@@ -29,7 +29,8 @@ pub(crate) struct Moov {
     pub sound: bool,
     /// The first audio track's sample entry where its codec is one symphonia leaves
     /// without one: AMR (3GPP's `samr`, `sawb`), Apple's IMA 4:1 (`ima4`), QuickTime's
-    /// G.711 (`ulaw`, `alaw`) or MPEG audio Layer II (`.mp2`).
+    /// G.711 (`ulaw`, `alaw`), MPEG audio Layer II (`.mp2`), or ALAC whose magic cookie is
+    /// in a `wave` atom (QuickTime's version 1 sound description, as FFmpeg's `.mov`).
     pub coded_track: Option<SoundEntry>,
     /// A sample table (of any track) whose entry count is more than its box holds:
     /// symphonia reserves room for every entry a count claims before reading any, so a
@@ -216,13 +217,15 @@ fn sound_trak(moov: &[u8]) -> Option<&[u8]> {
 }
 
 /// An audio track's sample entry: the track's number (symphonia's track id: its place
-/// among the `trak`s), the entry's type, and its channels and rate.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// among the `trak`s), the entry's type, its channels and rate, and its codec's
+/// configuration where sotto reads it (ALAC's cookie, in its `wave` atom).
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct SoundEntry {
     pub id: u32,
     pub kind: [u8; 4],
     pub channels: u16,
     pub rate: u32,
+    pub config: Option<Vec<u8>>,
 }
 
 /// [`Moov::coded_track`].
@@ -234,17 +237,26 @@ fn coded_track(moov: &[u8]) -> Option<SoundEntry> {
     // id, packet size, and the rate in 16.16.
     let stsd = child(stbl, b"stsd")?;
     let kind: [u8; 4] = stsd.get(12..16)?.try_into().ok()?;
-    if !matches!(
-        &kind,
-        b"samr" | b"sawb" | b"ima4" | b"ulaw" | b"alaw" | b".mp2"
-    ) {
-        return None;
+    let mut config = None;
+    match &kind {
+        b"samr" | b"sawb" | b"ima4" | b"ulaw" | b"alaw" | b".mp2" => {}
+        b"alac" => {
+            // A version 1 sound description (16 bytes more) whose children hold a `wave`
+            // atom: `frma`, then the `alac` atom with the cookie.
+            let entry = stsd.get(8..8 + usize::try_from(be32(stsd, 8)?).ok()?)?;
+            if entry.get(16..18)? != [0, 1] {
+                return None;
+            }
+            config = Some(child(entry.get(52..)?, b"wave")?.to_vec());
+        }
+        _ => return None,
     }
     Some(SoundEntry {
         id: u32::try_from(index).ok()?,
         kind,
         channels: u16::from_be_bytes(stsd.get(32..34)?.try_into().ok()?),
         rate: u32::from(u16::from_be_bytes(stsd.get(40..42)?.try_into().ok()?)),
+        config,
     })
 }
 

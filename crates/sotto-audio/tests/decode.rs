@@ -922,7 +922,7 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 70] = [
+const CONTAINERS: [&str; 71] = [
     "tones.opus.mp4",
     "tones.adpcm.flv",
     "speech.lp.dss",
@@ -947,6 +947,7 @@ const CONTAINERS: [&str; 70] = [
     "tones.ima4.mov",
     "tones.alac.caf",
     "tones.alac.mkv",
+    "tones.alac.mov",
     "tones.mp3.mkv",
     "tones.mono.mp2",
     "speech.joint.mp2",
@@ -1890,8 +1891,8 @@ fn apple_ima4_caf_alac_and_wave64_decode() {
 }
 
 /// Matroska's `DiscardPadding`, the encoder's padding after the audio's end (FFmpeg writes
-/// it for Opus and MP3), is dropped as FFmpeg drops it; ALAC in Matroska decodes to the
-/// samples it holds.
+/// it for Opus and MP3), is dropped as FFmpeg drops it; ALAC in Matroska and QuickTime
+/// decodes to the samples it holds.
 #[test]
 fn matroska_end_padding_is_dropped_and_alac_decodes() {
     // FFmpeg's frame counts (`ffmpeg -i FILE -f f32le -`): 648 and 542 fewer than the
@@ -1902,14 +1903,15 @@ fn matroska_end_padding_is_dropped_and_alac_decodes() {
         assert_eq!(a.samples.len(), frames, "{name}");
     }
     let wav = decode_file_keeping_stereo(&fixture("tones.wav")).unwrap();
-    let alac = decode_file_keeping_stereo(&fixture("tones.alac.mkv")).unwrap();
-    assert_eq!((alac.sample_rate, alac.channels_in), (22_050, 2));
-    for c in 0..2 {
-        let a = &alac.stereo.as_ref().unwrap()[c];
-        assert!(
-            a[..] == wav.stereo.as_ref().unwrap()[c][..2205],
-            "channel {c}"
-        );
+    // And in QuickTime, its cookie in a `wave` atom (a version 1 sound description).
+    for name in ["tones.alac.mkv", "tones.alac.mov"] {
+        let alac = decode_file_keeping_stereo(&fixture(name)).unwrap();
+        assert_eq!((alac.sample_rate, alac.channels_in), (22_050, 2), "{name}");
+        for c in 0..2 {
+            let a = &alac.stereo.as_ref().unwrap()[c];
+            let w = &wav.stereo.as_ref().unwrap()[c];
+            assert!(a[..] == w[..2205], "{name}: channel {c}");
+        }
     }
 }
 
