@@ -527,6 +527,20 @@ fn decode_inner(
         } else {
             Box::new(ReadOnlySource::new(audio))
         };
+    } else if crate::mxf::is_mxf(&head) {
+        use crate::mxf::MxfError;
+        let audio = crate::mxf::open(src).map_err(|e| match e {
+            MxfError::NoAudio => AudioError::Empty {
+                input: name.to_string(),
+            },
+            MxfError::Codec(what) => AudioError::Codec {
+                input: name.to_string(),
+                detail: format!("MXF: {what}"),
+            },
+            MxfError::Corrupt(why) => corrupt(name, format!("MXF: {why}")),
+        })?;
+        ext = Some("wav");
+        src = Box::new(ReadOnlySource::new(audio));
     } else if crate::flv::is_flv(&head) {
         use crate::flv::FlvError;
         let audio = crate::flv::open(src).map_err(|e| match e {

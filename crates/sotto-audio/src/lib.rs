@@ -36,6 +36,7 @@ mod mkv;
 mod mlp;
 mod mp2;
 mod mp4_edit;
+mod mxf;
 mod nelly;
 mod ogg_speex;
 mod opus;

@@ -759,7 +759,7 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
     assert_one_line(
         &e,
         &format!(
-            "{}: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, flv, ts, aiff, caf, au, gsm, amr/awb/3gp, wma/asf, mpg/vob, spx, dss)",
+            "{}: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, flv, ts, aiff, caf, au, gsm, amr/awb/3gp, wma/asf, mpg/vob, mxf, mp2, spx, dss)",
             notes.display()
         ),
     );
@@ -790,7 +790,7 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
     let e = decode_reader(&b"plain text, not audio at all"[..], None).unwrap_err();
     assert_one_line(
         &e.to_string(),
-        "stdin: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, flv, ts, aiff, caf, au, gsm, amr/awb/3gp, wma/asf, mpg/vob, spx, dss)",
+        "stdin: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, flv, ts, aiff, caf, au, gsm, amr/awb/3gp, wma/asf, mpg/vob, mxf, mp2, spx, dss)",
     );
 
     // A container sotto reads with audio in a codec it does not decode (WavPack in
@@ -922,7 +922,7 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 71] = [
+const CONTAINERS: [&str; 73] = [
     "tones.opus.mp4",
     "tones.adpcm.flv",
     "speech.lp.dss",
@@ -955,6 +955,8 @@ const CONTAINERS: [&str; 71] = [
     "tones.aac.avi",
     "tones.g726.avi",
     "tones.gsm.avi",
+    "tones.mxf",
+    "tones.opatom.mxf",
     "tones.nelly.flv",
     "tones.flv",
     "tones.alaw.flv",
@@ -1128,6 +1130,26 @@ fn avi_and_ts_decode_as_their_audio_stream() {
         assert_eq!(mono.samples, want.samples, "{avi} from bytes");
         let want16 = sotto_audio::load_16k(fixture(plain).to_str().unwrap(), true).unwrap();
         assert_eq!(trickled(&bytes), want16, "{avi} from a pipe");
+    }
+}
+
+/// MXF (broadcast and professional cameras' files): the first sound track's PCM, beside
+/// MPEG-2 video (OP1a, 24-bit stereo) or alone (Avid's OP-Atom, 16-bit mono), decodes to
+/// FFmpeg's samples exactly, from a file and from bytes.
+#[test]
+fn mxf_decodes_its_first_sound_track() {
+    for (mxf, rate, channels) in [("tones.mxf", 48_000, 2), ("tones.opatom.mxf", 48_000, 1)] {
+        let want = decode_file_keeping_stereo(&fixture(&format!("{mxf}.flac"))).unwrap();
+        let got = decode_file_keeping_stereo(&fixture(mxf)).unwrap();
+        assert_eq!(
+            (got.sample_rate, got.channels_in),
+            (rate, channels),
+            "{mxf}"
+        );
+        assert_eq!(got, want, "{mxf}");
+        let bytes = std::fs::read(fixture(mxf)).unwrap();
+        let mono = decode_bytes(mxf, bytes, None).unwrap();
+        assert_eq!(mono.samples, want.samples, "{mxf} from bytes");
     }
 }
 
