@@ -429,6 +429,32 @@ ffmpeg -hide_banner -loglevel error -y -ss 1 -t 0.5 -i "$root/samples/jfk.wav" -
 twolame -m j -b 64 -p "${TMPDIR:-/tmp}/sotto-joint.wav" speech.joint.mp2 > /dev/null 2>&1
 ffmpeg -hide_banner -loglevel error -y -i speech.joint.mp2 -c:a flac -fflags +bitexact \
     speech.joint.mp2.flac
+# DV (MiniDV tapes captured): 2 frames of 525/60 (black) with 67 ms of samples/jfk.wav
+# at 48 kHz, raw, and as a "type 1" AVI (one interleaved `iavs` stream, as WinDV and
+# Windows' capture write; FFmpeg writes none, so made here), with FFmpeg's decode.
+ffmpeg -hide_banner -loglevel error -y -f lavfi -i color=c=black:size=720x480:rate=30000/1001 \
+    -ss 1 -i "$root/samples/jfk.wav" -frames:v 2 -t 0.0667 -c:v dvvideo -pix_fmt yuv411p \
+    -ar 48000 -ac 2 -c:a pcm_s16le -fflags +bitexact -f dv speech.dv
+python3 - speech.dv speech.dv.avi <<'PY'
+import struct, sys
+data = open(sys.argv[1], 'rb').read()
+size = 120000 if data[3] & 0x80 == 0 else 144000
+frames = [data[i:i + size] for i in range(0, len(data) - size + 1, size)]
+def chunk(fourcc, body):
+    return fourcc + struct.pack('<I', len(body)) + body + (b'\0' if len(body) % 2 else b'')
+def lst(kind, items):
+    return chunk(b'LIST', kind + b''.join(items))
+rate, scale = (30000, 1001) if size == 120000 else (25, 1)
+avih = struct.pack('<14I', 33367 if size == 120000 else 40000, size * 30, 0, 0x10, len(frames), 0, 1, size, 720, 480 if size == 120000 else 576, 0, 0, 0, 0)
+strh = b'iavs' + b'dvsd' + struct.pack('<IHHIIIIIIIIhhhh', 0, 0, 0, 0, scale, rate, 0, len(frames), size, 0xFFFFFFFF, 0, 0, 0, 0, 0)
+strf = struct.pack('<8I', 0, 0, 0, 0, 0, 0, 0, 0)
+hdrl = lst(b'hdrl', [chunk(b'avih', avih), lst(b'strl', [chunk(b'strh', strh), chunk(b'strf', strf)])])
+movi = lst(b'movi', [chunk(b'00__', f) for f in frames])
+body = b'AVI ' + hdrl + movi
+open(sys.argv[2], 'wb').write(b'RIFF' + struct.pack('<I', len(body)) + body)
+PY
+ffmpeg -hide_banner -loglevel error -y -i speech.dv -map 0:a:0 -c:a flac -fflags +bitexact \
+    speech.dv.flac
 # G.729 (VoIP call recordings): 3 s of samples/jfk.wav at 8 kHz through Belledonne's
 # bcg729 encoder (`apt-get install libbcg729-0`; FFmpeg has no G.729 encoder), four frames
 # zeroed as a lost packet's are (FFmpeg conceals them); and Annex D (6.4 kbit/s) in WAV

@@ -74,6 +74,9 @@ pub(crate) struct AviAudio {
     framed: Option<usize>,
     /// Whether the WAV file is in a speech codec (for `decode.rs`'s `speech_wav`).
     pub(crate) speech: bool,
+    /// Whether the chunks are DV frames (a "type 1" file's one interleaved stream), for
+    /// `dv.rs` (see [`AviAudio::into_parts`]).
+    pub(crate) dv: bool,
 }
 
 /// Why an AVI file gives no audio to decode.
@@ -98,7 +101,16 @@ impl AviAudio {
         };
         let mut walk = Walk::new(&mut *src, len);
         walk.file()?;
-        let (_, format) = walk.audio.take().ok_or(AviError::NoAudio)?;
+        let Some((_, format)) = walk.audio.take() else {
+            // A "type 1" DV file: the DV frames themselves, audio and all.
+            if walk.dv.is_some() && !walk.dv_chunks.is_empty() {
+                let frames = std::mem::take(&mut walk.dv_chunks);
+                let mut audio = Self::with_header(src, Vec::new(), frames, "dv");
+                audio.dv = true;
+                return Ok(audio);
+            }
+            return Err(AviError::NoAudio);
+        };
         let chunks = std::mem::take(&mut walk.chunks);
         let tag = format_tag(&format)
             .ok_or_else(|| AviError::Corrupt("an audio stream's format is cut short".into()))?;
@@ -154,7 +166,13 @@ impl AviAudio {
             frame_header: None,
             framed: None,
             speech: false,
+            dv: false,
         }
+    }
+
+    /// The file and its chunks: a type 1 DV file's frames.
+    pub(crate) fn into_parts(self) -> (Box<dyn MediaSource>, Vec<(u64, u64)>) {
+        (self.src, self.chunks)
     }
 
     /// The frames of a WAV file whose format is AC-3, DTS (tags 0x2000 and 0x2001, as
@@ -270,6 +288,9 @@ struct Walk<'a> {
     /// The first audio stream: its index and format.
     audio: Option<(usize, Vec<u8>)>,
     chunks: Vec<(u64, u64)>,
+    /// The first interleaved DV stream (`iavs`), and its chunks.
+    dv: Option<usize>,
+    dv_chunks: Vec<(u64, u64)>,
     visited: usize,
 }
 
@@ -281,6 +302,8 @@ impl<'a> Walk<'a> {
             streams: 0,
             audio: None,
             chunks: Vec::new(),
+            dv: None,
+            dv_chunks: Vec::new(),
             visited: 0,
         }
     }
@@ -351,6 +374,9 @@ impl<'a> Walk<'a> {
                 (b"strh", b"strl") if self.audio.is_none() && size >= 4 && sub == *b"auds" => {
                     self.audio = Some((self.streams, Vec::new()));
                 }
+                (b"strh", b"strl") if self.dv.is_none() && size >= 4 && sub == *b"iavs" => {
+                    self.dv = Some(self.streams);
+                }
                 (b"strf", b"strl") => {
                     let ours =
                         matches!(&self.audio, Some((s, f)) if *s == self.streams && f.is_empty());
@@ -372,6 +398,11 @@ impl<'a> Walk<'a> {
                             self.chunks.push((body, size));
                         }
                     }
+                    if let Some(s) = self.dv {
+                        if stream_of(&id) == Some(s) && size > 0 {
+                            self.dv_chunks.push((body, size));
+                        }
+                    }
                 }
                 _ => {}
             }
@@ -384,9 +415,13 @@ impl<'a> Walk<'a> {
 /// Whether a `movi` chunk id holds stream `stream`'s audio: its number in two digits,
 /// then `wb`.
 fn is_audio_chunk(id: &[u8; 4], stream: usize) -> bool {
+    &id[2..] == b"wb" && stream_of(id) == Some(stream)
+}
+
+/// The stream a `movi` chunk belongs to: the number its id starts with, in two digits.
+fn stream_of(id: &[u8; 4]) -> Option<usize> {
     let digit = |b: u8| (b as char).to_digit(10).map(|d| d as usize);
-    &id[2..] == b"wb"
-        && matches!((digit(id[0]), digit(id[1])), (Some(a), Some(b)) if a * 10 + b == stream)
+    Some(digit(id[0])? * 10 + digit(id[1])?)
 }
 
 impl Read for AviAudio {

@@ -443,6 +443,15 @@ fn speech_wav(mut src: Box<dyn MediaSource>) -> SpeechWav {
     }
 }
 
+fn dv_error(name: &str, e: crate::dv::DvError) -> AudioError {
+    match e {
+        crate::dv::DvError::NoAudio => AudioError::Empty {
+            input: name.to_string(),
+        },
+        crate::dv::DvError::Io(why) => corrupt(name, format!("DV: {why}")),
+    }
+}
+
 fn au_error(name: &str, e: crate::au::AuError) -> AudioError {
     match e {
         crate::au::AuError::Encoding(n) => AudioError::Codec {
@@ -505,7 +514,12 @@ fn decode_inner(
             AviError::Corrupt(why) => corrupt(name, format!("AVI: {why}")),
         })?;
         ext = Some(audio.ext);
-        src = if audio.speech {
+        src = if audio.dv {
+            let (file, frames) = audio.into_parts();
+            ext = Some("wav");
+            let pcm = crate::dv::DvWav::new(file, frames).map_err(|e| dv_error(name, e))?;
+            Box::new(ReadOnlySource::new(pcm))
+        } else if audio.speech {
             // A speech codec's WAV file (kilobytes a minute), made in memory for
             // `speech_wav`, which seeks in it.
             let mut wav = Vec::new();
@@ -527,6 +541,10 @@ fn decode_inner(
         } else {
             Box::new(ReadOnlySource::new(audio))
         };
+    } else if crate::dv::is_dv(&head) {
+        let audio = crate::dv::DvWav::raw(src).map_err(|e| dv_error(name, e))?;
+        ext = Some("wav");
+        src = Box::new(ReadOnlySource::new(audio));
     } else if crate::mxf::is_mxf(&head) {
         use crate::mxf::MxfError;
         let audio = crate::mxf::open(src).map_err(|e| match e {

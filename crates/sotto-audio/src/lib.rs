@@ -22,6 +22,7 @@ mod decode;
 pub mod diarize;
 mod dss;
 mod dts;
+mod dv;
 mod elementary;
 mod error;
 mod flv;

@@ -759,7 +759,7 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
     assert_one_line(
         &e,
         &format!(
-            "{}: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, flv, ts, aiff, caf, au, gsm, amr/awb/3gp, wma/asf, mpg/vob, mxf, mp2, spx, dss)",
+            "{}: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, flv, ts, aiff, caf, au, gsm, amr/awb/3gp, wma/asf, mpg/vob, mxf, dv, mp2, spx, dss)",
             notes.display()
         ),
     );
@@ -790,7 +790,7 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
     let e = decode_reader(&b"plain text, not audio at all"[..], None).unwrap_err();
     assert_one_line(
         &e.to_string(),
-        "stdin: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, flv, ts, aiff, caf, au, gsm, amr/awb/3gp, wma/asf, mpg/vob, mxf, mp2, spx, dss)",
+        "stdin: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, flv, ts, aiff, caf, au, gsm, amr/awb/3gp, wma/asf, mpg/vob, mxf, dv, mp2, spx, dss)",
     );
 
     // A container sotto reads with audio in a codec it does not decode (WavPack in
@@ -922,7 +922,7 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 73] = [
+const CONTAINERS: [&str; 75] = [
     "tones.opus.mp4",
     "tones.adpcm.flv",
     "speech.lp.dss",
@@ -957,6 +957,8 @@ const CONTAINERS: [&str; 73] = [
     "tones.gsm.avi",
     "tones.mxf",
     "tones.opatom.mxf",
+    "speech.dv",
+    "speech.dv.avi",
     "tones.nelly.flv",
     "tones.flv",
     "tones.alaw.flv",
@@ -1150,6 +1152,23 @@ fn mxf_decodes_its_first_sound_track() {
         let bytes = std::fs::read(fixture(mxf)).unwrap();
         let mono = decode_bytes(mxf, bytes, None).unwrap();
         assert_eq!(mono.samples, want.samples, "{mxf} from bytes");
+    }
+}
+
+/// DV (MiniDV tapes captured): the first stereo pair, shuffled across each frame's audio
+/// blocks, decodes to FFmpeg's samples exactly, raw (`.dv`) and in a "type 1" AVI (the
+/// DV frames as its one stream); two 525/60 frames hold 1600 and 1602 samples.
+#[test]
+fn dv_decodes_its_first_stereo_pair() {
+    let want = decode_file_keeping_stereo(&fixture("speech.dv.flac")).unwrap();
+    assert_eq!(want.stereo.as_ref().unwrap()[0].len(), 3202);
+    for dv in ["speech.dv", "speech.dv.avi"] {
+        let got = decode_file_keeping_stereo(&fixture(dv)).unwrap();
+        assert_eq!((got.sample_rate, got.channels_in), (48_000, 2), "{dv}");
+        assert_eq!(got, want, "{dv}");
+        let bytes = std::fs::read(fixture(dv)).unwrap();
+        let mono = decode_bytes(dv, bytes, None).unwrap();
+        assert_eq!(mono.samples, want.samples, "{dv} from bytes");
     }
 }
 

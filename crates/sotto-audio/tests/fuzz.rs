@@ -6,7 +6,7 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 65] = [
+const FIXTURES: [&str; 66] = [
     "noise.adpcm.flv",
     "speech.lp.dss",
     "noise.g729d.wav",
@@ -49,6 +49,7 @@ const FIXTURES: [&str; 65] = [
     "tones.aac.avi",
     "tones.g726.avi",
     "tones.mxf",
+    "speech.dv",
     "tones.m4a",
     "tones.aac",
     "tones.51.m4a",

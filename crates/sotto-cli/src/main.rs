@@ -35,12 +35,12 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Transcribe audio and video files (wav, flac, mp3, ogg, opus, m4a, ac3, dts, webm, mkv, avi,
-    /// flv, ts, mpg, vob, mxf, mp2, wma, wmv, amr, 3gp, spx, dss, g729, tco; `-` reads stdin).
+    /// flv, ts, mpg, vob, mxf, dv, mp2, wma, wmv, amr, 3gp, spx, dss, g729, tco; `-` reads stdin).
     Transcribe(Box<transcribe::Args>),
     /// Detect the spoken language of audio files (their first 30 s), with probabilities.
     DetectLanguage {
         /// Audio files (wav, flac, mp3, ogg, opus, m4a, ac3, dts, webm, mkv, avi, flv, ts, mpg, wma,
-        /// amr, 3gp, mxf, mp2, spx, dss, g729, tco); `-` reads stdin.
+        /// amr, 3gp, mxf, dv, mp2, spx, dss, g729, tco); `-` reads stdin.
         #[arg(required = true, value_name = "FILES")]
         files: Vec<String>,
         /// A multilingual model name or path.

@@ -16,7 +16,7 @@ use crate::writers::{Extras, Format, RunInfo};
 #[derive(clap::Args)]
 pub struct Args {
     /// Audio files to transcribe (wav, flac, mp3, ogg, opus, m4a, ac3, dts, webm, mkv, avi, flv, ts,
-    /// mpg, vob, mxf, mp2, wma, wmv, amr, 3gp, spx, dss, g729, tco at any rate); `-` reads stdin.
+    /// mpg, vob, mxf, dv, mp2, wma, wmv, amr, 3gp, spx, dss, g729, tco at any rate); `-` reads stdin.
     #[arg(required = true, value_name = "FILES")]
     files: Vec<String>,
 
