@@ -433,6 +433,13 @@ impl Pending {
         }
     }
 
+    /// Empties the bytes to hand out, for the caller to fill with the next ones.
+    pub(crate) fn refill_bytes(&mut self) -> &mut Vec<u8> {
+        self.bytes.clear();
+        self.taken = 0;
+        &mut self.bytes
+    }
+
     /// Hands out what fits in `buf`.
     pub(crate) fn read(&mut self, buf: &mut [u8]) -> usize {
         let n = (self.bytes.len() - self.taken).min(buf.len());

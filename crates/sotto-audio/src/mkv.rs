@@ -164,8 +164,12 @@ fn header_at<S: Read + Seek + ?Sized>(src: &mut S, at: u64) -> Option<(u32, Opti
 
 /// The track number a `Block` or `SimpleBlock` starts with (a variable-length integer).
 fn block_track(b: &[u8]) -> Option<u64> {
-    let first = *b.first()?;
-    let len = first.leading_zeros() as usize + 1;
+    vint(b).map(|(v, _)| v)
+}
+
+/// A variable-length integer: its value (the length marker taken off) and its bytes.
+fn vint(b: &[u8]) -> Option<(u64, usize)> {
+    let len = b.first()?.leading_zeros() as usize + 1;
     if len > 8 {
         return None;
     }
@@ -173,14 +177,13 @@ fn block_track(b: &[u8]) -> Option<u64> {
         .get(..len)?
         .iter()
         .fold(0u64, |v, &x| v << 8 | u64::from(x));
-    Some(raw & ((1u64 << (7 * len)) - 1))
+    Some((raw & ((1u64 << (7 * len)) - 1), len))
 }
 
-/// An element's ID (its marker bit kept), its body's size (None where unknown), and the
-/// bytes of its header.
+/// An element's ID (its marker bit kept), its body's size (None where unknown: all ones),
+/// and the bytes of its header.
 fn element(b: &[u8]) -> Option<(u32, Option<u64>, usize)> {
-    let first = *b.first()?;
-    let id_len = first.leading_zeros() as usize + 1;
+    let id_len = b.first()?.leading_zeros() as usize + 1;
     if id_len > 4 {
         return None;
     }
@@ -188,19 +191,8 @@ fn element(b: &[u8]) -> Option<(u32, Option<u64>, usize)> {
         .get(..id_len)?
         .iter()
         .fold(0u32, |v, &x| v << 8 | u32::from(x));
-    let rest = &b[id_len..];
-    let first = *rest.first()?;
-    let size_len = first.leading_zeros() as usize + 1;
-    if size_len > 8 {
-        return None;
-    }
-    let mask = (1u64 << (7 * size_len)) - 1;
-    let raw = rest
-        .get(..size_len)?
-        .iter()
-        .fold(0u64, |v, &x| v << 8 | u64::from(x))
-        & mask;
-    let size = (raw != mask).then_some(raw);
+    let (raw, size_len) = vint(&b[id_len..])?;
+    let size = (raw != (1u64 << (7 * size_len)) - 1).then_some(raw);
     Some((id, size, id_len + size_len))
 }
 

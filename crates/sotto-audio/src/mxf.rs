@@ -15,6 +15,7 @@ use std::io::{Read, Seek, SeekFrom};
 use symphonia::core::io::MediaSource;
 
 use crate::avi::AviAudio;
+use crate::codec::Pending;
 
 /// SMPTE's key prefix, which every KLV key starts with.
 const UL: [u8; 4] = [0x06, 0x0E, 0x2B, 0x34];
@@ -315,8 +316,8 @@ struct D10Aes3 {
     at: usize,
     channels: usize,
     wide: bool,
-    out: Vec<u8>,
-    done: usize,
+    element: Vec<u8>,
+    pending: Pending,
 }
 
 impl D10Aes3 {
@@ -332,8 +333,8 @@ impl D10Aes3 {
             at: 0,
             channels,
             wide,
-            out: Vec::new(),
-            done: 0,
+            element: Vec::new(),
+            pending: Pending::new(Vec::new()),
         }
     }
 
@@ -343,22 +344,19 @@ impl D10Aes3 {
             return Ok(false);
         };
         self.at += 1;
-        let mut element = Vec::new();
+        self.element.clear();
         self.src.seek(SeekFrom::Start(at))?;
         (&mut self.src)
             .take(len.min(1 << 20))
-            .read_to_end(&mut element)?;
-        self.out.clear();
-        self.done = 0;
-        for sample in element.get(4..).unwrap_or(&[]).chunks_exact(32) {
+            .read_to_end(&mut self.element)?;
+        let out = self.pending.refill_bytes();
+        for sample in self.element.get(4..).unwrap_or(&[]).chunks_exact(32) {
             for word in sample.chunks_exact(4).take(self.channels) {
                 let v = u32::from_le_bytes(word.try_into().expect("4 bytes"));
                 if self.wide {
-                    self.out
-                        .extend_from_slice(&((v >> 4) & 0xFF_FFFF).to_le_bytes()[..3]);
+                    out.extend_from_slice(&((v >> 4) & 0xFF_FFFF).to_le_bytes()[..3]);
                 } else {
-                    self.out
-                        .extend_from_slice(&(((v >> 12) & 0xFFFF) as u16).to_le_bytes());
+                    out.extend_from_slice(&(((v >> 12) & 0xFFFF) as u16).to_le_bytes());
                 }
             }
         }
@@ -368,15 +366,15 @@ impl D10Aes3 {
 
 impl Read for D10Aes3 {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        while self.done == self.out.len() {
+        loop {
+            let n = self.pending.read(buf);
+            if n > 0 || buf.is_empty() {
+                return Ok(n);
+            }
             if !self.next_element()? {
                 return Ok(0);
             }
         }
-        let n = (self.out.len() - self.done).min(buf.len());
-        buf[..n].copy_from_slice(&self.out[self.done..self.done + n]);
-        self.done += n;
-        Ok(n)
     }
 }
 
