@@ -42,6 +42,14 @@ const DTS_TAG: u16 = 0x2001;
 const AAC_TAGS: [u16; 4] = [0x00FF, 0x706D, 0x4143, 0xA106];
 const ADTS_TAG: u16 = 0x1600;
 
+/// Whether sotto decodes a WAV file of this format tag (symphonia, or its own readers).
+pub(crate) fn wav_tag_decoded(tag: u16) -> bool {
+    WAV_TAGS.contains(&tag)
+        || MPEG_TAGS.contains(&tag)
+        || [AC3_TAG, DTS_TAG].contains(&tag)
+        || speech_codec(tag).is_some()
+}
+
 /// The speech codec a WAV format tag names, of those sotto decodes in WAV files (and so
 /// in AVI's chunks, made into one).
 pub(crate) fn speech_codec(tag: u16) -> Option<&'static str> {

@@ -1144,6 +1144,28 @@ fn probe_error(name: &str, e: SymError, head: &[u8]) -> AudioError {
             _ => {}
         }
     }
+    // WAV (or AVI-less RIFF) whose format is one sotto lacks: say which.
+    if let Some(tag) = wav_format_refused(head) {
+        let known = match tag {
+            0x00FF | 0x1600 | 0x1602 | 0x706D | 0x4143 | 0xA106 => "AAC",
+            0xF1AC => "FLAC",
+            0x0160 | 0x0161 => "WMA",
+            0x0162 => "WMA Pro",
+            0x0163 => "WMA Lossless",
+            0x000A => "WMA Voice",
+            0x566F | 0x674F | 0x6750 | 0x6751 | 0x676F | 0x6770 | 0x6771 => "Vorbis",
+            0xA109 => "Speex",
+            0x0270 => "ATRAC3",
+            _ => "a format",
+        };
+        return AudioError::Codec {
+            input: name.to_string(),
+            detail: format!(
+                "{known} in WAV (format tag {tag:#06x}; sotto decodes PCM, float, A-law, μ-law, \
+                 ADPCM, MPEG audio, AC-3, DTS, GSM, G.722, G.723.1, G.726 and G.729 there)"
+            ),
+        };
+    }
     // CAF whose `desc` names a format symphonia lacks: say which.
     if let (SymError::Unsupported(_), Some(format)) = (&e, caf_format(head)) {
         return AudioError::Codec {
@@ -1169,6 +1191,15 @@ fn probe_error(name: &str, e: SymError, head: &[u8]) -> AudioError {
         },
         other => corrupt(name, other.to_string()),
     }
+}
+
+/// The format tag of a WAV file starting with `head` whose first chunk is its format, in
+/// a format sotto does not decode.
+fn wav_format_refused(head: &[u8]) -> Option<u16> {
+    if !crate::avi::is_wav(head) || head.get(12..16) != Some(b"fmt ") {
+        return None;
+    }
+    crate::avi::format_tag(head.get(20..)?).filter(|&t| !crate::avi::wav_tag_decoded(t))
 }
 
 /// Whether `head` starts as a file of a container sotto decodes does.

@@ -805,6 +805,20 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
             fixture("tones.wv.mkv").display()
         ),
     );
+    // A WAV file in a format sotto lacks (FLAC, as FFmpeg writes it) names it.
+    let mut fmt = vec![0xAC, 0xF1, 1, 0];
+    fmt.extend_from_slice(&16_000u32.to_le_bytes());
+    fmt.extend_from_slice(&[0, 0, 0, 0, 0, 0, 16, 0]);
+    let mut wav = b"RIFF\0\0\0\0WAVEfmt \x10\0\0\0".to_vec();
+    wav.extend_from_slice(&fmt);
+    wav.extend_from_slice(b"data\x04\0\0\0\x01\x02\x03\x04");
+    let e = decode_bytes("flac.wav", wav, None).unwrap_err().to_string();
+    assert_one_line(
+        &e,
+        "flac.wav: its audio codec is not supported: FLAC in WAV (format tag 0xf1ac; sotto \
+         decodes PCM, float, A-law, μ-law, ADPCM, MPEG audio, AC-3, DTS, GSM, G.722, G.723.1, \
+         G.726 and G.729 there)",
+    );
     let e = decode_file(&fixture("video.mkv")).unwrap_err().to_string();
     assert_one_line(
         &e,
