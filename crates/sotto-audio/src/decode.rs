@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 use symphonia::core::audio::{Channels, SampleBuffer, SignalSpec};
 use symphonia::core::codecs::{CodecParameters, CodecRegistry, DecoderOptions, CODEC_TYPE_NULL};
 use symphonia::core::errors::Error as SymError;
-use symphonia::core::formats::FormatOptions;
+use symphonia::core::formats::{FormatOptions, FormatReader};
 use symphonia::core::io::{MediaSource, MediaSourceStream, ReadOnlySource};
 use symphonia::core::meta::MetadataOptions;
 use symphonia::core::probe::{Hint, Probe};
@@ -788,6 +788,18 @@ fn decode_inner(
     let pcm_frame = pcm_frame_bytes(&params).filter(|_| params.max_frames_per_packet.is_none());
     if pcm_frame.is_some() {
         params.with_max_frames_per_packet(PCM_FRAMES);
+    }
+    // WAV data past 4 GiB (RF64's, and the WAV files made of Wave64, AVI, MXF and DV
+    // audio), where symphonia's reader stops: read on as PCM frames.
+    let wav_like = ext == Some("wav") || crate::avi::is_wav(&head) || crate::rf64::is_rf64(&head);
+    if let Some(frame) = pcm_frame_bytes(&params).filter(|_| wav_like && pending.is_none()) {
+        if crate::long_wav::saturated(&params, frame) {
+            let data = crate::rf64::data_size(&head);
+            let long =
+                crate::long_wav::LongPcm::new(format.into_inner(), track_id, &params, frame, data);
+            params = FormatReader::tracks(&long)[0].codec_params.clone();
+            format = Box::new(long);
+        }
     }
     let make = |params: &CodecParameters| {
         codecs()

@@ -32,6 +32,7 @@ mod g726;
 mod g729;
 mod gsm;
 mod ima_qt;
+mod long_wav;
 mod mel;
 mod mkv;
 mod mlp;

@@ -2,9 +2,8 @@
 //! (ITU-R BS.2088, broadcast's: the same layout under its own name), which
 //! symphonia does not read: a RIFF WAV whose 32-bit sizes say `0xFFFFFFFF`, with a first
 //! chunk, `ds64`, holding the 64-bit ones. Shown to symphonia as `RIFF` with `ds64` renamed
-//! `JUNK` (a chunk every reader skips), it reads as a WAV whose data runs to the end of
-//! the file; symphonia's 32-bit data size stops it after 4 GiB of samples (4 h of 48 kHz
-//! stereo 24-bit).
+//! `JUNK` (a chunk every reader skips), it reads as a WAV whose data size saturates;
+//! `long_wav.rs` reads its data on past 4 GiB, to the size `ds64` gives.
 
 use std::io::{Read, Seek, SeekFrom};
 
@@ -13,6 +12,14 @@ use symphonia::core::io::MediaSource;
 /// Whether a file starting with `head` is RF64 (or BW64).
 pub(crate) fn is_rf64(head: &[u8]) -> bool {
     head.len() >= 16 && matches!(&head[..4], b"RF64" | b"BW64") && &head[8..16] == b"WAVEds64"
+}
+
+/// The data size an RF64 file's `ds64` chunk gives (the first thing after its header).
+pub(crate) fn data_size(head: &[u8]) -> Option<u64> {
+    if !is_rf64(head) {
+        return None;
+    }
+    Some(u64::from_le_bytes(head.get(28..36)?.try_into().ok()?))
 }
 
 /// The bytes `RIFF`/`JUNK` that replace `RF64`/`ds64` at offsets 0 and 12.

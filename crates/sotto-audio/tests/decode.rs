@@ -1186,6 +1186,28 @@ fn dv_decodes_its_first_stereo_pair() {
     }
 }
 
+/// A WAV file whose sizes say 0xFFFFFFFF (FFmpeg's to a pipe, RF64's, and sotto's own
+/// past 4 GiB), where symphonia's reader would stop at 4 GiB, is read on to its end by
+/// sotto's: the same samples as the file with its sizes, from a path, bytes and a pipe.
+#[test]
+fn wav_sizes_of_all_ones_read_to_the_end() {
+    let bytes = std::fs::read(fixture("tones.wav")).unwrap();
+    let data = bytes.windows(4).position(|w| w == b"data").unwrap();
+    let mut open = bytes.clone();
+    open[4..8].copy_from_slice(&[0xFF; 4]);
+    open[data + 4..data + 8].copy_from_slice(&[0xFF; 4]);
+    let want = decode_file_keeping_stereo(&fixture("tones.wav")).unwrap();
+    let path = scratch("open-wav").join("open.wav");
+    std::fs::write(&path, &open).unwrap();
+    assert_eq!(decode_file_keeping_stereo(&path).unwrap(), want);
+    assert_eq!(
+        decode_bytes("open", open.clone(), None).unwrap().samples,
+        want.samples
+    );
+    let want16 = sotto_audio::load_16k(fixture("tones.wav").to_str().unwrap(), true).unwrap();
+    assert_eq!(trickled(&open), want16);
+}
+
 /// `tones.aac`'s frames: (header, raw data block).
 fn adts_frames(bytes: &[u8]) -> Vec<(&[u8], &[u8])> {
     let mut frames = Vec::new();
