@@ -178,6 +178,8 @@ pub fn decode_stream_16k(
             })?;
     }
     if whole_head && read_front_to_back(&head) {
+        // A WAV file says so, for its data past 4 GiB (FFmpeg's sizes to a pipe saturate).
+        let hint = hint.or(crate::avi::is_wav(&head).then_some("wav"));
         let src = ReadOnlySource::new(Cursor::new(head).chain(r));
         return decode_source(Box::new(src), name, hint, want).map(Decoded::into_16k);
     }
