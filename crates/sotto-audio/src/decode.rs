@@ -748,7 +748,7 @@ fn decode_inner(
             Some((track.id, params))
         })
     };
-    let (track_id, mut params) = match coded.or_else(mkv_coded).or_else(|| {
+    let (mut track_id, mut params) = match coded.or_else(mkv_coded).or_else(|| {
         tracks
             .iter()
             .find(|t| t.codec_params.codec != CODEC_TYPE_NULL)
@@ -848,7 +848,29 @@ fn decode_inner(
             Ok(p) => p,
             // End of stream, or a truncated tail: keep what decoded so far.
             Err(SymError::IoError(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
-            Err(SymError::ResetRequired) => break,
+            // A chained Ogg file's next link (a radio recording's next song, voice messages
+            // put end to end): its own stream, decoded on by a new decoder (a rate that
+            // changes is an error, in `Mono`).
+            Err(SymError::ResetRequired) => {
+                let tracks = format.tracks();
+                let next = tracks
+                    .iter()
+                    .find(|t| t.codec_params.codec == params.codec)
+                    .or_else(|| {
+                        tracks
+                            .iter()
+                            .find(|t| t.codec_params.codec != CODEC_TYPE_NULL)
+                    })
+                    .map(|t| (t.id, t.codec_params.clone()));
+                match next {
+                    Some((id, next)) => {
+                        (track_id, params) = (id, next);
+                        decoder = make(&params)?;
+                        continue;
+                    }
+                    None => break,
+                }
+            }
             Err(SymError::IoError(source)) => {
                 return Err(AudioError::Io {
                     input: name.to_string(),

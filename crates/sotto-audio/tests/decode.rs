@@ -1208,6 +1208,32 @@ fn wav_sizes_of_all_ones_read_to_the_end() {
     assert_eq!(trickled(&open), want16);
 }
 
+/// A chained Ogg file (two files end to end, as radio recordings and joined voice messages
+/// are) decodes whole, each link as it decodes alone, Vorbis and Opus, from a path and
+/// from a pipe; the first link alone was all there was before.
+#[test]
+fn chained_ogg_decodes_every_link() {
+    for name in ["tones.ogg", "tones.opus"] {
+        let one = decode_file_keeping_stereo(&fixture(name)).unwrap();
+        let bytes = std::fs::read(fixture(name)).unwrap();
+        let chained = [bytes.clone(), bytes].concat();
+        let path = scratch("chained").join(name);
+        std::fs::write(&path, &chained).unwrap();
+        let two = decode_file_keeping_stereo(&path).unwrap();
+        assert_eq!(
+            two.samples,
+            [one.samples.clone(), one.samples.clone()].concat(),
+            "{name}"
+        );
+        assert_eq!(
+            (two.sample_rate, two.channels_in),
+            (one.sample_rate, one.channels_in)
+        );
+        let from_path = sotto_audio::load_16k(path.to_str().unwrap(), true).unwrap();
+        assert_eq!(trickled(&chained), from_path, "{name} piped");
+    }
+}
+
 /// `tones.aac`'s frames: (header, raw data block).
 fn adts_frames(bytes: &[u8]) -> Vec<(&[u8], &[u8])> {
     let mut frames = Vec::new();
