@@ -455,6 +455,12 @@ open(sys.argv[2], 'wb').write(b'RIFF' + struct.pack('<I', len(body)) + body)
 PY
 ffmpeg -hide_banner -loglevel error -y -i speech.dv -map 0:a:0 -c:a flac -fflags +bitexact \
     speech.dv.flac
+# MP3 with its LAME tag (gapless: FFmpeg's default), and 1 s of samples/jfk.wav as mono
+# MP3 at 16 kHz: joined in the tests, as `cat a.mp3 b.mp3` joins files.
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a libmp3lame -b:a 64k -fflags +bitexact \
+    -flags:a +bitexact tones.lame.mp3
+ffmpeg -hide_banner -loglevel error -y -i "$root/samples/jfk.wav" -ss 1 -t 1 -ac 1 \
+    -c:a libmp3lame -b:a 32k -fflags +bitexact -flags:a +bitexact speech.mp3
 # G.729 (VoIP call recordings): 3 s of samples/jfk.wav at 8 kHz through Belledonne's
 # bcg729 encoder (`apt-get install libbcg729-0`; FFmpeg has no G.729 encoder), four frames
 # zeroed as a lost packet's are (FFmpeg conceals them); and Annex D (6.4 kbit/s) in WAV

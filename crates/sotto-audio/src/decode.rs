@@ -828,6 +828,16 @@ fn decode_inner(
         .iter()
         .find(|t| t.number == u64::from(track_id))
         .and_then(|t| t.end_padding_ns);
+    // MP3's gapless end (its LAME tag's padding) is dropped where the stream ends where the
+    // tag says it does: symphonia's reader trims every frame past that length, so MP3 files
+    // joined end to end (`cat a.mp3 b.mp3`) lost all but the first, unsaid.
+    let mp3_end = match (params.codec, params.padding, params.n_frames) {
+        (symphonia::core::codecs::CODEC_TYPE_MP3, Some(padding), Some(frames)) => {
+            Some((u64::from(padding), frames + u64::from(padding)))
+        }
+        _ => None,
+    };
+    mono.mp3_end = mp3_end;
     // PCM's channel positions are a guess from their count (a WAV without a channel mask,
     // Matroska), which FFmpeg makes otherwise.
     mono.unlabelled = pcm_frame_bytes(&params).is_some()
@@ -844,7 +854,7 @@ fn decode_inner(
             Some(p) => Ok(p),
             None => format.next_packet(),
         };
-        let packet = match next {
+        let mut packet = match next {
             Ok(p) => p,
             // End of stream, or a truncated tail: keep what decoded so far.
             Err(SymError::IoError(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
@@ -884,6 +894,9 @@ fn decode_inner(
         };
         if packet.track_id() != track_id {
             continue;
+        }
+        if mp3_end.is_some() {
+            packet.trim_end = 0;
         }
         if let Some(frame) = pcm_frame {
             let frames = packet.data.len().div_ceil(frame) as u64;
@@ -1371,6 +1384,13 @@ struct Mono {
     /// dropped at the end.
     end_padding_ns: Option<u64>,
     hold: usize,
+    /// MP3's end padding (frames), dropped only where the frames decoded are as many as
+    /// its LAME tag says (the second number).
+    mp3_end: Option<(u64, u64)>,
+    /// At 16 kHz, what the stream gave before its rate last changed (files of other rates
+    /// joined end to end), and how long that ran.
+    done: Vec<Vec<f32>>,
+    done_s: f64,
     /// Each channel's weight in the mix, and the positions they were made for.
     weights: Vec<f32>,
     weighed: Option<Channels>,
@@ -1491,6 +1511,9 @@ impl Mono {
             unlabelled: false,
             end_padding_ns: None,
             hold: 0,
+            mp3_end: None,
+            done: Vec::new(),
+            done_s: 0.0,
             weights: Vec::new(),
             weighed: None,
             tracks: Vec::new(),
@@ -1515,6 +1538,9 @@ impl Mono {
                 .duration_s
                 .map_or(usize::MAX, |d| start.saturating_add(at(d)));
             self.keep = (start, end);
+        }
+        if let Some((padding, _)) = self.mp3_end {
+            self.hold = usize::try_from(padding).unwrap_or(0).min(self.max_frames);
         }
         if let Some(ns) = self.end_padding_ns {
             // Rounded to the nearest frame, as FFmpeg does.
@@ -1546,6 +1572,11 @@ impl Mono {
         }
         match self.rate {
             None => self.start(spec.rate, channels, name)?,
+            // Resampled to 16 kHz, a stream may change its rate (MP3 or Ogg files joined
+            // end to end), as FFmpeg takes it; kept at its rate, it may not.
+            Some(r) if r != spec.rate && self.want.to_16k && self.edit.is_none() => {
+                self.restart(r, spec.rate, name)?
+            }
             Some(r) if r != spec.rate => {
                 return Err(corrupt(
                     name,
@@ -1555,7 +1586,7 @@ impl Mono {
             Some(_) => {}
         }
         let frames = interleaved.len() / channels;
-        let seconds = (self.frames_in + frames) as f64 / f64::from(spec.rate);
+        let seconds = self.done_s + (self.frames_in + frames) as f64 / f64::from(spec.rate);
         if seconds > self.want.max_seconds {
             return Err(AudioError::TooLarge {
                 input: name.to_string(),
@@ -1619,6 +1650,38 @@ impl Mono {
         Ok(())
     }
 
+    /// Resamples what came at rate `old` to its end, and starts again at `rate`.
+    fn restart(&mut self, old: u32, rate: u32, name: &str) -> Result<()> {
+        let segment = std::mem::take(&mut self.tracks);
+        let out = match self.resampling.take() {
+            Some(r) => r
+                .send(segment)
+                .and_then(Resampling::finish)
+                .map_err(|e| e.with_input(name))?,
+            None => segment,
+        };
+        let n = out.len();
+        if self.done.is_empty() {
+            self.done = out;
+        } else {
+            for (d, o) in self.done.iter_mut().zip(out) {
+                d.extend(o);
+            }
+        }
+        self.done_s += self.frames_in as f64 / f64::from(old);
+        self.frames_in = 0;
+        let left = MAX_SAMPLES.saturating_sub(self.done[0].len()) as u64;
+        let frames = left * u64::from(rate) / u64::from(crate::SAMPLE_RATE);
+        self.max_frames = usize::try_from(frames).unwrap_or(usize::MAX);
+        self.rate = Some(rate);
+        self.tracks = vec![Vec::new(); n];
+        if rate != crate::SAMPLE_RATE {
+            let r = Resampling::start(rate, n).map_err(|e| e.with_input(name))?;
+            self.resampling = Some(r);
+        }
+        Ok(())
+    }
+
     fn finish(mut self, name: &str, first_error: Option<String>) -> Result<Decoded> {
         let Some(rate) = self.rate else {
             return Err(match first_error {
@@ -1631,6 +1694,12 @@ impl Mono {
         if self.kept == 0 {
             return Err(corrupt(name, "its edit list keeps none of the audio"));
         }
+        // MP3's padding stays where more frames came than its tag counts (files joined).
+        if let Some((_, expected)) = self.mp3_end {
+            if !self.done.is_empty() || self.frames_in as u64 != expected {
+                self.hold = 0;
+            }
+        }
         for t in &mut self.tracks {
             t.truncate(t.len().saturating_sub(self.hold));
         }
@@ -1639,14 +1708,20 @@ impl Mono {
                 input: name.to_string(),
             });
         }
-        let mut tracks = match self.resampling {
+        let mut last = match self.resampling {
             Some(r) => r
                 .send(self.tracks)
                 .and_then(Resampling::finish)
                 .map_err(|e| e.with_input(name))?,
             None => self.tracks,
+        };
+        if !self.done.is_empty() {
+            for (d, t) in self.done.iter_mut().zip(&mut last) {
+                d.append(t);
+            }
+            last = self.done;
         }
-        .into_iter();
+        let mut tracks = last.into_iter();
         let mono = tracks.next().unwrap_or_default();
         let stereo = match (tracks.next(), tracks.next()) {
             (Some(l), Some(r)) => Some([l, r]),

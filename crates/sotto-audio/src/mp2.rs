@@ -485,10 +485,18 @@ impl Decoder for Mp2Decoder {
 
 /// MPEG audio of any layer where a container names them all MP3 (MP4's object types
 /// 0x69 and 0x6B, QuickTime's `.mp3`): Layer II frames go to [`Mp2Decoder`], the others
-/// to symphonia's decoder.
+/// to symphonia's decoder, made anew where the frames' rate or channels change (MP3 files
+/// joined end to end), which it refuses: after two frames of the new kind, the first of
+/// which is dropped, so that one damaged header is passed over as before.
 pub(crate) struct MpegAudioDecoder {
     layer2: Mp2Decoder,
     other: symphonia::default::codecs::MpaDecoder,
+    params: CodecParameters,
+    options: DecoderOptions,
+    /// The version, rate and mono bits of the frames symphonia's decoder takes, and of a
+    /// frame unlike them just passed over.
+    spec: Option<(u8, u8, bool)>,
+    changed: Option<(u8, u8, bool)>,
     last_layer2: bool,
 }
 
@@ -499,6 +507,10 @@ impl Decoder for MpegAudioDecoder {
         Ok(Self {
             layer2: Mp2Decoder::try_new(&layer2, options)?,
             other: symphonia::default::codecs::MpaDecoder::try_new(params, options)?,
+            params: params.clone(),
+            options: *options,
+            spec: None,
+            changed: None,
             last_layer2: false,
         })
     }
@@ -525,10 +537,28 @@ impl Decoder for MpegAudioDecoder {
         packet: &symphonia::core::formats::Packet,
     ) -> Result<symphonia::core::audio::AudioBufferRef<'_>> {
         self.last_layer2 = Header::parse(&packet.data).is_some();
-        match self.last_layer2 {
-            true => self.layer2.decode(packet),
-            false => self.other.decode(packet),
+        if self.last_layer2 {
+            return self.layer2.decode(packet);
         }
+        if let &[0xFF, b1, b2, b3, ..] = &packet.data[..] {
+            let spec = (b1 & 0x18, b2 & 0x0C, b3 >> 6 == MONO);
+            match self.spec {
+                Some(s) if s != spec && self.changed != Some(spec) => {
+                    self.changed = Some(spec);
+                    return decode_error("mpa: a frame of another rate or channels");
+                }
+                Some(s) if s != spec => {
+                    self.other = symphonia::default::codecs::MpaDecoder::try_new(
+                        &self.params,
+                        &self.options,
+                    )?;
+                }
+                _ => {}
+            }
+            self.spec = Some(spec);
+            self.changed = None;
+        }
+        self.other.decode(packet)
     }
 
     fn finalize(&mut self) -> symphonia::core::codecs::FinalizeResult {

@@ -1234,6 +1234,73 @@ fn chained_ogg_decodes_every_link() {
     }
 }
 
+/// MP3 files joined end to end (`cat a.mp3 b.mp3`) decode whole, as FFmpeg decodes them:
+/// the first file's LAME tag trims its start, and its end only where the stream ends
+/// there (symphonia's reader dropped every frame past the first file's length, unsaid).
+/// Joined files of other channels or rates (a stereo file and a mono one at 16 kHz)
+/// decode too: at 16 kHz each part resampled from its own rate; kept at their rates, a
+/// rate that changes is an error. Chained Ogg files change rates the same way.
+#[test]
+fn joined_files_decode_whole_whatever_their_rates() {
+    let one = decode_file_keeping_stereo(&fixture("tones.lame.mp3")).unwrap();
+    assert_eq!(
+        one.stereo.as_ref().unwrap()[0].len(),
+        11_025,
+        "gapless alone"
+    );
+    let bytes = std::fs::read(fixture("tones.lame.mp3")).unwrap();
+    let dir = scratch("joined");
+    let twice = dir.join("twice.mp3");
+    std::fs::write(&twice, [bytes.clone(), bytes.clone()].concat()).unwrap();
+    let two = decode_file_keeping_stereo(&twice).unwrap();
+    // FFmpeg's count (`ffmpeg -i twice.mp3 -f f32le -`).
+    assert_eq!(two.stereo.as_ref().unwrap()[0].len(), 24_239);
+    assert_eq!(two.samples[..11_025], one.samples[..]);
+
+    // 22.05 kHz stereo, then 16 kHz mono.
+    let speech = std::fs::read(fixture("speech.mp3")).unwrap();
+    let mixed = dir.join("mixed.mp3");
+    std::fs::write(&mixed, [bytes, speech].concat()).unwrap();
+    let e = decode_file(&mixed).unwrap_err().to_string();
+    assert!(
+        e.contains("sample rate changes mid-stream (22050 -> 16000 Hz)"),
+        "{e}"
+    );
+    let at16 = load_16k_mono(mixed.to_str().unwrap()).unwrap();
+    let (first, second) = (
+        load_16k_mono(fixture("tones.lame.mp3").to_str().unwrap()).unwrap(),
+        load_16k_mono(fixture("speech.mp3").to_str().unwrap()).unwrap(),
+    );
+    // The first file as it decodes alone (but where its padding, kept, follows), then the
+    // second less its first frame (576 samples: the first of a new rate is passed over, as
+    // a damaged header would be): what joining keeps of the first's padding and the
+    // second's encoder delay makes 69 ms more than the two alone; FFmpeg gives 25,483
+    // samples (it drops the second's first frames too).
+    let near_end = first.len() - 64;
+    assert_eq!(at16[..near_end], first[..near_end]);
+    assert_eq!(at16.len(), first.len() + second.len() + 1673 - 576);
+    assert!(
+        at16[first.len() + 2000..].iter().any(|v| v.abs() > 0.05),
+        "speech heard"
+    );
+
+    // Ogg: Opus at 48 kHz, then Vorbis at 22.05 kHz, each link resampled as it alone is.
+    let chained = [
+        std::fs::read(fixture("tones.opus")).unwrap(),
+        std::fs::read(fixture("tones.ogg")).unwrap(),
+    ]
+    .concat();
+    let path = dir.join("chained.ogg");
+    std::fs::write(&path, &chained).unwrap();
+    let want = [
+        load_16k_mono(fixture("tones.opus").to_str().unwrap()).unwrap(),
+        load_16k_mono(fixture("tones.ogg").to_str().unwrap()).unwrap(),
+    ]
+    .concat();
+    assert_eq!(load_16k_mono(path.to_str().unwrap()).unwrap(), want);
+    assert_eq!(trickled(&chained).mono, want, "piped");
+}
+
 /// `tones.aac`'s frames: (header, raw data block).
 fn adts_frames(bytes: &[u8]) -> Vec<(&[u8], &[u8])> {
     let mut frames = Vec::new();

@@ -6,7 +6,7 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 66] = [
+const FIXTURES: [&str; 67] = [
     "noise.adpcm.flv",
     "speech.lp.dss",
     "noise.g729d.wav",
@@ -50,6 +50,7 @@ const FIXTURES: [&str; 66] = [
     "tones.g726.avi",
     "tones.mxf",
     "speech.dv",
+    "tones.lame.mp3",
     "tones.m4a",
     "tones.aac",
     "tones.51.m4a",
@@ -108,8 +109,11 @@ fn check(bytes: Vec<u8>, hint: Option<&str>) {
                 msg.starts_with("fuzz.bin: ") && !msg.contains('\n'),
                 "{msg}"
             );
-            let e = streamed.expect_err("an error while resampling too");
-            assert!(e.to_string().starts_with("fuzz.bin: "), "{e}");
+            // Resampled as it decodes, a stream may change its rate; at its rate, not.
+            if !msg.contains("sample rate changes mid-stream") {
+                let e = streamed.expect_err("an error while resampling too");
+                assert!(e.to_string().starts_with("fuzz.bin: "), "{e}");
+            }
         }
     }
 }
