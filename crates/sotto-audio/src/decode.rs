@@ -860,7 +860,7 @@ fn decode_inner(
             Err(SymError::IoError(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
             // A chained Ogg file's next link (a radio recording's next song, voice messages
             // put end to end): its own stream, decoded on by a new decoder (a rate that
-            // changes is an error, in `Mono`).
+            // changes is followed at 16 kHz, and an error at the stream's rate: `Mono`).
             Err(SymError::ResetRequired) => {
                 let tracks = format.tracks();
                 let next = tracks
