@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes the tiny audio fixtures under crates/sotto-audio/tests/fixtures (needs sox with
-# libsox-fmt-all, opus-tools and ffmpeg: `apt-get install sox libsox-fmt-all opus-tools
-# ffmpeg`). The fixtures are committed; rerun this only to change them. Each is 0.5 s of 22.05 kHz stereo: 440 Hz on the left, a 300 Hz to 3 kHz
+# libsox-fmt-all, opus-tools, twolame and ffmpeg: `apt-get install sox libsox-fmt-all
+# opus-tools twolame ffmpeg`). The fixtures are committed; rerun this only to change them. Each is 0.5 s of 22.05 kHz stereo: 440 Hz on the left, a 300 Hz to 3 kHz
 # sweep on the right (the sweep makes the alignment of lossy decodes unambiguous).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"

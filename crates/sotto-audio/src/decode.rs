@@ -162,11 +162,8 @@ pub fn decode_stream_16k(
             input: name.to_string(),
             source,
         })?;
-    if crate::rf64::is_rf64(&head) {
-        crate::rf64::patch(&mut head);
-    }
     let whole_head = head.len() == SNIFF;
-    if whole_head && crate::avi::is_wav(&head) {
+    if whole_head && (crate::avi::is_wav(&head) || crate::rf64::is_rf64(&head)) {
         // Far enough for a first `fmt ` chunk's format tag (and an extensible one's
         // sub-format): formats sotto decodes itself need the file whole.
         (&mut r)
@@ -177,6 +174,8 @@ pub fn decode_stream_16k(
                 source,
             })?;
     }
+    let mends = crate::rf64::mends(&head);
+    crate::rf64::patch(&mut head, &mends);
     if whole_head && read_front_to_back(&head) {
         // A WAV file says so, for its data past 4 GiB (FFmpeg's sizes to a pipe saturate).
         let hint = hint.or(crate::avi::is_wav(&head).then_some("wav"));
@@ -493,8 +492,10 @@ fn decode_inner(
         true => crate::mkv::audio_tracks(&mut *src),
         false => Vec::new(),
     };
-    if crate::rf64::is_rf64(&head) {
-        src = Box::new(crate::rf64::AsRiff::new(src));
+    // RF64, and WAV files whose recorder stopped before writing their sizes.
+    let mends = crate::rf64::mends(&head);
+    if !mends.is_empty() {
+        src = Box::new(crate::rf64::Mended::new(src, mends));
     }
     let mut ext = ext;
     // Apple's IMA 4:1 in CAF (or AIFF-C, shown as CAF), which symphonia's CAF reader takes

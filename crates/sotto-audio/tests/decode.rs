@@ -1301,6 +1301,26 @@ fn joined_files_decode_whole_whatever_their_rates() {
     assert_eq!(trickled(&chained).mono, want, "piped");
 }
 
+/// A WAV file whose recorder stopped before writing its sizes (a crash, a dead battery:
+/// RIFF and `data` sizes of 0) decodes to its end, as FFmpeg decodes it, where it read as
+/// not audio: from a path, bytes and a pipe.
+#[test]
+fn unfinished_wav_decodes_to_its_end() {
+    let bytes = std::fs::read(fixture("tones.wav")).unwrap();
+    let data = bytes.windows(4).position(|w| w == b"data").unwrap();
+    let mut unfinished = bytes.clone();
+    unfinished[4..8].copy_from_slice(&[0; 4]);
+    unfinished[data + 4..data + 8].copy_from_slice(&[0; 4]);
+    let want = decode_file_keeping_stereo(&fixture("tones.wav")).unwrap();
+    let path = scratch("unfinished").join("crash.wav");
+    std::fs::write(&path, &unfinished).unwrap();
+    assert_eq!(decode_file_keeping_stereo(&path).unwrap(), want);
+    let from_bytes = decode_bytes("crash.wav", unfinished.clone(), None).unwrap();
+    assert_eq!(from_bytes.samples, want.samples);
+    let want16 = sotto_audio::load_16k(fixture("tones.wav").to_str().unwrap(), true).unwrap();
+    assert_eq!(trickled(&unfinished), want16);
+}
+
 /// `tones.aac`'s frames: (header, raw data block).
 fn adts_frames(bytes: &[u8]) -> Vec<(&[u8], &[u8])> {
     let mut frames = Vec::new();
