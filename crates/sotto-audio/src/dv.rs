@@ -248,9 +248,11 @@ impl DvWav {
         frames: Vec<(u64, u64)>,
     ) -> Result<Self, DvError> {
         let io = |e: std::io::Error| DvError::Io(e.to_string());
-        // Each frame's source pack, for the samples there are and the first one's rate.
+        // The first frame with audio says the rate. The samples a frame holds vary, so the
+        // WAV's sizes say all ones: `long_wav.rs` reads it to its end, with no pass over
+        // the file first.
         let mut head = vec![0u8; BLOCK * 6];
-        let (mut total, mut first): (u64, Option<(System, Source)>) = (0, None);
+        let mut first = None;
         for &(at, len) in &frames {
             if (len as usize) < head.len() {
                 continue;
@@ -261,19 +263,18 @@ impl DvWav {
                 continue;
             };
             let mut pack = [0u8; 5];
-            let found = source_offsets()
+            first = source_offsets()
                 .filter(|&o| (o + 5) as u64 <= len)
                 .find_map(|o| {
                     src.seek(SeekFrom::Start(at + o as u64)).ok()?;
                     src.read_exact(&mut pack).ok()?;
                     source(&pack, &sys)
                 });
-            if let Some(s) = found {
-                total += s.samples as u64;
-                first.get_or_insert((sys, s));
+            if first.is_some() {
+                break;
             }
         }
-        let (_, first) = first.ok_or(DvError::NoAudio)?;
+        let first = first.ok_or(DvError::NoAudio)?;
         let mut fmt = Vec::with_capacity(16);
         fmt.extend_from_slice(&1u16.to_le_bytes());
         fmt.extend_from_slice(&2u16.to_le_bytes());
@@ -281,7 +282,7 @@ impl DvWav {
         fmt.extend_from_slice(&(first.rate * 4).to_le_bytes());
         fmt.extend_from_slice(&4u16.to_le_bytes());
         fmt.extend_from_slice(&16u16.to_le_bytes());
-        let header = crate::avi::wav_header(&fmt, total * 4);
+        let header = crate::avi::wav_header(&fmt, u64::MAX);
         Ok(Self {
             src,
             frames,

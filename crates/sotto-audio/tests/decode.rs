@@ -1191,21 +1191,24 @@ fn dv_decodes_its_first_stereo_pair() {
 /// sotto's: the same samples as the file with its sizes, from a path, bytes and a pipe.
 #[test]
 fn wav_sizes_of_all_ones_read_to_the_end() {
-    let bytes = std::fs::read(fixture("tones.wav")).unwrap();
+    tones_wav_with_sizes(0xFFFF_FFFF, "open.wav");
+}
+
+/// `tones.wav` with its RIFF and `data` sizes set to `size`, decoded from a path, bytes and
+/// a pipe: the samples of `tones.wav` itself.
+fn tones_wav_with_sizes(size: u32, name: &str) {
+    let mut bytes = std::fs::read(fixture("tones.wav")).unwrap();
     let data = bytes.windows(4).position(|w| w == b"data").unwrap();
-    let mut open = bytes.clone();
-    open[4..8].copy_from_slice(&[0xFF; 4]);
-    open[data + 4..data + 8].copy_from_slice(&[0xFF; 4]);
+    bytes[4..8].copy_from_slice(&size.to_le_bytes());
+    bytes[data + 4..data + 8].copy_from_slice(&size.to_le_bytes());
     let want = decode_file_keeping_stereo(&fixture("tones.wav")).unwrap();
-    let path = scratch("open-wav").join("open.wav");
-    std::fs::write(&path, &open).unwrap();
-    assert_eq!(decode_file_keeping_stereo(&path).unwrap(), want);
-    assert_eq!(
-        decode_bytes("open", open.clone(), None).unwrap().samples,
-        want.samples
-    );
+    let path = scratch(name).join(name);
+    std::fs::write(&path, &bytes).unwrap();
+    assert_eq!(decode_file_keeping_stereo(&path).unwrap(), want, "{name}");
+    let from_bytes = decode_bytes(name, bytes.clone(), None).unwrap();
+    assert_eq!(from_bytes.samples, want.samples, "{name} from bytes");
     let want16 = sotto_audio::load_16k(fixture("tones.wav").to_str().unwrap(), true).unwrap();
-    assert_eq!(trickled(&open), want16);
+    assert_eq!(trickled(&bytes), want16, "{name} piped");
 }
 
 /// A chained Ogg file (two files end to end, as radio recordings and joined voice messages
@@ -1306,19 +1309,7 @@ fn joined_files_decode_whole_whatever_their_rates() {
 /// not audio: from a path, bytes and a pipe.
 #[test]
 fn unfinished_wav_decodes_to_its_end() {
-    let bytes = std::fs::read(fixture("tones.wav")).unwrap();
-    let data = bytes.windows(4).position(|w| w == b"data").unwrap();
-    let mut unfinished = bytes.clone();
-    unfinished[4..8].copy_from_slice(&[0; 4]);
-    unfinished[data + 4..data + 8].copy_from_slice(&[0; 4]);
-    let want = decode_file_keeping_stereo(&fixture("tones.wav")).unwrap();
-    let path = scratch("unfinished").join("crash.wav");
-    std::fs::write(&path, &unfinished).unwrap();
-    assert_eq!(decode_file_keeping_stereo(&path).unwrap(), want);
-    let from_bytes = decode_bytes("crash.wav", unfinished.clone(), None).unwrap();
-    assert_eq!(from_bytes.samples, want.samples);
-    let want16 = sotto_audio::load_16k(fixture("tones.wav").to_str().unwrap(), true).unwrap();
-    assert_eq!(trickled(&unfinished), want16);
+    tones_wav_with_sizes(0, "crash.wav");
 }
 
 /// `tones.aac`'s frames: (header, raw data block).
