@@ -559,6 +559,11 @@ done
 # Opus in MP4 (`dOps`, an edit list for the pre-skip): the Ogg fixture's packets copied.
 ffmpeg -hide_banner -loglevel error -y -i tones.opus -c:a copy -f mp4 -fflags +bitexact \
     tones.opus.mp4
+# Opus in MPEG-TS (a registration descriptor, trims in the first and last units' control
+# headers): the Ogg fixtures' packets copied.
+for f in tones.opus tones.51.opus; do
+    ffmpeg -hide_banner -loglevel error -y -i "$f" -c:a copy -f mpegts -fflags +bitexact "$f.ts"
+done
 # FFmpeg's resampling to 16 kHz (libswresample's defaults, as faster-whisper's and the
 # ffmpeg CLI's): 8 kHz G.729 speech up, 22.05 kHz stereo tones down; tests/decode.rs
 # compares sotto's with them.

@@ -498,6 +498,8 @@ fn decode_inner(
         src = Box::new(crate::rf64::Mended::new(src, mends));
     }
     let mut ext = ext;
+    // Opus in a transport stream: its channel configuration, from the PMT.
+    let mut opus_ts = None;
     // Apple's IMA 4:1 in CAF (or AIFF-C, shown as CAF), which symphonia's CAF reader takes
     // for WAV's IMA ADPCM.
     let mut ima4 = head.starts_with(b"caff") && head.get(28..32) == Some(b"ima4");
@@ -687,12 +689,13 @@ fn decode_inner(
                 input: name.to_string(),
                 detail: format!(
                     "stream type {t:#04x} in a transport stream (sotto decodes AAC, in ADTS \
-                     or LATM, MPEG audio, AC-3, DTS and TrueHD there)"
+                     or LATM, MPEG audio, AC-3, DTS, TrueHD and Opus there)"
                 ),
             },
             TsError::Io(why) => corrupt(name, format!("transport stream: {why}")),
         })?;
         ext = audio.ext;
+        opus_ts = audio.opus_config;
         src = Box::new(ReadOnlySource::new(audio));
     }
     let mss = MediaSourceStream::new(src, Default::default());
@@ -710,6 +713,15 @@ fn decode_inner(
         if crate::ogg_speex::is_ogg_speex(&head) {
             // Speex in Ogg, which symphonia's Ogg reader passes over.
             let reader = crate::ogg_speex::OggSpeexReader::open(mss).map_err(|e| match e {
+                SymError::Unsupported(what) => AudioError::Codec {
+                    input: name.to_string(),
+                    detail: what.into(),
+                },
+                e => probe_error(name, e, &head),
+            })?;
+            Box::new(reader)
+        } else if ext == Some("opus-ts") {
+            let reader = crate::ts_opus::OpusTsReader::open(mss, opus_ts).map_err(|e| match e {
                 SymError::Unsupported(what) => AudioError::Codec {
                     input: name.to_string(),
                     detail: what.into(),

@@ -47,6 +47,7 @@ mod resample;
 mod rf64;
 mod speex;
 mod ts;
+mod ts_opus;
 pub mod vad;
 mod w64;
 mod wma;

@@ -94,6 +94,24 @@ impl Head {
     }
 }
 
+/// The `OpusHead` of a stream of `channels` (1 to 8) laid out as Ogg's mapping families 0
+/// and 1 do, without pre-skip or gain: what a container that says only the channel count
+/// (Opus in MPEG-TS) implies.
+pub(crate) fn standard_head(channels: usize) -> Option<Vec<u8>> {
+    let mut head = b"OpusHead".to_vec();
+    head.extend([1, channels as u8, 0, 0]);
+    head.extend(RATE.to_le_bytes());
+    head.extend([0, 0]);
+    if channels <= 2 {
+        head.push(0);
+    } else {
+        let layout = rusty_opus::multistream::ChannelLayout::surround(channels, 1).ok()?;
+        head.extend([1, layout.nb_streams as u8, layout.nb_coupled_streams as u8]);
+        head.extend(&layout.mapping);
+    }
+    (1..=8).contains(&channels).then_some(head)
+}
+
 /// The `OpusHead` of an MP4 track's `dOps` box as symphonia hands it on (the magic, then
 /// the box: version 0 and big-endian fields, where `OpusHead` has version 1 and
 /// little-endian ones); None for anything else. With `edited`, the pre-skip is 0: the

@@ -1,7 +1,7 @@
 //! MPEG transport streams (`.ts`: broadcast and HLS recordings; `.m2ts`/`.mts`: Blu-ray
 //! and AVCHD camcorders, 192-byte packets), which symphonia does not read. The first audio
-//! stream the program map names, AAC in ADTS frames or MPEG audio (layers 1–3), is taken
-//! out of its PES packets as it is read and handed to symphonia as the elementary stream
+//! stream the program map names (AAC in ADTS or LATM, MPEG audio, AC-3, DTS, TrueHD, Opus)
+//! is taken out of its PES packets as it is read and handed on as the elementary stream
 //! it is: nothing is held but a packet.
 
 use std::io::{Read, Seek, SeekFrom};
@@ -51,6 +51,8 @@ pub(crate) struct TsAudio {
     substream: Option<u8>,
     skipping: bool,
     pub(crate) ext: Option<&'static str>,
+    /// An Opus stream's channel configuration, where its PMT entry gives one.
+    pub(crate) opus_config: Option<u8>,
 }
 
 /// Why a transport stream gives no audio to decode.
@@ -72,6 +74,7 @@ fn decoded(stream_type: u8) -> Option<&'static str> {
         0x81 | 0x87 => Some("ac3"),        // AC-3 and E-AC-3 (ATSC; and DVB's, see `first_audio`)
         0x82 | 0x85 | 0x86 => Some("dts"), // DTS, DTS-HD (Blu-ray; DVB's as AC-3's)
         TRUEHD => Some("thd"),             // TrueHD, its AC-3 copy beside it (Blu-ray)
+        OPUS => Some("opus-ts"),           // Opus access units (`ts_opus.rs`)
         _ => None,
     }
 }
@@ -82,6 +85,9 @@ const PRIVATE: u8 = 0x06;
 /// apart by the PES extension's stream id (0x72 and 0x76).
 const TRUEHD: u8 = 0x83;
 const TRUEHD_SUBSTREAM: u8 = 0x72;
+/// Not a stream type of ISO 13818-1 (none was given to Opus): what [`private_type`] makes
+/// of a private stream that a registration descriptor names "Opus".
+const OPUS: u8 = 0xFF;
 
 /// Stream types that are audio (for an error that names the codec): AC-3, DTS, E-AC-3,
 /// TrueHD and more.
@@ -115,15 +121,19 @@ impl TsAudio {
                 pmt_pid = first_program(section(payload));
             } else if Some(pid) == pmt_pid && found.is_none() {
                 found = first_audio(section(payload));
-                if !matches!(found, Some((_, PRIVATE))) {
+                if found.is_none_or(|f| f.stream_type != PRIVATE) {
                     break;
                 }
-            } else if found.is_some_and(|f| f.0 == pid) {
+            } else if found.is_some_and(|f| f.pid == pid) {
                 private = payload.get(3).copied();
                 break;
             }
         }
-        let (pid, stream_type) = found.ok_or(TsError::NoAudio)?;
+        let Es {
+            pid,
+            stream_type,
+            opus_config,
+        } = found.ok_or(TsError::NoAudio)?;
         let ext = match (decoded(stream_type), private) {
             (Some(ext), _) => Some(ext),
             (None, Some(0xC0..=0xDF)) if stream_type == PRIVATE => None,
@@ -142,6 +152,7 @@ impl TsAudio {
             substream: (stream_type == TRUEHD).then_some(TRUEHD_SUBSTREAM),
             skipping: false,
             ext,
+            opus_config,
         })
     }
 
@@ -242,8 +253,18 @@ fn first_program(s: &[u8]) -> Option<u16> {
     })
 }
 
-/// The PID and stream type of a PMT section's first audio stream, preferring one we decode.
-fn first_audio(s: &[u8]) -> Option<(u16, u8)> {
+/// An elementary stream of a program map.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Es {
+    pid: u16,
+    /// Its stream type, or for a private stream the type a descriptor names.
+    stream_type: u8,
+    /// Opus's channel configuration, from its extension descriptor.
+    opus_config: Option<u8>,
+}
+
+/// A PMT section's first audio stream, preferring one we decode.
+fn first_audio(s: &[u8]) -> Option<Es> {
     if s.first() != Some(&0x02) || s.len() < 12 {
         return None;
     }
@@ -255,19 +276,24 @@ fn first_audio(s: &[u8]) -> Option<(u16, u8)> {
         let pid = u16::from(rest[1] & 0x1F) << 8 | u16::from(rest[2]);
         let es_info = usize::from(rest[3] & 0x0F) << 8 | usize::from(rest[4]);
         let descriptors = rest.get(5..5 + es_info).unwrap_or(&[]);
-        streams.push((pid, dvb_dolby(stream_type, descriptors)));
+        streams.push(Es {
+            pid,
+            stream_type: private_type(stream_type, descriptors),
+            opus_config: crate::ts_opus::channel_config(descriptors),
+        });
         rest = rest.get(5 + es_info..).unwrap_or(&[]);
     }
-    let ours = streams.iter().find(|s| decoded(s.1).is_some());
-    ours.or_else(|| streams.iter().find(|s| audio_type(s.1)))
-        .or_else(|| streams.iter().find(|s| s.1 == PRIVATE))
+    let ours = streams.iter().find(|s| decoded(s.stream_type).is_some());
+    ours.or_else(|| streams.iter().find(|s| audio_type(s.stream_type)))
+        .or_else(|| streams.iter().find(|s| s.stream_type == PRIVATE))
         .copied()
 }
 
 /// The ATSC stream type of a private stream (0x06: DVB's way) that a descriptor names
 /// AC-3 (DVB's descriptor 0x6A, or a registration descriptor's "AC-3"), E-AC-3 (0x7A,
-/// "EAC3") or DTS (0x7B, "DTS1" to "DTS3"); other streams' types as they are.
-fn dvb_dolby(stream_type: u8, mut descriptors: &[u8]) -> u8 {
+/// "EAC3") or DTS (0x7B, "DTS1" to "DTS3"), or [`OPUS`] ("Opus"); other streams' types as
+/// they are.
+fn private_type(stream_type: u8, mut descriptors: &[u8]) -> u8 {
     if stream_type != PRIVATE {
         return stream_type;
     }
@@ -277,6 +303,7 @@ fn dvb_dolby(stream_type: u8, mut descriptors: &[u8]) -> u8 {
             (0x6A, _) | (0x05, [b'A', b'C', b'-', b'3', ..]) => return 0x81,
             (0x7A, _) | (0x05, [b'E', b'A', b'C', b'3', ..]) => return 0x87,
             (0x7B, _) | (0x05, [b'D', b'T', b'S', b'1'..=b'3', ..]) => return 0x82,
+            (0x05, [b'O', b'p', b'u', b's', ..]) => return OPUS,
             _ => {}
         }
         descriptors = rest.get(usize::from(*len)..).unwrap_or(&[]);
@@ -513,17 +540,27 @@ mod tests {
     #[test]
     fn dvb_descriptors_name_dolby_streams() {
         assert_eq!(
-            dvb_dolby(PRIVATE, &[0x0A, 4, b'e', b'n', b'g', 0, 0x6A, 1, 0]),
+            private_type(PRIVATE, &[0x0A, 4, b'e', b'n', b'g', 0, 0x6A, 1, 0]),
             0x81
         );
-        assert_eq!(dvb_dolby(PRIVATE, &[0x05, 4, b'A', b'C', b'-', b'3']), 0x81);
-        assert_eq!(dvb_dolby(PRIVATE, &[0x7A, 0]), 0x87);
-        assert_eq!(dvb_dolby(PRIVATE, &[0x7B, 0]), 0x82);
-        assert_eq!(dvb_dolby(PRIVATE, &[0x05, 4, b'D', b'T', b'S', b'2']), 0x82);
+        assert_eq!(
+            private_type(PRIVATE, &[0x05, 4, b'A', b'C', b'-', b'3']),
+            0x81
+        );
+        assert_eq!(private_type(PRIVATE, &[0x7A, 0]), 0x87);
+        assert_eq!(private_type(PRIVATE, &[0x7B, 0]), 0x82);
+        assert_eq!(
+            private_type(PRIVATE, &[0x05, 4, b'D', b'T', b'S', b'2']),
+            0x82
+        );
+        assert_eq!(
+            private_type(PRIVATE, &[0x05, 4, b'O', b'p', b'u', b's']),
+            OPUS
+        );
         // Subtitles, a descriptor cut short, and a stream type of its own.
-        assert_eq!(dvb_dolby(PRIVATE, &[0x59, 8, 0, 0]), PRIVATE);
-        assert_eq!(dvb_dolby(PRIVATE, &[0x6A]), PRIVATE);
-        assert_eq!(dvb_dolby(0x0F, &[0x6A, 0]), 0x0F);
+        assert_eq!(private_type(PRIVATE, &[0x59, 8, 0, 0]), PRIVATE);
+        assert_eq!(private_type(PRIVATE, &[0x6A]), PRIVATE);
+        assert_eq!(private_type(0x0F, &[0x6A, 0]), 0x0F);
     }
 
     #[test]

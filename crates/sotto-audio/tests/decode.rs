@@ -713,6 +713,21 @@ fn ac3_of_every_container_decodes_alike() {
     }
 }
 
+/// Opus in a transport stream (SRT and RIST feeds, recorded): the Ogg fixtures'
+/// packets remuxed by ffmpeg, in stereo and 5.1, decode to the Ogg files' samples exactly:
+/// the trims of the first and last units (the pre-skip, the end padding) applied.
+#[test]
+fn opus_in_a_transport_stream_decodes_as_its_ogg_source() {
+    for name in ["tones.opus", "tones.51.opus"] {
+        let ogg = decode_file_keeping_stereo(&fixture(name)).unwrap();
+        let ts = decode_file_keeping_stereo(&fixture(&format!("{name}.ts"))).unwrap();
+        assert_eq!(ts.sample_rate, 48_000, "{name}");
+        assert_eq!(ts.channels_in, ogg.channels_in, "{name}");
+        assert_eq!(ts.samples, ogg.samples, "{name}");
+        assert_eq!(ts.stereo, ogg.stereo, "{name}");
+    }
+}
+
 #[test]
 fn webm_opus_and_m4a_aac_decode_like_the_wav_source() {
     let wav = load_16k_mono(fixture("tones.wav").to_str().unwrap()).unwrap();
@@ -936,7 +951,7 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 75] = [
+const CONTAINERS: [&str; 76] = [
     "tones.opus.mp4",
     "tones.adpcm.flv",
     "speech.lp.dss",
@@ -1006,6 +1021,7 @@ const CONTAINERS: [&str; 75] = [
     "tones.ac3",
     "tones.51.ac3",
     "tones.ac3.mkv",
+    "tones.51.opus.ts",
     "tones.51.eac3",
     "tones.71.mka",
     "tones.51.dts",

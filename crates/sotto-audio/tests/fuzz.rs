@@ -6,7 +6,7 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 67] = [
+const FIXTURES: [&str; 68] = [
     "noise.adpcm.flv",
     "speech.lp.dss",
     "noise.g729d.wav",
@@ -57,6 +57,7 @@ const FIXTURES: [&str; 67] = [
     "tones.he.aac",
     "tones.latm.ts",
     "tones.he.latm.ts",
+    "tones.51.opus.ts",
     "tones.pcm.mkv",
     "tones.s24.mka",
     "tones.avi",
