@@ -364,6 +364,11 @@ for f in tones.wma speech.wmav1.wma speech.wmav2.wma; do
     ffmpeg -hide_banner -loglevel error -y -i "$f" -c:a flac -sample_fmt s16 -fflags +bitexact \
         "$f.flac"
 done
+# The tones' WMA superframes copied into WAV and AVI (format tag 0x0161).
+for c in wav avi; do
+    ffmpeg -hide_banner -loglevel error -y -i tones.wma -c:a copy -f $c -fflags +bitexact \
+        tones.wma.$c
+done
 # Speex in Ogg (libspeex's encoder; tests/decode.rs holds the md5 of FFmpeg's own float
 # decoder's output): 4 s of samples/jfk.wav in wideband VBR with DTX, two frames a packet,
 # and in narrowband; the tones in ultra-wideband stereo, and in FLV (Flash's wideband).

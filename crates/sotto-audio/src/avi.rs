@@ -47,7 +47,13 @@ pub(crate) fn wav_tag_decoded(tag: u16) -> bool {
     WAV_TAGS.contains(&tag)
         || MPEG_TAGS.contains(&tag)
         || [AC3_TAG, DTS_TAG].contains(&tag)
-        || speech_codec(tag).is_some()
+        || own_codec(tag)
+}
+
+/// Whether sotto's own decoders take a WAV file in the codec `tag` names (a speech
+/// codec's, or WMA's), as `decode.rs`'s `speech_wav` sorts them.
+pub(crate) fn own_codec(tag: u16) -> bool {
+    speech_codec(tag).is_some() || crate::wma::WAV_TAGS.contains(&tag)
 }
 
 /// The speech codec a WAV format tag names, of those sotto decodes in WAV files (and so
@@ -80,7 +86,8 @@ pub(crate) struct AviAudio {
     /// chunk it was last put before.
     pub(crate) frame_header: Option<[u8; 7]>,
     framed: Option<usize>,
-    /// Whether the WAV file is in a speech codec (for `decode.rs`'s `speech_wav`).
+    /// Whether the WAV file is in a codec sotto decodes itself ([`own_codec`]: for
+    /// `decode.rs`'s `speech_wav`).
     pub(crate) speech: bool,
     /// Whether the chunks are DV frames (a "type 1" file's one interleaved stream), for
     /// `dv.rs` (see [`AviAudio::into_parts`]).
@@ -124,7 +131,7 @@ impl AviAudio {
             .ok_or_else(|| AviError::Corrupt("an audio stream's format is cut short".into()))?;
         let data: u64 = chunks.iter().map(|c| c.1).sum();
         let mut frame_header = None;
-        let (header, ext) = if WAV_TAGS.contains(&tag) || speech_codec(tag).is_some() {
+        let (header, ext) = if WAV_TAGS.contains(&tag) || own_codec(tag) {
             (wav_header(&format, data), "wav")
         } else if AAC_TAGS.contains(&tag) || tag == ADTS_TAG {
             // The AudioSpecificConfig after the WAVEFORMATEX's 18 bytes; without one the
@@ -150,7 +157,7 @@ impl AviAudio {
             .map_err(|e| AviError::Corrupt(e.to_string()))?;
         let mut audio = Self::with_header(src, header, chunks, ext);
         audio.frame_header = frame_header;
-        audio.speech = speech_codec(tag).is_some();
+        audio.speech = own_codec(tag);
         Ok(audio)
     }
 }
@@ -565,10 +572,10 @@ mod tests {
         );
         assert_eq!(read_all(no_audio).unwrap_err(), AviError::NoAudio);
         let mut file = avi(&[1, 2], &[3, 4], 0);
-        // The format tag (first bytes of the audio stream's `strf`) made WMA's.
+        // The format tag (first bytes of the audio stream's `strf`) made WMA Pro's.
         let at = file.windows(4).rposition(|w| w == b"strf").unwrap() + 8;
-        file[at..at + 2].copy_from_slice(&0x0161u16.to_le_bytes());
-        assert_eq!(read_all(file).unwrap_err(), AviError::Format(0x0161));
+        file[at..at + 2].copy_from_slice(&0x0162u16.to_le_bytes());
+        assert_eq!(read_all(file).unwrap_err(), AviError::Format(0x0162));
     }
 
     #[test]

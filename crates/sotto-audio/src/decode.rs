@@ -366,6 +366,9 @@ enum SpeechWav {
     /// GSM 06.10, G.722, G.723.1, G.726 or G.729: the 16-bit PCM WAV file it decodes to,
     /// as it is read.
     Decoded(Box<dyn MediaSource>),
+    /// WMA: the file (at its start), its format and where its data chunk is, for
+    /// [`crate::wma::WavReader`].
+    Wma(Box<dyn MediaSource>, Vec<u8>, (u64, u64)),
     /// One of them in a form no decoder takes: what is wrong.
     Unsupported(String),
 }
@@ -375,6 +378,11 @@ fn speech_wav(mut src: Box<dyn MediaSource>) -> SpeechWav {
     use crate::codec::DecodedWav;
     let (fmt, data) = crate::avi::wav_chunks(&mut *src);
     let tag = fmt.as_deref().and_then(crate::avi::format_tag);
+    if let (Some(fmt), Some(data), Some(t)) = (&fmt, data, tag) {
+        if crate::wma::WAV_TAGS.contains(&t) && src.seek(SeekFrom::Start(0)).is_ok() {
+            return SpeechWav::Wma(src, fmt.clone(), data);
+        }
+    }
     let codec = tag.and_then(crate::avi::speech_codec);
     let (Some(fmt), Some((start, len)), Some(tag), Some(codec)) = (fmt, data, tag, codec) else {
         let _ = src.seek(SeekFrom::Start(0));
@@ -500,6 +508,8 @@ fn decode_inner(
     let mut ext = ext;
     // Opus in a transport stream: its channel configuration, from the PMT.
     let mut opus_ts = None;
+    // WMA in a WAV file (or an AVI file's, made one): its format and data chunk.
+    let mut wma_wav = None;
     // Apple's IMA 4:1 in CAF (or AIFF-C, shown as CAF), which symphonia's CAF reader takes
     // for WAV's IMA ADPCM.
     let mut ima4 = head.starts_with(b"caff") && head.get(28..32) == Some(b"ima4");
@@ -513,7 +523,8 @@ fn decode_inner(
                 input: name.to_string(),
                 detail: format!(
                     "WAV format tag {tag:#06x} in AVI (sotto decodes PCM, ADPCM, A-law, μ-law, \
-                     GSM, G.722, G.723.1, G.726, G.729, MPEG audio, AAC, AC-3 and DTS there)"
+                     GSM, G.722, G.723.1, G.726, G.729, MPEG audio, AAC, AC-3, DTS and WMA \
+                     there)"
                 ),
             },
             AviError::Corrupt(why) => corrupt(name, format!("AVI: {why}")),
@@ -536,6 +547,10 @@ fn decode_inner(
                 })?;
             match speech_wav(Box::new(std::io::Cursor::new(wav))) {
                 SpeechWav::Decoded(pcm) | SpeechWav::Other(pcm) => pcm,
+                SpeechWav::Wma(file, fmt, data) => {
+                    wma_wav = Some((fmt, data));
+                    file
+                }
                 SpeechWav::Unsupported(detail) => {
                     return Err(AudioError::Codec {
                         input: name.to_string(),
@@ -610,6 +625,10 @@ fn decode_inner(
                     pcm
                 }
                 SpeechWav::Other(src) => src,
+                SpeechWav::Wma(src, fmt, data) => {
+                    wma_wav = Some((fmt, data));
+                    src
+                }
                 SpeechWav::Unsupported(detail) => {
                     return Err(AudioError::Codec {
                         input: name.to_string(),
@@ -709,26 +728,22 @@ fn decode_inner(
         enable_gapless: true,
         ..Default::default()
     };
+    // Readers of sotto's own, which no probe finds: what they refuse names the codec.
+    let refused = |e: SymError| match e {
+        SymError::Unsupported(what) => AudioError::Codec {
+            input: name.to_string(),
+            detail: what.into(),
+        },
+        e => probe_error(name, e, &head),
+    };
     let mut format: Box<dyn symphonia::core::formats::FormatReader> =
         if crate::ogg_speex::is_ogg_speex(&head) {
             // Speex in Ogg, which symphonia's Ogg reader passes over.
-            let reader = crate::ogg_speex::OggSpeexReader::open(mss).map_err(|e| match e {
-                SymError::Unsupported(what) => AudioError::Codec {
-                    input: name.to_string(),
-                    detail: what.into(),
-                },
-                e => probe_error(name, e, &head),
-            })?;
-            Box::new(reader)
+            Box::new(crate::ogg_speex::OggSpeexReader::open(mss).map_err(&refused)?)
+        } else if let Some((fmt, data)) = wma_wav {
+            Box::new(crate::wma::WavReader::open(mss, &fmt, data).map_err(&refused)?)
         } else if ext == Some("opus-ts") {
-            let reader = crate::ts_opus::OpusTsReader::open(mss, opus_ts).map_err(|e| match e {
-                SymError::Unsupported(what) => AudioError::Codec {
-                    input: name.to_string(),
-                    detail: what.into(),
-                },
-                e => probe_error(name, e, &head),
-            })?;
-            Box::new(reader)
+            Box::new(crate::ts_opus::OpusTsReader::open(mss, opus_ts).map_err(&refused)?)
         } else {
             probe()
                 .format(&hint, mss, &format_options, &MetadataOptions::default())
@@ -1211,7 +1226,6 @@ fn probe_error(name: &str, e: SymError, head: &[u8]) -> AudioError {
         let known = match tag {
             0x00FF | 0x1600 | 0x1602 | 0x706D | 0x4143 | 0xA106 => "AAC",
             0xF1AC => "FLAC",
-            0x0160 | 0x0161 => "WMA",
             0x0162 => "WMA Pro",
             0x0163 => "WMA Lossless",
             0x000A => "WMA Voice",
@@ -1224,7 +1238,8 @@ fn probe_error(name: &str, e: SymError, head: &[u8]) -> AudioError {
             input: name.to_string(),
             detail: format!(
                 "{known} in WAV (format tag {tag:#06x}; sotto decodes PCM, float, A-law, μ-law, \
-                 ADPCM, MPEG audio, AC-3, DTS, GSM, G.722, G.723.1, G.726 and G.729 there)"
+                 ADPCM, MPEG audio, AC-3, DTS, GSM, G.722, G.723.1, G.726, G.729 and WMA \
+                 there)"
             ),
         };
     }

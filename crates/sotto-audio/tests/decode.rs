@@ -832,7 +832,7 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
         &e,
         "flac.wav: its audio codec is not supported: FLAC in WAV (format tag 0xf1ac; sotto \
          decodes PCM, float, A-law, μ-law, ADPCM, MPEG audio, AC-3, DTS, GSM, G.722, G.723.1, \
-         G.726 and G.729 there)",
+         G.726, G.729 and WMA there)",
     );
     let e = decode_file(&fixture("video.mkv")).unwrap_err().to_string();
     assert_one_line(
@@ -951,7 +951,7 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 76] = [
+const CONTAINERS: [&str; 78] = [
     "tones.opus.mp4",
     "tones.adpcm.flv",
     "speech.lp.dss",
@@ -969,6 +969,8 @@ const CONTAINERS: [&str; 76] = [
     "speech.wmav1.wma",
     "speech.wmav2.wma",
     "tones.wma.mkv",
+    "tones.wma.wav",
+    "tones.wma.avi",
     "tones.g722.wav",
     "tones.w64",
     "tones.ima4.caf",
@@ -1704,6 +1706,15 @@ fn windows_media_audio_decodes_as_ffmpeg_does() {
     assert_eq!((mkv.sample_rate, mkv.channels_in), (22_050, 2));
     assert_eq!(mkv.samples.len(), 4096);
     assert!(mkv.samples.iter().any(|v| v.abs() > 0.1), "silence");
+    // WMA in WAV and in AVI (format tag 0x0161, as ffmpeg writes them): the ASF file's
+    // superframes, so its samples exactly.
+    let asf = decode_file_keeping_stereo(&fixture("tones.wma")).unwrap();
+    for name in ["tones.wma.wav", "tones.wma.avi"] {
+        let got = decode_file_keeping_stereo(&fixture(name)).unwrap();
+        assert_eq!((got.sample_rate, got.channels_in), (22_050, 2), "{name}");
+        assert!(got.samples == asf.samples, "{name}");
+        assert!(got.stereo == asf.stereo, "{name}");
+    }
 }
 
 /// Speex in Ogg (`.spx`) decodes to FFmpeg's float samples exactly: wideband speech

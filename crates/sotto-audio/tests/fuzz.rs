@@ -6,7 +6,7 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 68] = [
+const FIXTURES: [&str; 69] = [
     "noise.adpcm.flv",
     "speech.lp.dss",
     "noise.g729d.wav",
@@ -18,6 +18,7 @@ const FIXTURES: [&str; 68] = [
     "tones.wma",
     "speech.wmav1.wma",
     "tones.wma.mkv",
+    "tones.wma.wav",
     "tones.g722.wav",
     "tones.w64",
     "tones.ima4.caf",

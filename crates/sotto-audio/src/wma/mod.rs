@@ -16,6 +16,9 @@
 //! at the end of the stream (an empty packet asks for it).
 
 mod tables;
+mod wav;
+
+pub(crate) use wav::WavReader;
 
 use symphonia::core::audio::{AudioBuffer, Channels, Signal};
 use symphonia::core::codecs::{decl_codec_type, CodecDescriptor, CodecParameters, CodecType};
@@ -31,6 +34,8 @@ use tables::{EXP_CODES, EXP_LENS, HGAIN, LSP_CODEBOOK};
 pub(crate) const CODEC_TYPE_WMAV1: CodecType = decl_codec_type(b"wma1");
 /// WMA version 2 (format tag 0x0161).
 pub(crate) const CODEC_TYPE_WMAV2: CodecType = decl_codec_type(b"wma2");
+/// The WAVE format tags of WMA 1 and 2.
+pub(crate) const WAV_TAGS: [u16; 2] = [0x0160, 0x0161];
 
 /// Whether decoders of `codec` hold samples back until an empty packet asks for them.
 pub(crate) fn holds_back(codec: CodecType) -> bool {
