@@ -255,11 +255,14 @@ ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.25 -c:a pcm_s16le \
     -af "pan=5.1|FL=c0|FR=c1|FC=0.5*c0+0.5*c1|LFE=0.2*c0|BL=0.7*c0|BR=0.7*c1" six.wav
 ffmpeg -hide_banner -loglevel error -y -i six.wav -c:a ac3 -b:a 256k -fflags +bitexact \
     -flags +bitexact tones.51.ac3
-# E-AC-3 (Dolby Digital Plus) of the same six, as frames and in MP4 (`ec-3`).
+# E-AC-3 (Dolby Digital Plus) of the same six, as frames and in MP4 (`ec-3`) and WAV.
 ffmpeg -hide_banner -loglevel error -y -i six.wav -c:a eac3 -b:a 192k -fflags +bitexact \
     -flags +bitexact tones.51.eac3
 ffmpeg -hide_banner -loglevel error -y -i tones.51.eac3 -c:a copy -fflags +bitexact \
     -flags +bitexact tones.51.eac3.mp4
+# And in WAV, which FFmpeg (in AVI too) marks with the Dolby Digital Plus sub-format GUID.
+ffmpeg -hide_banner -loglevel error -y -i tones.51.eac3 -c:a copy -fflags +bitexact \
+    -flags +bitexact tones.51.eac3.wav
 # DTS of the same six (FFmpeg's encoder: 384 kb/s is its least at 22.05 kHz), and FFmpeg's
 # mono mix of its decode.
 ffmpeg -hide_banner -loglevel error -y -i six.wav -c:a dca -strict -2 -b:a 384k \

@@ -262,15 +262,23 @@ pub(crate) fn wav_chunks(src: &mut dyn MediaSource) -> (Option<Vec<u8>>, Option<
 }
 
 /// A WAVEFORMATEX's format tag; WAVE_FORMAT_EXTENSIBLE's sub-format where that is AC-3
-/// or DTS (FFmpeg writes their 5.1 so), which symphonia's readers do not take.
+/// or DTS (FFmpeg writes their 5.1 so), which symphonia's readers do not take, and AC-3's
+/// tag for E-AC-3's sub-format (Windows' IEC 61937 Dolby Digital Plus GUID, which FFmpeg
+/// writes E-AC-3 in WAV and AVI with): the AC-3 path reads both.
 pub(crate) fn format_tag(format: &[u8]) -> Option<u16> {
     let tag = u16::from_le_bytes(format.get(..2)?.try_into().ok()?);
     let sub = format.get(24..26).map(|b| u16::from_le_bytes([b[0], b[1]]));
     match (tag, sub) {
+        (0xFFFE, _) if format.get(24..40) == Some(&EAC3_GUID[..]) => Some(AC3_TAG),
         (0xFFFE, Some(sub @ (AC3_TAG | DTS_TAG))) => Some(sub),
         _ => Some(tag),
     }
 }
+
+/// KSDATAFORMAT_SUBTYPE_IEC61937_DOLBY_DIGITAL_PLUS, as a WAVEFORMATEXTENSIBLE holds it.
+const EAC3_GUID: [u8; 16] = [
+    0xAF, 0x87, 0xFB, 0xA7, 0x02, 0x2D, 0xFB, 0x42, 0xA4, 0xD4, 0x05, 0xCD, 0x93, 0x84, 0x3B, 0xDD,
+];
 
 /// A WAV file's header for `data` bytes of samples in the format `fmt` (a WAVEFORMATEX):
 /// its sizes saturate at 4 GiB, where a WAV reader stops.
@@ -579,13 +587,16 @@ mod tests {
     }
 
     #[test]
-    fn extensible_formats_name_ac3_and_dts_by_their_sub_format() {
+    fn extensible_formats_name_ac3_e_ac3_and_dts_by_their_sub_format() {
         let mut f = vec![0u8; 40];
         f[..2].copy_from_slice(&0xFFFEu16.to_le_bytes());
         for (sub, tag) in [(0x2000, 0x2000), (0x2001, 0x2001), (0x0001, 0xFFFE)] {
             f[24..26].copy_from_slice(&u16::to_le_bytes(sub));
             assert_eq!(format_tag(&f), Some(tag));
         }
+        f[24..40].copy_from_slice(&EAC3_GUID);
+        assert_eq!(format_tag(&f), Some(AC3_TAG));
+        assert_eq!(format_tag(&f[..30]), Some(0xFFFE));
         assert_eq!(format_tag(&[0x50, 0]), Some(0x50));
         assert_eq!(format_tag(&[0x50]), None);
     }

@@ -328,15 +328,18 @@ fn surround_and_he_aac_decode_as_ffmpeg_does() {
 /// AC-3 and E-AC-3 decode as FFmpeg's decoder does: 5.1 (coupling, an LFE; E-AC-3's
 /// frame-level strategies), the mix and the front pair, to within the dither both
 /// decoders add where a coefficient has no bits (random, and not the same random: A/52
-/// leaves the generator to the decoder). E-AC-3 in MP4 (`ec-3`) decodes as its frames do.
+/// leaves the generator to the decoder). E-AC-3 in MP4 (`ec-3`) and WAV (FFmpeg's Dolby
+/// Digital Plus sub-format, as in AVI) decodes as its frames do.
 #[test]
 fn ac3_decodes_as_ffmpeg_does() {
     for name in ["tones.51.ac3", "tones.51.eac3"] {
         ac3_matches_ffmpeg(name);
     }
     let frames = decode_file(&fixture("tones.51.eac3")).unwrap();
-    let mp4 = decode_file(&fixture("tones.51.eac3.mp4")).unwrap();
-    assert_eq!(mp4.samples, frames.samples);
+    for name in ["tones.51.eac3.mp4", "tones.51.eac3.wav"] {
+        let contained = decode_file(&fixture(name)).unwrap();
+        assert!(contained.samples == frames.samples, "{name}");
+    }
 }
 
 fn ac3_matches_ffmpeg(name: &str) {
@@ -951,7 +954,7 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 78] = [
+const CONTAINERS: [&str; 79] = [
     "tones.opus.mp4",
     "tones.adpcm.flv",
     "speech.lp.dss",
@@ -1025,6 +1028,7 @@ const CONTAINERS: [&str; 78] = [
     "tones.ac3.mkv",
     "tones.51.opus.ts",
     "tones.51.eac3",
+    "tones.51.eac3.wav",
     "tones.71.mka",
     "tones.51.dts",
     "tones.dts.mkv",
