@@ -178,7 +178,13 @@ fn audio_params(fmt: &[u8]) -> Option<(CodecParameters, Option<&'static str>)> {
         (0x0162, _) => Some("WMA Pro (Windows Media Audio 9 Professional)"),
         (0x0163, _) => Some("WMA Lossless"),
         (0x000A, _) => Some("WMA Voice"),
-        (0x0055, _) => Some("MP3 in ASF"),
+        // What a WAV file may hold (G.711, ADPCM, MP3, wider PCM...): as that file.
+        _ if crate::avi::format_tag(fmt).is_some_and(crate::avi::wav_tag_decoded) => {
+            params
+                .for_codec(crate::avi::CODEC_TYPE_ACM)
+                .with_extra_data(fmt.into());
+            None
+        }
         _ => Some("an audio codec sotto does not decode"),
     };
     if params.codec == CODEC_TYPE_NULL && params.channels.is_none() {

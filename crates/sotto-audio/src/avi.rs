@@ -298,6 +298,12 @@ pub(crate) fn wav_header(fmt: &[u8], data: u64) -> Vec<u8> {
     h
 }
 
+/// Not a codec: a track whose packets are in the WAV format its parameters' extra data
+/// holds (a WAVEFORMATEX: ASF's streams and Matroska's `A_MS/ACM` tracks in G.711, ADPCM,
+/// MP3 and the rest a WAV file may hold). `decode.rs` gathers them into such a WAV file.
+pub(crate) const CODEC_TYPE_ACM: symphonia::core::codecs::CodecType =
+    symphonia::core::codecs::decl_codec_type(b"acm ");
+
 /// A chunk's header: its id, its length (cut to the file's), and the first 4 bytes of its
 /// body (a list's type, a stream header's stream type).
 type Header = ([u8; 4], u64, [u8; 4]);

@@ -765,8 +765,15 @@ fn decode_inner(
             let track = tracks.iter().find(|k| u64::from(k.id) == t.number)?;
             let mut params = track.codec_params.clone();
             if let Some(acm) = t.private_of(b"A_MS/ACM") {
-                let config = crate::wma::Config::from_waveformatex(acm)?;
-                params.for_codec(config.codec()).with_extra_data(acm.into());
+                match crate::wma::Config::from_waveformatex(acm) {
+                    Some(config) => params.for_codec(config.codec()),
+                    None => {
+                        let tag = crate::avi::format_tag(acm)?;
+                        crate::avi::wav_tag_decoded(tag).then_some(())?;
+                        params.for_codec(crate::avi::CODEC_TYPE_ACM)
+                    }
+                };
+                params.with_extra_data(acm.into());
             } else {
                 let cookie = t.private_of(b"A_ALAC")?;
                 params
@@ -830,6 +837,22 @@ fn decode_inner(
             params = FormatReader::tracks(&long)[0].codec_params.clone();
             format = Box::new(long);
         }
+    }
+    // A track in a WAV format that only its WAVEFORMATEX names: its packets, gathered,
+    // decode as the WAV file they make.
+    if params.codec == crate::avi::CODEC_TYPE_ACM {
+        let fmt = params.extra_data.clone().unwrap_or_default();
+        let data = gather_track(&mut *format, track_id, pending).map_err(|e| match e {
+            SymError::IoError(source) => AudioError::Io {
+                input: name.to_string(),
+                source,
+            },
+            e => corrupt(name, e.to_string()),
+        })?;
+        let mut wav = crate::avi::wav_header(&fmt, data.len() as u64);
+        wav.extend_from_slice(&data);
+        drop(data);
+        return decode_inner(Box::new(Cursor::new(wav)), name, Some("wav"), want);
     }
     let make = |params: &CodecParameters| {
         codecs()
@@ -993,6 +1016,26 @@ fn decode_inner(
         }
     }
     mono.finish(name, first_error)
+}
+
+/// The bytes of every packet of track `id` (after `pending`, a packet read ahead), to the
+/// end of the stream; an error only where nothing was read.
+fn gather_track(
+    format: &mut dyn FormatReader,
+    id: u32,
+    pending: Option<symphonia::core::formats::Packet>,
+) -> std::result::Result<Vec<u8>, SymError> {
+    let mut data = pending.map(|p| p.data.to_vec()).unwrap_or_default();
+    loop {
+        match format.next_packet() {
+            Ok(p) if p.track_id() == id => data.extend_from_slice(&p.data),
+            Ok(_) => {}
+            Err(SymError::IoError(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+            Err(_) if !data.is_empty() => break,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(data)
 }
 
 /// The first `n` channel positions (1 to 32), for a count that comes with no layout.

@@ -954,7 +954,7 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 79] = [
+const CONTAINERS: [&str; 81] = [
     "tones.opus.mp4",
     "tones.adpcm.flv",
     "speech.lp.dss",
@@ -974,6 +974,8 @@ const CONTAINERS: [&str; 79] = [
     "tones.wma.mkv",
     "tones.wma.wav",
     "tones.wma.avi",
+    "tones.mulaw.mkv",
+    "tones.adpcm.asf",
     "tones.g722.wav",
     "tones.w64",
     "tones.ima4.caf",
@@ -1767,6 +1769,43 @@ fn speex_decodes_as_ffmpeg_does() {
         assert!(cut.samples.len() < got.samples.len());
         assert!(got.samples.starts_with(&cut.samples), "{name} cut");
     }
+}
+
+/// ASF streams and Matroska's `A_MS/ACM` tracks in what a WAV file may hold decode as
+/// that WAV file would, to FFmpeg's samples exactly (`ffmpeg -i F -f f32le - | md5sum`):
+/// G.711 μ-law in Matroska (IP cameras' streams, recorded with `-c copy`) and Microsoft
+/// ADPCM in ASF; by name, bytes and pipe alike.
+#[test]
+fn wav_formats_in_asf_and_matroska_decode_as_ffmpeg_does() {
+    let dir = scratch("acm");
+    for (name, rate, channels, md5) in [
+        (
+            "tones.mulaw.mkv",
+            8_000,
+            1,
+            "3b38eaaa0f68319b5b4efb849d477604",
+        ),
+        (
+            "tones.adpcm.asf",
+            11_025,
+            2,
+            "41530efa10d018ab77dbe5add97b450d",
+        ),
+    ] {
+        let got = decode_file_keeping_stereo(&fixture(name)).unwrap();
+        assert_eq!(
+            (got.sample_rate, got.channels_in),
+            (rate, channels),
+            "{name}"
+        );
+        let samples = interleaved(&got);
+        assert!(samples.iter().any(|v| v.abs() > 0.1), "{name}: silence");
+        let raw = dir.join(format!("{name}.f32"));
+        let le: Vec<u8> = samples.iter().flat_map(|s| s.to_le_bytes()).collect();
+        std::fs::write(&raw, le).unwrap();
+        assert_eq!(sotto_testdata::md5(&raw), md5, "{name}");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
 }
 
 /// DSS (Olympus's and Philips's dictation recorders) in standard-play mode decodes to

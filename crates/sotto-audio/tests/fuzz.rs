@@ -6,7 +6,7 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 69] = [
+const FIXTURES: [&str; 71] = [
     "noise.adpcm.flv",
     "speech.lp.dss",
     "noise.g729d.wav",
@@ -19,6 +19,8 @@ const FIXTURES: [&str; 69] = [
     "speech.wmav1.wma",
     "tones.wma.mkv",
     "tones.wma.wav",
+    "tones.mulaw.mkv",
+    "tones.adpcm.asf",
     "tones.g722.wav",
     "tones.w64",
     "tones.ima4.caf",
