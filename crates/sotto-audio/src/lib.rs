@@ -19,6 +19,7 @@ mod avi;
 mod caf;
 mod codec;
 mod decode;
+mod demux;
 pub mod diarize;
 mod dss;
 mod dts;
