@@ -175,6 +175,19 @@ fn audio_params(fmt: &[u8]) -> Option<(CodecParameters, Option<&'static str>)> {
             params.for_codec(CODEC_TYPE_PCM_U8).with_bits_per_sample(8);
             None
         }
+        // AAC's access units, configured by the AudioSpecificConfig after the 18 bytes.
+        (tag, _) if crate::avi::AAC_TAGS.contains(&tag) => {
+            let size = usize::from(le16(fmt, 16).unwrap_or(0));
+            match fmt.get(18..18 + size).filter(|asc| !asc.is_empty()) {
+                Some(asc) => {
+                    params
+                        .for_codec(symphonia::core::codecs::CODEC_TYPE_AAC)
+                        .with_extra_data(asc.into());
+                    None
+                }
+                None => Some("AAC without its configuration"),
+            }
+        }
         (0x0162, _) => Some("WMA Pro (Windows Media Audio 9 Professional)"),
         (0x0163, _) => Some("WMA Lossless"),
         (0x000A, _) => Some("WMA Voice"),
@@ -695,6 +708,46 @@ mod tests {
                 (160, vec![0xC, 0xD, 0xE]),
                 (250, vec![7, 7]),
             ]
+        );
+    }
+
+    /// A WAVEFORMATEX of `tag`, 2 channels at 44.1 kHz, 16 bits, with `extra` after it.
+    fn waveformatex(tag: u16, extra: &[u8]) -> Vec<u8> {
+        let mut f = tag.to_le_bytes().to_vec();
+        f.extend(2u16.to_le_bytes());
+        f.extend(44_100u32.to_le_bytes());
+        f.extend([0, 0, 0, 0, 4, 0, 16, 0]);
+        f.extend((extra.len() as u16).to_le_bytes());
+        f.extend(extra);
+        f
+    }
+
+    #[test]
+    fn streams_are_wma_aac_a_wav_format_or_named() {
+        let codec = |tag, extra: &[u8]| {
+            let (p, refused) = audio_params(&waveformatex(tag, extra)).unwrap();
+            (p.codec, p.extra_data.map(|e| e.len()), refused)
+        };
+        let aac = symphonia::core::codecs::CODEC_TYPE_AAC;
+        assert_eq!(codec(0x00FF, &[0x12, 0x10]), (aac, Some(2), None));
+        assert_eq!(
+            codec(0x00FF, &[]),
+            (CODEC_TYPE_NULL, None, Some("AAC without its configuration"))
+        );
+        // MP3, μ-law, MS ADPCM: the WAV format, whole, for `decode.rs` to make a WAV file.
+        for tag in [0x0055, 0x0007, 0x0002] {
+            assert_eq!(
+                codec(tag, &[]),
+                (crate::avi::CODEC_TYPE_ACM, Some(18), None)
+            );
+        }
+        assert_eq!(
+            codec(0x0162, &[]).2,
+            Some("WMA Pro (Windows Media Audio 9 Professional)")
+        );
+        assert_eq!(
+            codec(0x1234, &[]).2,
+            Some("an audio codec sotto does not decode")
         );
     }
 

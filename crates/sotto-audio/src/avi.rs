@@ -39,7 +39,7 @@ const AC3_TAG: u16 = 0x2000;
 const DTS_TAG: u16 = 0x2001;
 /// AAC: raw access units, one a chunk, with the AudioSpecificConfig after the
 /// WAVEFORMATEX (FFmpeg's and most cameras' tag, and others FFmpeg reads); ADTS frames.
-const AAC_TAGS: [u16; 4] = [0x00FF, 0x706D, 0x4143, 0xA106];
+pub(crate) const AAC_TAGS: [u16; 4] = [0x00FF, 0x706D, 0x4143, 0xA106];
 const ADTS_TAG: u16 = 0x1600;
 
 /// Whether sotto decodes a WAV file of this format tag (symphonia, or its own readers).
