@@ -1755,10 +1755,7 @@ fn speex_decodes_as_ffmpeg_does() {
         );
         let samples = interleaved(&got);
         assert!(samples.iter().any(|v| v.abs() > 0.1), "{name}: silence");
-        let raw = dir.join(format!("{name}.f32"));
-        let le: Vec<u8> = samples.iter().flat_map(|s| s.to_le_bytes()).collect();
-        std::fs::write(&raw, le).unwrap();
-        assert_eq!(sotto_testdata::md5(&raw), md5, "{name}");
+        assert_eq!(f32_md5(&samples, &dir), md5, "{name}");
         let bytes = std::fs::read(fixture(name)).unwrap();
         let sniffed = decode_bytes("noname", bytes.clone(), None).unwrap();
         assert!(sniffed.samples == got.samples, "{name} sniffed");
@@ -1800,10 +1797,7 @@ fn wav_formats_in_asf_and_matroska_decode_as_ffmpeg_does() {
         );
         let samples = interleaved(&got);
         assert!(samples.iter().any(|v| v.abs() > 0.1), "{name}: silence");
-        let raw = dir.join(format!("{name}.f32"));
-        let le: Vec<u8> = samples.iter().flat_map(|s| s.to_le_bytes()).collect();
-        std::fs::write(&raw, le).unwrap();
-        assert_eq!(sotto_testdata::md5(&raw), md5, "{name}");
+        assert_eq!(f32_md5(&samples, &dir), md5, "{name}");
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
@@ -1843,6 +1837,15 @@ fn interleaved(audio: &sotto_audio::Audio) -> Vec<f32> {
 }
 
 /// `samples` (a 16-bit decode) as little-endian bytes, and their md5.
+/// The md5 of `samples` as `ffmpeg -f f32le` writes them (the hashes tests hold), through
+/// a file in `dir`.
+fn f32_md5(samples: &[f32], dir: &Path) -> String {
+    let raw = dir.join("decoded.f32");
+    let le: Vec<u8> = samples.iter().flat_map(|s| s.to_le_bytes()).collect();
+    std::fs::write(&raw, le).unwrap();
+    sotto_testdata::md5(&raw)
+}
+
 fn s16_md5(samples: &[f32], dir: &Path) -> String {
     let raw = dir.join("decoded.s16");
     let le: Vec<u8> = samples
@@ -2226,12 +2229,8 @@ fn amr_decodes_as_ffmpeg_does() {
     let mut spoken = amr.samples.clone();
     spoken.drain(pause);
     // `ffmpeg -i speech.amr -f f32le - | md5sum`, FFmpeg 5.1.
-    let dir = scratch("amr");
-    let raw = dir.join("speech.f32");
-    let le: Vec<u8> = spoken.iter().flat_map(|s| s.to_le_bytes()).collect();
-    std::fs::write(&raw, le).unwrap();
     assert_eq!(
-        sotto_testdata::md5(&raw),
+        f32_md5(&spoken, &scratch("amr")),
         "4930dfd247f22ea347313e68756be48d"
     );
 
@@ -2292,11 +2291,8 @@ fn amr_wb_decodes_as_ffmpeg_does() {
     let mut kept = awb.samples.clone();
     kept.drain(100 * 320..101 * 320);
     // `ffmpeg -i speech.awb -f f32le - | md5sum`, FFmpeg 5.1.
-    let raw = scratch("amr-wb").join("speech.f32");
-    let le: Vec<u8> = kept.iter().flat_map(|s| s.to_le_bytes()).collect();
-    std::fs::write(&raw, le).unwrap();
     assert_eq!(
-        sotto_testdata::md5(&raw),
+        f32_md5(&kept, &scratch("amr-wb")),
         "6f448584e07d0cfb31ef506f3acbbba4"
     );
 
