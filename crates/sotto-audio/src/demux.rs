@@ -230,6 +230,8 @@ pub(crate) fn unwrap<'a>(
         })?;
         ext = Some(audio.ext);
         src = Box::new(ReadOnlySource::new(audio.reader));
+    } else if head.starts_with(b"OggS") {
+        src = crate::ogg_mend::split_lone_pages(src);
     } else if let Some(layout) = crate::ts::layout(head) {
         use crate::ts::{TsAudio, TsError};
         let audio = TsAudio::open(src, layout).map_err(|e| match e {

@@ -41,6 +41,7 @@ mod mp2;
 mod mp4_edit;
 mod mxf;
 mod nelly;
+mod ogg_mend;
 mod ogg_speex;
 mod opus;
 mod ps;

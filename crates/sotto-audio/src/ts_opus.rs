@@ -88,7 +88,7 @@ fn is_sync(b0: u8, b1: u8) -> bool {
 
 /// Samples (at 48 kHz) an Opus packet decodes to, from its TOC byte and frame count
 /// (RFC 6716 §3.1); None for a packet too short to say.
-fn packet_samples(packet: &[u8]) -> Option<u32> {
+pub(crate) fn packet_samples(packet: &[u8]) -> Option<u32> {
     let toc = *packet.first()?;
     let config = u32::from(toc >> 3);
     // Frame sizes in 2.5 ms units: SILK 10–60 ms, hybrid 10–20 ms, CELT 2.5–20 ms.

@@ -954,7 +954,7 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 81] = [
+const CONTAINERS: [&str; 82] = [
     "tones.opus.mp4",
     "tones.adpcm.flv",
     "speech.lp.dss",
@@ -1013,6 +1013,7 @@ const CONTAINERS: [&str; 81] = [
     "tones.mp3",
     "tones.ogg",
     "tones.opus",
+    "speech.short.opus",
     "tones.webm",
     "tones.m4a",
     "tones.aac",
@@ -1259,6 +1260,43 @@ fn chained_ogg_decodes_every_link() {
         let from_path = sotto_audio::load_16k(path.to_str().unwrap(), true).unwrap();
         assert_eq!(trickled(&chained), from_path, "{name} piped");
     }
+}
+
+/// An Ogg Opus file whose audio is one page (0.3 s of speech: a short voice message)
+/// decodes to FFmpeg's count, its end trimmed (symphonia's reader gave 648 samples more);
+/// chained before or after another file, each link decodes as it does alone (the short
+/// link was dropped, unsaid, when it came first), from a path and from a pipe.
+#[test]
+fn a_one_page_opus_link_is_trimmed_and_kept_in_a_chain() {
+    let short = decode_file(&fixture("speech.short.opus")).unwrap();
+    // `ffmpeg -i speech.short.opus -f f32le - | wc -c` / 4.
+    assert_eq!((short.samples.len(), short.sample_rate), (14_400, 48_000));
+    let long = decode_file(&fixture("tones.opus")).unwrap();
+    let (a, b) = (
+        std::fs::read(fixture("speech.short.opus")).unwrap(),
+        std::fs::read(fixture("tones.opus")).unwrap(),
+    );
+    let dir = scratch("one-page");
+    for (name, bytes, want) in [
+        (
+            "short-first.opus",
+            [a.clone(), b.clone()].concat(),
+            [short.samples.clone(), long.samples.clone()].concat(),
+        ),
+        (
+            "short-last.opus",
+            [b, a].concat(),
+            [long.samples.clone(), short.samples.clone()].concat(),
+        ),
+    ] {
+        let path = dir.join(name);
+        std::fs::write(&path, &bytes).unwrap();
+        let got = decode_file(&path).unwrap();
+        assert!(got.samples == want, "{name}");
+        let from_path = sotto_audio::load_16k(path.to_str().unwrap(), true).unwrap();
+        assert_eq!(trickled(&bytes), from_path, "{name} piped");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
 }
 
 /// MP3 files joined end to end (`cat a.mp3 b.mp3`) decode whole, as FFmpeg decodes them:

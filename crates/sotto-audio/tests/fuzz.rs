@@ -6,7 +6,7 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 71] = [
+const FIXTURES: [&str; 72] = [
     "noise.adpcm.flv",
     "speech.lp.dss",
     "noise.g729d.wav",
@@ -44,6 +44,7 @@ const FIXTURES: [&str; 71] = [
     "tones.ogg",
     "tones.opus",
     "tones.51.opus",
+    "speech.short.opus",
     "tones.webm",
     "tones.mp3.mkv",
     "tones.alac.mkv",
