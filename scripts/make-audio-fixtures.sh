@@ -576,10 +576,12 @@ done
 # Opus in MP4 (`dOps`, an edit list for the pre-skip): the Ogg fixture's packets copied.
 ffmpeg -hide_banner -loglevel error -y -i tones.opus -c:a copy -f mp4 -fflags +bitexact \
     tones.opus.mp4
-# 0.3 s of speech in Ogg Opus: its audio in one page (a short voice message), which
-# symphonia's Ogg reader mishandles (`ogg_mend.rs`).
+# 0.3 s of speech in Ogg Opus and Vorbis: its audio in one page (a short voice message),
+# which symphonia's Ogg reader mishandles (`ogg_mend.rs`).
 ffmpeg -hide_banner -loglevel error -y -i "$root/samples/jfk.wav" -t 0.3 -c:a libopus -b:a 24k \
     -fflags +bitexact -flags +bitexact speech.short.opus
+ffmpeg -hide_banner -loglevel error -y -i "$root/samples/jfk.wav" -t 0.3 -c:a libvorbis \
+    -fflags +bitexact -flags +bitexact speech.short.ogg
 # Opus in MPEG-TS (a registration descriptor, trims in the first and last units' control
 # headers): the Ogg fixtures' packets copied.
 for f in tones.opus tones.51.opus; do

@@ -1,9 +1,10 @@
-//! Ogg Opus links whose audio is all in one page (under a second or so: a short voice
-//! message, a chained file's short part), which symphonia's Ogg reader mishandles: alone,
-//! the page's end trim is not applied (648 samples too many); chained before another link,
-//! the whole link is dropped, unsaid. Such a page is shown to the reader as two (its first
-//! packet, then the rest), which it reads as FFmpeg does. The split is found by walking
-//! the page headers once; a file with no such page is read as it is.
+//! Ogg Opus and Vorbis links whose audio is all in one page (under a second or so: a
+//! short voice message, a chained file's short part), which symphonia's Ogg reader
+//! mishandles: alone, the page's end trim is not applied (Opus: 648 samples too many);
+//! chained before another link, the whole link is dropped, unsaid. Such a page is shown to
+//! the reader as two (its first packet, then the rest), which it reads as it reads any
+//! other link. The split is found by walking the page headers once; a file with no such
+//! page is read as it is.
 
 use std::io::{Read, Seek, SeekFrom};
 
@@ -20,7 +21,7 @@ const CONTINUED: u8 = 1;
 const FIRST: u8 = 2;
 const LAST: u8 = 4;
 
-/// `src`, an Ogg file at its start, with every Opus link whose audio is one page shown
+/// `src`, an Ogg file at its start, with every Opus or Vorbis link whose audio is one page shown
 /// with that page split in two; `src` as it is (at its start) where there is none.
 pub(crate) fn split_lone_pages(mut src: Box<dyn MediaSource>) -> Box<dyn MediaSource> {
     let splits = find(&mut *src);
@@ -47,9 +48,45 @@ struct Split {
     pages: Vec<u8>,
 }
 
-/// Per logical stream: Opus header packets still to come (OpusHead, OpusTags), or None
-/// for a stream of another codec, or whose first audio page has been passed.
-type Streams = Vec<(u32, Option<usize>)>;
+/// The codecs whose lone pages are split.
+#[derive(Clone, Copy, PartialEq)]
+enum Codec {
+    Opus,
+    Vorbis,
+}
+
+impl Codec {
+    /// The codec a logical stream's first packet starts, if one of these.
+    fn of(first: &[u8; 8]) -> Option<Self> {
+        match first {
+            b"OpusHead" => Some(Codec::Opus),
+            [1, b'v', b'o', b'r', b'b', b'i', b's', _] => Some(Codec::Vorbis),
+            _ => None,
+        }
+    }
+
+    /// Header packets before the audio: OpusHead and OpusTags; Vorbis's identification,
+    /// comment and setup headers.
+    fn headers(self) -> usize {
+        match self {
+            Codec::Opus => 2,
+            Codec::Vorbis => 3,
+        }
+    }
+
+    /// Samples a link's first audio packet ends at: an Opus packet's length (its TOC
+    /// says), and none for Vorbis, whose first packet only primes the overlap.
+    fn first_packet_end(self, packet: &[u8]) -> Option<u32> {
+        match self {
+            Codec::Opus => crate::ts_opus::packet_samples(packet),
+            Codec::Vorbis => Some(0),
+        }
+    }
+}
+
+/// Per logical stream: its codec and header packets still to come, or None for a stream
+/// of another codec, or whose first audio page has been passed.
+type Streams = Vec<(u32, Option<(Codec, usize)>)>;
 
 /// The pages to split, in file order.
 fn find(src: &mut dyn MediaSource) -> Vec<Split> {
@@ -72,20 +109,21 @@ fn find(src: &mut dyn MediaSource) -> Vec<Split> {
         let ends = lacing.iter().filter(|&&l| l < 255).count();
         if flags & FIRST != 0 {
             let mut magic = [0u8; 8];
-            let opus = src.seek(SeekFrom::Start(body_at)).is_ok()
-                && src.read_exact(&mut magic).is_ok()
-                && &magic == b"OpusHead";
+            let read =
+                src.seek(SeekFrom::Start(body_at)).is_ok() && src.read_exact(&mut magic).is_ok();
+            let codec = if read { Codec::of(&magic) } else { None };
             streams.retain(|s| s.0 != serial);
-            streams.push((serial, opus.then_some(2)));
+            streams.push((serial, codec.map(|c| (c, c.headers()))));
         }
         if let Some(entry) = streams.iter_mut().find(|s| s.0 == serial) {
             match entry.1 {
-                Some(0) => {
+                Some((codec, 0)) => {
                     // The link's first audio page.
                     entry.1 = None;
                     let lone = flags & LAST != 0 && flags & CONTINUED == 0 && ends >= 2;
                     if lone && at + page_len <= len {
-                        if let Some(pages) = split(src, &header, &lacing, body_at, body_len) {
+                        let pages = split(src, codec, &header, &lacing, body_at, body_len);
+                        if let Some(pages) = pages {
                             splits.push(Split {
                                 page_at: at,
                                 page_len,
@@ -94,7 +132,7 @@ fn find(src: &mut dyn MediaSource) -> Vec<Split> {
                         }
                     }
                 }
-                Some(left) => entry.1 = Some(left.saturating_sub(ends)),
+                Some((codec, left)) => entry.1 = Some((codec, left.saturating_sub(ends))),
                 None => {}
             }
         }
@@ -121,11 +159,12 @@ fn page_header(src: &mut dyn MediaSource, at: u64, len: u64) -> Option<([u8; HEA
 }
 
 /// The page (`header`, `lacing`, its body at `body_at`) as two: its first packet, whose
-/// granule position is the packet's length in samples (the link starts at 0, as FFmpeg
-/// takes a lone page's), then the rest with the page's own granule position and flags.
-/// None where the first packet is longer than the whole link says it is.
+/// granule position is where that packet ends (the link starts at 0, as FFmpeg takes a
+/// lone page's), then the rest with the page's own granule position and flags. None
+/// where the first packet ends past where the whole link says it does.
 fn split(
     src: &mut dyn MediaSource,
+    codec: Codec,
     header: &[u8; HEADER],
     lacing: &[u8],
     body_at: u64,
@@ -137,7 +176,7 @@ fn split(
     // The first packet's lacing values: up to and including the first under 255.
     let first = lacing.iter().position(|&l| l < 255)? + 1;
     let first_len: usize = lacing[..first].iter().map(|&l| usize::from(l)).sum();
-    let samples = crate::ts_opus::packet_samples(&body[..first_len])?;
+    let samples = codec.first_packet_end(&body[..first_len])?;
     let granule = i64::from_le_bytes(header[6..14].try_into().expect("eight bytes"));
     if granule < i64::from(samples) {
         return None;
@@ -377,10 +416,10 @@ mod tests {
         ] {
             assert_eq!(shown(file.clone()), file);
         }
-        // Not Opus.
-        let mut vorbis = opus_link(LAST, 1_920, &packets);
-        vorbis[28..36].copy_from_slice(b"\x01vorbis\0");
-        assert_eq!(shown(vorbis.clone()), vorbis);
+        // Neither Opus nor Vorbis (FLAC's mapping).
+        let mut flac = opus_link(LAST, 1_920, &packets);
+        flac[28..36].copy_from_slice(b"\x7fFLAC\x01\x00\x00");
+        assert_eq!(shown(flac.clone()), flac);
     }
 
     #[test]

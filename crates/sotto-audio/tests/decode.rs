@@ -954,7 +954,7 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 82] = [
+const CONTAINERS: [&str; 83] = [
     "tones.opus.mp4",
     "tones.adpcm.flv",
     "speech.lp.dss",
@@ -1014,6 +1014,7 @@ const CONTAINERS: [&str; 82] = [
     "tones.ogg",
     "tones.opus",
     "speech.short.opus",
+    "speech.short.ogg",
     "tones.webm",
     "tones.m4a",
     "tones.aac",
@@ -1262,34 +1263,45 @@ fn chained_ogg_decodes_every_link() {
     }
 }
 
-/// An Ogg Opus file whose audio is one page (0.3 s of speech: a short voice message)
-/// decodes to FFmpeg's count, its end trimmed (symphonia's reader gave 648 samples more);
-/// chained before or after another file, each link decodes as it does alone (the short
-/// link was dropped, unsaid, when it came first), from a path and from a pipe.
+/// An Ogg file whose audio is one page (0.3 s of speech: a short voice message) decodes
+/// to its length, its end trimmed (symphonia's reader gave Opus's 648 samples of padding
+/// more: FFmpeg's count is 14,400; FFmpeg keeps Vorbis's 448, sotto trims them as the
+/// granule position says); chained before or after another file, each link decodes as it
+/// does alone (the short link was dropped, unsaid, when it came first), from a path and
+/// from a pipe. Opus and Vorbis.
 #[test]
-fn a_one_page_opus_link_is_trimmed_and_kept_in_a_chain() {
-    let short = decode_file(&fixture("speech.short.opus")).unwrap();
-    // `ffmpeg -i speech.short.opus -f f32le - | wc -c` / 4.
-    assert_eq!((short.samples.len(), short.sample_rate), (14_400, 48_000));
-    let long = decode_file(&fixture("tones.opus")).unwrap();
+fn a_one_page_ogg_link_is_trimmed_and_kept_in_a_chain() {
+    for (short_name, long_name, len, rate) in [
+        ("speech.short.opus", "tones.opus", 14_400, 48_000),
+        // Another file of the same rate: itself (two one-page links).
+        ("speech.short.ogg", "speech.short.ogg", 4_800, 16_000),
+    ] {
+        one_page_link(short_name, long_name, len, rate);
+    }
+}
+
+fn one_page_link(short_name: &str, long_name: &str, len: usize, rate: u32) {
+    let short = decode_file(&fixture(short_name)).unwrap();
+    assert_eq!((short.samples.len(), short.sample_rate), (len, rate));
+    let long = decode_file(&fixture(long_name)).unwrap();
     let (a, b) = (
-        std::fs::read(fixture("speech.short.opus")).unwrap(),
-        std::fs::read(fixture("tones.opus")).unwrap(),
+        std::fs::read(fixture(short_name)).unwrap(),
+        std::fs::read(fixture(long_name)).unwrap(),
     );
-    let dir = scratch("one-page");
+    let dir = scratch(&format!("one-page-{short_name}"));
     for (name, bytes, want) in [
         (
-            "short-first.opus",
+            format!("first-{short_name}"),
             [a.clone(), b.clone()].concat(),
             [short.samples.clone(), long.samples.clone()].concat(),
         ),
         (
-            "short-last.opus",
+            format!("last-{short_name}"),
             [b, a].concat(),
             [long.samples.clone(), short.samples.clone()].concat(),
         ),
     ] {
-        let path = dir.join(name);
+        let path = dir.join(&name);
         std::fs::write(&path, &bytes).unwrap();
         let got = decode_file(&path).unwrap();
         assert!(got.samples == want, "{name}");

@@ -6,7 +6,7 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 72] = [
+const FIXTURES: [&str; 73] = [
     "noise.adpcm.flv",
     "speech.lp.dss",
     "noise.g729d.wav",
@@ -45,6 +45,7 @@ const FIXTURES: [&str; 72] = [
     "tones.opus",
     "tones.51.opus",
     "speech.short.opus",
+    "speech.short.ogg",
     "tones.webm",
     "tones.mp3.mkv",
     "tones.alac.mkv",
