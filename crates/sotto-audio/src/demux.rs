@@ -261,7 +261,7 @@ pub(crate) fn unwrap<'a>(
     })
 }
 
-/// What a WAV file holds, for its speech codecs' sake.
+/// What a WAV file holds, for the sake of the codecs sotto decodes itself (`avi::own_codec`).
 enum SpeechWav {
     /// Another format: the file, to read as it is.
     Other(Box<dyn MediaSource>),
