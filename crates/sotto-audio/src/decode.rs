@@ -476,7 +476,20 @@ fn decode_inner(
                 pending = Some(packet);
                 (track_id, params)
             }
-            None => return Err(no_track(name, format.tracks(), moov.sound)),
+            None => {
+                // What the file says its audio is, for the error to name.
+                let named = match (mkv_tracks.first(), moov.sound_entry) {
+                    (Some(t), _) => Some(t.codec_name()),
+                    // QuickTime's `ms` entries carry a WAVE format tag.
+                    (None, Some([b'm', b's', hi, lo])) => Some(format!(
+                        "QuickTime sample entry 'ms' (WAVE format {:#06x})",
+                        u16::from_be_bytes([hi, lo])
+                    )),
+                    (None, Some(kind)) => Some(format!("MP4 sample entry '{}'", fourcc(kind))),
+                    (None, None) => None,
+                };
+                return Err(no_track(name, format.tracks(), moov.sound, named));
+            }
         },
     };
     if params.channels.is_none() && params.channel_layout.is_none() {
@@ -802,8 +815,15 @@ fn sniffed_track(
 }
 
 /// Why a container that was read has no track to decode: its audio is in a codec symphonia
-/// does not know (a track with a sample rate or channels, or an MP4 sound track: DTS...), it holds video alone, or nothing was recognised at all.
-fn no_track(name: &str, tracks: &[symphonia::core::formats::Track], sound: bool) -> AudioError {
+/// does not know (a track with a sample rate or channels, or an MP4 sound track: DTS...),
+/// which `named` names where the file says what it is, it holds video alone, or nothing
+/// was recognised at all.
+fn no_track(
+    name: &str,
+    tracks: &[symphonia::core::formats::Track],
+    sound: bool,
+    named: Option<String>,
+) -> AudioError {
     let input = name.to_string();
     let audio = |t: &symphonia::core::formats::Track| {
         let p = &t.codec_params;
@@ -812,13 +832,26 @@ fn no_track(name: &str, tracks: &[symphonia::core::formats::Track], sound: bool)
     if sound || tracks.iter().any(audio) {
         AudioError::Codec {
             input,
-            detail: "a codec sotto does not decode".into(),
+            detail: match named {
+                Some(named) => format!("{named}, a codec sotto does not decode"),
+                None => "a codec sotto does not decode".into(),
+            },
         }
     } else if tracks.is_empty() {
         AudioError::Unsupported { input }
     } else {
         AudioError::Empty { input }
     }
+}
+
+/// A four-character code as it reads: its letters, and `\xNN` for any other byte.
+fn fourcc(kind: [u8; 4]) -> String {
+    kind.iter()
+        .map(|&b| match b {
+            b' '..=b'~' => char::from(b).to_string(),
+            _ => format!("\\x{b:02x}"),
+        })
+        .collect()
 }
 
 /// The 24-byte ALACSpecificConfig of an ALAC magic cookie that wraps it in `frma` and
@@ -1492,6 +1525,12 @@ impl Mono {
 mod tests {
     /// The weights FFmpeg's resampler (through faster-whisper's `decode_audio`) gave each
     /// layout's channels, to three places.
+    #[test]
+    fn four_character_codes_read_as_they_are() {
+        assert_eq!(fourcc(*b"mp4a"), "mp4a");
+        assert_eq!(fourcc([b'm', b's', 0, 0x11]), "ms\\x00\\x11");
+    }
+
     #[test]
     fn mono_weights_are_ffmpegs() {
         use super::mono_weights;

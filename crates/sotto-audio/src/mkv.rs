@@ -55,6 +55,18 @@ impl AudioTrack {
     pub(crate) fn private_of(&self, codec: &[u8]) -> Option<&[u8]> {
         (self.codec == codec).then_some(self.private.as_deref()?)
     }
+
+    /// The codec as an error names it: its CodecID, and for `A_MS/ACM` the WAVE format.
+    pub(crate) fn codec_name(&self) -> String {
+        let id = String::from_utf8_lossy(&self.codec);
+        match self
+            .private_of(b"A_MS/ACM")
+            .and_then(crate::avi::format_tag)
+        {
+            Some(tag) => format!("Matroska codec {id} (WAVE format {tag:#06x})"),
+            None => format!("Matroska codec {id}"),
+        }
+    }
 }
 
 /// The audio tracks; none for a file whose track list is not in its first MiB. Leaves

@@ -27,6 +27,9 @@ pub(crate) struct Moov {
     pub edit: Option<Edit>,
     /// Whether there is an audio track at all (`hdlr` `soun`), whatever its codec.
     pub sound: bool,
+    /// The first audio track's sample entry type (`mp4a`, `ms\0\x11`...), for an error to
+    /// name.
+    pub sound_entry: Option<[u8; 4]>,
     /// The first audio track's sample entry where its codec is one symphonia leaves
     /// without one: AMR (3GPP's `samr`, `sawb`), Apple's IMA 4:1 (`ima4`), QuickTime's
     /// G.711 (`ulaw`, `alaw`), MPEG audio Layer II (`.mp2`), or ALAC whose magic cookie is
@@ -44,6 +47,7 @@ pub(crate) fn read_moov<S: Read + Seek + ?Sized>(src: &mut S) -> Moov {
     let moov = find_moov(src).map_or_else(Moov::default, |moov| Moov {
         edit: parse_moov(&moov),
         sound: sound_trak(&moov).is_some(),
+        sound_entry: sound_entry(&moov),
         coded_track: coded_track(&moov),
         overlong_table: overlong_table(&moov),
     });
@@ -226,6 +230,12 @@ pub(crate) struct SoundEntry {
     pub channels: u16,
     pub rate: u32,
     pub config: Option<Vec<u8>>,
+}
+
+/// [`Moov::sound_entry`].
+fn sound_entry(moov: &[u8]) -> Option<[u8; 4]> {
+    let stbl = child(child(child(sound_trak(moov)?, b"mdia")?, b"minf")?, b"stbl")?;
+    child(stbl, b"stsd")?.get(12..16)?.try_into().ok()
 }
 
 /// [`Moov::coded_track`].

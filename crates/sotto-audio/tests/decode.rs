@@ -812,14 +812,16 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
     );
 
     // A container sotto reads with audio in a codec it does not decode (WavPack in
-    // Matroska) names the codec as the trouble; one with video alone has no audio.
+    // Matroska) names the codec, by the container's name for it, as the trouble; one with
+    // video alone has no audio.
     let e = decode_file(&fixture("tones.wv.mkv"))
         .unwrap_err()
         .to_string();
     assert_one_line(
         &e,
         &format!(
-            "{}: its audio codec is not supported: a codec sotto does not decode",
+            "{}: its audio codec is not supported: Matroska codec A_WAVPACK4, a codec sotto \
+             does not decode",
             fixture("tones.wv.mkv").display()
         ),
     );
