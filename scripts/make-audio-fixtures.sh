@@ -367,13 +367,19 @@ for f in tones.wma speech.wmav1.wma speech.wmav2.wma; do
     ffmpeg -hide_banner -loglevel error -y -i "$f" -c:a flac -sample_fmt s16 -fflags +bitexact \
         "$f.flac"
 done
-# What a WAV file may hold, in Matroska (`A_MS/ACM`: G.711 μ-law, as IP cameras send it)
-# and ASF (Microsoft ADPCM); tests/decode.rs holds the md5 of FFmpeg's decodes.
+# What a WAV file may hold, in Matroska (`A_MS/ACM`: G.711 μ-law, as IP cameras send it),
+# ASF (Microsoft ADPCM) and QuickTime; tests/decode.rs holds the md5 of FFmpeg's decodes.
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -ar 8000 -ac 1 -c:a pcm_mulaw \
     -fflags +bitexact -flags +bitexact tones.mulaw.mkv
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -ar 11025 -c:a adpcm_ms \
     -fflags +bitexact -flags +bitexact tones.adpcm.asf
-for f in tones.mulaw.mkv tones.adpcm.asf; do
+# And in QuickTime: Microsoft ADPCM (its WAVEFORMATEX in the entry's `wave` atom) and
+# G.726 (none: the entry's own fields).
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -ar 11025 -c:a adpcm_ms \
+    -fflags +bitexact -flags +bitexact tones.adpcm.mov
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -ar 8000 -ac 1 -c:a g726 \
+    -fflags +bitexact -flags +bitexact tones.g726.mov
+for f in tones.mulaw.mkv tones.adpcm.asf tones.adpcm.mov tones.g726.mov; do
     ffmpeg -hide_banner -loglevel error -i "$f" -f f32le - | md5sum
 done
 # The tones' WMA superframes copied into WAV and AVI (format tag 0x0161).

@@ -293,7 +293,9 @@ fn decode_source(
     // Extensions as Windows and recorders write them too (`CALL.G729`, `REC01.WAV`).
     let hint = hint.map(str::to_ascii_lowercase);
     let hint = hint.as_deref();
-    match catch_unwind(AssertUnwindSafe(|| decode_inner(src, name, hint, want))) {
+    match catch_unwind(AssertUnwindSafe(|| {
+        decode_inner(src, name, hint, want, None)
+    })) {
         Ok(result) => result,
         Err(payload) => {
             let why = payload
@@ -360,15 +362,19 @@ pub(crate) fn corrupt(name: &str, detail: impl Into<String>) -> AudioError {
     }
 }
 
+/// Decodes `src` (hinted `ext`) as `want` asks. `edit` is an MP4 edit list's, for a WAV
+/// file made of an MP4 track (which keeps the track's edit).
 fn decode_inner(
     mut src: Box<dyn MediaSource>,
     name: &str,
     ext: Option<&str>,
     want: Want,
+    edit: Option<Edit>,
 ) -> Result<Decoded> {
     // Tables whose damaged counts would have symphonia ask for more memory than there is
     // (which aborts, where an error should say so).
-    let moov = crate::mp4_edit::read_moov(&mut *src);
+    let mut moov = crate::mp4_edit::read_moov(&mut *src);
+    moov.edit = moov.edit.or(edit);
     if let Some(table) = moov.overlong_table {
         return Err(corrupt(
             name,
@@ -435,9 +441,9 @@ fn decode_inner(
     // A packet read ahead to find the track (see `sniffed_track`), decoded first.
     let mut pending = None;
     // A track symphonia leaves without a codec that sotto decodes.
-    let coded = moov.coded_track.and_then(|entry| {
+    let coded = moov.coded_track.as_ref().and_then(|entry| {
         tracks.iter().find(|t| t.id == entry.id)?;
-        Some((entry.id, coded_track_params(&entry)?))
+        Some((entry.id, coded_track_params(entry)?))
     });
     // A Matroska track in a codec symphonia's reader leaves without one: Windows' (WMA),
     // or ALAC (its magic cookie as the codec private data).
@@ -536,7 +542,13 @@ fn decode_inner(
     // decode as the WAV file they make.
     if params.codec == crate::avi::CODEC_TYPE_ACM {
         let fmt = params.extra_data.clone().unwrap_or_default();
-        let data = gather_track(&mut *format, track_id, pending).map_err(|e| match e {
+        // An MP4 track's chunks where sotto reads them itself; else the reader's packets.
+        let chunks = moov.coded_track.as_ref().and_then(|t| t.chunks.as_deref());
+        let data = match chunks {
+            Some(chunks) => read_chunks(format.into_inner(), chunks),
+            None => gather_track(&mut *format, track_id, pending),
+        };
+        let data = data.map_err(|e| match e {
             SymError::IoError(source) => AudioError::Io {
                 input: name.to_string(),
                 source,
@@ -546,7 +558,8 @@ fn decode_inner(
         let mut wav = crate::avi::wav_header(&fmt, data.len() as u64);
         wav.extend_from_slice(&data);
         drop(data);
-        return decode_inner(Box::new(Cursor::new(wav)), name, Some("wav"), want);
+        let wav = Box::new(Cursor::new(wav));
+        return decode_inner(wav, name, Some("wav"), want, moov.edit);
     }
     let make = |params: &CodecParameters| {
         codecs()
@@ -712,6 +725,31 @@ fn decode_inner(
     mono.finish(name, first_error)
 }
 
+/// The bytes of `chunks` ((offset, length) in `src`), in order; a chunk cut short by the
+/// file's end gives what is there, and ends the track. Chunks that claim more bytes in all
+/// than the file has (a damaged table) are an error.
+fn read_chunks(
+    mut src: MediaSourceStream,
+    chunks: &[(u64, u64)],
+) -> std::result::Result<Vec<u8>, SymError> {
+    use std::io::{Seek, SeekFrom};
+    let file = src.byte_len().unwrap_or(u64::MAX);
+    if chunks.iter().map(|c| c.1).fold(0u64, u64::saturating_add) > file {
+        return Err(SymError::DecodeError(
+            "mp4: the sound track's chunks claim more bytes than the file has",
+        ));
+    }
+    let mut data = Vec::new();
+    for &(at, len) in chunks {
+        src.seek(SeekFrom::Start(at))?;
+        let got = (&mut src).take(len).read_to_end(&mut data)?;
+        if (got as u64) < len {
+            break;
+        }
+    }
+    Ok(data)
+}
+
 /// The bytes of every packet of track `id` (after `pending`, a packet read ahead), to the
 /// end of the stream; an error only where nothing was read.
 fn gather_track(
@@ -750,6 +788,7 @@ fn coded_track_params(entry: &crate::mp4_edit::SoundEntry) -> Option<CodecParame
         b"alaw" => CODEC_TYPE_PCM_ALAW,
         b".mp2" => symphonia::core::codecs::CODEC_TYPE_MP2,
         b"alac" => symphonia::core::codecs::CODEC_TYPE_ALAC,
+        [b'm', b's', ..] => crate::avi::CODEC_TYPE_ACM,
         _ => crate::ima_qt::CODEC_TYPE_IMA_QT,
     };
     let mut params = CodecParameters::new();

@@ -33,7 +33,8 @@ pub(crate) struct Moov {
     /// The first audio track's sample entry where its codec is one symphonia leaves
     /// without one: AMR (3GPP's `samr`, `sawb`), Apple's IMA 4:1 (`ima4`), QuickTime's
     /// G.711 (`ulaw`, `alaw`), MPEG audio Layer II (`.mp2`), or ALAC whose magic cookie is
-    /// in a `wave` atom (QuickTime's version 1 sound description, as FFmpeg's `.mov`).
+    /// in a `wave` atom (QuickTime's version 1 sound description, as FFmpeg's `.mov`), or
+    /// in a WAVE format (`ms` and a format tag; its WAVEFORMATEX is the config).
     pub coded_track: Option<SoundEntry>,
     /// A sample table (of any track) whose entry count is more than its box holds:
     /// symphonia reserves room for every entry a count claims before reading any, so a
@@ -230,12 +231,143 @@ pub(crate) struct SoundEntry {
     pub channels: u16,
     pub rate: u32,
     pub config: Option<Vec<u8>>,
+    /// The track's chunks (file offset, bytes), where sotto reads them itself: QuickTime's
+    /// WAVE formats, whose byte counts symphonia's reader takes one a sample frame.
+    pub chunks: Option<Vec<(u64, u64)>>,
 }
 
 /// [`Moov::sound_entry`].
 fn sound_entry(moov: &[u8]) -> Option<[u8; 4]> {
     let stbl = child(child(child(sound_trak(moov)?, b"mdia")?, b"minf")?, b"stbl")?;
     child(stbl, b"stsd")?.get(12..16)?.try_into().ok()
+}
+
+/// The `wave` atom of a version 1 sound description (16 bytes longer than version 0's),
+/// the first entry of `stsd`.
+fn wave_atom(stsd: &[u8]) -> Option<&[u8]> {
+    let entry = stsd.get(8..8 + usize::try_from(be32(stsd, 8)?).ok()?)?;
+    if entry.get(16..18)? != [0, 1] {
+        return None;
+    }
+    child(entry.get(52..)?, b"wave")
+}
+
+/// Bits a sample of G.722 and G.726 take, as FFmpeg reads them (G.726's is the entry's
+/// sample size; G.722's entry says 16 where its codes are 4).
+fn codec_bits(tag: u16, stsd: &[u8]) -> Option<u16> {
+    if tag == crate::g722::WAV_TAG {
+        Some(4)
+    } else if crate::g726::WAV_TAGS.contains(&tag) {
+        Some(u16::from_be_bytes(stsd.get(34..36)?.try_into().ok()?)).filter(|b| (2..=5).contains(b))
+    } else {
+        None
+    }
+}
+
+/// The WAVEFORMATEX of a G.722 or G.726 sample entry without a `wave` atom (as FFmpeg
+/// writes them): the entry's channels and rate, and the codec's bits a sample, which is
+/// all their WAV decoders read.
+fn plain_waveformatex(tag: u16, stsd: &[u8]) -> Option<Vec<u8>> {
+    let bits = codec_bits(tag, stsd)?;
+    let channels = u16::from_be_bytes(stsd.get(32..34)?.try_into().ok()?);
+    let rate = u32::from(u16::from_be_bytes(stsd.get(40..42)?.try_into().ok()?));
+    let byte_rate = rate * u32::from(bits) * u32::from(channels) / 8;
+    let mut fmt = tag.to_le_bytes().to_vec();
+    fmt.extend(channels.to_le_bytes());
+    fmt.extend(rate.to_le_bytes());
+    fmt.extend(byte_rate.to_le_bytes());
+    fmt.extend(channels.to_le_bytes());
+    fmt.extend(bits.to_le_bytes());
+    fmt.extend(0u16.to_le_bytes());
+    Some(fmt)
+}
+
+/// How many bytes a number of sample frames of a WAVE-format entry take: a version 1
+/// description's bytes per packet of so many frames, or a codec's bits a sample.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum FrameBytes {
+    /// `frames` frames in `bytes` (a block of ADPCM).
+    Packets { frames: u64, bytes: u64 },
+    /// Bits a frame (all channels).
+    Bits(u64),
+}
+
+impl FrameBytes {
+    fn of(self, frames: u64) -> u64 {
+        match self {
+            FrameBytes::Packets { frames: per, bytes } => frames.div_ceil(per) * bytes,
+            FrameBytes::Bits(bits) => (frames * bits).div_ceil(8),
+        }
+    }
+}
+
+fn frame_bytes(tag: u16, stsd: &[u8]) -> Option<FrameBytes> {
+    let version = u16::from_be_bytes(stsd.get(24..26)?.try_into().ok()?);
+    let (per, bytes) = (be32(stsd, 44), be32(stsd, 52));
+    match (version, per, bytes) {
+        (1, Some(per @ 1..), Some(bytes @ 1..)) => Some(FrameBytes::Packets {
+            frames: u64::from(per),
+            bytes: u64::from(bytes),
+        }),
+        _ => {
+            let channels = u16::from_be_bytes(stsd.get(32..34)?.try_into().ok()?);
+            let bits = u64::from(codec_bits(tag, stsd)?) * u64::from(channels);
+            (bits > 0).then_some(FrameBytes::Bits(bits))
+        }
+    }
+}
+
+/// Every chunk of a track (`stbl`) as (file offset, bytes): the offsets of `stco` or
+/// `co64`, the samples of `stsc`, and their sizes in `stsz`: each its own (a size of 0),
+/// all alike, or (QuickTime's size of 1 for compressed sound, its samples being frames)
+/// what `bytes` makes of the frames.
+fn chunk_ranges(stbl: &[u8], bytes: FrameBytes) -> Option<Vec<(u64, u64)>> {
+    let offsets: Vec<u64> = if let Some(stco) = child(stbl, b"stco") {
+        let n = be32(stco, 4)? as usize;
+        (0..n)
+            .map(|i| be32(stco, 8 + 4 * i).map(u64::from))
+            .collect::<Option<_>>()?
+    } else {
+        let co64 = child(stbl, b"co64")?;
+        let n = be32(co64, 4)? as usize;
+        (0..n)
+            .map(|i| be64(co64, 8 + 8 * i))
+            .collect::<Option<_>>()?
+    };
+    let stsc = child(stbl, b"stsc")?;
+    let runs: Vec<(u64, u64)> = (0..be32(stsc, 4)? as usize)
+        .map(|i| {
+            Some((
+                u64::from(be32(stsc, 8 + 12 * i)?),
+                u64::from(be32(stsc, 12 + 12 * i)?),
+            ))
+        })
+        .collect::<Option<_>>()?;
+    let stsz = child(stbl, b"stsz")?;
+    let (size, count) = (be32(stsz, 4)?, be32(stsz, 8)? as usize);
+    let mut sample = 0usize;
+    let mut ranges = Vec::with_capacity(offsets.len());
+    for (i, &at) in offsets.iter().enumerate() {
+        // The last run that starts at or before this chunk (numbered from 1).
+        let n = runs
+            .iter()
+            .rev()
+            .find(|r| r.0 <= i as u64 + 1)
+            .map_or(0, |r| r.1);
+        let len = match size {
+            0 => {
+                let end = sample.saturating_add(n as usize).min(count);
+                (sample..end)
+                    .map(|k| be32(stsz, 12 + 4 * k).map(u64::from))
+                    .sum::<Option<u64>>()?
+            }
+            1 => bytes.of(n),
+            size => n * u64::from(size),
+        };
+        sample = sample.saturating_add(n as usize);
+        ranges.push((at, len));
+    }
+    Some(ranges)
 }
 
 /// [`Moov::coded_track`].
@@ -248,16 +380,30 @@ fn coded_track(moov: &[u8]) -> Option<SoundEntry> {
     let stsd = child(stbl, b"stsd")?;
     let kind: [u8; 4] = stsd.get(12..16)?.try_into().ok()?;
     let mut config = None;
+    let mut chunks = None;
     match &kind {
         b"samr" | b"sawb" | b"ima4" | b"ulaw" | b"alaw" | b".mp2" => {}
         b"alac" => {
             // A version 1 sound description (16 bytes more) whose children hold a `wave`
             // atom: `frma`, then the `alac` atom with the cookie.
-            let entry = stsd.get(8..8 + usize::try_from(be32(stsd, 8)?).ok()?)?;
-            if entry.get(16..18)? != [0, 1] {
+            config = Some(wave_atom(stsd)?.to_vec());
+        }
+        [b'm', b's', hi, lo] => {
+            // QuickTime's WAVE formats (`ms` and the format tag): the `wave` atom holds an
+            // atom of the entry's type whose body is the WAVEFORMATEX (FFmpeg's ADPCM);
+            // without one, G.722 and G.726 are known by the entry's own fields. Taken
+            // where a WAV file of it decodes.
+            let tag = u16::from_be_bytes([*hi, *lo]);
+            let fmt = match wave_atom(stsd).and_then(|w| child(w, &kind)) {
+                Some(fmt) => fmt.to_vec(),
+                None => plain_waveformatex(tag, stsd)?,
+            };
+            if !crate::avi::format_tag(&fmt).is_some_and(crate::avi::wav_tag_decoded) {
                 return None;
             }
-            config = Some(child(entry.get(52..)?, b"wave")?.to_vec());
+            let bytes = frame_bytes(tag, stsd)?;
+            chunks = Some(chunk_ranges(stbl, bytes)?);
+            config = Some(fmt);
         }
         _ => return None,
     }
@@ -267,6 +413,7 @@ fn coded_track(moov: &[u8]) -> Option<SoundEntry> {
         channels: u16::from_be_bytes(stsd.get(32..34)?.try_into().ok()?),
         rate: u32::from(u16::from_be_bytes(stsd.get(40..42)?.try_into().ok()?)),
         config,
+        chunks,
     })
 }
 
@@ -300,6 +447,43 @@ fn parse_moov(moov: &[u8]) -> Option<Edit> {
 mod tests {
     use super::*;
     use std::io::Cursor;
+
+    #[test]
+    fn chunks_are_sized_by_stsz_or_by_the_sound_description() {
+        let words = |w: &[u32]| w.iter().flat_map(|x| x.to_be_bytes()).collect::<Vec<u8>>();
+        // Two chunks at 100 and 5000: 3 samples, then 2 (from chunk 2 on).
+        let stco = bx(b"stco", &words(&[0, 2, 100, 5000]));
+        let stsc = bx(b"stsc", &words(&[0, 2, 1, 3, 1, 2, 2, 1]));
+        let table = |stsz: &[u32]| [stco.clone(), stsc.clone(), bx(b"stsz", &words(stsz))].concat();
+        let packets = FrameBytes::Packets {
+            frames: 2,
+            bytes: 512,
+        };
+        // Each sample its own size.
+        let own = table(&[0, 0, 5, 10, 20, 30, 40, 50]);
+        assert_eq!(
+            chunk_ranges(&own, packets),
+            Some(vec![(100, 60), (5000, 90)])
+        );
+        // QuickTime's 1: the samples are frames, two to a 512-byte packet (the last whole).
+        let frames = table(&[0, 1, 5]);
+        assert_eq!(
+            chunk_ranges(&frames, packets),
+            Some(vec![(100, 1024), (5000, 512)])
+        );
+        assert_eq!(
+            chunk_ranges(&frames, FrameBytes::Bits(4)),
+            Some(vec![(100, 2), (5000, 1)])
+        );
+        // All alike.
+        let alike = table(&[0, 7, 5]);
+        assert_eq!(
+            chunk_ranges(&alike, packets),
+            Some(vec![(100, 21), (5000, 14)])
+        );
+        // A table cut short is no table.
+        assert_eq!(chunk_ranges(&table(&[0, 0, 5, 10]), packets), None);
+    }
 
     fn bx(kind: &[u8], body: &[u8]) -> Vec<u8> {
         let mut b = ((body.len() + 8) as u32).to_be_bytes().to_vec();

@@ -956,7 +956,7 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 83] = [
+const CONTAINERS: [&str; 85] = [
     "tones.opus.mp4",
     "tones.adpcm.flv",
     "speech.lp.dss",
@@ -978,6 +978,8 @@ const CONTAINERS: [&str; 83] = [
     "tones.wma.avi",
     "tones.mulaw.mkv",
     "tones.adpcm.asf",
+    "tones.adpcm.mov",
+    "tones.g726.mov",
     "tones.g722.wav",
     "tones.w64",
     "tones.ima4.caf",
@@ -1820,10 +1822,12 @@ fn speex_decodes_as_ffmpeg_does() {
     }
 }
 
-/// ASF streams and Matroska's `A_MS/ACM` tracks in what a WAV file may hold decode as
-/// that WAV file would, to FFmpeg's samples exactly (`ffmpeg -i F -f f32le - | md5sum`):
-/// G.711 μ-law in Matroska (IP cameras' streams, recorded with `-c copy`) and Microsoft
-/// ADPCM in ASF; by name, bytes and pipe alike.
+/// ASF streams, Matroska's `A_MS/ACM` tracks and QuickTime's `ms` sample entries in what
+/// a WAV file may hold decode as that WAV file would, to FFmpeg's samples exactly
+/// (`ffmpeg -i F -f f32le - | md5sum`): G.711 μ-law in Matroska (IP cameras' streams,
+/// recorded with `-c copy`), Microsoft ADPCM in ASF and in QuickTime (its chunks' bytes
+/// from the version 1 sound description, whose samples are frames), and G.726 in
+/// QuickTime (no WAVEFORMATEX: the entry's fields); by name, bytes and pipe alike.
 #[test]
 fn wav_formats_in_asf_and_matroska_decode_as_ffmpeg_does() {
     let dir = scratch("acm");
@@ -1839,6 +1843,18 @@ fn wav_formats_in_asf_and_matroska_decode_as_ffmpeg_does() {
             11_025,
             2,
             "41530efa10d018ab77dbe5add97b450d",
+        ),
+        (
+            "tones.adpcm.mov",
+            11_025,
+            2,
+            "41530efa10d018ab77dbe5add97b450d",
+        ),
+        (
+            "tones.g726.mov",
+            8_000,
+            1,
+            "dda81e0b163e8ebe5c59050a7b2090a0",
         ),
     ] {
         let got = decode_file_keeping_stereo(&fixture(name)).unwrap();

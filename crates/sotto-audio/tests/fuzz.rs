@@ -6,7 +6,7 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 73] = [
+const FIXTURES: [&str; 75] = [
     "noise.adpcm.flv",
     "speech.lp.dss",
     "noise.g729d.wav",
@@ -21,6 +21,8 @@ const FIXTURES: [&str; 73] = [
     "tones.wma.wav",
     "tones.mulaw.mkv",
     "tones.adpcm.asf",
+    "tones.adpcm.mov",
+    "tones.g726.mov",
     "tones.g722.wav",
     "tones.w64",
     "tones.ima4.caf",
