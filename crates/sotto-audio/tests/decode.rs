@@ -1801,15 +1801,7 @@ fn speex_decodes_as_ffmpeg_does() {
             "bc8d9a216ce90bd060c8953be6d46cbb",
         ),
     ] {
-        let got = decode_file_keeping_stereo(&fixture(name)).unwrap();
-        assert_eq!(
-            (got.sample_rate, got.channels_in),
-            (rate, channels),
-            "{name}"
-        );
-        let samples = interleaved(&got);
-        assert!(samples.iter().any(|v| v.abs() > 0.1), "{name}: silence");
-        assert_eq!(f32_md5(&samples, &dir), md5, "{name}");
+        let got = decodes_to_ffmpegs(name, rate, channels, md5, &dir);
         let bytes = std::fs::read(fixture(name)).unwrap();
         let sniffed = decode_bytes("noname", bytes.clone(), None).unwrap();
         assert!(sniffed.samples == got.samples, "{name} sniffed");
@@ -1822,14 +1814,36 @@ fn speex_decodes_as_ffmpeg_does() {
     }
 }
 
+/// The fixture `name` decodes at `rate` from `channels`, not silent, its channels
+/// interleaved to the md5 of FFmpeg's `-f f32le` output; the decode.
+fn decodes_to_ffmpegs(
+    name: &str,
+    rate: u32,
+    channels: u16,
+    md5: &str,
+    dir: &Path,
+) -> sotto_audio::Audio {
+    let got = decode_file_keeping_stereo(&fixture(name)).unwrap();
+    assert_eq!(
+        (got.sample_rate, got.channels_in),
+        (rate, channels),
+        "{name}"
+    );
+    let samples = interleaved(&got);
+    assert!(samples.iter().any(|v| v.abs() > 0.1), "{name}: silence");
+    assert_eq!(f32_md5(&samples, dir), md5, "{name}");
+    got
+}
+
 /// ASF streams, Matroska's `A_MS/ACM` tracks and QuickTime's `ms` sample entries in what
 /// a WAV file may hold decode as that WAV file would, to FFmpeg's samples exactly
 /// (`ffmpeg -i F -f f32le - | md5sum`): G.711 μ-law in Matroska (IP cameras' streams,
 /// recorded with `-c copy`), Microsoft ADPCM in ASF and in QuickTime (its chunks' bytes
 /// from the version 1 sound description, whose samples are frames), and G.726 in
-/// QuickTime (no WAVEFORMATEX: the entry's fields); by name, bytes and pipe alike.
+/// QuickTime (no WAVEFORMATEX: the entry's fields). `CONTAINERS` takes them by bytes and
+/// through a pipe.
 #[test]
-fn wav_formats_in_asf_and_matroska_decode_as_ffmpeg_does() {
+fn wav_formats_in_asf_matroska_and_quicktime_decode_as_ffmpeg_does() {
     let dir = scratch("acm");
     for (name, rate, channels, md5) in [
         (
@@ -1857,15 +1871,7 @@ fn wav_formats_in_asf_and_matroska_decode_as_ffmpeg_does() {
             "dda81e0b163e8ebe5c59050a7b2090a0",
         ),
     ] {
-        let got = decode_file_keeping_stereo(&fixture(name)).unwrap();
-        assert_eq!(
-            (got.sample_rate, got.channels_in),
-            (rate, channels),
-            "{name}"
-        );
-        let samples = interleaved(&got);
-        assert!(samples.iter().any(|v| v.abs() > 0.1), "{name}: silence");
-        assert_eq!(f32_md5(&samples, &dir), md5, "{name}");
+        decodes_to_ffmpegs(name, rate, channels, md5, &dir);
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
