@@ -3,9 +3,11 @@
 //! same packets behind a CAF header, seekable as CAF's reader wants), which it reads and
 //! `ima_qt.rs` decodes.
 
-use std::io::{Read, Seek, SeekFrom};
+use std::io::{Seek, SeekFrom};
 
 use symphonia::core::io::MediaSource;
+
+use crate::codec::{Piece, Pieces};
 
 /// Most chunks walked before the sound data.
 const MAX_CHUNKS: usize = 1024;
@@ -29,7 +31,7 @@ fn extended(b: &[u8; 10]) -> f64 {
 
 /// `src` (an AIFF-C file at its start) as a CAF file, where its compression is `ima4`;
 /// `src` back, at its start, otherwise.
-pub(crate) fn ima4_as_caf(mut src: Box<dyn MediaSource>) -> Result<Spliced, Box<dyn MediaSource>> {
+pub(crate) fn ima4_as_caf(mut src: Box<dyn MediaSource>) -> Result<Pieces, Box<dyn MediaSource>> {
     match find(&mut *src) {
         Some((channels, rate, data)) if src.seek(SeekFrom::Start(0)).is_ok() => {
             let mut h = Vec::with_capacity(80);
@@ -52,84 +54,15 @@ pub(crate) fn ima4_as_caf(mut src: Box<dyn MediaSource>) -> Result<Spliced, Box<
             h.extend_from_slice(b"data");
             h.extend_from_slice(&(4 + len as i64).to_be_bytes());
             h.extend_from_slice(&0u32.to_be_bytes());
-            Ok(Spliced {
-                head: h,
+            Ok(Pieces::new(
                 src,
-                data: (data.0, len),
-                pos: 0,
-            })
+                vec![Piece::Bytes(h), Piece::Src(data.0, len)],
+            ))
         }
         _ => {
             let _ = src.seek(SeekFrom::Start(0));
             Err(src)
         }
-    }
-}
-
-/// `head`, then a range of `src`: a file made of both, seekable where `src` is.
-pub(crate) struct Spliced {
-    head: Vec<u8>,
-    src: Box<dyn MediaSource>,
-    /// The range's offset and length in `src`.
-    data: (u64, u64),
-    pos: u64,
-}
-
-impl Spliced {
-    fn len(&self) -> u64 {
-        self.head.len() as u64 + self.data.1
-    }
-}
-
-impl Read for Spliced {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let head = self.head.len() as u64;
-        if self.pos < head {
-            let from = &self.head[self.pos as usize..];
-            let n = from.len().min(buf.len());
-            buf[..n].copy_from_slice(&from[..n]);
-            self.pos += n as u64;
-            return Ok(n);
-        }
-        let left = self.len() - self.pos.min(self.len());
-        let want = (left.min(buf.len() as u64)) as usize;
-        if want == 0 {
-            return Ok(0);
-        }
-        self.src
-            .seek(SeekFrom::Start(self.data.0 + self.pos - head))?;
-        let n = self.src.read(&mut buf[..want])?;
-        self.pos += n as u64;
-        Ok(n)
-    }
-}
-
-impl Seek for Spliced {
-    fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
-        let len = self.len() as i128;
-        let at = match to {
-            SeekFrom::Start(n) => i128::from(n),
-            SeekFrom::End(d) => len + i128::from(d),
-            SeekFrom::Current(d) => i128::from(self.pos) + i128::from(d),
-        };
-        if at < 0 {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                "a seek before the start",
-            ));
-        }
-        self.pos = at as u64;
-        Ok(self.pos)
-    }
-}
-
-impl MediaSource for Spliced {
-    fn is_seekable(&self) -> bool {
-        true
-    }
-
-    fn byte_len(&self) -> Option<u64> {
-        Some(self.len())
     }
 }
 

@@ -3,16 +3,19 @@
 //! methods of a decoder that decodes each packet into such a buffer (AAC's and Opus's
 //! too), FFmpeg's noise generator (AMR-WB's, Nellymoser's), and, for the speech codecs of
 //! telephony (GSM, G.722, G.726, G.729) and Nellymoser, a file whose blocks decode as they are
-//! read into a PCM or float WAV file symphonia reads.
+//! read into a PCM or float WAV file symphonia reads; and a file made of pieces of another
+//! and bytes of its own ([`Pieces`]).
 //!
 //! [`Decoder`]: symphonia::core::codecs::Decoder
 
+use std::io::{Read, Seek, SeekFrom};
 use std::sync::Arc;
 
 use rustfft::num_complex::Complex32;
 use rustfft::{Fft, FftPlanner};
 use symphonia::core::audio::{AudioBuffer, Channels, Signal, SignalSpec};
 use symphonia::core::errors::{decode_error, Result};
+use symphonia::core::io::MediaSource;
 
 /// A frame's field that runs past it, or holds a value the syntax does not allow.
 pub(crate) type Parse<T> = std::result::Result<T, &'static str>;
@@ -532,6 +535,100 @@ impl<D: BlockDecode> std::io::Read for DecodedWav<D> {
     }
 }
 
+/// A part of a file [`Pieces`] shows: bytes of the source (offset, length), or bytes made
+/// here.
+pub(crate) enum Piece {
+    Src(u64, u64),
+    Bytes(Vec<u8>),
+}
+
+impl Piece {
+    fn len(&self) -> u64 {
+        match self {
+            Piece::Src(_, n) => *n,
+            Piece::Bytes(b) => b.len() as u64,
+        }
+    }
+}
+
+/// The file its pieces make, read and seeked in as one (Ogg pages split in two, an AIFF-C
+/// file's sound data behind a CAF header).
+pub(crate) struct Pieces {
+    src: Box<dyn MediaSource>,
+    pieces: Vec<Piece>,
+    /// Where each piece starts in the file shown.
+    starts: Vec<u64>,
+    len: u64,
+    pos: u64,
+}
+
+impl Pieces {
+    pub(crate) fn new(src: Box<dyn MediaSource>, pieces: Vec<Piece>) -> Self {
+        let mut starts = Vec::with_capacity(pieces.len());
+        let mut len = 0;
+        for p in &pieces {
+            starts.push(len);
+            len += p.len();
+        }
+        Self {
+            src,
+            pieces,
+            starts,
+            len,
+            pos: 0,
+        }
+    }
+}
+
+impl Read for Pieces {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.pos >= self.len || buf.is_empty() {
+            return Ok(0);
+        }
+        // The piece the position is in: the last that starts at or before it.
+        let i = self.starts.partition_point(|&s| s <= self.pos) - 1;
+        let into = self.pos - self.starts[i];
+        let left = self.pieces[i].len() - into;
+        let want = left.min(buf.len() as u64) as usize;
+        let n = match &self.pieces[i] {
+            Piece::Bytes(b) => {
+                buf[..want].copy_from_slice(&b[into as usize..into as usize + want]);
+                want
+            }
+            Piece::Src(offset, _) => {
+                self.src.seek(SeekFrom::Start(offset + into))?;
+                self.src.read(&mut buf[..want])?
+            }
+        };
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl Seek for Pieces {
+    fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
+        let at = match to {
+            SeekFrom::Start(n) => i128::from(n),
+            SeekFrom::End(d) => i128::from(self.len) + i128::from(d),
+            SeekFrom::Current(d) => i128::from(self.pos) + i128::from(d),
+        };
+        self.pos = u64::try_from(at).map_err(|_| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "a seek before the start")
+        })?;
+        Ok(self.pos)
+    }
+}
+
+impl MediaSource for Pieces {
+    fn is_seekable(&self) -> bool {
+        true
+    }
+
+    fn byte_len(&self) -> Option<u64> {
+        Some(self.len)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -564,5 +661,27 @@ mod tests {
         buf.clear();
         assert!(make_room(&mut buf, 44_100, Channels::FRONT_CENTRE, 3, 4).unwrap());
         assert_eq!(buf.spec().channels, Channels::FRONT_CENTRE);
+    }
+
+    #[test]
+    fn pieces_read_and_seek_as_one_file() {
+        let src = Box::new(std::io::Cursor::new(b"0123456789".to_vec()));
+        let mut p = Pieces::new(
+            src,
+            vec![
+                Piece::Src(0, 3),
+                Piece::Bytes(b"abc".to_vec()),
+                Piece::Src(5, 5),
+            ],
+        );
+        let mut all = Vec::new();
+        p.read_to_end(&mut all).unwrap();
+        assert_eq!(all, b"012abc56789");
+        p.seek(SeekFrom::End(-4)).unwrap();
+        let mut four = [0u8; 4];
+        p.read_exact(&mut four).unwrap();
+        assert_eq!(&four, b"6789");
+        assert!(p.seek(SeekFrom::Current(-20)).is_err());
+        assert_eq!(p.byte_len(), Some(11));
     }
 }

@@ -544,20 +544,21 @@ fn decode_inner(
         let fmt = params.extra_data.clone().unwrap_or_default();
         // An MP4 track's chunks where sotto reads them itself; else the reader's packets.
         let chunks = moov.coded_track.as_ref().and_then(|t| t.chunks.as_deref());
-        let data = match chunks {
-            Some(chunks) => read_chunks(format.into_inner(), chunks),
-            None => gather_track(&mut *format, track_id, pending),
+        let wav = match chunks {
+            Some(chunks) => chunks_wav(format.into_inner(), &fmt, chunks),
+            None => gather_track(&mut *format, track_id, pending).map(|data| {
+                let mut wav = crate::avi::wav_header(&fmt, data.len() as u64);
+                wav.extend_from_slice(&data);
+                wav
+            }),
         };
-        let data = data.map_err(|e| match e {
+        let wav = wav.map_err(|e| match e {
             SymError::IoError(source) => AudioError::Io {
                 input: name.to_string(),
                 source,
             },
             e => corrupt(name, e.to_string()),
         })?;
-        let mut wav = crate::avi::wav_header(&fmt, data.len() as u64);
-        wav.extend_from_slice(&data);
-        drop(data);
         let wav = Box::new(Cursor::new(wav));
         return decode_inner(wav, name, Some("wav"), want, moov.edit);
     }
@@ -725,29 +726,25 @@ fn decode_inner(
     mono.finish(name, first_error)
 }
 
-/// The bytes of `chunks` ((offset, length) in `src`), in order; a chunk cut short by the
-/// file's end gives what is there, and ends the track. Chunks that claim more bytes in all
-/// than the file has (a damaged table) are an error.
-fn read_chunks(
-    mut src: MediaSourceStream,
+/// The WAV file (format `fmt`) of `chunks` ((offset, length) in `src`), read as AVI's
+/// chunks are (a chunk cut short by the file's end gives what is there, and ends them).
+/// Chunks that claim more bytes in all than the file has (a damaged table) are an error.
+fn chunks_wav(
+    src: MediaSourceStream,
+    fmt: &[u8],
     chunks: &[(u64, u64)],
 ) -> std::result::Result<Vec<u8>, SymError> {
-    use std::io::{Seek, SeekFrom};
-    let file = src.byte_len().unwrap_or(u64::MAX);
-    if chunks.iter().map(|c| c.1).fold(0u64, u64::saturating_add) > file {
+    let total = chunks.iter().map(|c| c.1).fold(0u64, u64::saturating_add);
+    if total > src.byte_len().unwrap_or(u64::MAX) {
         return Err(SymError::DecodeError(
             "mp4: the sound track's chunks claim more bytes than the file has",
         ));
     }
-    let mut data = Vec::new();
-    for &(at, len) in chunks {
-        src.seek(SeekFrom::Start(at))?;
-        let got = (&mut src).take(len).read_to_end(&mut data)?;
-        if (got as u64) < len {
-            break;
-        }
-    }
-    Ok(data)
+    let header = crate::avi::wav_header(fmt, total);
+    let mut wav = Vec::new();
+    crate::avi::AviAudio::with_header(Box::new(src), header, chunks.to_vec(), "wav")
+        .read_to_end(&mut wav)?;
+    Ok(wav)
 }
 
 /// The bytes of every packet of track `id` (after `pending`, a packet read ahead), to the

@@ -6,9 +6,11 @@
 //! other link. The split is found by walking the page headers once; a file with no such
 //! page is read as it is.
 
-use std::io::{Read, Seek, SeekFrom};
+use std::io::{Seek, SeekFrom};
 
 use symphonia::core::io::MediaSource;
+
+use crate::codec::{Piece, Pieces};
 
 /// Pages walked at the most (a page holds at least a byte of audio, so this is a file of
 /// many gigabytes).
@@ -248,98 +250,6 @@ fn crc32(bytes: &[u8]) -> u32 {
     })
 }
 
-/// A part of the file shown: bytes of the source (offset, length), or bytes made here.
-enum Piece {
-    Src(u64, u64),
-    Bytes(Vec<u8>),
-}
-
-impl Piece {
-    fn len(&self) -> u64 {
-        match self {
-            Piece::Src(_, n) => *n,
-            Piece::Bytes(b) => b.len() as u64,
-        }
-    }
-}
-
-/// The file its pieces make, read and seeked in as one.
-struct Pieces {
-    src: Box<dyn MediaSource>,
-    pieces: Vec<Piece>,
-    /// Where each piece starts in the file shown.
-    starts: Vec<u64>,
-    len: u64,
-    pos: u64,
-}
-
-impl Pieces {
-    fn new(src: Box<dyn MediaSource>, pieces: Vec<Piece>) -> Self {
-        let mut starts = Vec::with_capacity(pieces.len());
-        let mut len = 0;
-        for p in &pieces {
-            starts.push(len);
-            len += p.len();
-        }
-        Self {
-            src,
-            pieces,
-            starts,
-            len,
-            pos: 0,
-        }
-    }
-}
-
-impl Read for Pieces {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        if self.pos >= self.len || buf.is_empty() {
-            return Ok(0);
-        }
-        // The piece the position is in: the last that starts at or before it.
-        let i = self.starts.partition_point(|&s| s <= self.pos) - 1;
-        let into = self.pos - self.starts[i];
-        let left = self.pieces[i].len() - into;
-        let want = left.min(buf.len() as u64) as usize;
-        let n = match &self.pieces[i] {
-            Piece::Bytes(b) => {
-                buf[..want].copy_from_slice(&b[into as usize..into as usize + want]);
-                want
-            }
-            Piece::Src(offset, _) => {
-                self.src.seek(SeekFrom::Start(offset + into))?;
-                self.src.read(&mut buf[..want])?
-            }
-        };
-        self.pos += n as u64;
-        Ok(n)
-    }
-}
-
-impl Seek for Pieces {
-    fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
-        let at = match to {
-            SeekFrom::Start(n) => i128::from(n),
-            SeekFrom::End(d) => i128::from(self.len) + i128::from(d),
-            SeekFrom::Current(d) => i128::from(self.pos) + i128::from(d),
-        };
-        self.pos = u64::try_from(at).map_err(|_| {
-            std::io::Error::new(std::io::ErrorKind::InvalidInput, "a seek before the start")
-        })?;
-        Ok(self.pos)
-    }
-}
-
-impl MediaSource for Pieces {
-    fn is_seekable(&self) -> bool {
-        true
-    }
-
-    fn byte_len(&self) -> Option<u64> {
-        Some(self.len)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -420,27 +330,5 @@ mod tests {
         let mut flac = opus_link(LAST, 1_920, &packets);
         flac[28..36].copy_from_slice(b"\x7fFLAC\x01\x00\x00");
         assert_eq!(shown(flac.clone()), flac);
-    }
-
-    #[test]
-    fn pieces_read_and_seek_as_one_file() {
-        let src = Box::new(Cursor::new(b"0123456789".to_vec()));
-        let mut p = Pieces::new(
-            src,
-            vec![
-                Piece::Src(0, 3),
-                Piece::Bytes(b"abc".to_vec()),
-                Piece::Src(5, 5),
-            ],
-        );
-        let mut all = Vec::new();
-        p.read_to_end(&mut all).unwrap();
-        assert_eq!(all, b"012abc56789");
-        p.seek(SeekFrom::End(-4)).unwrap();
-        let mut four = [0u8; 4];
-        p.read_exact(&mut four).unwrap();
-        assert_eq!(&four, b"6789");
-        assert!(p.seek(SeekFrom::Current(-20)).is_err());
-        assert_eq!(p.byte_len(), Some(11));
     }
 }

@@ -87,22 +87,11 @@ fn is_sync(b0: u8, b1: u8) -> bool {
 }
 
 /// Samples (at 48 kHz) an Opus packet decodes to, from its TOC byte and frame count
-/// (RFC 6716 §3.1); None for a packet too short to say.
+/// (RFC 6716 §3.1, as rusty-opus reads them); None for a packet too short to say.
 pub(crate) fn packet_samples(packet: &[u8]) -> Option<u32> {
-    let toc = *packet.first()?;
-    let config = u32::from(toc >> 3);
-    // Frame sizes in 2.5 ms units: SILK 10–60 ms, hybrid 10–20 ms, CELT 2.5–20 ms.
-    let quarter_ms = match config {
-        0..=11 => [4, 8, 16, 24][config as usize % 4],
-        12..=15 => [4, 8][config as usize % 2],
-        _ => [1, 2, 4, 8][config as usize % 4],
-    };
-    let frames = match toc & 3 {
-        0 => 1,
-        1 | 2 => 2,
-        _ => u32::from(*packet.get(1)? & 0x3F),
-    };
-    Some(frames * quarter_ms * 120)
+    use rusty_opus::repacketizer::{nb_frames, samples_per_frame};
+    let frames = nb_frames(packet).ok()?;
+    u32::try_from(frames * samples_per_frame(packet[0], 48_000)).ok()
 }
 
 /// A symphonia [`FormatReader`] over the access units of Opus in a transport stream (the
