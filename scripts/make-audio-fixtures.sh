@@ -593,6 +593,18 @@ ffmpeg -hide_banner -loglevel error -y -i "$root/samples/jfk.wav" -t 0.3 -c:a li
 for f in tones.opus tones.51.opus; do
     ffmpeg -hide_banner -loglevel error -y -i "$f" -c:a copy -f mpegts -fflags +bitexact "$f.ts"
 done
+# 8-bit PCM where symphonia refuses it: signed in QuickTime (`sowt` of 8 bits) and CAF,
+# unsigned in AIFF-C (`raw `); at 8 kHz, in stereo. tests/decode.rs holds the md5 of
+# FFmpeg's decodes.
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -ar 8000 -c:a pcm_s8 \
+    -fflags +bitexact -flags +bitexact tones.s8.mov
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -ar 8000 -c:a pcm_s8 \
+    -fflags +bitexact -flags +bitexact tones.s8.caf
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -ar 8000 -c:a pcm_u8 \
+    -fflags +bitexact -flags +bitexact tones.u8.aiff
+for f in tones.s8.mov tones.s8.caf tones.u8.aiff; do
+    ffmpeg -hide_banner -loglevel error -i "$f" -f f32le - | md5sum
+done
 # FFmpeg's resampling to 16 kHz (libswresample's defaults, as faster-whisper's and the
 # ffmpeg CLI's): 8 kHz G.729 speech up, 22.05 kHz stereo tones down; tests/decode.rs
 # compares sotto's with them.

@@ -131,7 +131,7 @@ pub(crate) fn open_raw(mut src: Box<dyn MediaSource>, ext: &str) -> Result<AviAu
 /// The samples at `data` (offset, bytes) in `src` behind an AIFF-C header saying `format`
 /// (compression type, bits), `channels` and `rate`: whole frames, as many as AIFF-C's
 /// 32-bit sizes hold.
-fn with_aifc(
+pub(crate) fn with_aifc(
     src: Box<dyn MediaSource>,
     (kind, bits): (&[u8; 4], u16),
     channels: u16,

@@ -52,6 +52,51 @@ fn walk<S: Read + Seek + ?Sized>(src: &mut S) -> Option<Option<&'static str>> {
     Some(None)
 }
 
+/// The channels, rate and sample data (offset, bytes, cut to the file) of `src`, a CAF
+/// file at its start with `head`, where it is 8-bit integer PCM (signed, as FFmpeg's
+/// `pcm_s8`), which symphonia's CAF reader refuses; leaves `src` at its start.
+pub(crate) fn pcm8<S: Read + Seek + ?Sized>(
+    src: &mut S,
+    head: &[u8],
+) -> Option<(u16, u32, (u64, u64))> {
+    // `desc` comes first: the rate (f64), the format, its flags (bit 0: float), bytes and
+    // frames a packet, channels, bits.
+    let field = |at: usize| Some(u32::from_be_bytes(head.get(at..at + 4)?.try_into().ok()?));
+    if !head.starts_with(b"caff") || head.get(8..12)? != b"desc" || head.get(28..32)? != b"lpcm" {
+        return None;
+    }
+    let rate = f64::from_be_bytes(head.get(20..28)?.try_into().ok()?);
+    let (flags, channels, bits) = (field(32)?, field(44)?, field(48)?);
+    if bits != 8 || flags & 1 != 0 || rate.fract() != 0.0 || !(1.0..=768_000.0).contains(&rate) {
+        return None;
+    }
+    let channels = u16::try_from(channels)
+        .ok()
+        .filter(|c| (1..=32).contains(c))?;
+    let data = data_chunk(src);
+    src.seek(SeekFrom::Start(0)).ok()?;
+    Some((channels, rate as u32, data?))
+}
+
+/// The samples of the `data` chunk (after its edit count), to its end or the file's.
+fn data_chunk<S: Read + Seek + ?Sized>(src: &mut S) -> Option<(u64, u64)> {
+    let len = src.seek(SeekFrom::End(0)).ok()?;
+    let mut at = 8u64;
+    for _ in 0..MAX_CHUNKS {
+        let mut chunk = [0u8; 12];
+        src.seek(SeekFrom::Start(at)).ok()?;
+        src.read_exact(&mut chunk).ok()?;
+        let size = i64::from_be_bytes(chunk[4..12].try_into().ok()?);
+        let body = at + 12;
+        if &chunk[..4] == b"data" {
+            let end = u64::try_from(size).map_or(len, |n| body.saturating_add(n).min(len));
+            return Some((body + 4, end.checked_sub(body + 4)?));
+        }
+        at = body.checked_add(u64::try_from(size).ok()?)?;
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -398,6 +398,21 @@ fn decode_inner(
     if !mends.is_empty() {
         src = Box::new(crate::rf64::Mended::new(src, mends));
     }
+    // QuickTime's 8-bit PCM: its chunks, behind an AIFF-C header.
+    let mut ext = ext;
+    if let Some(entry) = moov.coded_track.take_if(|e| e.is_pcm8()) {
+        // Cut to the file, whatever the tables claim.
+        let len = src.byte_len().unwrap_or(u64::MAX);
+        let chunks: Vec<(u64, u64)> = (entry.chunks.unwrap_or_default().into_iter())
+            .map(|(at, n)| (at, n.min(len.saturating_sub(at))))
+            .collect();
+        let total = chunks.iter().map(|c| c.1).sum();
+        let format = (b"NONE", 8);
+        let aifc =
+            crate::au::with_aifc_chunks(src, format, entry.channels, entry.rate, chunks, total);
+        ext = Some(aifc.ext);
+        src = Box::new(ReadOnlySource::new(aifc));
+    }
     let crate::demux::Unwrapped {
         src,
         ext,

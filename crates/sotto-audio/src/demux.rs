@@ -132,12 +132,17 @@ pub(crate) fn unwrap<'a>(
             .ok_or_else(|| corrupt(name, "Wave64: no format chunk before the data"))?;
         ext = Some(audio.ext);
         src = Box::new(ReadOnlySource::new(audio));
+    } else if let Some((channels, rate, data)) = crate::caf::pcm8(&mut *src, head) {
+        // 8-bit CAF: the same samples (signed) as AIFF-C's.
+        let audio = crate::au::with_aifc(src, (b"NONE", 8), channels, rate, data);
+        ext = Some(audio.ext);
+        src = Box::new(ReadOnlySource::new(audio));
     } else if crate::aifc::is_aifc(head) {
-        src = match crate::aifc::ima4_as_caf(src) {
-            Ok(caf) => {
-                ext = Some("caf");
-                ima4 = true;
-                Box::new(caf)
+        src = match crate::aifc::mend(src) {
+            Ok(mended) => {
+                ext = Some(mended.ext);
+                ima4 = mended.ext == "caf";
+                Box::new(mended.src)
             }
             Err(src) => src,
         };

@@ -34,7 +34,8 @@ pub(crate) struct Moov {
     /// without one: AMR (3GPP's `samr`, `sawb`), Apple's IMA 4:1 (`ima4`), QuickTime's
     /// G.711 (`ulaw`, `alaw`), MPEG audio Layer II (`.mp2`), or ALAC whose magic cookie is
     /// in a `wave` atom (QuickTime's version 1 sound description, as FFmpeg's `.mov`), or
-    /// in a WAVE format (`ms` and a format tag; its WAVEFORMATEX is the config).
+    /// in a WAVE format (`ms` and a format tag; its WAVEFORMATEX is the config), or 8-bit
+    /// PCM (`twos`, `sowt`; see [`SoundEntry::is_pcm8`]).
     pub coded_track: Option<SoundEntry>,
     /// A sample table (of any track) whose entry count is more than its box holds:
     /// symphonia reserves room for every entry a count claims before reading any, so a
@@ -236,6 +237,14 @@ pub(crate) struct SoundEntry {
     pub chunks: Option<Vec<(u64, u64)>>,
 }
 
+impl SoundEntry {
+    /// Whether this is QuickTime's 8-bit PCM, which symphonia refuses: its chunks are read
+    /// as AIFF-C's samples.
+    pub(crate) fn is_pcm8(&self) -> bool {
+        matches!(&self.kind, b"twos" | b"sowt")
+    }
+}
+
 /// [`Moov::sound_entry`].
 fn sound_entry(moov: &[u8]) -> Option<[u8; 4]> {
     let stbl = child(child(child(sound_trak(moov)?, b"mdia")?, b"minf")?, b"stbl")?;
@@ -383,6 +392,15 @@ fn coded_track(moov: &[u8]) -> Option<SoundEntry> {
     let mut chunks = None;
     match &kind {
         b"samr" | b"sawb" | b"ima4" | b"ulaw" | b"alaw" | b".mp2" => {}
+        // QuickTime's 8-bit PCM (signed), which symphonia's reader refuses for taking
+        // these types for 16 bits: its chunks, a byte a sample.
+        b"twos" | b"sowt" if stsd.get(34..36)? == [0, 8] => {
+            let channels = u16::from_be_bytes(stsd.get(32..34)?.try_into().ok()?);
+            chunks = Some(chunk_ranges(
+                stbl,
+                FrameBytes::Bits(8 * u64::from(channels)),
+            )?);
+        }
         b"alac" => {
             // A version 1 sound description (16 bytes more) whose children hold a `wave`
             // atom: `frma`, then the `alac` atom with the cookie.

@@ -956,7 +956,10 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 85] = [
+const CONTAINERS: [&str; 88] = [
+    "tones.s8.mov",
+    "tones.s8.caf",
+    "tones.u8.aiff",
     "tones.opus.mp4",
     "tones.adpcm.flv",
     "speech.lp.dss",
@@ -1872,6 +1875,19 @@ fn wav_formats_in_asf_matroska_and_quicktime_decode_as_ffmpeg_does() {
         ),
     ] {
         decodes_to_ffmpegs(name, rate, channels, md5, &dir);
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// 8-bit PCM where symphonia's readers refuse it decodes to FFmpeg's samples exactly:
+/// signed in QuickTime (`sowt` with 8-bit samples, which symphonia takes for 16) and CAF,
+/// unsigned in AIFF-C (`raw `). The three files hold the same stereo tones.
+#[test]
+fn eight_bit_pcm_in_quicktime_caf_and_aiff_c_decodes_as_ffmpeg_does() {
+    let dir = scratch("pcm8");
+    for name in ["tones.s8.mov", "tones.s8.caf", "tones.u8.aiff"] {
+        // `ffmpeg -i F -f f32le - | md5sum`, FFmpeg 5.1.
+        decodes_to_ffmpegs(name, 8_000, 2, "6ecdc24691be27aebcf0b85b517c2130", &dir);
     }
     std::fs::remove_dir_all(dir).unwrap();
 }

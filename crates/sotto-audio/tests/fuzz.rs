@@ -6,7 +6,10 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 75] = [
+const FIXTURES: [&str; 78] = [
+    "tones.s8.mov",
+    "tones.s8.caf",
+    "tones.u8.aiff",
     "noise.adpcm.flv",
     "speech.lp.dss",
     "noise.g729d.wav",
