@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes the tiny audio fixtures under crates/sotto-audio/tests/fixtures (needs sox with
-# libsox-fmt-all, opus-tools, twolame and ffmpeg: `apt-get install sox libsox-fmt-all
-# opus-tools twolame ffmpeg`). The fixtures are committed; rerun this only to change them. Each is 0.5 s of 22.05 kHz stereo: 440 Hz on the left, a 300 Hz to 3 kHz
+# libsox-fmt-all, opus-tools, twolame, wavpack and ffmpeg: `apt-get install sox
+# libsox-fmt-all opus-tools twolame wavpack ffmpeg`). The fixtures are committed; rerun this only to change them. Each is 0.5 s of 22.05 kHz stereo: 440 Hz on the left, a 300 Hz to 3 kHz
 # sweep on the right (the sweep makes the alignment of lossy decodes unambiguous).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -162,9 +162,12 @@ ffmpeg -hide_banner -loglevel error -y -i tones.51.thd.mka -ac 1 -c:a flac -samp
 # Matroska file with video alone.
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.2 -c:a wmav2 -b:a 32k \
     -fflags +bitexact -flags +bitexact tones.wma.mkv
-# A codec sotto does not decode (WavPack), in Matroska.
+# WavPack in Matroska, as FFmpeg writes it (tests/decode.rs holds the md5 of its decode);
+# and a codec sotto does not decode (RealAudio 1.0), in Matroska.
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.2 -c:a wavpack \
     -fflags +bitexact -flags +bitexact tones.wv.mkv
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.2 -ar 8000 -ac 1 -c:a real_144 \
+    -fflags +bitexact -flags +bitexact tones.ra144.mkv
 ffmpeg -hide_banner -loglevel error -y -f lavfi -i color=c=gray:size=16x16:rate=4 -t 0.25 -c:v mjpeg \
     -fflags +bitexact -flags +bitexact video.mkv
 # 7.1 PCM in Matroska (as Blu-ray remuxes carry LPCM: the count alone, no layout), and
@@ -594,7 +597,7 @@ for f in tones.opus tones.51.opus; do
     ffmpeg -hide_banner -loglevel error -y -i "$f" -c:a copy -f mpegts -fflags +bitexact "$f.ts"
 done
 # 8-bit PCM where symphonia refuses it: signed in QuickTime (`sowt` of 8 bits) and CAF,
-# unsigned in AIFF-C (`raw `); at 8 kHz, in stereo. tests/decode.rs holds the md5 of
+# unsigned in AIFF-C (`raw `) and Matroska (`A_PCM/INT/LIT`); at 8 kHz, in stereo. tests/decode.rs holds the md5 of
 # FFmpeg's decodes.
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -ar 8000 -c:a pcm_s8 \
     -fflags +bitexact -flags +bitexact tones.s8.mov
@@ -602,7 +605,28 @@ ffmpeg -hide_banner -loglevel error -y -i tones.wav -ar 8000 -c:a pcm_s8 \
     -fflags +bitexact -flags +bitexact tones.s8.caf
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -ar 8000 -c:a pcm_u8 \
     -fflags +bitexact -flags +bitexact tones.u8.aiff
-for f in tones.s8.mov tones.s8.caf tones.u8.aiff; do
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -ar 8000 -c:a pcm_u8 \
+    -fflags +bitexact -flags +bitexact tones.u8.mkv
+for f in tones.s8.mov tones.s8.caf tones.u8.aiff tones.u8.mkv; do
+    ffmpeg -hide_banner -loglevel error -i "$f" -f f32le - | md5sum
+done
+# WavPack: FFmpeg's lossless 16-bit stereo; the `wavpack` tool's hybrid (lossy, 96 kb/s,
+# 2205 samples a block) in .wv and copied into Matroska (`A_WAVPACK4`), its 32-bit float
+# at 8 kHz, and 5.1 at 8 kHz (three blocks a frame) with the same samples in FLAC.
+# tests/decode.rs holds the md5 of FFmpeg's decodes (wvunpack's samples, for each).
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -c:a wavpack -fflags +bitexact \
+    -flags +bitexact tones.wv
+wavpack -q -y -b96 -hx --blocksize=2205 tones.wav -o tones.hybrid.wv
+ffmpeg -hide_banner -loglevel error -y -i tones.hybrid.wv -c:a copy -fflags +bitexact \
+    -flags +bitexact tones.hybrid.mkv
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -ar 8000 -c:a pcm_f32le flt8.wav
+wavpack -q -y -h flt8.wav -o tones.flt.wv
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.25 -ar 8000 -c:a pcm_s16le \
+    -af "pan=5.1|FL=c0|FR=c1|FC=0.5*c0+0.5*c1|LFE=0.2*c0|BL=0.7*c0|BR=0.7*c1" six8.wav
+wavpack -q -y -x six8.wav -o tones.51.wv
+ffmpeg -hide_banner -loglevel error -y -i six8.wav -c:a flac -fflags +bitexact tones.51.wv.flac
+rm flt8.wav six8.wav
+for f in tones.wv tones.hybrid.wv tones.hybrid.mkv tones.flt.wv; do
     ffmpeg -hide_banner -loglevel error -i "$f" -f f32le - | md5sum
 done
 # FFmpeg's resampling to 16 kHz (libswresample's defaults, as faster-whisper's and the

@@ -461,7 +461,7 @@ fn decode_inner(
         Some((entry.id, coded_track_params(entry)?))
     });
     // A Matroska track in a codec symphonia's reader leaves without one: Windows' (WMA),
-    // or ALAC (its magic cookie as the codec private data).
+    // ALAC (its magic cookie as the codec private data), 8-bit PCM, or WavPack.
     let mkv_coded = || {
         mkv_tracks.iter().find_map(|t| {
             let track = tracks.iter().find(|k| u64::from(k.id) == t.number)?;
@@ -476,6 +476,16 @@ fn decode_inner(
                     }
                 };
                 params.with_extra_data(acm.into());
+            } else if t.codec.starts_with(b"A_PCM/INT/") && t.bits == Some(8) {
+                // 8-bit PCM, unsigned (as in WAV), which symphonia's reader leaves out.
+                params
+                    .for_codec(symphonia::core::codecs::CODEC_TYPE_PCM_U8)
+                    .with_bits_per_sample(8)
+                    .with_bits_per_coded_sample(8);
+            } else if t.codec == b"A_WAVPACK4" {
+                // Its blocks' headers cut down to their flags and CRCs (the decoder reads
+                // both forms).
+                params.for_codec(crate::wavpack::CODEC_TYPE_WAVPACK);
             } else {
                 let cookie = t.private_of(b"A_ALAC")?;
                 params
@@ -974,6 +984,7 @@ fn probe() -> &'static Probe {
         probe.register_all::<FrameReader<Amr>>();
         probe.register_all::<FrameReader<AmrWb>>();
         probe.register_all::<crate::asf::AsfReader>();
+        probe.register_all::<crate::wavpack::WvReader>();
         // Before symphonia's MPEG audio reader, which refuses some Layer II bitrates.
         probe.register_all::<FrameReader<Mp2>>();
         symphonia::default::register_enabled_formats(&mut probe);
@@ -996,6 +1007,7 @@ fn codecs() -> &'static CodecRegistry {
         registry.register_all::<crate::amr::AmrDecoder>();
         registry.register_all::<crate::ima_qt::ImaQtDecoder>();
         registry.register_all::<crate::wma::WmaDecoder>();
+        registry.register_all::<crate::wavpack::WavPackDecoder>();
         registry.register_all::<crate::speex::SpeexDecoder>();
         // In place of symphonia's, which refuses some bitrates for a channel mode.
         registry.register_all::<crate::mp2::Mp2Decoder>();
@@ -1120,7 +1132,7 @@ fn caf_format(head: &[u8]) -> Option<String> {
 }
 
 fn known_start(head: &[u8]) -> bool {
-    const MAGIC: [&[u8]; 14] = [
+    const MAGIC: [&[u8]; 15] = [
         &crate::asf::HEADER,
         b"RIFF",
         b"RF64",
@@ -1130,6 +1142,7 @@ fn known_start(head: &[u8]) -> bool {
         b"ID3",
         b"FORM",
         b"caff",
+        b"wvpk",
         b"#!AMR",
         b"FLV\x01",
         b"\x1a\x45\xdf\xa3", // EBML: Matroska, WebM

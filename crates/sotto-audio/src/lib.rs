@@ -52,6 +52,7 @@ mod ts;
 mod ts_opus;
 pub mod vad;
 mod w64;
+mod wavpack;
 mod wma;
 
 pub use decode::{

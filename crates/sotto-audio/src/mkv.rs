@@ -20,6 +20,7 @@ const CODEC_ID: u32 = 0x86;
 const CODEC_PRIVATE: u32 = 0x63A2;
 const AUDIO: u32 = 0xE1;
 const CHANNELS: u32 = 0x9F;
+const BIT_DEPTH: u32 = 0x6264;
 const CLUSTER: u32 = 0x1F43_B675;
 const SIMPLE_BLOCK: u32 = 0xA3;
 const BLOCK_GROUP: u32 = 0xA0;
@@ -45,6 +46,8 @@ pub(crate) struct AudioTrack {
     pub(crate) number: u64,
     pub(crate) codec: Vec<u8>,
     pub(crate) channels: Option<u64>,
+    /// Bits a sample, where it says (PCM's).
+    pub(crate) bits: Option<u64>,
     pub(crate) private: Option<Vec<u8>>,
     /// The last block's `DiscardPadding`, in nanoseconds, where it has one.
     pub(crate) end_padding_ns: Option<u64>,
@@ -254,7 +257,7 @@ fn parse(b: &[u8]) -> Option<Vec<AudioTrack>> {
                     if id != TRACK_ENTRY {
                         continue;
                     }
-                    let (mut number, mut channels, mut audio) = (None, None, false);
+                    let (mut number, mut channels, mut bits, mut audio) = (None, None, None, false);
                     let (mut codec, mut private) = (None, None);
                     for (id, field) in children(entry) {
                         match id {
@@ -263,9 +266,12 @@ fn parse(b: &[u8]) -> Option<Vec<AudioTrack>> {
                             CODEC_PRIVATE => private = Some(field),
                             AUDIO => {
                                 audio = true;
-                                channels = children(field)
-                                    .find(|(id, _)| *id == CHANNELS)
-                                    .and_then(|(_, v)| uint(v));
+                                let of = |want: u32| {
+                                    children(field)
+                                        .find(|(id, _)| *id == want)
+                                        .and_then(|(_, v)| uint(v))
+                                };
+                                (channels, bits) = (of(CHANNELS), of(BIT_DEPTH));
                             }
                             _ => {}
                         }
@@ -275,6 +281,7 @@ fn parse(b: &[u8]) -> Option<Vec<AudioTrack>> {
                             number,
                             codec: codec.unwrap_or_default().to_vec(),
                             channels,
+                            bits,
                             private: private.map(<[u8]>::to_vec),
                             end_padding_ns: None,
                         });

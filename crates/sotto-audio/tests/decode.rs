@@ -777,7 +777,7 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
     assert_one_line(
         &e,
         &format!(
-            "{}: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, flv, ts, aiff, caf, au, gsm, amr/awb/3gp, wma/asf, mpg/vob, mxf, dv, mp2, spx, dss)",
+            "{}: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, flv, ts, aiff, caf, au, gsm, amr/awb/3gp, wma/asf, mpg/vob, mxf, dv, mp2, spx, dss, wv)",
             notes.display()
         ),
     );
@@ -808,21 +808,21 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
     let e = decode_reader(&b"plain text, not audio at all"[..], None).unwrap_err();
     assert_one_line(
         &e.to_string(),
-        "stdin: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, flv, ts, aiff, caf, au, gsm, amr/awb/3gp, wma/asf, mpg/vob, mxf, dv, mp2, spx, dss)",
+        "stdin: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, flv, ts, aiff, caf, au, gsm, amr/awb/3gp, wma/asf, mpg/vob, mxf, dv, mp2, spx, dss, wv)",
     );
 
-    // A container sotto reads with audio in a codec it does not decode (WavPack in
+    // A container sotto reads with audio in a codec it does not decode (RealAudio 1.0 in
     // Matroska) names the codec, by the container's name for it, as the trouble; one with
     // video alone has no audio.
-    let e = decode_file(&fixture("tones.wv.mkv"))
+    let e = decode_file(&fixture("tones.ra144.mkv"))
         .unwrap_err()
         .to_string();
     assert_one_line(
         &e,
         &format!(
-            "{}: its audio codec is not supported: Matroska codec A_WAVPACK4, a codec sotto \
+            "{}: its audio codec is not supported: Matroska codec A_REAL/14_4, a codec sotto \
              does not decode",
-            fixture("tones.wv.mkv").display()
+            fixture("tones.ra144.mkv").display()
         ),
     );
     // A WAV file in a format sotto lacks (FLAC, as FFmpeg writes it) names it.
@@ -956,7 +956,14 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 88] = [
+const CONTAINERS: [&str; 95] = [
+    "tones.u8.mkv",
+    "tones.wv.mkv",
+    "tones.wv",
+    "tones.hybrid.wv",
+    "tones.hybrid.mkv",
+    "tones.flt.wv",
+    "tones.51.wv",
     "tones.s8.mov",
     "tones.s8.caf",
     "tones.u8.aiff",
@@ -1881,15 +1888,77 @@ fn wav_formats_in_asf_matroska_and_quicktime_decode_as_ffmpeg_does() {
 
 /// 8-bit PCM where symphonia's readers refuse it decodes to FFmpeg's samples exactly:
 /// signed in QuickTime (`sowt` with 8-bit samples, which symphonia takes for 16) and CAF,
-/// unsigned in AIFF-C (`raw `). The three files hold the same stereo tones.
+/// unsigned in AIFF-C (`raw `) and Matroska. The four files hold the same stereo tones.
 #[test]
 fn eight_bit_pcm_in_quicktime_caf_and_aiff_c_decodes_as_ffmpeg_does() {
     let dir = scratch("pcm8");
-    for name in ["tones.s8.mov", "tones.s8.caf", "tones.u8.aiff"] {
+    for name in [
+        "tones.s8.mov",
+        "tones.s8.caf",
+        "tones.u8.aiff",
+        "tones.u8.mkv",
+    ] {
         // `ffmpeg -i F -f f32le - | md5sum`, FFmpeg 5.1.
         decodes_to_ffmpegs(name, 8_000, 2, "6ecdc24691be27aebcf0b85b517c2130", &dir);
     }
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// WavPack decodes to FFmpeg's samples exactly, which are WavPack's own decoder's
+/// (`wvunpack`) for each file here: FFmpeg's lossless 16-bit stereo; the `wavpack` tool's
+/// hybrid (lossy: 96 kb/s, joint stereo), in `.wv` and in Matroska (the blocks' headers cut
+/// down to flags and CRCs), as FFmpeg's lossless is too; its 32-bit float. Its 5.1 (three blocks a frame) decodes as the
+/// same samples in FLAC. Cut short, a file keeps its whole frames; a damaged frame fails
+/// its CRC (or sooner, its bounds) and is passed over, and a file of nothing else says so.
+#[test]
+fn wavpack_decodes_as_ffmpeg_and_wvunpack_do() {
+    let dir = scratch("wavpack");
+    for (name, rate, channels, md5) in [
+        ("tones.wv", 22_050, 2, "540956a70057d1f77e5f7f3664ebae5d"),
+        (
+            "tones.hybrid.wv",
+            22_050,
+            2,
+            "33ad209d4b405e31b0f086ae74ee6f75",
+        ),
+        (
+            "tones.hybrid.mkv",
+            22_050,
+            2,
+            "33ad209d4b405e31b0f086ae74ee6f75",
+        ),
+        ("tones.flt.wv", 8_000, 2, "58ef7de9cce020d288155b2c07d0fb35"),
+    ] {
+        decodes_to_ffmpegs(name, rate, channels, md5, &dir);
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+    let six = decode_file(&fixture("tones.51.wv")).unwrap();
+    let flac = decode_file(&fixture("tones.51.wv.flac")).unwrap();
+    assert_eq!((six.sample_rate, six.channels_in), (8_000, 6));
+    assert_eq!(six.samples.len(), 2_000);
+    assert!(six.samples == flac.samples);
+
+    // Five frames of 2205 samples: cut inside the fourth, three are kept.
+    let bytes = std::fs::read(fixture("tones.hybrid.wv")).unwrap();
+    let whole = decode_bytes("tones.hybrid.wv", bytes.clone(), None).unwrap();
+    assert_eq!(whole.samples.len(), 11_025);
+    let cut = decode_bytes("cut.wv", bytes[..5_000].to_vec(), None).unwrap();
+    assert_eq!(cut.samples.len(), 3 * 2_205);
+    assert!(whole.samples.starts_with(&cut.samples));
+    // A bit flipped in the second frame's bitstream: the frame fails its CRC.
+    let mut damaged = bytes;
+    damaged[2_500] ^= 0x10;
+    let got = decode_bytes("damaged.wv", damaged, None).unwrap();
+    assert_eq!(got.samples.len(), 4 * 2_205);
+    assert!(got.samples[..2_205] == whole.samples[..2_205]);
+    assert!(got.samples[2_205..] == whole.samples[2 * 2_205..]);
+    let mut one = std::fs::read(fixture("tones.wv")).unwrap();
+    one[10_000] ^= 0x01;
+    let err = decode_bytes("one.wv", one, None).unwrap_err().to_string();
+    assert!(
+        err.contains("no packet could be decoded (wavpack: "),
+        "{err}"
+    );
 }
 
 /// DSS (Olympus's and Philips's dictation recorders) in standard-play mode decodes to

@@ -6,7 +6,11 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 78] = [
+const FIXTURES: [&str; 82] = [
+    "tones.wv",
+    "tones.hybrid.wv",
+    "tones.hybrid.mkv",
+    "tones.51.wv",
     "tones.s8.mov",
     "tones.s8.caf",
     "tones.u8.aiff",
