@@ -629,6 +629,15 @@ rm flt8.wav six8.wav
 for f in tones.wv tones.hybrid.wv tones.hybrid.mkv tones.flt.wv; do
     ffmpeg -hide_banner -loglevel error -i "$f" -f f32le - | md5sum
 done
+# TTA (True Audio): 1.5 s of speech at 8 kHz (two frames) in `.tta`, and the tones' 24-bit
+# stereo in Matroska (`A_TTA1`); tests/decode.rs holds the md5 of FFmpeg's decodes.
+ffmpeg -hide_banner -loglevel error -y -i "$root/samples/jfk.wav" -t 1.5 -ar 8000 -c:a tta \
+    -fflags +bitexact -flags +bitexact speech.tta
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -ar 8000 -c:a tta -sample_fmt s32 \
+    -fflags +bitexact -flags +bitexact tones.tta.mkv
+for f in speech.tta tones.tta.mkv; do
+    ffmpeg -hide_banner -loglevel error -i "$f" -f f32le - | md5sum
+done
 # FFmpeg's resampling to 16 kHz (libswresample's defaults, as faster-whisper's and the
 # ffmpeg CLI's): 8 kHz G.729 speech up, 22.05 kHz stereo tones down; tests/decode.rs
 # compares sotto's with them.

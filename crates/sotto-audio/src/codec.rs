@@ -103,6 +103,56 @@ impl<'a> Bits<'a> {
     }
 }
 
+/// Reads bits least significant first, as WavPack and TTA write them; zeros past the end,
+/// which [`LeBits::left`] shows as a negative count.
+pub(crate) struct LeBits<'a> {
+    data: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> LeBits<'a> {
+    pub(crate) fn new(data: &'a [u8]) -> Self {
+        Self { data, pos: 0 }
+    }
+
+    pub(crate) fn left(&self) -> i64 {
+        (self.data.len() * 8) as i64 - self.pos as i64
+    }
+
+    pub(crate) fn bit(&mut self) -> u32 {
+        let b = self
+            .data
+            .get(self.pos / 8)
+            .map_or(0, |b| u32::from(b >> (self.pos % 8)) & 1);
+        self.pos += 1;
+        b
+    }
+
+    /// The next `n` (0 to 32) bits, the first the least significant.
+    pub(crate) fn get(&mut self, n: u32) -> u32 {
+        let mut v = 0u64;
+        let mut got = 0;
+        while got < n {
+            let byte = u64::from(self.data.get(self.pos / 8).copied().unwrap_or(0));
+            let at = (self.pos % 8) as u32;
+            let take = (8 - at).min(n - got);
+            v |= ((byte >> at) & ((1 << take) - 1)) << got;
+            got += take;
+            self.pos += take as usize;
+        }
+        v as u32
+    }
+
+    /// Ones before a zero, at most `most` (the zero is read where it comes before).
+    pub(crate) fn unary(&mut self, most: u32) -> u32 {
+        let mut n = 0;
+        while n < most && self.bit() == 1 {
+            n += 1;
+        }
+        n
+    }
+}
+
 /// Makes room in `buf` for `samples` more frames of this rate and layout: a packet's
 /// frames go one after another, and a layout that changes starts the buffer anew, which
 /// it says (the decoder then forgets what it kept of the old layout), where the packet's

@@ -461,7 +461,7 @@ fn decode_inner(
         Some((entry.id, coded_track_params(entry)?))
     });
     // A Matroska track in a codec symphonia's reader leaves without one: Windows' (WMA),
-    // ALAC (its magic cookie as the codec private data), 8-bit PCM, or WavPack.
+    // ALAC (its magic cookie as the codec private data), 8-bit PCM, TTA or WavPack.
     let mkv_coded = || {
         mkv_tracks.iter().find_map(|t| {
             let track = tracks.iter().find(|k| u64::from(k.id) == t.number)?;
@@ -482,6 +482,27 @@ fn decode_inner(
                     .for_codec(symphonia::core::codecs::CODEC_TYPE_PCM_U8)
                     .with_bits_per_sample(8)
                     .with_bits_per_coded_sample(8);
+            } else if t.codec == b"A_TTA1" {
+                // TTA's header is the track's fields (the decoder reads its format there).
+                // Its length, from the segment's duration as FFmpeg takes it, tells the
+                // last frame's.
+                let rate = params.sample_rate?;
+                let length = match (params.n_frames, params.time_base) {
+                    (Some(n), Some(tb)) => {
+                        let t = tb.calc_time(n);
+                        ((t.seconds as f64 + t.frac) * f64::from(rate)).round() as u32
+                    }
+                    _ => 0,
+                };
+                let format = crate::tta::Format {
+                    channels: u16::try_from(t.channels?).ok()?,
+                    bits: u16::try_from(t.bits?).ok()?,
+                    rate,
+                    length,
+                };
+                params
+                    .for_codec(crate::tta::CODEC_TYPE_TTA)
+                    .with_extra_data(format.header().into());
             } else if t.codec == b"A_WAVPACK4" {
                 // Its blocks' headers cut down to their flags and CRCs (the decoder reads
                 // both forms).
@@ -985,6 +1006,7 @@ fn probe() -> &'static Probe {
         probe.register_all::<FrameReader<AmrWb>>();
         probe.register_all::<crate::asf::AsfReader>();
         probe.register_all::<crate::wavpack::WvReader>();
+        probe.register_all::<crate::tta::TtaReader>();
         // Before symphonia's MPEG audio reader, which refuses some Layer II bitrates.
         probe.register_all::<FrameReader<Mp2>>();
         symphonia::default::register_enabled_formats(&mut probe);
@@ -1008,6 +1030,7 @@ fn codecs() -> &'static CodecRegistry {
         registry.register_all::<crate::ima_qt::ImaQtDecoder>();
         registry.register_all::<crate::wma::WmaDecoder>();
         registry.register_all::<crate::wavpack::WavPackDecoder>();
+        registry.register_all::<crate::tta::TtaDecoder>();
         registry.register_all::<crate::speex::SpeexDecoder>();
         // In place of symphonia's, which refuses some bitrates for a channel mode.
         registry.register_all::<crate::mp2::Mp2Decoder>();
@@ -1132,7 +1155,7 @@ fn caf_format(head: &[u8]) -> Option<String> {
 }
 
 fn known_start(head: &[u8]) -> bool {
-    const MAGIC: [&[u8]; 15] = [
+    const MAGIC: [&[u8]; 16] = [
         &crate::asf::HEADER,
         b"RIFF",
         b"RF64",
@@ -1143,6 +1166,7 @@ fn known_start(head: &[u8]) -> bool {
         b"FORM",
         b"caff",
         b"wvpk",
+        b"TTA1",
         b"#!AMR",
         b"FLV\x01",
         b"\x1a\x45\xdf\xa3", // EBML: Matroska, WebM

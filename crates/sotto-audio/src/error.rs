@@ -14,7 +14,7 @@ pub enum AudioError {
         source: std::io::Error,
     },
     /// The bytes are not in a container/codec we decode (or not audio at all).
-    #[error("{input}: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, flv, ts, aiff, caf, au, gsm, amr/awb/3gp, wma/asf, mpg/vob, mxf, dv, mp2, spx, dss, wv)")]
+    #[error("{input}: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, flv, ts, aiff, caf, au, gsm, amr/awb/3gp, wma/asf, mpg/vob, mxf, dv, mp2, spx, dss, wv, tta)")]
     Unsupported { input: String },
     /// The container was read, but its audio is in a codec we do not decode.
     #[error("{input}: its audio codec is not supported: {detail}")]

@@ -50,6 +50,7 @@ mod rf64;
 mod speex;
 mod ts;
 mod ts_opus;
+mod tta;
 pub mod vad;
 mod w64;
 mod wavpack;

@@ -777,7 +777,7 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
     assert_one_line(
         &e,
         &format!(
-            "{}: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, flv, ts, aiff, caf, au, gsm, amr/awb/3gp, wma/asf, mpg/vob, mxf, dv, mp2, spx, dss, wv)",
+            "{}: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, flv, ts, aiff, caf, au, gsm, amr/awb/3gp, wma/asf, mpg/vob, mxf, dv, mp2, spx, dss, wv, tta)",
             notes.display()
         ),
     );
@@ -808,7 +808,7 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
     let e = decode_reader(&b"plain text, not audio at all"[..], None).unwrap_err();
     assert_one_line(
         &e.to_string(),
-        "stdin: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, flv, ts, aiff, caf, au, gsm, amr/awb/3gp, wma/asf, mpg/vob, mxf, dv, mp2, spx, dss, wv)",
+        "stdin: not a supported audio file (wav, flac, mp3, ogg, opus, m4a/mp4, aac, ac3, dts, thd, webm/mkv, avi, flv, ts, aiff, caf, au, gsm, amr/awb/3gp, wma/asf, mpg/vob, mxf, dv, mp2, spx, dss, wv, tta)",
     );
 
     // A container sotto reads with audio in a codec it does not decode (RealAudio 1.0 in
@@ -956,7 +956,9 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 95] = [
+const CONTAINERS: [&str; 97] = [
+    "speech.tta",
+    "tones.tta.mkv",
     "tones.u8.mkv",
     "tones.wv.mkv",
     "tones.wv",
@@ -1959,6 +1961,41 @@ fn wavpack_decodes_as_ffmpeg_and_wvunpack_do() {
         err.contains("no packet could be decoded (wavpack: "),
         "{err}"
     );
+}
+
+/// TTA (True Audio) decodes to FFmpeg's samples exactly: 16-bit speech in `.tta`, 24-bit
+/// stereo in Matroska (whose last frame's length comes from the segment's duration, as
+/// FFmpeg takes it). Cut short, a file keeps its whole frames; a damaged frame fails its
+/// CRC and is passed over.
+#[test]
+fn tta_decodes_as_ffmpeg_does() {
+    let dir = scratch("tta");
+    decodes_to_ffmpegs(
+        "speech.tta",
+        8_000,
+        1,
+        "ad4ebb4dfdd1dd6eb3208191cc2335c0",
+        &dir,
+    );
+    decodes_to_ffmpegs(
+        "tones.tta.mkv",
+        8_000,
+        2,
+        "4419182e7ab1156d054bbc279a1e8203",
+        &dir,
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+    // Two frames: 8359 samples (256/245 s), then the 3641 left of 1.5 s.
+    let bytes = std::fs::read(fixture("speech.tta")).unwrap();
+    let whole = decode_bytes("speech.tta", bytes.clone(), None).unwrap();
+    assert_eq!(whole.samples.len(), 12_000);
+    let cut = decode_bytes("cut.tta", bytes[..bytes.len() - 100].to_vec(), None).unwrap();
+    assert!(cut.samples[..] == whole.samples[..8_359]);
+    let mut damaged = bytes;
+    let at = damaged.len() - 100;
+    damaged[at] ^= 0x04;
+    let got = decode_bytes("damaged.tta", damaged, None).unwrap();
+    assert!(got.samples[..] == whole.samples[..8_359]);
 }
 
 /// DSS (Olympus's and Philips's dictation recorders) in standard-play mode decodes to

@@ -6,7 +6,10 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 82] = [
+const FIXTURES: [&str; 85] = [
+    "speech.tta",
+    "tones.tta.mkv",
+    "tones.u8.mkv",
     "tones.wv",
     "tones.hybrid.wv",
     "tones.hybrid.mkv",

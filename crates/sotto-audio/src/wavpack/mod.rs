@@ -16,7 +16,7 @@ use symphonia::core::codecs::{
 use symphonia::core::errors::{decode_error, unsupported_error, Result};
 use symphonia::core::support_codec;
 
-use crate::codec::{first_buffer, make_room};
+use crate::codec::{first_buffer, make_room, LeBits};
 pub(crate) use wv::WvReader;
 
 /// WavPack, which symphonia has no codec type for.
@@ -125,68 +125,18 @@ fn log2(v: u32) -> i32 {
     }
 }
 
-/// Reads bits least significant first, as WavPack writes them; zeros past the end,
-/// which [`LeBits::left`] shows as a negative count.
-struct LeBits<'a> {
-    data: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> LeBits<'a> {
-    fn new(data: &'a [u8]) -> Self {
-        Self { data, pos: 0 }
+/// A value below `k + 1` in as few bits as a truncated binary code takes.
+fn tail(bits: &mut LeBits, k: i32) -> i32 {
+    if k < 1 {
+        return 0;
     }
-
-    fn left(&self) -> i64 {
-        (self.data.len() * 8) as i64 - self.pos as i64
-    }
-
-    fn bit(&mut self) -> u32 {
-        let b = self
-            .data
-            .get(self.pos / 8)
-            .map_or(0, |b| u32::from(b >> (self.pos % 8)) & 1);
-        self.pos += 1;
-        b
-    }
-
-    /// The next `n` (0 to 32) bits, the first the least significant.
-    fn get(&mut self, n: u32) -> u32 {
-        let mut v = 0u64;
-        let mut got = 0;
-        while got < n {
-            let byte = u64::from(self.data.get(self.pos / 8).copied().unwrap_or(0));
-            let at = (self.pos % 8) as u32;
-            let take = (8 - at).min(n - got);
-            v |= ((byte >> at) & ((1 << take) - 1)) << got;
-            got += take;
-            self.pos += take as usize;
-        }
-        v as u32
-    }
-
-    /// Ones before a zero, at most `most` (the zero is read where it comes before).
-    fn unary(&mut self, most: u32) -> u32 {
-        let mut n = 0;
-        while n < most && self.bit() == 1 {
-            n += 1;
-        }
-        n
-    }
-
-    /// A value below `k + 1` in as few bits as a truncated binary code takes.
-    fn tail(&mut self, k: i32) -> i32 {
-        if k < 1 {
-            return 0;
-        }
-        let p = 31 - k.leading_zeros();
-        let e = (1i32 << (p + 1)) - k - 1;
-        let r = self.get(p) as i32;
-        if r >= e {
-            (r << 1) - e + self.bit() as i32
-        } else {
-            r
-        }
+    let p = 31 - k.leading_zeros();
+    let e = (1i32 << (p + 1)) - k - 1;
+    let r = bits.get(p) as i32;
+    if r >= e {
+        (r << 1) - e + bits.bit() as i32
+    } else {
+        r
     }
 }
 
@@ -600,7 +550,7 @@ impl BlockState {
             if add as u32 >= 0x200_0000 {
                 return None;
             }
-            let v = base.wrapping_add(bits.tail(add));
+            let v = base.wrapping_add(tail(bits, add));
             if bits.left() <= 0 {
                 return None;
             }
