@@ -638,6 +638,13 @@ ffmpeg -hide_banner -loglevel error -y -i tones.wav -ar 8000 -c:a tta -sample_fm
 for f in speech.tta tones.tta.mkv; do
     ffmpeg -hide_banner -loglevel error -i "$f" -f f32le - | md5sum
 done
+# FLAC in WAV and AVI (format tag 0xF1AC, the STREAMINFO after the WAVEFORMATEX), as
+# FFmpeg writes them; tests/decode.rs holds the md5 of FFmpeg's decode.
+for c in wav avi; do
+    ffmpeg -hide_banner -loglevel error -y -i tones.wav -ar 8000 -c:a flac -fflags +bitexact \
+        -flags +bitexact tones.flac.$c
+done
+ffmpeg -hide_banner -loglevel error -i tones.flac.wav -f f32le - | md5sum
 # FFmpeg's resampling to 16 kHz (libswresample's defaults, as faster-whisper's and the
 # ffmpeg CLI's): 8 kHz G.729 speech up, 22.05 kHz stereo tones down; tests/decode.rs
 # compares sotto's with them.

@@ -41,12 +41,73 @@ const DTS_TAG: u16 = 0x2001;
 /// WAVEFORMATEX (FFmpeg's and most cameras' tag, and others FFmpeg reads); ADTS frames.
 pub(crate) const AAC_TAGS: [u16; 4] = [0x00FF, 0x706D, 0x4143, 0xA106];
 const ADTS_TAG: u16 = 0x1600;
+/// FLAC (FFmpeg's tag): the chunks are FLAC frames, the STREAMINFO after the WAVEFORMATEX.
+const FLAC_TAG: u16 = 0xF1AC;
+
+/// The block size a FLAC frame header starting `frame` says, where its blocks are all of
+/// that size (a variable-size stream's header says None).
+fn flac_block_size(frame: &[u8]) -> Option<u16> {
+    if frame.get(..2)? != [0xFF, 0xF8] {
+        return None;
+    }
+    let code = frame.get(2)? >> 4;
+    // After the frame's number (UTF-8 coded: its first byte's leading ones, its length),
+    // where the size is written out.
+    let at = 4 + (frame.get(4)?.leading_ones() as usize).max(1);
+    match code {
+        1 => Some(192),
+        2..=5 => Some(576 << (code - 2)),
+        6 => Some(u16::from(*frame.get(at)?) + 1),
+        7 => u16::from_be_bytes(frame.get(at..at + 2)?.try_into().ok()?).checked_add(1),
+        8..=15 => Some(256 << (code - 8)),
+        _ => None,
+    }
+}
+
+/// The head of a FLAC stream for frames in the format `format` (a WAVEFORMATEX), the
+/// first of which starts `first`: `fLaC` and the STREAMINFO block after it where there is
+/// one, else one made from its channels, rate and bits, and the first frame's block size
+/// (length and checksum unknown).
+fn flac_head(format: &[u8], first: &[u8]) -> Option<Vec<u8>> {
+    let size = format
+        .get(16..18)
+        .map_or(0, |b| usize::from(u16::from_le_bytes([b[0], b[1]])));
+    let info = match format.get(18..18 + size).filter(|_| size >= 34) {
+        Some(info) => info[..34].to_vec(),
+        None => {
+            let channels = u64::from(u16::from_le_bytes(format.get(2..4)?.try_into().ok()?));
+            let rate = u64::from(u32::from_le_bytes(format.get(4..8)?.try_into().ok()?));
+            let bits = u64::from(u16::from_le_bytes(format.get(14..16)?.try_into().ok()?));
+            if !(1..=8).contains(&channels)
+                || !(1..1 << 20).contains(&rate)
+                || !(4..=32).contains(&bits)
+            {
+                return None;
+            }
+            // Fixed-size blocks: all the size of the first (symphonia's reader holds the
+            // frames to what the STREAMINFO says); else 16 to 65 535.
+            let mut info = match flac_block_size(first) {
+                Some(n) => [n.to_be_bytes(), n.to_be_bytes()].concat(),
+                None => vec![0, 16, 0xFF, 0xFF],
+            };
+            info.extend([0; 6]);
+            let packed = rate << 44 | (channels - 1) << 41 | (bits - 1) << 36;
+            info.extend(packed.to_be_bytes());
+            info.extend([0; 16]);
+            info
+        }
+    };
+    let mut head = b"fLaC".to_vec();
+    head.extend([0x80, 0, 0, 34]); // the last metadata block: STREAMINFO, 34 bytes
+    head.extend(info);
+    Some(head)
+}
 
 /// Whether sotto decodes a WAV file of this format tag (symphonia, or its own readers).
 pub(crate) fn wav_tag_decoded(tag: u16) -> bool {
     WAV_TAGS.contains(&tag)
         || MPEG_TAGS.contains(&tag)
-        || [AC3_TAG, DTS_TAG].contains(&tag)
+        || [AC3_TAG, DTS_TAG, FLAC_TAG].contains(&tag)
         || own_codec(tag)
 }
 
@@ -150,6 +211,16 @@ impl AviAudio {
             (Vec::new(), "ac3")
         } else if tag == DTS_TAG {
             (Vec::new(), "dts")
+        } else if tag == FLAC_TAG {
+            let mut first = [0u8; 16];
+            if let Some(&(at, _)) = chunks.first() {
+                let _ = src
+                    .seek(SeekFrom::Start(at))
+                    .and_then(|_| src.read(&mut first));
+            }
+            let head = flac_head(&format, &first)
+                .ok_or_else(|| AviError::Corrupt("a FLAC stream's format is malformed".into()))?;
+            (head, "flac")
         } else {
             return Err(AviError::Format(tag));
         };
@@ -191,9 +262,10 @@ impl AviAudio {
     }
 
     /// The frames of a WAV file whose format is AC-3, DTS (tags 0x2000 and 0x2001, as
-    /// FFmpeg writes them) or MPEG audio (0x0050, 0x0055: broadcast and recorder software's
-    /// MP3 in WAV), which symphonia's WAV reader refuses: its `data` chunk, as a stream of
-    /// frames. None for any other WAV file (and any other file).
+    /// FFmpeg writes them), MPEG audio (0x0050, 0x0055: broadcast and recorder software's
+    /// MP3 in WAV) or FLAC (0xF1AC, behind the head of a FLAC stream), which symphonia's
+    /// WAV reader refuses: its `data` chunk, as a stream of frames. None for any other WAV
+    /// file (and any other file).
     pub(crate) fn coded_wav(
         mut src: Box<dyn MediaSource>,
         head: &[u8],
@@ -202,15 +274,25 @@ impl AviAudio {
             return Err(src);
         }
         let (fmt, data) = wav_chunks(&mut *src);
-        let ext = match fmt.as_deref().and_then(format_tag) {
-            Some(AC3_TAG) => Some("ac3"),
-            Some(DTS_TAG) => Some("dts"),
-            Some(tag) if MPEG_TAGS.contains(&tag) => Some("mp3"),
-            _ => None,
+        let fmt = fmt.unwrap_or_default();
+        let (ext, head) = match format_tag(&fmt) {
+            Some(AC3_TAG) => (Some("ac3"), Some(Vec::new())),
+            Some(DTS_TAG) => (Some("dts"), Some(Vec::new())),
+            Some(tag) if MPEG_TAGS.contains(&tag) => (Some("mp3"), Some(Vec::new())),
+            Some(FLAC_TAG) => {
+                let mut first = [0u8; 16];
+                if let Some((at, _)) = data {
+                    let _ = src
+                        .seek(SeekFrom::Start(at))
+                        .and_then(|_| src.read(&mut first));
+                }
+                (Some("flac"), flac_head(&fmt, &first))
+            }
+            _ => (None, None),
         };
-        match (ext, data) {
-            (Some(ext), Some(chunk)) if src.seek(SeekFrom::Start(0)).is_ok() => {
-                Ok(Self::with_header(src, Vec::new(), vec![chunk], ext))
+        match (ext, head, data) {
+            (Some(ext), Some(head), Some(chunk)) if src.seek(SeekFrom::Start(0)).is_ok() => {
+                Ok(Self::with_header(src, head, vec![chunk], ext))
             }
             _ => {
                 let _ = src.seek(SeekFrom::Start(0));

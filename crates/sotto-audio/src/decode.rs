@@ -1068,7 +1068,6 @@ fn probe_error(name: &str, e: SymError, head: &[u8]) -> AudioError {
     if let Some(tag) = wav_format_refused(head) {
         let known = match tag {
             0x00FF | 0x1600 | 0x1602 | 0x706D | 0x4143 | 0xA106 => "AAC",
-            0xF1AC => "FLAC",
             0x0162 => "WMA Pro",
             0x0163 => "WMA Lossless",
             0x000A => "WMA Voice",

@@ -825,17 +825,19 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
             fixture("tones.ra144.mkv").display()
         ),
     );
-    // A WAV file in a format sotto lacks (FLAC, as FFmpeg writes it) names it.
-    let mut fmt = vec![0xAC, 0xF1, 1, 0];
+    // A WAV file in a format sotto lacks (Sony's ATRAC3, as FFmpeg writes it) names it.
+    let mut fmt = vec![0x70, 0x02, 1, 0];
     fmt.extend_from_slice(&16_000u32.to_le_bytes());
     fmt.extend_from_slice(&[0, 0, 0, 0, 0, 0, 16, 0]);
     let mut wav = b"RIFF\0\0\0\0WAVEfmt \x10\0\0\0".to_vec();
     wav.extend_from_slice(&fmt);
     wav.extend_from_slice(b"data\x04\0\0\0\x01\x02\x03\x04");
-    let e = decode_bytes("flac.wav", wav, None).unwrap_err().to_string();
+    let e = decode_bytes("atrac3.wav", wav, None)
+        .unwrap_err()
+        .to_string();
     assert_one_line(
         &e,
-        "flac.wav: its audio codec is not supported: FLAC in WAV (format tag 0xf1ac; sotto \
+        "atrac3.wav: its audio codec is not supported: ATRAC3 in WAV (format tag 0x0270; sotto \
          decodes PCM, float, A-law, μ-law, ADPCM, MPEG audio, AC-3, DTS, GSM, G.722, G.723.1, \
          G.726, G.729 and WMA there)",
     );
@@ -956,7 +958,9 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 97] = [
+const CONTAINERS: [&str; 99] = [
+    "tones.flac.wav",
+    "tones.flac.avi",
     "speech.tta",
     "tones.tta.mkv",
     "tones.u8.mkv",
@@ -1996,6 +2000,31 @@ fn tta_decodes_as_ffmpeg_does() {
     damaged[at] ^= 0x04;
     let got = decode_bytes("damaged.tta", damaged, None).unwrap();
     assert!(got.samples[..] == whole.samples[..8_359]);
+}
+
+/// FLAC in WAV and AVI (format tag 0xF1AC, as FFmpeg writes it) decodes to FFmpeg's
+/// samples exactly, as the FLAC stream its frames make behind the STREAMINFO the format
+/// carries; without one (a WAVEFORMATEX of 18 bytes), behind one made from the format's
+/// channels, rate and bits, to the same samples.
+#[test]
+fn flac_in_wav_and_avi_decodes_as_ffmpeg_does() {
+    let dir = scratch("flac-wav");
+    for name in ["tones.flac.wav", "tones.flac.avi"] {
+        // `ffmpeg -i F -f f32le - | md5sum`, FFmpeg 5.1.
+        decodes_to_ffmpegs(name, 8_000, 2, "de97203e3b11632d9a683b91d9ab2da2", &dir);
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+    let wav = std::fs::read(fixture("tones.flac.wav")).unwrap();
+    let at = wav.windows(4).position(|w| w == b"data").unwrap();
+    let mut bare = b"RIFF\0\0\0\0WAVEfmt \x12\0\0\0".to_vec();
+    bare.extend_from_slice(&wav[20..36]);
+    bare.extend_from_slice(&[0, 0]);
+    bare.extend_from_slice(&wav[at..]);
+    let riff = (bare.len() - 8) as u32;
+    bare[4..8].copy_from_slice(&riff.to_le_bytes());
+    let whole = decode_bytes("tones.flac.wav", wav, None).unwrap();
+    let made = decode_bytes("bare.wav", bare, None).unwrap();
+    assert!(made.samples == whole.samples);
 }
 
 /// DSS (Olympus's and Philips's dictation recorders) in standard-play mode decodes to

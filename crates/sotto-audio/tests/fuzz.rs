@@ -6,7 +6,8 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 85] = [
+const FIXTURES: [&str; 86] = [
+    "tones.flac.wav",
     "speech.tta",
     "tones.tta.mkv",
     "tones.u8.mkv",
