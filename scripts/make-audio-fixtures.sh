@@ -645,6 +645,23 @@ for c in wav avi; do
         -flags +bitexact tones.flac.$c
 done
 ffmpeg -hide_banner -loglevel error -i tones.flac.wav -f f32le - | md5sum
+# What CAF and QuickTime hold that symphonia's readers refuse: AC-3 and GSM 06.10 (`agsm`)
+# copied from the raw fixtures, and IMA and Microsoft ADPCM in CAF (`ms` and the WAVE
+# format tag, as FFmpeg writes them); tests/decode.rs holds the md5 of FFmpeg's decodes of
+# the last two.
+ffmpeg -hide_banner -loglevel error -y -i tones.ac3 -c:a copy -fflags +bitexact \
+    -flags +bitexact tones.ac3.caf
+for c in caf mov; do
+    ffmpeg -hide_banner -loglevel error -y -i tones.gsm -c:a copy -fflags +bitexact \
+        -flags +bitexact tones.gsm.$c
+done
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -ar 8000 -c:a adpcm_ima_wav \
+    -fflags +bitexact -flags +bitexact tones.ima.caf
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -ar 8000 -c:a adpcm_ms -fflags +bitexact \
+    -flags +bitexact tones.adpcm.caf
+for f in tones.ima.caf tones.adpcm.caf; do
+    ffmpeg -hide_banner -loglevel error -i "$f" -f f32le - | md5sum
+done
 # FFmpeg's resampling to 16 kHz (libswresample's defaults, as faster-whisper's and the
 # ffmpeg CLI's): 8 kHz G.729 speech up, 22.05 kHz stereo tones down; tests/decode.rs
 # compares sotto's with them.

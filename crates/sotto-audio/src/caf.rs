@@ -52,30 +52,111 @@ fn walk<S: Read + Seek + ?Sized>(src: &mut S) -> Option<Option<&'static str>> {
     Some(None)
 }
 
-/// The channels, rate and sample data (offset, bytes, cut to the file) of `src`, a CAF
-/// file at its start with `head`, where it is 8-bit integer PCM (signed, as FFmpeg's
-/// `pcm_s8`), which symphonia's CAF reader refuses; leaves `src` at its start.
-pub(crate) fn pcm8<S: Read + Seek + ?Sized>(
-    src: &mut S,
-    head: &[u8],
-) -> Option<(u16, u32, (u64, u64))> {
-    // `desc` comes first: the rate (f64), the format, its flags (bit 0: float), bytes and
-    // frames a packet, channels, bits.
+/// A CAF file's `desc` chunk (always its first): the rate, the format and its flags
+/// (bit 0: float), bytes and frames a packet, channels, bits.
+struct Desc {
+    rate: u32,
+    format: [u8; 4],
+    flags: u32,
+    packet_bytes: u32,
+    packet_frames: u32,
+    channels: u16,
+    bits: u32,
+}
+
+fn desc(head: &[u8]) -> Option<Desc> {
     let field = |at: usize| Some(u32::from_be_bytes(head.get(at..at + 4)?.try_into().ok()?));
-    if !head.starts_with(b"caff") || head.get(8..12)? != b"desc" || head.get(28..32)? != b"lpcm" {
+    if !head.starts_with(b"caff") || head.get(8..12)? != b"desc" {
         return None;
     }
     let rate = f64::from_be_bytes(head.get(20..28)?.try_into().ok()?);
-    let (flags, channels, bits) = (field(32)?, field(44)?, field(48)?);
-    if bits != 8 || flags & 1 != 0 || rate.fract() != 0.0 || !(1.0..=768_000.0).contains(&rate) {
+    if rate.fract() != 0.0 || !(1.0..=768_000.0).contains(&rate) {
         return None;
     }
-    let channels = u16::try_from(channels)
-        .ok()
-        .filter(|c| (1..=32).contains(c))?;
+    Some(Desc {
+        rate: rate as u32,
+        format: head.get(28..32)?.try_into().ok()?,
+        flags: field(32)?,
+        packet_bytes: field(36)?,
+        packet_frames: field(40)?,
+        channels: u16::try_from(field(44)?)
+            .ok()
+            .filter(|c| (1..=32).contains(c))?,
+        bits: field(48)?,
+    })
+}
+
+/// What sotto reads of a CAF file in a format symphonia's CAF reader refuses.
+pub(crate) enum Coded {
+    /// 8-bit integer PCM (signed, as FFmpeg's `pcm_s8`): channels, rate, the samples.
+    Pcm8(u16, u32, (u64, u64)),
+    /// A WAV format (`ms` and its tag, as FFmpeg writes IMA and Microsoft ADPCM in CAF):
+    /// the WAVEFORMATEX made from `desc`, and the packets.
+    Wav(Vec<u8>, (u64, u64)),
+    /// AC-3's syncframes.
+    Ac3((u64, u64)),
+    /// Apple's GSM 06.10 (`agsm`: 33-byte frames of 160 samples, mono): the rate, frames.
+    Gsm(u32, (u64, u64)),
+}
+
+/// `src`, a CAF file at its start with `head`, where its format is one of [`Coded`]'s
+/// (its data: offset, bytes, cut to the file); leaves `src` at its start.
+pub(crate) fn coded<S: Read + Seek + ?Sized>(src: &mut S, head: &[u8]) -> Option<Coded> {
+    let d = desc(head)?;
+    let kind = match &d.format {
+        b"lpcm" if d.bits == 8 && d.flags & 1 == 0 => 0,
+        [b'm', b's', 0, 0x02 | 0x11] if d.packet_bytes > 0 && d.packet_frames > 0 => 1,
+        b"ac-3" => 2,
+        b"agsm" if d.channels == 1 => 3,
+        _ => return None,
+    };
     let data = data_chunk(src);
     src.seek(SeekFrom::Start(0)).ok()?;
-    Some((channels, rate as u32, data?))
+    let data = data?;
+    Some(match kind {
+        0 => Coded::Pcm8(d.channels, d.rate, data),
+        1 => Coded::Wav(waveformatex(&d)?, data),
+        2 => Coded::Ac3(data),
+        _ => Coded::Gsm(d.rate, data),
+    })
+}
+
+/// The WAVEFORMATEX of IMA or Microsoft ADPCM packets that `d` describes: its block is
+/// the packet, its samples a block the packet's frames (Microsoft's with the standard
+/// seven coefficient pairs, which are all FFmpeg writes).
+fn waveformatex(d: &Desc) -> Option<Vec<u8>> {
+    let tag = u16::from(d.format[3]);
+    let block = u16::try_from(d.packet_bytes).ok()?;
+    let frames = u16::try_from(d.packet_frames).ok()?;
+    let byte_rate = u64::from(d.rate) * u64::from(block) / u64::from(frames);
+    let mut f = tag.to_le_bytes().to_vec();
+    f.extend(d.channels.to_le_bytes());
+    f.extend(d.rate.to_le_bytes());
+    f.extend(u32::try_from(byte_rate).ok()?.to_le_bytes());
+    f.extend(block.to_le_bytes());
+    f.extend(4u16.to_le_bytes());
+    if tag == 0x11 {
+        f.extend(2u16.to_le_bytes());
+        f.extend(frames.to_le_bytes());
+    } else {
+        const COEFFICIENTS: [(i16, i16); 7] = [
+            (256, 0),
+            (512, -256),
+            (0, 0),
+            (192, 64),
+            (240, 0),
+            (460, -208),
+            (392, -232),
+        ];
+        f.extend(32u16.to_le_bytes());
+        f.extend(frames.to_le_bytes());
+        f.extend(7u16.to_le_bytes());
+        for (a, b) in COEFFICIENTS {
+            f.extend(a.to_le_bytes());
+            f.extend(b.to_le_bytes());
+        }
+    }
+    Some(f)
 }
 
 /// The samples of the `data` chunk (after its edit count), to its end or the file's.

@@ -398,20 +398,45 @@ fn decode_inner(
     if !mends.is_empty() {
         src = Box::new(crate::rf64::Mended::new(src, mends));
     }
-    // QuickTime's 8-bit PCM: its chunks, behind an AIFF-C header.
+    // QuickTime's 8-bit PCM (its chunks, behind an AIFF-C header) and Apple's GSM (its
+    // chunks' frames, decoded as read).
     let mut ext = ext;
-    if let Some(entry) = moov.coded_track.take_if(|e| e.is_pcm8()) {
+    if let Some(entry) = moov
+        .coded_track
+        .take_if(|e| e.is_pcm8() || e.kind == *b"agsm")
+    {
         // Cut to the file, whatever the tables claim.
         let len = src.byte_len().unwrap_or(u64::MAX);
-        let chunks: Vec<(u64, u64)> = (entry.chunks.unwrap_or_default().into_iter())
+        let chunks: Vec<(u64, u64)> = (entry.chunks.clone().unwrap_or_default().into_iter())
             .map(|(at, n)| (at, n.min(len.saturating_sub(at))))
             .collect();
         let total = chunks.iter().map(|c| c.1).sum();
-        let format = (b"NONE", 8);
-        let aifc =
-            crate::au::with_aifc_chunks(src, format, entry.channels, entry.rate, chunks, total);
-        ext = Some(aifc.ext);
-        src = Box::new(ReadOnlySource::new(aifc));
+        if entry.is_pcm8() {
+            let format = (b"NONE", 8);
+            let aifc =
+                crate::au::with_aifc_chunks(src, format, entry.channels, entry.rate, chunks, total);
+            ext = Some(aifc.ext);
+            src = Box::new(ReadOnlySource::new(aifc));
+        } else {
+            // GSM takes 1.6 kB a second: its frames are gathered first.
+            let mut frames = Vec::new();
+            crate::avi::AviAudio::with_header(src, Vec::new(), chunks, "gsm")
+                .read_to_end(&mut frames)
+                .map_err(|source| AudioError::Io {
+                    input: name.to_string(),
+                    source,
+                })?;
+            let raw = crate::gsm::GsmBlocks::new(crate::gsm::Packing::Raw);
+            let end = frames.len() as u64;
+            let pcm = crate::codec::DecodedWav::new(
+                Box::new(Cursor::new(frames)),
+                raw,
+                (0, end),
+                entry.rate,
+            );
+            ext = Some("wav");
+            src = Box::new(ReadOnlySource::new(pcm));
+        }
     }
     let crate::demux::Unwrapped {
         src,
@@ -1090,8 +1115,8 @@ fn probe_error(name: &str, e: SymError, head: &[u8]) -> AudioError {
         return AudioError::Codec {
             input: name.to_string(),
             detail: format!(
-                "{format} in CAF (sotto decodes PCM, A-law, μ-law, IMA 4:1, AAC, ALAC, FLAC, \
-                 MPEG audio and Opus there)"
+                "{format} in CAF (sotto decodes PCM, A-law, μ-law, IMA 4:1, IMA and Microsoft \
+                 ADPCM, AAC, ALAC, FLAC, MPEG audio, AC-3, GSM and Opus there)"
             ),
         };
     }

@@ -132,11 +132,41 @@ pub(crate) fn unwrap<'a>(
             .ok_or_else(|| corrupt(name, "Wave64: no format chunk before the data"))?;
         ext = Some(audio.ext);
         src = Box::new(ReadOnlySource::new(audio));
-    } else if let Some((channels, rate, data)) = crate::caf::pcm8(&mut *src, head) {
-        // 8-bit CAF: the same samples (signed) as AIFF-C's.
-        let audio = crate::au::with_aifc(src, (b"NONE", 8), channels, rate, data);
-        ext = Some(audio.ext);
-        src = Box::new(ReadOnlySource::new(audio));
+    } else if let Some(coded) = crate::caf::coded(&mut *src, head) {
+        use crate::{avi::AviAudio, caf::Coded};
+        src = match coded {
+            // 8-bit CAF: the same samples (signed) as AIFF-C's.
+            Coded::Pcm8(channels, rate, data) => {
+                let audio = crate::au::with_aifc(src, (b"NONE", 8), channels, rate, data);
+                ext = Some(audio.ext);
+                Box::new(ReadOnlySource::new(audio))
+            }
+            Coded::Wav(fmt, data) => {
+                let header = crate::avi::wav_header(&fmt, data.1);
+                ext = Some("wav");
+                Box::new(ReadOnlySource::new(AviAudio::with_header(
+                    src,
+                    header,
+                    vec![data],
+                    "wav",
+                )))
+            }
+            Coded::Ac3(data) => {
+                ext = Some("ac3");
+                Box::new(ReadOnlySource::new(AviAudio::with_header(
+                    src,
+                    Vec::new(),
+                    vec![data],
+                    "ac3",
+                )))
+            }
+            Coded::Gsm(rate, (at, len)) => {
+                let raw = crate::gsm::GsmBlocks::new(crate::gsm::Packing::Raw);
+                let pcm = crate::codec::DecodedWav::new(src, raw, (at, at + len), rate);
+                ext = Some("wav");
+                Box::new(ReadOnlySource::new(pcm))
+            }
+        };
     } else if crate::aifc::is_aifc(head) {
         src = match crate::aifc::mend(src) {
             Ok(mended) => {

@@ -34,8 +34,8 @@ pub(crate) struct Moov {
     /// without one: AMR (3GPP's `samr`, `sawb`), Apple's IMA 4:1 (`ima4`), QuickTime's
     /// G.711 (`ulaw`, `alaw`), MPEG audio Layer II (`.mp2`), or ALAC whose magic cookie is
     /// in a `wave` atom (QuickTime's version 1 sound description, as FFmpeg's `.mov`), or
-    /// in a WAVE format (`ms` and a format tag; its WAVEFORMATEX is the config), or 8-bit
-    /// PCM (`twos`, `sowt`; see [`SoundEntry::is_pcm8`]).
+    /// in a WAVE format (`ms` and a format tag; its WAVEFORMATEX is the config), 8-bit
+    /// PCM (`twos`, `sowt`; see [`SoundEntry::is_pcm8`]), or Apple's GSM (`agsm`).
     pub coded_track: Option<SoundEntry>,
     /// A sample table (of any track) whose entry count is more than its box holds:
     /// symphonia reserves room for every entry a count claims before reading any, so a
@@ -394,6 +394,14 @@ fn coded_track(moov: &[u8]) -> Option<SoundEntry> {
         b"samr" | b"sawb" | b"ima4" | b"ulaw" | b"alaw" | b".mp2" => {}
         // QuickTime's 8-bit PCM (signed), which symphonia's reader refuses for taking
         // these types for 16 bits: its chunks, a byte a sample.
+        // Apple's GSM 06.10: 33-byte frames of 160 samples.
+        b"agsm" => {
+            let frames = FrameBytes::Packets {
+                frames: 160,
+                bytes: 33,
+            };
+            chunks = Some(chunk_ranges(stbl, frames)?);
+        }
         b"twos" | b"sowt" if stsd.get(34..36)? == [0, 8] => {
             let channels = u16::from_be_bytes(stsd.get(32..34)?.try_into().ok()?);
             chunks = Some(chunk_ranges(

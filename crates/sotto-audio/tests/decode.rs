@@ -692,8 +692,8 @@ fn pcm_of_eight_channels_in_matroska_mixes_as_ffmpeg_does() {
 
 /// AC-3 in every container that carries it decodes to what its frames decode to alone:
 /// Matroska's and MP4's tracks (which symphonia's readers leave unnamed), a transport
-/// stream's as ATSC and DVB mark it, AVI's and a DVD's VOB's (`CONTAINERS` takes them
-/// through a pipe).
+/// stream's as ATSC and DVB mark it, AVI's, a DVD's VOB's and CAF's (`CONTAINERS` takes
+/// them through a pipe).
 #[test]
 fn ac3_of_every_container_decodes_alike() {
     let raw = decode_file_keeping_stereo(&fixture("tones.ac3")).unwrap();
@@ -709,6 +709,7 @@ fn ac3_of_every_container_decodes_alike() {
         "tones.dvb.ac3.ts",
         "tones.ac3.avi",
         "tones.ac3.vob",
+        "tones.ac3.caf",
     ] {
         let a = decode_file(&fixture(name)).unwrap();
         assert_eq!((a.sample_rate, a.channels_in), (32_000, 2), "{name}");
@@ -958,7 +959,12 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 99] = [
+const CONTAINERS: [&str; 104] = [
+    "tones.ac3.caf",
+    "tones.gsm.caf",
+    "tones.gsm.mov",
+    "tones.ima.caf",
+    "tones.adpcm.caf",
     "tones.flac.wav",
     "tones.flac.avi",
     "speech.tta",
@@ -2025,6 +2031,37 @@ fn flac_in_wav_and_avi_decodes_as_ffmpeg_does() {
     let whole = decode_bytes("tones.flac.wav", wav, None).unwrap();
     let made = decode_bytes("bare.wav", bare, None).unwrap();
     assert!(made.samples == whole.samples);
+}
+
+/// What CAF and QuickTime files hold that symphonia's readers refuse: Apple's GSM 06.10
+/// (`agsm`) in CAF and QuickTime decodes as its frames do alone, and IMA and Microsoft
+/// ADPCM in CAF (`ms` and the WAVE format, as FFmpeg writes them) to FFmpeg's samples
+/// exactly.
+#[test]
+fn gsm_and_adpcm_in_caf_and_quicktime_decode_as_ffmpeg_does() {
+    let raw = decode_file(&fixture("tones.gsm")).unwrap();
+    for name in ["tones.gsm.caf", "tones.gsm.mov"] {
+        let got = decode_file(&fixture(name)).unwrap();
+        assert_eq!((got.sample_rate, got.channels_in), (8_000, 1), "{name}");
+        assert!(got.samples == raw.samples, "{name}");
+    }
+    let dir = scratch("caf-adpcm");
+    // `ffmpeg -i F -f f32le - | md5sum`, FFmpeg 5.1.
+    decodes_to_ffmpegs(
+        "tones.ima.caf",
+        8_000,
+        2,
+        "f2ab7e01efbf5910436e046e0bfb5f6f",
+        &dir,
+    );
+    decodes_to_ffmpegs(
+        "tones.adpcm.caf",
+        8_000,
+        2,
+        "cb4b620d15ca1b706409ad6bcaf0841f",
+        &dir,
+    );
+    std::fs::remove_dir_all(dir).unwrap();
 }
 
 /// DSS (Olympus's and Philips's dictation recorders) in standard-play mode decodes to

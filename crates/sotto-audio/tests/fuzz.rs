@@ -6,7 +6,10 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 86] = [
+const FIXTURES: [&str; 89] = [
+    "tones.gsm.mov",
+    "tones.ima.caf",
+    "tones.adpcm.caf",
     "tones.flac.wav",
     "speech.tta",
     "tones.tta.mkv",
