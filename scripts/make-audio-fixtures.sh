@@ -662,6 +662,13 @@ ffmpeg -hide_banner -loglevel error -y -i tones.wav -ar 8000 -c:a adpcm_ms -ffla
 for f in tones.ima.caf tones.adpcm.caf; do
     ffmpeg -hide_banner -loglevel error -i "$f" -f f32le - | md5sum
 done
+# Flash ADPCM in WAV (format 0x5346: each block an FLV tag's packet) and in QuickTime (`ms`
+# and the tag, no WAVEFORMATEX), as FFmpeg writes them; tests/decode.rs holds the md5.
+for c in wav mov; do
+    ffmpeg -hide_banner -loglevel error -y -i tones.wav -ar 11025 -c:a adpcm_swf \
+        -fflags +bitexact -flags +bitexact tones.swf.$c
+done
+ffmpeg -hide_banner -loglevel error -i tones.swf.wav -f f32le - | md5sum
 # FFmpeg's resampling to 16 kHz (libswresample's defaults, as faster-whisper's and the
 # ffmpeg CLI's): 8 kHz G.729 speech up, 22.05 kHz stereo tones down; tests/decode.rs
 # compares sotto's with them.

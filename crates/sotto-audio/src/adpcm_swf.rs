@@ -11,6 +11,9 @@ use symphonia::core::io::MediaSource;
 use crate::codec::Bits;
 use crate::ima_qt::STEP;
 
+/// Its WAV format tag (`SF`, as FFmpeg writes it), whose blocks are FLV's packets.
+pub(crate) const WAV_TAG: u16 = 0x5346;
+
 /// Step index changes by code (without its sign bit), for 2- to 5-bit codes.
 const INDEX: [&[i32]; 4] = [
     &[-1, 2],

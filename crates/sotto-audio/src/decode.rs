@@ -1105,8 +1105,8 @@ fn probe_error(name: &str, e: SymError, head: &[u8]) -> AudioError {
             input: name.to_string(),
             detail: format!(
                 "{known} in WAV (format tag {tag:#06x}; sotto decodes PCM, float, A-law, μ-law, \
-                 ADPCM, MPEG audio, AC-3, DTS, GSM, G.722, G.723.1, G.726, G.729 and WMA \
-                 there)"
+                 ADPCM, Flash ADPCM, MPEG audio, AC-3, DTS, FLAC, GSM, G.722, G.723.1, G.726, \
+                 G.729 and WMA there)"
             ),
         };
     }

@@ -54,9 +54,9 @@ pub(crate) fn unwrap<'a>(
             AviError::Format(tag) => AudioError::Codec {
                 input: name.to_string(),
                 detail: format!(
-                    "WAV format tag {tag:#06x} in AVI (sotto decodes PCM, ADPCM, A-law, μ-law, \
-                     GSM, G.722, G.723.1, G.726, G.729, MPEG audio, AAC, AC-3, DTS and WMA \
-                     there)"
+                    "WAV format tag {tag:#06x} in AVI (sotto decodes PCM, ADPCM, Flash ADPCM, \
+                     A-law, μ-law, GSM, G.722, G.723.1, G.726, G.729, MPEG audio, AAC, AC-3, \
+                     DTS, FLAC and WMA there)"
                 ),
             },
             AviError::Corrupt(why) => corrupt(name, format!("AVI: {why}")),
@@ -330,6 +330,23 @@ fn speech_wav(mut src: Box<dyn MediaSource>) -> SpeechWav {
     let rate = fmt
         .get(4..8)
         .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+    if tag == crate::adpcm_swf::WAV_TAG && (1..=2).contains(&channels) && block > 0 {
+        // Flash ADPCM: each block is an FLV tag's packet (mono or stereo).
+        let mut chunks = Vec::new();
+        for at in (start..start + len).step_by(block) {
+            let mut first = [0u8];
+            if src
+                .seek(SeekFrom::Start(at))
+                .and_then(|_| src.read_exact(&mut first))
+                .is_err()
+            {
+                break;
+            }
+            chunks.push((at, (block as u64).min(start + len - at), first[0]));
+        }
+        let pcm = crate::adpcm_swf::SwfWav::new(src, chunks, rate, channels);
+        return SpeechWav::Decoded(Box::new(ReadOnlySource::new(pcm)));
+    }
     if channels != 1 {
         return SpeechWav::Unsupported(format!("{codec} in {channels} channels (it is mono)"));
     }

@@ -291,6 +291,33 @@ fn plain_waveformatex(tag: u16, stsd: &[u8]) -> Option<Vec<u8>> {
     Some(fmt)
 }
 
+/// The WAVEFORMATEX of Flash ADPCM (as FFmpeg writes it in QuickTime: no `wave` atom, a
+/// packet a sample), whose block is a packet: 4096 samples a channel, in the size of
+/// the first (`stsz`), 4 bits a sample.
+fn swf_format(stsd: &[u8], stbl: &[u8]) -> Option<(Vec<u8>, FrameBytes)> {
+    let stsz = child(stbl, b"stsz")?;
+    let block = match be32(stsz, 4)? {
+        0 => be32(stsz, 12)?,
+        n => n,
+    };
+    let block16 = u16::try_from(block).ok().filter(|&b| b > 0)?;
+    let channels = u16::from_be_bytes(stsd.get(32..34)?.try_into().ok()?);
+    let rate = u32::from(u16::from_be_bytes(stsd.get(40..42)?.try_into().ok()?));
+    let mut fmt = crate::adpcm_swf::WAV_TAG.to_le_bytes().to_vec();
+    fmt.extend(channels.to_le_bytes());
+    fmt.extend(rate.to_le_bytes());
+    let byte_rate = u64::from(rate) * u64::from(block) / 4096;
+    fmt.extend(u32::try_from(byte_rate).unwrap_or(u32::MAX).to_le_bytes());
+    fmt.extend(block16.to_le_bytes());
+    fmt.extend(4u16.to_le_bytes());
+    fmt.extend(0u16.to_le_bytes());
+    let packets = FrameBytes::Packets {
+        frames: 4096,
+        bytes: u64::from(block),
+    };
+    Some((fmt, packets))
+}
+
 /// How many bytes a number of sample frames of a WAVE-format entry take: a version 1
 /// description's bytes per packet of so many frames, or a codec's bits a sample.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -392,8 +419,6 @@ fn coded_track(moov: &[u8]) -> Option<SoundEntry> {
     let mut chunks = None;
     match &kind {
         b"samr" | b"sawb" | b"ima4" | b"ulaw" | b"alaw" | b".mp2" => {}
-        // QuickTime's 8-bit PCM (signed), which symphonia's reader refuses for taking
-        // these types for 16 bits: its chunks, a byte a sample.
         // Apple's GSM 06.10: 33-byte frames of 160 samples.
         b"agsm" => {
             let frames = FrameBytes::Packets {
@@ -402,6 +427,8 @@ fn coded_track(moov: &[u8]) -> Option<SoundEntry> {
             };
             chunks = Some(chunk_ranges(stbl, frames)?);
         }
+        // QuickTime's 8-bit PCM (signed), which symphonia's reader refuses for taking
+        // these types for 16 bits: its chunks, a byte a sample.
         b"twos" | b"sowt" if stsd.get(34..36)? == [0, 8] => {
             let channels = u16::from_be_bytes(stsd.get(32..34)?.try_into().ok()?);
             chunks = Some(chunk_ranges(
@@ -420,14 +447,19 @@ fn coded_track(moov: &[u8]) -> Option<SoundEntry> {
             // without one, G.722 and G.726 are known by the entry's own fields. Taken
             // where a WAV file of it decodes.
             let tag = u16::from_be_bytes([*hi, *lo]);
-            let fmt = match wave_atom(stsd).and_then(|w| child(w, &kind)) {
-                Some(fmt) => fmt.to_vec(),
-                None => plain_waveformatex(tag, stsd)?,
+            let swf = (tag == crate::adpcm_swf::WAV_TAG).then(|| swf_format(stsd, stbl));
+            let fmt = match (wave_atom(stsd).and_then(|w| child(w, &kind)), &swf) {
+                (Some(fmt), _) => fmt.to_vec(),
+                (None, Some(swf)) => swf.as_ref()?.0.clone(),
+                (None, None) => plain_waveformatex(tag, stsd)?,
             };
             if !crate::avi::format_tag(&fmt).is_some_and(crate::avi::wav_tag_decoded) {
                 return None;
             }
-            let bytes = frame_bytes(tag, stsd)?;
+            let bytes = match swf {
+                Some(swf) => swf?.1,
+                None => frame_bytes(tag, stsd)?,
+            };
             chunks = Some(chunk_ranges(stbl, bytes)?);
             config = Some(fmt);
         }

@@ -839,8 +839,8 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
     assert_one_line(
         &e,
         "atrac3.wav: its audio codec is not supported: ATRAC3 in WAV (format tag 0x0270; sotto \
-         decodes PCM, float, A-law, μ-law, ADPCM, MPEG audio, AC-3, DTS, GSM, G.722, G.723.1, \
-         G.726, G.729 and WMA there)",
+         decodes PCM, float, A-law, μ-law, ADPCM, Flash ADPCM, MPEG audio, AC-3, DTS, FLAC, GSM, \
+         G.722, G.723.1, G.726, G.729 and WMA there)",
     );
     let e = decode_file(&fixture("video.mkv")).unwrap_err().to_string();
     assert_one_line(
@@ -959,7 +959,9 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 104] = [
+const CONTAINERS: [&str; 106] = [
+    "tones.swf.wav",
+    "tones.swf.mov",
     "tones.ac3.caf",
     "tones.gsm.caf",
     "tones.gsm.mov",
@@ -2036,9 +2038,9 @@ fn flac_in_wav_and_avi_decodes_as_ffmpeg_does() {
 /// What CAF and QuickTime files hold that symphonia's readers refuse: Apple's GSM 06.10
 /// (`agsm`) in CAF and QuickTime decodes as its frames do alone, and IMA and Microsoft
 /// ADPCM in CAF (`ms` and the WAVE format, as FFmpeg writes them) to FFmpeg's samples
-/// exactly.
+/// exactly; so does Flash ADPCM in WAV and QuickTime.
 #[test]
-fn gsm_and_adpcm_in_caf_and_quicktime_decode_as_ffmpeg_does() {
+fn gsm_and_adpcm_in_caf_wav_and_quicktime_decode_as_ffmpeg_does() {
     let raw = decode_file(&fixture("tones.gsm")).unwrap();
     for name in ["tones.gsm.caf", "tones.gsm.mov"] {
         let got = decode_file(&fixture(name)).unwrap();
@@ -2061,6 +2063,10 @@ fn gsm_and_adpcm_in_caf_and_quicktime_decode_as_ffmpeg_does() {
         "cb4b620d15ca1b706409ad6bcaf0841f",
         &dir,
     );
+    // Flash ADPCM, stereo: in WAV (its blocks FLV's packets) and QuickTime.
+    for name in ["tones.swf.wav", "tones.swf.mov"] {
+        decodes_to_ffmpegs(name, 11_025, 2, "70c6f23f731c12eee411a02e547cf09b", &dir);
+    }
     std::fs::remove_dir_all(dir).unwrap();
 }
 

@@ -6,7 +6,9 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 89] = [
+const FIXTURES: [&str; 91] = [
+    "tones.swf.wav",
+    "tones.swf.mov",
     "tones.gsm.mov",
     "tones.ima.caf",
     "tones.adpcm.caf",
