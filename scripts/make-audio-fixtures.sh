@@ -669,6 +669,12 @@ for c in wav mov; do
         -fflags +bitexact -flags +bitexact tones.swf.$c
 done
 ffmpeg -hide_banner -loglevel error -i tones.swf.wav -f f32le - | md5sum
+# Vorbis outside Ogg (FFmpeg's AVI and ASF, format 0x566F, and MP4 and QuickTime: object
+# type 0xDD, `msVo`), the same packets in each, and in Ogg, which tests/decode.rs compares.
+for c in ogg avi asf mp4 mov; do
+    ffmpeg -hide_banner -loglevel error -y -i tones.wav -ar 11025 -c:a libvorbis -q:a 0 \
+        -strict -2 -fflags +bitexact -flags +bitexact tones.vorbis.$c
+done
 # FFmpeg's resampling to 16 kHz (libswresample's defaults, as faster-whisper's and the
 # ffmpeg CLI's): 8 kHz G.729 speech up, 22.05 kHz stereo tones down; tests/decode.rs
 # compares sotto's with them.

@@ -154,6 +154,9 @@ pub(crate) struct AviAudio {
     /// Whether the chunks are DV frames (a "type 1" file's one interleaved stream), for
     /// `dv.rs` (see [`AviAudio::into_parts`]).
     pub(crate) dv: bool,
+    /// Vorbis's headers (identification and setup), where the stream is Vorbis: its chunks
+    /// are packets, which `codec::ChunkReader` hands out.
+    pub(crate) vorbis: Option<Vec<u8>>,
 }
 
 /// Why an AVI file gives no audio to decode.
@@ -193,6 +196,7 @@ impl AviAudio {
             .ok_or_else(|| AviError::Corrupt("an audio stream's format is cut short".into()))?;
         let data: u64 = chunks.iter().map(|c| c.1).sum();
         let mut frame_header = None;
+        let mut vorbis = None;
         let (header, ext) = if WAV_TAGS.contains(&tag) || own_codec(tag) {
             (wav_header(&format, data), "wav")
         } else if AAC_TAGS.contains(&tag) || tag == ADTS_TAG {
@@ -212,6 +216,11 @@ impl AviAudio {
             (Vec::new(), "ac3")
         } else if tag == DTS_TAG {
             (Vec::new(), "dts")
+        } else if crate::vorbis::WAV_TAGS.contains(&tag) {
+            let config = crate::vorbis::from_waveformatex(&format)
+                .ok_or_else(|| AviError::Corrupt("Vorbis without its headers".into()))?;
+            vorbis = Some(config);
+            (Vec::new(), "vorbis")
         } else if tag == FLAC_TAG {
             let mut first = [0u8; 16];
             if let Some(&(at, _)) = chunks.first() {
@@ -230,6 +239,7 @@ impl AviAudio {
         let mut audio = Self::with_header(src, header, chunks, ext);
         audio.frame_header = frame_header;
         audio.speech = own_codec(tag);
+        audio.vorbis = vorbis;
         Ok(audio)
     }
 }
@@ -254,6 +264,7 @@ impl AviAudio {
             framed: None,
             speech: false,
             dv: false,
+            vorbis: None,
         }
     }
 

@@ -384,6 +384,64 @@ macro_rules! front_to_back_reader_methods {
 }
 pub(crate) use front_to_back_reader_methods;
 
+/// A stream whose packets are chunks of the file ((offset, length), in order: Vorbis's in
+/// AVI), read as they come: a [`FormatReader`](symphonia::core::formats::FormatReader) of
+/// one track with `params`.
+pub(crate) struct ChunkReader {
+    src: symphonia::core::io::MediaSourceStream,
+    tracks: Vec<symphonia::core::formats::Track>,
+    cues: Vec<symphonia::core::formats::Cue>,
+    metadata: symphonia::core::meta::MetadataLog,
+    chunks: std::vec::IntoIter<(u64, u64)>,
+}
+
+impl ChunkReader {
+    pub(crate) fn new(
+        src: symphonia::core::io::MediaSourceStream,
+        params: symphonia::core::codecs::CodecParameters,
+        chunks: Vec<(u64, u64)>,
+    ) -> Self {
+        Self {
+            src,
+            tracks: vec![symphonia::core::formats::Track::new(0, params)],
+            cues: Vec::new(),
+            metadata: Default::default(),
+            chunks: chunks.into_iter(),
+        }
+    }
+}
+
+impl symphonia::core::formats::FormatReader for ChunkReader {
+    fn try_new(
+        _: symphonia::core::io::MediaSourceStream,
+        _: &symphonia::core::formats::FormatOptions,
+    ) -> Result<Self> {
+        symphonia::core::errors::unsupported_error("chunks: opened by sotto alone")
+    }
+
+    front_to_back_reader_methods!();
+
+    fn next_packet(&mut self) -> Result<symphonia::core::formats::Packet> {
+        let Some(chunk) = self.chunks.next() else {
+            return symphonia::core::errors::end_of_stream_error();
+        };
+        match read_chunk(&mut self.src, chunk)? {
+            Some(data) => Ok(symphonia::core::formats::Packet::new_from_boxed_slice(
+                0,
+                0,
+                0,
+                data.into_boxed_slice(),
+            )),
+            // The file ends inside the chunk: what came before is all there is.
+            None => symphonia::core::errors::end_of_stream_error(),
+        }
+    }
+
+    fn into_inner(self: Box<Self>) -> symphonia::core::io::MediaSourceStream {
+        self.src
+    }
+}
+
 /// FFmpeg's lagged Fibonacci generator (`av_lfg_get`), from the state `av_lfg_init` makes
 /// of a seed (words 8 to 63 from MD5 digests of the seed and their index, each over the
 /// last digest's bytes; computed once, and kept by the decoders that use it).

@@ -469,6 +469,8 @@ fn decode_inner(
             Box::new(crate::ogg_speex::OggSpeexReader::open(mss).map_err(&refused)?)
         } else if let OwnReader::WmaWav(fmt, data) = reader {
             Box::new(crate::wma::WavReader::open(mss, &fmt, data).map_err(&refused)?)
+        } else if let OwnReader::Chunks(params, chunks) = reader {
+            Box::new(crate::codec::ChunkReader::new(mss, params, chunks))
         } else if let OwnReader::OpusTs(config) = reader {
             Box::new(crate::ts_opus::OpusTsReader::open(mss, config).map_err(&refused)?)
         } else {
@@ -589,6 +591,13 @@ fn decode_inner(
         let head = params.extra_data.as_deref();
         if let Some(head) = head.and_then(|h| crate::opus::head_from_dops(h, moov.edit.is_some())) {
             params.with_extra_data(head.into());
+        }
+    }
+    // Vorbis in MP4 (FFmpeg's): the edit list's start is the first packet's length, whose
+    // samples the decoder gives none of already.
+    if params.codec == symphonia::core::codecs::CODEC_TYPE_VORBIS {
+        if let Some(edit) = &mut moov.edit {
+            edit.start_s = 0.0;
         }
     }
     // PCM in Matroska comes without a largest packet, which symphonia's PCM decoder sizes
@@ -856,6 +865,7 @@ fn coded_track_params(entry: &crate::mp4_edit::SoundEntry) -> Option<CodecParame
         b"alaw" => CODEC_TYPE_PCM_ALAW,
         b".mp2" => symphonia::core::codecs::CODEC_TYPE_MP2,
         b"alac" => symphonia::core::codecs::CODEC_TYPE_ALAC,
+        b"mp4a" | b"msVo" => symphonia::core::codecs::CODEC_TYPE_VORBIS,
         [b'm', b's', ..] => crate::avi::CODEC_TYPE_ACM,
         _ => crate::ima_qt::CODEC_TYPE_IMA_QT,
     };

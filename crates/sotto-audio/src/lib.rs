@@ -52,6 +52,7 @@ mod ts;
 mod ts_opus;
 mod tta;
 pub mod vad;
+mod vorbis;
 mod w64;
 mod wavpack;
 mod wma;

@@ -35,7 +35,8 @@ pub(crate) struct Moov {
     /// G.711 (`ulaw`, `alaw`), MPEG audio Layer II (`.mp2`), or ALAC whose magic cookie is
     /// in a `wave` atom (QuickTime's version 1 sound description, as FFmpeg's `.mov`), or
     /// in a WAVE format (`ms` and a format tag; its WAVEFORMATEX is the config), 8-bit
-    /// PCM (`twos`, `sowt`; see [`SoundEntry::is_pcm8`]), or Apple's GSM (`agsm`).
+    /// PCM (`twos`, `sowt`; see [`SoundEntry::is_pcm8`]), Apple's GSM (`agsm`), or
+    /// Vorbis (FFmpeg's `mp4a` of object type 0xDD, `msVo`; its headers the config).
     pub coded_track: Option<SoundEntry>,
     /// A sample table (of any track) whose entry count is more than its box holds:
     /// symphonia reserves room for every entry a count claims before reading any, so a
@@ -251,6 +252,59 @@ fn sound_entry(moov: &[u8]) -> Option<[u8; 4]> {
     child(stbl, b"stsd")?.get(12..16)?.try_into().ok()
 }
 
+/// The atoms inside the first sample entry of `stsd`, after its fields (more of them in
+/// QuickTime's version 1 and 2 sound descriptions).
+fn entry_children(stsd: &[u8]) -> Option<&[u8]> {
+    let entry = stsd.get(8..8 + usize::try_from(be32(stsd, 8)?).ok()?)?;
+    let at = match entry.get(16..18)? {
+        [0, 1] => 52,
+        [0, 2] => 72,
+        _ => 36,
+    };
+    entry.get(at..)
+}
+
+/// Vorbis's headers in an `esds` box: an ES descriptor (0x03) holding a decoder config
+/// (0x04) of object type 0xDD (as FFmpeg writes it), whose decoder-specific info (0x05) is
+/// the three headers, Xiph-laced.
+fn esds_vorbis(esds: &[u8]) -> Option<Vec<u8>> {
+    // A descriptor: its tag, then its size in 7-bit groups (high bit: more).
+    fn descriptor(b: &[u8], tag: u8) -> Option<&[u8]> {
+        let (&t, mut rest) = b.split_first()?;
+        if t != tag {
+            return None;
+        }
+        let mut size = 0usize;
+        for _ in 0..4 {
+            let (&v, r) = rest.split_first()?;
+            rest = r;
+            size = size << 7 | usize::from(v & 0x7F);
+            if v & 0x80 == 0 {
+                break;
+            }
+        }
+        rest.get(..size)
+    }
+    let es = descriptor(esds.get(4..)?, 0x03)?;
+    let flags = *es.get(2)?;
+    // The ES id and flags, then what the flags say follows: a dependence, a URL, an OCR id.
+    let mut at = 3;
+    if flags & 0x80 != 0 {
+        at += 2;
+    }
+    if flags & 0x40 != 0 {
+        at += 1 + usize::from(*es.get(at)?);
+    }
+    if flags & 0x20 != 0 {
+        at += 2;
+    }
+    let config = descriptor(es.get(at..)?, 0x04)?;
+    if *config.first()? != 0xDD {
+        return None;
+    }
+    crate::vorbis::config(descriptor(config.get(13..)?, 0x05)?)
+}
+
 /// The `wave` atom of a version 1 sound description (16 bytes longer than version 0's),
 /// the first entry of `stsd`.
 fn wave_atom(stsd: &[u8]) -> Option<&[u8]> {
@@ -419,6 +473,18 @@ fn coded_track(moov: &[u8]) -> Option<SoundEntry> {
     let mut chunks = None;
     match &kind {
         b"samr" | b"sawb" | b"ima4" | b"ulaw" | b"alaw" | b".mp2" => {}
+        // Vorbis (FFmpeg's: `mp4a` with object type 0xDD, or `msVo`): its headers, from
+        // the `esds` or the `glbl` atom; its packets are the samples.
+        b"mp4a" => {
+            let esds = child(entry_children(stsd)?, b"esds")?;
+            config = Some(esds_vorbis(esds)?);
+        }
+        b"msVo" => {
+            config = Some(crate::vorbis::config(child(
+                entry_children(stsd)?,
+                b"glbl",
+            )?)?);
+        }
         // Apple's GSM 06.10: 33-byte frames of 160 samples.
         b"agsm" => {
             let frames = FrameBytes::Packets {

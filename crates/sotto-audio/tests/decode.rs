@@ -959,7 +959,11 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 106] = [
+const CONTAINERS: [&str; 110] = [
+    "tones.vorbis.avi",
+    "tones.vorbis.asf",
+    "tones.vorbis.mp4",
+    "tones.vorbis.mov",
     "tones.swf.wav",
     "tones.swf.mov",
     "tones.ac3.caf",
@@ -2068,6 +2072,33 @@ fn gsm_and_adpcm_in_caf_wav_and_quicktime_decode_as_ffmpeg_does() {
         decodes_to_ffmpegs(name, 11_025, 2, "70c6f23f731c12eee411a02e547cf09b", &dir);
     }
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// Vorbis outside Ogg, as FFmpeg writes it (the headers Xiph-laced after AVI's and ASF's
+/// WAVEFORMATEX, in MP4's `esds` of object type 0xDD, in QuickTime's `glbl`), decodes as
+/// the same packets in Ogg do: AVI's and ASF's to FFmpeg's length (no end trim to know),
+/// MP4's and QuickTime's to the Ogg file's (the edit list's end; its start, the first
+/// packet's length, is what the decoder gives none of).
+#[test]
+fn vorbis_in_avi_asf_mp4_and_quicktime_decodes_as_in_ogg() {
+    let ogg = decode_file_keeping_stereo(&fixture("tones.vorbis.ogg")).unwrap();
+    assert_eq!((ogg.sample_rate, ogg.channels_in), (11_025, 2));
+    assert_eq!(ogg.samples.len(), 5_513);
+    for (name, len) in [
+        ("tones.vorbis.avi", 5_632),
+        ("tones.vorbis.asf", 5_632),
+        ("tones.vorbis.mp4", 5_513),
+        ("tones.vorbis.mov", 5_513),
+    ] {
+        let got = decode_file_keeping_stereo(&fixture(name)).unwrap();
+        assert_eq!((got.sample_rate, got.channels_in), (11_025, 2), "{name}");
+        assert_eq!(got.samples.len(), len, "{name}");
+        assert!(got.samples[..5_513] == ogg.samples[..], "{name}");
+        assert!(
+            interleaved(&got)[..2 * 5_513] == interleaved(&ogg)[..],
+            "{name}"
+        );
+    }
 }
 
 /// DSS (Olympus's and Philips's dictation recorders) in standard-play mode decodes to
