@@ -675,6 +675,17 @@ for c in ogg avi asf mp4 mov; do
     ffmpeg -hide_banner -loglevel error -y -i tones.wav -ar 11025 -c:a libvorbis -q:a 0 \
         -strict -2 -fflags +bitexact -flags +bitexact tones.vorbis.$c
 done
+# Speex outside Ogg and FLV, as FFmpeg writes it (format 0xA109 with the Speex header after
+# the WAVEFORMATEX; QuickTime's `spex`): speech.spx's packets copied into Matroska, ASF and
+# QuickTime, and the tones in AVI (its copy pads the gaps DTX leaves with empty chunks);
+# tests/decode.rs holds the md5 of FFmpeg's decode of the last.
+for c in mkv asf mov; do
+    ffmpeg -hide_banner -loglevel error -y -i speech.spx -c:a copy -fflags +bitexact \
+        -flags +bitexact speech.spx.$c
+done
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -ar 16000 -ac 1 -c:a libspeex \
+    -fflags +bitexact -flags +bitexact tones.speex.avi
+ffmpeg -hide_banner -loglevel error -i tones.speex.avi -f f32le - | md5sum
 # FFmpeg's resampling to 16 kHz (libswresample's defaults, as faster-whisper's and the
 # ffmpeg CLI's): 8 kHz G.729 speech up, 22.05 kHz stereo tones down; tests/decode.rs
 # compares sotto's with them.

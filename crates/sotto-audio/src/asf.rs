@@ -188,18 +188,15 @@ fn audio_params(fmt: &[u8]) -> Option<(CodecParameters, Option<&'static str>)> {
                 None => Some("AAC without its configuration"),
             }
         }
-        // Vorbis: its headers after the 18 bytes, its packets one a media object.
-        (tag, _) if crate::vorbis::WAV_TAGS.contains(&tag) => {
-            match crate::vorbis::from_waveformatex(fmt) {
-                Some(config) => {
-                    params
-                        .for_codec(symphonia::core::codecs::CODEC_TYPE_VORBIS)
-                        .with_extra_data(config.into());
-                    None
-                }
-                None => Some("Vorbis without its headers"),
+        // Vorbis and Speex: their headers after the 18 bytes, a packet a media object.
+        (tag, _) if crate::avi::packet_codec(tag).is_some() => match crate::avi::packet_params(fmt)
+        {
+            Some(p) => {
+                params = p;
+                None
             }
-        }
+            None => Some("Vorbis or Speex without its headers"),
+        },
         (0x0162, _) => Some("WMA Pro (Windows Media Audio 9 Professional)"),
         (0x0163, _) => Some("WMA Lossless"),
         (0x000A, _) => Some("WMA Voice"),

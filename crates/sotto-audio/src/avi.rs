@@ -103,6 +103,44 @@ fn flac_head(format: &[u8], first: &[u8]) -> Option<Vec<u8>> {
     Some(head)
 }
 
+/// The codec of a format tag whose packets its decoder needs one at a time, so that it
+/// cannot go as a WAV file's data: Vorbis, Speex.
+pub(crate) fn packet_codec(tag: u16) -> Option<symphonia::core::codecs::CodecType> {
+    if crate::vorbis::WAV_TAGS.contains(&tag) {
+        Some(symphonia::core::codecs::CODEC_TYPE_VORBIS)
+    } else if tag == crate::speex::WAV_TAG {
+        Some(crate::speex::CODEC_TYPE_SPEEX)
+    } else {
+        None
+    }
+}
+
+/// The codec parameters of a WAVEFORMATEX of [`packet_codec`]'s: its rate and channels,
+/// and the headers after it (Vorbis's identification and setup; Speex's header).
+pub(crate) fn packet_params(fmt: &[u8]) -> Option<symphonia::core::codecs::CodecParameters> {
+    let tag = format_tag(fmt)?;
+    let codec = packet_codec(tag)?;
+    let extra = if codec == symphonia::core::codecs::CODEC_TYPE_VORBIS {
+        crate::vorbis::from_waveformatex(fmt)?
+    } else {
+        let size = usize::from(u16::from_le_bytes(fmt.get(16..18)?.try_into().ok()?));
+        let header = fmt.get(18..18 + size)?;
+        crate::speex::Config::from_header(header).ok()?;
+        header.to_vec()
+    };
+    let mut params = symphonia::core::codecs::CodecParameters::new();
+    params.for_codec(codec).with_extra_data(extra.into());
+    let rate = u32::from_le_bytes(fmt.get(4..8)?.try_into().ok()?);
+    if rate > 0 {
+        params.with_sample_rate(rate);
+    }
+    let channels = u16::from_le_bytes(fmt.get(2..4)?.try_into().ok()?);
+    if let Some(c) = crate::decode::first_channels(u64::from(channels)) {
+        params.with_channels(c);
+    }
+    Some(params)
+}
+
 /// Whether sotto decodes a WAV file of this format tag (symphonia, or its own readers).
 pub(crate) fn wav_tag_decoded(tag: u16) -> bool {
     WAV_TAGS.contains(&tag)
@@ -154,9 +192,10 @@ pub(crate) struct AviAudio {
     /// Whether the chunks are DV frames (a "type 1" file's one interleaved stream), for
     /// `dv.rs` (see [`AviAudio::into_parts`]).
     pub(crate) dv: bool,
-    /// Vorbis's headers (identification and setup), where the stream is Vorbis: its chunks
-    /// are packets, which `codec::ChunkReader` hands out.
-    pub(crate) vorbis: Option<Vec<u8>>,
+    /// The codec parameters of a stream whose chunks are packets that its decoder needs
+    /// one at a time (Vorbis, Speex: see [`packet_params`]), which `codec::ChunkReader`
+    /// hands out.
+    pub(crate) packets: Option<symphonia::core::codecs::CodecParameters>,
 }
 
 /// Why an AVI file gives no audio to decode.
@@ -196,7 +235,7 @@ impl AviAudio {
             .ok_or_else(|| AviError::Corrupt("an audio stream's format is cut short".into()))?;
         let data: u64 = chunks.iter().map(|c| c.1).sum();
         let mut frame_header = None;
-        let mut vorbis = None;
+        let mut packets = None;
         let (header, ext) = if WAV_TAGS.contains(&tag) || own_codec(tag) {
             (wav_header(&format, data), "wav")
         } else if AAC_TAGS.contains(&tag) || tag == ADTS_TAG {
@@ -216,11 +255,11 @@ impl AviAudio {
             (Vec::new(), "ac3")
         } else if tag == DTS_TAG {
             (Vec::new(), "dts")
-        } else if crate::vorbis::WAV_TAGS.contains(&tag) {
-            let config = crate::vorbis::from_waveformatex(&format)
-                .ok_or_else(|| AviError::Corrupt("Vorbis without its headers".into()))?;
-            vorbis = Some(config);
-            (Vec::new(), "vorbis")
+        } else if packet_codec(tag).is_some() {
+            let params = packet_params(&format)
+                .ok_or_else(|| AviError::Corrupt("a stream without its codec's headers".into()))?;
+            packets = Some(params);
+            (Vec::new(), "packets")
         } else if tag == FLAC_TAG {
             let mut first = [0u8; 16];
             if let Some(&(at, _)) = chunks.first() {
@@ -239,7 +278,7 @@ impl AviAudio {
         let mut audio = Self::with_header(src, header, chunks, ext);
         audio.frame_header = frame_header;
         audio.speech = own_codec(tag);
-        audio.vorbis = vorbis;
+        audio.packets = packets;
         Ok(audio)
     }
 }
@@ -264,7 +303,7 @@ impl AviAudio {
             framed: None,
             speech: false,
             dv: false,
-            vorbis: None,
+            packets: None,
         }
     }
 

@@ -494,6 +494,10 @@ fn decode_inner(
             let track = tracks.iter().find(|k| u64::from(k.id) == t.number)?;
             let mut params = track.codec_params.clone();
             if let Some(acm) = t.private_of(b"A_MS/ACM") {
+                // Vorbis and Speex: a block a packet, as their decoders need.
+                if let Some(p) = crate::avi::packet_params(acm) {
+                    return Some((track.id, p));
+                }
                 match crate::wma::Config::from_waveformatex(acm) {
                     Some(config) => params.for_codec(config.codec()),
                     None => {
@@ -866,6 +870,7 @@ fn coded_track_params(entry: &crate::mp4_edit::SoundEntry) -> Option<CodecParame
         b".mp2" => symphonia::core::codecs::CODEC_TYPE_MP2,
         b"alac" => symphonia::core::codecs::CODEC_TYPE_ALAC,
         b"mp4a" | b"msVo" => symphonia::core::codecs::CODEC_TYPE_VORBIS,
+        b"spex" => crate::speex::CODEC_TYPE_SPEEX,
         [b'm', b's', ..] => crate::avi::CODEC_TYPE_ACM,
         _ => crate::ima_qt::CODEC_TYPE_IMA_QT,
     };

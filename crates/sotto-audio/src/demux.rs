@@ -22,7 +22,7 @@ pub(crate) enum OwnReader {
     WmaWav(Vec<u8>, (u64, u64)),
     /// Opus in a transport stream: its PMT's channel configuration, for `ts_opus.rs`.
     OpusTs(Option<u8>),
-    /// A stream's packets, each a chunk of the file (Vorbis in AVI), for
+    /// A stream's packets, each a chunk of the file (Vorbis and Speex in AVI), for
     /// `codec::ChunkReader`.
     Chunks(symphonia::core::codecs::CodecParameters, Vec<(u64, u64)>),
 }
@@ -59,7 +59,7 @@ pub(crate) fn unwrap<'a>(
                 detail: format!(
                     "WAV format tag {tag:#06x} in AVI (sotto decodes PCM, ADPCM, Flash ADPCM, \
                      A-law, μ-law, GSM, G.722, G.723.1, G.726, G.729, MPEG audio, AAC, AC-3, \
-                     DTS, FLAC, Vorbis and WMA there)"
+                     DTS, FLAC, Speex, Vorbis and WMA there)"
                 ),
             },
             AviError::Corrupt(why) => corrupt(name, format!("AVI: {why}")),
@@ -93,9 +93,9 @@ pub(crate) fn unwrap<'a>(
                     })
                 }
             }
-        } else if let Some(config) = audio.vorbis.take() {
+        } else if let Some(params) = audio.packets.take() {
             let (file, chunks) = audio.into_parts();
-            reader = OwnReader::Chunks(crate::vorbis::params(config), chunks);
+            reader = OwnReader::Chunks(params, chunks);
             file
         } else {
             Box::new(ReadOnlySource::new(audio))

@@ -36,7 +36,8 @@ pub(crate) struct Moov {
     /// in a `wave` atom (QuickTime's version 1 sound description, as FFmpeg's `.mov`), or
     /// in a WAVE format (`ms` and a format tag; its WAVEFORMATEX is the config), 8-bit
     /// PCM (`twos`, `sowt`; see [`SoundEntry::is_pcm8`]), Apple's GSM (`agsm`), or
-    /// Vorbis (FFmpeg's `mp4a` of object type 0xDD, `msVo`; its headers the config).
+    /// Vorbis (FFmpeg's `mp4a` of object type 0xDD, `msVo`; its headers the config) and
+    /// Speex (`spex`; its header).
     pub coded_track: Option<SoundEntry>,
     /// A sample table (of any track) whose entry count is more than its box holds:
     /// symphonia reserves room for every entry a count claims before reading any, so a
@@ -484,6 +485,12 @@ fn coded_track(moov: &[u8]) -> Option<SoundEntry> {
                 entry_children(stsd)?,
                 b"glbl",
             )?)?);
+        }
+        // Speex (FFmpeg's `spex`): its header in the `glbl` atom.
+        b"spex" => {
+            let header = child(entry_children(stsd)?, b"glbl")?;
+            crate::speex::Config::from_header(header).ok()?;
+            config = Some(header.to_vec());
         }
         // Apple's GSM 06.10: 33-byte frames of 160 samples.
         b"agsm" => {

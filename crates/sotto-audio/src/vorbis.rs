@@ -41,22 +41,6 @@ pub(crate) fn from_waveformatex(fmt: &[u8]) -> Option<Vec<u8>> {
     config(fmt.get(18..18 + size)?)
 }
 
-/// The codec parameters of a Vorbis stream with `config` ([`config`]'s headers): its rate
-/// and channels are the identification header's.
-pub(crate) fn params(config: Vec<u8>) -> symphonia::core::codecs::CodecParameters {
-    let mut params = symphonia::core::codecs::CodecParameters::new();
-    params.for_codec(symphonia::core::codecs::CODEC_TYPE_VORBIS);
-    if let Some(rate) = config.get(12..16) {
-        params.with_sample_rate(u32::from_le_bytes(rate.try_into().expect("4 bytes")));
-    }
-    let channels = config.get(11).map_or(0, |&c| u64::from(c));
-    if let Some(channels) = crate::decode::first_channels(channels) {
-        params.with_channels(channels);
-    }
-    params.with_extra_data(config.into_boxed_slice());
-    params
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

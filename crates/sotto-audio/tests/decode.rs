@@ -959,7 +959,11 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 110] = [
+const CONTAINERS: [&str; 114] = [
+    "speech.spx.mkv",
+    "speech.spx.asf",
+    "speech.spx.mov",
+    "tones.speex.avi",
     "tones.vorbis.avi",
     "tones.vorbis.asf",
     "tones.vorbis.mp4",
@@ -2099,6 +2103,29 @@ fn vorbis_in_avi_asf_mp4_and_quicktime_decodes_as_in_ogg() {
             "{name}"
         );
     }
+}
+
+/// Speex outside Ogg and FLV, as FFmpeg writes it (the Speex header after the
+/// WAVEFORMATEX of Matroska's `A_MS/ACM`, ASF and AVI; in QuickTime's `glbl`), decodes as
+/// the same packets in Ogg do, and to FFmpeg's samples exactly.
+#[test]
+fn speex_in_matroska_asf_avi_and_quicktime_decodes_as_in_ogg() {
+    let ogg = decode_file(&fixture("speech.spx")).unwrap();
+    for name in ["speech.spx.mkv", "speech.spx.asf", "speech.spx.mov"] {
+        let got = decode_file(&fixture(name)).unwrap();
+        assert_eq!((got.sample_rate, got.channels_in), (16_000, 1), "{name}");
+        assert!(got.samples == ogg.samples, "{name}");
+    }
+    let dir = scratch("speex-avi");
+    // `ffmpeg -i F -f f32le - | md5sum`, FFmpeg 5.1.
+    decodes_to_ffmpegs(
+        "tones.speex.avi",
+        16_000,
+        1,
+        "bc8d9a216ce90bd060c8953be6d46cbb",
+        &dir,
+    );
+    std::fs::remove_dir_all(dir).unwrap();
 }
 
 /// DSS (Olympus's and Philips's dictation recorders) in standard-play mode decodes to

@@ -6,7 +6,10 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 94] = [
+const FIXTURES: [&str; 97] = [
+    "speech.spx.mkv",
+    "speech.spx.mov",
+    "tones.speex.avi",
     "tones.vorbis.avi",
     "tones.vorbis.asf",
     "tones.vorbis.mp4",

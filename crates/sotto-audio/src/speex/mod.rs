@@ -22,6 +22,10 @@ use tables::*;
 /// none (FLV's), by the rate: 8, 16 or 32 kHz.
 pub(crate) const CODEC_TYPE_SPEEX: CodecType = decl_codec_type(b"spx ");
 
+/// Its WAV format tag (FFmpeg's, as in AVI, ASF and Matroska's `A_MS/ACM`), with the
+/// Speex header after the WAVEFORMATEX.
+pub(crate) const WAV_TAG: u16 = 0xA109;
+
 const NB_ORDER: usize = 10;
 const NB_FRAME_SIZE: usize = 160;
 const NB_SUBFRAME_SIZE: usize = 40;
