@@ -686,6 +686,15 @@ done
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -ar 16000 -ac 1 -c:a libspeex \
     -fflags +bitexact -flags +bitexact tones.speex.avi
 ffmpeg -hide_banner -loglevel error -i tones.speex.avi -f f32le - | md5sum
+# G.722 in `.au` (encoding 24) and FLAC in CAF without a magic cookie, as FFmpeg writes
+# them; tests/decode.rs holds the md5 of FFmpeg's decodes.
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -ar 16000 -ac 1 -c:a g722 \
+    -fflags +bitexact -flags +bitexact tones.g722.au
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -ar 8000 -c:a flac -fflags +bitexact \
+    -flags +bitexact tones.flac.caf
+for f in tones.g722.au tones.flac.caf; do
+    ffmpeg -hide_banner -loglevel error -i "$f" -f f32le - | md5sum
+done
 # FFmpeg's resampling to 16 kHz (libswresample's defaults, as faster-whisper's and the
 # ffmpeg CLI's): 8 kHz G.729 speech up, 22.05 kHz stereo tones down; tests/decode.rs
 # compares sotto's with them.

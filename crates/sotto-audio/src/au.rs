@@ -171,8 +171,19 @@ pub(crate) fn with_aifc_chunks(
     AviAudio::with_header(src, header, chunks, "aiff")
 }
 
-/// `src`, a `.au` file at its start, as the AIFF-C file symphonia reads (`ext` "aiff").
-pub(crate) fn open(mut src: Box<dyn MediaSource>) -> Result<AviAudio, AuError> {
+/// What a `.au` file is read as.
+pub(crate) enum Opened {
+    /// The AIFF-C file symphonia reads (`ext` "aiff").
+    Aifc(Box<AviAudio>),
+    /// G.722 (encoding 24), decoded as it is read into a 16-bit WAV file.
+    G722(Box<dyn MediaSource>),
+}
+
+/// `.au`'s encoding number for G.722.
+const G722: u32 = 24;
+
+/// `src`, a `.au` file at its start, as [`Opened`] says.
+pub(crate) fn open(mut src: Box<dyn MediaSource>) -> Result<Opened, AuError> {
     let corrupt = |e: std::io::Error| AuError::Corrupt(e.to_string());
     let len = match src.byte_len() {
         Some(n) => n,
@@ -185,7 +196,10 @@ pub(crate) fn open(mut src: Box<dyn MediaSource>) -> Result<AviAudio, AuError> {
     let field = |i: usize| u32::from_be_bytes(h[i..i + 4].try_into().expect("4 bytes"));
     let (offset, size, encoding, rate, channels) =
         (field(4), field(8), field(12), field(16), field(20));
-    let (kind, bits) = aifc_format(encoding).ok_or(AuError::Encoding(encoding))?;
+    let format = match encoding {
+        G722 => None,
+        e => Some(aifc_format(e).ok_or(AuError::Encoding(e))?),
+    };
     if offset < 24 || u64::from(offset) > len {
         return Err(AuError::Corrupt(format!("the samples start at {offset}")));
     }
@@ -204,13 +218,21 @@ pub(crate) fn open(mut src: Box<dyn MediaSource>) -> Result<AviAudio, AuError> {
         n => u64::from(n).min(there),
     };
     src.seek(SeekFrom::Start(0)).map_err(corrupt)?;
-    Ok(with_aifc(
-        src,
-        (kind, bits),
-        channels,
-        rate,
-        (u64::from(offset), data),
-    ))
+    let at = u64::from(offset);
+    match format {
+        Some(format) => {
+            let aifc = with_aifc(src, format, channels, rate, (at, data));
+            Ok(Opened::Aifc(Box::new(aifc)))
+        }
+        None if channels == 1 => {
+            let g722 = crate::g722::G722::new();
+            let pcm = crate::codec::DecodedWav::new(src, g722, (at, at + data), rate);
+            Ok(Opened::G722(Box::new(
+                symphonia::core::io::ReadOnlySource::new(pcm),
+            )))
+        }
+        None => Err(AuError::Corrupt(format!("G.722 in {channels} channels"))),
+    }
 }
 
 #[cfg(test)]

@@ -66,37 +66,59 @@ fn flac_block_size(frame: &[u8]) -> Option<u16> {
 
 /// The head of a FLAC stream for frames in the format `format` (a WAVEFORMATEX), the
 /// first of which starts `first`: `fLaC` and the STREAMINFO block after it where there is
-/// one, else one made from its channels, rate and bits, and the first frame's block size
-/// (length and checksum unknown).
+/// one, else [`flac_stream_head`]'s.
 fn flac_head(format: &[u8], first: &[u8]) -> Option<Vec<u8>> {
     let size = format
         .get(16..18)
         .map_or(0, |b| usize::from(u16::from_le_bytes([b[0], b[1]])));
-    let info = match format.get(18..18 + size).filter(|_| size >= 34) {
-        Some(info) => info[..34].to_vec(),
-        None => {
-            let channels = u64::from(u16::from_le_bytes(format.get(2..4)?.try_into().ok()?));
-            let rate = u64::from(u32::from_le_bytes(format.get(4..8)?.try_into().ok()?));
-            let bits = u64::from(u16::from_le_bytes(format.get(14..16)?.try_into().ok()?));
-            if !(1..=8).contains(&channels)
-                || !(1..1 << 20).contains(&rate)
-                || !(4..=32).contains(&bits)
-            {
-                return None;
-            }
-            // Fixed-size blocks: all the size of the first (symphonia's reader holds the
-            // frames to what the STREAMINFO says); else 16 to 65 535.
-            let mut info = match flac_block_size(first) {
-                Some(n) => [n.to_be_bytes(), n.to_be_bytes()].concat(),
-                None => vec![0, 16, 0xFF, 0xFF],
-            };
-            info.extend([0; 6]);
-            let packed = rate << 44 | (channels - 1) << 41 | (bits - 1) << 36;
-            info.extend(packed.to_be_bytes());
-            info.extend([0; 16]);
-            info
-        }
+    if let Some(info) = format.get(18..18 + size).filter(|_| size >= 34) {
+        let mut head = b"fLaC".to_vec();
+        head.extend([0x80, 0, 0, 34]); // the last metadata block: STREAMINFO, 34 bytes
+        head.extend(&info[..34]);
+        return Some(head);
+    }
+    let channels = u16::from_le_bytes(format.get(2..4)?.try_into().ok()?);
+    let rate = u32::from_le_bytes(format.get(4..8)?.try_into().ok()?);
+    let bits = u16::from_le_bytes(format.get(14..16)?.try_into().ok()?);
+    flac_stream_head(channels, rate, Some(bits), first)
+}
+
+/// The head of a FLAC stream whose frames (the first starting `first`) have `channels` at
+/// `rate` and `bits` (None: as the first frame says): `fLaC` and a STREAMINFO block made
+/// from them, the block size the first frame's (length and checksum unknown).
+pub(crate) fn flac_stream_head(
+    channels: u16,
+    rate: u32,
+    bits: Option<u16>,
+    first: &[u8],
+) -> Option<Vec<u8>> {
+    let bits = match bits {
+        Some(b) => b,
+        // The frame header's sample size code (byte 3, bits 1 to 3).
+        None => match (first.get(3)? >> 1) & 7 {
+            1 => 8,
+            2 => 12,
+            4 => 16,
+            5 => 20,
+            6 => 24,
+            7 => 32,
+            _ => return None,
+        },
     };
+    let (channels, rate, bits) = (u64::from(channels), u64::from(rate), u64::from(bits));
+    if !(1..=8).contains(&channels) || !(1..1 << 20).contains(&rate) || !(4..=32).contains(&bits) {
+        return None;
+    }
+    // Fixed-size blocks: all the size of the first (symphonia's reader holds the frames to
+    // what the STREAMINFO says); else 16 to 65 535.
+    let mut info = match flac_block_size(first) {
+        Some(n) => [n.to_be_bytes(), n.to_be_bytes()].concat(),
+        None => vec![0, 16, 0xFF, 0xFF],
+    };
+    info.extend([0; 6]);
+    let packed = rate << 44 | (channels - 1) << 41 | (bits - 1) << 36;
+    info.extend(packed.to_be_bytes());
+    info.extend([0; 16]);
     let mut head = b"fLaC".to_vec();
     head.extend([0x80, 0, 0, 34]); // the last metadata block: STREAMINFO, 34 bytes
     head.extend(info);

@@ -97,6 +97,9 @@ pub(crate) enum Coded {
     Ac3((u64, u64)),
     /// Apple's GSM 06.10 (`agsm`: 33-byte frames of 160 samples, mono): the rate, frames.
     Gsm(u32, (u64, u64)),
+    /// FLAC without a magic cookie (as FFmpeg writes it): the head of a FLAC stream made
+    /// from `desc` and the first frame, and the frames.
+    Flac(Vec<u8>, (u64, u64)),
 }
 
 /// `src`, a CAF file at its start with `head`, where its format is one of [`Coded`]'s
@@ -108,16 +111,30 @@ pub(crate) fn coded<S: Read + Seek + ?Sized>(src: &mut S, head: &[u8]) -> Option
         [b'm', b's', 0, 0x02 | 0x11] if d.packet_bytes > 0 && d.packet_frames > 0 => 1,
         b"ac-3" => 2,
         b"agsm" if d.channels == 1 => 3,
+        b"flac" => 4,
         _ => return None,
     };
-    let data = data_chunk(src);
+    let found = data_chunk(src);
+    // FLAC's first frame, which says what FFmpeg's files leave out.
+    let mut first = [0u8; 16];
+    if let Some(((at, _), _)) = found {
+        let _ = src
+            .seek(SeekFrom::Start(at))
+            .and_then(|_| src.read(&mut first));
+    }
     src.seek(SeekFrom::Start(0)).ok()?;
-    let data = data?;
+    let (data, cookie) = found?;
     Some(match kind {
         0 => Coded::Pcm8(d.channels, d.rate, data),
         1 => Coded::Wav(waveformatex(&d)?, data),
         2 => Coded::Ac3(data),
-        _ => Coded::Gsm(d.rate, data),
+        3 => Coded::Gsm(d.rate, data),
+        // With a cookie (Apple's files), symphonia's reader takes it.
+        _ if cookie => return None,
+        _ => Coded::Flac(
+            crate::avi::flac_stream_head(d.channels, d.rate, None, &first)?,
+            data,
+        ),
     })
 }
 
@@ -160,18 +177,24 @@ fn waveformatex(d: &Desc) -> Option<Vec<u8>> {
 }
 
 /// The samples of the `data` chunk (after its edit count), to its end or the file's.
-fn data_chunk<S: Read + Seek + ?Sized>(src: &mut S) -> Option<(u64, u64)> {
+/// And whether a magic cookie (`kuki`) comes before it.
+fn data_chunk<S: Read + Seek + ?Sized>(src: &mut S) -> Option<((u64, u64), bool)> {
     let len = src.seek(SeekFrom::End(0)).ok()?;
     let mut at = 8u64;
+    let mut cookie = false;
     for _ in 0..MAX_CHUNKS {
         let mut chunk = [0u8; 12];
         src.seek(SeekFrom::Start(at)).ok()?;
         src.read_exact(&mut chunk).ok()?;
         let size = i64::from_be_bytes(chunk[4..12].try_into().ok()?);
         let body = at + 12;
-        if &chunk[..4] == b"data" {
-            let end = u64::try_from(size).map_or(len, |n| body.saturating_add(n).min(len));
-            return Some((body + 4, end.checked_sub(body + 4)?));
+        match &chunk[..4] {
+            b"data" => {
+                let end = u64::try_from(size).map_or(len, |n| body.saturating_add(n).min(len));
+                return Some(((body + 4, end.checked_sub(body + 4)?), cookie));
+            }
+            b"kuki" => cookie = true,
+            _ => {}
         }
         at = body.checked_add(u64::try_from(size).ok()?)?;
     }

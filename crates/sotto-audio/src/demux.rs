@@ -158,6 +158,15 @@ pub(crate) fn unwrap<'a>(
                     "wav",
                 )))
             }
+            Coded::Flac(head, data) => {
+                ext = Some("flac");
+                Box::new(ReadOnlySource::new(AviAudio::with_header(
+                    src,
+                    head,
+                    vec![data],
+                    "flac",
+                )))
+            }
             Coded::Ac3(data) => {
                 ext = Some("ac3");
                 Box::new(ReadOnlySource::new(AviAudio::with_header(
@@ -184,9 +193,16 @@ pub(crate) fn unwrap<'a>(
             Err(src) => src,
         };
     } else if crate::au::is_au(head) {
-        let audio = crate::au::open(src).map_err(|e| au_error(name, e))?;
-        ext = Some(audio.ext);
-        src = Box::new(ReadOnlySource::new(audio));
+        src = match crate::au::open(src).map_err(|e| au_error(name, e))? {
+            crate::au::Opened::Aifc(audio) => {
+                ext = Some(audio.ext);
+                Box::new(ReadOnlySource::new(*audio))
+            }
+            crate::au::Opened::G722(pcm) => {
+                ext = Some("wav");
+                pcm
+            }
+        };
     } else if crate::avi::is_wav(head) {
         src = match crate::avi::AviAudio::coded_wav(src, head) {
             Ok(audio) => {
@@ -427,7 +443,7 @@ fn au_error(name: &str, e: crate::au::AuError) -> AudioError {
         crate::au::AuError::Encoding(n) => AudioError::Codec {
             input: name.to_string(),
             detail: format!(
-                ".au encoding {n} (sotto decodes μ-law, A-law, linear PCM and float there)"
+                ".au encoding {n} (sotto decodes μ-law, A-law, linear PCM, float and G.722 there)"
             ),
         },
         crate::au::AuError::Corrupt(why) => corrupt(name, format!(".au: {why}")),

@@ -959,7 +959,9 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 114] = [
+const CONTAINERS: [&str; 116] = [
+    "tones.g722.au",
+    "tones.flac.caf",
     "speech.spx.mkv",
     "speech.spx.asf",
     "speech.spx.mov",
@@ -2021,11 +2023,12 @@ fn tta_decodes_as_ffmpeg_does() {
 /// FLAC in WAV and AVI (format tag 0xF1AC, as FFmpeg writes it) decodes to FFmpeg's
 /// samples exactly, as the FLAC stream its frames make behind the STREAMINFO the format
 /// carries; without one (a WAVEFORMATEX of 18 bytes), behind one made from the format's
-/// channels, rate and bits, to the same samples.
+/// channels, rate and bits, to the same samples; so does FLAC in CAF without a magic
+/// cookie (FFmpeg's), behind one made from `desc` and the first frame.
 #[test]
-fn flac_in_wav_and_avi_decodes_as_ffmpeg_does() {
+fn flac_in_wav_avi_and_caf_decodes_as_ffmpeg_does() {
     let dir = scratch("flac-wav");
-    for name in ["tones.flac.wav", "tones.flac.avi"] {
+    for name in ["tones.flac.wav", "tones.flac.avi", "tones.flac.caf"] {
         // `ffmpeg -i F -f f32le - | md5sum`, FFmpeg 5.1.
         decodes_to_ffmpegs(name, 8_000, 2, "de97203e3b11632d9a683b91d9ab2da2", &dir);
     }
@@ -2046,7 +2049,7 @@ fn flac_in_wav_and_avi_decodes_as_ffmpeg_does() {
 /// What CAF and QuickTime files hold that symphonia's readers refuse: Apple's GSM 06.10
 /// (`agsm`) in CAF and QuickTime decodes as its frames do alone, and IMA and Microsoft
 /// ADPCM in CAF (`ms` and the WAVE format, as FFmpeg writes them) to FFmpeg's samples
-/// exactly; so does Flash ADPCM in WAV and QuickTime.
+/// exactly; so do Flash ADPCM in WAV and QuickTime, and G.722 in `.au`.
 #[test]
 fn gsm_and_adpcm_in_caf_wav_and_quicktime_decode_as_ffmpeg_does() {
     let raw = decode_file(&fixture("tones.gsm")).unwrap();
@@ -2069,6 +2072,14 @@ fn gsm_and_adpcm_in_caf_wav_and_quicktime_decode_as_ffmpeg_does() {
         8_000,
         2,
         "cb4b620d15ca1b706409ad6bcaf0841f",
+        &dir,
+    );
+    // G.722 in `.au` (encoding 24).
+    decodes_to_ffmpegs(
+        "tones.g722.au",
+        16_000,
+        1,
+        "a7ca52b4e5cb76b5f86962cf83ffdaca",
         &dir,
     );
     // Flash ADPCM, stereo: in WAV (its blocks FLV's packets) and QuickTime.

@@ -6,7 +6,9 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 97] = [
+const FIXTURES: [&str; 99] = [
+    "tones.g722.au",
+    "tones.flac.caf",
     "speech.spx.mkv",
     "speech.spx.mov",
     "tones.speex.avi",
