@@ -695,6 +695,11 @@ ffmpeg -hide_banner -loglevel error -y -i tones.wav -ar 8000 -c:a flac -fflags +
 for f in tones.g722.au tones.flac.caf; do
     ffmpeg -hide_banner -loglevel error -i "$f" -f f32le - | md5sum
 done
+# Blu-ray LPCM in `.m2ts` (stream type 0x80), 0.1 s of the tones at 48 kHz; tests/decode.rs
+# holds the md5 of FFmpeg's decode.
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.1 -ar 48000 -c:a pcm_bluray \
+    -fflags +bitexact -flags +bitexact tones.bd.m2ts
+ffmpeg -hide_banner -loglevel error -i tones.bd.m2ts -f f32le - | md5sum
 # FFmpeg's resampling to 16 kHz (libswresample's defaults, as faster-whisper's and the
 # ffmpeg CLI's): 8 kHz G.729 speech up, 22.05 kHz stereo tones down; tests/decode.rs
 # compares sotto's with them.

@@ -300,7 +300,7 @@ pub(crate) fn unwrap<'a>(
                 input: name.to_string(),
                 detail: format!(
                     "stream type {t:#04x} in a transport stream (sotto decodes AAC, in ADTS \
-                     or LATM, MPEG audio, AC-3, DTS, TrueHD and Opus there)"
+                     or LATM, MPEG audio, AC-3, DTS, TrueHD, Blu-ray LPCM and Opus there)"
                 ),
             },
             TsError::Io(why) => corrupt(name, format!("transport stream: {why}")),
@@ -309,7 +309,25 @@ pub(crate) fn unwrap<'a>(
         if ext == Some("opus-ts") {
             reader = OwnReader::OpusTs(audio.opus_config);
         }
-        src = Box::new(ReadOnlySource::new(audio));
+        src = if ext == Some("bd-lpcm") {
+            // Blu-ray LPCM: its samples as the WAV file they make.
+            let refused = |what: &str| AudioError::Codec {
+                input: name.to_string(),
+                detail: what.to_string(),
+            };
+            let header = audio
+                .pes_header
+                .ok_or_else(|| corrupt(name, "Blu-ray LPCM without its header"))?;
+            if let Some(what) = crate::bd_lpcm::refusal(header) {
+                return Err(refused(what));
+            }
+            let wav = crate::bd_lpcm::BdLpcmWav::new(audio, header)
+                .ok_or_else(|| refused("Blu-ray LPCM"))?;
+            ext = Some("wav");
+            Box::new(ReadOnlySource::new(wav))
+        } else {
+            Box::new(ReadOnlySource::new(audio))
+        };
     }
     Ok(Unwrapped {
         src,

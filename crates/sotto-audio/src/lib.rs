@@ -16,6 +16,7 @@ mod amr;
 mod asf;
 mod au;
 mod avi;
+mod bd_lpcm;
 mod caf;
 mod codec;
 mod decode;

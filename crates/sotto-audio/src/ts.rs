@@ -53,6 +53,10 @@ pub(crate) struct TsAudio {
     pub(crate) ext: Option<&'static str>,
     /// An Opus stream's channel configuration, where its PMT entry gives one.
     pub(crate) opus_config: Option<u8>,
+    /// Bytes of each PES packet's payload that are not the stream's (Blu-ray LPCM's
+    /// header), and the first packet's of them.
+    pes_skip: usize,
+    pub(crate) pes_header: Option<[u8; 4]>,
 }
 
 /// Why a transport stream gives no audio to decode.
@@ -75,6 +79,7 @@ fn decoded(stream_type: u8) -> Option<&'static str> {
         0x82 | 0x85 | 0x86 => Some("dts"), // DTS, DTS-HD (Blu-ray; DVB's as AC-3's)
         TRUEHD => Some("thd"),             // TrueHD, its AC-3 copy beside it (Blu-ray)
         OPUS => Some("opus-ts"),           // Opus access units (`ts_opus.rs`)
+        BD_LPCM => Some("bd-lpcm"),        // Blu-ray's LPCM (`bd_lpcm.rs`)
         _ => None,
     }
 }
@@ -85,6 +90,8 @@ const PRIVATE: u8 = 0x06;
 /// apart by the PES extension's stream id (0x72 and 0x76).
 const TRUEHD: u8 = 0x83;
 const TRUEHD_SUBSTREAM: u8 = 0x72;
+/// Blu-ray's LPCM: big-endian samples behind a 4-byte header in each PES packet.
+const BD_LPCM: u8 = 0x80;
 /// Not a stream type of ISO 13818-1 (none was given to Opus): what [`private_type`] makes
 /// of a private stream that a registration descriptor names "Opus".
 const OPUS: u8 = 0xFF;
@@ -106,6 +113,7 @@ impl TsAudio {
         // A private stream's first PES header says what it is: MPEG audio's stream ids
         // (0xC0–0xDF) or not (private stream 1, 0xBD: AC-3, DTS, LPCM, subtitles).
         let mut private = None;
+        let mut pes_header = None;
         for _ in 0..MAX_SEARCH {
             if !read_packet(&mut *src, &mut packet).map_err(io)? {
                 break;
@@ -121,11 +129,15 @@ impl TsAudio {
                 pmt_pid = first_program(section(payload));
             } else if Some(pid) == pmt_pid && found.is_none() {
                 found = first_audio(section(payload));
-                if found.is_none_or(|f| f.stream_type != PRIVATE) {
+                if found.is_none_or(|f| f.stream_type != PRIVATE && f.stream_type != BD_LPCM) {
                     break;
                 }
             } else if found.is_some_and(|f| f.pid == pid) {
+                // A private stream's PES stream id, or Blu-ray LPCM's header.
                 private = payload.get(3).copied();
+                pes_header = pes_payload(payload)
+                    .and_then(|at| payload.get(at..at + 4))
+                    .and_then(|h| h.try_into().ok());
                 break;
             }
         }
@@ -153,6 +165,8 @@ impl TsAudio {
             skipping: false,
             ext,
             opus_config,
+            pes_skip: if stream_type == BD_LPCM { 4 } else { 0 },
+            pes_header,
         })
     }
 
@@ -179,7 +193,7 @@ impl TsAudio {
                 continue;
             }
             let body = match start {
-                true => pes_payload(payload),
+                true => pes_payload(payload).map(|at| at + self.pes_skip),
                 false if self.started => Some(0),
                 false => None,
             };

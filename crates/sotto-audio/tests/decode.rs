@@ -717,6 +717,22 @@ fn ac3_of_every_container_decodes_alike() {
     }
 }
 
+/// Blu-ray LPCM in `.m2ts` (stream type 0x80: big-endian samples behind each PES packet's
+/// header) decodes to FFmpeg's samples exactly.
+#[test]
+fn blu_ray_lpcm_decodes_as_ffmpeg_does() {
+    let dir = scratch("bd-lpcm");
+    // `ffmpeg -i F -f f32le - | md5sum`, FFmpeg 5.1.
+    decodes_to_ffmpegs(
+        "tones.bd.m2ts",
+        48_000,
+        2,
+        "bab5c0101691ad68887bd3fc2007dff0",
+        &dir,
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 /// Opus in a transport stream (SRT and RIST feeds, recorded): the Ogg fixtures'
 /// packets remuxed by ffmpeg, in stereo and 5.1, decode to the Ogg files' samples exactly:
 /// the trims of the first and last units (the pre-skip, the end padding) applied.
@@ -959,7 +975,8 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 116] = [
+const CONTAINERS: [&str; 117] = [
+    "tones.bd.m2ts",
     "tones.g722.au",
     "tones.flac.caf",
     "speech.spx.mkv",

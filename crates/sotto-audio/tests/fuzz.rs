@@ -6,7 +6,8 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 99] = [
+const FIXTURES: [&str; 100] = [
+    "tones.bd.m2ts",
     "tones.g722.au",
     "tones.flac.caf",
     "speech.spx.mkv",
