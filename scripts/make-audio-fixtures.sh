@@ -700,6 +700,10 @@ done
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.1 -ar 48000 -c:a pcm_bluray \
     -fflags +bitexact -flags +bitexact tones.bd.m2ts
 ffmpeg -hide_banner -loglevel error -i tones.bd.m2ts -f f32le - | md5sum
+# SMPTE 302M (AES3 in a transport stream, as contribution feeds carry it), 0.05 s.
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -t 0.05 -ar 48000 -c:a s302m -strict -2 \
+    -fflags +bitexact -flags +bitexact tones.s302m.ts
+ffmpeg -hide_banner -loglevel error -i tones.s302m.ts -f f32le - | md5sum
 # FFmpeg's resampling to 16 kHz (libswresample's defaults, as faster-whisper's and the
 # ffmpeg CLI's): 8 kHz G.729 speech up, 22.05 kHz stereo tones down; tests/decode.rs
 # compares sotto's with them.

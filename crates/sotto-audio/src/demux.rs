@@ -300,7 +300,8 @@ pub(crate) fn unwrap<'a>(
                 input: name.to_string(),
                 detail: format!(
                     "stream type {t:#04x} in a transport stream (sotto decodes AAC, in ADTS \
-                     or LATM, MPEG audio, AC-3, DTS, TrueHD, Blu-ray LPCM and Opus there)"
+                     or LATM, MPEG audio, AC-3, DTS, TrueHD, Blu-ray LPCM, SMPTE 302M and Opus \
+                     there)"
                 ),
             },
             TsError::Io(why) => corrupt(name, format!("transport stream: {why}")),
@@ -309,22 +310,32 @@ pub(crate) fn unwrap<'a>(
         if ext == Some("opus-ts") {
             reader = OwnReader::OpusTs(audio.opus_config);
         }
-        src = if ext == Some("bd-lpcm") {
-            // Blu-ray LPCM: its samples as the WAV file they make.
+        src = if matches!(ext, Some("bd-lpcm" | "s302m")) {
+            // Blu-ray LPCM and SMPTE 302M: their samples as the WAV file they make.
+            use crate::ts_pcm::{aes3_refusal, refusal, PcmWav};
             let refused = |what: &str| AudioError::Codec {
                 input: name.to_string(),
                 detail: what.to_string(),
             };
+            let bd = ext == Some("bd-lpcm");
             let header = audio
                 .pes_header
-                .ok_or_else(|| corrupt(name, "Blu-ray LPCM without its header"))?;
-            if let Some(what) = crate::bd_lpcm::refusal(header) {
+                .ok_or_else(|| corrupt(name, "PCM in a transport stream without its header"))?;
+            if let Some(what) = if bd {
+                refusal(header)
+            } else {
+                aes3_refusal(header)
+            } {
                 return Err(refused(what));
             }
-            let wav = crate::bd_lpcm::BdLpcmWav::new(audio, header)
-                .ok_or_else(|| refused("Blu-ray LPCM"))?;
+            let wav = match bd {
+                true => PcmWav::bd(audio, header),
+                false => PcmWav::aes3(audio, header),
+            };
             ext = Some("wav");
-            Box::new(ReadOnlySource::new(wav))
+            Box::new(ReadOnlySource::new(
+                wav.ok_or_else(|| refused("PCM in a transport stream"))?,
+            ))
         } else {
             Box::new(ReadOnlySource::new(audio))
         };

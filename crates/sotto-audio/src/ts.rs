@@ -53,8 +53,8 @@ pub(crate) struct TsAudio {
     pub(crate) ext: Option<&'static str>,
     /// An Opus stream's channel configuration, where its PMT entry gives one.
     pub(crate) opus_config: Option<u8>,
-    /// Bytes of each PES packet's payload that are not the stream's (Blu-ray LPCM's
-    /// header), and the first packet's of them.
+    /// Bytes of each PES packet's payload that are not the stream's (Blu-ray LPCM's and
+    /// SMPTE 302M's header), and the first packet's of them.
     pes_skip: usize,
     pub(crate) pes_header: Option<[u8; 4]>,
 }
@@ -79,7 +79,8 @@ fn decoded(stream_type: u8) -> Option<&'static str> {
         0x82 | 0x85 | 0x86 => Some("dts"), // DTS, DTS-HD (Blu-ray; DVB's as AC-3's)
         TRUEHD => Some("thd"),             // TrueHD, its AC-3 copy beside it (Blu-ray)
         OPUS => Some("opus-ts"),           // Opus access units (`ts_opus.rs`)
-        BD_LPCM => Some("bd-lpcm"),        // Blu-ray's LPCM (`bd_lpcm.rs`)
+        BD_LPCM => Some("bd-lpcm"),        // Blu-ray's LPCM (`ts_pcm.rs`)
+        S302M => Some("s302m"),            // SMPTE 302M (`ts_pcm.rs`)
         _ => None,
     }
 }
@@ -92,6 +93,9 @@ const TRUEHD: u8 = 0x83;
 const TRUEHD_SUBSTREAM: u8 = 0x72;
 /// Blu-ray's LPCM: big-endian samples behind a 4-byte header in each PES packet.
 const BD_LPCM: u8 = 0x80;
+/// Not a stream type of ISO 13818-1: what [`private_type`] makes of a private stream that
+/// a registration descriptor names "BSSD" (SMPTE 302M's AES3 audio).
+const S302M: u8 = 0xFE;
 /// Not a stream type of ISO 13818-1 (none was given to Opus): what [`private_type`] makes
 /// of a private stream that a registration descriptor names "Opus".
 const OPUS: u8 = 0xFF;
@@ -129,7 +133,7 @@ impl TsAudio {
                 pmt_pid = first_program(section(payload));
             } else if Some(pid) == pmt_pid && found.is_none() {
                 found = first_audio(section(payload));
-                if found.is_none_or(|f| f.stream_type != PRIVATE && f.stream_type != BD_LPCM) {
+                if found.is_none_or(|f| ![PRIVATE, BD_LPCM, S302M].contains(&f.stream_type)) {
                     break;
                 }
             } else if found.is_some_and(|f| f.pid == pid) {
@@ -165,7 +169,11 @@ impl TsAudio {
             skipping: false,
             ext,
             opus_config,
-            pes_skip: if stream_type == BD_LPCM { 4 } else { 0 },
+            pes_skip: if [BD_LPCM, S302M].contains(&stream_type) {
+                4
+            } else {
+                0
+            },
             pes_header,
         })
     }
@@ -318,6 +326,7 @@ fn private_type(stream_type: u8, mut descriptors: &[u8]) -> u8 {
             (0x7A, _) | (0x05, [b'E', b'A', b'C', b'3', ..]) => return 0x87,
             (0x7B, _) | (0x05, [b'D', b'T', b'S', b'1'..=b'3', ..]) => return 0x82,
             (0x05, [b'O', b'p', b'u', b's', ..]) => return OPUS,
+            (0x05, [b'B', b'S', b'S', b'D', ..]) => return S302M,
             _ => {}
         }
         descriptors = rest.get(usize::from(*len)..).unwrap_or(&[]);

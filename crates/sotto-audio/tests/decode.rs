@@ -718,10 +718,18 @@ fn ac3_of_every_container_decodes_alike() {
 }
 
 /// Blu-ray LPCM in `.m2ts` (stream type 0x80: big-endian samples behind each PES packet's
-/// header) decodes to FFmpeg's samples exactly.
+/// header) and SMPTE 302M in a transport stream (AES3's bit-reversed pairs) decode to
+/// FFmpeg's samples exactly.
 #[test]
-fn blu_ray_lpcm_decodes_as_ffmpeg_does() {
+fn blu_ray_lpcm_and_smpte_302m_decode_as_ffmpeg_does() {
     let dir = scratch("bd-lpcm");
+    decodes_to_ffmpegs(
+        "tones.s302m.ts",
+        48_000,
+        2,
+        "4c503ee5c44fa5d694e0e1df75e9fd80",
+        &dir,
+    );
     // `ffmpeg -i F -f f32le - | md5sum`, FFmpeg 5.1.
     decodes_to_ffmpegs(
         "tones.bd.m2ts",
@@ -975,7 +983,8 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 117] = [
+const CONTAINERS: [&str; 118] = [
+    "tones.s302m.ts",
     "tones.bd.m2ts",
     "tones.g722.au",
     "tones.flac.caf",
