@@ -686,13 +686,16 @@ done
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -ar 16000 -ac 1 -c:a libspeex \
     -fflags +bitexact -flags +bitexact tones.speex.avi
 ffmpeg -hide_banner -loglevel error -i tones.speex.avi -f f32le - | md5sum
-# G.722 in `.au` (encoding 24) and FLAC in CAF without a magic cookie, as FFmpeg writes
-# them; tests/decode.rs holds the md5 of FFmpeg's decodes.
+# G.722 and G.726 in `.au` (encodings 24 and 23, the latter's codes least significant bit
+# first) and FLAC in CAF without a magic cookie, as FFmpeg writes them; tests/decode.rs
+# holds the md5 of FFmpeg's decodes.
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -ar 16000 -ac 1 -c:a g722 \
     -fflags +bitexact -flags +bitexact tones.g722.au
 ffmpeg -hide_banner -loglevel error -y -i tones.wav -ar 8000 -c:a flac -fflags +bitexact \
     -flags +bitexact tones.flac.caf
-for f in tones.g722.au tones.flac.caf; do
+ffmpeg -hide_banner -loglevel error -y -i tones.wav -ar 8000 -ac 1 -c:a g726le \
+    -fflags +bitexact -flags +bitexact tones.g726.au
+for f in tones.g722.au tones.g726.au tones.flac.caf; do
     ffmpeg -hide_banner -loglevel error -i "$f" -f f32le - | md5sum
 done
 # Blu-ray LPCM in `.m2ts` (stream type 0x80), 0.1 s of the tones at 48 kHz; tests/decode.rs

@@ -175,12 +175,22 @@ pub(crate) fn with_aifc_chunks(
 pub(crate) enum Opened {
     /// The AIFF-C file symphonia reads (`ext` "aiff").
     Aifc(Box<AviAudio>),
-    /// G.722 (encoding 24), decoded as it is read into a 16-bit WAV file.
-    G722(Box<dyn MediaSource>),
+    /// G.722 (encoding 24) and G.726 (23, 25, 26: G.721 and G.723's 3 and 5 bits), decoded
+    /// as they are read into a 16-bit WAV file.
+    Decoded(Box<dyn MediaSource>),
 }
 
-/// `.au`'s encoding number for G.722.
+/// `.au`'s encoding numbers for G.722, and for G.726 by its bits a code (FFmpeg writes 23
+/// whatever the size, and reads it as 4 bits).
 const G722: u32 = 24;
+fn g726_bits(encoding: u32) -> Option<u32> {
+    match encoding {
+        23 => Some(4),
+        25 => Some(3),
+        26 => Some(5),
+        _ => None,
+    }
+}
 
 /// `src`, a `.au` file at its start, as [`Opened`] says.
 pub(crate) fn open(mut src: Box<dyn MediaSource>) -> Result<Opened, AuError> {
@@ -197,7 +207,7 @@ pub(crate) fn open(mut src: Box<dyn MediaSource>) -> Result<Opened, AuError> {
     let (offset, size, encoding, rate, channels) =
         (field(4), field(8), field(12), field(16), field(20));
     let format = match encoding {
-        G722 => None,
+        e if e == G722 || g726_bits(e).is_some() => None,
         e => Some(aifc_format(e).ok_or(AuError::Encoding(e))?),
     };
     if offset < 24 || u64::from(offset) > len {
@@ -225,13 +235,22 @@ pub(crate) fn open(mut src: Box<dyn MediaSource>) -> Result<Opened, AuError> {
             Ok(Opened::Aifc(Box::new(aifc)))
         }
         None if channels == 1 => {
-            let g722 = crate::g722::G722::new();
-            let pcm = crate::codec::DecodedWav::new(src, g722, (at, at + data), rate);
-            Ok(Opened::G722(Box::new(
-                symphonia::core::io::ReadOnlySource::new(pcm),
-            )))
+            use crate::codec::DecodedWav;
+            use symphonia::core::io::ReadOnlySource;
+            let range = (at, at + data);
+            let pcm: Box<dyn MediaSource> = match g726_bits(encoding) {
+                Some(bits) => {
+                    let g726 = crate::g726::G726::lsb_first(bits).expect("2 to 5 bits");
+                    Box::new(ReadOnlySource::new(DecodedWav::new(src, g726, range, rate)))
+                }
+                None => {
+                    let g722 = crate::g722::G722::new();
+                    Box::new(ReadOnlySource::new(DecodedWav::new(src, g722, range, rate)))
+                }
+            };
+            Ok(Opened::Decoded(pcm))
         }
-        None => Err(AuError::Corrupt(format!("G.722 in {channels} channels"))),
+        None => Err(AuError::Corrupt(format!("ADPCM in {channels} channels"))),
     }
 }
 

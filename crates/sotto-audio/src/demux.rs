@@ -198,7 +198,7 @@ pub(crate) fn unwrap<'a>(
                 ext = Some(audio.ext);
                 Box::new(ReadOnlySource::new(*audio))
             }
-            crate::au::Opened::G722(pcm) => {
+            crate::au::Opened::Decoded(pcm) => {
                 ext = Some("wav");
                 pcm
             }
@@ -472,7 +472,8 @@ fn au_error(name: &str, e: crate::au::AuError) -> AudioError {
         crate::au::AuError::Encoding(n) => AudioError::Codec {
             input: name.to_string(),
             detail: format!(
-                ".au encoding {n} (sotto decodes μ-law, A-law, linear PCM, float and G.722 there)"
+                ".au encoding {n} (sotto decodes μ-law, A-law, linear PCM, float, G.722 and G.726 \
+                 there)"
             ),
         },
         crate::au::AuError::Corrupt(why) => corrupt(name, format!(".au: {why}")),

@@ -1,6 +1,6 @@
 //! G.726 ADPCM (ITU-T G.726: 16, 24, 32 or 40 kbit/s at 8 kHz; voice recorders, IP
 //! cameras, and telephony's WAV files: format 0x0045, and 0x0014 and 0x0040 as Antex
-//! named G.723 and G.721). 2 to 5 bits a sample, most significant first.
+//! named G.723 and G.721). 2 to 5 bits a sample, most significant first (least in `.au`).
 //!
 //! The decoder follows FFmpeg's (`g726.c`: G.726's integer arithmetic with its 11-bit
 //! floating-point products), so its samples are faster-whisper's. Decoded samples go to
@@ -163,6 +163,8 @@ pub(crate) struct G726 {
     yl: i32,
     dms: i32,
     dml: i32,
+    /// Whether codes come least significant bit first.
+    lsb_first: bool,
     td: bool,
     se: i32,
     sez: i32,
@@ -182,6 +184,7 @@ impl G726 {
         };
         Some(Self {
             code_size,
+            lsb_first: false,
             sr: [zero; 2],
             dq: [zero; 6],
             a: [0; 2],
@@ -196,6 +199,15 @@ impl G726 {
             se: 0,
             sez: 0,
             y: 544,
+        })
+    }
+
+    /// The same, its codes packed least significant first (`.au`'s G.721 and G.723, as
+    /// FFmpeg's `g726le`).
+    pub(crate) fn lsb_first(code_size: u32) -> Option<Self> {
+        Some(Self {
+            lsb_first: true,
+            ..Self::new(code_size)?
         })
     }
 
@@ -311,10 +323,14 @@ impl BlockDecode for G726 {
         let size = self.code_size as usize;
         let mut at = 0;
         while at + size <= bits {
-            let mut code = 0u32;
-            for k in at..at + size {
-                code = (code << 1) | u32::from(block[k / 8] >> (7 - k % 8) & 1);
-            }
+            let bit = |k: usize| match self.lsb_first {
+                false => u32::from(block[k / 8] >> (7 - k % 8) & 1),
+                true => u32::from(block[k / 8] >> (k % 8) & 1),
+            };
+            let code = match self.lsb_first {
+                false => (at..at + size).fold(0, |c, k| c << 1 | bit(k)),
+                true => (at..at + size).rev().fold(0, |c, k| c << 1 | bit(k)),
+            };
             out.push(self.sample(code));
             at += size;
         }

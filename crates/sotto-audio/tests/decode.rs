@@ -983,7 +983,8 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 118] = [
+const CONTAINERS: [&str; 119] = [
+    "tones.g726.au",
     "tones.s302m.ts",
     "tones.bd.m2ts",
     "tones.g722.au",
@@ -1761,7 +1762,7 @@ fn sun_au_decodes_as_wav() {
             .to_string();
         assert!(e.contains(says), "{says}: {e}");
     };
-    bad(au_file(23, rate, 1, None, &[0; 100]), ".au encoding 23");
+    bad(au_file(21, rate, 1, None, &[0; 100]), ".au encoding 21");
     bad(au_file(3, rate, 0, None, &[0; 100]), "0 channels");
     bad(au_file(3, 0, 1, None, &[0; 100]), "a sample rate of 0");
     bad(b".snd\0\0\0\x18".to_vec(), "cut short");
@@ -2075,7 +2076,7 @@ fn flac_in_wav_avi_and_caf_decodes_as_ffmpeg_does() {
 /// What CAF and QuickTime files hold that symphonia's readers refuse: Apple's GSM 06.10
 /// (`agsm`) in CAF and QuickTime decodes as its frames do alone, and IMA and Microsoft
 /// ADPCM in CAF (`ms` and the WAVE format, as FFmpeg writes them) to FFmpeg's samples
-/// exactly; so do Flash ADPCM in WAV and QuickTime, and G.722 in `.au`.
+/// exactly; so do Flash ADPCM in WAV and QuickTime, and G.722 and G.726 in `.au`.
 #[test]
 fn gsm_and_adpcm_in_caf_wav_and_quicktime_decode_as_ffmpeg_does() {
     let raw = decode_file(&fixture("tones.gsm")).unwrap();
@@ -2100,12 +2101,19 @@ fn gsm_and_adpcm_in_caf_wav_and_quicktime_decode_as_ffmpeg_does() {
         "cb4b620d15ca1b706409ad6bcaf0841f",
         &dir,
     );
-    // G.722 in `.au` (encoding 24).
+    // G.722 and G.726 (its codes least significant bit first) in `.au` (encodings 24, 23).
     decodes_to_ffmpegs(
         "tones.g722.au",
         16_000,
         1,
         "a7ca52b4e5cb76b5f86962cf83ffdaca",
+        &dir,
+    );
+    decodes_to_ffmpegs(
+        "tones.g726.au",
+        8_000,
+        1,
+        "dda81e0b163e8ebe5c59050a7b2090a0",
         &dir,
     );
     // Flash ADPCM, stereo: in WAV (its blocks FLV's packets) and QuickTime.

@@ -6,7 +6,8 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 101] = [
+const FIXTURES: [&str; 102] = [
+    "tones.g726.au",
     "tones.s302m.ts",
     "tones.bd.m2ts",
     "tones.g722.au",
