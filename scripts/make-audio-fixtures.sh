@@ -669,6 +669,12 @@ for c in wav mov; do
         -fflags +bitexact -flags +bitexact tones.swf.$c
 done
 ffmpeg -hide_banner -loglevel error -i tones.swf.wav -f f32le - | md5sum
+# Yamaha's ADPCM (format 0x0020) in WAV and QuickTime, stereo, as FFmpeg writes it.
+for c in wav mov; do
+    ffmpeg -hide_banner -loglevel error -y -i tones.wav -ar 11025 -c:a adpcm_yamaha \
+        -fflags +bitexact -flags +bitexact tones.yamaha.$c
+done
+ffmpeg -hide_banner -loglevel error -i tones.yamaha.wav -f f32le - | md5sum
 # Vorbis outside Ogg (FFmpeg's AVI and ASF, format 0x566F, and MP4 and QuickTime: object
 # type 0xDD, `msVo`), the same packets in each, and in Ogg, which tests/decode.rs compares.
 for c in ogg avi asf mp4 mov; do

@@ -187,6 +187,7 @@ pub(crate) fn speech_codec(tag: u16) -> Option<&'static str> {
         t if crate::g729::WAV_TAGS.contains(&t) => Some("G.729"),
         t if crate::g723::WAV_TAGS.contains(&t) => Some("G.723.1"),
         crate::adpcm_swf::WAV_TAG => Some("Flash ADPCM"),
+        crate::adpcm_yamaha::WAV_TAG => Some("Yamaha ADPCM"),
         _ => None,
     }
 }

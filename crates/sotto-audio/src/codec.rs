@@ -473,9 +473,13 @@ pub(crate) trait BlockDecode {
     type Sample: WavSample;
     /// Bytes a block takes.
     fn block(&self) -> usize;
-    /// Samples a whole block decodes to.
+    /// Samples a whole block decodes to (of all its channels).
     fn samples_per_block(&self) -> usize;
     fn decode(&mut self, block: &[u8], out: &mut Vec<Self::Sample>);
+    /// Channels, their samples interleaved: one but for Yamaha's ADPCM in stereo.
+    fn channels(&self) -> u16 {
+        1
+    }
 }
 
 /// A sample as a WAV file holds it.
@@ -597,12 +601,14 @@ impl<D: BlockDecode> DecodedWav<D> {
         let data = u32::try_from(samples * bytes)
             .unwrap_or(u32::MAX)
             .min(u32::MAX - 46);
+        let channels = dec.channels();
+        let align = bytes as u32 * u32::from(channels);
         let mut fmt = Vec::with_capacity(18);
         fmt.extend_from_slice(&D::Sample::FORMAT.to_le_bytes());
-        fmt.extend_from_slice(&1u16.to_le_bytes()); // mono
+        fmt.extend_from_slice(&channels.to_le_bytes());
         fmt.extend_from_slice(&rate.to_le_bytes());
-        fmt.extend_from_slice(&rate.saturating_mul(bytes as u32).to_le_bytes());
-        fmt.extend_from_slice(&(bytes as u16).to_le_bytes());
+        fmt.extend_from_slice(&rate.saturating_mul(align).to_le_bytes());
+        fmt.extend_from_slice(&(align as u16).to_le_bytes());
         fmt.extend_from_slice(&D::Sample::BITS.to_le_bytes());
         if D::Sample::FORMAT != 1 {
             // A WAVEFORMATEX's extra size, which a format but PCM's has.

@@ -1120,8 +1120,8 @@ fn probe_error(name: &str, e: SymError, head: &[u8]) -> AudioError {
             input: name.to_string(),
             detail: format!(
                 "{known} in WAV (format tag {tag:#06x}; sotto decodes PCM, float, A-law, μ-law, \
-                 ADPCM, Flash ADPCM, MPEG audio, AC-3, DTS, FLAC, GSM, G.722, G.723.1, G.726, \
-                 G.729 and WMA there)"
+                 ADPCM, Flash and Yamaha ADPCM, MPEG audio, AC-3, DTS, FLAC, GSM, G.722, \
+                 G.723.1, G.726, G.729 and WMA there)"
             ),
         };
     }

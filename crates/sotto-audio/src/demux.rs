@@ -57,7 +57,7 @@ pub(crate) fn unwrap<'a>(
             AviError::Format(tag) => AudioError::Codec {
                 input: name.to_string(),
                 detail: format!(
-                    "WAV format tag {tag:#06x} in AVI (sotto decodes PCM, ADPCM, Flash ADPCM, \
+                    "WAV format tag {tag:#06x} in AVI (sotto decodes PCM, ADPCM, Flash and Yamaha ADPCM, \
                      A-law, μ-law, GSM, G.722, G.723.1, G.726, G.729, MPEG audio, AAC, AC-3, \
                      DTS, FLAC, Speex, Vorbis and WMA there)"
                 ),
@@ -382,6 +382,9 @@ fn speech_wav(mut src: Box<dyn MediaSource>) -> SpeechWav {
     let rate = fmt
         .get(4..8)
         .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+    if !(1..=192_000).contains(&rate) {
+        return SpeechWav::Unsupported(format!("{codec} at {rate} Hz"));
+    }
     if tag == crate::adpcm_swf::WAV_TAG && (1..=2).contains(&channels) && block > 0 {
         // Flash ADPCM: each block is an FLV tag's packet (mono or stereo).
         let mut chunks = Vec::new();
@@ -399,11 +402,12 @@ fn speech_wav(mut src: Box<dyn MediaSource>) -> SpeechWav {
         let pcm = crate::adpcm_swf::SwfWav::new(src, chunks, rate, channels);
         return SpeechWav::Decoded(Box::new(ReadOnlySource::new(pcm)));
     }
+    if tag == crate::adpcm_yamaha::WAV_TAG && (1..=2).contains(&channels) {
+        let yamaha = crate::adpcm_yamaha::Yamaha::new(channels == 2);
+        return decoded(src, yamaha, (start, start + len), rate);
+    }
     if channels != 1 {
         return SpeechWav::Unsupported(format!("{codec} in {channels} channels (it is mono)"));
-    }
-    if !(1..=192_000).contains(&rate) {
-        return SpeechWav::Unsupported(format!("{codec} at {rate} Hz"));
     }
     let range = (start, start + len);
     fn decoded<D: crate::codec::BlockDecode + Send + Sync + 'static>(

@@ -11,6 +11,7 @@
 mod aac;
 mod ac3;
 mod adpcm_swf;
+mod adpcm_yamaha;
 mod aifc;
 mod amr;
 mod asf;

@@ -316,10 +316,10 @@ fn wave_atom(stsd: &[u8]) -> Option<&[u8]> {
     child(entry.get(52..)?, b"wave")
 }
 
-/// Bits a sample of G.722 and G.726 take, as FFmpeg reads them (G.726's is the entry's
-/// sample size; G.722's entry says 16 where its codes are 4).
+/// Bits a sample of G.722, G.726 and Yamaha's ADPCM take, as FFmpeg reads them (G.726's
+/// is the entry's sample size; G.722's and Yamaha's entries say 16 where codes are 4).
 fn codec_bits(tag: u16, stsd: &[u8]) -> Option<u16> {
-    if tag == crate::g722::WAV_TAG {
+    if tag == crate::g722::WAV_TAG || tag == crate::adpcm_yamaha::WAV_TAG {
         Some(4)
     } else if crate::g726::WAV_TAGS.contains(&tag) {
         Some(u16::from_be_bytes(stsd.get(34..36)?.try_into().ok()?)).filter(|b| (2..=5).contains(b))

@@ -863,8 +863,8 @@ fn bad_inputs_give_one_line_errors_naming_the_input() {
     assert_one_line(
         &e,
         "atrac3.wav: its audio codec is not supported: ATRAC3 in WAV (format tag 0x0270; sotto \
-         decodes PCM, float, A-law, μ-law, ADPCM, Flash ADPCM, MPEG audio, AC-3, DTS, FLAC, GSM, \
-         G.722, G.723.1, G.726, G.729 and WMA there)",
+         decodes PCM, float, A-law, μ-law, ADPCM, Flash and Yamaha ADPCM, MPEG audio, AC-3, DTS, \
+         FLAC, GSM, G.722, G.723.1, G.726, G.729 and WMA there)",
     );
     let e = decode_file(&fixture("video.mkv")).unwrap_err().to_string();
     assert_one_line(
@@ -983,7 +983,9 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 119] = [
+const CONTAINERS: [&str; 121] = [
+    "tones.yamaha.wav",
+    "tones.yamaha.mov",
     "tones.g726.au",
     "tones.s302m.ts",
     "tones.bd.m2ts",
@@ -2076,7 +2078,8 @@ fn flac_in_wav_avi_and_caf_decodes_as_ffmpeg_does() {
 /// What CAF and QuickTime files hold that symphonia's readers refuse: Apple's GSM 06.10
 /// (`agsm`) in CAF and QuickTime decodes as its frames do alone, and IMA and Microsoft
 /// ADPCM in CAF (`ms` and the WAVE format, as FFmpeg writes them) to FFmpeg's samples
-/// exactly; so do Flash ADPCM in WAV and QuickTime, and G.722 and G.726 in `.au`.
+/// exactly; so do Flash and Yamaha ADPCM in WAV and QuickTime, and G.722 and G.726 in
+/// `.au`.
 #[test]
 fn gsm_and_adpcm_in_caf_wav_and_quicktime_decode_as_ffmpeg_does() {
     let raw = decode_file(&fixture("tones.gsm")).unwrap();
@@ -2116,6 +2119,10 @@ fn gsm_and_adpcm_in_caf_wav_and_quicktime_decode_as_ffmpeg_does() {
         "dda81e0b163e8ebe5c59050a7b2090a0",
         &dir,
     );
+    // Yamaha's ADPCM, stereo, in WAV and QuickTime.
+    for name in ["tones.yamaha.wav", "tones.yamaha.mov"] {
+        decodes_to_ffmpegs(name, 11_025, 2, "1c334ece3adf796139803df6f6ef9fb8", &dir);
+    }
     // Flash ADPCM, stereo: in WAV (its blocks FLV's packets) and QuickTime.
     for name in ["tones.swf.wav", "tones.swf.mov"] {
         decodes_to_ffmpegs(name, 11_025, 2, "70c6f23f731c12eee411a02e547cf09b", &dir);

@@ -6,7 +6,9 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 102] = [
+const FIXTURES: [&str; 104] = [
+    "tones.yamaha.wav",
+    "tones.yamaha.mov",
     "tones.g726.au",
     "tones.s302m.ts",
     "tones.bd.m2ts",
