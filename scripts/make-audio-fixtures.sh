@@ -669,6 +669,9 @@ for c in wav mov; do
         -fflags +bitexact -flags +bitexact tones.swf.$c
 done
 ffmpeg -hide_banner -loglevel error -i tones.swf.wav -f f32le - | md5sum
+# The Nellymoser fixture's packets in QuickTime (`nmos`).
+ffmpeg -hide_banner -loglevel error -y -i tones.nelly.flv -c:a copy -fflags +bitexact \
+    -flags +bitexact tones.nelly.mov
 # Yamaha's ADPCM (format 0x0020) in WAV and QuickTime, stereo, as FFmpeg writes it.
 for c in wav mov; do
     ffmpeg -hide_banner -loglevel error -y -i tones.wav -ar 11025 -c:a adpcm_yamaha \

@@ -398,13 +398,12 @@ fn decode_inner(
     if !mends.is_empty() {
         src = Box::new(crate::rf64::Mended::new(src, mends));
     }
-    // QuickTime's 8-bit PCM (its chunks, behind an AIFF-C header) and Apple's GSM (its
-    // chunks' frames, decoded as read).
+    // QuickTime's 8-bit PCM (its chunks, behind an AIFF-C header), Apple's GSM and
+    // Nellymoser (their chunks' blocks, decoded as read).
     let mut ext = ext;
-    if let Some(entry) = moov
-        .coded_track
-        .take_if(|e| e.is_pcm8() || e.kind == *b"agsm")
-    {
+    let own =
+        |e: &mut crate::mp4_edit::SoundEntry| e.is_pcm8() || matches!(&e.kind, b"agsm" | b"nmos");
+    if let Some(entry) = moov.coded_track.take_if(own) {
         // Cut to the file, whatever the tables claim.
         let len = src.byte_len().unwrap_or(u64::MAX);
         let chunks: Vec<(u64, u64)> = (entry.chunks.clone().unwrap_or_default().into_iter())
@@ -418,24 +417,30 @@ fn decode_inner(
             ext = Some(aifc.ext);
             src = Box::new(ReadOnlySource::new(aifc));
         } else {
-            // GSM takes 1.6 kB a second: its frames are gathered first.
-            let mut frames = Vec::new();
-            crate::avi::AviAudio::with_header(src, Vec::new(), chunks, "gsm")
-                .read_to_end(&mut frames)
+            // GSM and Nellymoser take 1.6 to 2 kB a second: their blocks are gathered first.
+            let mut blocks = Vec::new();
+            crate::avi::AviAudio::with_header(src, Vec::new(), chunks, "blocks")
+                .read_to_end(&mut blocks)
                 .map_err(|source| AudioError::Io {
                     input: name.to_string(),
                     source,
                 })?;
-            let raw = crate::gsm::GsmBlocks::new(crate::gsm::Packing::Raw);
-            let end = frames.len() as u64;
-            let pcm = crate::codec::DecodedWav::new(
-                Box::new(Cursor::new(frames)),
-                raw,
-                (0, end),
-                entry.rate,
-            );
+            let range = (0, blocks.len() as u64);
+            let blocks = Box::new(Cursor::new(blocks));
+            let rate = entry.rate;
+            src = match &entry.kind {
+                b"agsm" => {
+                    let raw = crate::gsm::GsmBlocks::new(crate::gsm::Packing::Raw);
+                    let pcm = crate::codec::DecodedWav::new(blocks, raw, range, rate);
+                    Box::new(ReadOnlySource::new(pcm))
+                }
+                _ => {
+                    let nelly = crate::nelly::Nelly::new();
+                    let pcm = crate::codec::DecodedWav::new(blocks, nelly, range, rate);
+                    Box::new(ReadOnlySource::new(pcm))
+                }
+            };
             ext = Some("wav");
-            src = Box::new(ReadOnlySource::new(pcm));
         }
     }
     let crate::demux::Unwrapped {

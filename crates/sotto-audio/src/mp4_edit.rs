@@ -35,7 +35,8 @@ pub(crate) struct Moov {
     /// G.711 (`ulaw`, `alaw`), MPEG audio Layer II (`.mp2`), or ALAC whose magic cookie is
     /// in a `wave` atom (QuickTime's version 1 sound description, as FFmpeg's `.mov`), or
     /// in a WAVE format (`ms` and a format tag; its WAVEFORMATEX is the config), 8-bit
-    /// PCM (`twos`, `sowt`; see [`SoundEntry::is_pcm8`]), Apple's GSM (`agsm`), or
+    /// PCM (`twos`, `sowt`; see [`SoundEntry::is_pcm8`]), Apple's GSM (`agsm`),
+    /// Nellymoser (`nmos`), or
     /// Vorbis (FFmpeg's `mp4a` of object type 0xDD, `msVo`; its headers the config) and
     /// Speex (`spex`; its header).
     pub coded_track: Option<SoundEntry>,
@@ -491,6 +492,14 @@ fn coded_track(moov: &[u8]) -> Option<SoundEntry> {
             let header = child(entry_children(stsd)?, b"glbl")?;
             crate::speex::Config::from_header(header).ok()?;
             config = Some(header.to_vec());
+        }
+        // Nellymoser (Flash's, as FFmpeg writes it in QuickTime): 64-byte blocks of 256.
+        b"nmos" => {
+            let blocks = FrameBytes::Packets {
+                frames: 256,
+                bytes: 64,
+            };
+            chunks = Some(chunk_ranges(stbl, blocks)?);
         }
         // Apple's GSM 06.10: 33-byte frames of 160 samples.
         b"agsm" => {

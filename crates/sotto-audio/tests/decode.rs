@@ -983,7 +983,8 @@ fn a_length_bound_stops_decoding_past_it() {
 }
 
 /// A fixture in every container and codec decoded.
-const CONTAINERS: [&str; 121] = [
+const CONTAINERS: [&str; 122] = [
+    "tones.nelly.mov",
     "tones.yamaha.wav",
     "tones.yamaha.mov",
     "tones.g726.au",
@@ -1788,6 +1789,14 @@ fn nellymoser_decodes_as_ffmpeg_does() {
     let bytes = std::fs::read(fixture("tones.nelly.flv")).unwrap();
     let sniffed = decode_bytes("noname", bytes, None).unwrap();
     assert!(sniffed.samples == got.samples);
+    // The same packets in QuickTime (`nmos`), to its edit list's end (FFmpeg's in whole
+    // milliseconds: 64 samples short of the FLV's).
+    let mov = decode_file(&fixture("tones.nelly.mov")).unwrap();
+    assert_eq!(
+        (mov.sample_rate, mov.samples.len()),
+        (16_000, got.samples.len() - 64)
+    );
+    assert!(got.samples.starts_with(&mov.samples));
 }
 
 /// Windows Media Audio 1 and 2 decode to FFmpeg's samples but for float rounding (within

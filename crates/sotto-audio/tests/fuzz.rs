@@ -6,7 +6,8 @@ use std::path::Path;
 use proptest::prelude::*;
 use sotto_audio::{decode_bytes, decode_bytes_16k_within, to_16k};
 
-const FIXTURES: [&str; 104] = [
+const FIXTURES: [&str; 105] = [
+    "tones.nelly.mov",
     "tones.yamaha.wav",
     "tones.yamaha.mov",
     "tones.g726.au",
