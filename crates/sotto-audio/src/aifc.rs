@@ -117,7 +117,7 @@ fn find(src: &mut dyn MediaSource) -> Option<Comm> {
                 let channels = u16::from_be_bytes([c[0], c[1]]);
                 let bits = u16::from_be_bytes([c[6], c[7]]);
                 let rate = extended(c[8..18].try_into().ok()?);
-                if channels == 0 || !(1.0..=768_000.0).contains(&rate) {
+                if !(1..=32).contains(&channels) || !(1.0..=768_000.0).contains(&rate) {
                     return None;
                 }
                 comm = Some((c[18..22].try_into().ok()?, bits, channels, rate));

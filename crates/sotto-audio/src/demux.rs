@@ -385,7 +385,8 @@ fn speech_wav(mut src: Box<dyn MediaSource>) -> SpeechWav {
     if !(1..=192_000).contains(&rate) {
         return SpeechWav::Unsupported(format!("{codec} at {rate} Hz"));
     }
-    if tag == crate::adpcm_swf::WAV_TAG && (1..=2).contains(&channels) && block > 0 {
+    // (FFmpeg, the one writer of this tag, makes blocks of 4096 samples: a kilobyte and more.)
+    if tag == crate::adpcm_swf::WAV_TAG && (1..=2).contains(&channels) && block >= 256 {
         // Flash ADPCM: each block is an FLV tag's packet (mono or stereo).
         let mut chunks = Vec::new();
         for at in (start..start + len).step_by(block) {
@@ -401,6 +402,11 @@ fn speech_wav(mut src: Box<dyn MediaSource>) -> SpeechWav {
         }
         let pcm = crate::adpcm_swf::SwfWav::new(src, chunks, rate, channels);
         return SpeechWav::Decoded(Box::new(ReadOnlySource::new(pcm)));
+    }
+    if tag == crate::adpcm_swf::WAV_TAG {
+        return SpeechWav::Unsupported(format!(
+            "Flash ADPCM in {channels} channels, in blocks of {block} bytes"
+        ));
     }
     if tag == crate::adpcm_yamaha::WAV_TAG && (1..=2).contains(&channels) {
         let yamaha = crate::adpcm_yamaha::Yamaha::new(channels == 2);

@@ -228,7 +228,7 @@ impl Coder {
 
 /// What a slow level decays by a sample.
 fn level_decay(v: i32) -> i32 {
-    (v + 0x80) >> 8
+    v.wrapping_add(0x80) >> 8
 }
 
 /// A block's samples, flags and CRC, and its sub-blocks' bytes.
@@ -458,7 +458,7 @@ impl BlockState {
                 self.zeroes -= 1;
                 if self.zeroes > 0 {
                     let c = &mut self.coders[ch];
-                    c.slow_level -= level_decay(c.slow_level);
+                    c.slow_level = c.slow_level.wrapping_sub(level_decay(c.slow_level));
                     return Some(0);
                 }
             } else {
@@ -476,7 +476,7 @@ impl BlockState {
                     self.coders[0].median = [0; 3];
                     self.coders[1].median = [0; 3];
                     let c = &mut self.coders[ch];
-                    c.slow_level -= level_decay(c.slow_level);
+                    c.slow_level = c.slow_level.wrapping_sub(level_decay(c.slow_level));
                     return Some(0);
                 }
             }
@@ -563,10 +563,10 @@ impl BlockState {
                     return None;
                 }
                 if bits.bit() == 1 {
-                    add -= mid - base;
+                    add = add.wrapping_sub(mid.wrapping_sub(base));
                     base = mid;
                 } else {
-                    add = mid - base - 1;
+                    add = mid.wrapping_sub(base).wrapping_sub(1);
                 }
                 mid = (base.wrapping_mul(2).wrapping_add(add).wrapping_add(1)) >> 1;
             }
@@ -574,7 +574,8 @@ impl BlockState {
         };
         let negative = bits.bit() == 1;
         if self.hybrid_bitrate {
-            c.slow_level += log2(v as u32) - level_decay(c.slow_level);
+            let level = log2(v as u32).wrapping_sub(level_decay(c.slow_level));
+            c.slow_level = c.slow_level.wrapping_add(level);
         }
         Some(if negative { !v } else { v })
     }
