@@ -72,12 +72,9 @@ pub(crate) fn mend(mut src: Box<dyn MediaSource>) -> Result<Mended, Box<dyn Medi
         }
         Some(c) if &c.kind == b"raw " && c.bits == 8 && c.rate.fract() == 0.0 => {
             let (channels, rate) = (c.channels, c.rate as u32);
-            let mut fmt = 1u16.to_le_bytes().to_vec(); // PCM, whose 8 bits are unsigned
-            fmt.extend(channels.to_le_bytes());
-            fmt.extend(rate.to_le_bytes());
-            fmt.extend((rate * u32::from(channels)).to_le_bytes());
-            fmt.extend(channels.to_le_bytes());
-            fmt.extend(8u16.to_le_bytes());
+            // PCM, whose 8 bits are unsigned.
+            let byte_rate = u64::from(rate) * u64::from(channels);
+            let fmt = crate::avi::waveformatex(1, channels, rate, byte_rate, channels, 8);
             let len = c.data.1.min(u64::from(u32::MAX - 64));
             let len = len - len % u64::from(channels);
             let h = crate::avi::wav_header(&fmt, len);

@@ -436,6 +436,26 @@ const EAC3_GUID: [u8; 16] = [
     0xAF, 0x87, 0xFB, 0xA7, 0x02, 0x2D, 0xFB, 0x42, 0xA4, 0xD4, 0x05, 0xCD, 0x93, 0x84, 0x3B, 0xDD,
 ];
 
+/// A WAVEFORMATEX's first 16 bytes (a codec's extra size and bytes go after them); the
+/// byte rate saturates.
+pub(crate) fn waveformatex(
+    tag: u16,
+    channels: u16,
+    rate: u32,
+    byte_rate: u64,
+    align: u16,
+    bits: u16,
+) -> Vec<u8> {
+    let mut fmt = Vec::with_capacity(18);
+    fmt.extend(tag.to_le_bytes());
+    fmt.extend(channels.to_le_bytes());
+    fmt.extend(rate.to_le_bytes());
+    fmt.extend(u32::try_from(byte_rate).unwrap_or(u32::MAX).to_le_bytes());
+    fmt.extend(align.to_le_bytes());
+    fmt.extend(bits.to_le_bytes());
+    fmt
+}
+
 /// A WAV file's header for `data` bytes of samples in the format `fmt` (a WAVEFORMATEX):
 /// its sizes saturate at 4 GiB, where a WAV reader stops.
 pub(crate) fn wav_header(fmt: &[u8], data: u64) -> Vec<u8> {

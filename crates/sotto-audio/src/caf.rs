@@ -90,16 +90,13 @@ fn desc(head: &[u8]) -> Option<Desc> {
 pub(crate) enum Coded {
     /// 8-bit integer PCM (signed, as FFmpeg's `pcm_s8`): channels, rate, the samples.
     Pcm8(u16, u32, (u64, u64)),
-    /// A WAV format (`ms` and its tag, as FFmpeg writes IMA and Microsoft ADPCM in CAF):
-    /// the WAVEFORMATEX made from `desc`, and the packets.
-    Wav(Vec<u8>, (u64, u64)),
-    /// AC-3's syncframes.
-    Ac3((u64, u64)),
+    /// The data behind a head of `ext`'s format: a WAV header made from `desc` for a WAV
+    /// format (`ms` and its tag, as FFmpeg writes IMA and Microsoft ADPCM in CAF); nothing
+    /// for AC-3's syncframes; `fLaC` and a STREAMINFO made from `desc` and the first frame
+    /// for FLAC without a magic cookie (as FFmpeg writes it).
+    Behind(Vec<u8>, &'static str, (u64, u64)),
     /// Apple's GSM 06.10 (`agsm`: 33-byte frames of 160 samples, mono): the rate, frames.
     Gsm(u32, (u64, u64)),
-    /// FLAC without a magic cookie (as FFmpeg writes it): the head of a FLAC stream made
-    /// from `desc` and the first frame, and the frames.
-    Flac(Vec<u8>, (u64, u64)),
 }
 
 /// `src`, a CAF file at its start with `head`, where its format is one of [`Coded`]'s
@@ -126,15 +123,18 @@ pub(crate) fn coded<S: Read + Seek + ?Sized>(src: &mut S, head: &[u8]) -> Option
     let (data, cookie) = found?;
     Some(match kind {
         0 => Coded::Pcm8(d.channels, d.rate, data),
-        1 => Coded::Wav(waveformatex(&d)?, data),
-        2 => Coded::Ac3(data),
+        1 => {
+            let header = crate::avi::wav_header(&waveformatex(&d)?, data.1);
+            Coded::Behind(header, "wav", data)
+        }
+        2 => Coded::Behind(Vec::new(), "ac3", data),
         3 => Coded::Gsm(d.rate, data),
         // With a cookie (Apple's files), symphonia's reader takes it.
         _ if cookie => return None,
-        _ => Coded::Flac(
-            crate::avi::flac_stream_head(d.channels, d.rate, None, &first)?,
-            data,
-        ),
+        _ => {
+            let head = crate::avi::flac_stream_head(d.channels, d.rate, None, &first)?;
+            Coded::Behind(head, "flac", data)
+        }
     })
 }
 
@@ -146,12 +146,7 @@ fn waveformatex(d: &Desc) -> Option<Vec<u8>> {
     let block = u16::try_from(d.packet_bytes).ok()?;
     let frames = u16::try_from(d.packet_frames).ok()?;
     let byte_rate = u64::from(d.rate) * u64::from(block) / u64::from(frames);
-    let mut f = tag.to_le_bytes().to_vec();
-    f.extend(d.channels.to_le_bytes());
-    f.extend(d.rate.to_le_bytes());
-    f.extend(u32::try_from(byte_rate).ok()?.to_le_bytes());
-    f.extend(block.to_le_bytes());
-    f.extend(4u16.to_le_bytes());
+    let mut f = crate::avi::waveformatex(tag, d.channels, d.rate, byte_rate, block, 4);
     if tag == 0x11 {
         f.extend(2u16.to_le_bytes());
         f.extend(frames.to_le_bytes());

@@ -1116,8 +1116,8 @@ fn probe_error(name: &str, e: SymError, head: &[u8]) -> AudioError {
             0x0162 => "WMA Pro",
             0x0163 => "WMA Lossless",
             0x000A => "WMA Voice",
-            0x566F | 0x674F | 0x6750 | 0x6751 | 0x676F | 0x6770 | 0x6771 => "Vorbis",
-            0xA109 => "Speex",
+            t if crate::vorbis::WAV_TAGS.contains(&t) => "Vorbis",
+            crate::speex::WAV_TAG => "Speex",
             0x0270 => "ATRAC3",
             _ => "a format",
         };

@@ -148,33 +148,10 @@ pub(crate) fn unwrap<'a>(
                 ext = Some(audio.ext);
                 Box::new(ReadOnlySource::new(audio))
             }
-            Coded::Wav(fmt, data) => {
-                let header = crate::avi::wav_header(&fmt, data.1);
-                ext = Some("wav");
-                Box::new(ReadOnlySource::new(AviAudio::with_header(
-                    src,
-                    header,
-                    vec![data],
-                    "wav",
-                )))
-            }
-            Coded::Flac(head, data) => {
-                ext = Some("flac");
-                Box::new(ReadOnlySource::new(AviAudio::with_header(
-                    src,
-                    head,
-                    vec![data],
-                    "flac",
-                )))
-            }
-            Coded::Ac3(data) => {
-                ext = Some("ac3");
-                Box::new(ReadOnlySource::new(AviAudio::with_header(
-                    src,
-                    Vec::new(),
-                    vec![data],
-                    "ac3",
-                )))
+            Coded::Behind(head, format, data) => {
+                ext = Some(format);
+                let audio = AviAudio::with_header(src, head, vec![data], format);
+                Box::new(ReadOnlySource::new(audio))
             }
             Coded::Gsm(rate, (at, len)) => {
                 let raw = crate::gsm::GsmBlocks::new(crate::gsm::Packing::Raw);

@@ -336,13 +336,8 @@ fn plain_waveformatex(tag: u16, stsd: &[u8]) -> Option<Vec<u8>> {
     let bits = codec_bits(tag, stsd)?;
     let channels = u16::from_be_bytes(stsd.get(32..34)?.try_into().ok()?);
     let rate = u32::from(u16::from_be_bytes(stsd.get(40..42)?.try_into().ok()?));
-    let byte_rate = rate * u32::from(bits) * u32::from(channels) / 8;
-    let mut fmt = tag.to_le_bytes().to_vec();
-    fmt.extend(channels.to_le_bytes());
-    fmt.extend(rate.to_le_bytes());
-    fmt.extend(byte_rate.to_le_bytes());
-    fmt.extend(channels.to_le_bytes());
-    fmt.extend(bits.to_le_bytes());
+    let byte_rate = u64::from(rate) * u64::from(bits) * u64::from(channels) / 8;
+    let mut fmt = crate::avi::waveformatex(tag, channels, rate, byte_rate, channels, bits);
     fmt.extend(0u16.to_le_bytes());
     Some(fmt)
 }
@@ -359,13 +354,9 @@ fn swf_format(stsd: &[u8], stbl: &[u8]) -> Option<(Vec<u8>, FrameBytes)> {
     let block16 = u16::try_from(block).ok().filter(|&b| b > 0)?;
     let channels = u16::from_be_bytes(stsd.get(32..34)?.try_into().ok()?);
     let rate = u32::from(u16::from_be_bytes(stsd.get(40..42)?.try_into().ok()?));
-    let mut fmt = crate::adpcm_swf::WAV_TAG.to_le_bytes().to_vec();
-    fmt.extend(channels.to_le_bytes());
-    fmt.extend(rate.to_le_bytes());
     let byte_rate = u64::from(rate) * u64::from(block) / 4096;
-    fmt.extend(u32::try_from(byte_rate).unwrap_or(u32::MAX).to_le_bytes());
-    fmt.extend(block16.to_le_bytes());
-    fmt.extend(4u16.to_le_bytes());
+    let tag = crate::adpcm_swf::WAV_TAG;
+    let mut fmt = crate::avi::waveformatex(tag, channels, rate, byte_rate, block16, 4);
     fmt.extend(0u16.to_le_bytes());
     let packets = FrameBytes::Packets {
         frames: 4096,

@@ -103,12 +103,8 @@ pub(crate) struct PcmWav<R> {
 /// at `rate`.
 fn wav_head(channels: u16, mask: u32, rate: u32, bits: u16) -> Pending {
     let align = channels * (bits / 8);
-    let mut fmt = 0xFFFEu16.to_le_bytes().to_vec();
-    fmt.extend(channels.to_le_bytes());
-    fmt.extend(rate.to_le_bytes());
-    fmt.extend((rate * u32::from(align)).to_le_bytes());
-    fmt.extend(align.to_le_bytes());
-    fmt.extend(bits.to_le_bytes());
+    let byte_rate = u64::from(rate) * u64::from(align);
+    let mut fmt = crate::avi::waveformatex(0xFFFE, channels, rate, byte_rate, align, bits);
     fmt.extend(22u16.to_le_bytes());
     fmt.extend(bits.to_le_bytes());
     fmt.extend(mask.to_le_bytes());
