@@ -24,6 +24,8 @@ export type TranscribeOptions = {
 
 export type Segment = { text: string; t0: number; t1: number };
 
+export type AudioData = ArrayBuffer | SharedArrayBuffer | string | Float32Array | Int16Array | Uint8Array;
+
 export type TranscribeResult = {
   result: string;
   language: string;
@@ -51,8 +53,10 @@ export class WhisperContext {
     filePath: string,
     options?: TranscribeFileOptions,
   ): { stop: () => Promise<void>; promise: Promise<TranscribeResult> };
+  /** 16 kHz mono: an ArrayBuffer of 16-bit PCM or base64 of float32 samples, as
+   * whisper.rn takes them; or a Float32Array, an Int16Array, or 16-bit PCM bytes. */
   transcribeData(
-    data: Float32Array | ArrayBuffer | string,
+    data: AudioData,
     options?: TranscribeFileOptions,
   ): { stop: () => Promise<void>; promise: Promise<TranscribeResult> };
   bench(maxThreads?: number): Promise<BenchResult>;
@@ -94,7 +98,7 @@ export class WhisperVadContext {
   reasonNoGPU: string;
   detectSpeech(filePathOrBase64: string, options?: VadOptions): Promise<VadSegment[]>;
   detectSpeechData(
-    audioData: Float32Array | ArrayBuffer | string,
+    audioData: AudioData,
     options?: VadOptions,
   ): Promise<VadSegment[]>;
   release(): Promise<void>;
@@ -106,3 +110,8 @@ export type VadContextOptions = { filePath?: string; useGpu?: boolean; nThreads?
 export function initWhisperVad(options?: VadContextOptions): Promise<WhisperVadContext>;
 export function releaseAllWhisperVad(): Promise<void>;
 export const libVersion: string;
+
+/** An audio file decoded to 16 kHz mono float samples. */
+export function decodeAudioFile(filePath: string): Promise<Float32Array>;
+
+export * from './realtime';

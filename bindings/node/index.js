@@ -3,7 +3,9 @@
  * sotto for Node.js, with whisper.rn's API: `initWhisper`, `WhisperContext.transcribe`
  * (returning `{ stop, promise }`), `transcribeData`, `release`, `releaseAllWhisper`; and
  * voice activity detection: `initWhisperVad`, `WhisperVadContext.detectSpeech`,
- * `detectSpeechData`, `release`, `releaseAllWhisperVad`.
+ * `detectSpeechData`, `release`, `releaseAllWhisperVad`; and live transcription:
+ * `RealtimeTranscriber` with its adapters (realtime.js, also as
+ * `sotto/realtime-transcription`).
  *
  * Each context is a worker thread holding one loaded model and its sessions (or one VAD),
  * so transcription never blocks the event loop. It calls sotto's C library
@@ -41,20 +43,35 @@ const contexts = new Map();
 const vadContexts = new Map();
 let nextContextId = 1;
 
-/** 16 kHz mono float samples from a Float32Array, an ArrayBuffer of them, or their bytes
- * in base64 (as whisper.rn's *Data methods take them); a copy the worker may own. */
+/** 16-bit PCM bytes as float samples (whisper.rn's ArrayBuffer form: int16 / 32768). */
+function pcm16(bytes, what) {
+  if (bytes.byteLength % 2 !== 0) throw new Error(`${what} is not a whole number of 16-bit PCM samples`);
+  // A copy, aligned for Int16Array whatever the view's offset.
+  const pcm = new Int16Array(new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength).slice().buffer);
+  return Float32Array.from(pcm, (v) => v / 32768);
+}
+
+/**
+ * 16 kHz mono samples, a copy the worker may own, from what whisper.rn's *Data methods
+ * take: an ArrayBuffer of 16-bit PCM (its JSI path) or base64 of float32 bytes; and, as
+ * their typed forms, a Float32Array (floats), an Int16Array, or a Uint8Array/Buffer of
+ * 16-bit PCM bytes.
+ */
 function samplesOf(data) {
   if (data instanceof Float32Array) return Float32Array.from(data);
-  if (data instanceof ArrayBuffer) {
-    if (data.byteLength % 4 !== 0) throw new Error('the ArrayBuffer is not a whole number of float32 samples');
-    return new Float32Array(data.slice(0));
+  if (data instanceof Int16Array) return Float32Array.from(data, (v) => v / 32768);
+  if (data instanceof Uint8Array) return pcm16(data, 'the byte array');
+  if (data instanceof ArrayBuffer || (typeof SharedArrayBuffer !== 'undefined' && data instanceof SharedArrayBuffer)) {
+    return pcm16(new Uint8Array(data), 'the ArrayBuffer');
   }
   if (typeof data === 'string') {
     const bytes = Buffer.from(data, 'base64');
     if (bytes.length % 4 !== 0) throw new Error('base64 data is not a whole number of float32 samples');
     return new Float32Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length));
   }
-  throw new TypeError('data must be a Float32Array, an ArrayBuffer or a base64 string');
+  throw new TypeError(
+    'data must be an ArrayBuffer of 16-bit PCM, base64 of float32 samples, a Float32Array, an Int16Array or a Uint8Array'
+  );
 }
 
 /** A file path, a `file://` URL, or a WAV as a `data:audio/wav;base64,` URL. */
@@ -153,8 +170,9 @@ class WhisperContext {
   }
 
   /**
-   * Transcribes 16 kHz mono float samples: a Float32Array, an ArrayBuffer of them, or
-   * their bytes in base64 (as whisper.rn's transcribeData takes them).
+   * Transcribes 16 kHz mono audio given as whisper.rn's transcribeData takes it: an
+   * ArrayBuffer of 16-bit PCM, or base64 of float32 samples; or a Float32Array, an
+   * Int16Array, or a Uint8Array/Buffer of 16-bit PCM bytes.
    */
   transcribeData(data, options) {
     return this._start({ samples: samplesOf(data) }, options);
@@ -258,7 +276,7 @@ class WhisperVadContext {
     }
   }
 
-  /** As detectSpeech, on 16 kHz mono float samples (as transcribeData takes them). */
+  /** As detectSpeech, on 16 kHz mono audio in any form transcribeData takes. */
   detectSpeechData(audioData, options) {
     try {
       return this._detect({ samples: samplesOf(audioData) }, options);
@@ -296,14 +314,35 @@ async function releaseAllWhisperVad() {
   await Promise.all([...vadContexts.values()].map((c) => c.release()));
 }
 
+/**
+ * An audio file (any format sotto reads; or a WAV as a `data:audio/wav;base64,` URL)
+ * decoded to 16 kHz mono float samples, on a worker thread of its own.
+ */
+async function decodeAudioFile(filePath) {
+  const file = fileOf(filePath);
+  const worker = new Worker(path.join(__dirname, 'worker.js'), { workerData: { library: libraryPath() } });
+  try {
+    return await new Promise((resolve, reject) => {
+      worker.on('message', (m) => (m.type === 'decoded' ? resolve(m.samples) : reject(new Error(m.message))));
+      worker.once('error', reject);
+      worker.once('exit', () => reject(new Error('the decoding thread ended early')));
+      worker.postMessage({ type: 'decode', path: file });
+    });
+  } finally {
+    await worker.terminate();
+  }
+}
+
 const libVersion = require('./package.json').version;
 
 module.exports = {
+  ...require('./realtime'),
   initWhisper,
   releaseAllWhisper,
   WhisperContext,
   initWhisperVad,
   releaseAllWhisperVad,
   WhisperVadContext,
+  decodeAudioFile,
   libVersion,
 };

@@ -1,6 +1,6 @@
 'use strict';
-// One WhisperContext's thread (its model and sessions) or one WhisperVadContext's (its
-// VAD), driven by messages from index.js.
+// One WhisperContext's thread (its model and sessions), one WhisperVadContext's (its
+// VAD), or a file's decoding (decodeAudioFile), driven by messages from index.js.
 // sotto's C calls block, so they run here, off the main event loop; a transcription's
 // segment callback runs on this same thread, inside the call, as Koffi requires.
 const { parentPort, workerData } = require('node:worker_threads');
@@ -301,6 +301,9 @@ parentPort.on('message', (msg) => {
       parentPort.postMessage({ type: 'done', jobId: msg.jobId, result: bench(msg.maxThreads) });
     } else if (msg.type === 'transcribe') {
       parentPort.postMessage({ type: 'done', jobId: msg.jobId, result: transcribe(msg) });
+    } else if (msg.type === 'decode') {
+      const samples = loadAudio(msg.path);
+      parentPort.postMessage({ type: 'decoded', samples }, [samples.buffer]);
     } else if (msg.type === 'release') {
       release();
       parentPort.postMessage({ type: 'released' });
