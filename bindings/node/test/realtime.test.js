@@ -283,6 +283,94 @@ test("each slice's prompt is the initial prompt and the slices before; nextSlice
   );
 });
 
+/** A stand-in VAD: speech wherever the 16-bit samples are not zero (10 ms frames). */
+const loudVad = {
+  async detectSpeechData(data) {
+    const pcm = new Int16Array(data);
+    const segs = [];
+    for (let f = 0; f * 160 < pcm.length; f++) {
+      const loud = pcm.subarray(f * 160, (f + 1) * 160).some((v) => v !== 0);
+      if (loud && segs.length && segs.at(-1).t1 === f) segs.at(-1).t1 = f + 1;
+      else if (loud) segs.push({ t0: f, t1: f + 1 });
+    }
+    return segs;
+  },
+};
+
+test('the VAD events, a cut in the pause after speech, and a full slice cut in its last pause', async () => {
+  const transcribed = [];
+  const whisperContext = {
+    transcribeData(data) {
+      const result = `${data.byteLength / 32000} s.`;
+      transcribed.push(result);
+      return { stop: async () => {}, promise: Promise.resolve({ result, segments: [] }) };
+    },
+  };
+  const audioStream = handStream();
+  const vadEvents = [];
+  const rt = new RealtimeTranscriber(
+    { whisperContext, vadContext: loudVad, audioStream },
+    { audioSliceSec: 5, autoSliceThreshold: 0.5, promptPreviousSlices: false },
+    { onVad: (e) => vadEvents.push([e.sliceIndex, e.type, e.duration]) }
+  );
+  await rt.start();
+  // Half seconds: silence, 2.5 s of "speech", 1 s of silence, 4 s of speech, 0.5 s of silence.
+  const halves = [0, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 0];
+  for (const loud of halves) {
+    audioStream.push({ data: new Uint8Array(new Int16Array(8000).fill(loud * 1000).buffer), sampleRate: 16000 });
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  await rt.stop();
+  assert.deepStrictEqual(vadEvents, [
+    [0, 'speech_start', 1],
+    [0, 'speech_continue', 2],
+    [0, 'speech_continue', 3],
+    // 1 s after the speech: it has ended, and the slice is past 0.5 × 5 s: cut 0.5 s in.
+    [0, 'speech_end', 4],
+    [1, 'speech_start', 1],
+    [1, 'speech_continue', 2],
+    [1, 'speech_continue', 3],
+    [1, 'speech_continue', 4],
+  ]);
+  // Slice 1 filled its 5 s with speech to 4.5 s: cut in the quarter second after it.
+  assert.deepStrictEqual(
+    rt.getTranscriptionResults().map((r) => [r.slice.startTime, r.slice.endTime, r.transcribeEvent.data.result]),
+    [
+      [0, 3500, '3.5 s.'],
+      [3500, 8250, '4.75 s.'],
+      [8250, 8500, ''],
+    ]
+  );
+  // Partials every second of each; the last slice, silent, is not transcribed.
+  assert.deepStrictEqual(transcribed, ['1 s.', '2 s.', '3 s.', '3.5 s.', '1 s.', '2 s.', '3 s.', '4 s.', '4.75 s.']);
+});
+
+test('onBeginTranscribe and onBeginVad may decline', async () => {
+  const calls = [];
+  const whisperContext = {
+    transcribeData(data) {
+      calls.push(data.byteLength / 32000);
+      return { stop: async () => {}, promise: Promise.resolve({ result: 'x', segments: [] }) };
+    },
+  };
+  const audioStream = handStream();
+  const rt = new RealtimeTranscriber(
+    { whisperContext, vadContext: loudVad, audioStream },
+    {},
+    {
+      onBeginVad: ({ duration }) => duration !== 2000, // no VAD, so no transcription, at 2 s
+      onBeginTranscribe: ({ duration }) => duration !== 3000,
+    }
+  );
+  await rt.start();
+  for (let i = 0; i < 4; i++) {
+    audioStream.push({ data: new Uint8Array(new Int16Array(16000).fill(500).buffer), sampleRate: 16000 });
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  await rt.stop();
+  assert.deepStrictEqual(calls, [1, 4, 4]);
+});
+
 test('bad options, streams and rates are refused clearly', async () => {
   const whisperContext = {
     transcribeData: () => ({ stop: async () => {}, promise: Promise.resolve({ result: '', segments: [] }) }),
