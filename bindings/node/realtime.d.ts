@@ -101,8 +101,9 @@ export type RealtimeOptions = {
   autoSliceThreshold?: number;
   transcribeOptions?: TranscribeOptions;
   initialPrompt?: string;
-  /** Prompt each slice with the slices before it (default true). */
-  promptPreviousSlices?: boolean;
+  /** Prompt each slice with the text of the slice before it (true, the default), of none
+   * (false), or of that many slices before it (a number; Infinity: all, as whisper.rn). */
+  promptPreviousSlices?: boolean | number;
   /** A 16 kHz mono WAV of everything heard. */
   audioOutputPath?: string;
   audioStreamConfig?: AudioStreamConfig;

@@ -99,6 +99,20 @@ const positive = (v, name, fallback) => {
   return v;
 };
 
+/**
+ * How many slices before a slice its prompt carries the text of: `true` is 1, where
+ * whisper.rn takes them all (`Infinity` here). A long prompt of plain text leads Whisper
+ * astray: on base, over five live runs of the 150 s en10_longform clip
+ * (scripts/realtime-wer), every earlier slice made 46–76 errors, the slice before 35–47,
+ * none 28–43 (tiny.en: 52–65, 53–71, 56–65).
+ */
+function previousSlices(v) {
+  if (v === undefined || v === null || v === true) return 1;
+  if (v === false) return 0;
+  if (typeof v === 'number' && v >= 0) return v;
+  throw new RangeError(`promptPreviousSlices must be true, false or a number of slices, not ${v}`);
+}
+
 /** The slices of a recording: the one being filled and those cut before it. */
 class Slices {
   constructor(sliceSec, maxInMemory) {
@@ -260,7 +274,7 @@ class RealtimeTranscriber {
       autoSliceThreshold: positive(options.autoSliceThreshold, 'autoSliceThreshold', 0.5),
       transcribeOptions: { ...options.transcribeOptions },
       initialPrompt: options.initialPrompt,
-      promptPreviousSlices: options.promptPreviousSlices ?? true,
+      promptPreviousSlices: previousSlices(options.promptPreviousSlices),
       audioOutputPath: options.audioOutputPath,
       audioStreamConfig: { sampleRate: RATE, channels: 1, bitsPerSample: 16, ...options.audioStreamConfig },
       logger: options.logger || debugLog,
@@ -657,11 +671,12 @@ class RealtimeTranscriber {
     const parts = [];
     const first = this.options.initialPrompt ?? this.options.transcribeOptions.prompt;
     if (first) parts.push(first);
-    if (this.options.promptPreviousSlices) {
-      for (const { slice, transcribeEvent } of this.getTranscriptionResults()) {
-        const text = transcribeEvent.data?.result?.trim();
-        if (slice.index < index && text) parts.push(text);
-      }
+    const keep = this.options.promptPreviousSlices;
+    if (keep > 0) {
+      const before = this.getTranscriptionResults()
+        .filter(({ slice, transcribeEvent }) => slice.index < index && transcribeEvent.data?.result?.trim())
+        .map(({ transcribeEvent }) => transcribeEvent.data.result.trim());
+      parts.push(...before.slice(-keep));
     }
     return parts.join(' ') || undefined;
   }

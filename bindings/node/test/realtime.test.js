@@ -281,6 +281,30 @@ test("each slice's prompt is the initial prompt and the slices before; nextSlice
       [3000, 5000, '2 s.'],
     ]
   );
+
+  // Slices of 3, 2 and 1 s: the last one's prompt has the slice before it, or, asked, all.
+  for (const [promptPreviousSlices, last] of [
+    [true, 'Hi. 2 s.'],
+    [Infinity, 'Hi. 3 s. 2 s.'],
+    [false, 'Hi.'],
+  ]) {
+    prompts.length = 0;
+    const three = new RealtimeTranscriber(
+      { whisperContext, audioStream },
+      { initialPrompt: 'Hi.', audioStepSec: 5, promptPreviousSlices }
+    );
+    await three.start();
+    for (const seconds of [3, 2, 1]) {
+      for (let i = 0; i < seconds; i++) audioStream.push(second());
+      await three.nextSlice();
+    }
+    await three.stop();
+    assert.deepStrictEqual(prompts.at(-1), [1, last]);
+  }
+  assert.throws(
+    () => new RealtimeTranscriber({ whisperContext, audioStream }, { promptPreviousSlices: -1 }),
+    /promptPreviousSlices/
+  );
 });
 
 /** A stand-in VAD: speech wherever the 16-bit samples are not zero (10 ms frames). */
