@@ -221,10 +221,11 @@ class WavWriter {
   }
 
   close() {
+    // Past 4 GiB (37 hours) the sizes stay at their largest, as recorders write them.
     const sizes = Buffer.alloc(4);
-    sizes.writeUInt32LE(36 + this.bytes);
+    sizes.writeUInt32LE(Math.min(0xffffffff, 36 + this.bytes));
     fs.writeSync(this.fd, sizes, 0, 4, 4);
-    sizes.writeUInt32LE(this.bytes);
+    sizes.writeUInt32LE(Math.min(0xffffffff, this.bytes));
     fs.writeSync(this.fd, sizes, 0, 4, 40);
     fs.closeSync(this.fd);
   }
@@ -452,15 +453,16 @@ class RealtimeTranscriber {
       }
       return;
     }
-    if (!(data instanceof Uint8Array)) {
-      this._error('audio stream data must be a Uint8Array of 16-bit PCM');
+    if (!(data instanceof Uint8Array) && !(data instanceof ArrayBuffer)) {
+      this._error('audio stream data must be a Uint8Array (or an ArrayBuffer) of 16-bit PCM');
       return;
     }
-    let bytes = data;
+    let bytes = data instanceof ArrayBuffer ? new Uint8Array(data) : data;
     if (this._odd !== null) {
-      bytes = new Uint8Array(data.length + 1);
-      bytes[0] = this._odd;
-      bytes.set(data, 1);
+      const joined = new Uint8Array(bytes.length + 1);
+      joined[0] = this._odd;
+      joined.set(bytes, 1);
+      bytes = joined;
       this._odd = null;
     }
     if (bytes.length % 2 === 1) {

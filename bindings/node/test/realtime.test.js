@@ -425,6 +425,12 @@ test('bad options, streams and rates are refused clearly', async () => {
   assert.strictEqual(errors.length, 1);
   assert.match(errors[0], /44100 Hz.*16000 Hz/);
   assert.strictEqual(rt.getStatistics().audioStats.accumulatedSamples, 0);
+  // An ArrayBuffer is taken too, and a sample's bytes may be split between chunks.
+  audioStream.push({ data: new ArrayBuffer(3), sampleRate: 16000, channels: 1 });
+  audioStream.push({ data: new Uint8Array(1), sampleRate: 16000, channels: 1 });
+  assert.strictEqual(rt.getStatistics().audioStats.accumulatedSamples, 2);
+  audioStream.push({ data: [1, 2], sampleRate: 16000, channels: 1 });
+  assert.match(errors[1], /Uint8Array/);
   await rt.stop();
 
   // A command's output is the stream; one that fails says how.
