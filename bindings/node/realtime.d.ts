@@ -185,7 +185,8 @@ export class RealtimeTranscriber {
 }
 
 /** A file (any format sotto reads) played as if recorded. */
-export class SimulateFileAudioStreamAdapter implements AudioStreamInterface {
+export interface SimulateFileAudioStreamAdapter extends AudioStreamInterface {}
+export class SimulateFileAudioStreamAdapter {
   constructor(options: {
     filePath: string;
     playbackSpeed?: number;
@@ -196,14 +197,6 @@ export class SimulateFileAudioStreamAdapter implements AudioStreamInterface {
     /** whisper.rn's file system; not needed here. */
     fs?: unknown;
   });
-  initialize(config?: AudioStreamConfig): Promise<void>;
-  start(): Promise<void>;
-  stop(): Promise<void>;
-  isRecording(): boolean;
-  onData(callback: (data: AudioStreamData) => void): void;
-  onError(callback: (error: string) => void): void;
-  onStatusChange(callback: (isRecording: boolean) => void): void;
-  release(): Promise<void>;
   seekToTime(seconds: number): void;
   setPlaybackSpeed(speed: number): void;
   resetBuffer(): void;
@@ -219,7 +212,8 @@ export class SimulateFileAudioStreamAdapter implements AudioStreamInterface {
 }
 
 /** 16-bit little-endian PCM from a Readable, or from a command's standard output. */
-export class ReadableStreamAdapter implements AudioStreamInterface {
+export interface ReadableStreamAdapter extends AudioStreamInterface {}
+export class ReadableStreamAdapter {
   constructor(options: {
     stream?: Readable;
     /** The program and its arguments, e.g. ['arecord', '-q', '-t', 'raw', '-f', 'S16_LE', '-r', '16000', '-c', '1']. */
@@ -229,12 +223,4 @@ export class ReadableStreamAdapter implements AudioStreamInterface {
     onEnd?: () => void;
     logger?: (message: string) => void;
   });
-  initialize(config?: AudioStreamConfig): Promise<void>;
-  start(): Promise<void>;
-  stop(): Promise<void>;
-  isRecording(): boolean;
-  onData(callback: (data: AudioStreamData) => void): void;
-  onError(callback: (error: string) => void): void;
-  onStatusChange(callback: (isRecording: boolean) => void): void;
-  release(): Promise<void>;
 }
