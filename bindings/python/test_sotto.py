@@ -72,6 +72,21 @@ class TestSotto(unittest.TestCase):
         t = self.session.transcribe(list(samples), beam_size=1)
         self.assertEqual(normalise(t.text), JFK)
 
+    def test_int16_pcm_is_scaled_and_other_integers_refused(self):
+        floats = sotto.load_audio(AUDIO)
+        pcm = array.array("h", (max(-32768, min(32767, round(v * 32768))) for v in floats))
+        want = self.session.transcribe(floats, beam_size=1).text
+        self.assertEqual(self.session.transcribe(pcm, beam_size=1).text, want)
+        with self.assertRaisesRegex(TypeError, r"array\('i'\) samples: give floats"):
+            self.session.transcribe(array.array("i", [0] * 16000))
+        try:
+            import numpy
+        except ImportError:
+            return
+        self.assertEqual(self.session.transcribe(numpy.array(pcm, dtype=numpy.int16), beam_size=1).text, want)
+        with self.assertRaisesRegex(TypeError, "uint8 samples"):
+            self.session.transcribe(numpy.zeros(16000, dtype=numpy.uint8))
+
     def test_suppress_regex_changes_what_comes_out(self):
         # whisper.cpp's suppress_regex: no token holding "country".
         plain = self.session.transcribe(AUDIO, beam_size=1).text

@@ -310,17 +310,32 @@ class Transcript:
     language_probability: float = 1.0
 
 
+def _not_pcm(kind):
+    return TypeError(f"{kind} samples: give floats in [-1, 1] or 16-bit PCM (int16), 16 kHz mono")
+
+
 class _Samples:
-    """16 kHz mono samples as a float pointer and a count, kept alive with their owner."""
+    """16 kHz mono samples as a float pointer and a count, kept alive with their owner.
+    Floats are taken as they are; 16-bit PCM (an int16 array) is scaled by 1/32768, as
+    whisper.cpp's tools read it; other integer arrays are refused, not taken as floats."""
 
     def __init__(self, audio):
         if hasattr(audio, "__array_interface__"):  # NumPy, without importing it here
             import numpy
 
-            self._owner = numpy.ascontiguousarray(audio, dtype=numpy.float32).reshape(-1)
+            a = numpy.asarray(audio)
+            if a.dtype == numpy.int16:
+                a = a.astype(numpy.float32) / numpy.float32(32768)
+            elif a.dtype.kind in "biu":
+                raise _not_pcm(str(a.dtype))
+            self._owner = numpy.ascontiguousarray(a, dtype=numpy.float32).reshape(-1)
             self.n = self._owner.size
             self.ptr = self._owner.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
         else:
+            if isinstance(audio, array.array) and audio.typecode == "h":
+                audio = array.array("f", (v / 32768 for v in audio))
+            elif isinstance(audio, array.array) and audio.typecode not in "fd":
+                raise _not_pcm(f"array('{audio.typecode}')")
             self._owner = audio if isinstance(audio, array.array) and audio.typecode == "f" \
                 else array.array("f", audio)
             self.n = len(self._owner)
