@@ -294,6 +294,7 @@ class RealtimeTranscriber {
     this.isActive = false;
     this.isTranscribing = false;
     this._pumping = null; // the running pump's promise
+    this._stopping = null; // stop()'s, while it runs
     this._finals = []; // slices cut and not yet transcribed whole
     this._forceCut = false;
     this._results = new Map();
@@ -332,8 +333,16 @@ class RealtimeTranscriber {
    * Stops the stream and transcribes what it gave: resolves once every slice has its
    * final transcription (then an `end` event is sent). Results stay until the next start.
    */
-  async stop() {
-    if (!this.isActive) return;
+  stop() {
+    if (this._stopping) return this._stopping;
+    if (!this.isActive) return Promise.resolve();
+    this._stopping = this._stop().finally(() => {
+      this._stopping = null;
+    });
+    return this._stopping;
+  }
+
+  async _stop() {
     try {
       await this.audioStream.stop();
     } catch (e) {

@@ -294,11 +294,14 @@ test("each slice's prompt is the initial prompt and the slices before; nextSlice
       { initialPrompt: 'Hi.', audioStepSec: 5, promptPreviousSlices }
     );
     await three.start();
+    const ends = [];
+    three.updateCallbacks({ onTranscribe: (e) => e.type === 'end' && ends.push(e) });
     for (const seconds of [3, 2, 1]) {
       for (let i = 0; i < seconds; i++) audioStream.push(second());
       await three.nextSlice();
     }
-    await three.stop();
+    await Promise.all([three.stop(), three.stop()]); // one stop, one end
+    assert.strictEqual(ends.length, 1);
     assert.deepStrictEqual(prompts.at(-1), [1, last]);
   }
   assert.throws(
