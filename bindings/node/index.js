@@ -43,7 +43,7 @@ const contexts = new Map();
 const vadContexts = new Map();
 let nextContextId = 1;
 
-/** 16-bit PCM bytes as float samples (whisper.rn's ArrayBuffer form: int16 / 32768). */
+/** 16-bit PCM in any view of bytes as float samples (whisper.rn's ArrayBuffer form: int16 / 32768). */
 function pcm16(bytes, what) {
   if (bytes.byteLength % 2 !== 0) throw new Error(`${what} is not a whole number of 16-bit PCM samples`);
   // A copy, aligned for Int16Array whatever the view's offset.
@@ -59,8 +59,7 @@ function pcm16(bytes, what) {
  */
 function samplesOf(data) {
   if (data instanceof Float32Array) return Float32Array.from(data);
-  if (data instanceof Int16Array) return Float32Array.from(data, (v) => v / 32768);
-  if (data instanceof Uint8Array) return pcm16(data, 'the byte array');
+  if (data instanceof Int16Array || data instanceof Uint8Array) return pcm16(data, 'the byte array');
   if (data instanceof ArrayBuffer || (typeof SharedArrayBuffer !== 'undefined' && data instanceof SharedArrayBuffer)) {
     return pcm16(new Uint8Array(data), 'the ArrayBuffer');
   }

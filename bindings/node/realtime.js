@@ -161,11 +161,11 @@ class Slices {
     c.buf = c.buf.slice(0, keep);
     c.n = keep;
     this._open(c.index + 1, c.startSample + keep);
-    this.current.buf.set(rest.subarray(0, Math.min(rest.length, this.current.buf.length)));
-    if (rest.length > this.current.buf.length) {
-      this.current.buf = rest.slice();
-    }
-    this.current.n = rest.length;
+    const next = this.current;
+    if (rest.length > next.buf.length)
+      next.buf = rest; // already a copy of its own
+    else next.buf.set(rest);
+    next.n = rest.length;
     return c;
   }
 
