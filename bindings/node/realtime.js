@@ -162,8 +162,8 @@ class Slices {
     c.n = keep;
     this._open(c.index + 1, c.startSample + keep);
     const next = this.current;
-    if (rest.length > next.buf.length)
-      next.buf = rest; // already a copy of its own
+    // `rest` is a copy of its own: it can become the buffer when it does not fit.
+    if (rest.length > next.buf.length) next.buf = rest;
     else next.buf.set(rest);
     next.n = rest.length;
     return c;
