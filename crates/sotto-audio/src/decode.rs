@@ -94,16 +94,23 @@ pub fn decode_file_keeping_stereo(path: &Path) -> Result<Audio> {
 
 fn decode_path(path: &Path, want: Want) -> Result<Decoded> {
     let name = path.display().to_string();
-    let file = std::fs::File::open(path).map_err(|source| AudioError::Io {
+    let is_a_directory = || AudioError::Io {
         input: name.clone(),
-        source,
+        source: std::io::Error::new(std::io::ErrorKind::IsADirectory, "is a directory"),
+    };
+    let file = std::fs::File::open(path).map_err(|source| {
+        // Windows refuses to open a folder at all ("Access denied"): say what it is.
+        if path.is_dir() {
+            return is_a_directory();
+        }
+        AudioError::Io {
+            input: name.clone(),
+            source,
+        }
     })?;
     let meta = file.metadata().ok();
     if meta.as_ref().is_some_and(|m| m.is_dir()) {
-        return Err(AudioError::Io {
-            input: name,
-            source: std::io::Error::new(std::io::ErrorKind::IsADirectory, "is a directory"),
-        });
+        return Err(is_a_directory());
     }
     let len = meta.map_or(1, |m| m.len());
     if len == 0 {

@@ -1903,8 +1903,24 @@ fn decodes_to_ffmpegs(
     );
     let samples = interleaved(&got);
     assert!(samples.iter().any(|v| v.abs() > 0.1), "{name}: silence");
-    assert_eq!(f32_md5(&samples, dir), md5, "{name}");
+    let got_md5 = f32_md5(&samples, dir);
+    if name.contains("spx") || name.contains("speex") {
+        same_as_glibc(&got_md5, md5, name);
+    } else {
+        assert_eq!(got_md5, md5, "{name}");
+    }
     got
+}
+
+/// Speex and AMR take a few cosines, exponentials and logarithms from the platform's libm
+/// (as FFmpeg does), whose last bits differ between glibc, macOS and Windows; their hashes,
+/// made with FFmpeg on glibc, are compared there only.
+fn same_as_glibc(got: &str, want: &str, what: &str) {
+    if cfg!(all(target_os = "linux", target_env = "gnu")) {
+        assert_eq!(got, want, "{what}");
+    } else {
+        eprintln!("{what}: FFmpeg's hash not compared: it depends on glibc's libm");
+    }
 }
 
 /// ASF streams, Matroska's `A_MS/ACM` tracks and QuickTime's `ms` sample entries in what
@@ -2616,9 +2632,10 @@ fn amr_decodes_as_ffmpeg_does() {
     let mut spoken = amr.samples.clone();
     spoken.drain(pause);
     // `ffmpeg -i speech.amr -f f32le - | md5sum`, FFmpeg 5.1.
-    assert_eq!(
-        f32_md5(&spoken, &scratch("amr")),
-        "4930dfd247f22ea347313e68756be48d"
+    same_as_glibc(
+        &f32_md5(&spoken, &scratch("amr")),
+        "4930dfd247f22ea347313e68756be48d",
+        "speech.amr",
     );
 
     let three_gp = decode_file(&fixture("speech.3gp")).unwrap();
@@ -2678,9 +2695,10 @@ fn amr_wb_decodes_as_ffmpeg_does() {
     let mut kept = awb.samples.clone();
     kept.drain(100 * 320..101 * 320);
     // `ffmpeg -i speech.awb -f f32le - | md5sum`, FFmpeg 5.1.
-    assert_eq!(
-        f32_md5(&kept, &scratch("amr-wb")),
-        "6f448584e07d0cfb31ef506f3acbbba4"
+    same_as_glibc(
+        &f32_md5(&kept, &scratch("amr-wb")),
+        "6f448584e07d0cfb31ef506f3acbbba4",
+        "speech.awb",
     );
 
     let three_gp = decode_file(&fixture("speech.awb.3gp")).unwrap();

@@ -17,7 +17,13 @@ pub(crate) fn dir() -> Option<PathBuf> {
     if let Some(v) = std::env::var_os("SOTTO_KERNEL_CACHE") {
         return (!v.is_empty() && v != "0").then(|| PathBuf::from(v));
     }
-    let models = match (var("SOTTO_CACHE_DIR"), var("XDG_CACHE_HOME"), var("HOME")) {
+    // The model cache's rules (sotto-hub's `default_cache_dir`): Windows' home is USERPROFILE.
+    let home = if cfg!(windows) {
+        var("USERPROFILE").or_else(|| var("HOME"))
+    } else {
+        var("HOME")
+    };
+    let models = match (var("SOTTO_CACHE_DIR"), var("XDG_CACHE_HOME"), home) {
         (Some(d), _, _) => PathBuf::from(d),
         (None, Some(x), _) => PathBuf::from(x).join("sotto"),
         (None, None, Some(h)) => PathBuf::from(h).join(".cache").join("sotto"),

@@ -16,6 +16,7 @@ mod pypi;
 mod registry;
 mod staging;
 
+use std::ffi::OsString;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -56,9 +57,16 @@ pub fn known_models() -> &'static [&'static str] {
     registry::NAMES
 }
 
-/// `$SOTTO_CACHE_DIR`, else `$XDG_CACHE_HOME/sotto`, else `~/.cache/sotto`.
+/// `$SOTTO_CACHE_DIR`, else `$XDG_CACHE_HOME/sotto`, else `~/.cache/sotto`, the home
+/// folder being `%USERPROFILE%` on Windows (where `HOME` is seldom set; Python's
+/// `expanduser`, and so the Hugging Face cache, reads the same) and `$HOME` elsewhere.
 pub fn default_cache_dir() -> PathBuf {
-    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    cache_dir_from(|name| std::env::var_os(name), cfg!(windows))
+}
+
+/// [`default_cache_dir`] from the variables `var` gives, for either platform's rules.
+fn cache_dir_from(var: impl Fn(&str) -> Option<OsString>, windows: bool) -> PathBuf {
+    let var = |name: &str| var(name).filter(|v| !v.is_empty());
     if let Some(dir) = var("SOTTO_CACHE_DIR") {
         return PathBuf::from(dir);
     }
@@ -67,9 +75,51 @@ pub fn default_cache_dir() -> PathBuf {
             return dir.join("sotto");
         }
     }
-    match var("HOME") {
+    let home = if windows {
+        var("USERPROFILE").or_else(|| var("HOME"))
+    } else {
+        var("HOME")
+    };
+    match home {
         Some(home) => PathBuf::from(home).join(".cache").join("sotto"),
         None => std::env::temp_dir().join("sotto-cache"),
+    }
+}
+
+#[cfg(test)]
+mod cache_dir_tests {
+    use super::*;
+
+    fn dir(vars: &[(&str, &str)], windows: bool) -> PathBuf {
+        let get = |name: &str| {
+            vars.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| OsString::from(v))
+        };
+        cache_dir_from(get, windows)
+    }
+
+    #[test]
+    fn the_cache_follows_the_platforms_home() {
+        // Absolute on either platform (Windows wants a drive).
+        let x = if cfg!(windows) { r"C:\x" } else { "/x" };
+        let home = [("HOME", "/h"), ("USERPROFILE", "/u")];
+        assert_eq!(dir(&home, false), Path::new("/h/.cache/sotto"));
+        assert_eq!(dir(&home, true), Path::new("/u/.cache/sotto"));
+        // Windows without USERPROFILE (or with it empty) falls back to HOME.
+        assert_eq!(
+            dir(&[("HOME", "/h"), ("USERPROFILE", "")], true),
+            Path::new("/h/.cache/sotto")
+        );
+        let explicit = [("SOTTO_CACHE_DIR", "/s"), ("XDG_CACHE_HOME", x), home[0]];
+        assert_eq!(dir(&explicit, true), Path::new("/s"));
+        assert_eq!(dir(&explicit[1..], false), Path::new(x).join("sotto"));
+        // A relative XDG_CACHE_HOME is ignored, as the XDG spec says.
+        assert_eq!(
+            dir(&[("XDG_CACHE_HOME", "rel"), home[0]], false),
+            Path::new("/h/.cache/sotto")
+        );
+        assert_eq!(dir(&[], false), std::env::temp_dir().join("sotto-cache"));
     }
 }
 

@@ -180,6 +180,7 @@ fn quantizing_rejects_bad_inputs_and_leaves_no_file() {
     let again = dir.join("again.bin");
     let err = write_quantized(&quantized, &mel, &again, QuantType::Q4_0).unwrap_err();
     assert!(err.to_string().contains("only float models"), "{err}");
+    drop(quantized); // Windows deletes a mapped file only once it is unmapped.
     std::fs::remove_file(&out).unwrap();
     assert_eq!(
         std::fs::read_dir(&dir).unwrap().count(),

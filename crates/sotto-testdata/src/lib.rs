@@ -89,18 +89,14 @@ pub fn torch_save(args: &[&std::ffi::OsStr]) -> bool {
     run_python(&all, "scripts/torch-save.py")
 }
 
-/// `md5sum`'s digest of a file.
+/// A file's MD5 digest in hex, as `md5sum` prints it (in-process, so on every platform).
 pub fn md5(path: &std::path::Path) -> String {
-    let out = std::process::Command::new("md5sum")
-        .arg(path)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "md5sum {}", path.display());
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .next()
-        .unwrap_or("")
-        .to_string()
+    use md5::{Digest, Md5};
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("md5 of {}: {e}", path.display()));
+    Md5::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// whisper.cpp's ggml Silero VAD file made from silero-vad 6.1.0 (the weights of
