@@ -16,16 +16,7 @@ const path = require('node:path');
 const fs = require('node:fs');
 const { Worker } = require('node:worker_threads');
 const { fileURLToPath } = require('node:url');
-
-function libraryPath() {
-  if (process.env.SOTTO_LIB) return process.env.SOTTO_LIB;
-  const name = { darwin: 'libsotto_capi.dylib', win32: 'sotto_capi.dll' }[process.platform] || 'libsotto_capi.so';
-  for (const dir of [__dirname, path.join(__dirname, '..', '..', 'target', 'release')]) {
-    const p = path.join(dir, name);
-    if (fs.existsSync(p)) return p;
-  }
-  throw new Error(`${name} not found: build it with \`cargo build --release\`, or set SOTTO_LIB`);
-}
+const { libraryPath } = require('./library');
 
 /** Frees what a worker loaded (native memory outlives the thread), then ends it. */
 async function stopWorker(worker) {

@@ -5,7 +5,8 @@ import type { TranscribeOptions, TranscribeResult, VadOptions, VadSegment } from
 export type AudioStreamData = { data: Uint8Array; sampleRate: number; channels: number; timestamp: number };
 
 export type AudioStreamConfig = {
-  /** 16000: the transcriber takes 16 kHz (more channels are mixed to one). */
+  /** 16000 by default; other rates are resampled to 16 kHz as they arrive (more channels
+   * are mixed to one). */
   sampleRate?: number;
   channels?: number;
   bitsPerSample?: number;
@@ -128,13 +129,17 @@ export type RealtimeTranscriberCallbacks = {
     vadEvent?: RealtimeVadEvent;
   }) => boolean | void | Promise<boolean | void>;
   /** Return false to skip this VAD run (and the transcription it would lead to). */
-  onBeginVad?: (info: { sliceIndex: number; audioData: Uint8Array; duration: number }) => boolean | void | Promise<boolean | void>;
+  onBeginVad?: (info: {
+    sliceIndex: number;
+    audioData: Uint8Array;
+    duration: number;
+  }) => boolean | void | Promise<boolean | void>;
 };
 
 export type WhisperContextLike = {
   transcribeData(
     data: ArrayBuffer,
-    options: TranscribeOptions,
+    options: TranscribeOptions
   ): { stop: () => Promise<void>; promise: Promise<TranscribeResult> };
 };
 
@@ -154,7 +159,7 @@ export class RealtimeTranscriber {
   constructor(
     dependencies: RealtimeTranscriberDependencies,
     options?: RealtimeOptions,
-    callbacks?: RealtimeTranscriberCallbacks,
+    callbacks?: RealtimeTranscriberCallbacks
   );
   start(): Promise<void>;
   /** Resolves once every slice has its final transcription. */

@@ -14,6 +14,7 @@
  */
 const fs = require('node:fs');
 const { spawn } = require('node:child_process');
+const { Resampler } = require('./library');
 
 const RATE = 16000;
 
@@ -302,6 +303,7 @@ class RealtimeTranscriber {
     this._lastSpeech = -1;
     this._odd = null; // a byte of a sample split between chunks
     this._frame = []; // samples of a frame split between chunks, with several channels
+    this._resampler = null; // { rate, r }: a stream at another rate than 16 kHz
     this._rateError = false;
     this._wav = null;
     audioStream.onData((d) => this._onData(d));
@@ -348,6 +350,7 @@ class RealtimeTranscriber {
     } catch (e) {
       this._error(`audio stream stop: ${e.message || e}`);
     }
+    this._endResampler();
     this.isActive = false;
     if (this.slices.current.n > 0) this._forceCut = true;
     await this._pump();
@@ -395,6 +398,8 @@ class RealtimeTranscriber {
     this._lastSpeech = -1;
     this._odd = null;
     this._frame = [];
+    this._resampler?.r.free();
+    this._resampler = null;
     this._rateError = false;
   }
 
@@ -452,16 +457,6 @@ class RealtimeTranscriber {
 
   _onData({ data, sampleRate = RATE, channels = 1 } = {}) {
     if (!this.isActive) return;
-    if (sampleRate !== RATE) {
-      if (!this._rateError) {
-        this._rateError = true;
-        this._error(
-          `the audio stream gives ${sampleRate} Hz; RealtimeTranscriber takes 16000 Hz ` +
-            '(ask the source for it: audioStreamConfig.sampleRate, arecord -r 16000, ffmpeg -ar 16000)'
-        );
-      }
-      return;
-    }
     if (!(data instanceof Uint8Array) && !(data instanceof ArrayBuffer)) {
       this._error('audio stream data must be a Uint8Array (or an ArrayBuffer) of 16-bit PCM');
       return;
@@ -480,10 +475,48 @@ class RealtimeTranscriber {
     }
     let pcm = new Int16Array(bytes.slice().buffer);
     if (channels > 1) pcm = this._mix(pcm, channels);
+    if (sampleRate !== RATE) {
+      pcm = this._resample(pcm, sampleRate);
+      if (!pcm) return;
+    } else if (this._resampler) {
+      this._endResampler();
+    }
+    this._append(pcm);
+    this._pump();
+  }
+
+  /** 16 kHz audio heard: to the recording and the slices. */
+  _append(pcm) {
     if (pcm.length === 0) return;
     this._wav?.append(pcm);
     this.slices.append(pcm);
-    this._pump();
+  }
+
+  /** `pcm` at `rate` Hz to 16 kHz, as it arrives (sotto's resampler, as files get); null
+   * where sotto does not take the rate (said once through onError). */
+  _resample(pcm, rate) {
+    if (this._resampler?.rate !== rate) {
+      this._endResampler();
+      try {
+        if (!Number.isInteger(rate)) throw new Error('not a whole number of Hz');
+        this._resampler = { rate, r: new Resampler(rate) };
+      } catch (e) {
+        if (!this._rateError) {
+          this._rateError = true;
+          this._error(`the audio stream gives ${rate} Hz: ${e.message}`);
+        }
+        return null;
+      }
+    }
+    return this._resampler.r.push(pcm);
+  }
+
+  /** The resampler's last samples (a stream's end, or its rate changing). */
+  _endResampler() {
+    if (!this._resampler) return;
+    const { r } = this._resampler;
+    this._resampler = null;
+    this._append(r.finish());
   }
 
   /** Interleaved frames to mono (the mean), keeping a frame split between chunks. */

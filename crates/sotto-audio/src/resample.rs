@@ -191,6 +191,8 @@ struct Poly {
     phase: usize,
     frac: u64,
     out: Vec<f32>,
+    /// Outputs already taken out of `out` by `take_ready`.
+    taken: usize,
     /// Window of taps gathered where it crosses the input's ends.
     window: Vec<f32>,
 }
@@ -223,6 +225,7 @@ impl Resampler16k {
                 phase: 0,
                 frac: 0,
                 out: Vec::new(),
+                taken: 0,
                 window: vec![0.0; bank.taps],
                 bank,
                 rate,
@@ -239,7 +242,22 @@ impl Resampler16k {
         Ok(())
     }
 
-    /// The 16 kHz signal: `round(n * 16000 / rate)` samples for the `n` pushed.
+    /// Takes out the 16 kHz samples ready so far: those whose filter window the input
+    /// pushed already covers (at 48 kHz, all but the last ~50 input samples' worth). For
+    /// live audio; the takes and [`finish`](Self::finish) joined are the samples one
+    /// `finish` alone would give, bit for bit.
+    pub fn take_ready(&mut self) -> Vec<f32> {
+        match &mut self.inner {
+            Inner::Copy(out) => std::mem::take(out),
+            Inner::Poly(p) => {
+                p.taken += p.out.len();
+                std::mem::take(&mut p.out)
+            }
+        }
+    }
+
+    /// The 16 kHz signal: `round(n * 16000 / rate)` samples for the `n` pushed, less those
+    /// [`take_ready`](Self::take_ready) took.
     pub fn finish(self) -> Result<Vec<f32>> {
         match self.inner {
             Inner::Copy(out) => Ok(out),
@@ -276,7 +294,7 @@ impl Poly {
         let linear = self.bank.modulo != 0;
         loop {
             if let Some(n) = count {
-                if self.out.len() >= n {
+                if self.taken + self.out.len() >= n {
                     return;
                 }
             } else if self.sample + taps as i64 + 1 > end as i64 {
@@ -347,7 +365,7 @@ impl Poly {
     fn finish(mut self) -> Vec<f32> {
         let n = output_len(self.pushed, self.rate);
         self.run(usize::MAX, Some(n));
-        self.out.truncate(n);
+        self.out.truncate(n.saturating_sub(self.taken));
         self.out
     }
 }
@@ -430,6 +448,38 @@ mod tests {
                     (at, i) = (at + len, i + 1);
                 }
                 assert_eq!(r.finish().unwrap(), whole, "{rate} Hz, pieces {sizes:?}");
+            }
+        }
+    }
+
+    /// Taken as it becomes ready (live audio), the output joined with the rest from
+    /// `finish` is what one `finish` gives, bit for bit; and what is ready trails the input
+    /// by no more than the filter's reach.
+    #[test]
+    fn taking_as_it_comes_gives_what_the_whole_gives() {
+        let n = 3 * CHUNK + 1234;
+        let x: Vec<f32> = (0..n).map(|i| ((i * i) as f32 * 1e-5).sin()).collect();
+        for rate in [8_000, 16_000, 22_050, 44_100, 44_057, 48_000] {
+            let whole = resample_to_16k(&x, rate).unwrap();
+            let reach = Bank::new(rate).taps + 2;
+            for (size, every) in [(1usize, 1usize), (160, 1), (441, 3), (CHUNK + 1, 2), (n, 1)] {
+                let mut r = Resampler16k::new(rate).unwrap();
+                let (mut got, mut at, mut i) = (Vec::new(), 0, 0);
+                while at < n {
+                    let len = size.min(n - at);
+                    r.push(&x[at..at + len]).unwrap();
+                    (at, i) = (at + len, i + 1);
+                    if i % every == 0 {
+                        got.extend(r.take_ready());
+                        let lag = output_len(at, rate) - got.len();
+                        assert!(
+                            lag <= output_len(reach, rate) + 1,
+                            "{rate} Hz: {lag} behind"
+                        );
+                    }
+                }
+                got.extend(r.finish().unwrap());
+                assert_eq!(got, whole, "{rate} Hz, pieces of {size}");
             }
         }
     }

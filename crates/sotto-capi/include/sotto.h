@@ -207,6 +207,17 @@ float *sotto_audio_decode(const void *data, size_t len, size_t *n_samples);
 float *sotto_audio_decode_stereo(const void *data, size_t len, size_t *n_samples);
 void sotto_audio_free(float *samples, size_t n_samples);
 
+/* Live audio at another rate to 16 kHz, with the filter every decode uses (libswresample's).
+ * sotto_resampler_new: NULL where the rate is not taken. sotto_resampler_push feeds n mono
+ * samples and returns the 16 kHz samples now ready (*n_out of them, for sotto_audio_free;
+ * NULL with *n_out 0 when none is: the filter needs some input ahead). sotto_resampler_finish
+ * ends the stream with the rest; all of them are round(n * 16000 / rate) for the n fed. */
+typedef struct sotto_resampler sotto_resampler;
+sotto_resampler *sotto_resampler_new(int rate);
+float *sotto_resampler_push(sotto_resampler *r, const float *samples, size_t n, size_t *n_out);
+float *sotto_resampler_finish(sotto_resampler *r, size_t *n_out);
+void sotto_resampler_free(sotto_resampler *r);
+
 /* Transcribes 16 kHz mono samples (params NULL: the defaults). */
 sotto_transcript *sotto_transcribe(sotto_session *session, const float *samples,
                                    size_t n_samples, const sotto_params *params);

@@ -103,3 +103,96 @@ pub unsafe extern "C" fn sotto_audio_free(samples: *mut f32, n_samples: usize) {
         drop(unsafe { Box::from_raw(slice) });
     }
 }
+
+/// A resampler to 16 kHz fed as audio arrives ([`sotto_resampler_new`]): the filter every
+/// decode uses (libswresample's), so live audio at 44.1 or 48 kHz reads as the same
+/// recording would from a file.
+pub struct SottoResampler {
+    /// None once finished.
+    inner: Option<sotto::audio::Resampler16k>,
+}
+
+/// A resampler from `rate` Hz to 16 kHz; NULL where sotto does not take that rate.
+#[no_mangle]
+pub extern "C" fn sotto_resampler_new(rate: c_int) -> *mut SottoResampler {
+    guard(ptr::null_mut(), || {
+        let rate = u32::try_from(rate).map_err(|_| format!("a sample rate of {rate} Hz"))?;
+        let r = sotto::audio::Resampler16k::new(rate).map_err(|e| e.to_string())?;
+        Ok(Box::into_raw(Box::new(SottoResampler { inner: Some(r) })))
+    })
+}
+
+/// Feeds `n` mono samples at the resampler's rate; then the 16 kHz samples now ready,
+/// `*n_out` of them (0 at first: the filter needs some input ahead), freed by
+/// [`sotto_audio_free`]. NULL with `*n_out` 0 is nothing ready; failure is NULL too, with
+/// [`sotto_last_error`] set, after a resampler that is NULL or finished.
+///
+/// # Safety
+/// `r` is NULL or a live resampler; `samples` points to `n` floats (or is NULL with `n`
+/// 0); `n_out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_resampler_push(
+    r: *mut SottoResampler,
+    samples: *const f32,
+    n: usize,
+    n_out: *mut usize,
+) -> *mut f32 {
+    guard(ptr::null_mut(), || {
+        // SAFETY: as this function's contract says.
+        let out = unsafe { n_out.as_mut() }.ok_or("n_out is NULL")?;
+        *out = 0;
+        // SAFETY: as above.
+        let r = unsafe { r.as_mut() }.ok_or("resampler is NULL")?;
+        let inner = r.inner.as_mut().ok_or("the resampler was finished")?;
+        if samples.is_null() && n > 0 {
+            return Err("samples is NULL".into());
+        }
+        if n > 0 {
+            // SAFETY: non-NULL, `n` readable floats by the caller's contract.
+            let x = unsafe { std::slice::from_raw_parts(samples, n) };
+            inner.push(x).map_err(|e| e.to_string())?;
+        }
+        Ok(boxed(inner.take_ready(), out))
+    })
+}
+
+/// Ends the stream: the 16 kHz samples still held (`*n_out`, freed by
+/// [`sotto_audio_free`]). All the pushes' samples and these are `round(n * 16000 / rate)`
+/// for the `n` fed. The resampler is spent; free it with [`sotto_resampler_free`].
+///
+/// # Safety
+/// As [`sotto_resampler_push`].
+#[no_mangle]
+pub unsafe extern "C" fn sotto_resampler_finish(
+    r: *mut SottoResampler,
+    n_out: *mut usize,
+) -> *mut f32 {
+    guard(ptr::null_mut(), || {
+        // SAFETY: as this function's contract says.
+        let out = unsafe { n_out.as_mut() }.ok_or("n_out is NULL")?;
+        *out = 0;
+        // SAFETY: as above.
+        let r = unsafe { r.as_mut() }.ok_or("resampler is NULL")?;
+        let inner = r.inner.take().ok_or("the resampler was finished")?;
+        Ok(boxed(inner.finish().map_err(|e| e.to_string())?, out))
+    })
+}
+
+/// Frees a resampler (NULL is fine).
+///
+/// # Safety
+/// `r` is NULL or came from [`sotto_resampler_new`], and is not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn sotto_resampler_free(r: *mut SottoResampler) {
+    // SAFETY: as this function's contract says.
+    unsafe { free(r) }
+}
+
+/// `samples` for [`sotto_audio_free`], their count in `n`; NULL for none.
+fn boxed(samples: Vec<f32>, n: &mut usize) -> *mut f32 {
+    *n = samples.len();
+    if samples.is_empty() {
+        return ptr::null_mut();
+    }
+    Box::into_raw(samples.into_boxed_slice()).cast()
+}

@@ -638,6 +638,65 @@ fn audio_decodes_from_memory() {
     }
 }
 
+/// 48 kHz fed in 10 ms pieces comes out, piece by piece and at the end, as one resampling
+/// of the whole; a rate sotto does not take, a NULL and a finished resampler are errors.
+#[test]
+fn a_resampler_streams_what_a_whole_resampling_gives() {
+    let x: Vec<f32> = (0..48_000 + 123)
+        .map(|i| ((i as f32 * 0.031).sin() + (i as f32 * 0.0007).cos()) * 0.3)
+        .collect();
+    let whole = sotto::audio::resample_to_16k(&x, 48_000).unwrap();
+    let mut got = Vec::new();
+    let take = |p: *mut f32, n: usize, got: &mut Vec<f32>| {
+        if n > 0 {
+            // SAFETY: the library returned `n` floats at `p`, freed here once.
+            unsafe {
+                got.extend_from_slice(std::slice::from_raw_parts(p, n));
+                sotto_audio_free(p, n);
+            }
+        } else {
+            assert!(p.is_null());
+        }
+    };
+    let mut n = 0usize;
+    // SAFETY: live resampler handles, whole buffers and writable counts.
+    unsafe {
+        let r = sotto_resampler_new(48_000);
+        assert!(!r.is_null(), "{}", last_error());
+        let mut fed = 0;
+        for piece in x.chunks(480) {
+            let p = sotto_resampler_push(r, piece.as_ptr(), piece.len(), &mut n);
+            take(p, n, &mut got);
+            fed += piece.len();
+            // Ready as the audio comes: never more than the filter's 100 taps behind.
+            assert!(fed / 3 - got.len() <= 40, "{} of {}", got.len(), fed / 3);
+        }
+        let p = sotto_resampler_push(r, ptr::null(), 0, &mut n);
+        take(p, n, &mut got);
+        let p = sotto_resampler_finish(r, &mut n);
+        take(p, n, &mut got);
+        assert_eq!(got, whole);
+        assert!(sotto_resampler_push(r, x.as_ptr(), 10, &mut n).is_null());
+        assert!(last_error().contains("finished"), "{}", last_error());
+        assert!(sotto_resampler_finish(r, &mut n).is_null());
+        sotto_resampler_free(r);
+
+        assert!(sotto_resampler_new(0).is_null());
+        assert!(last_error().contains("rate"), "{}", last_error());
+        assert!(sotto_resampler_new(-5).is_null());
+        assert!(sotto_resampler_push(ptr::null_mut(), x.as_ptr(), 1, &mut n).is_null());
+        assert!(last_error().contains("NULL"), "{}", last_error());
+        let r = sotto_resampler_new(16_000);
+        let p = sotto_resampler_push(r, x.as_ptr(), 100, &mut n);
+        assert_eq!(std::slice::from_raw_parts(p, n), &x[..100]);
+        sotto_audio_free(p, n);
+        assert!(sotto_resampler_push(r, ptr::null(), 3, &mut n).is_null());
+        assert!(last_error().contains("NULL"), "{}", last_error());
+        sotto_resampler_free(r);
+        sotto_resampler_free(ptr::null_mut());
+    }
+}
+
 /// Two channels apart, interleaved at 16 kHz: a stereo file's own, a mono file's twice.
 #[test]
 fn stereo_audio_decodes_with_its_channels_apart() {
