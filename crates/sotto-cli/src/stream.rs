@@ -20,14 +20,25 @@ const RATE: usize = 16_000;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Raw PCM, 16 kHz mono: `-` (stdin) or a file or named pipe. Make it with e.g.
-    /// `arecord -q -t raw -f S16_LE -r 16000 -c 1` or `ffmpeg -i SRC -f s16le -ar 16000 -ac 1 -`.
+    /// Raw PCM (16 kHz mono unless --rate and --channels say otherwise): `-` (stdin) or a
+    /// file or named pipe. Make it with e.g. `arecord -q -t raw -f S16_LE -r 16000 -c 1`
+    /// or `ffmpeg -i SRC -f s16le -ar 16000 -ac 1 -`.
     #[arg(default_value = "-", value_name = "INPUT")]
     input: String,
 
     /// Sample format of the input.
     #[arg(long, default_value = "s16le", value_parser = ["s16le", "f32le"])]
     pcm: String,
+
+    /// Sample rate of the input, Hz: other rates than 16 000 are resampled as they arrive,
+    /// with the filter file decodes use (a microphone's 44 100 or 48 000 as it gives them).
+    #[arg(long, default_value_t = 16_000, value_name = "HZ")]
+    rate: u32,
+
+    /// Interleaved channels of the input, mixed to one (their mean).
+    #[arg(long, default_value_t = 1, value_name = "N",
+          value_parser = clap::value_parser!(u16).range(1..=64))]
+    channels: u16,
 
     /// Model name (tiny.en, base, ...; fetched on first use) or path.
     #[arg(short, long, default_value = "tiny.en", value_name = "NAME|PATH")]
@@ -132,14 +143,24 @@ impl Window {
 
 /// Reads the input on a thread of its own, sending samples as they come (so transcription
 /// and reading overlap, and nothing read is dropped).
-fn reader(input: &str, f32le: bool) -> anyhow::Result<mpsc::Receiver<io::Result<Vec<f32>>>> {
+/// What the input's bytes are.
+struct Format {
+    f32le: bool,
+    rate: u32,
+    channels: u16,
+}
+
+/// 16 kHz mono samples of the input as it arrives, read on a thread of their own.
+fn reader(input: &str, format: Format) -> anyhow::Result<mpsc::Receiver<io::Result<Vec<f32>>>> {
     let mut src: Box<dyn Read + Send> = if input == "-" {
         Box::new(io::stdin())
     } else {
         Box::new(std::fs::File::open(input).with_context(|| input.to_string())?)
     };
+    let mut resampler = sotto::audio::Resampler16k::new(format.rate).context("--rate")?;
+    let channels = usize::from(format.channels);
     let (tx, rx) = mpsc::sync_channel(64);
-    let width = if f32le { 4 } else { 2 };
+    let width = if format.f32le { 4 } else { 2 } * channels;
     std::thread::spawn(move || {
         let mut buf = vec![0u8; 8192];
         let mut carry: Vec<u8> = Vec::new();
@@ -152,6 +173,9 @@ fn reader(input: &str, f32le: bool) -> anyhow::Result<mpsc::Receiver<io::Result<
                             carry.len()
                         );
                     }
+                    if let Ok(rest) = resampler.finish() {
+                        let _ = tx.send(Ok(rest));
+                    }
                     return;
                 }
                 Ok(n) => n,
@@ -163,16 +187,22 @@ fn reader(input: &str, f32le: bool) -> anyhow::Result<mpsc::Receiver<io::Result<
             };
             carry.extend_from_slice(&buf[..n]);
             let whole = carry.len() / width * width;
+            let value = |b: &[u8]| match b {
+                [a, b] => f32::from(i16::from_le_bytes([*a, *b])) / 32768.0,
+                [a, b, c, d] => f32::from_le_bytes([*a, *b, *c, *d]),
+                _ => unreachable!("chunks of the sample width"),
+            };
             let samples: Vec<f32> = carry[..whole]
                 .chunks_exact(width)
-                .map(|b| match b {
-                    [a, b] => f32::from(i16::from_le_bytes([*a, *b])) / 32768.0,
-                    [a, b, c, d] => f32::from_le_bytes([*a, *b, *c, *d]),
-                    _ => unreachable!("chunks of the sample width"),
+                .map(|frame| {
+                    let sum: f32 = frame.chunks_exact(width / channels).map(value).sum();
+                    sum / channels as f32
                 })
                 .collect();
             carry.drain(..whole);
-            if tx.send(Ok(samples)).is_err() {
+            // At 16 kHz this hands the samples straight back.
+            let _ = resampler.push(&samples);
+            if tx.send(Ok(resampler.take_ready())).is_err() {
                 return;
             }
         }
@@ -209,7 +239,12 @@ pub fn run(hub: &sotto::hub::Hub, args: Args) -> anyhow::Result<ExitCode> {
         audio_ctx: (args.audio_ctx > 0).then_some(args.audio_ctx),
         ..TranscribeOptions::default()
     };
-    let rx = reader(&args.input, args.pcm == "f32le")?;
+    let format = Format {
+        f32le: args.pcm == "f32le",
+        rate: args.rate,
+        channels: args.channels,
+    };
+    let rx = reader(&args.input, format)?;
     if !args.vad && args.vad_args.given() {
         bail!("the --vad-* options apply with --vad");
     }

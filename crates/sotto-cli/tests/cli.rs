@@ -1225,6 +1225,64 @@ fn stream_transcribes_raw_pcm_as_it_comes() {
     assert!(String::from_utf8_lossy(&quiet.stderr).contains("1 byte(s) into a sample"));
 }
 
+/// 48 kHz stereo (a microphone's) with `--rate` and `--channels`: mixed and resampled as it
+/// arrives, the lines are those of the same audio resampled whole and given at 16 kHz.
+#[test]
+fn stream_resamples_and_mixes_what_it_is_told_the_input_is() {
+    let model = sotto_testdata::model_dir("tiny.en");
+    let x = sotto::audio::load_16k_mono(jfk().to_str().unwrap()).unwrap();
+    let high: Vec<f32> = (0..x.len() * 3)
+        .map(|i| {
+            let (j, k) = (i / 3, (i % 3) as f32 / 3.0);
+            x[j] + (x.get(j + 1).copied().unwrap_or(x[j]) - x[j]) * k
+        })
+        .collect();
+    let s16 = sotto_testdata::s16le(&high);
+    let stereo: Vec<u8> = s16
+        .chunks_exact(2)
+        .flat_map(|b| [b[0], b[1], b[0], b[1]])
+        .collect();
+    let mono: Vec<f32> = s16
+        .chunks_exact(2)
+        .map(|b| f32::from(i16::from_le_bytes([b[0], b[1]])) / 32768.0)
+        .collect();
+    let at16 = sotto::audio::resample_to_16k(&mono, 48_000).unwrap();
+    let run = |args: &[&str], bytes: Vec<u8>| {
+        let out = sotto()
+            .args(["stream", "-t", "2", "--timestamps"])
+            .args(args)
+            .arg("-m")
+            .arg(&model)
+            .write_stdin(bytes)
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        String::from_utf8(out).unwrap()
+    };
+    let live = run(&["--rate", "48000", "--channels", "2"], stereo);
+    let whole = run(
+        &["--pcm", "f32le"],
+        at16.iter().flat_map(|v| v.to_le_bytes()).collect(),
+    );
+    assert_eq!(live, whole);
+    assert!(live.starts_with("[0.00 --> 6.00]"), "{live}");
+    assert!(normalise(&live).contains("fellow americans"), "{live}");
+    sotto()
+        .args(["stream", "--rate", "10"])
+        .write_stdin(vec![])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("--rate"));
+    sotto()
+        .args(["stream", "--channels", "0"])
+        .write_stdin(vec![])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("--channels"));
+}
+
 #[test]
 fn stream_with_the_vad_transcribes_each_stretch_of_speech_once_it_ends() {
     let model = sotto_testdata::model_dir("tiny.en");
