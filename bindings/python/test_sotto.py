@@ -11,8 +11,10 @@ import contextlib
 import io
 import os
 import re
+import tempfile
 import threading
 import unittest
+import wave
 
 import sotto
 
@@ -86,6 +88,34 @@ class TestSotto(unittest.TestCase):
         self.assertEqual(self.session.transcribe(numpy.array(pcm, dtype=numpy.int16), beam_size=1).text, want)
         with self.assertRaisesRegex(TypeError, "uint8 samples"):
             self.session.transcribe(numpy.zeros(16000, dtype=numpy.uint8))
+
+    def test_a_resampler_gives_live_audio_what_a_file_decodes_to(self):
+        # jfk at 48 kHz (each step cut in three) as a WAV file, and the same PCM in pieces.
+        x = sotto.load_audio(AUDIO)
+        high = array.array("h", (
+            max(-32768, min(32767, round((x[i // 3] + (x[min(i // 3 + 1, len(x) - 1)] - x[i // 3])
+                                          * (i % 3) / 3) * 32767)))
+            for i in range(3 * len(x))))
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "jfk48.wav")
+            with wave.open(path, "wb") as w:
+                w.setnchannels(1)
+                w.setsampwidth(2)
+                w.setframerate(48000)
+                w.writeframes(high.tobytes())
+            want = sotto.load_audio(path)
+        with sotto.Resampler(48000) as r:
+            got = array.array("f")
+            for at in range(0, len(high), 4410):
+                got.extend(r.push(high[at:at + 4410]))
+                self.assertLessEqual(min(at + 4410, len(high)) // 3 - len(got), 40)
+            got.extend(r.finish())
+            with self.assertRaisesRegex(sotto.SottoError, "finished"):
+                r.push(high[:10])
+        self.assertEqual(got, want)
+        self.assertEqual(len(got), len(x))
+        with self.assertRaisesRegex(sotto.SottoError, "rate"):
+            sotto.Resampler(10)
 
     def test_suppress_regex_changes_what_comes_out(self):
         # whisper.cpp's suppress_regex: no token holding "country".

@@ -25,7 +25,7 @@ from typing import Callable, List, Optional
 
 __all__ = ["Model", "Session", "Transcript", "Segment", "Word", "Vad", "VadOptions",
            "WhisperModel", "BatchedInferencePipeline", "TranscriptionInfo", "SottoError",
-           "load_audio", "decode_audio", "available_models", "download_model",
+           "load_audio", "decode_audio", "Resampler", "available_models", "download_model",
            "format_timestamp"]
 
 
@@ -159,6 +159,11 @@ def _load():
         "sotto_audio_decode": ([c.c_char_p, c.c_size_t, c.POINTER(c.c_size_t)],
                                c.POINTER(c.c_float)),
         "sotto_audio_free": ([c.POINTER(c.c_float), c.c_size_t], None),
+        "sotto_resampler_new": ([c.c_int], P),
+        "sotto_resampler_push": ([P, c.POINTER(c.c_float), c.c_size_t, c.POINTER(c.c_size_t)],
+                                 c.POINTER(c.c_float)),
+        "sotto_resampler_finish": ([P, c.POINTER(c.c_size_t)], c.POINTER(c.c_float)),
+        "sotto_resampler_free": ([P], None),
         "sotto_vad_default_params": ([], _VadParams),
         "sotto_vad_load": ([c.c_char_p, c.c_int], P),
         "sotto_vad_free": ([P], None),
@@ -415,6 +420,43 @@ class _Handle:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class Resampler(_Handle):
+    """Live audio at `rate` Hz to 16 kHz as it arrives, with the filter every decode uses
+    (libswresample's): `push(samples)` (mono at `rate`: floats, or 16-bit PCM as int16)
+    returns the 16 kHz samples now ready, `finish()` the rest; joined, they are the samples
+    a file at that rate decodes to. `array.array('f')`s."""
+
+    def __init__(self, rate: int):
+        self._h = _lib.sotto_resampler_new(int(rate))
+        if not self._h:
+            _fail()
+        self._finished = False
+
+    def push(self, samples) -> array.array:
+        s = _Samples(samples)
+        n = ctypes.c_size_t()
+        return self._take(_lib.sotto_resampler_push(self._live(), s.ptr, s.n, ctypes.byref(n)), n)
+
+    def finish(self) -> array.array:
+        n = ctypes.c_size_t()
+        out = self._take(_lib.sotto_resampler_finish(self._live(), ctypes.byref(n)), n)
+        self._finished = True
+        return out
+
+    def _live(self):
+        if not self._h or self._finished:
+            raise SottoError("the resampler was finished or closed")
+        return self._h
+
+    @staticmethod
+    def _take(ptr, n) -> array.array:
+        # NULL with nothing counted is nothing ready yet (a live handle cannot fail).
+        return _take_samples(ptr, n) if ptr or n.value else array.array("f")
+
+    def _free(self, h):
+        _lib.sotto_resampler_free(h)
 
 
 @dataclass
