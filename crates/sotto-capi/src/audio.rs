@@ -139,11 +139,8 @@ pub unsafe extern "C" fn sotto_resampler_push(
 ) -> *mut f32 {
     guard(ptr::null_mut(), || {
         // SAFETY: as this function's contract says.
-        let out = unsafe { n_out.as_mut() }.ok_or("n_out is NULL")?;
-        *out = 0;
-        // SAFETY: as above.
-        let r = unsafe { r.as_mut() }.ok_or("resampler is NULL")?;
-        let inner = r.inner.as_mut().ok_or("the resampler was finished")?;
+        let (inner, out) = unsafe { resampler_args(r, n_out) }?;
+        let inner = inner.as_mut().ok_or("the resampler was finished")?;
         if samples.is_null() && n > 0 {
             return Err("samples is NULL".into());
         }
@@ -169,13 +166,26 @@ pub unsafe extern "C" fn sotto_resampler_finish(
 ) -> *mut f32 {
     guard(ptr::null_mut(), || {
         // SAFETY: as this function's contract says.
-        let out = unsafe { n_out.as_mut() }.ok_or("n_out is NULL")?;
-        *out = 0;
-        // SAFETY: as above.
-        let r = unsafe { r.as_mut() }.ok_or("resampler is NULL")?;
-        let inner = r.inner.take().ok_or("the resampler was finished")?;
+        let (inner, out) = unsafe { resampler_args(r, n_out) }?;
+        let inner = inner.take().ok_or("the resampler was finished")?;
         Ok(boxed(inner.finish().map_err(|e| e.to_string())?, out))
     })
+}
+
+/// The resampler behind `r` and the count `n_out`, set to 0 until there is output.
+///
+/// # Safety
+/// `r` is NULL or a live resampler; `n_out` is NULL or writable; neither outlives the call.
+unsafe fn resampler_args<'a>(
+    r: *mut SottoResampler,
+    n_out: *mut usize,
+) -> Result<(&'a mut Option<sotto::audio::Resampler16k>, &'a mut usize), String> {
+    // SAFETY: as this function's contract says.
+    let out = unsafe { n_out.as_mut() }.ok_or("n_out is NULL")?;
+    *out = 0;
+    // SAFETY: as above.
+    let r = unsafe { r.as_mut() }.ok_or("resampler is NULL")?;
+    Ok((&mut r.inner, out))
 }
 
 /// Frees a resampler (NULL is fine).

@@ -141,8 +141,6 @@ impl Window {
     }
 }
 
-/// Reads the input on a thread of its own, sending samples as they come (so transcription
-/// and reading overlap, and nothing read is dropped).
 /// What the input's bytes are.
 struct Format {
     f32le: bool,
@@ -150,7 +148,8 @@ struct Format {
     channels: u16,
 }
 
-/// 16 kHz mono samples of the input as it arrives, read on a thread of their own.
+/// Reads the input on a thread of its own, sending its 16 kHz mono samples as they come
+/// (so transcription and reading overlap, and nothing read is dropped).
 fn reader(input: &str, format: Format) -> anyhow::Result<mpsc::Receiver<io::Result<Vec<f32>>>> {
     let mut src: Box<dyn Read + Send> = if input == "-" {
         Box::new(io::stdin())

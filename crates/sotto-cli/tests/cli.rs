@@ -1160,6 +1160,22 @@ fn batch_size_decodes_the_vad_s_chunks_together() {
         .stderr(predicate::str::contains("no VAD"));
 }
 
+/// `sotto stream -t 2 --timestamps ARGS -m MODEL` on `bytes`: what it printed.
+fn stream_lines(model: &Path, args: &[&str], bytes: Vec<u8>) -> String {
+    let out = sotto()
+        .args(["stream", "-t", "2", "--timestamps"])
+        .args(args)
+        .arg("-m")
+        .arg(model)
+        .write_stdin(bytes)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    String::from_utf8(out).unwrap()
+}
+
 #[test]
 fn stream_transcribes_raw_pcm_as_it_comes() {
     let model = sotto_testdata::model_dir("tiny.en");
@@ -1167,18 +1183,7 @@ fn stream_transcribes_raw_pcm_as_it_comes() {
     let s16 = sotto_testdata::s16le(&samples);
     let f32le: Vec<u8> = samples.iter().flat_map(|x| x.to_le_bytes()).collect();
     let run = |pcm: &str, bytes: Vec<u8>, more: &[&str]| {
-        let out = sotto()
-            .args(["stream", "-t", "2", "--timestamps", "--pcm", pcm])
-            .args(more)
-            .arg("-m")
-            .arg(&model)
-            .write_stdin(bytes)
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone();
-        String::from_utf8(out).unwrap()
+        stream_lines(&model, &[&["--pcm", pcm], more].concat(), bytes)
     };
     // 11 s in steps of 3 s, a line per 10 s window's two steps: two finished lines, the
     // second window starting 0.2 s before the first ends; together the sample's words (a
@@ -1247,22 +1252,9 @@ fn stream_resamples_and_mixes_what_it_is_told_the_input_is() {
         .map(|b| f32::from(i16::from_le_bytes([b[0], b[1]])) / 32768.0)
         .collect();
     let at16 = sotto::audio::resample_to_16k(&mono, 48_000).unwrap();
-    let run = |args: &[&str], bytes: Vec<u8>| {
-        let out = sotto()
-            .args(["stream", "-t", "2", "--timestamps"])
-            .args(args)
-            .arg("-m")
-            .arg(&model)
-            .write_stdin(bytes)
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone();
-        String::from_utf8(out).unwrap()
-    };
-    let live = run(&["--rate", "48000", "--channels", "2"], stereo);
-    let whole = run(
+    let live = stream_lines(&model, &["--rate", "48000", "--channels", "2"], stereo);
+    let whole = stream_lines(
+        &model,
         &["--pcm", "f32le"],
         at16.iter().flat_map(|v| v.to_le_bytes()).collect(),
     );
