@@ -5,18 +5,25 @@
 
 use std::io::{Read, Seek, SeekFrom};
 
-/// Most chunks walked before giving up (the file then goes to symphonia as it is).
+/// Most chunks walked (a real file has a handful); more is taken for damage.
 const MAX_CHUNKS: usize = 4096;
 
-/// What of `src`, a CAF file, claims more than it holds: its packet table (more packets
-/// than its chunk has bytes, each taking one at least) or its magic cookie (more bytes
-/// than the file has); leaves `src` at its start.
+/// What of `src`, a CAF file, claims more than it holds, at the places symphonia's reader
+/// will look for it: its packet table (more packets than its chunk has bytes, each taking
+/// one at least, or a packet larger than the file), its magic cookie (more bytes than the
+/// file has) or its frames (so large that the 1152 symphonia reads at a time would be
+/// larger than the file and 1 MiB); leaves `src` at its start.
 pub(crate) fn overlong_chunk<S: Read + Seek + ?Sized>(src: &mut S) -> Option<&'static str> {
     let overlong = walk(src).flatten();
     let _ = src.seek(SeekFrom::Start(0));
     overlong
 }
 
+/// Walks the chunks as symphonia's reader does, which is not always by their sizes: it
+/// reads a channel layout (`chan`) and a packet table by their contents, and an audio
+/// chunk of unknown size (-1) is followed by more chunks read from its first bytes. `None`
+/// where symphonia's reader stops with an error of its own (or the file ends) before
+/// reserving anything.
 fn walk<S: Read + Seek + ?Sized>(src: &mut S) -> Option<Option<&'static str>> {
     let len = src.seek(SeekFrom::End(0)).ok()?;
     src.seek(SeekFrom::Start(0)).ok()?;
@@ -26,30 +33,123 @@ fn walk<S: Read + Seek + ?Sized>(src: &mut S) -> Option<Option<&'static str>> {
         return Some(None);
     }
     let mut at = 8u64;
+    // Bytes and frames a packet, from `desc`: which fields a packet table's entries have.
+    let mut packet = None;
+    let mut data = None;
     for _ in 0..MAX_CHUNKS {
-        let mut chunk = [0u8; 20];
+        if at == len {
+            // Uncompressed audio is read 1152 frames at a time (of `desc`'s bytes a packet),
+            // the audio chunk's size allowing.
+            let (bytes, _) = packet?;
+            let read = (u64::from(bytes) * 1152).min(data.unwrap_or(u64::MAX));
+            return Some(
+                (read > len.max(1 << 20)).then_some("CAF frames are larger than the file"),
+            );
+        }
+        let mut chunk = [0u8; 12];
         src.seek(SeekFrom::Start(at)).ok()?;
-        src.read_exact(&mut chunk[..12]).ok()?;
+        src.read_exact(&mut chunk).ok()?;
         let size = i64::from_be_bytes(chunk[4..12].try_into().ok()?);
-        match &chunk[..4] {
-            b"pakt" => {
-                // The packet count, then the frame counts (16 bytes), then the table.
-                src.read_exact(&mut chunk[12..20]).ok()?;
-                let packets = i64::from_be_bytes(chunk[12..20].try_into().ok()?);
-                if packets > size.saturating_sub(24) {
+        let body = at + 12;
+        let left = len.saturating_sub(body);
+        let mut field = [0u8; 24];
+        at = match &chunk[..4] {
+            b"desc" if size == 32 => {
+                src.read_exact(&mut field).ok()?;
+                let word = |i: usize| u32::from_be_bytes(field[i..i + 4].try_into().unwrap());
+                packet = Some((word(16), word(20)));
+                body + 32
+            }
+            b"data" if size == -1 => {
+                data = None;
+                body + 4
+            }
+            b"data" if size >= 4 => {
+                data = Some(size as u64 - 4);
+                body.checked_add(size as u64)?
+            }
+            b"chan" if size >= 12 => {
+                src.read_exact(&mut field[..12]).ok()?;
+                let descriptions = u32::from_be_bytes(field[8..12].try_into().unwrap());
+                body + 12 + 20 * u64::from(descriptions)
+            }
+            b"pakt" if size >= 24 => {
+                let (bytes, frames) = packet?;
+                src.read_exact(&mut field).ok()?;
+                let packets = i64::from_be_bytes(field[..8].try_into().unwrap());
+                let valid = i64::from_be_bytes(field[8..16].try_into().unwrap());
+                if packets < 0 || valid < 0 {
+                    return None;
+                }
+                if size as u64 > left || packets > size - 24 {
                     return Some(Some("CAF packet table claims more packets than it holds"));
                 }
+                // Each entry: a size where `desc` has none, then frames where it has none.
+                let (sizes, numbers) = match (bytes, frames) {
+                    (0, 0) => (Sizes::Even, 2 * packets as u64),
+                    (0, _) => (Sizes::All, packets as u64),
+                    (_, 0) => (Sizes::None, packets as u64),
+                    _ if packets > 0 => return None,
+                    _ => (Sizes::None, 0),
+                };
+                let (used, largest) = numbers_end(src, numbers, sizes)?;
+                if largest > len || (packets > 0 && sizes == Sizes::None && u64::from(bytes) > len)
+                {
+                    return Some(Some("CAF packet table has a packet larger than the file"));
+                }
+                body + 24 + used
             }
-            b"kuki" if u64::try_from(size).map_or(true, |n| n > len.saturating_sub(at + 12)) => {
+            b"kuki" if u64::try_from(size).map_or(true, |n| n > left) => {
                 return Some(Some("CAF magic cookie runs past the end of the file"));
             }
-            _ => {}
-        }
-        // Only the data chunk runs to the end (a size of -1); the tables come before it in
-        // the files that have them.
-        at = at.checked_add(12)?.checked_add(u64::try_from(size).ok()?)?;
+            b"desc" | b"data" | b"chan" | b"pakt" => return None,
+            _ => body.checked_add(u64::try_from(size).ok()?)?,
+        };
     }
-    Some(None)
+    Some(Some("CAF file has thousands of chunks"))
+}
+
+/// Which of a packet table's numbers are packet sizes.
+#[derive(Clone, Copy, PartialEq)]
+enum Sizes {
+    None,
+    All,
+    Even,
+}
+
+/// The bytes `count` variable-length numbers take (7 bits a byte, the last byte's top bit
+/// clear, at most 9 bytes), read from where `src` stands, and the largest of those that
+/// are `sizes`; `None` at the file's end or at a number of 9 bytes that goes on, where
+/// symphonia's reader stops too.
+fn numbers_end<S: Read + ?Sized>(src: &mut S, count: u64, sizes: Sizes) -> Option<(u64, u64)> {
+    let mut buf = vec![0u8; 1 << 16];
+    let (mut used, mut done, mut run, mut value, mut largest) = (0u64, 0u64, 0u32, 0u64, 0u64);
+    while done < count {
+        let n = src.read(&mut buf).ok().filter(|&n| n > 0)?;
+        for &byte in &buf[..n] {
+            used += 1;
+            run += 1;
+            value = value << 7 | u64::from(byte & 0x7f);
+            if byte & 0x80 == 0 {
+                let is_size = match sizes {
+                    Sizes::None => false,
+                    Sizes::All => true,
+                    Sizes::Even => done % 2 == 0,
+                };
+                if is_size {
+                    largest = largest.max(value);
+                }
+                done += 1;
+                (run, value) = (0, 0);
+                if done == count {
+                    return Some((used, largest));
+                }
+            } else if run == 9 {
+                return None;
+            }
+        }
+    }
+    Some((used, largest))
 }
 
 /// A CAF file's `desc` chunk (always its first): the rate, the format and its flags
@@ -244,5 +344,76 @@ mod tests {
                 "{size}"
             );
         }
+    }
+
+    /// A chunk header: type, size.
+    fn chunk(b: &mut Vec<u8>, kind: &[u8; 4], size: i64) {
+        b.extend_from_slice(kind);
+        b.extend_from_slice(&size.to_be_bytes());
+    }
+
+    /// A `desc` chunk of 16-bit stereo of `bytes` and `frames` a packet.
+    fn desc(b: &mut Vec<u8>, format: &[u8; 4], bytes: u32, frames: u32) {
+        chunk(b, b"desc", 32);
+        b.extend_from_slice(&44100f64.to_be_bytes());
+        b.extend_from_slice(format);
+        b.extend_from_slice(&0u32.to_be_bytes());
+        for v in [bytes, frames, 2, 16] {
+            b.extend_from_slice(&v.to_be_bytes());
+        }
+    }
+
+    #[test]
+    fn a_cookie_where_symphonia_reads_past_a_channel_layout_is_found() {
+        // A `chan` chunk whose size (12) leaves out its one channel description: symphonia
+        // reads the description (20 bytes) and takes the bytes after it for the next chunk.
+        let file = |cookie: i64| {
+            let mut b = b"caff\0\x01\0\0".to_vec();
+            desc(&mut b, b"lpcm", 4, 1);
+            chunk(&mut b, b"chan", 12);
+            b.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+            chunk(&mut b, b"free", 8);
+            b.extend_from_slice(&[0; 8]);
+            chunk(&mut b, b"kuki", cookie);
+            b.extend_from_slice(&[0; 4]);
+            b
+        };
+        assert_eq!(overlong_chunk(&mut Cursor::new(file(4))), None);
+        let long = overlong_chunk(&mut Cursor::new(file(1 << 50)));
+        assert!(long.is_some_and(|what| what.contains("magic cookie")));
+    }
+
+    #[test]
+    fn a_packet_or_frame_larger_than_the_file_is_found() {
+        // Variable-size packets (ALAC's, AAC's): the table's sizes.
+        let table = |size: &[u8]| {
+            let mut b = b"caff\0\x01\0\0".to_vec();
+            desc(&mut b, b"alac", 0, 4096);
+            chunk(&mut b, b"pakt", 24 + 1 + size.len() as i64);
+            b.extend_from_slice(&2i64.to_be_bytes());
+            b.extend_from_slice(&[0; 16]);
+            b.push(3);
+            b.extend_from_slice(size);
+            chunk(&mut b, b"data", 4 + 3);
+            b.extend_from_slice(&[0; 7]);
+            b
+        };
+        assert_eq!(overlong_chunk(&mut Cursor::new(table(&[4]))), None);
+        // 2^40 in eight bytes of seven bits.
+        let huge = [0x80 | 0x20, 0x80, 0x80, 0x80, 0x80, 0x80, 0];
+        let long = overlong_chunk(&mut Cursor::new(table(&huge)));
+        assert!(long.is_some_and(|what| what.contains("packet larger")));
+        // PCM is read 1152 frames at a time: 4 GiB frames would be 4.9 TB. (The audio of
+        // unknown size, read by symphonia as chunks, is one empty chunk.)
+        let pcm = |bytes: u32| {
+            let mut b = b"caff\0\x01\0\0".to_vec();
+            desc(&mut b, b"lpcm", bytes, 1);
+            chunk(&mut b, b"data", -1);
+            b.extend_from_slice(&[0; 4 + 12]);
+            b
+        };
+        assert_eq!(overlong_chunk(&mut Cursor::new(pcm(4))), None);
+        let long = overlong_chunk(&mut Cursor::new(pcm(u32::MAX)));
+        assert!(long.is_some_and(|what| what.contains("frames are larger")));
     }
 }

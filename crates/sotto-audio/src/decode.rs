@@ -187,8 +187,13 @@ pub fn decode_stream_16k(
     if whole_head && read_front_to_back(&head) {
         // A WAV file says so, for its data past 4 GiB (FFmpeg's sizes to a pipe saturate).
         let hint = hint.or(crate::avi::is_wav(&head).then_some("wav"));
-        let src = ReadOnlySource::new(Cursor::new(head).chain(r));
-        return decode_source(Box::new(src), name, hint, want).map(Decoded::into_16k);
+        let src: Box<dyn MediaSource> = match head.starts_with(b"fLaC") {
+            true => Box::new(ReadOnlySource::new(crate::flac_meta::without_tags_reader(
+                Cursor::new(head).chain(r),
+            ))),
+            false => Box::new(ReadOnlySource::new(Cursor::new(head).chain(r))),
+        };
+        return decode_source(src, name, hint, want).map(Decoded::into_16k);
     }
     let bytes = read_rest(r, head, name)?;
     decode_memory(name, bytes, hint, want).map(Decoded::into_16k)
@@ -360,6 +365,26 @@ mod quiet_panics {
             DEPTH.with(|d| d.set(d.get() - 1));
         }
     }
+}
+
+/// Most frames a packet may claim: symphonia's decoders reserve room for a whole packet
+/// (ALAC's frame length, a block of ADPCM's) as they start, so a damaged count (billions)
+/// would abort the process for want of memory. Real files use 4096 at most (ALAC), some
+/// 65536 (FLAC, WAV's ADPCM).
+const MAX_PACKET_FRAMES: u64 = 1 << 20;
+
+/// The frames a packet of `params` claims, where that is more than [`MAX_PACKET_FRAMES`].
+fn oversized_frames(params: &CodecParameters) -> Option<u64> {
+    let alac = match params.extra_data.as_deref() {
+        Some(cookie) if params.codec == symphonia::core::codecs::CODEC_TYPE_ALAC => cookie
+            .get(..4)
+            .map(|b| u64::from(u32::from_be_bytes(b.try_into().unwrap()))),
+        _ => None,
+    };
+    [alac, params.max_frames_per_packet, params.frames_per_block]
+        .into_iter()
+        .flatten()
+        .find(|&frames| frames > MAX_PACKET_FRAMES)
 }
 
 pub(crate) fn corrupt(name: &str, detail: impl Into<String>) -> AudioError {
@@ -659,6 +684,9 @@ fn decode_inner(
         return decode_inner(wav, name, Some("wav"), want, moov.edit);
     }
     let make = |params: &CodecParameters| {
+        if let Some(frames) = oversized_frames(params) {
+            return Err(corrupt(name, format!("packets of {frames} frames claimed")));
+        }
         codecs()
             .make(params, &DecoderOptions::default())
             .map_err(|e| match e {

@@ -48,6 +48,9 @@ pub(crate) fn unwrap<'a>(
 ) -> Result<Unwrapped<'a>> {
     let mut reader = OwnReader::Probe;
     let mut ima4 = head.starts_with(b"caff") && head.get(28..32) == Some(b"ima4");
+    if head.starts_with(b"fLaC") {
+        src = crate::flac_meta::without_tags(src);
+    }
     if crate::avi::is_avi(head) {
         use crate::avi::{AviAudio, AviError};
         let mut audio = AviAudio::open(src).map_err(|e| match e {

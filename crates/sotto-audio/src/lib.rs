@@ -27,6 +27,7 @@ mod dts;
 mod dv;
 mod elementary;
 mod error;
+mod flac_meta;
 mod flv;
 mod g722;
 mod g723;

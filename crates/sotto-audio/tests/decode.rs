@@ -2757,3 +2757,24 @@ fn gsm_g722_and_g726_decode_as_ffmpeg_does() {
     let e = decode_bytes("x.wav", six, None).unwrap_err().to_string();
     assert!(e.contains("G.726 of 6 bits a sample"), "{e}");
 }
+
+/// A FLAC file whose Vorbis comment claims a 3 GB vendor string (as one damaged bit can
+/// make it) decodes to its samples, from a file and streamed: the tags are never read, where
+/// symphonia's reader would reserve the 3 GB before reading them and abort.
+#[test]
+fn a_flac_file_with_a_damaged_comment_length_decodes() {
+    let good = std::fs::read(fixture("tones.16k.flac")).unwrap();
+    // fLaC, STREAMINFO (4 + 34 bytes), then the comment block's header and vendor length.
+    assert_eq!(good[42] & 0x7f, 4, "a Vorbis comment block");
+    let mut bad = good.clone();
+    bad[46..50].copy_from_slice(&0xB400_0000u32.to_le_bytes());
+    let want = decode_bytes("good.flac", good, None).unwrap().samples;
+    assert_eq!(
+        decode_bytes("bad.flac", bad.clone(), None).unwrap().samples,
+        want
+    );
+    let streamed =
+        sotto_audio::decode_stream_16k(std::io::Cursor::new(bad.clone()), "stdin", None, false);
+    let whole = sotto_audio::decode_bytes_16k_mono("bad.flac", bad).unwrap();
+    assert_eq!(streamed.unwrap().mono, whole);
+}
