@@ -114,9 +114,13 @@ pub fn select_device(name: &str) -> anyhow::Result<sotto::Device> {
     })
 }
 
-/// Prints why a model loaded for `auto` runs on the CPU after all, when it does, and
-/// that a GPU takes no `--encoder-precision` but `f32` (it runs f16 otherwise).
+/// Prints why a model loaded for `auto` runs on the CPU after all, when it does, that a
+/// GPU takes no `--encoder-precision` but `f32` (it runs f16 otherwise), and what the load
+/// changed of the file's weights (k-quants).
 pub fn device_note(engine: &EngineArgs, model: &sotto::Model) {
+    if let Some(note) = &model.config().weights_note {
+        eprintln!("model: {note}");
+    }
     if let Some(note) = model.device_note() {
         eprintln!("device: {note}");
     }

@@ -708,18 +708,10 @@ fn pytorch_checkpoints_transcribe_as_their_model() {
         .is_file());
 }
 
-/// whisper.cpp's transcript of jfk with the ggml file `model`, normalised; `None` (and a
-/// note) without `SOTTO_WHISPERCPP_PYTHON`: a Python with the `pywhispercpp` wheel (which
-/// bundles whisper.cpp). `.ci/run` sets one up, so under CI it must be there.
+/// whisper.cpp's transcript of jfk with the ggml file `model`, normalised; `None` without
+/// whisper.cpp ([`sotto_testdata::whisper_cpp_python`]).
 fn whisper_cpp_jfk(model: &std::path::Path) -> Option<String> {
-    let Some(python) = std::env::var_os("SOTTO_WHISPERCPP_PYTHON") else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must set SOTTO_WHISPERCPP_PYTHON"
-        );
-        eprintln!("whisper.cpp part skipped: SOTTO_WHISPERCPP_PYTHON is not set");
-        return None;
-    };
+    let python = sotto_testdata::whisper_cpp_python()?;
     let script = sotto_testdata::workspace_root().join("scripts/whispercpp-transcribe.py");
     let result = std::process::Command::new(python)
         .arg(script)
@@ -750,6 +742,70 @@ fn whisper_cpp_loads_converted_file() {
         .success();
     if let Some(text) = whisper_cpp_jfk(&out) {
         assert_eq!(text, JFK);
+    }
+}
+
+/// A whisper.cpp file in k-quants (base: tiny's rows of 384 are not whole super-blocks of
+/// 256), written by ggml's own quantizer as `whisper-quantize` writes it: sotto reads each
+/// type as the nearest with kernels, says so, and transcribes jfk from q3_K to q6_K as
+/// whisper.cpp does from the same file. q2_K is read too; neither engine gets jfk's words
+/// from it (whisper.cpp: "a").
+#[test]
+fn whisper_cpp_k_quant_files_transcribe_as_in_whisper_cpp() {
+    let dir = tempfile::tempdir().unwrap();
+    let f16 = dir.path().join("ggml-base.bin");
+    sotto()
+        .arg("convert")
+        .arg(sotto_testdata::model_dir("base"))
+        .arg(&f16)
+        .assert()
+        .success();
+    for (kind, runs_as) in [
+        ("q2_k", "q8_0"),
+        ("q3_k", "q8_0"),
+        ("q4_k", "q4_1"),
+        ("q5_k", "q5_1"),
+        ("q6_k", "q8_0"),
+    ] {
+        let model = dir.path().join(format!("ggml-base-{kind}.bin"));
+        let args = [
+            "quantize".as_ref(),
+            f16.as_os_str(),
+            model.as_os_str(),
+            kind.as_ref(),
+        ];
+        if !sotto_testdata::ggml_kquant(&args) {
+            return;
+        }
+        let file = sotto::formats::load(&model).unwrap();
+        let note = file.config.weights_note.unwrap();
+        assert!(
+            note.contains(&format!("{} as {runs_as}", kind.replace('k', "K"))),
+            "{note}"
+        );
+        let out = sotto()
+            .args([
+                "transcribe",
+                "-t",
+                "2",
+                "--beam-size",
+                "1",
+                "--no-timestamps",
+                "-m",
+            ])
+            .arg(&model)
+            .arg(jfk())
+            .assert()
+            .success()
+            .stderr(predicate::str::contains(format!("model: {note}")));
+        if kind == "q2_k" {
+            continue;
+        }
+        let text = normalise(&String::from_utf8_lossy(&out.get_output().stdout));
+        assert_eq!(text, JFK, "{kind}");
+        if let Some(theirs) = whisper_cpp_jfk(&model) {
+            assert_eq!(theirs, text, "{kind}");
+        }
     }
 }
 

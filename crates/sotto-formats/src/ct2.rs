@@ -828,6 +828,7 @@ pub fn parse_config(text: &str, path: &Path) -> Result<ModelConfig> {
         suppress_ids_begin: raw.suppress_ids_begin,
         bpe_merges: None,
         special_tokens: None,
+        weights_note: None,
     })
 }
 

@@ -12,6 +12,8 @@ use std::path::Path;
 
 use half::f16;
 
+use sotto_quant::{KQuant, QuantType, QK_K};
+
 use crate::names::{self, Role};
 use crate::storage::Reader;
 use crate::{DType, FormatError, Hparams, ModelConfig, Result, SourceFormat, Storage};
@@ -39,6 +41,18 @@ pub fn dtype_from_ggml(id: i32) -> Option<DType> {
     })
 }
 
+/// The dtype of a block type sotto has kernels for.
+fn dtype_of(t: QuantType) -> DType {
+    match t {
+        QuantType::Q4_0 => DType::Q4_0,
+        QuantType::Q4_1 => DType::Q4_1,
+        QuantType::Q5_0 => DType::Q5_0,
+        QuantType::Q5_1 => DType::Q5_1,
+        // (No k-quant becomes q8_1, an activation type.)
+        QuantType::Q8_0 | QuantType::Q8_1 => DType::Q8_0,
+    }
+}
+
 /// dtype → ggml tensor type id.
 pub fn ggml_type_id(dtype: DType) -> Option<i32> {
     Some(match dtype {
@@ -55,7 +69,7 @@ pub fn ggml_type_id(dtype: DType) -> Option<i32> {
 
 /// Whole-file type (`ftype % 1000`): which `GGML_FTYPE` values we can read.
 fn known_ftype(ftype: i32) -> bool {
-    matches!(ftype, 0 | 1 | 2 | 3 | 7 | 8 | 9)
+    matches!(ftype, 0 | 1 | 2 | 3 | 7 | 8 | 9 | 10..=14)
 }
 
 /// Opens a ggml `.bin` (memory-mapped; tensors are views of the map).
@@ -102,7 +116,7 @@ pub fn from_storage(data: &Storage, path: &Path) -> Result<WhisperFile> {
     };
     let ftype = r.i32("ftype")?;
     if ftype < 0 || !known_ftype(ftype % QNT_VERSION_FACTOR) {
-        let msg = format!("ggml ftype {ftype} (known: 0 f32, 1 f16, 2/3 q4, 7 q8_0, 8/9 q5, plus 1000×qnt_version)");
+        let msg = format!("ggml ftype {ftype} (known: 0 f32, 1 f16, 2/3 q4, 7 q8_0, 8/9 q5, 10-14 q2_K-q6_K, plus 1000×qnt_version)");
         return Err(FormatError::Unsupported {
             path: path.to_path_buf(),
             msg,
@@ -111,7 +125,7 @@ pub fn from_storage(data: &Storage, path: &Path) -> Result<WhisperFile> {
     names::check_hparams(path, &hparams)?;
     let mel_filters = read_mel(&mut r, hparams.n_mels)?;
     let vocab = read_vocab(&mut r, hparams.n_vocab)?;
-    let tensors = read_tensors(&mut r, data)?;
+    let (tensors, weights_note) = read_tensors(&mut r, data)?;
     names::check(path, &hparams, &tensors)?;
     Ok(WhisperFile {
         path: path.to_path_buf(),
@@ -120,7 +134,10 @@ pub fn from_storage(data: &Storage, path: &Path) -> Result<WhisperFile> {
         tensors,
         vocab,
         mel_filters: Some(mel_filters),
-        config: ModelConfig::default(),
+        config: ModelConfig {
+            weights_note,
+            ..ModelConfig::default()
+        },
     })
 }
 
@@ -161,8 +178,13 @@ fn read_vocab(r: &mut Reader, n_vocab: usize) -> Result<Vec<Vec<u8>>> {
     Ok(vocab)
 }
 
-fn read_tensors(r: &mut Reader, data: &Storage) -> Result<BTreeMap<String, TensorData>> {
+/// The file's tensors, and a note naming the k-quant types among them (read as others).
+fn read_tensors(
+    r: &mut Reader,
+    data: &Storage,
+) -> Result<(BTreeMap<String, TensorData>, Option<String>)> {
     let mut tensors = BTreeMap::new();
+    let mut kquants = BTreeMap::new();
     while r.remaining() > 0 {
         let at = r.pos();
         let n_dims = r.i32("tensor rank")?;
@@ -185,25 +207,39 @@ fn read_tensors(r: &mut Reader, data: &Storage) -> Result<BTreeMap<String, Tenso
         let name = std::str::from_utf8(r.bytes(name_len, "tensor name")?)
             .map_err(|_| r.invalid(format!("tensor name at offset {at} is not UTF-8")))?
             .to_string();
-        let dtype = dtype_from_ggml(ttype).ok_or_else(|| FormatError::Unsupported {
-            path: r.path().to_path_buf(),
-            msg: format!("tensor {name} has ggml type {ttype}"),
-        })?;
+        // k-quants are read as the type sotto runs them as (`KQuant::target`).
+        let kquant = KQuant::from_ggml_type_id(ttype);
+        let dtype = match kquant {
+            Some(k) => dtype_of(k.target()),
+            None => dtype_from_ggml(ttype).ok_or_else(|| FormatError::Unsupported {
+                path: r.path().to_path_buf(),
+                msg: format!("tensor {name} has ggml type {ttype}"),
+            })?,
+        };
+        let (per_block, block_bytes) = kquant.map_or(dtype.block(), |k| (QK_K, k.block_bytes()));
+        let type_name = kquant.map_or(format!("{dtype:?}"), |k| k.name().to_string());
         // Quantized blocks run along ne[0], the row.
-        if ne[0] % dtype.block().0 != 0 {
+        if ne[0] % per_block != 0 {
             return Err(r.invalid(format!(
-                "tensor {name}: row length {} is not a whole number of {dtype:?} blocks",
+                "tensor {name}: row length {} is not a whole number of {type_name} blocks",
                 ne[0]
             )));
         }
         let numel = ne.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
-        let nbytes = numel.and_then(|n| dtype.nbytes(n));
+        let nbytes = numel.and_then(|n| (n / per_block).checked_mul(block_bytes));
         let nbytes =
             nbytes.ok_or_else(|| r.invalid(format!("tensor {name}: size {ne:?} overflows")))?;
         let range = r.take(nbytes, &format!("data of tensor {name}"))?;
-        let bytes = data
+        let mut bytes = data
             .slice(range)
             .ok_or_else(|| r.invalid("tensor data out of bounds"))?;
+        if let Some(k) = kquant {
+            let numel = numel.unwrap_or_default();
+            let mut out = vec![0u8; dtype.nbytes(numel).unwrap_or_default()];
+            k.transcode_row(bytes.as_bytes(), &mut out);
+            bytes = Storage::from_vec(out);
+            kquants.insert(k.name(), dtype);
+        }
         let mut shape: Vec<usize> = ne.into_iter().rev().collect();
         if matches!(name.as_str(), "encoder.conv1.bias" | "encoder.conv2.bias")
             && shape.len() == 2
@@ -225,7 +261,17 @@ fn read_tensors(r: &mut Reader, data: &Storage) -> Result<BTreeMap<String, Tenso
             return Err(r.invalid(format!("tensor {name} appears twice")));
         }
     }
-    Ok(tensors)
+    let note = (!kquants.is_empty()).then(|| {
+        let each: Vec<String> = kquants
+            .iter()
+            .map(|(k, d)| format!("{k} as {}", format!("{d:?}").to_lowercase()))
+            .collect();
+        format!(
+            "k-quant weights run as the nearest type with kernels: {}",
+            each.join(", ")
+        )
+    });
+    Ok((tensors, note))
 }
 
 /// Writes `file` as an f16 ggml file exactly as whisper.cpp's converters do: conv and
@@ -538,7 +584,7 @@ mod tests {
     fn parse(bytes: Vec<u8>) -> Result<BTreeMap<String, TensorData>> {
         let data = Storage::from_vec(bytes);
         let path = Path::new("t.bin");
-        read_tensors(&mut Reader::new(data.as_bytes(), path), &data)
+        read_tensors(&mut Reader::new(data.as_bytes(), path), &data).map(|(t, _)| t)
     }
 
     #[test]
@@ -561,9 +607,18 @@ mod tests {
             assert!(parse(record(ttype, &[64, 3], 6 * block_bytes - 1)).is_err());
             assert!(parse(record(ttype, &[48, 3], 6 * block_bytes)).is_err());
         }
-        assert!(matches!(
-            parse(record(12, &[256], 144)),
-            Err(FormatError::Unsupported { .. })
-        ));
+        // k-quants read as the type they run as: a q4_K super-block is eight q4_1 blocks;
+        // a row must be whole super-blocks.
+        let t = &parse(record(12, &[256, 2], 2 * 144)).unwrap()["x"];
+        assert_eq!((t.dtype, t.data.len()), (DType::Q4_1, 2 * 8 * 20));
+        assert!(parse(record(12, &[128, 2], 144)).is_err());
+        assert!(parse(record(12, &[256, 2], 2 * 144 - 1)).is_err());
+        // q8_K (ggml's activation type) and i8 are no weight types.
+        for ttype in [15, 24] {
+            assert!(matches!(
+                parse(record(ttype, &[256], 292)),
+                Err(FormatError::Unsupported { .. })
+            ));
+        }
     }
 }

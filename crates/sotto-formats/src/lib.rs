@@ -94,6 +94,9 @@ pub struct ModelConfig {
     /// The special tokens' texts from `<|endoftext|>` on, as the file's vocabulary spells
     /// them (conversions differ: `<|iw|>` or `<|he|>`), where it lists them.
     pub special_tokens: Option<Vec<String>>,
+    /// What loading changed of the file's weights, for the user to see: ggml k-quants
+    /// (which sotto has no kernels for) read as the nearest block type that has them.
+    pub weights_note: Option<String>,
 }
 
 /// A `tokenizer.json` read with its model, its BPE merges parsed when asked

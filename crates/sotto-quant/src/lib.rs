@@ -29,6 +29,7 @@
 //! they also guard the SIMD kernels' unchecked loads.
 
 mod gptq;
+mod kquant;
 #[cfg(target_arch = "aarch64")]
 mod neon;
 mod reference;
@@ -44,6 +45,7 @@ mod x86;
 mod x86_512;
 
 pub use gptq::{GptqError, GptqFactor};
+pub use kquant::{KQuant, QK_K};
 pub use sotto_isa::Isa;
 pub use tiled::{
     tiled_matmul, tiled_matmul_ref, tiled_matmul_split, tiled_matmul_variant, QuantActs,

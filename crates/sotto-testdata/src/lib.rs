@@ -89,6 +89,40 @@ pub fn torch_save(args: &[&std::ffi::OsStr]) -> bool {
     run_python(&all, "scripts/torch-save.py")
 }
 
+/// The Python with the `pywhispercpp` wheel (which bundles whisper.cpp and its ggml), from
+/// `SOTTO_WHISPERCPP_PYTHON`; `None`, after a note, where it is not set. `.ci/run` sets
+/// one up, so under CI it must be there.
+pub fn whisper_cpp_python() -> Option<PathBuf> {
+    let Some(python) = std::env::var_os("SOTTO_WHISPERCPP_PYTHON") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must set SOTTO_WHISPERCPP_PYTHON"
+        );
+        eprintln!("whisper.cpp part skipped: SOTTO_WHISPERCPP_PYTHON is not set");
+        return None;
+    };
+    Some(python.into())
+}
+
+/// Runs `scripts/ggml-kquant.py` (ggml's own k-quant quantizer and dequantizer) with
+/// `args` under [`whisper_cpp_python`]; false where that is not set.
+pub fn ggml_kquant(args: &[&std::ffi::OsStr]) -> bool {
+    let Some(python) = whisper_cpp_python() else {
+        return false;
+    };
+    let out = std::process::Command::new(python)
+        .arg(workspace_root().join("scripts/ggml-kquant.py"))
+        .args(args)
+        .output()
+        .expect("run scripts/ggml-kquant.py");
+    assert!(
+        out.status.success(),
+        "scripts/ggml-kquant.py: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    true
+}
+
 /// A file's MD5 digest in hex, as `md5sum` prints it (in-process, so on every platform).
 pub fn md5(path: &std::path::Path) -> String {
     use md5::{Digest, Md5};
