@@ -24,13 +24,6 @@ fn fixtures() -> &'static [Vec<u8>] {
 /// that stopped before writing them leaves.
 const WAV_HEADER: [u8; 44] = *b"RIFF\xff\xff\xff\x7fWAVEfmt \x10\0\0\0\x01\0\x01\0\x80\x3e\0\0\0\x7d\0\0\x02\0\x10\0data\xff\xff\xff\x7f";
 
-/// Cases per property: `SOTTO_FUZZ_CASES` for a longer hunt than the test run's.
-fn cases(default: u32) -> u32 {
-    std::env::var("SOTTO_FUZZ_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 const HINTS: [Option<&str>; 7] = [
     None,
     Some("wav"),
@@ -74,7 +67,7 @@ fn check(bytes: Vec<u8>, hint: Option<&str>) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(cases(200)))]
+    #![proptest_config(ProptestConfig::with_cases(sotto_testdata::fuzz_cases(200)))]
 
     #[test]
     fn random_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..4096), hint in 0..HINTS.len()) {

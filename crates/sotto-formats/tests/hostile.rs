@@ -386,7 +386,7 @@ fn corrupt(good: &[u8], flips: &[(prop::sample::Index, u8)]) -> Vec<u8> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: sotto_testdata::fuzz_cases(512), ..ProptestConfig::default() })]
 
     #[test]
     fn corrupted_ggml_never_panics(f in flips()) {

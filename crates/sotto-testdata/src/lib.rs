@@ -89,6 +89,15 @@ pub fn torch_save(args: &[&std::ffi::OsStr]) -> bool {
     run_python(&all, "scripts/torch-save.py")
 }
 
+/// Cases per property of a fuzz test: `default`, or `SOTTO_FUZZ_CASES` for a longer hunt
+/// than the test run's.
+pub fn fuzz_cases(default: u32) -> u32 {
+    std::env::var("SOTTO_FUZZ_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// The Python with the `pywhispercpp` wheel (which bundles whisper.cpp and its ggml), from
 /// `SOTTO_WHISPERCPP_PYTHON`; `None`, after a note, where it is not set. `.ci/run` sets
 /// one up, so under CI it must be there.
