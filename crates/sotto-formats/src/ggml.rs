@@ -237,6 +237,8 @@ fn read_tensors(
             let numel = numel.unwrap_or_default();
             let mut out = vec![0u8; dtype.nbytes(numel).unwrap_or_default()];
             k.transcode_row(bytes.as_bytes(), &mut out);
+            // The file's pages are not read again: the load peaks at the new blocks.
+            bytes.release();
             bytes = Storage::from_vec(out);
             kquants.insert(k.name(), dtype);
         }
