@@ -179,7 +179,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(64))]
+        #![proptest_config(ProptestConfig::with_cases(sotto_testdata::fuzz_cases(64)))]
 
         #[test]
         fn parts_round_trip(parts in proptest::collection::vec(
