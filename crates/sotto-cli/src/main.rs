@@ -282,6 +282,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     (sotto::formats::load(&path)?, path)
                 }
             };
+            if let Some(note) = &file.config.weights_note {
+                eprintln!("model: {note}");
+            }
             if to == "hf" {
                 sotto::formats::hf::write(&file, &output)?;
             } else if to == "ct2" {
@@ -401,6 +404,9 @@ fn quantize(
     };
     let path = hub.resolve(input, &mut progress::Download::new())?;
     let file = sotto::formats::load(&path)?;
+    if let Some(note) = &file.config.weights_note {
+        eprintln!("model: {note}");
+    }
     let filters = match &file.mel_filters {
         Some(f) => f.clone(),
         None => sotto::audio::mel_filters(file.hparams.n_mels),
