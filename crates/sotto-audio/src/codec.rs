@@ -743,6 +743,34 @@ impl MediaSource for Pieces {
     }
 }
 
+/// `src`, a seekable file at its start, with the bytes at each `(offset, bytes)` (in order,
+/// apart) shown as `bytes`; `src` as it is where there is nothing to change or its length
+/// is unknown.
+pub(crate) fn patched(
+    mut src: Box<dyn MediaSource>,
+    patches: Vec<(u64, Vec<u8>)>,
+) -> Box<dyn MediaSource> {
+    use std::io::SeekFrom;
+    let len = src.byte_len().or_else(|| src.seek(SeekFrom::End(0)).ok());
+    let _ = src.seek(SeekFrom::Start(0));
+    let Some(len) = len.filter(|_| !patches.is_empty()) else {
+        return src;
+    };
+    let mut pieces = Vec::new();
+    let mut at = 0;
+    for (offset, bytes) in patches {
+        let end = (offset + bytes.len() as u64).min(len);
+        if offset < at || end <= offset {
+            continue;
+        }
+        pieces.push(Piece::Src(at, offset - at));
+        pieces.push(Piece::Bytes(bytes[..(end - offset) as usize].to_vec()));
+        at = end;
+    }
+    pieces.push(Piece::Src(at, len - at));
+    Box::new(Pieces::new(src, pieces))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -416,6 +416,10 @@ fn decode_inner(
     if let Some(what) = crate::caf::overlong_chunk(&mut *src) {
         return Err(corrupt(name, what));
     }
+    if !moov.tags.is_empty() {
+        let free = moov.tags.iter().map(|&at| (at, b"free".to_vec())).collect();
+        src = crate::codec::patched(src, free);
+    }
     let head = match src.is_seekable() {
         true => read_head(&mut *src),
         false => Vec::new(),

@@ -8,8 +8,6 @@ use std::io::{Cursor, Read, Seek, SeekFrom};
 
 use symphonia::core::io::MediaSource;
 
-use crate::codec::{Piece, Pieces};
-
 /// Blocks walked at the most; a real file has a handful.
 const MAX_BLOCKS: usize = 1024;
 const PADDING: u8 = 1;
@@ -23,21 +21,11 @@ fn unused(kind: u8) -> bool {
 /// `src` as it is (at its start) where it has none or is not FLAC. (A stream read front to
 /// back goes through [`without_tags_reader`].)
 pub(crate) fn without_tags(mut src: Box<dyn MediaSource>) -> Box<dyn MediaSource> {
-    let headers = headers(&mut src);
-    let len = src.byte_len().or_else(|| src.seek(SeekFrom::End(0)).ok());
-    let _ = src.seek(SeekFrom::Start(0));
-    let Some(len) = len.filter(|_| !headers.is_empty()) else {
-        return src;
-    };
-    let mut pieces = Vec::new();
-    let mut at = 0;
-    for (header, kind) in headers {
-        pieces.push(Piece::Src(at, header - at));
-        pieces.push(Piece::Bytes(vec![kind]));
-        at = header + 1;
-    }
-    pieces.push(Piece::Src(at, len.saturating_sub(at)));
-    Box::new(Pieces::new(src, pieces))
+    let patches = headers(&mut src)
+        .into_iter()
+        .map(|(at, byte)| (at, vec![byte]))
+        .collect();
+    crate::codec::patched(src, patches)
 }
 
 /// The headers of `src`'s blocks to show as padding: where each is, and the byte to show

@@ -44,17 +44,26 @@ pub(crate) struct Moov {
     /// symphonia reserves room for every entry a count claims before reading any, so a
     /// damaged count (billions) would abort the process for want of memory.
     pub overlong_table: Option<&'static str>,
+    /// Where in the file the types of the metadata boxes (`udta`, `meta`) of `moov` and
+    /// its tracks are. Transcription needs none of them, and symphonia's reader trusts the
+    /// sizes of what they hold (a tag's `data` box of 4 GB is reserved before it is read),
+    /// so the decoder is shown them as `free`, which it skips.
+    pub tags: Vec<u64>,
 }
 
 /// Reads the `moov` of `src` when it is an MP4 file; leaves `src` at its start. Anything
 /// malformed or absent is the default: the file then decodes as symphonia reads it.
 pub(crate) fn read_moov<S: Read + Seek + ?Sized>(src: &mut S) -> Moov {
-    let moov = find_moov(src).map_or_else(Moov::default, |moov| Moov {
+    let moov = find_moov(src).map_or_else(Moov::default, |(at, moov)| Moov {
         edit: parse_moov(&moov),
         sound: sound_trak(&moov).is_some(),
         sound_entry: sound_entry(&moov),
         coded_track: coded_track(&moov),
         overlong_table: overlong_table(&moov),
+        tags: tag_boxes(&moov)
+            .into_iter()
+            .map(|i| at + i as u64)
+            .collect(),
     });
     match src.seek(SeekFrom::Start(0)) {
         Ok(_) => moov,
@@ -68,8 +77,8 @@ fn read_edit<S: Read + Seek + ?Sized>(src: &mut S) -> Option<Edit> {
     read_moov(src).edit
 }
 
-/// The `moov` box's body, if the file starts with `ftyp`.
-fn find_moov<S: Read + Seek + ?Sized>(src: &mut S) -> Option<Vec<u8>> {
+/// The `moov` box's body and where it starts, if the file starts with `ftyp`.
+fn find_moov<S: Read + Seek + ?Sized>(src: &mut S) -> Option<(u64, Vec<u8>)> {
     src.seek(SeekFrom::Start(0)).ok()?;
     let mut at = 0u64;
     for i in 0..MAX_BOXES {
@@ -98,7 +107,7 @@ fn find_moov<S: Read + Seek + ?Sized>(src: &mut S) -> Option<Vec<u8>> {
             }
             let mut body = Vec::new();
             src.take(len).read_to_end(&mut body).ok()?;
-            return (body.len() as u64 == len).then_some(body);
+            return (body.len() as u64 == len).then_some((at + header, body));
         }
         at = at.checked_add(size)?;
     }
@@ -143,6 +152,26 @@ fn boxes_cut(mut b: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
         b = rest;
         Some((this.get(4..8)?, this.get(header..).unwrap_or_default()))
     })
+}
+
+/// Where the types of `moov`'s metadata boxes and its tracks' are (see [`Moov::tags`]),
+/// as offsets into `moov`.
+fn tag_boxes(moov: &[u8]) -> Vec<usize> {
+    let offset = |kind: &[u8]| kind.as_ptr() as usize - moov.as_ptr() as usize;
+    let is_tag = |kind: &[u8]| kind == b"udta" || kind == b"meta";
+    let mut found = Vec::new();
+    for (kind, body) in boxes_cut(moov) {
+        if is_tag(kind) {
+            found.push(offset(kind));
+        } else if kind == b"trak" {
+            found.extend(
+                boxes_cut(body)
+                    .filter(|(k, _)| is_tag(k))
+                    .map(|(k, _)| offset(k)),
+            );
+        }
+    }
+    found
 }
 
 /// The first sample table symphonia reads whose entry count its box cannot hold (see

@@ -2778,3 +2778,21 @@ fn a_flac_file_with_a_damaged_comment_length_decodes() {
     let whole = sotto_audio::decode_bytes_16k_mono("bad.flac", bad).unwrap();
     assert_eq!(streamed.unwrap().mono, whole);
 }
+
+/// An MP4 file whose tag (`udta/meta/ilst/©too/data`) claims 4 GB decodes to the samples
+/// of the undamaged file: the metadata boxes are never read, where symphonia's reader would
+/// reserve the 4 GB first.
+#[test]
+fn an_mp4_file_with_a_damaged_tag_size_decodes() {
+    let good = std::fs::read(fixture("jfk.m4a")).unwrap();
+    let data = good
+        .windows(8)
+        .position(|w| w == b"\xa9too\0\0\0\x1d")
+        .unwrap()
+        + 4;
+    assert_eq!(&good[data + 4..data + 8], b"data");
+    let mut bad = good.clone();
+    bad[data..data + 4].copy_from_slice(&0xFFFF_FF00u32.to_be_bytes());
+    let want = decode_bytes("good.m4a", good, None).unwrap().samples;
+    assert_eq!(decode_bytes("bad.m4a", bad, None).unwrap().samples, want);
+}
