@@ -126,8 +126,8 @@ impl KQuant {
             .zip(out.chunks_exact_mut(out_block))
         {
             match self {
-                KQuant::Q4_K => q4_k_as_q4_1(b, o),
-                KQuant::Q5_K => q5_k_as_q5_1(b, o),
+                KQuant::Q4_K => k_as_1(b, o, false),
+                KQuant::Q5_K => k_as_1(b, o, true),
                 _ => {
                     self.dequantize_row(b, &mut values);
                     crate::quantize_row(target, &values, o);
@@ -281,27 +281,20 @@ fn put_block(d: f32, m: f32, codes: &[u8; 32], o: &mut [u8]) {
     }
 }
 
-fn q4_k_as_q4_1(b: &[u8], o: &mut [u8]) {
-    let (d, dmin, scales, qs) = (half_at(b, 0), half_at(b, 2), &b[4..16], &b[16..144]);
-    let mut blocks = o.chunks_exact_mut(20);
-    for (i, q) in qs.chunks_exact(32).enumerate() {
-        for (j, shift) in [(2 * i, 0), (2 * i + 1, 4)] {
-            let (s, m) = scale_min(j, scales);
-            let codes = std::array::from_fn(|l| (q[l] >> shift) & 0xf);
-            let block = blocks.next().unwrap();
-            put_block(d * f32::from(s), -(dmin * f32::from(m)), &codes, block);
-        }
-    }
-}
-
-fn q5_k_as_q5_1(b: &[u8], o: &mut [u8]) {
+/// A q4_K super-block as eight q4_1 blocks, or (`fifth`) a q5_K one as eight q5_1 blocks:
+/// `d, dmin, scales[12]`, then q5_K's fifth bits `qh[32]`, then `qs[128]`.
+fn k_as_1(b: &[u8], o: &mut [u8], fifth: bool) {
     let (d, dmin, scales) = (half_at(b, 0), half_at(b, 2), &b[4..16]);
-    let (qh, qs) = (&b[16..48], &b[48..176]);
-    let mut blocks = o.chunks_exact_mut(24);
+    let (qh, qs) = match fifth {
+        true => (Some(&b[16..48]), &b[48..176]),
+        false => (None, &b[16..144]),
+    };
+    let mut blocks = o.chunks_exact_mut(o.len() / 8);
     for (i, q) in qs.chunks_exact(32).enumerate() {
         for (j, shift) in [(2 * i, 0), (2 * i + 1, 4)] {
             let (s, m) = scale_min(j, scales);
-            let codes = std::array::from_fn(|l| (q[l] >> shift) & 0xf | ((qh[l] >> j) & 1) << 4);
+            let high = |l: usize| qh.map_or(0, |h| ((h[l] >> j) & 1) << 4);
+            let codes = std::array::from_fn(|l| (q[l] >> shift) & 0xf | high(l));
             let block = blocks.next().unwrap();
             put_block(d * f32::from(s), -(dmin * f32::from(m)), &codes, block);
         }
